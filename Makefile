@@ -1,0 +1,45 @@
+# The two commands of the quick start: `make run` and `make test`. Both install what they need.
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS = -DSLUICE_WERROR=ON
+
+.PHONY: all deps build build-asan test test-unit test-asan format-check run bench install clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+build-asan: deps
+	@cmake -S . -B $(BUILD_ASAN) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Debug \
+	    -DSLUICE_SANITIZE=address,undefined >/dev/null
+	@cmake --build $(BUILD_ASAN) -j $(JOBS)
+
+test-unit: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+test-asan: build-asan
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	    ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS)
+
+format-check: deps
+	@scripts/check-format.sh
+
+test: test-unit test-asan format-check
+
+run: build
+	$(BUILD)/sluice simulate --limit rate=15/1m,burst=15 --arrivals 20
+
+bench: build
+	$(BUILD)/bench_core
+
+install: build
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

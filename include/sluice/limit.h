@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Limits: the pure limiter core of sluice.
+ *
+ * A limit is one policy (a rate, a window, a concurrency cap or a quota) applied separately to each
+ * key it is asked about. A sluice_limit owns the state of every key it tracks. Nothing here does
+ * I/O or reads a clock: every call takes `now_ns`, nanoseconds since the Unix epoch (UTC) on the
+ * caller's clock, and all decisions are integer arithmetic.
+ *
+ * Invariants:
+ * - A key whose state carries no information (a rate key whose theoretical arrival time has
+ *   passed, an empty window, no leases, an untouched quota period) is indistinguishable from a key
+ *   never seen, so it may be forgotten at any time; memory is bounded by the active keys.
+ * - Time never runs backwards inside a limit: a `now_ns` older than the newest one seen is clamped
+ *   to it, so a clock step back neither locks a key out nor releases anything early.
+ * - A denied request charges nothing.
+ *
+ * Workload: millions of decisions per second from one thread on up to millions of keys. A
+ * sluice_limit is not thread-safe; callers serialise access (the server owns it from one loop).
+ */
+#ifndef SLUICE_LIMIT_H
+#define SLUICE_LIMIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SLUICE_NS_PER_MS INT64_C(1000000)
+#define SLUICE_NS_PER_SEC INT64_C(1000000000)
+
+/* retry_after_ns of a denial that no amount of waiting can turn into a grant (more units than the
+ * limit can ever hold, or a quota without a calendar period that is spent). */
+#define SLUICE_NEVER INT64_MAX
+
+/* Bounds checked by sluice_limit_def_validate(). */
+#define SLUICE_MAX_PERMITS INT64_C(1000000000)                 /* 10^9 units per period */
+#define SLUICE_MAX_PERIOD_NS (INT64_C(366) * 86400 * SLUICE_NS_PER_SEC) /* a (leap) year */
+#define SLUICE_MAX_SLIDING_LIMIT INT64_C(100000) /* sliding windows keep one record per grant */
+
+typedef enum sluice_limit_kind {
+    SLUICE_RATE = 1,     /* GCRA: `limit` units per `period_ns`, `burst` back-to-back */
+    SLUICE_WINDOW,       /* fixed window: `limit` units per aligned window of `period_ns` */
+    SLUICE_SLIDING,      /* sliding window: `limit` units in any interval of `period_ns` */
+    SLUICE_CONCURRENCY,  /* `limit` units held at once by leases that expire after a TTL */
+    SLUICE_QUOTA,        /* `limit` units of cost per calendar period, settled after the fact */
+} sluice_limit_kind;
+
+/* The calendar period of a quota, in UTC. */
+typedef enum sluice_calendar {
+    SLUICE_CAL_NONE = 0, /* no period: a total cap that never refills */
+    SLUICE_CAL_DAY,
+    SLUICE_CAL_MONTH,
+} sluice_calendar;
+
+/* What a limit does with a new key once it tracks max_keys keys. Never silent: both count. */
+typedef enum sluice_key_overflow {
+    SLUICE_KEYS_REFUSE = 0, /* the decision fails with SLUICE_EBUSY (backpressure) */
+    SLUICE_KEYS_ALLOW,      /* the request is allowed untracked and counted in the stats */
+} sluice_key_overflow;
+
+/* A limit's definition. Fill it with sluice_limit_def_init(), then set the fields of its kind. */
+typedef struct sluice_limit_def {
+    sluice_limit_kind kind;
+    int64_t limit;     /* units per period, per window, held at once, or budget per period */
+    int64_t period_ns; /* rate: the period; window/sliding: the window length */
+    int64_t burst;     /* rate: units spendable back-to-back; 0 means `limit` */
+    int start_empty;   /* rate: a new key starts with nothing saved (first request still passes) */
+    int64_t ttl_ns;    /* concurrency: lease time-to-live when the caller gives none */
+    sluice_calendar calendar;         /* quota: the budget's period */
+    int64_t horizon_ns;               /* reservations whose slot is farther away are refused */
+    size_t max_keys;                  /* cap on tracked keys */
+    sluice_key_overflow key_overflow; /* behaviour past max_keys */
+    size_t max_key_len;               /* keys longer than this are replaced by their SHA-256 */
+} sluice_limit_def;
+
+/* Defaults set by sluice_limit_def_init(). */
+#define SLUICE_DEFAULT_TTL_NS (30 * SLUICE_NS_PER_SEC)
+#define SLUICE_DEFAULT_HORIZON_NS (3600 * SLUICE_NS_PER_SEC)
+#define SLUICE_DEFAULT_MAX_KEYS ((size_t)1000000)
+#define SLUICE_DEFAULT_MAX_KEY_LEN ((size_t)256)
+
+/* Sets every field to its default for `kind` (limit and period_ns to 0, which do not validate). */
+void sluice_limit_def_init(sluice_limit_def *def, sluice_limit_kind kind);
+
+/* Checks a definition. Returns 0, or SLUICE_EINVAL / SLUICE_ERANGE with a one-line explanation
+ * ("burst must be at least 1, got 0") written to msg (always NUL-terminated when msglen > 0). */
+int sluice_limit_def_validate(const sluice_limit_def *def, char *msg, size_t msglen);
+
+/* Returns "rate", "window", "sliding", "concurrency" or "quota" ("?" for anything else). */
+const char *sluice_limit_kind_name(sluice_limit_kind kind);
+
+/* The answer to one request, in the shape every interface reports it. */
+typedef struct sluice_decision {
+    int allowed;            /* 1 when the request was (or, for a peek, would be) granted */
+    int untracked;          /* 1 when allowed only because the key table was full (KEYS_ALLOW) */
+    int64_t limit;          /* the key's capacity in units: burst for a rate, `limit` otherwise */
+    int64_t remaining;      /* units still grantable at now_ns after this decision */
+    int64_t retry_after_ns; /* 0 when allowed; else the wait after which the same request is
+                             * granted if nothing else changes (rounded up), or SLUICE_NEVER */
+    int64_t reset_after_ns; /* wait until the key is back to its full capacity */
+    uint64_t lease_id;      /* concurrency: the lease taken by a granted, non-peek request */
+} sluice_decision;
+
+typedef struct sluice_limit sluice_limit;
+
+/* Creates a limit from a definition, which is validated first (msg as in validate).
+ * On success *out owns the limit (free with sluice_limit_free) and 0 is returned; on failure
+ * *out is NULL and SLUICE_EINVAL, SLUICE_ERANGE or SLUICE_ENOMEM is returned. */
+int sluice_limit_new(const sluice_limit_def *def, sluice_limit **out, char *msg, size_t msglen);
+
+/* Frees the limit and every key's state. Accepts NULL. */
+void sluice_limit_free(sluice_limit *lim);
+
+/* Returns the limit's definition, valid as long as the limit. */
+const sluice_limit_def *sluice_limit_get_def(const sluice_limit *lim);
+
+/* Flags of sluice_limit_decide(). */
+#define SLUICE_PEEK 1u /* decide without charging or creating anything */
+
+/* Asks for `units` units for `key` at now_ns and charges them when granted (unless SLUICE_PEEK).
+ * For a concurrency limit a grant takes a lease with the definition's TTL (see
+ * sluice_lease_acquire for another TTL); for a quota it charges `units` as an estimate that
+ * sluice_quota_settle() may correct later.
+ * Returns 0 with *out filled (allowed or not); SLUICE_EINVAL when units < 1 or the key is NULL
+ * with keylen > 0; SLUICE_EBUSY when the key is new, the table is full and the overflow policy
+ * is REFUSE; SLUICE_ENOMEM. On error *out is zeroed and nothing was charged. */
+int sluice_limit_decide(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
+                        int64_t now_ns, unsigned flags, sluice_decision *out);
+
+/* Rate limits only: reserves the earliest slot at which `units` may start and charges it now, so
+ * that later callers queue behind it (slots handed out for one key never decrease).
+ * `id` names the reservation: asking again with the same id returns the same slot and charges
+ * nothing. On success returns 0 and sets *slot_ns (>= now_ns). When the slot lies more than the
+ * horizon after now_ns, returns SLUICE_EHORIZON with *slot_ns set to that slot and charges
+ * nothing. SLUICE_EINVAL for other kinds or units > burst; SLUICE_EBUSY, SLUICE_ENOMEM as decide. */
+int sluice_limit_reserve(sluice_limit *lim, const char *key, size_t keylen, uint64_t id,
+                         int64_t units, int64_t now_ns, int64_t *slot_ns);
+
+/* Forgets reservation `id` once its slot was used (its charge stays). Returns 0 or
+ * SLUICE_ENOTFOUND. Reservations whose slot is more than one horizon old are forgotten by
+ * sluice_limit_sweep() on their own. */
+int sluice_limit_redeem(sluice_limit *lim, uint64_t id);
+
+/* Concurrency limits only: like decide, with an explicit TTL (> 0). */
+int sluice_lease_acquire(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
+                         int64_t ttl_ns, int64_t now_ns, sluice_decision *out);
+
+/* Extends a live lease to expire ttl_ns after now_ns; *expires_ns (may be NULL) gets the new
+ * expiry. Returns 0, SLUICE_ESTALE when the lease expired, was released or never existed. */
+int sluice_lease_renew(sluice_limit *lim, uint64_t lease_id, int64_t ttl_ns, int64_t now_ns,
+                       int64_t *expires_ns);
+
+/* Releases a lease. Releasing a lease twice returns 0 (idempotent) for as long as it would have
+ * lived; releasing one that expired (its units may already be held by someone else) or that was
+ * never issued returns SLUICE_ESTALE and changes nothing. */
+int sluice_lease_release(sluice_limit *lim, uint64_t lease_id, int64_t now_ns);
+
+/* Calls fn for every lease that expired by now_ns and forgets it (its units are free again).
+ * fn may be NULL. Returns how many leases expired. */
+size_t sluice_lease_expire(sluice_limit *lim, int64_t now_ns,
+                           void (*fn)(uint64_t lease_id, void *arg), void *arg);
+
+/* Quotas only: corrects an earlier charge of `estimate` units made at charged_ns to the `actual`
+ * cost (a refund when smaller, an extra charge when larger; spending may then exceed the budget,
+ * which denies later charges). A charge from a calendar period that has ended is not carried
+ * into the current one: returns SLUICE_ESTATE and changes nothing. */
+int sluice_quota_settle(sluice_limit *lim, const char *key, size_t keylen, int64_t charged_ns,
+                        int64_t estimate, int64_t actual, int64_t now_ns);
+
+/* Forgets one key's state (key != NULL) or every key's (key == NULL): it then behaves as new.
+ * Leases of forgotten keys become stale. Returns 0 or SLUICE_ENOTFOUND for an untracked key. */
+int sluice_limit_reset(sluice_limit *lim, const char *key, size_t keylen);
+
+/* Forgets up to `budget` keys whose state carries no information at now_ns, continuing where the
+ * previous sweep stopped (call it from a timer; budget bounds the pause). Also drops stale
+ * reservations. Returns how many keys were forgotten. */
+size_t sluice_limit_sweep(sluice_limit *lim, int64_t now_ns, size_t budget);
+
+/* Memory and cardinality figures of one limit. */
+typedef struct sluice_limit_stats {
+    size_t keys;        /* keys tracked now */
+    size_t bytes;       /* bytes held by the key table, keys and per-key state */
+    uint64_t untracked; /* requests allowed untracked past max_keys (KEYS_ALLOW) */
+    uint64_t refused;   /* requests refused with SLUICE_EBUSY past max_keys (KEYS_REFUSE) */
+    uint64_t forgotten; /* keys forgotten because they carried no information */
+    uint64_t hashed;    /* requests whose key was longer than max_key_len and was hashed */
+} sluice_limit_stats;
+
+void sluice_limit_get_stats(const sluice_limit *lim, sluice_limit_stats *out);
+
+/* ---- Chains ------------------------------------------------------------------------------- */
+
+/* One limit of a chain with the key and units it is asked for. */
+typedef struct sluice_chain_link {
+    sluice_limit *limit;
+    const char *key;
+    size_t keylen;
+    int64_t units;
+} sluice_chain_link;
+
+/* The answer of a chain. */
+typedef struct sluice_chain_result {
+    int allowed;            /* 1 when every link granted (all were charged) */
+    size_t denied_by;       /* index of the link whose slot is latest (meaningful when denied) */
+    int64_t retry_after_ns; /* latest retry_after of all links (0 when allowed), or NEVER */
+} sluice_chain_result;
+
+/* Evaluates n links as one atomic decision at now_ns: granted only when every link has budget,
+ * in which case every link is charged; when one says no, none is charged. decisions (may be
+ * NULL) receives each link's own decision, n entries. Links may repeat a limit and key; they are
+ * then charged cumulatively. For concurrency links decisions[i].lease_id holds the lease taken.
+ * Returns 0 with *out filled, or the error of the first link that failed (EINVAL, EBUSY,
+ * ENOMEM), in which case nothing was charged. */
+int sluice_chain_decide(const sluice_chain_link *links, size_t n, int64_t now_ns, unsigned flags,
+                        sluice_decision *decisions, sluice_chain_result *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages sluice needs to build, run and test, when any is missing.
+# Idempotent and silent when everything is already there. Needs root (or sudo) to install.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config clang-format
+  libyaml-dev libssl-dev libcmocka-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "deps: installing ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

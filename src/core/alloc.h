@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal allocation entry points: every module allocates through these so that the allocator
+ * set with sluice_replace_allocator() (and the tests' failing allocator) sees every allocation.
+ */
+#ifndef SLUICE_CORE_ALLOC_H
+#define SLUICE_CORE_ALLOC_H
+
+#include <stddef.h>
+
+void *sluice_malloc(size_t size);
+void *sluice_calloc(size_t count, size_t size);
+void *sluice_realloc(void *ptr, size_t size);
+void sluice_free(void *ptr);
+
+/* Returns a NUL-terminated copy of the len bytes at s, or NULL when out of memory. */
+char *sluice_memdup0(const char *s, size_t len);
+
+#endif

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GCRA (generic cell rate algorithm) on one key: the rate limit of sluice.
+ *
+ * The emission interval T = period / permits is kept exact as a rational number: T = t_q + t_r /
+ * permits nanoseconds. A key's state is its theoretical arrival time (TAT) in the same form,
+ * tat_ns + tat_rem / permits with 0 <= tat_rem < permits. A request of w units at `now` is allowed
+ * when max(tat, now) + w*T - now <= burst*T; it then moves tat to max(tat, now) + w*T.
+ * Everything is int64 arithmetic; the products that could overflow are bounded by validation
+ * (burst*T <= SLUICE_MAX_PERIOD_NS * 2, permits <= 10^9).
+ *
+ * Ensures:
+ * - retry_after is rounded up, so a caller returning exactly then is admitted;
+ * - a state whose tat <= now is the same as a fresh key (unless start_empty, whose fresh key is
+ *   emptied on first use), so it can be forgotten.
+ */
+#ifndef SLUICE_CORE_GCRA_H
+#define SLUICE_CORE_GCRA_H
+
+#include <stdint.h>
+
+#include "sluice/limit.h"
+
+/* The parameters of one rate limit, precomputed by gcra_init(). */
+typedef struct gcra {
+    int64_t permits;   /* units per period */
+    int64_t period_ns; /* the period */
+    int64_t burst;     /* units spendable back-to-back */
+    int64_t t_q;       /* T = t_q + t_r / permits ns */
+    int64_t t_r;
+    int64_t bt_q; /* burst * T = bt_q + bt_r / permits ns */
+    int64_t bt_r;
+    int start_empty; /* a fresh key starts with tat = now + (burst - 1) * T */
+} gcra;
+
+/* A key's state: its theoretical arrival time tat_ns + tat_rem / permits. A zeroed state is a
+ * fresh key. */
+typedef struct gcra_state {
+    int64_t tat_ns;
+    int64_t tat_rem;
+} gcra_state;
+
+/* Precomputes g. Returns 0, or SLUICE_EINVAL / SLUICE_ERANGE for parameters outside the bounds
+ * of include/sluice/limit.h. */
+int gcra_init(gcra *g, int64_t permits, int64_t period_ns, int64_t burst, int start_empty);
+
+/* Decides a request of `units` (1 <= units) at now_ns on state s. Charges s when allowed and not
+ * peek. units > burst is denied with retry_after SLUICE_NEVER. Fills every field of *d but
+ * lease_id and untracked. `fresh` tells that s is a key seen for the first time (start_empty
+ * applies). */
+void gcra_decide(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t now_ns, int peek,
+                 sluice_decision *d);
+
+/* Returns the earliest time >= now_ns at which `units` (<= burst) would be allowed on s. */
+int64_t gcra_slot(const gcra *g, const gcra_state *s, int fresh, int64_t units, int64_t now_ns);
+
+/* Charges s for `units` granted at slot_ns (>= now_ns, as returned by gcra_slot): later slots
+ * queue behind it. */
+void gcra_charge_at(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t now_ns,
+                    int64_t slot_ns);
+
+/* Returns 1 when s carries no information at now_ns (tat <= now), 0 otherwise. */
+int gcra_idle(const gcra_state *s, int64_t now_ns);
+
+#endif

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The key table: an open-addressing hash table from byte-string keys to a fixed-size value stored
+ * inline (the per-key state of one limit).
+ *
+ * Invariants:
+ * - Linear probing with backward-shift deletion: no tombstones, so lookups stay short after
+ *   millions of deletions; the load factor is kept at or below 3/4 by doubling.
+ * - A key is stored once, as given (the caller hashes long keys before they get here); short keys
+ *   live inside the slot, longer ones in one allocation of their own.
+ * - Value pointers returned by find/upsert stay valid until the next upsert or delete on the same
+ *   table (either may move entries).
+ *
+ * Workload: one lookup per decision, so the hot path is one hash, one cache line in the common
+ * case, no allocation for a key already present.
+ */
+#ifndef SLUICE_CORE_KEYTAB_H
+#define SLUICE_CORE_KEYTAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct keytab keytab;
+
+/* Called on a value before its entry is removed or the table freed; may be NULL. */
+typedef void (*keytab_destroy_fn)(void *value, void *arg);
+
+/* Creates a table of values of value_size bytes (<= 64, stored 8-byte aligned and zeroed on
+ * insertion). Returns 0 and *out, or SLUICE_EINVAL / SLUICE_ENOMEM with *out NULL. */
+int keytab_new(size_t value_size, keytab **out);
+
+/* Frees the table, calling destroy on every value first. Accepts NULL. */
+void keytab_free(keytab *t, keytab_destroy_fn destroy, void *arg);
+
+/* Returns a key's hash (the one the table uses); deterministic, not keyed. */
+uint64_t keytab_hash(const char *key, size_t keylen);
+
+/* Returns the value of key, or NULL when absent. */
+void *keytab_find(const keytab *t, const char *key, size_t keylen);
+
+/* Finds key, or inserts it with a zeroed value. Sets *value, and *created to 1 when inserted
+ * (may be NULL). Returns 0, or SLUICE_ENOMEM with the table unchanged. */
+int keytab_upsert(keytab *t, const char *key, size_t keylen, void **value, int *created);
+
+/* Removes key, calling destroy on its value first. Returns 0 or SLUICE_ENOTFOUND. */
+int keytab_delete(keytab *t, const char *key, size_t keylen, keytab_destroy_fn destroy,
+                  void *arg);
+
+/* Removes every entry (destroy called on each), keeping the table usable. */
+void keytab_clear(keytab *t, keytab_destroy_fn destroy, void *arg);
+
+/* Visits up to `budget` slots, continuing from where the previous call stopped and wrapping
+ * around; removes each entry for which idle(value, arg) returns non-zero (destroy called first).
+ * Returns how many entries were removed. */
+size_t keytab_sweep(keytab *t, size_t budget, int (*idle)(void *value, void *arg),
+                    keytab_destroy_fn destroy, void *arg);
+
+/* Iteration in slot order. Start with *pos = 0; returns 1 and fills key, keylen, value for the
+ * next entry, or 0 at the end. The table must not change during an iteration. */
+int keytab_next(const keytab *t, size_t *pos, const char **key, size_t *keylen, void **value);
+
+/* Number of entries. */
+size_t keytab_count(const keytab *t);
+
+/* Bytes allocated by the table: slots plus out-of-line keys. */
+size_t keytab_bytes(const keytab *t);
+
+#endif

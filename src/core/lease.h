@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Concurrency leases: at most `limit` units held at once per key; each holder has a lease with a
+ * time-to-live, so a holder that disappears gives its units back when the lease expires.
+ *
+ * A lease_reg belongs to one concurrency limit and holds every lease of it: a map from lease id
+ * to lease, and a min-heap of expiry times so that sluice_lease_expire() finds expired leases
+ * without scanning. A lease_key is one key's share: the units held and its live leases; the key
+ * table stores a pointer to it (it is heap-allocated so that leases can point back to it while
+ * the table moves entries).
+ *
+ * Invariants:
+ * - held == sum of units of the key's live (unreleased, unexpired-when-last-looked) leases;
+ * - lease ids are issued in increasing order from 1 and never reused;
+ * - a released lease is remembered until it would have expired, so releasing it again is a
+ *   successful no-op; an expired lease is forgotten, so releasing it is SLUICE_ESTALE.
+ */
+#ifndef SLUICE_CORE_LEASE_H
+#define SLUICE_CORE_LEASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/limit.h"
+
+typedef struct lease_reg lease_reg;
+typedef struct lease_key lease_key;
+
+/* Returns 0 and a new registry in *out, or SLUICE_ENOMEM. */
+int lease_reg_new(lease_reg **out);
+
+/* Frees the registry and every lease in it (lease_keys are freed by lease_key_free). Accepts
+ * NULL. */
+void lease_reg_free(lease_reg *r);
+
+/* Asks for `units` on the key whose share is *kp (NULL for a key without leases). Leases of the
+ * key that expired by now_ns are dropped first. Granted when held + units <= limit: unless peek,
+ * a lease expiring at now_ns + ttl_ns is created (allocating *kp when NULL) and its id put in
+ * d->lease_id. A denial's retry_after is the time until the key's earliest lease expires (a
+ * release may come sooner), or SLUICE_NEVER when units > limit. Returns 0, or SLUICE_ENOMEM with
+ * nothing taken. */
+int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, int64_t ttl_ns,
+                  int64_t now_ns, int peek, sluice_decision *d);
+
+/* See sluice_lease_renew / sluice_lease_release / sluice_lease_expire in sluice/limit.h. */
+int lease_renew(lease_reg *r, uint64_t lease_id, int64_t ttl_ns, int64_t now_ns,
+                int64_t *expires_ns);
+int lease_release(lease_reg *r, uint64_t lease_id, int64_t now_ns);
+size_t lease_expire(lease_reg *r, int64_t now_ns, void (*fn)(uint64_t lease_id, void *arg),
+                    void *arg);
+
+/* Units k holds (0 for NULL). */
+int64_t lease_key_held(const lease_key *k);
+
+/* Returns 1 when k (may be NULL) has no live lease at now_ns. */
+int lease_key_idle(const lease_key *k, int64_t now_ns);
+
+/* Frees k; its live leases are forgotten and become stale. Accepts NULL. */
+void lease_key_free(lease_reg *r, lease_key *k);
+
+/* Bytes held by the registry, its leases and lease_keys. */
+size_t lease_bytes(const lease_reg *r);
+
+#endif
