@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config clang-format
-  libyaml-dev libssl-dev libcmocka-dev
+  libyaml-dev libssl-dev libjansson-dev libcmocka-dev
 )
 
 missing=()

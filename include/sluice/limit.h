@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define SLUICE_NS_PER_MS INT64_C(1000000)
+#define SLUICE_NS_PER_MS  INT64_C(1000000)
 #define SLUICE_NS_PER_SEC INT64_C(1000000000)
 
 /* retry_after_ns of a denial that no amount of waiting can turn into a grant (more units than the
@@ -36,16 +36,16 @@ extern "C" {
 #define SLUICE_NEVER INT64_MAX
 
 /* Bounds checked by sluice_limit_def_validate(). */
-#define SLUICE_MAX_PERMITS INT64_C(1000000000)                 /* 10^9 units per period */
-#define SLUICE_MAX_PERIOD_NS (INT64_C(366) * 86400 * SLUICE_NS_PER_SEC) /* a (leap) year */
+#define SLUICE_MAX_PERMITS       INT64_C(1000000000) /* 10^9 units per period */
+#define SLUICE_MAX_PERIOD_NS     (INT64_C(366) * 86400 * SLUICE_NS_PER_SEC) /* a (leap) year */
 #define SLUICE_MAX_SLIDING_LIMIT INT64_C(100000) /* sliding windows keep one record per grant */
 
 typedef enum sluice_limit_kind {
-    SLUICE_RATE = 1,     /* GCRA: `limit` units per `period_ns`, `burst` back-to-back */
-    SLUICE_WINDOW,       /* fixed window: `limit` units per aligned window of `period_ns` */
-    SLUICE_SLIDING,      /* sliding window: `limit` units in any interval of `period_ns` */
-    SLUICE_CONCURRENCY,  /* `limit` units held at once by leases that expire after a TTL */
-    SLUICE_QUOTA,        /* `limit` units of cost per calendar period, settled after the fact */
+    SLUICE_RATE = 1,    /* GCRA: `limit` units per `period_ns`, `burst` back-to-back */
+    SLUICE_WINDOW,      /* fixed window: `limit` units per aligned window of `period_ns` */
+    SLUICE_SLIDING,     /* sliding window: `limit` units in any interval of `period_ns` */
+    SLUICE_CONCURRENCY, /* `limit` units held at once by leases that expire after a TTL */
+    SLUICE_QUOTA,       /* `limit` units of cost per calendar period, settled after the fact */
 } sluice_limit_kind;
 
 /* The calendar period of a quota, in UTC. */
@@ -77,9 +77,9 @@ typedef struct sluice_limit_def {
 } sluice_limit_def;
 
 /* Defaults set by sluice_limit_def_init(). */
-#define SLUICE_DEFAULT_TTL_NS (30 * SLUICE_NS_PER_SEC)
-#define SLUICE_DEFAULT_HORIZON_NS (3600 * SLUICE_NS_PER_SEC)
-#define SLUICE_DEFAULT_MAX_KEYS ((size_t)1000000)
+#define SLUICE_DEFAULT_TTL_NS      (30 * SLUICE_NS_PER_SEC)
+#define SLUICE_DEFAULT_HORIZON_NS  (3600 * SLUICE_NS_PER_SEC)
+#define SLUICE_DEFAULT_MAX_KEYS    ((size_t)1000000)
 #define SLUICE_DEFAULT_MAX_KEY_LEN ((size_t)256)
 
 /* Sets every field to its default for `kind` (limit and period_ns to 0, which do not validate). */
@@ -135,7 +135,8 @@ int sluice_limit_decide(sluice_limit *lim, const char *key, size_t keylen, int64
  * `id` names the reservation: asking again with the same id returns the same slot and charges
  * nothing. On success returns 0 and sets *slot_ns (>= now_ns). When the slot lies more than the
  * horizon after now_ns, returns SLUICE_EHORIZON with *slot_ns set to that slot and charges
- * nothing. SLUICE_EINVAL for other kinds or units > burst; SLUICE_EBUSY, SLUICE_ENOMEM as decide. */
+ * nothing. SLUICE_EINVAL for other kinds or units > burst; SLUICE_EBUSY, SLUICE_ENOMEM as decide.
+ */
 int sluice_limit_reserve(sluice_limit *lim, const char *key, size_t keylen, uint64_t id,
                          int64_t units, int64_t now_ns, int64_t *slot_ns);
 

@@ -4,6 +4,8 @@
  */
 #include "sluice/error.h"
 
+#include <stddef.h>
+
 static const struct {
     int rc;
     const char *name;

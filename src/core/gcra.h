@@ -7,7 +7,7 @@
  * tat_ns + tat_rem / permits with 0 <= tat_rem < permits. A request of w units at `now` is allowed
  * when max(tat, now) + w*T - now <= burst*T; it then moves tat to max(tat, now) + w*T.
  * Everything is int64 arithmetic; the products that could overflow are bounded by validation
- * (burst*T <= SLUICE_MAX_PERIOD_NS * 2, permits <= 10^9).
+ * (burst*T <= ~100 years, permits and burst <= 10^9).
  *
  * Ensures:
  * - retry_after is rounded up, so a caller returning exactly then is admitted;
@@ -54,10 +54,9 @@ void gcra_decide(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t
 /* Returns the earliest time >= now_ns at which `units` (<= burst) would be allowed on s. */
 int64_t gcra_slot(const gcra *g, const gcra_state *s, int fresh, int64_t units, int64_t now_ns);
 
-/* Charges s for `units` granted at slot_ns (>= now_ns, as returned by gcra_slot): later slots
- * queue behind it. */
-void gcra_charge_at(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t now_ns,
-                    int64_t slot_ns);
+/* Charges s for `units` reserved at now_ns for the slot gcra_slot() returned: later slots queue
+ * behind it. */
+void gcra_charge(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t now_ns);
 
 /* Returns 1 when s carries no information at now_ns (tat <= now), 0 otherwise. */
 int gcra_idle(const gcra_state *s, int64_t now_ns);

@@ -8,8 +8,9 @@
  *   millions of deletions; the load factor is kept at or below 3/4 by doubling.
  * - A key is stored once, as given (the caller hashes long keys before they get here); short keys
  *   live inside the slot, longer ones in one allocation of their own.
- * - Value pointers returned by find/upsert stay valid until the next upsert or delete on the same
- *   table (either may move entries).
+ * - Value pointers returned by find/upsert stay valid until the next upsert, delete, sweep or
+ *   clear on the same table (each may move entries; deletions shrink the table once it is under
+ *   1/8 full, so memory follows the keys tracked).
  *
  * Workload: one lookup per decision, so the hot path is one hash, one cache line in the common
  * case, no allocation for a key already present.
@@ -43,15 +44,17 @@ void *keytab_find(const keytab *t, const char *key, size_t keylen);
 int keytab_upsert(keytab *t, const char *key, size_t keylen, void **value, int *created);
 
 /* Removes key, calling destroy on its value first. Returns 0 or SLUICE_ENOTFOUND. */
-int keytab_delete(keytab *t, const char *key, size_t keylen, keytab_destroy_fn destroy,
-                  void *arg);
+int keytab_delete(keytab *t, const char *key, size_t keylen, keytab_destroy_fn destroy, void *arg);
 
 /* Removes every entry (destroy called on each), keeping the table usable. */
 void keytab_clear(keytab *t, keytab_destroy_fn destroy, void *arg);
 
 /* Visits up to `budget` slots, continuing from where the previous call stopped and wrapping
  * around; removes each entry for which idle(value, arg) returns non-zero (destroy called first).
- * Returns how many entries were removed. */
+ * Returns how many entries were removed.
+ * Ensures: one call makes at most one pass (a budget above keytab_capacity() is reduced to it),
+ * and a pass of keytab_capacity() slots over a table that is not otherwise changed calls idle on
+ * every entry at least once (an entry pulled back by a removal may be asked twice). */
 size_t keytab_sweep(keytab *t, size_t budget, int (*idle)(void *value, void *arg),
                     keytab_destroy_fn destroy, void *arg);
 
@@ -64,5 +67,9 @@ size_t keytab_count(const keytab *t);
 
 /* Bytes allocated by the table: slots plus out-of-line keys. */
 size_t keytab_bytes(const keytab *t);
+
+/* Number of slots (0 before the first insertion and once the table is empty again): the budget
+ * of a full keytab_sweep() pass. */
+size_t keytab_capacity(const keytab *t);
 
 #endif

@@ -1,0 +1,809 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The limit object: one policy (rate, window, sliding, concurrency, quota) and the state of every
+ * key it tracks, behind the public API of include/sluice/limit.h.
+ *
+ * This file owns what the per-kind modules do not: definitions and their validation, the key
+ * table with its cap and SHA-256 replacement of long keys, the clock clamp, reservations, and
+ * atomic chains. The per-kind arithmetic lives in gcra.c, window.c, lease.c and quota.c.
+ *
+ * Invariants:
+ * - lim->last_now_ns never decreases; every entry point decides at max(now_ns, last_now_ns).
+ * - An entry in the key table is either in use or indistinguishable from an absent key, so the
+ *   sweep and the cap may drop idle entries at any time.
+ * - A failed call (ENOMEM, EBUSY) charges nothing; it may leave fresh (idle) entries behind.
+ */
+#include "sluice/limit.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sluice/error.h"
+#include "alloc.h"
+#include "gcra.h"
+#include "keyhash.h"
+#include "keytab.h"
+#include "lease.h"
+#include "quota.h"
+#include "window.h"
+
+/* Entries visited to reclaim idle keys before a full table applies its overflow policy. */
+#define CAP_RECLAIM_BUDGET 256
+
+/* Largest chain evaluated without allocating. */
+#define CHAIN_STACK_LINKS 16
+
+/* A reservation: the slot handed out for an id, kept to answer a repeated ask. */
+typedef struct reservation {
+    int64_t slot_ns;
+} reservation;
+
+struct sluice_limit {
+    sluice_limit_def def; /* as given, with defaults filled in */
+    gcra rate;            /* RATE: precomputed parameters */
+    keytab *keys;         /* key -> per-kind state */
+    keytab *reservations; /* RATE: reservation id (8 bytes) -> reservation */
+    lease_reg *leases;    /* CONCURRENCY: every lease */
+    int64_t last_now_ns;  /* newest time seen: the clock clamp */
+    int64_t sweep_now_ns; /* `now` of the sweep in progress, for the idle callbacks */
+    sluice_limit_stats stats;
+};
+
+/* A key after long keys were replaced by their digest. */
+typedef struct norm_key {
+    const char *key;
+    size_t len;
+    unsigned char digest[32];
+} norm_key;
+
+/* ---- Definitions ---------------------------------------------------------------------------- */
+
+void sluice_limit_def_init(sluice_limit_def *def, sluice_limit_kind kind)
+{
+    memset(def, 0, sizeof *def);
+    def->kind = kind;
+    def->ttl_ns = SLUICE_DEFAULT_TTL_NS;
+    def->horizon_ns = SLUICE_DEFAULT_HORIZON_NS;
+    def->max_keys = SLUICE_DEFAULT_MAX_KEYS;
+    def->key_overflow = SLUICE_KEYS_REFUSE;
+    def->max_key_len = SLUICE_DEFAULT_MAX_KEY_LEN;
+    def->calendar = SLUICE_CAL_NONE;
+}
+
+const char *sluice_limit_kind_name(sluice_limit_kind kind)
+{
+    switch (kind) {
+    case SLUICE_RATE:
+        return "rate";
+    case SLUICE_WINDOW:
+        return "window";
+    case SLUICE_SLIDING:
+        return "sliding";
+    case SLUICE_CONCURRENCY:
+        return "concurrency";
+    case SLUICE_QUOTA:
+        return "quota";
+    }
+    return "?";
+}
+
+/* Writes the explanation of a failed validation and returns rc. */
+__attribute__((format(printf, 4, 5))) static int invalid(char *msg, size_t msglen, int rc,
+                                                         const char *fmt, ...)
+{
+    va_list ap;
+
+    if (msg && msglen > 0) {
+        va_start(ap, fmt);
+        vsnprintf(msg, msglen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+int sluice_limit_def_validate(const sluice_limit_def *def, char *msg, size_t msglen)
+{
+    if (msg && msglen > 0)
+        msg[0] = '\0';
+    if (def->kind < SLUICE_RATE || def->kind > SLUICE_QUOTA)
+        return invalid(msg, msglen, SLUICE_EINVAL, "unknown limit kind %lld", (long long)def->kind);
+    if (def->limit < 1)
+        return invalid(msg, msglen, SLUICE_EINVAL, "limit must be at least 1, got %lld",
+                       (long long)def->limit);
+    if (def->limit > SLUICE_MAX_PERMITS)
+        return invalid(msg, msglen, SLUICE_ERANGE, "limit must be at most 1000000000, got %lld",
+                       (long long)def->limit);
+    if (def->kind == SLUICE_RATE || def->kind == SLUICE_WINDOW || def->kind == SLUICE_SLIDING) {
+        if (def->period_ns < 1)
+            return invalid(msg, msglen, SLUICE_EINVAL, "period must be at least 1 ns, got %lld ns",
+                           (long long)def->period_ns);
+        if (def->period_ns > SLUICE_MAX_PERIOD_NS)
+            return invalid(msg, msglen, SLUICE_ERANGE,
+                           "period must be at most 366 days, got %lld ns",
+                           (long long)def->period_ns);
+    }
+    if (def->kind == SLUICE_RATE) {
+        gcra g;
+        int64_t burst = def->burst ? def->burst : def->limit;
+
+        if (def->burst < 0)
+            return invalid(msg, msglen, SLUICE_EINVAL, "burst must be at least 1, got %lld",
+                           (long long)def->burst);
+        if (burst > SLUICE_MAX_PERMITS)
+            return invalid(msg, msglen, SLUICE_ERANGE, "burst must be at most 1000000000, got %lld",
+                           (long long)burst);
+        if (gcra_init(&g, def->limit, def->period_ns, burst, def->start_empty) != SLUICE_OK)
+            return invalid(msg, msglen, SLUICE_ERANGE,
+                           "burst %lld times the emission interval exceeds 100 years",
+                           (long long)burst);
+    } else {
+        if (def->burst != 0)
+            return invalid(msg, msglen, SLUICE_EINVAL,
+                           "burst applies to rate limits only (got %lld)", (long long)def->burst);
+        if (def->start_empty)
+            return invalid(msg, msglen, SLUICE_EINVAL, "start_empty applies to rate limits only");
+    }
+    if (def->kind == SLUICE_SLIDING && def->limit > SLUICE_MAX_SLIDING_LIMIT)
+        return invalid(msg, msglen, SLUICE_ERANGE,
+                       "a sliding window holds at most 100000 units, got %lld",
+                       (long long)def->limit);
+    if (def->kind == SLUICE_CONCURRENCY && def->ttl_ns < 1)
+        return invalid(msg, msglen, SLUICE_EINVAL, "lease ttl must be at least 1 ns, got %lld",
+                       (long long)def->ttl_ns);
+    if (def->kind != SLUICE_QUOTA && def->calendar != SLUICE_CAL_NONE)
+        return invalid(msg, msglen, SLUICE_EINVAL, "a calendar period applies to quotas only");
+    if (def->calendar < SLUICE_CAL_NONE || def->calendar > SLUICE_CAL_MONTH)
+        return invalid(msg, msglen, SLUICE_EINVAL, "unknown quota period %lld",
+                       (long long)def->calendar);
+    if (def->horizon_ns < 1)
+        return invalid(msg, msglen, SLUICE_EINVAL, "horizon must be at least 1 ns, got %lld",
+                       (long long)def->horizon_ns);
+    if (def->max_keys < 1)
+        return invalid(msg, msglen, SLUICE_EINVAL, "max_keys must be at least 1, got %lld",
+                       (long long)def->max_keys);
+    if (def->key_overflow != SLUICE_KEYS_REFUSE && def->key_overflow != SLUICE_KEYS_ALLOW)
+        return invalid(msg, msglen, SLUICE_EINVAL, "unknown key overflow policy %lld",
+                       (long long)def->key_overflow);
+    if (def->max_key_len < 32)
+        return invalid(msg, msglen, SLUICE_EINVAL,
+                       "max_key_len must be at least 32 (a SHA-256 digest), got %lld",
+                       (long long)def->max_key_len);
+    return SLUICE_OK;
+}
+
+/* ---- Per-kind state ---------------------------------------------------------------------------
+ */
+
+static size_t state_size(sluice_limit_kind kind)
+{
+    switch (kind) {
+    case SLUICE_RATE:
+        return sizeof(gcra_state);
+    case SLUICE_WINDOW:
+        return sizeof(fixed_state);
+    case SLUICE_SLIDING:
+        return sizeof(sliding_state);
+    case SLUICE_CONCURRENCY:
+        return sizeof(lease_key *);
+    case SLUICE_QUOTA:
+        return sizeof(quota_state);
+    }
+    return 0;
+}
+
+static void destroy_state(void *value, void *arg)
+{
+    sluice_limit *lim = arg;
+
+    if (lim->def.kind == SLUICE_SLIDING)
+        sliding_clear(value);
+    else if (lim->def.kind == SLUICE_CONCURRENCY)
+        lease_key_free(lim->leases, *(lease_key **)value);
+}
+
+static int state_idle(void *value, void *arg)
+{
+    sluice_limit *lim = arg;
+    int64_t now = lim->sweep_now_ns;
+
+    switch (lim->def.kind) {
+    case SLUICE_RATE:
+        return gcra_idle(value, now);
+    case SLUICE_WINDOW:
+        return fixed_idle(value, lim->def.period_ns, now);
+    case SLUICE_SLIDING:
+        return sliding_idle(value, lim->def.period_ns, now);
+    case SLUICE_CONCURRENCY:
+        return lease_key_idle(*(lease_key **)value, now);
+    case SLUICE_QUOTA:
+        return quota_idle(value, now);
+    }
+    return 0;
+}
+
+/* Decides on one key's state. `fresh` marks a key seen for the first time. */
+static int state_decide(sluice_limit *lim, void *state, int fresh, int64_t units, int64_t ttl_ns,
+                        int64_t now, int peek, sluice_decision *d)
+{
+    const sluice_limit_def *def = &lim->def;
+
+    switch (def->kind) {
+    case SLUICE_RATE:
+        gcra_decide(&lim->rate, state, fresh, units, now, peek, d);
+        return SLUICE_OK;
+    case SLUICE_WINDOW:
+        fixed_decide(def->limit, def->period_ns, state, units, now, peek, d);
+        return SLUICE_OK;
+    case SLUICE_SLIDING:
+        return sliding_decide(def->limit, def->period_ns, state, units, now, peek, d);
+    case SLUICE_CONCURRENCY:
+        return lease_acquire(lim->leases, state, def->limit, units, ttl_ns, now, peek, d);
+    case SLUICE_QUOTA:
+        quota_decide(def->limit, def->calendar, state, units, now, peek, d);
+        return SLUICE_OK;
+    }
+    return SLUICE_EINVAL;
+}
+
+/* ---- Life cycle -------------------------------------------------------------------------------
+ */
+
+int sluice_limit_new(const sluice_limit_def *def, sluice_limit **out, char *msg, size_t msglen)
+{
+    sluice_limit *lim;
+    int rc;
+
+    *out = NULL;
+    rc = sluice_limit_def_validate(def, msg, msglen);
+    if (rc != SLUICE_OK)
+        return rc;
+    lim = sluice_calloc(1, sizeof *lim);
+    if (!lim)
+        goto fail_alloc;
+    lim->def = *def;
+    if (def->kind == SLUICE_RATE) {
+        lim->def.burst = def->burst ? def->burst : def->limit;
+        gcra_init(&lim->rate, def->limit, def->period_ns, lim->def.burst, def->start_empty);
+        if (keytab_new(sizeof(reservation), &lim->reservations) != SLUICE_OK)
+            goto fail_reservations;
+    }
+    if (def->kind == SLUICE_CONCURRENCY && lease_reg_new(&lim->leases) != SLUICE_OK)
+        goto fail_leases;
+    if (keytab_new(state_size(def->kind), &lim->keys) != SLUICE_OK)
+        goto fail_keys;
+    *out = lim;
+    return SLUICE_OK;
+
+fail_keys:
+    lease_reg_free(lim->leases);
+fail_leases:
+    keytab_free(lim->reservations, NULL, NULL);
+fail_reservations:
+    sluice_free(lim);
+fail_alloc:
+    if (msg && msglen > 0)
+        snprintf(msg, msglen, "out of memory");
+    return SLUICE_ENOMEM;
+}
+
+void sluice_limit_free(sluice_limit *lim)
+{
+    if (!lim)
+        return;
+    keytab_free(lim->keys, destroy_state, lim);
+    keytab_free(lim->reservations, NULL, NULL);
+    lease_reg_free(lim->leases);
+    sluice_free(lim);
+}
+
+const sluice_limit_def *sluice_limit_get_def(const sluice_limit *lim)
+{
+    return &lim->def;
+}
+
+/* ---- Shared steps -----------------------------------------------------------------------------
+ */
+
+static int64_t clamp_now(sluice_limit *lim, int64_t now_ns)
+{
+    if (now_ns < 0)
+        now_ns = 0;
+    if (now_ns > lim->last_now_ns)
+        lim->last_now_ns = now_ns;
+    return lim->last_now_ns;
+}
+
+static int normalize_key(sluice_limit *lim, const char *key, size_t keylen, norm_key *nk)
+{
+    if (!key && keylen > 0)
+        return SLUICE_EINVAL;
+    nk->key = key ? key : "";
+    nk->len = keylen;
+    if (keylen > lim->def.max_key_len) {
+        int rc = keyhash_digest(key, keylen, nk->digest);
+
+        if (rc != SLUICE_OK)
+            return rc;
+        nk->key = (const char *)nk->digest;
+        nk->len = sizeof nk->digest;
+        lim->stats.hashed++;
+    }
+    return SLUICE_OK;
+}
+
+/* Finds or creates the state of a key for a charging call, applying the key cap. Sets *state
+ * (NULL when the key must go untracked) and *fresh. */
+static int prepare_key(sluice_limit *lim, const norm_key *nk, int64_t now, void **state, int *fresh)
+{
+    void *v = keytab_find(lim->keys, nk->key, nk->len);
+
+    *state = NULL;
+    *fresh = 0;
+    if (v) {
+        *state = v;
+        return SLUICE_OK;
+    }
+    if (keytab_count(lim->keys) >= lim->def.max_keys) {
+        lim->sweep_now_ns = now;
+        lim->stats.forgotten +=
+            keytab_sweep(lim->keys, CAP_RECLAIM_BUDGET, state_idle, destroy_state, lim);
+        if (keytab_count(lim->keys) >= lim->def.max_keys) {
+            if (lim->def.key_overflow == SLUICE_KEYS_REFUSE) {
+                lim->stats.refused++;
+                return SLUICE_EBUSY;
+            }
+            lim->stats.untracked++;
+            return SLUICE_OK;
+        }
+    }
+    return keytab_upsert(lim->keys, nk->key, nk->len, state, fresh);
+}
+
+static void untracked_decision(const sluice_limit *lim, sluice_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    d->allowed = 1;
+    d->untracked = 1;
+    d->limit = lim->def.kind == SLUICE_RATE ? lim->def.burst : lim->def.limit;
+    d->remaining = d->limit;
+}
+
+/* Zeroed state of any kind, used to answer peeks about untracked keys. */
+typedef union any_state {
+    gcra_state rate;
+    fixed_state window;
+    sliding_state sliding;
+    lease_key *lease;
+    quota_state quota;
+} any_state;
+
+static int decide_one(sluice_limit *lim, const norm_key *nk, int64_t units, int64_t ttl_ns,
+                      int64_t now, unsigned flags, sluice_decision *out)
+{
+    int peek = (flags & SLUICE_PEEK) != 0;
+    void *state;
+    int fresh, rc;
+
+    if (peek) {
+        any_state blank;
+
+        state = keytab_find(lim->keys, nk->key, nk->len);
+        fresh = state == NULL;
+        if (!state) {
+            memset(&blank, 0, sizeof blank);
+            state = &blank;
+        }
+        return state_decide(lim, state, fresh, units, ttl_ns, now, 1, out);
+    }
+    rc = prepare_key(lim, nk, now, &state, &fresh);
+    if (rc != SLUICE_OK)
+        return rc;
+    if (!state) {
+        untracked_decision(lim, out);
+        return SLUICE_OK;
+    }
+    if (lim->def.kind == SLUICE_SLIDING) {
+        rc = sliding_prepare(state, lim->def.limit);
+        if (rc != SLUICE_OK)
+            return rc;
+    }
+    return state_decide(lim, state, fresh, units, ttl_ns, now, 0, out);
+}
+
+/* ---- Public decisions -------------------------------------------------------------------------
+ */
+
+int sluice_limit_decide(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
+                        int64_t now_ns, unsigned flags, sluice_decision *out)
+{
+    norm_key nk;
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    if (units < 1)
+        return SLUICE_EINVAL;
+    rc = normalize_key(lim, key, keylen, &nk);
+    if (rc != SLUICE_OK)
+        return rc;
+    rc = decide_one(lim, &nk, units, lim->def.ttl_ns, clamp_now(lim, now_ns), flags, out);
+    if (rc != SLUICE_OK)
+        memset(out, 0, sizeof *out);
+    return rc;
+}
+
+int sluice_lease_acquire(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
+                         int64_t ttl_ns, int64_t now_ns, sluice_decision *out)
+{
+    norm_key nk;
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    if (lim->def.kind != SLUICE_CONCURRENCY || units < 1 || ttl_ns < 1)
+        return SLUICE_EINVAL;
+    rc = normalize_key(lim, key, keylen, &nk);
+    if (rc != SLUICE_OK)
+        return rc;
+    rc = decide_one(lim, &nk, units, ttl_ns, clamp_now(lim, now_ns), 0, out);
+    if (rc != SLUICE_OK)
+        memset(out, 0, sizeof *out);
+    return rc;
+}
+
+int sluice_lease_renew(sluice_limit *lim, uint64_t lease_id, int64_t ttl_ns, int64_t now_ns,
+                       int64_t *expires_ns)
+{
+    if (lim->def.kind != SLUICE_CONCURRENCY || ttl_ns < 1)
+        return SLUICE_EINVAL;
+    return lease_renew(lim->leases, lease_id, ttl_ns, clamp_now(lim, now_ns), expires_ns);
+}
+
+int sluice_lease_release(sluice_limit *lim, uint64_t lease_id, int64_t now_ns)
+{
+    if (lim->def.kind != SLUICE_CONCURRENCY)
+        return SLUICE_EINVAL;
+    return lease_release(lim->leases, lease_id, clamp_now(lim, now_ns));
+}
+
+size_t sluice_lease_expire(sluice_limit *lim, int64_t now_ns,
+                           void (*fn)(uint64_t lease_id, void *arg), void *arg)
+{
+    if (lim->def.kind != SLUICE_CONCURRENCY)
+        return 0;
+    return lease_expire(lim->leases, clamp_now(lim, now_ns), fn, arg);
+}
+
+int sluice_quota_settle(sluice_limit *lim, const char *key, size_t keylen, int64_t charged_ns,
+                        int64_t estimate, int64_t actual, int64_t now_ns)
+{
+    norm_key nk;
+    void *state;
+    int rc;
+
+    if (lim->def.kind != SLUICE_QUOTA || estimate < 0 || actual < 0)
+        return SLUICE_EINVAL;
+    rc = normalize_key(lim, key, keylen, &nk);
+    if (rc != SLUICE_OK)
+        return rc;
+    state = keytab_find(lim->keys, nk.key, nk.len);
+    if (!state) /* forgotten: its period ended (a live charge keeps the key) */
+        return SLUICE_ESTATE;
+    return quota_settle(lim->def.calendar, state, charged_ns, estimate, actual,
+                        clamp_now(lim, now_ns));
+}
+
+/* ---- Reservations -----------------------------------------------------------------------------
+ */
+
+int sluice_limit_reserve(sluice_limit *lim, const char *key, size_t keylen, uint64_t id,
+                         int64_t units, int64_t now_ns, int64_t *slot_ns)
+{
+    reservation *r;
+    norm_key nk;
+    void *state, *slot_value;
+    int64_t now, slot;
+    int fresh, created, rc;
+
+    *slot_ns = 0;
+    if (lim->def.kind != SLUICE_RATE || units < 1 || units > lim->def.burst)
+        return SLUICE_EINVAL;
+    now = clamp_now(lim, now_ns);
+    r = keytab_find(lim->reservations, (const char *)&id, sizeof id);
+    if (r) {
+        *slot_ns = r->slot_ns;
+        return SLUICE_OK;
+    }
+    rc = normalize_key(lim, key, keylen, &nk);
+    if (rc != SLUICE_OK)
+        return rc;
+    rc = prepare_key(lim, &nk, now, &state, &fresh);
+    if (rc != SLUICE_OK)
+        return rc;
+    if (!state) { /* untracked past the cap: it may run now */
+        *slot_ns = now;
+        return SLUICE_OK;
+    }
+    slot = gcra_slot(&lim->rate, state, fresh, units, now);
+    *slot_ns = slot;
+    if (slot - now > lim->def.horizon_ns)
+        return SLUICE_EHORIZON;
+    /* Record the reservation before charging, so that running out of memory charges nothing.
+     * The key table is not touched in between, so `state` stays valid. */
+    rc = keytab_upsert(lim->reservations, (const char *)&id, sizeof id, &slot_value, &created);
+    if (rc != SLUICE_OK)
+        return rc;
+    ((reservation *)slot_value)->slot_ns = slot;
+    gcra_charge(&lim->rate, state, fresh, units, now);
+    return SLUICE_OK;
+}
+
+int sluice_limit_redeem(sluice_limit *lim, uint64_t id)
+{
+    if (!lim->reservations)
+        return SLUICE_ENOTFOUND;
+    return keytab_delete(lim->reservations, (const char *)&id, sizeof id, NULL, NULL);
+}
+
+static int reservation_stale(void *value, void *arg)
+{
+    const sluice_limit *lim = arg;
+    const reservation *r = value;
+
+    return r->slot_ns < lim->sweep_now_ns - lim->def.horizon_ns;
+}
+
+/* ---- Maintenance ------------------------------------------------------------------------------
+ */
+
+int sluice_limit_reset(sluice_limit *lim, const char *key, size_t keylen)
+{
+    norm_key nk;
+    int rc;
+
+    if (!key) {
+        keytab_clear(lim->keys, destroy_state, lim);
+        if (lim->reservations)
+            keytab_clear(lim->reservations, NULL, NULL);
+        return SLUICE_OK;
+    }
+    rc = normalize_key(lim, key, keylen, &nk);
+    if (rc != SLUICE_OK)
+        return rc;
+    return keytab_delete(lim->keys, nk.key, nk.len, destroy_state, lim);
+}
+
+size_t sluice_limit_sweep(sluice_limit *lim, int64_t now_ns, size_t budget)
+{
+    size_t n;
+
+    lim->sweep_now_ns = clamp_now(lim, now_ns);
+    n = keytab_sweep(lim->keys, budget, state_idle, destroy_state, lim);
+    lim->stats.forgotten += n;
+    if (lim->reservations)
+        keytab_sweep(lim->reservations, budget, reservation_stale, NULL, lim);
+    if (lim->leases)
+        lease_expire(lim->leases, lim->sweep_now_ns, NULL, NULL);
+    return n;
+}
+
+void sluice_limit_get_stats(const sluice_limit *lim, sluice_limit_stats *out)
+{
+    *out = lim->stats;
+    out->keys = keytab_count(lim->keys);
+    out->bytes = sizeof *lim + keytab_bytes(lim->keys);
+    if (lim->reservations)
+        out->bytes += keytab_bytes(lim->reservations);
+    if (lim->leases)
+        out->bytes += lease_bytes(lim->leases);
+    if (lim->def.kind == SLUICE_SLIDING) {
+        size_t pos = 0, keylen;
+        const char *key;
+        void *value;
+
+        while (keytab_next(lim->keys, &pos, &key, &keylen, &value))
+            out->bytes += sliding_bytes(value);
+    }
+}
+
+/* ---- Chains -----------------------------------------------------------------------------------
+ */
+
+/* Working record of one link. Links naming the same limit and key form a group led by the
+ * first of them, which is asked for the group's total units. */
+typedef struct link_work {
+    norm_key nk;
+    size_t leader; /* index of the group's first link */
+    int64_t units; /* leader: the group's total */
+    void *state;   /* leader: the key's state, NULL when untracked */
+    int fresh;     /* leader: the key was created by this chain */
+    sluice_decision d;
+} link_work;
+
+static int same_key(const link_work *a, const link_work *b)
+{
+    return a->nk.len == b->nk.len && memcmp(a->nk.key, b->nk.key, a->nk.len) == 0;
+}
+
+/* Groups identical (limit, key) links and normalises keys. */
+static int chain_group(const sluice_chain_link *links, size_t n, link_work *w)
+{
+    for (size_t i = 0; i < n; i++) {
+        int rc;
+
+        if (!links[i].limit || links[i].units < 1)
+            return SLUICE_EINVAL;
+        rc = normalize_key(links[i].limit, links[i].key, links[i].keylen, &w[i].nk);
+        if (rc != SLUICE_OK)
+            return rc;
+        w[i].leader = i;
+        w[i].units = links[i].units;
+        for (size_t j = 0; j < i; j++) {
+            if (w[j].leader == j && links[j].limit == links[i].limit && same_key(&w[j], &w[i])) {
+                w[i].leader = j;
+                w[j].units += links[i].units;
+                break;
+            }
+        }
+    }
+    return SLUICE_OK;
+}
+
+/* Makes sure every leader's key exists (or is untracked) without losing an earlier leader's
+ * entry: idle entries are reclaimed for all of them first, then keys are inserted (inserting
+ * never removes), then states are looked up again since insertions may move entries. */
+static int chain_prepare(const sluice_chain_link *links, size_t n, link_work *w, int64_t now_ns)
+{
+    for (size_t i = 0; i < n; i++) {
+        sluice_limit *lim = links[i].limit;
+
+        if (w[i].leader != i || keytab_find(lim->keys, w[i].nk.key, w[i].nk.len))
+            continue;
+        if (keytab_count(lim->keys) >= lim->def.max_keys) {
+            lim->sweep_now_ns = clamp_now(lim, now_ns);
+            lim->stats.forgotten +=
+                keytab_sweep(lim->keys, CAP_RECLAIM_BUDGET, state_idle, destroy_state, lim);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        sluice_limit *lim = links[i].limit;
+        void *state;
+        int rc;
+
+        if (w[i].leader != i || keytab_find(lim->keys, w[i].nk.key, w[i].nk.len))
+            continue;
+        w[i].state = NULL;
+        if (keytab_count(lim->keys) >= lim->def.max_keys) {
+            if (lim->def.key_overflow == SLUICE_KEYS_REFUSE) {
+                lim->stats.refused++;
+                return SLUICE_EBUSY;
+            }
+            lim->stats.untracked++;
+            w[i].fresh = -1; /* untracked */
+            continue;
+        }
+        rc = keytab_upsert(lim->keys, w[i].nk.key, w[i].nk.len, &state, &w[i].fresh);
+        if (rc != SLUICE_OK)
+            return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sluice_limit *lim = links[i].limit;
+
+        if (w[i].leader != i || w[i].fresh < 0)
+            continue;
+        w[i].state = keytab_find(lim->keys, w[i].nk.key, w[i].nk.len);
+        if (lim->def.kind == SLUICE_SLIDING) {
+            int rc = sliding_prepare(w[i].state, lim->def.limit);
+
+            if (rc != SLUICE_OK)
+                return rc;
+        }
+    }
+    return SLUICE_OK;
+}
+
+/* Asks every leader without charging. Returns 1 when all allowed. */
+static int chain_peek(const sluice_chain_link *links, size_t n, link_work *w, int64_t now_ns,
+                      int peek)
+{
+    int all = 1;
+
+    for (size_t i = 0; i < n; i++) {
+        sluice_limit *lim = links[i].limit;
+        int64_t now = clamp_now(lim, now_ns);
+        any_state blank;
+        void *state;
+        int fresh;
+
+        if (w[i].leader != i)
+            continue;
+        if (!peek && w[i].fresh < 0) {
+            untracked_decision(lim, &w[i].d);
+            continue;
+        }
+        state = peek ? keytab_find(lim->keys, w[i].nk.key, w[i].nk.len) : w[i].state;
+        fresh = peek ? state == NULL : w[i].fresh;
+        if (!state) {
+            memset(&blank, 0, sizeof blank);
+            state = &blank;
+        }
+        /* A peek cannot fail: nothing is allocated. */
+        state_decide(lim, state, fresh, w[i].units, lim->def.ttl_ns, now, 1, &w[i].d);
+        all &= w[i].d.allowed;
+    }
+    return all;
+}
+
+/* Charges every leader; concurrency first, as taking a lease is the only step that can fail,
+ * and the leases taken so far are given back when it does. */
+static int chain_commit(const sluice_chain_link *links, size_t n, link_work *w, int64_t now_ns)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < n; i++) {
+            sluice_limit *lim = links[i].limit;
+            int is_lease = lim->def.kind == SLUICE_CONCURRENCY;
+            int rc;
+
+            if (w[i].leader != i || w[i].fresh < 0 || is_lease != (pass == 0))
+                continue;
+            rc = state_decide(lim, w[i].state, w[i].fresh, w[i].units, lim->def.ttl_ns,
+                              clamp_now(lim, now_ns), 0, &w[i].d);
+            if (rc == SLUICE_OK && w[i].d.allowed)
+                continue;
+            for (size_t j = 0; j < i; j++)
+                if (w[j].leader == j && w[j].fresh >= 0 &&
+                    links[j].limit->def.kind == SLUICE_CONCURRENCY)
+                    lease_release(links[j].limit->leases, w[j].d.lease_id, now_ns);
+            return rc != SLUICE_OK ? rc : SLUICE_ESTATE;
+        }
+    }
+    return SLUICE_OK;
+}
+
+int sluice_chain_decide(const sluice_chain_link *links, size_t n, int64_t now_ns, unsigned flags,
+                        sluice_decision *decisions, sluice_chain_result *out)
+{
+    link_work stack[CHAIN_STACK_LINKS], *w = stack;
+    int peek = (flags & SLUICE_PEEK) != 0;
+    int rc = SLUICE_OK;
+
+    memset(out, 0, sizeof *out);
+    if (n > CHAIN_STACK_LINKS) {
+        w = sluice_calloc(n, sizeof *w);
+        if (!w)
+            return SLUICE_ENOMEM;
+    } else {
+        memset(stack, 0, sizeof stack);
+    }
+    rc = chain_group(links, n, w);
+    if (rc == SLUICE_OK && !peek)
+        rc = chain_prepare(links, n, w, now_ns);
+    if (rc != SLUICE_OK)
+        goto done;
+    out->allowed = chain_peek(links, n, w, now_ns, peek);
+    if (out->allowed && !peek) {
+        rc = chain_commit(links, n, w, now_ns);
+        if (rc != SLUICE_OK) {
+            out->allowed = 0;
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const sluice_decision *d = &w[w[i].leader].d;
+
+        if (decisions) {
+            decisions[i] = *d;
+            if (w[i].leader != i)
+                decisions[i].lease_id = 0;
+        }
+        if (!out->allowed && !d->allowed && d->retry_after_ns > out->retry_after_ns) {
+            out->retry_after_ns = d->retry_after_ns;
+            out->denied_by = i;
+        }
+    }
+done:
+    if (w != stack)
+        sluice_free(w);
+    if (rc != SLUICE_OK && decisions)
+        memset(decisions, 0, n * sizeof *decisions);
+    return rc;
+}
