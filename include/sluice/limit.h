@@ -171,6 +171,25 @@ size_t sluice_lease_expire(sluice_limit *lim, int64_t now_ns,
 int sluice_quota_settle(sluice_limit *lim, const char *key, size_t keylen, int64_t charged_ns,
                         int64_t estimate, int64_t actual, int64_t now_ns);
 
+/* Corrects an earlier grant of `estimate` units for `key` to the `actual` cost, once it is known
+ * (an LLM call's tokens). Rate: the key's TAT moves by (actual - estimate) * T (a refund never
+ * moves it before now_ns). Fixed window: the count of the current window is adjusted when
+ * charged_ns lies in it. Sliding: an extra charge is recorded at now_ns, a refund taken from the
+ * newest records. Quota: as sluice_quota_settle(). Concurrency: SLUICE_EINVAL. Returns 0,
+ * SLUICE_ESTATE when the grant's window or period is over (nothing to correct), or
+ * SLUICE_ENOMEM. */
+int sluice_limit_settle(sluice_limit *lim, const char *key, size_t keylen, int64_t charged_ns,
+                        int64_t estimate, int64_t actual, int64_t now_ns);
+
+/* Estimates when `units` (any amount, also above the burst) could start on `key` if they asked
+ * at now_ns after everything charged so far: rate: exact (the key's TAT plus units * T minus
+ * the burst); fixed window: the first window with room, assuming each later window is filled to
+ * the limit in turn; sliding: the time enough recorded grants leave the window; quota: the next
+ * period when spending leaves no room (SLUICE_NEVER without one); concurrency: now when units fit,
+ * else the earliest lease expiry. Never charges. Returns 0 and *start_ns. */
+int sluice_limit_estimate(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
+                          int64_t now_ns, int64_t *start_ns);
+
 /* Forgets one key's state (key != NULL) or every key's (key == NULL): it then behaves as new.
  * Leases of forgotten keys become stale. Returns 0 or SLUICE_ENOTFOUND for an untracked key. */
 int sluice_limit_reset(sluice_limit *lim, const char *key, size_t keylen);

@@ -187,6 +187,22 @@ void gcra_charge(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t
     s->tat_rem = next.rem;
 }
 
+void gcra_adjust(const gcra *g, gcra_state *s, int64_t diff, int64_t now_ns)
+{
+    rat now = rat_ns(now_ns);
+    rat tat = {s->tat_ns, s->tat_rem};
+
+    if (diff > 0) {
+        tat = rat_add(rat_max(tat, now), times_t(g, diff), g->permits);
+    } else if (diff < 0) {
+        tat = rat_sub(tat, times_t(g, -diff), g->permits);
+        if (rat_cmp(tat, now) < 0)
+            tat = now;
+    }
+    s->tat_ns = tat.ns;
+    s->tat_rem = tat.rem;
+}
+
 int gcra_idle(const gcra_state *s, int64_t now_ns)
 {
     return s->tat_ns < now_ns || (s->tat_ns == now_ns && s->tat_rem == 0);

@@ -58,6 +58,10 @@ int64_t gcra_slot(const gcra *g, const gcra_state *s, int fresh, int64_t units, 
  * behind it. */
 void gcra_charge(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t now_ns);
 
+/* Corrects a grant by diff units (actual minus charged): an extra charge moves the TAT forward
+ * from max(tat, now); a refund moves it back, but never before now_ns. |diff| <= 8 * 10^9. */
+void gcra_adjust(const gcra *g, gcra_state *s, int64_t diff, int64_t now_ns);
+
 /* Returns 1 when s carries no information at now_ns (tat <= now), 0 otherwise. */
 int gcra_idle(const gcra_state *s, int64_t now_ns);
 

@@ -492,6 +492,120 @@ int sluice_quota_settle(sluice_limit *lim, const char *key, size_t keylen, int64
                         clamp_now(lim, now_ns));
 }
 
+/* Largest correction or estimate in units: keeps units * T inside int64 for any valid limit. */
+#define MAX_ADJUST_UNITS (INT64_C(8) * SLUICE_MAX_PERMITS)
+
+int sluice_limit_settle(sluice_limit *lim, const char *key, size_t keylen, int64_t charged_ns,
+                        int64_t estimate, int64_t actual, int64_t now_ns)
+{
+    const sluice_limit_def *def = &lim->def;
+    int64_t diff = actual - estimate, now;
+    norm_key nk;
+    void *state;
+    int fresh, rc;
+
+    if (def->kind == SLUICE_CONCURRENCY || estimate < 0 || actual < 0 ||
+        estimate > MAX_ADJUST_UNITS || actual > MAX_ADJUST_UNITS)
+        return SLUICE_EINVAL;
+    if (def->kind == SLUICE_QUOTA)
+        return sluice_quota_settle(lim, key, keylen, charged_ns, estimate, actual, now_ns);
+    now = clamp_now(lim, now_ns);
+    if (def->kind == SLUICE_WINDOW && charged_ns < now - now % def->period_ns)
+        return SLUICE_ESTATE;
+    if (def->kind == SLUICE_SLIDING && now - charged_ns >= def->period_ns)
+        return SLUICE_ESTATE;
+    if (diff == 0)
+        return SLUICE_OK;
+    rc = normalize_key(lim, key, keylen, &nk);
+    if (rc != SLUICE_OK)
+        return rc;
+    if (diff < 0) {
+        /* A forgotten key has nothing left to refund. */
+        state = keytab_find(lim->keys, nk.key, nk.len);
+        if (!state)
+            return SLUICE_OK;
+    } else {
+        rc = prepare_key(lim, &nk, now, &state, &fresh);
+        if (rc != SLUICE_OK || !state)
+            return rc;
+    }
+    switch (def->kind) {
+    case SLUICE_RATE:
+        gcra_adjust(&lim->rate, state, diff, now);
+        return SLUICE_OK;
+    case SLUICE_WINDOW: {
+        fixed_state *f = state;
+        int64_t start = now - now % def->period_ns;
+
+        if (f->start_ns != start) { /* the key's window is over, or it was just created */
+            f->start_ns = start;
+            f->count = 0;
+        }
+        f->count = f->count + diff > 0 ? f->count + diff : 0;
+        return SLUICE_OK;
+    }
+    case SLUICE_SLIDING:
+        return sliding_adjust(def->limit, state, diff, now);
+    default:
+        return SLUICE_EINVAL;
+    }
+}
+
+int sluice_limit_estimate(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
+                          int64_t now_ns, int64_t *start_ns)
+{
+    const sluice_limit_def *def = &lim->def;
+    sluice_decision d;
+    any_state blank;
+    norm_key nk;
+    void *state;
+    int64_t now;
+    int rc;
+
+    *start_ns = 0;
+    if (units < 1)
+        return SLUICE_EINVAL;
+    if (units > MAX_ADJUST_UNITS)
+        return SLUICE_ERANGE;
+    rc = normalize_key(lim, key, keylen, &nk);
+    if (rc != SLUICE_OK)
+        return rc;
+    now = clamp_now(lim, now_ns);
+    state = keytab_find(lim->keys, nk.key, nk.len);
+    if (!state) {
+        memset(&blank, 0, sizeof blank);
+    }
+    switch (def->kind) {
+    case SLUICE_RATE:
+        *start_ns = gcra_slot(&lim->rate, state ? state : &blank, state == NULL, units, now);
+        return SLUICE_OK;
+    case SLUICE_WINDOW: {
+        /* Units beyond the current window's room fill the following windows in turn. */
+        const fixed_state *f = state ? state : &blank.window;
+        int64_t start = now - now % def->period_ns;
+        int64_t count = f->start_ns == start ? f->count : 0;
+        int64_t k = (count + units - 1) / def->limit;
+
+        *start_ns = k == 0 ? now : start + k * def->period_ns;
+        return SLUICE_OK;
+    }
+    default:
+        break;
+    }
+    rc = state_decide(lim, state ? state : &blank, state == NULL, units, def->ttl_ns, now, 1, &d);
+    if (rc != SLUICE_OK)
+        return rc;
+    if (d.allowed)
+        *start_ns = now;
+    else if (d.retry_after_ns != SLUICE_NEVER)
+        *start_ns = now + d.retry_after_ns;
+    else if (def->kind == SLUICE_SLIDING) /* more than one window's worth: whole windows */
+        *start_ns = now + d.reset_after_ns + (units - 1) / def->limit * def->period_ns;
+    else
+        *start_ns = SLUICE_NEVER;
+    return SLUICE_OK;
+}
+
 /* ---- Reservations -----------------------------------------------------------------------------
  */
 

@@ -291,3 +291,43 @@ void sliding_clear(sliding_state *s)
     sluice_free(s->ring);
     memset(s, 0, sizeof *s);
 }
+
+int sliding_adjust(int64_t limit, sliding_state *s, int64_t diff, int64_t now_ns)
+{
+    int64_t now = clamp_epoch(now_ns);
+
+    if (diff > 0) {
+        uint32_t max_cap = cap_bound(limit) > s->n ? cap_bound(limit) : s->n + 1;
+
+        if (s->n > 0 && now < ring_newest(s)->at_ns)
+            now = ring_newest(s)->at_ns;
+        if (s->n == 0 || ring_newest(s)->at_ns != now) {
+            sliding_event *e;
+
+            if (ring_grow(s, max_cap) != SLUICE_OK)
+                return SLUICE_ENOMEM;
+            e = ring_at(s, s->n);
+            e->at_ns = now;
+            e->units = 0;
+            s->n++;
+        }
+        ring_newest(s)->units += diff;
+        s->total += diff;
+        return SLUICE_OK;
+    }
+    /* A refund gives back the newest grants first: they are the ones that would leave the
+     * window last, so the refund takes effect for as long as possible. */
+    while (diff < 0 && s->n > 0) {
+        sliding_event *e = ring_newest(s);
+        int64_t take = -diff < e->units ? -diff : e->units;
+
+        e->units -= take;
+        s->total -= take;
+        diff += take;
+        if (e->units == 0)
+            s->n--;
+    }
+    if (s->n == 0)
+        s->head = 0;
+    return SLUICE_OK;
+}

@@ -60,6 +60,10 @@ int sliding_prepare(sliding_state *s, int64_t limit);
 int sliding_decide(int64_t limit, int64_t window_ns, sliding_state *s, int64_t units,
                    int64_t now_ns, int peek, sluice_decision *d);
 
+/* Corrects the units recorded: diff > 0 records an extra charge at now_ns (SLUICE_ENOMEM when
+ * the ring cannot grow; nothing changes), diff < 0 refunds from the newest records. */
+int sliding_adjust(int64_t limit, sliding_state *s, int64_t diff, int64_t now_ns);
+
 /* Returns 1 when s holds no grant inside the window ending at now_ns. */
 int sliding_idle(const sliding_state *s, int64_t window_ns, int64_t now_ns);
 

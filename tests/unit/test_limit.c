@@ -19,7 +19,7 @@
 
 #define SEC SLUICE_NS_PER_SEC
 #define MIN (60 * SEC)
-#define T0 (INT64_C(1763078400) * SEC)
+#define T0  (INT64_C(1763078400) * SEC)
 
 static sluice_limit *make(sluice_limit_kind kind, int64_t limit, int64_t period_ns)
 {
@@ -221,7 +221,7 @@ static void test_chain_atomic(void **unused)
     assert_int_equal(r.retry_after_ns, MIN - SEC);
     assert_true(ds[0].allowed);
     assert_int_equal(ds[0].remaining, 98); /* 1 s refilled 1.67 of the 2 spent, minus 1 asked */
-    assert_int_equal(ds[2].remaining, 2); /* 5 - 2 charged - 1 asked: unchanged by the denial */
+    assert_int_equal(ds[2].remaining, 2);  /* 5 - 2 charged - 1 asked: unchanged by the denial */
     /* bob is not held back by alice. */
     links[1].key = "bob";
     links[1].keylen = 3;
@@ -300,8 +300,7 @@ static void test_chain_with_lease_and_quota(void **unused)
 
         assert_int_equal(sluice_limit_decide(conc, "t", 1, 1, T0, SLUICE_PEEK, &d), SLUICE_OK);
         assert_true(d.allowed);
-        assert_int_equal(sluice_limit_decide(budget, "t", 1, 60, T0, SLUICE_PEEK, &d),
-                         SLUICE_OK);
+        assert_int_equal(sluice_limit_decide(budget, "t", 1, 60, T0, SLUICE_PEEK, &d), SLUICE_OK);
         assert_true(d.allowed);
     }
     sluice_limit_free(conc);
@@ -336,9 +335,9 @@ static void test_chain_property(void **unused)
             links[j].key = k;
             links[j].keylen = 1;
             links[j].units = rng_range(&rng, 1, 3);
-            assert_int_equal(sluice_limit_decide(lims[j], k, 1, links[j].units, now, SLUICE_PEEK,
-                                                 &before[j]),
-                             SLUICE_OK);
+            assert_int_equal(
+                sluice_limit_decide(lims[j], k, 1, links[j].units, now, SLUICE_PEEK, &before[j]),
+                SLUICE_OK);
             expect &= before[j].allowed;
         }
         assert_int_equal(sluice_chain_decide(links, 3, now, 0, NULL, &r), SLUICE_OK);
@@ -349,6 +348,85 @@ static void test_chain_property(void **unused)
     }
     for (int j = 0; j < 3; j++)
         sluice_limit_free(lims[j]);
+}
+
+/* Settling with the actual cost: an LLM call estimated at 100 tokens that used 40 gives 60 back;
+ * one that used 250 charges 150 more. */
+static void test_settle(void **unused)
+{
+    sluice_limit *rate = make(SLUICE_RATE, 1000, MIN); /* 1000 tokens/min */
+    sluice_limit *win = make(SLUICE_WINDOW, 1000, MIN);
+    sluice_limit *sl = make(SLUICE_SLIDING, 1000, MIN);
+    sluice_limit *quota = make(SLUICE_QUOTA, 1000, 0);
+    sluice_limit *conc = make(SLUICE_CONCURRENCY, 3, 0);
+    sluice_limit *all[] = {rate, win, sl, quota};
+    sluice_decision d;
+
+    (void)unused;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(sluice_limit_decide(all[i], "t", 1, 100, T0, 0, &d), SLUICE_OK);
+        assert_int_equal(d.remaining, 900);
+        assert_int_equal(sluice_limit_settle(all[i], "t", 1, T0, 100, 40, T0), SLUICE_OK);
+        assert_int_equal(sluice_limit_decide(all[i], "t", 1, 960, T0, SLUICE_PEEK, &d), SLUICE_OK);
+        assert_true(d.allowed);
+        assert_int_equal(sluice_limit_decide(all[i], "t", 1, 961, T0, SLUICE_PEEK, &d), SLUICE_OK);
+        assert_false(d.allowed);
+        assert_int_equal(sluice_limit_settle(all[i], "t", 1, T0, 40, 250, T0), SLUICE_OK);
+        assert_int_equal(sluice_limit_decide(all[i], "t", 1, 750, T0, SLUICE_PEEK, &d), SLUICE_OK);
+        assert_true(d.allowed);
+        assert_int_equal(sluice_limit_decide(all[i], "t", 1, 751, T0, SLUICE_PEEK, &d), SLUICE_OK);
+        assert_false(d.allowed);
+    }
+    /* A refund never makes a rate key richer than a full bucket. */
+    assert_int_equal(sluice_limit_settle(rate, "t", 1, T0, 100000, 0, T0), SLUICE_OK);
+    assert_int_equal(sluice_limit_decide(rate, "t", 1, 1000, T0, SLUICE_PEEK, &d), SLUICE_OK);
+    assert_true(d.allowed);
+    assert_int_equal(sluice_limit_decide(rate, "t", 1, 1001, T0, SLUICE_PEEK, &d), SLUICE_OK);
+    assert_false(d.allowed);
+    /* A window that is over has nothing left to correct. */
+    assert_int_equal(sluice_limit_settle(win, "t", 1, T0, 10, 20, T0 + 2 * MIN), SLUICE_ESTATE);
+    assert_int_equal(sluice_limit_settle(sl, "t", 1, T0, 10, 20, T0 + 2 * MIN), SLUICE_ESTATE);
+    assert_int_equal(sluice_limit_settle(conc, "t", 1, T0, 1, 2, T0), SLUICE_EINVAL);
+    for (int i = 0; i < 4; i++)
+        sluice_limit_free(all[i]);
+    sluice_limit_free(conc);
+}
+
+/* Estimates for a queue: the k-th unit of a backlog starts where the limit would place it. */
+static void test_estimate(void **unused)
+{
+    sluice_limit *rate = make(SLUICE_RATE, 15, MIN);
+    sluice_limit *win = make(SLUICE_WINDOW, 12, 5 * SEC);
+    sluice_limit *quota = make(SLUICE_QUOTA, 10, 0);
+    sluice_decision d;
+    int64_t start;
+
+    (void)unused;
+    /* 15 per minute, burst 15: unit 15 starts now, unit 20 at 20 s, unit 100 at 340 s. */
+    assert_int_equal(sluice_limit_estimate(rate, "k", 1, 15, T0, &start), SLUICE_OK);
+    assert_int_equal(start, T0);
+    assert_int_equal(sluice_limit_estimate(rate, "k", 1, 20, T0, &start), SLUICE_OK);
+    assert_int_equal(start - T0, 20 * SEC);
+    assert_int_equal(sluice_limit_estimate(rate, "k", 1, 100, T0, &start), SLUICE_OK);
+    assert_int_equal(start - T0, 340 * SEC);
+    /* 12 per 5 s window, 5 spent: 7 more fit now; the 8th to 19th next window; 20th the one after.
+     */
+    assert_int_equal(sluice_limit_decide(win, "k", 1, 5, T0, 0, &d), SLUICE_OK);
+    assert_int_equal(sluice_limit_estimate(win, "k", 1, 7, T0, &start), SLUICE_OK);
+    assert_int_equal(start, T0);
+    assert_int_equal(sluice_limit_estimate(win, "k", 1, 19, T0, &start), SLUICE_OK);
+    assert_int_equal(start, T0 - T0 % (5 * SEC) + 5 * SEC);
+    assert_int_equal(sluice_limit_estimate(win, "k", 1, 20, T0, &start), SLUICE_OK);
+    assert_int_equal(start, T0 - T0 % (5 * SEC) + 10 * SEC);
+    /* A daily quota of 10: more than 10 never fits; once spent, the next unit waits a day. */
+    assert_int_equal(sluice_limit_estimate(quota, "k", 1, 11, T0, &start), SLUICE_OK);
+    assert_int_equal(start, SLUICE_NEVER);
+    assert_int_equal(sluice_limit_decide(quota, "k", 1, 10, T0, 0, &d), SLUICE_OK);
+    assert_int_equal(sluice_limit_estimate(quota, "k", 1, 1, T0 + SEC, &start), SLUICE_OK);
+    assert_int_equal(start, T0 + 86400 * SEC); /* T0 is midnight UTC */
+    sluice_limit_free(rate);
+    sluice_limit_free(win);
+    sluice_limit_free(quota);
 }
 
 /* ---- Out-of-memory sweeps ------------------------------------------------------------------ */
@@ -444,6 +522,8 @@ int main(void)
         cmocka_unit_test(test_chain_repeated_link),
         cmocka_unit_test(test_chain_with_lease_and_quota),
         cmocka_unit_test(test_chain_property),
+        cmocka_unit_test(test_settle),
+        cmocka_unit_test(test_estimate),
         cmocka_unit_test(test_oom_every_kind),
         cmocka_unit_test(test_oom_chain),
     };

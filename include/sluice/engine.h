@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The dispatch engine: tasks, ready queues, the gate, the parking lot, retries, recurring tasks
+ * and events. Pure: every call takes `now_ns` (ns since the Unix epoch) and nothing reads a clock,
+ * a socket or a file, so the same engine runs under the server and on a simulated clock.
+ *
+ * Life of a task: submit -> QUEUED (in its type's ready queue, or delayed until not_before) ->
+ * a worker polls -> the gate evaluates the type's chain:
+ *   granted                 -> RUNNING, delivered with a lease (visibility timeout);
+ *   denied, overflow wait   -> PARKED on the wait queue of the limit and key that said no, until
+ *                              the parking lot wakes that key at its slot (then QUEUED again);
+ *   denied, overflow reject,
+ *   or slot past horizon    -> FAILED with a typed reason.
+ * RUNNING -> ack -> DONE; fail -> retry (delayed by backoff, QUEUED) or FAILED; lease expiry ->
+ * QUEUED again (redelivery, which redeems the grant it already holds). CANCELLED from any
+ * unfinished state but RUNNING.
+ *
+ * Invariants:
+ * - A worker never waits for budget: poll hands out granted tasks only and parks the others.
+ * - No head-of-line blocking: a parked task sits in its key's wait queue, not in a ready queue.
+ * - A task is never dropped silently: every submitted task ends DONE, FAILED (with a reason) or
+ *   CANCELLED, or is still queued, parked or running.
+ * - A parked task is not overtaken on its key by a less urgent one (strict priority, so a heavy
+ *   task is not starved by light ones behind it).
+ *
+ * Not thread-safe: one thread (the server's loop) owns an engine.
+ */
+#ifndef SLUICE_ENGINE_H
+#define SLUICE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/limit.h"
+#include "sluice/policy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sluice_engine sluice_engine;
+
+typedef enum sluice_task_state {
+    SLUICE_TASK_QUEUED = 1, /* waiting for a worker (or for its not_before time) */
+    SLUICE_TASK_PARKED,     /* waiting for budget */
+    SLUICE_TASK_RUNNING,    /* delivered to a worker under a lease */
+    SLUICE_TASK_DONE,
+    SLUICE_TASK_FAILED,
+    SLUICE_TASK_CANCELLED,
+} sluice_task_state;
+
+/* Why a task failed (or an occurrence was skipped). */
+typedef enum sluice_fail_reason {
+    SLUICE_FAIL_NONE = 0,
+    SLUICE_FAIL_RATELIMITED, /* a limit with overflow reject said no */
+    SLUICE_FAIL_HORIZON,     /* its slot lay beyond the limit's horizon */
+    SLUICE_FAIL_NEVER,       /* it asks more units than the limit can ever grant */
+    SLUICE_FAIL_ATTEMPTS,    /* it failed max_attempts times */
+    SLUICE_FAIL_DEAD,        /* the worker failed it with DEAD (no retry) */
+    SLUICE_FAIL_SKIPPED,     /* a recurring occurrence that could not run before the end */
+} sluice_fail_reason;
+
+/* What a producer submits. Strings are copied; NULL / 0 means "not given". */
+typedef struct sluice_task_spec {
+    const char *type;
+    const char *payload; /* JSON text (the task's input); NULL = {} */
+    size_t payload_len;
+    const char *key; /* explicit rate-limit key, for limits with key: explicit */
+    size_t key_len;
+    const char *task_key; /* identity for dedup/replace; NULL = none */
+    size_t task_key_len;
+    int64_t units;    /* 0 = 1 */
+    int has_priority; /* 0 = the type's default priority */
+    int priority;
+    int64_t not_before_ns; /* 0 = now */
+} sluice_task_spec;
+
+/* Details of a refusal or a failure: which limit said no, and when it will say yes. Every
+ * pointer is borrowed from the engine and valid until the next call that changes it. */
+typedef struct sluice_denial {
+    sluice_fail_reason reason;
+    const char *limit;      /* the limit's name */
+    const char *kind;       /* its kind: rate, window, sliding, concurrency, quota */
+    const char *tier;       /* the tier chosen, or NULL */
+    const char *key;        /* the key (possibly a SHA-256 hex of a long key) */
+    int64_t limit_value;    /* its capacity: permits, window limit, concurrent units, budget */
+    int64_t window_ns;      /* its period or window (0 for concurrency and quotas) */
+    int64_t retry_after_ns; /* SLUICE_NEVER when waiting cannot help */
+} sluice_denial;
+
+/* A submit's error details (for EINVAL, ENOTFOUND "unknown limit", EBUSY, EEXIST). */
+typedef struct sluice_submit_error {
+    char message[256];    /* one line */
+    uint64_t existing_id; /* EEXIST: the running task holding the task key */
+} sluice_submit_error;
+
+/* A task handed to a worker. Borrowed pointers, valid until the task is acked, failed, or its
+ * lease expires. */
+typedef struct sluice_delivery {
+    uint64_t id;
+    const char *type;
+    const char *payload;
+    size_t payload_len;
+    int attempt;            /* 1 for the first delivery */
+    int64_t lease_until_ns; /* redelivered to another worker after this unless acked/touched */
+} sluice_delivery;
+
+/* A snapshot of one task. Borrowed pointers as for sluice_delivery. */
+typedef struct sluice_task_info {
+    uint64_t id;
+    sluice_task_state state;
+    const char *type;
+    const char *payload;
+    size_t payload_len;
+    const char *task_key; /* NULL when none */
+    int64_t units;
+    int priority;
+    int attempt; /* deliveries so far */
+    int64_t submitted_ns;
+    int64_t not_before_ns;
+    int64_t lease_until_ns; /* RUNNING only */
+    sluice_denial failure;  /* FAILED only */
+    char fail_message[128]; /* a worker's reason, or the engine's */
+} sluice_task_info;
+
+/* Why a task waits and when it should start. */
+typedef struct sluice_explanation {
+    sluice_task_state state;
+    const char *limit; /* PARKED: the limit and key it waits on */
+    const char *key;
+    size_t position;            /* PARKED: tasks ahead of it on that key (0 = next) */
+    size_t queue_length;        /* PARKED: tasks on that key */
+    int64_t wake_ns;            /* PARKED: when the key is woken next */
+    int64_t estimated_start_ns; /* best estimate of its start; 0 when unknown */
+    char text[256];             /* one human sentence */
+} sluice_explanation;
+
+/* ---- Events -------------------------------------------------------------------------------- */
+
+typedef enum sluice_event_kind {
+    SLUICE_EVENT_THROTTLED = 1, /* a poll wanted more tasks of a key than it could grant */
+    SLUICE_EVENT_DEFERRED,      /* tasks parked on a key */
+    SLUICE_EVENT_REJECTED,      /* tasks failed by a limit (reject, horizon, never) */
+    SLUICE_EVENT_UNKNOWN_LIMIT, /* a type names a limit that does not exist */
+    SLUICE_EVENT_BUDGET,        /* a quota key crossed 80% or 100% of its budget */
+    SLUICE_EVENT_KEY_CAP,       /* a limit's key table is full */
+} sluice_event_kind;
+
+/* One event, or the summary of several of one kind, limit and key within one interval.
+ * Borrowed strings, valid during the callback only. */
+typedef struct sluice_event {
+    sluice_event_kind kind;
+    int64_t at_ns; /* the first occurrence in the interval */
+    const char *limit;
+    const char *key;
+    const char *type;     /* the task type, when one applies */
+    uint64_t count;       /* occurrences summarised (1 for the first, immediate event) */
+    int64_t wanted;       /* THROTTLED: tasks asked for; BUDGET: percent crossed (80, 100) */
+    int64_t granted;      /* THROTTLED: tasks granted */
+    int64_t next_slot_ns; /* DEFERRED: the key's next slot */
+    int summary;          /* 1 for an end-of-interval summary */
+} sluice_event;
+
+typedef void (*sluice_event_fn)(const sluice_event *ev, void *arg);
+
+/* ---- The engine ---------------------------------------------------------------------------- */
+
+/* Creates an engine with the given settings (NULL = defaults). Returns 0 and *out, or
+ * SLUICE_ENOMEM / SLUICE_EINVAL. */
+int sluice_engine_new(const sluice_engine_policy *policy, sluice_engine **out);
+
+/* Frees the engine and every task. Accepts NULL. */
+void sluice_engine_free(sluice_engine *e);
+
+/* Receives every event (aggregated per kind, limit and key per event_interval). */
+void sluice_engine_on_event(sluice_engine *e, sluice_event_fn fn, void *arg);
+
+/* Adds a named limit, or replaces one of the same name (its key state restarts; tasks parked
+ * on it are woken to be gated again). The policy is copied and validated. Returns 0, or
+ * SLUICE_EINVAL / SLUICE_ERANGE with msg, or SLUICE_ENOMEM. */
+int sluice_engine_set_limit(sluice_engine *e, const sluice_limit_policy *p, char *msg,
+                            size_t msglen);
+
+/* Removes a limit. Returns SLUICE_ENOTFOUND, or SLUICE_ESTATE when a type still names it. */
+int sluice_engine_del_limit(sluice_engine *e, const char *name);
+
+/* Finds a limit by name; NULL when absent. The pointer is valid until the limit is replaced or
+ * removed. `live` (may be NULL) receives the core limit object (the first tier's for tiered). */
+const sluice_limit_policy *sluice_engine_get_limit(const sluice_engine *e, const char *name,
+                                                   sluice_limit **live);
+
+/* Visits the limits in name order. Returns how many there are. */
+size_t sluice_engine_list_limits(const sluice_engine *e,
+                                 void (*fn)(const sluice_limit_policy *p, void *arg), void *arg);
+
+/* Adds or replaces a task type. Every limit it names must exist (SLUICE_ENOTFOUND, msg names
+ * it). */
+int sluice_engine_set_type(sluice_engine *e, const sluice_type_policy *t, char *msg, size_t msglen);
+
+/* Finds a type by name; NULL when absent. */
+const sluice_type_policy *sluice_engine_get_type(const sluice_engine *e, const char *name);
+
+/* Submits a task. Its limits' keys and tiers are resolved now, so a missing key path, an
+ * invalid payload or an unknown type (strict_types) fails here. With a task_key already held by
+ * a queued or parked task, that task's payload is replaced and it keeps its place (*id is its
+ * id). Returns 0 and *id, or: SLUICE_EINVAL (bad spec/payload/key path), SLUICE_ENOTFOUND
+ * (unknown type under strict_types, or unknown limit), SLUICE_EBUSY (a cap is reached),
+ * SLUICE_EEXIST (the task_key is running), SLUICE_ENOMEM; *err (may be NULL) explains. */
+int sluice_engine_submit(sluice_engine *e, const sluice_task_spec *spec, int64_t now_ns,
+                         uint64_t *id, sluice_submit_error *err);
+
+/* Hands out up to `max` granted tasks of the given types (ntypes == 0: any type), most urgent
+ * first, taking each through the gate; denied tasks are parked or failed on the way. Returns the
+ * number delivered (0 when nothing is grantable now; see sluice_engine_next_wake), or
+ * SLUICE_ENOMEM. */
+int sluice_engine_poll(sluice_engine *e, const char *const *types, size_t ntypes, size_t max,
+                       int64_t now_ns, sluice_delivery *out);
+
+/* Completes a running task. cost >= 0 settles its unit limits and quotas with the actual cost
+ * (instead of the units charged); cost < 0 keeps the charge. Releases its concurrency leases.
+ * Returns 0, SLUICE_ENOTFOUND, or SLUICE_ESTATE when the task is not running. */
+int sluice_engine_ack(sluice_engine *e, uint64_t id, int64_t cost, int64_t now_ns);
+
+/* Fails a running task: retry (with backoff, until max_attempts) unless dead. message may be
+ * NULL. Returns 0, SLUICE_ENOTFOUND or SLUICE_ESTATE. */
+int sluice_engine_fail(sluice_engine *e, uint64_t id, int dead, const char *message,
+                       int64_t now_ns);
+
+/* Cancels a queued or parked task. Returns 0, SLUICE_ENOTFOUND, or SLUICE_ESTATE (running or
+ * finished). */
+int sluice_engine_cancel(sluice_engine *e, uint64_t id, int64_t now_ns);
+
+/* Extends a running task's lease by its type's lease time from now. *until (may be NULL) gets
+ * the new expiry. Returns 0, SLUICE_ENOTFOUND or SLUICE_ESTATE. */
+int sluice_engine_touch(sluice_engine *e, uint64_t id, int64_t now_ns, int64_t *until);
+
+/* Does the work that is due at now_ns: wakes parked keys whose slot came, releases delayed and
+ * retried tasks, redelivers tasks whose lease expired, creates recurring occurrences, flushes
+ * event summaries. Returns 0 or SLUICE_ENOMEM (the work left is retried by the next tick). */
+int sluice_engine_tick(sluice_engine *e, int64_t now_ns);
+
+/* The earliest time at which tick has work, or SLUICE_NEVER. */
+int64_t sluice_engine_next_wake(const sluice_engine *e);
+
+/* Fills *out for a task. Returns 0 or SLUICE_ENOTFOUND (never existed, or finished long ago). */
+int sluice_engine_task_info(const sluice_engine *e, uint64_t id, sluice_task_info *out);
+
+/* Explains why a task waits, its position and its estimated start. */
+int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
+                          sluice_explanation *out);
+
+/* ---- Recurring tasks ----------------------------------------------------------------------- */
+
+typedef struct sluice_recurring_spec {
+    const char *name; /* identity of the series; re-adding a name replaces it */
+    const char *type;
+    const char *payload;
+    size_t payload_len;
+    const char *key; /* explicit rate-limit key, as for a task */
+    size_t key_len;
+    int64_t interval_ns; /* every interval from start... */
+    const char *cron;    /* ...or a 5-field cron expression (UTC); exactly one of the two */
+    int64_t start_ns;    /* first occurrence at or after this (0 = now) */
+    int64_t end_ns;      /* no occurrence runs after this (0 = never) */
+    int64_t max_runs;    /* real executions before the series ends (0 = unlimited) */
+} sluice_recurring_spec;
+
+/* Adds a series. Returns 0, SLUICE_EINVAL (msg: a bad cron, both or neither schedules...),
+ * SLUICE_ENOMEM. */
+int sluice_engine_add_recurring(sluice_engine *e, const sluice_recurring_spec *spec, int64_t now_ns,
+                                char *msg, size_t msglen);
+
+/* Removes a series (its queued occurrences are cancelled). Returns 0 or SLUICE_ENOTFOUND. */
+int sluice_engine_del_recurring(sluice_engine *e, const char *name);
+
+/* Counters of a series. */
+typedef struct sluice_recurring_info {
+    int64_t runs;    /* occurrences that started (count toward max_runs) */
+    int64_t skipped; /* occurrences skipped because they could not run before the end */
+    int64_t next_ns; /* the next occurrence, SLUICE_NEVER when the series is over */
+} sluice_recurring_info;
+
+int sluice_engine_recurring_info(const sluice_engine *e, const char *name,
+                                 sluice_recurring_info *out);
+
+/* ---- Figures ------------------------------------------------------------------------------- */
+
+typedef struct sluice_engine_stats {
+    size_t queued, parked, running, delayed; /* tasks by state now */
+    uint64_t submitted, delivered, done, failed, cancelled, retried, redelivered;
+    uint64_t rejected;  /* failed by a limit */
+    size_t parked_peak; /* most tasks parked at once */
+    size_t tasks_bytes; /* memory held by unfinished tasks and their payloads */
+} sluice_engine_stats;
+
+void sluice_engine_get_stats(const sluice_engine *e, sluice_engine_stats *out);
+
+/* Returns "queued", "parked", "running", "done", "failed", "cancelled". */
+const char *sluice_task_state_name(sluice_task_state s);
+
+/* Returns "ratelimited", "horizon", "never", "attempts", "dead", "skipped" or "none". */
+const char *sluice_fail_reason_name(sluice_fail_reason r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Policies: the named limits and task types an engine enforces, as the configuration file and
+ * the server's LIMIT.SET describe them. Plain data with owned strings; no behaviour beyond
+ * validation, so the config loader, the server and tests can build them the same way.
+ */
+#ifndef SLUICE_POLICY_H
+#define SLUICE_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/limit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where a limit finds the key of a task. */
+typedef enum sluice_key_source {
+    SLUICE_KEY_NONE = 0, /* one global bucket for every task */
+    SLUICE_KEY_EXPLICIT, /* the producer's key (TASK.ADD ... KEY k) */
+    SLUICE_KEY_PATH,     /* a dot-path into the task's JSON input, e.g. input.tenant_id */
+} sluice_key_source;
+
+/* What happens to a task the limit denies. */
+typedef enum sluice_overflow {
+    SLUICE_OVERFLOW_WAIT = 0, /* park until the slot (refused past the horizon) */
+    SLUICE_OVERFLOW_REJECT,   /* fail at once with the reason (a circuit breaker) */
+} sluice_overflow;
+
+/* Where a limit takes the units a task costs. */
+typedef enum sluice_units_source {
+    SLUICE_UNITS_TASK = 0, /* the task's own units (TASK.ADD ... UNITS n; default 1) */
+    SLUICE_UNITS_FIXED,    /* always units_fixed */
+    SLUICE_UNITS_PATH,     /* a number at units_path in the input */
+} sluice_units_source;
+
+/* One tier of a tiered limit: chosen when the tier field matches. A numeric field matches when
+ * min <= value <= max; a string field matches when it equals `equals`. */
+typedef struct sluice_tier {
+    char *name;           /* e.g. "heavy"; owned */
+    int64_t min, max;     /* numeric match, inclusive (INT64_MIN/INT64_MAX for open ends) */
+    char *equals;         /* string match, owned; NULL for a numeric tier */
+    sluice_limit_def def; /* the limit applied to tasks of this tier */
+} sluice_tier;
+
+/* A named limit. */
+typedef struct sluice_limit_policy {
+    char *name;           /* owned; [A-Za-z0-9_.:-]+ */
+    sluice_limit_def def; /* the limit (unused when tiers are given) */
+    sluice_key_source key_source;
+    char *key_path;         /* owned; KEY_PATH only */
+    int missing_key_global; /* a task without the key shares one global bucket (else error) */
+    sluice_overflow overflow;
+    sluice_units_source units_source;
+    int64_t units_fixed; /* UNITS_FIXED */
+    char *units_path;    /* owned; UNITS_PATH */
+    char *tier_path;     /* owned; dot-path of the field choosing the tier; NULL = none */
+    sluice_tier *tiers;  /* owned array of ntiers */
+    size_t ntiers;
+    int line; /* where it was declared in the config file (0 = not from one) */
+} sluice_limit_policy;
+
+/* How a failed task is retried. */
+typedef enum sluice_backoff {
+    SLUICE_BACKOFF_FIXED = 0,  /* every retry waits base_ns */
+    SLUICE_BACKOFF_EXPONENTIAL /* base_ns * 2^(attempt-1), capped at max_ns */
+} sluice_backoff;
+
+typedef struct sluice_retry_policy {
+    int max_attempts; /* attempts in all, >= 1 (1 = no retry); default 3 */
+    sluice_backoff backoff;
+    int64_t base_ns;      /* default 1 s */
+    int64_t max_ns;       /* cap of exponential backoff; default 5 min */
+    int throttle_retries; /* retries pay the limits again (default 1) */
+} sluice_retry_policy;
+
+/* A task type. */
+typedef struct sluice_type_policy {
+    char *name;    /* owned */
+    char **limits; /* owned names of its limits: the chain, in order */
+    size_t nlimits;
+    sluice_retry_policy retry;
+    int64_t lease_ns; /* visibility timeout of a delivered task; default 30 s */
+    int priority;     /* default priority of its tasks (higher runs first); default 0 */
+    int line;
+} sluice_type_policy;
+
+/* Engine-wide settings. */
+typedef struct sluice_engine_policy {
+    size_t max_tasks;          /* unfinished tasks held; past it submit is EBUSY. default 1e7 */
+    size_t max_parked;         /* parked tasks; past it limited submits are EBUSY. default 1e6 */
+    size_t max_finished;       /* finished tasks kept for TASK.INFO; default 10000 */
+    int strict_types;          /* refuse task types the policy does not declare */
+    int64_t event_interval_ns; /* aggregation window of events; default 10 s */
+    int64_t default_lease_ns;  /* lease of tasks of undeclared types; default 30 s */
+} sluice_engine_policy;
+
+/* Fills every field with its default. */
+void sluice_limit_policy_init(sluice_limit_policy *p);
+void sluice_type_policy_init(sluice_type_policy *t);
+void sluice_engine_policy_init(sluice_engine_policy *e);
+
+/* Frees the owned members (not the struct itself). Accept NULL. */
+void sluice_limit_policy_clear(sluice_limit_policy *p);
+void sluice_type_policy_clear(sluice_type_policy *t);
+
+/* Deep copies; dst is overwritten. Return 0 or SLUICE_ENOMEM (dst then cleared). */
+int sluice_limit_policy_copy(sluice_limit_policy *dst, const sluice_limit_policy *src);
+int sluice_type_policy_copy(sluice_type_policy *dst, const sluice_type_policy *src);
+
+/* Validates a policy on its own (names, paths, the limit definition of every tier, tiers that
+ * overlap, units_fixed above the burst). Returns 0 or an error with a one-line message. */
+int sluice_limit_policy_validate(const sluice_limit_policy *p, char *msg, size_t msglen);
+int sluice_type_policy_validate(const sluice_type_policy *t, char *msg, size_t msglen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
