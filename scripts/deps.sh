@@ -5,7 +5,8 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config clang-format
-  libyaml-dev libssl-dev libjansson-dev libcmocka-dev
+  libyaml-dev libssl-dev libjansson-dev libuv1-dev libcmocka-dev
+  libhiredis-dev redis-tools
 )
 
 missing=()
