@@ -1,0 +1,601 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Limit specs: the parser and formatter of the one-line limit text (see include/sluice/spec.h for
+ * the grammar).
+ *
+ * The parser splits the text on commas: the first item names the kind and its value, every other
+ * item is an option. It works on a local definition and copies it out only once everything,
+ * validation included, succeeded, so a failed parse leaves *def zeroed. Nothing is allocated: the
+ * spec is read in place and messages are written straight into the caller's buffer.
+ *
+ * Messages quote the offending item and the whole spec, escaping control bytes and cutting long
+ * quotes short, so that one stays one line and of bounded length whatever the input.
+ */
+#include "sluice/spec.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sluice/error.h"
+
+#if defined(__GNUC__)
+#define SPEC_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define SPEC_PRINTF(f, a)
+#endif
+
+/* ---- Durations --------------------------------------------------------------------------- */
+
+typedef struct unit_info {
+    const char *name;
+    int64_t ns; /* nanoseconds in one of it */
+} unit_info;
+
+/* Largest first, so that formatting picks the largest exact unit. */
+static const unit_info units[] = {
+    {"d", 86400 * SLUICE_NS_PER_SEC},
+    {"h", 3600 * SLUICE_NS_PER_SEC},
+    {"m", 60 * SLUICE_NS_PER_SEC},
+    {"s", SLUICE_NS_PER_SEC},
+    {"ms", SLUICE_NS_PER_MS},
+    {"us", INT64_C(1000)},
+    {"ns", INT64_C(1)},
+};
+
+#define N_UNITS (sizeof(units) / sizeof(units[0]))
+
+/* Returns the nanoseconds of the unit named by the n bytes at s, or 0 for no unit. */
+static int64_t unit_ns(const char *s, size_t n)
+{
+    for (size_t i = 0; i < N_UNITS; i++) {
+        if (strlen(units[i].name) == n && memcmp(units[i].name, s, n) == 0)
+            return units[i].ns;
+    }
+    return 0;
+}
+
+/* Parses n decimal digits (n >= 1, digits only) into *out, failing with SLUICE_ERANGE past max. */
+static int parse_u64(const char *s, size_t n, uint64_t max, uint64_t *out)
+{
+    uint64_t v = 0;
+
+    *out = 0;
+    if (n == 0)
+        return SLUICE_EPARSE;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return SLUICE_EPARSE;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (max - d) / 10)
+            return SLUICE_ERANGE;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Parses digits followed by a unit; when bare_unit_ok, a unit alone means one of it. */
+static int parse_duration(const char *text, size_t len, int bare_unit_ok, int64_t *ns)
+{
+    size_t digits = 0;
+    int64_t mult;
+    uint64_t v;
+    int rc;
+
+    *ns = 0;
+    while (digits < len && text[digits] >= '0' && text[digits] <= '9')
+        digits++;
+    mult = unit_ns(text + digits, len - digits);
+    if (mult == 0)
+        return SLUICE_EPARSE;
+    if (digits == 0) {
+        if (!bare_unit_ok)
+            return SLUICE_EPARSE;
+        *ns = mult;
+        return 0;
+    }
+    rc = parse_u64(text, digits, (uint64_t)(INT64_MAX / mult), &v);
+    if (rc != 0)
+        return rc;
+    *ns = (int64_t)v * mult;
+    return 0;
+}
+
+int sluice_spec_parse_duration(const char *text, size_t len, int64_t *ns)
+{
+    if (!ns)
+        return SLUICE_EINVAL;
+    *ns = 0;
+    if (!text)
+        return SLUICE_EINVAL;
+    return parse_duration(text, len, 0, ns);
+}
+
+int sluice_spec_format_duration(int64_t ns, char *buf, size_t len)
+{
+    const unit_info *u = &units[N_UNITS - 1];
+    int n;
+
+    if (!buf)
+        return SLUICE_EINVAL;
+    if (len > 0)
+        buf[0] = '\0';
+    if (ns < 0)
+        return SLUICE_EINVAL;
+    if (ns == 0) {
+        u = &units[3]; /* "0s" reads better than "0d" */
+    } else {
+        for (size_t i = 0; i < N_UNITS; i++) {
+            if (ns % units[i].ns == 0) {
+                u = &units[i];
+                break;
+            }
+        }
+    }
+    n = snprintf(buf, len, "%" PRId64 "%s", ns / u->ns, u->name);
+    if (n < 0 || (size_t)n >= len) {
+        if (len > 0)
+            buf[0] = '\0';
+        return SLUICE_ERANGE;
+    }
+    return 0;
+}
+
+/* ---- Messages ---------------------------------------------------------------------------- */
+
+/* Input bytes quoted in a message before the quote is cut short with "...". */
+#define QUOTE_MAX 80
+
+/* A quoted, escaped copy of some input: '"', up to QUOTE_MAX bytes as 4-byte \xNN each at worst,
+ * "...", '"' and the NUL. */
+typedef struct quoted {
+    char s[QUOTE_MAX * 4 + 8];
+} quoted;
+
+static const char *quote(quoted *q, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+
+    q->s[o++] = '"';
+    for (size_t i = 0; i < n && i < QUOTE_MAX; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f) {
+            q->s[o++] = '\\';
+            q->s[o++] = 'x';
+            q->s[o++] = hex[c >> 4];
+            q->s[o++] = hex[c & 15];
+        } else if (c == '"' || c == '\\') {
+            q->s[o++] = '\\';
+            q->s[o++] = (char)c;
+        } else {
+            q->s[o++] = (char)c;
+        }
+    }
+    if (n > QUOTE_MAX) {
+        memcpy(q->s + o, "...", 3);
+        o += 3;
+    }
+    q->s[o++] = '"';
+    q->s[o] = '\0';
+    return q->s;
+}
+
+/* The state of one parse: the spec and where its error message goes. */
+typedef struct spec_parser {
+    quoted spec; /* the whole spec, quoted for messages */
+    char *msg;   /* the caller's message buffer (may be NULL when msglen is 0) */
+    size_t msglen;
+} spec_parser;
+
+/* Writes a message and returns rc. */
+SPEC_PRINTF(3, 4) static int fail(spec_parser *p, int rc, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (p->msg && p->msglen > 0) {
+        va_start(ap, fmt);
+        vsnprintf(p->msg, p->msglen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+/* ---- Parsing ----------------------------------------------------------------------------- */
+
+#define KIND_BIT(k) (1u << (unsigned)(k))
+#define ALL_KINDS                                                                                  \
+    (KIND_BIT(SLUICE_RATE) | KIND_BIT(SLUICE_WINDOW) | KIND_BIT(SLUICE_SLIDING) |                  \
+     KIND_BIT(SLUICE_CONCURRENCY) | KIND_BIT(SLUICE_QUOTA))
+
+enum spec_option {
+    OPT_BURST,
+    OPT_START_EMPTY,
+    OPT_HORIZON,
+    OPT_TTL,
+    OPT_MAX_KEYS,
+    OPT_KEYS_OVERFLOW,
+    OPT_MAX_KEY_LEN,
+};
+
+typedef struct option_info {
+    const char *name;
+    int takes_value; /* 1: name=value; 0: a bare flag */
+    unsigned kinds;  /* KIND_BITs of the kinds it applies to */
+} option_info;
+
+/* In the order the grammar and the canonical form list them. */
+static const option_info options[] = {
+    [OPT_BURST] = {"burst", 1, KIND_BIT(SLUICE_RATE)},
+    [OPT_START_EMPTY] = {"start_empty", 0, KIND_BIT(SLUICE_RATE)},
+    [OPT_HORIZON] = {"horizon", 1, KIND_BIT(SLUICE_RATE)},
+    [OPT_TTL] = {"ttl", 1, KIND_BIT(SLUICE_CONCURRENCY)},
+    [OPT_MAX_KEYS] = {"max_keys", 1, ALL_KINDS},
+    [OPT_KEYS_OVERFLOW] = {"keys_overflow", 1, ALL_KINDS},
+    [OPT_MAX_KEY_LEN] = {"max_key_len", 1, ALL_KINDS},
+};
+
+#define N_OPTIONS (sizeof(options) / sizeof(options[0]))
+
+typedef struct kind_info {
+    const char *name;
+    sluice_limit_kind kind;
+    const char *form; /* the shape of its value, for messages */
+} kind_info;
+
+static const kind_info kinds[] = {
+    {"rate", SLUICE_RATE, "rate=N/PERIOD"},
+    {"window", SLUICE_WINDOW, "window=N/PERIOD"},
+    {"sliding", SLUICE_SLIDING, "sliding=N/PERIOD"},
+    {"concurrency", SLUICE_CONCURRENCY, "concurrency=N"},
+    {"quota", SLUICE_QUOTA, "quota=N/day|month|total"},
+};
+
+#define N_KINDS (sizeof(kinds) / sizeof(kinds[0]))
+
+#define KINDS_EXPECTED                                                                             \
+    "expected rate=N/PERIOD, window=N/PERIOD, sliding=N/PERIOD, concurrency=N or "                 \
+    "quota=N/day|month|total"
+#define PERIOD_EXPECTED   "expected a number with a unit ms, s, m, h or d"
+#define DURATION_EXPECTED "expected a number with a unit ns, us, ms, s, m, h or d"
+
+static const kind_info *find_kind(const char *s, size_t n)
+{
+    for (size_t i = 0; i < N_KINDS; i++) {
+        if (strlen(kinds[i].name) == n && memcmp(kinds[i].name, s, n) == 0)
+            return &kinds[i];
+    }
+    return NULL;
+}
+
+static int find_option(const char *s, size_t n)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        if (strlen(options[i].name) == n && memcmp(options[i].name, s, n) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+/* Parses a count (the N of a kind, or an option's number) no larger than max; `what` names it in
+ * messages. */
+static int parse_count(spec_parser *p, const char *what, const char *s, size_t n, uint64_t max,
+                       uint64_t *out)
+{
+    quoted q;
+    int rc = parse_u64(s, n, max, out);
+
+    if (rc == SLUICE_EPARSE)
+        return fail(p, rc, "bad %s %s in %s: expected a whole number", what, quote(&q, s, n),
+                    p->spec.s);
+    if (rc == SLUICE_ERANGE)
+        return fail(p, rc, "%s %s in %s is too large", what, quote(&q, s, n), p->spec.s);
+    return 0;
+}
+
+/* Parses the value of a duration option (ttl, horizon). */
+static int parse_duration_value(spec_parser *p, const char *what, const char *s, size_t n,
+                                int64_t *ns)
+{
+    quoted q;
+    int rc = parse_duration(s, n, 0, ns);
+
+    if (rc == SLUICE_EPARSE)
+        return fail(p, rc, "bad %s %s in %s: " DURATION_EXPECTED, what, quote(&q, s, n), p->spec.s);
+    if (rc == SLUICE_ERANGE)
+        return fail(p, rc, "%s %s in %s is too long (at most about 292 years)", what,
+                    quote(&q, s, n), p->spec.s);
+    return 0;
+}
+
+/* Parses the value of the first item, "N/PERIOD", "N" or "N/CAL" after "kind=". */
+static int parse_kind_value(spec_parser *p, const kind_info *k, const char *item, size_t itemlen,
+                            const char *v, size_t vlen, sluice_limit_def *def)
+{
+    const char *slash = memchr(v, '/', vlen);
+    size_t nlen = slash ? (size_t)(slash - v) : vlen;
+    const char *per = slash ? slash + 1 : NULL;
+    size_t perlen = slash ? vlen - nlen - 1 : 0;
+    uint64_t n;
+    quoted q;
+    int rc;
+
+    if (k->kind == SLUICE_CONCURRENCY) {
+        rc = parse_count(p, "count", v, vlen, INT64_MAX, &n);
+        if (rc != 0)
+            return rc;
+        def->limit = (int64_t)n;
+        return 0;
+    }
+    if (!slash)
+        return fail(p, SLUICE_EPARSE, "missing period in %s: expected %s, e.g. %s",
+                    quote(&q, item, itemlen), k->form,
+                    k->kind == SLUICE_QUOTA ? "quota=1000/day" : "rate=10/1s");
+    rc = parse_count(p, "count", v, nlen, INT64_MAX, &n);
+    if (rc != 0)
+        return rc;
+    def->limit = (int64_t)n;
+    if (k->kind == SLUICE_QUOTA) {
+        if (perlen == 3 && memcmp(per, "day", 3) == 0)
+            def->calendar = SLUICE_CAL_DAY;
+        else if (perlen == 5 && memcmp(per, "month", 5) == 0)
+            def->calendar = SLUICE_CAL_MONTH;
+        else if (perlen == 5 && memcmp(per, "total", 5) == 0)
+            def->calendar = SLUICE_CAL_NONE;
+        else
+            return fail(p, SLUICE_EPARSE, "bad quota period %s in %s: expected day, month or total",
+                        quote(&q, per, perlen), p->spec.s);
+        return 0;
+    }
+    rc = parse_duration(per, perlen, 1, &def->period_ns);
+    if (rc == SLUICE_EPARSE)
+        return fail(p, rc, "bad period %s in %s: " PERIOD_EXPECTED, quote(&q, per, perlen),
+                    p->spec.s);
+    if (rc == SLUICE_ERANGE)
+        return fail(p, rc, "period %s in %s is too long (at most about 292 years)",
+                    quote(&q, per, perlen), p->spec.s);
+    return 0;
+}
+
+/* Parses one option item into def. `seen` has a bit per option already given. */
+static int parse_option(spec_parser *p, const char *item, size_t itemlen, unsigned *seen,
+                        sluice_limit_def *def)
+{
+    const char *eq = memchr(item, '=', itemlen);
+    size_t namelen = eq ? (size_t)(eq - item) : itemlen;
+    const char *v = eq ? eq + 1 : NULL;
+    size_t vlen = eq ? itemlen - namelen - 1 : 0;
+    const char *kname = sluice_limit_kind_name(def->kind);
+    int opt = find_option(item, namelen);
+    const option_info *o;
+    uint64_t n;
+    quoted qi, qn;
+    int rc;
+
+    if (itemlen == 0)
+        return fail(p, SLUICE_EPARSE, "empty option in %s", p->spec.s);
+    if (opt < 0) {
+        if (find_kind(item, namelen))
+            return fail(p, SLUICE_EPARSE, "second limit kind %s in %s: a spec has exactly one",
+                        quote(&qi, item, itemlen), p->spec.s);
+        return fail(p, SLUICE_EPARSE, "unknown option %s in %s: a %s limit takes %s",
+                    quote(&qi, item, namelen), p->spec.s, kname,
+                    def->kind == SLUICE_RATE ? "burst=N, start_empty, horizon=DURATION, "
+                                               "max_keys=N, keys_overflow=refuse|allow, "
+                                               "max_key_len=N"
+                    : def->kind == SLUICE_CONCURRENCY
+                        ? "ttl=DURATION, max_keys=N, keys_overflow=refuse|allow, max_key_len=N"
+                        : "max_keys=N, keys_overflow=refuse|allow, max_key_len=N");
+    }
+    o = &options[opt];
+    quote(&qn, o->name, strlen(o->name));
+    if (!(o->kinds & KIND_BIT(def->kind)))
+        return fail(p, SLUICE_EPARSE, "option %s does not apply to a %s limit, in %s", qn.s, kname,
+                    p->spec.s);
+    if (*seen & (1u << (unsigned)opt))
+        return fail(p, SLUICE_EPARSE, "option %s given twice in %s", qn.s, p->spec.s);
+    *seen |= 1u << (unsigned)opt;
+    if (o->takes_value && !eq)
+        return fail(p, SLUICE_EPARSE, "option %s needs a value in %s: write %s=...", qn.s,
+                    p->spec.s, o->name);
+    if (!o->takes_value && eq)
+        return fail(p, SLUICE_EPARSE, "option %s takes no value, in %s", qn.s, p->spec.s);
+
+    switch ((enum spec_option)opt) {
+    case OPT_BURST:
+        rc = parse_count(p, "burst", v, vlen, INT64_MAX, &n);
+        if (rc == 0 && n == 0)
+            return fail(p, SLUICE_EINVAL, "bad burst %s in %s: must be at least 1",
+                        quote(&qi, v, vlen), p->spec.s);
+        def->burst = (int64_t)n;
+        return rc;
+    case OPT_START_EMPTY:
+        def->start_empty = 1;
+        return 0;
+    case OPT_HORIZON:
+        return parse_duration_value(p, "horizon", v, vlen, &def->horizon_ns);
+    case OPT_TTL:
+        return parse_duration_value(p, "ttl", v, vlen, &def->ttl_ns);
+    case OPT_MAX_KEYS:
+        rc = parse_count(p, "max_keys", v, vlen, SIZE_MAX, &n);
+        def->max_keys = (size_t)n;
+        return rc;
+    case OPT_KEYS_OVERFLOW:
+        if (vlen == 6 && memcmp(v, "refuse", 6) == 0)
+            def->key_overflow = SLUICE_KEYS_REFUSE;
+        else if (vlen == 5 && memcmp(v, "allow", 5) == 0)
+            def->key_overflow = SLUICE_KEYS_ALLOW;
+        else
+            return fail(p, SLUICE_EPARSE, "bad keys_overflow %s in %s: expected refuse or allow",
+                        quote(&qi, v, vlen), p->spec.s);
+        return 0;
+    case OPT_MAX_KEY_LEN:
+        rc = parse_count(p, "max_key_len", v, vlen, SIZE_MAX, &n);
+        def->max_key_len = (size_t)n;
+        return rc;
+    }
+    return fail(p, SLUICE_EPARSE, "unknown option %s in %s", qn.s, p->spec.s);
+}
+
+int sluice_spec_parse_limit(const char *text, sluice_limit_def *def, char *msg, size_t msglen)
+{
+    spec_parser p;
+    sluice_limit_def d;
+    const char *item, *end, *comma, *eq;
+    const kind_info *k;
+    size_t itemlen, len;
+    unsigned seen = 0;
+    char vmsg[200];
+    quoted q;
+    int rc;
+
+    if (msg && msglen > 0)
+        msg[0] = '\0';
+    if (def)
+        memset(def, 0, sizeof(*def));
+    p.msg = msg;
+    p.msglen = msglen;
+    if (!text || !def)
+        return fail(&p, SLUICE_EINVAL, "no limit spec given");
+    len = strlen(text);
+    quote(&p.spec, text, len);
+    if (len == 0)
+        return fail(&p, SLUICE_EPARSE, "empty limit spec: " KINDS_EXPECTED);
+
+    /* The kind and its value. */
+    end = text + len;
+    comma = memchr(text, ',', len);
+    item = text;
+    itemlen = comma ? (size_t)(comma - text) : len;
+    eq = memchr(item, '=', itemlen);
+    k = find_kind(item, eq ? (size_t)(eq - item) : itemlen);
+    if (!k && find_option(item, eq ? (size_t)(eq - item) : itemlen) >= 0)
+        return fail(&p, SLUICE_EPARSE,
+                    "option %s comes before the limit kind in %s: a spec starts with the kind, "
+                    "e.g. rate=10/1s,burst=5",
+                    quote(&q, item, itemlen), p.spec.s);
+    if (!k)
+        return fail(&p, SLUICE_EPARSE, "unknown limit kind %s in %s: " KINDS_EXPECTED,
+                    quote(&q, item, eq ? (size_t)(eq - item) : itemlen), p.spec.s);
+    if (!eq)
+        return fail(&p, SLUICE_EPARSE, "missing value in %s: expected %s", quote(&q, item, itemlen),
+                    k->form);
+    sluice_limit_def_init(&d, k->kind);
+    rc = parse_kind_value(&p, k, item, itemlen, eq + 1, itemlen - (size_t)(eq + 1 - item), &d);
+    if (rc != 0)
+        return rc;
+
+    /* The options. */
+    while (comma) {
+        item = comma + 1;
+        comma = memchr(item, ',', (size_t)(end - item));
+        itemlen = comma ? (size_t)(comma - item) : (size_t)(end - item);
+        rc = parse_option(&p, item, itemlen, &seen, &d);
+        if (rc != 0)
+            return rc;
+    }
+
+    rc = sluice_limit_def_validate(&d, vmsg, sizeof(vmsg));
+    if (rc != 0)
+        return fail(&p, rc, "invalid limit %s: %s", p.spec.s, vmsg);
+    *def = d;
+    return 0;
+}
+
+/* ---- Formatting -------------------------------------------------------------------------- */
+
+/* An output buffer that remembers whether anything did not fit. */
+typedef struct spec_out {
+    char *buf;
+    size_t len;
+    size_t pos;
+    int full; /* 1 once something was cut */
+} spec_out;
+
+SPEC_PRINTF(2, 3) static void out_printf(spec_out *o, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (o->full)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(o->buf + o->pos, o->len - o->pos, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= o->len - o->pos)
+        o->full = 1;
+    else
+        o->pos += (size_t)n;
+}
+
+static void out_duration(spec_out *o, const char *prefix, int64_t ns)
+{
+    char d[SLUICE_SPEC_DURATION_MAX_LEN];
+
+    sluice_spec_format_duration(ns, d, sizeof(d));
+    out_printf(o, "%s%s", prefix, d);
+}
+
+int sluice_spec_format_limit(const sluice_limit_def *def, char *buf, size_t len)
+{
+    sluice_limit_def dflt;
+    spec_out o = {buf, len, 0, 0};
+    char vmsg[200];
+    int rc;
+
+    if (!buf)
+        return SLUICE_EINVAL;
+    if (len > 0)
+        buf[0] = '\0';
+    if (!def)
+        return SLUICE_EINVAL;
+    rc = sluice_limit_def_validate(def, vmsg, sizeof(vmsg));
+    if (rc != 0)
+        return rc;
+    if (len == 0)
+        return SLUICE_ERANGE;
+    sluice_limit_def_init(&dflt, def->kind);
+
+    out_printf(&o, "%s=%" PRId64, sluice_limit_kind_name(def->kind), def->limit);
+    switch (def->kind) {
+    case SLUICE_RATE:
+    case SLUICE_WINDOW:
+    case SLUICE_SLIDING:
+        out_duration(&o, "/", def->period_ns);
+        break;
+    case SLUICE_QUOTA:
+        out_printf(&o, "/%s",
+                   def->calendar == SLUICE_CAL_DAY     ? "day"
+                   : def->calendar == SLUICE_CAL_MONTH ? "month"
+                                                       : "total");
+        break;
+    case SLUICE_CONCURRENCY:
+        break;
+    }
+    if (def->kind == SLUICE_RATE) {
+        if (def->burst != dflt.burst)
+            out_printf(&o, ",burst=%" PRId64, def->burst);
+        if (def->start_empty)
+            out_printf(&o, ",start_empty");
+        if (def->horizon_ns != dflt.horizon_ns)
+            out_duration(&o, ",horizon=", def->horizon_ns);
+    }
+    if (def->kind == SLUICE_CONCURRENCY && def->ttl_ns != dflt.ttl_ns)
+        out_duration(&o, ",ttl=", def->ttl_ns);
+    if (def->max_keys != dflt.max_keys)
+        out_printf(&o, ",max_keys=%zu", def->max_keys);
+    if (def->key_overflow != dflt.key_overflow)
+        out_printf(&o, ",keys_overflow=%s",
+                   def->key_overflow == SLUICE_KEYS_ALLOW ? "allow" : "refuse");
+    if (def->max_key_len != dflt.max_key_len)
+        out_printf(&o, ",max_key_len=%zu", def->max_key_len);
+    if (o.full) {
+        buf[0] = '\0';
+        return SLUICE_ERANGE;
+    }
+    return 0;
+}
