@@ -77,21 +77,21 @@ typedef struct resp_writer {
 } resp_writer;
 
 void resp_writer_init(resp_writer *w, int proto);
-void resp_writer_clear(resp_writer *w);           /* frees the buffer */
+void resp_writer_clear(resp_writer *w);             /* frees the buffer */
 void resp_writer_consume(resp_writer *w, size_t n); /* drops the first n bytes (sent) */
 
 /* Each appends one reply; failures set w->failed (callers check once per command). */
-void resp_simple(resp_writer *w, const char *s);                  /* +OK */
+void resp_simple(resp_writer *w, const char *s); /* +OK */
 void resp_error(resp_writer *w, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));                         /* -CODE message */
-void resp_int(resp_writer *w, int64_t v);                          /* :42 */
-void resp_bulk(resp_writer *w, const char *s, size_t len);         /* $3 abc */
-void resp_bulk_str(resp_writer *w, const char *s);                 /* NUL-terminated */
+    __attribute__((format(printf, 3, 4)));                 /* -CODE message */
+void resp_int(resp_writer *w, int64_t v);                  /* :42 */
+void resp_bulk(resp_writer *w, const char *s, size_t len); /* $3 abc */
+void resp_bulk_str(resp_writer *w, const char *s);         /* NUL-terminated */
 void resp_bulk_fmt(resp_writer *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void resp_null(resp_writer *w);                                    /* $-1 or _ in RESP3 */
-void resp_array(resp_writer *w, size_t n);                         /* *n */
-void resp_map(resp_writer *w, size_t n);     /* %n in RESP3, *2n in RESP2 (n pairs follow) */
-void resp_bool(resp_writer *w, int v);       /* #t/#f in RESP3, :1/:0 in RESP2 */
-void resp_double(resp_writer *w, double v);  /* ,v in RESP3, bulk string in RESP2 */
+void resp_null(resp_writer *w);             /* $-1 or _ in RESP3 */
+void resp_array(resp_writer *w, size_t n);  /* *n */
+void resp_map(resp_writer *w, size_t n);    /* %n in RESP3, *2n in RESP2 (n pairs follow) */
+void resp_bool(resp_writer *w, int v);      /* #t/#f in RESP3, :1/:0 in RESP2 */
+void resp_double(resp_writer *w, double v); /* ,v in RESP3, bulk string in RESP2 */
 
 #endif
