@@ -1,0 +1,408 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Event aggregation (see events.h for the contract).
+ *
+ * Each open group is one allocation: its running summary followed, inline, by its identity
+ * encoded as bytes, which is also its key in the group map (a keytab whose values are group
+ * pointers). The encoding is the kind, then for each of limit, key and type either a 0 byte
+ * (NULL) or a 1 byte followed by the string and its NUL, then for BUDGET the percent. C strings
+ * hold no NUL, so the encoding is unambiguous, and the strings inside it are ready-made C strings
+ * that the summary points to: a group copies its strings once, when it opens. A binary min-heap
+ * on interval end says which group to flush next.
+ *
+ * Invariants:
+ * - Every open group is in the map and in the heap exactly once, and is freed when it leaves
+ *   both (at its flush, or in events_free()).
+ * - heap[i]->end_ns >= heap[(i - 1) / 2]->end_ns for every i > 0.
+ * - A group's summary has count 0 until a second event of its interval arrives; a summary is
+ *   delivered only with count > 0.
+ * - The heap array is freed when it empties, and the map frees its slots when it empties, so an
+ *   idle aggregator holds two small blocks whatever it saw before.
+ *
+ * Workload: under sustained throttling nearly every event belongs to a group already open, which
+ * costs one encoding into a stack buffer and one hash lookup, and allocates nothing. Opening a
+ * group costs one allocation plus amortized growth of the map and the heap.
+ */
+#include "engine/events.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/keytab.h"
+#include "sluice/error.h"
+#include "sluice/limit.h"
+
+#define IDENT_STACK_MAX 512 /* identities up to this many bytes are encoded on the stack */
+#define HEAP_MIN_CAP    8   /* slots of the heap when it is first allocated */
+
+/* One open group: an interval that began with an event delivered at once. */
+typedef struct group {
+    int64_t end_ns;   /* when the interval ends: the first event's now_ns + the interval */
+    sluice_event sum; /* the summary of the events after the first; strings point into ident */
+    size_t ident_len; /* bytes of ident */
+    char ident[];     /* the encoded identity (see the file comment) */
+} group;
+
+struct events {
+    int64_t interval_ns; /* length of every interval, >= 1 */
+    sluice_event_fn fn;  /* the sink; NULL drops events */
+    void *arg;           /* passed to fn */
+    keytab *groups;      /* encoded identity -> group * of every open group */
+    group **heap;        /* every open group, a min-heap on end_ns; NULL when empty */
+    size_t nheap;        /* groups in heap */
+    size_t heap_cap;     /* slots allocated in heap */
+};
+
+/* ---- Identities --------------------------------------------------------------------------- */
+
+static size_t str_ident_len(const char *s)
+{
+    return s ? strlen(s) + 2 : 1;
+}
+
+static size_t ident_len(const sluice_event *e)
+{
+    size_t len =
+        sizeof(int) + str_ident_len(e->limit) + str_ident_len(e->key) + str_ident_len(e->type);
+
+    if (e->kind == SLUICE_EVENT_BUDGET)
+        len += sizeof(int64_t);
+    return len;
+}
+
+static char *put_str(char *p, const char *s)
+{
+    size_t n;
+
+    if (!s) {
+        *p++ = 0;
+        return p;
+    }
+    *p++ = 1;
+    n = strlen(s) + 1;
+    memcpy(p, s, n);
+    return p + n;
+}
+
+/* Writes e's identity to out, which has room for ident_len(e) bytes. */
+static void encode_ident(const sluice_event *e, char *out)
+{
+    int kind = (int)e->kind;
+    char *p = out;
+
+    memcpy(p, &kind, sizeof kind);
+    p += sizeof kind;
+    p = put_str(p, e->limit);
+    p = put_str(p, e->key);
+    p = put_str(p, e->type);
+    if (e->kind == SLUICE_EVENT_BUDGET)
+        memcpy(p, &e->wanted, sizeof e->wanted);
+}
+
+/* Points *s at the string encoded at p (NULL for the NULL marker); returns the byte after it. */
+static const char *get_str(const char *p, const char **s)
+{
+    if (*p++ == 0) {
+        *s = NULL;
+        return p;
+    }
+    *s = p;
+    return p + strlen(p) + 1;
+}
+
+/* ---- Arithmetic --------------------------------------------------------------------------- */
+
+static int64_t add_sat(int64_t a, int64_t b)
+{
+    if (b > 0 && a > INT64_MAX - b)
+        return INT64_MAX;
+    if (b < 0 && a < INT64_MIN - b)
+        return INT64_MIN;
+    return a + b;
+}
+
+static uint64_t event_count(const sluice_event *e)
+{
+    return e->count ? e->count : 1;
+}
+
+/* ---- Delivery ----------------------------------------------------------------------------- */
+
+/* Delivers e as an immediate event: summary 0, count at least 1, strings the caller's. */
+static void deliver_now(const events *ev, const sluice_event *e)
+{
+    sluice_event out = *e;
+
+    if (!ev->fn)
+        return;
+    out.count = event_count(e);
+    out.summary = 0;
+    ev->fn(&out, ev->arg);
+}
+
+/* ---- The heap ----------------------------------------------------------------------------- */
+
+static void heap_up(group **h, size_t i)
+{
+    group *g = h[i];
+
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+
+        if (h[parent]->end_ns <= g->end_ns)
+            break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i] = g;
+}
+
+static void heap_down(group **h, size_t n, size_t i)
+{
+    group *g = h[i];
+
+    for (;;) {
+        size_t child = 2 * i + 1;
+
+        if (child >= n)
+            break;
+        if (child + 1 < n && h[child + 1]->end_ns < h[child]->end_ns)
+            child++;
+        if (g->end_ns <= h[child]->end_ns)
+            break;
+        h[i] = h[child];
+        i = child;
+    }
+    h[i] = g;
+}
+
+/* Makes room for one more group. Returns 0 or SLUICE_ENOMEM (heap unchanged). */
+static int heap_reserve(events *ev)
+{
+    size_t cap;
+    group **h;
+
+    if (ev->nheap < ev->heap_cap)
+        return SLUICE_OK;
+    cap = ev->heap_cap ? ev->heap_cap * 2 : HEAP_MIN_CAP;
+    if (cap > SIZE_MAX / sizeof *h)
+        return SLUICE_ENOMEM;
+    h = sluice_realloc(ev->heap, cap * sizeof *h);
+    if (!h)
+        return SLUICE_ENOMEM;
+    ev->heap = h;
+    ev->heap_cap = cap;
+    return SLUICE_OK;
+}
+
+/* Frees the heap array once empty, and halves it when under a quarter full, so its size follows
+ * the groups open. A failed shrink keeps the larger array. */
+static void heap_shrink(events *ev)
+{
+    size_t cap;
+    group **h;
+
+    if (ev->nheap == 0) {
+        sluice_free(ev->heap);
+        ev->heap = NULL;
+        ev->heap_cap = 0;
+        return;
+    }
+    if (ev->heap_cap <= HEAP_MIN_CAP || ev->nheap > ev->heap_cap / 4)
+        return;
+    cap = ev->heap_cap / 2;
+    h = sluice_realloc(ev->heap, cap * sizeof *h);
+    if (!h)
+        return;
+    ev->heap = h;
+    ev->heap_cap = cap;
+}
+
+/* ---- Groups ------------------------------------------------------------------------------- */
+
+/* Adds e, an event after the first of g's interval, to g's summary. */
+static void accumulate(group *g, const sluice_event *e)
+{
+    uint64_t n = event_count(e);
+    sluice_event *s = &g->sum;
+
+    if (s->count == 0) {
+        s->at_ns = e->at_ns;
+        s->next_slot_ns = e->next_slot_ns;
+    } else {
+        if (e->at_ns < s->at_ns)
+            s->at_ns = e->at_ns;
+        if (e->next_slot_ns > s->next_slot_ns)
+            s->next_slot_ns = e->next_slot_ns;
+    }
+    s->count = n > UINT64_MAX - s->count ? UINT64_MAX : s->count + n;
+    if (s->kind != SLUICE_EVENT_BUDGET)
+        s->wanted = add_sat(s->wanted, e->wanted);
+    s->granted = add_sat(s->granted, e->granted);
+}
+
+/* Opens a group for e (identity ident, len bytes) at now_ns and delivers e at once. Returns 0,
+ * or SLUICE_ENOMEM with nothing changed and nothing delivered. */
+static int open_group(events *ev, const sluice_event *e, const char *ident, size_t len,
+                      int64_t now_ns)
+{
+    const char *p;
+    void *value;
+    group *g;
+    int rc;
+
+    rc = heap_reserve(ev);
+    if (rc != SLUICE_OK)
+        return rc;
+    if (len > SIZE_MAX - sizeof *g)
+        return SLUICE_ENOMEM;
+    g = sluice_malloc(sizeof *g + len);
+    if (!g)
+        return SLUICE_ENOMEM;
+    memset(g, 0, sizeof *g);
+    memcpy(g->ident, ident, len);
+    g->ident_len = len;
+    g->end_ns = add_sat(now_ns, ev->interval_ns);
+    g->sum.kind = e->kind;
+    p = g->ident + sizeof(int);
+    p = get_str(p, &g->sum.limit);
+    p = get_str(p, &g->sum.key);
+    (void)get_str(p, &g->sum.type);
+    if (e->kind == SLUICE_EVENT_BUDGET)
+        g->sum.wanted = e->wanted;
+    g->sum.summary = 1;
+
+    rc = keytab_upsert(ev->groups, g->ident, len, &value, NULL);
+    if (rc != SLUICE_OK)
+        goto fail_upsert;
+    memcpy(value, &g, sizeof g);
+    ev->heap[ev->nheap] = g;
+    heap_up(ev->heap, ev->nheap);
+    ev->nheap++;
+
+    deliver_now(ev, e);
+    return SLUICE_OK;
+
+fail_upsert:
+    sluice_free(g);
+    return rc;
+}
+
+/* ---- The interface ------------------------------------------------------------------------ */
+
+int events_new(int64_t interval_ns, events **out)
+{
+    events *ev;
+    int rc;
+
+    if (!out)
+        return SLUICE_EINVAL;
+    *out = NULL;
+    if (interval_ns < 1)
+        return SLUICE_EINVAL;
+    ev = sluice_calloc(1, sizeof *ev);
+    if (!ev)
+        return SLUICE_ENOMEM;
+    ev->interval_ns = interval_ns;
+    rc = keytab_new(sizeof(group *), &ev->groups);
+    if (rc != SLUICE_OK)
+        goto fail_groups;
+    *out = ev;
+    return SLUICE_OK;
+
+fail_groups:
+    sluice_free(ev);
+    return rc;
+}
+
+void events_free(events *ev)
+{
+    if (!ev)
+        return;
+    for (size_t i = 0; i < ev->nheap; i++)
+        sluice_free(ev->heap[i]);
+    sluice_free(ev->heap);
+    keytab_free(ev->groups, NULL, NULL);
+    sluice_free(ev);
+}
+
+void events_set_sink(events *ev, sluice_event_fn fn, void *arg)
+{
+    if (!ev)
+        return;
+    ev->fn = fn;
+    ev->arg = arg;
+}
+
+int events_emit(events *ev, const sluice_event *e, int64_t now_ns)
+{
+    char stack[IDENT_STACK_MAX];
+    char *ident = stack;
+    void *value;
+    size_t len;
+    int rc;
+
+    if (!ev || !e)
+        return SLUICE_EINVAL;
+    (void)events_flush(ev, now_ns);
+
+    len = ident_len(e);
+    if (len > sizeof stack) {
+        ident = sluice_malloc(len);
+        if (!ident) {
+            rc = SLUICE_ENOMEM;
+            goto fail_deliver;
+        }
+    }
+    encode_ident(e, ident);
+    value = keytab_find(ev->groups, ident, len);
+    if (value) {
+        group *g;
+
+        memcpy(&g, value, sizeof g);
+        accumulate(g, e);
+        rc = SLUICE_OK;
+    } else {
+        rc = open_group(ev, e, ident, len, now_ns);
+    }
+    if (ident != stack)
+        sluice_free(ident);
+    if (rc != SLUICE_OK)
+        goto fail_deliver;
+    return SLUICE_OK;
+
+fail_deliver:
+    /* Never lost silently: what cannot be aggregated goes out on its own. */
+    deliver_now(ev, e);
+    return rc;
+}
+
+int events_flush(events *ev, int64_t now_ns)
+{
+    if (!ev)
+        return SLUICE_EINVAL;
+    while (ev->nheap > 0 && ev->heap[0]->end_ns <= now_ns) {
+        group *g = ev->heap[0];
+
+        ev->nheap--;
+        if (ev->nheap > 0) {
+            ev->heap[0] = ev->heap[ev->nheap];
+            heap_down(ev->heap, ev->nheap, 0);
+        }
+        (void)keytab_delete(ev->groups, g->ident, g->ident_len, NULL, NULL);
+        /* The group has left both structures, so a sink that looks at ev sees it gone. */
+        if (g->sum.count > 0 && ev->fn)
+            ev->fn(&g->sum, ev->arg);
+        sluice_free(g);
+    }
+    heap_shrink(ev);
+    return SLUICE_OK;
+}
+
+int64_t events_next_flush(const events *ev)
+{
+    if (!ev || ev->nheap == 0)
+        return SLUICE_NEVER;
+    return ev->heap[0]->end_ns;
+}
