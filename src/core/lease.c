@@ -299,6 +299,21 @@ static lease *lease_lookup(const lease_reg *r, uint64_t id, int64_t now_ns)
 
 /* Shrinks the map and heap after mass expiry so memory follows the live leases. Best effort: an
  * allocation failure keeps the larger arrays. */
+/* The expiry after which enough of k's leases are gone for `units` (<= limit) to fit: walks the
+ * list in expiry order, so a request for several units waits for as many expiries as it needs,
+ * not just the first. */
+static int64_t expiry_freeing(const lease_key *k, int64_t limit, int64_t units)
+{
+    int64_t held = k->held;
+    const lease *l = k->head;
+
+    while (l->next && units > limit - (held - l->units)) {
+        held -= l->units;
+        l = l->next;
+    }
+    return l->expires_ns;
+}
+
 static void reg_shrink(lease_reg *r)
 {
     if (r->map_cap > MAP_MIN_CAP && r->map_count < r->map_cap / 8) {
@@ -384,7 +399,7 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
         if (units > limit)
             d->retry_after_ns = SLUICE_NEVER;
         else
-            d->retry_after_ns = wait_until(k->head->expires_ns, now_ns);
+            d->retry_after_ns = wait_until(expiry_freeing(k, limit, units), now_ns);
         d->reset_after_ns = k && k->tail ? wait_until(k->tail->expires_ns, now_ns) : 0;
         return SLUICE_OK;
     }

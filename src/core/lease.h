@@ -36,9 +36,9 @@ void lease_reg_free(lease_reg *r);
 /* Asks for `units` on the key whose share is *kp (NULL for a key without leases). Leases of the
  * key that expired by now_ns are dropped first. Granted when held + units <= limit: unless peek,
  * a lease expiring at now_ns + ttl_ns is created (allocating *kp when NULL) and its id put in
- * d->lease_id. A denial's retry_after is the time until the key's earliest lease expires (a
- * release may come sooner), or SLUICE_NEVER when units > limit. Returns 0, or SLUICE_ENOMEM with
- * nothing taken. */
+ * d->lease_id. A denial's retry_after is the time until enough of the key's leases have expired
+ * for `units` to fit (a release may come sooner), or SLUICE_NEVER when units > limit. Returns 0, or
+ * SLUICE_ENOMEM with nothing taken. */
 int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, int64_t ttl_ns,
                   int64_t now_ns, int peek, sluice_decision *d);
 

@@ -434,8 +434,8 @@ static int64_t model_held(const model *m, size_t key, int64_t now)
     return held;
 }
 
-/* Earliest (latest when `latest`) expiry of the key's live leases, or 0 when none. */
-static int64_t model_edge(const model *m, size_t key, int64_t now, int latest)
+/* Latest expiry of the key's live leases, or 0 when none. */
+static int64_t model_last(const model *m, size_t key, int64_t now)
 {
     int64_t edge = 0;
 
@@ -444,10 +444,36 @@ static int64_t model_edge(const model *m, size_t key, int64_t now, int latest)
 
         if (l->key != key || l->st != M_LIVE || l->expires_ns <= now)
             continue;
-        if (edge == 0 || (latest ? l->expires_ns > edge : l->expires_ns < edge))
+        if (edge == 0 || l->expires_ns > edge)
             edge = l->expires_ns;
     }
     return edge;
+}
+
+/* The earliest expiry of the key's live leases after which `units` fit under `limit`, by brute
+ * force over every candidate expiry. */
+static int64_t model_freeing(const model *m, size_t key, int64_t now, int64_t limit, int64_t units,
+                             int64_t held)
+{
+    int64_t best = 0;
+
+    for (size_t i = 0; i < m->n; i++) {
+        const model_lease *c = &m->l[i];
+        int64_t freed = 0;
+
+        if (c->key != key || c->st != M_LIVE || c->expires_ns <= now)
+            continue;
+        for (size_t j = 0; j < m->n; j++) {
+            const model_lease *l = &m->l[j];
+
+            if (l->key == key && l->st == M_LIVE && l->expires_ns > now &&
+                l->expires_ns <= c->expires_ns)
+                freed += l->units;
+        }
+        if (held - freed + units <= limit && (best == 0 || c->expires_ns < best))
+            best = c->expires_ns;
+    }
+    return best;
 }
 
 /* Live leases of the key that expired are dropped silently by the real acquire. */
@@ -489,8 +515,7 @@ static void run_model(uint64_t seed)
             int64_t ttl = rng_range(&rng, 1, 60);
             int peek = rng_range(&rng, 0, 9) == 0;
             int64_t held = model_held(&m, key, now);
-            int64_t first = model_edge(&m, key, now, 0);
-            int64_t last = model_edge(&m, key, now, 1);
+            int64_t last = model_last(&m, key, now);
             int allow = held + units <= limit;
             sluice_decision d;
 
@@ -515,7 +540,10 @@ static void run_model(uint64_t seed)
             }
             assert_int_equal(d.remaining, limit - held);
             assert_int_equal(d.retry_after_ns,
-                             allow ? 0 : (units > limit ? SLUICE_NEVER : first - now));
+                             allow ? 0
+                             : units > limit
+                                 ? SLUICE_NEVER
+                                 : model_freeing(&m, key, now, limit, units, held) - now);
             assert_int_equal(d.reset_after_ns, last ? last - now : 0);
             assert_int_equal(lease_key_held(f.k[key]), held);
         } else if (op < 60 && m.n > 0) {
@@ -677,9 +705,36 @@ static void test_oom_sweep_acquire(void **state)
     assert_true(oom_sweep(oom_body, NULL, 1000) > 1);
 }
 
+/* A request for several units waits for as many expiries as it needs, not only the first. */
+static void test_retry_after_counts_units(void **unused)
+{
+    lease_reg *r;
+    lease_key *k = NULL;
+    sluice_decision d;
+
+    (void)unused;
+    assert_int_equal(lease_reg_new(&r), SLUICE_OK);
+    for (int i = 1; i <= 3; i++)
+        assert_int_equal(lease_acquire(r, &k, 3, 1, (int64_t)i * 10 * SEC, T0, 0, &d), SLUICE_OK);
+    assert_int_equal(lease_acquire(r, &k, 3, 1, SEC, T0, 0, &d), SLUICE_OK);
+    assert_false(d.allowed);
+    assert_int_equal(d.retry_after_ns, 10 * SEC);
+    assert_int_equal(lease_acquire(r, &k, 3, 2, SEC, T0, 0, &d), SLUICE_OK);
+    assert_false(d.allowed);
+    assert_int_equal(d.retry_after_ns, 20 * SEC);
+    assert_int_equal(lease_acquire(r, &k, 3, 3, SEC, T0, 0, &d), SLUICE_OK);
+    assert_int_equal(d.retry_after_ns, 30 * SEC);
+    /* Coming back then is granted. */
+    assert_int_equal(lease_acquire(r, &k, 3, 2, SEC, T0 + 20 * SEC, 0, &d), SLUICE_OK);
+    assert_true(d.allowed);
+    lease_key_free(r, k);
+    lease_reg_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_retry_after_counts_units),
         cmocka_unit_test(test_acquire_to_limit_then_deny),
         cmocka_unit_test(test_peek_creates_nothing),
         cmocka_unit_test(test_release_frees_units),
