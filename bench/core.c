@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_core: decisions per second of the limiter core on one thread, against a floor.
+ *
+ * One random request stream over 1,000,000 distinct keys ("tenant:123456") is generated up
+ * front, materialised as key bytes so reading it is a sequential scan and every measured cache
+ * miss belongs to the table under test. The same stream then drives:
+ *
+ *   floor  a bare open-addressing table written here (32-byte slots: the key as two words, an
+ *          int64 counter, the hash) doing lookup + counter increment with the same hash
+ *          function: the memory-bound floor of any per-key limiter;
+ *   keytab the same lookup + increment through sluice's key table (keytab_find), to tell the
+ *          table's share of the costs below from the rest of a decision;
+ *   gcra   sluice_limit_decide on a rate limit of 1000 per second per key;
+ *   chain  sluice_chain_decide over a global rate, a per-key rate and a per-key fixed window;
+ *   hot    sluice_limit_decide on one key (the 1000/s rate, so mostly denials).
+ *
+ * Every table is first filled with all keys (untimed), so runs measure the steady state. Each
+ * figure is the median of 5 runs. The clock is read only to time runs; the limiter's `now_ns`
+ * is simulated, starting at 1.7e18 ns (late 2023) and advancing 100 ns per request.
+ *
+ * Usage: bench_core [requests-per-run]   (default 10,000,000)
+ */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/keytab.h"
+#include "sluice/error.h"
+#include "sluice/limit.h"
+
+#define NKEYS      1000000u
+#define KEY_STRIDE 16 /* bytes per key in the stream; keys are 13 bytes, zero-padded */
+#define KEY_LEN    13
+#define RUNS       5
+#define START_NS   INT64_C(1700000000000000000)
+#define STEP_NS    100
+
+/* The request stream: `n` keys of KEY_LEN bytes, KEY_STRIDE apart. */
+static char *stream;
+static size_t nreq;
+static int64_t now_ns = START_NS; /* simulated time, never rewound between runs */
+
+/* ---- The floor: a minimal table of int64 counters ----------------------------------------- */
+
+/* One slot of the floor table: 32 bytes, half a cache line. */
+typedef struct floor_slot {
+    uint64_t k0, k1; /* the key, zero-padded to 16 bytes */
+    int64_t count;   /* requests seen for this key */
+    uint64_t hash;   /* 0 marks an empty slot */
+} floor_slot;
+
+static floor_slot *floor_slots;
+static size_t floor_mask;
+
+/* Counts one request for a key of the stream (KEY_STRIDE bytes, zero-padded): the least work
+ * any per-key table must do, with the fixed-size keys compared as two words. */
+static int64_t floor_hit(const char *key)
+{
+    uint64_t h = keytab_hash(key, KEY_LEN) | 1u, k0, k1;
+    size_t i = (size_t)h & floor_mask;
+
+    memcpy(&k0, key, 8);
+    memcpy(&k1, key + 8, 8);
+    for (;;) {
+        floor_slot *s = &floor_slots[i];
+
+        if (s->hash == h && s->k0 == k0 && s->k1 == k1)
+            return ++s->count;
+        if (s->hash == 0) {
+            s->hash = h;
+            s->k0 = k0;
+            s->k1 = k1;
+            return s->count = 1;
+        }
+        i = (i + 1) & floor_mask;
+    }
+}
+
+/* ---- Runs --------------------------------------------------------------------------------- */
+
+typedef enum bench_case { CASE_FLOOR, CASE_KEYTAB, CASE_GCRA, CASE_CHAIN, CASE_HOT } bench_case;
+
+/* The key table measured on its own: int64 counters. */
+static keytab *counters;
+
+/* The limits under test. */
+static sluice_limit *gcra_lim, *global_lim, *chain_rate_lim, *chain_window_lim, *hot_lim;
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void fail(const char *what, int rc)
+{
+    fprintf(stderr, "bench_core: %s: %s\n", what, sluice_strerror(rc));
+    exit(1);
+}
+
+/* Runs the n requests of the stream from `first` through one case; returns how many were
+ * allowed (the floor: the sum of counters, so the work cannot be optimised away). */
+static uint64_t run_case(bench_case c, size_t first, size_t n)
+{
+    uint64_t allowed = 0;
+    sluice_decision d;
+    sluice_chain_link links[3] = {
+        {global_lim, "global", 6, 1},
+        {chain_rate_lim, NULL, KEY_LEN, 1},
+        {chain_window_lim, NULL, KEY_LEN, 1},
+    };
+    sluice_chain_result res;
+    int rc;
+
+    for (size_t r = first; r < first + n; r++) {
+        const char *key = stream + (r % nreq) * KEY_STRIDE;
+
+        now_ns += STEP_NS;
+        switch (c) {
+        case CASE_FLOOR:
+            allowed += (uint64_t)floor_hit(key);
+            break;
+        case CASE_KEYTAB: {
+            int64_t *v = keytab_find(counters, key, KEY_LEN);
+
+            allowed += (uint64_t)++ * v;
+            break;
+        }
+        case CASE_GCRA:
+            rc = sluice_limit_decide(gcra_lim, key, KEY_LEN, 1, now_ns, 0, &d);
+            if (rc != SLUICE_OK)
+                fail("sluice_limit_decide", rc);
+            allowed += (uint64_t)d.allowed;
+            break;
+        case CASE_CHAIN:
+            links[1].key = key;
+            links[2].key = key;
+            rc = sluice_chain_decide(links, 3, now_ns, 0, NULL, &res);
+            if (rc != SLUICE_OK)
+                fail("sluice_chain_decide", rc);
+            allowed += (uint64_t)res.allowed;
+            break;
+        case CASE_HOT:
+            rc = sluice_limit_decide(hot_lim, "tenant:000042", KEY_LEN, 1, now_ns, 0, &d);
+            if (rc != SLUICE_OK)
+                fail("sluice_limit_decide", rc);
+            allowed += (uint64_t)d.allowed;
+            break;
+        }
+    }
+    return allowed;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* Returns the median decisions per second over RUNS runs of the whole stream. */
+static double measure(bench_case c, uint64_t *allowed)
+{
+    double rate[RUNS];
+
+    for (int i = 0; i < RUNS; i++) {
+        double t0 = seconds_now(), t1;
+
+        *allowed = run_case(c, 0, nreq);
+        t1 = seconds_now();
+        rate[i] = (double)nreq / (t1 - t0);
+    }
+    qsort(rate, RUNS, sizeof rate[0], cmp_double);
+    return rate[RUNS / 2];
+}
+
+/* ---- Set-up ------------------------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x2545f4914f6cdd1du;
+
+static uint64_t rng_next(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545f4914f6cdd1du;
+}
+
+static sluice_limit *new_limit(sluice_limit_kind kind, int64_t limit, int64_t period_ns)
+{
+    sluice_limit_def def;
+    sluice_limit *lim = NULL;
+    char msg[128];
+    int rc;
+
+    sluice_limit_def_init(&def, kind);
+    def.limit = limit;
+    def.period_ns = period_ns;
+    def.max_keys = 2 * NKEYS;
+    rc = sluice_limit_new(&def, &lim, msg, sizeof msg);
+    if (rc != SLUICE_OK) {
+        fprintf(stderr, "bench_core: sluice_limit_new: %s\n", msg);
+        exit(1);
+    }
+    return lim;
+}
+
+/* Fills every table with every key once, so the timed runs see the steady state. */
+static void warm_up(void)
+{
+    char key[KEY_STRIDE];
+
+    for (uint32_t k = 0; k < NKEYS; k++) {
+        snprintf(key, sizeof key, "tenant:%06" PRIu32, k);
+        memcpy(stream, key, KEY_STRIDE);
+        void *v;
+
+        (void)run_case(CASE_FLOOR, 0, 1);
+        if (keytab_upsert(counters, stream, KEY_LEN, &v, NULL) != SLUICE_OK)
+            fail("keytab_upsert", SLUICE_ENOMEM);
+        (void)run_case(CASE_GCRA, 0, 1);
+        (void)run_case(CASE_CHAIN, 0, 1);
+    }
+}
+
+static void print_bytes(const char *name, const sluice_limit *lim)
+{
+    sluice_limit_stats st;
+
+    sluice_limit_get_stats(lim, &st);
+    printf("  %-28s %8zu keys %11zu bytes %7.1f bytes/key\n", name, st.keys, st.bytes,
+           st.keys ? (double)st.bytes / (double)st.keys : 0.0);
+}
+
+int main(int argc, char **argv)
+{
+    double floor_rate, rate;
+    uint64_t allowed;
+    char key[KEY_STRIDE];
+
+    nreq = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : 10000000u;
+    if (nreq < NKEYS) {
+        fprintf(stderr, "usage: bench_core [requests-per-run >= %u]\n", NKEYS);
+        return 2;
+    }
+    stream = calloc(nreq, KEY_STRIDE);
+    /* 2^21 slots: the floor holds 1M keys at the same load as the key table. */
+    floor_slots = calloc((size_t)1 << 21, sizeof *floor_slots);
+    if (!stream || !floor_slots) {
+        fprintf(stderr, "bench_core: out of memory\n");
+        return 1;
+    }
+    floor_mask = ((size_t)1 << 21) - 1;
+    if (keytab_new(sizeof(int64_t), &counters) != SLUICE_OK) {
+        fprintf(stderr, "bench_core: out of memory\n");
+        return 1;
+    }
+    gcra_lim = new_limit(SLUICE_RATE, 1000, SLUICE_NS_PER_SEC);
+    global_lim = new_limit(SLUICE_RATE, SLUICE_MAX_PERMITS, SLUICE_NS_PER_SEC);
+    chain_rate_lim = new_limit(SLUICE_RATE, 1000, SLUICE_NS_PER_SEC);
+    chain_window_lim = new_limit(SLUICE_WINDOW, 100000, 60 * SLUICE_NS_PER_SEC);
+    hot_lim = new_limit(SLUICE_RATE, 1000, SLUICE_NS_PER_SEC);
+
+    warm_up();
+    for (size_t r = 0; r < nreq; r++) {
+        uint32_t k = (uint32_t)(rng_next() % NKEYS);
+
+        snprintf(key, sizeof key, "tenant:%06" PRIu32, k);
+        memcpy(stream + r * KEY_STRIDE, key, KEY_STRIDE);
+    }
+
+    printf("bench_core: %u keys, %zu requests per run, median of %d runs, one thread\n\n", NKEYS,
+           nreq, RUNS);
+    printf("  %-34s %14s %9s %12s\n", "case", "decisions/s", "vs floor", "allowed/run");
+    floor_rate = measure(CASE_FLOOR, &allowed);
+    printf("  %-34s %13.2fM %8.2fx %12s\n", "floor (bare table, int64 counter)", floor_rate / 1e6,
+           1.0, "-");
+    rate = measure(CASE_KEYTAB, &allowed);
+    printf("  %-34s %13.2fM %8.2fx %12s\n", "keytab (keytab_find, int64 counter)", rate / 1e6,
+           rate / floor_rate, "-");
+    rate = measure(CASE_GCRA, &allowed);
+    printf("  %-34s %13.2fM %8.2fx %12" PRIu64 "\n", "gcra (sluice_limit_decide)", rate / 1e6,
+           rate / floor_rate, allowed);
+    rate = measure(CASE_CHAIN, &allowed);
+    printf("  %-34s %13.2fM %8.2fx %12" PRIu64 "\n", "chain of 3 (rate, rate, window)", rate / 1e6,
+           rate / floor_rate, allowed);
+    rate = measure(CASE_HOT, &allowed);
+    printf("  %-34s %13.2fM %8.2fx %12" PRIu64 "\n", "hot key (one key, 1000/s)", rate / 1e6,
+           rate / floor_rate, allowed);
+
+    printf("\nmemory after the runs (sluice_limit_get_stats):\n");
+    print_bytes("gcra, per-key rate", gcra_lim);
+    print_bytes("chain, per-key rate", chain_rate_lim);
+    print_bytes("chain, per-key window", chain_window_lim);
+    printf("  %-28s %8u keys %11zu bytes %7.1f bytes/key\n", "floor table", NKEYS,
+           ((size_t)1 << 21) * sizeof *floor_slots,
+           (double)(((size_t)1 << 21) * sizeof *floor_slots) / NKEYS);
+
+    keytab_free(counters, NULL, NULL);
+    sluice_limit_free(gcra_lim);
+    sluice_limit_free(global_lim);
+    sluice_limit_free(chain_rate_lim);
+    sluice_limit_free(chain_window_lim);
+    sluice_limit_free(hot_lim);
+    free(floor_slots);
+    free(stream);
+    return 0;
+}
