@@ -13,6 +13,8 @@
  *          table's share of the costs below from the rest of a decision;
  *   gcra   sluice_limit_decide on a rate limit of 1000 per second per key;
  *   chain  sluice_chain_decide over a global rate, a per-key rate and a per-key fixed window;
+ *   ...prefetching  the same, announcing the key 8 requests ahead with sluice_limit_prefetch(),
+ *          as the server does for pipelined commands, so that cache misses overlap;
  *   hot    sluice_limit_decide on one key (the 1000/s rate, so mostly denials).
  *
  * Every table is first filled with all keys (untimed), so runs measure the steady state. Each
@@ -82,7 +84,19 @@ static int64_t floor_hit(const char *key)
 
 /* ---- Runs --------------------------------------------------------------------------------- */
 
-typedef enum bench_case { CASE_FLOOR, CASE_KEYTAB, CASE_GCRA, CASE_CHAIN, CASE_HOT } bench_case;
+typedef enum bench_case {
+    CASE_FLOOR,
+    CASE_KEYTAB,
+    CASE_GCRA,
+    CASE_GCRA_PREFETCH,
+    CASE_CHAIN,
+    CASE_CHAIN_PREFETCH,
+    CASE_HOT
+} bench_case;
+
+/* How far ahead the prefetching cases announce keys: as a server does for the commands already
+ * buffered from a pipelining client. */
+#define PREFETCH_AHEAD 8
 
 /* The key table measured on its own: int64 counters. */
 static keytab *counters;
@@ -102,6 +116,12 @@ static void fail(const char *what, int rc)
 {
     fprintf(stderr, "bench_core: %s: %s\n", what, sluice_strerror(rc));
     exit(1);
+}
+
+/* The key of request r + PREFETCH_AHEAD (wrapping around the stream). */
+static const char *ahead_key(size_t r)
+{
+    return stream + ((r + PREFETCH_AHEAD) % nreq) * KEY_STRIDE;
 }
 
 /* Runs the n requests of the stream from `first` through one case; returns how many were
@@ -138,6 +158,17 @@ static uint64_t run_case(bench_case c, size_t first, size_t n)
                 fail("sluice_limit_decide", rc);
             allowed += (uint64_t)d.allowed;
             break;
+        case CASE_GCRA_PREFETCH:
+            sluice_limit_prefetch(gcra_lim, ahead_key(r), KEY_LEN);
+            rc = sluice_limit_decide(gcra_lim, key, KEY_LEN, 1, now_ns, 0, &d);
+            if (rc != SLUICE_OK)
+                fail("sluice_limit_decide", rc);
+            allowed += (uint64_t)d.allowed;
+            break;
+        case CASE_CHAIN_PREFETCH:
+            sluice_limit_prefetch(chain_rate_lim, ahead_key(r), KEY_LEN);
+            sluice_limit_prefetch(chain_window_lim, ahead_key(r), KEY_LEN);
+            /* fall through */
         case CASE_CHAIN:
             links[1].key = key;
             links[2].key = key;
@@ -287,8 +318,14 @@ int main(int argc, char **argv)
     rate = measure(CASE_GCRA, &allowed);
     printf("  %-34s %13.2fM %8.2fx %12" PRIu64 "\n", "gcra (sluice_limit_decide)", rate / 1e6,
            rate / floor_rate, allowed);
+    rate = measure(CASE_GCRA_PREFETCH, &allowed);
+    printf("  %-34s %13.2fM %8.2fx %12" PRIu64 "\n", "gcra, prefetching 8 ahead", rate / 1e6,
+           rate / floor_rate, allowed);
     rate = measure(CASE_CHAIN, &allowed);
     printf("  %-34s %13.2fM %8.2fx %12" PRIu64 "\n", "chain of 3 (rate, rate, window)", rate / 1e6,
+           rate / floor_rate, allowed);
+    rate = measure(CASE_CHAIN_PREFETCH, &allowed);
+    printf("  %-34s %13.2fM %8.2fx %12" PRIu64 "\n", "chain of 3, prefetching 8 ahead", rate / 1e6,
            rate / floor_rate, allowed);
     rate = measure(CASE_HOT, &allowed);
     printf("  %-34s %13.2fM %8.2fx %12" PRIu64 "\n", "hot key (one key, 1000/s)", rate / 1e6,

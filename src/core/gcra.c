@@ -129,13 +129,54 @@ static rat base_tat(const gcra *g, const gcra_state *s, int fresh, int64_t now_n
     return rat_max(tat, rat_ns(now_ns));
 }
 
-void gcra_decide(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t now_ns, int peek,
-                 sluice_decision *d)
+/* gcra_decide when T is a whole number of nanoseconds (t_r == 0, the common case): the same
+ * arithmetic on plain int64 with one division. A short path matters: it lets the CPU overlap the
+ * key table's cache misses of consecutive decisions. */
+static void decide_whole(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t now_ns,
+                         int peek, sluice_decision *d)
+{
+    int64_t t = g->t_q, bt = g->bt_q, base, ahead, need;
+
+    if (g->start_empty && (fresh || (s->tat_ns == 0 && s->tat_rem == 0)))
+        base = now_ns + (g->burst - 1) * t;
+    else
+        base = s->tat_ns > now_ns ? s->tat_ns : now_ns;
+    ahead = base - now_ns;
+    d->limit = g->burst;
+    d->lease_id = 0;
+    d->untracked = 0;
+    if (units > g->burst) {
+        d->allowed = 0;
+        d->remaining = (bt - ahead) / t;
+        d->retry_after_ns = SLUICE_NEVER;
+        d->reset_after_ns = ahead;
+        return;
+    }
+    need = ahead + units * t;
+    if (need <= bt) {
+        d->allowed = 1;
+        d->remaining = (bt - need) / t;
+        d->retry_after_ns = 0;
+        d->reset_after_ns = need;
+        if (!peek)
+            s->tat_ns = base + units * t;
+        return;
+    }
+    d->allowed = 0;
+    d->remaining = (bt - ahead) / t;
+    d->retry_after_ns = need - bt;
+    d->reset_after_ns = ahead;
+}
+
+/* gcra_decide with a fractional T: every time is a rational ns + rem / permits. */
+static void decide_exact(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t now_ns,
+                         int peek, sluice_decision *d)
 {
     rat now = rat_ns(now_ns);
     rat bt = {g->bt_q, g->bt_r};
     rat base = base_tat(g, s, fresh, now_ns);
     rat ahead = rat_sub(base, now, g->permits); /* budget already spoken for, 0..bt */
+    rat next, need;
 
     d->limit = g->burst;
     d->lease_id = 0;
@@ -147,10 +188,8 @@ void gcra_decide(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t
         d->reset_after_ns = rat_ceil(ahead);
         return;
     }
-
-    rat next = rat_add(base, times_t(g, units), g->permits);
-    rat need = rat_sub(next, now, g->permits); /* what granting would put ahead of now */
-
+    next = rat_add(base, times_t(g, units), g->permits);
+    need = rat_sub(next, now, g->permits); /* what granting would put ahead of now */
     if (rat_cmp(need, bt) <= 0) {
         d->allowed = 1;
         d->remaining = div_t_floor(g, rat_sub(bt, need, g->permits));
@@ -166,6 +205,15 @@ void gcra_decide(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t
     d->remaining = div_t_floor(g, rat_sub(bt, ahead, g->permits));
     d->retry_after_ns = rat_ceil(rat_sub(need, bt, g->permits));
     d->reset_after_ns = rat_ceil(ahead);
+}
+
+void gcra_decide(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t now_ns, int peek,
+                 sluice_decision *d)
+{
+    if (g->t_r == 0)
+        decide_whole(g, s, fresh, units, now_ns, peek, d);
+    else
+        decide_exact(g, s, fresh, units, now_ns, peek, d);
 }
 
 int64_t gcra_slot(const gcra *g, const gcra_state *s, int fresh, int64_t units, int64_t now_ns)

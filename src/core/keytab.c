@@ -373,6 +373,16 @@ void keytab_free(keytab *t, keytab_destroy_fn destroy, void *arg)
     sluice_free(t);
 }
 
+void keytab_prefetch(const keytab *t, const char *key, size_t keylen)
+{
+    probe_key pk;
+
+    if (t->count == 0 || keylen > UINT32_MAX)
+        return;
+    probe_key_init(&pk, key, keylen);
+    __builtin_prefetch(slot_at(t, head_home(t, pk.head)), 1, 3);
+}
+
 void *keytab_find(const keytab *t, const char *key, size_t keylen)
 {
     probe_key pk;

@@ -420,16 +420,32 @@ int sluice_limit_decide(sluice_limit *lim, const char *key, size_t keylen, int64
     norm_key nk;
     int rc;
 
-    memset(out, 0, sizeof *out);
-    if (units < 1)
+    if (units < 1) {
+        memset(out, 0, sizeof *out);
         return SLUICE_EINVAL;
+    }
+    if (lim->def.kind == SLUICE_RATE && !(flags & SLUICE_PEEK) && keylen <= lim->def.max_key_len &&
+        (key || keylen == 0)) {
+        /* The hot path: a rate limit asked about a key it tracks. */
+        void *state = keytab_find(lim->keys, key ? key : "", keylen);
+
+        if (state) {
+            gcra_decide(&lim->rate, state, 0, units, clamp_now(lim, now_ns), 0, out);
+            return SLUICE_OK;
+        }
+    }
     rc = normalize_key(lim, key, keylen, &nk);
-    if (rc != SLUICE_OK)
-        return rc;
-    rc = decide_one(lim, &nk, units, lim->def.ttl_ns, clamp_now(lim, now_ns), flags, out);
+    if (rc == SLUICE_OK) /* every kind fills every field of *out */
+        rc = decide_one(lim, &nk, units, lim->def.ttl_ns, clamp_now(lim, now_ns), flags, out);
     if (rc != SLUICE_OK)
         memset(out, 0, sizeof *out);
     return rc;
+}
+
+void sluice_limit_prefetch(const sluice_limit *lim, const char *key, size_t keylen)
+{
+    if (keylen <= lim->def.max_key_len && (key || keylen == 0))
+        keytab_prefetch(lim->keys, key ? key : "", keylen);
 }
 
 int sluice_lease_acquire(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
@@ -767,6 +783,25 @@ static int chain_group(const sluice_chain_link *links, size_t n, link_work *w)
  * never removes), then states are looked up again since insertions may move entries. */
 static int chain_prepare(const sluice_chain_link *links, size_t n, link_work *w, int64_t now_ns)
 {
+    int missing = 0;
+
+    /* The common case: every key is tracked already. Nothing is inserted, so the states found
+     * stay valid and one lookup per link is all it takes. */
+    for (size_t i = 0; i < n; i++) {
+        if (w[i].leader != i)
+            continue;
+        w[i].state = keytab_find(links[i].limit->keys, w[i].nk.key, w[i].nk.len);
+        if (!w[i].state)
+            missing = 1;
+        else if (links[i].limit->def.kind == SLUICE_SLIDING) {
+            int rc = sliding_prepare(w[i].state, links[i].limit->def.limit);
+
+            if (rc != SLUICE_OK)
+                return rc;
+        }
+    }
+    if (!missing)
+        return SLUICE_OK;
     for (size_t i = 0; i < n; i++) {
         sluice_limit *lim = links[i].limit;
 
@@ -886,7 +921,7 @@ int sluice_chain_decide(const sluice_chain_link *links, size_t n, int64_t now_ns
         if (!w)
             return SLUICE_ENOMEM;
     } else {
-        memset(stack, 0, sizeof stack);
+        memset(stack, 0, n * sizeof stack[0]);
     }
     rc = chain_group(links, n, w);
     if (rc == SLUICE_OK && !peek)
