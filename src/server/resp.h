@@ -34,7 +34,8 @@ typedef struct resp_limits {
 void resp_limits_init(resp_limits *l);
 
 /* One parsed command. argv[i] points into memory owned by the reader, valid until the next
- * resp_reader_feed or resp_reader_next call. */
+ * resp_reader_feed or resp_reader_next call, and is followed by a NUL byte not counted in
+ * argvlen[i] (so strtoll and friends are safe on it). */
 typedef struct resp_command {
     size_t argc;
     const char **argv;
@@ -51,13 +52,16 @@ void resp_reader_free(resp_reader *r); /* accepts NULL */
 void resp_reader_set_limits(resp_reader *r, const resp_limits *limits);
 
 /* Appends len bytes received from the peer. Returns 0, or SLUICE_ENOMEM (the reader is then
- * failed). The bytes are copied; buffered bytes are bounded by the limits plus one read. */
+ * failed). The bytes are copied; buffered bytes are bounded by the limits plus one read. Bytes fed
+ * to a reader that failed on a protocol error are dropped (returns 0), so a connection still
+ * sending its error reply needs no special case. */
 int resp_reader_feed(resp_reader *r, const char *buf, size_t len);
 
 /* Parses the next complete command from the buffered bytes. Returns 1 and fills *cmd when one is
- * complete, 0 when more bytes are needed, or SLUICE_EPARSE on a protocol error, with a one-line
- * message (Redis's wording where it has one, e.g. "Protocol error: invalid multibulk length")
- * in resp_reader_error(). Empty inline lines and `*0`/`*-1` arrays are skipped, as Redis does. */
+ * complete, 0 when more bytes are needed, SLUICE_ENOMEM, or SLUICE_EPARSE on a protocol error, with
+ * a one-line message (Redis's wording where it has one, e.g. "Protocol error: invalid multibulk
+ * length") in resp_reader_error(). Empty inline lines and `*0`/`*-1` arrays are skipped, as Redis
+ * does. */
 int resp_reader_next(resp_reader *r, resp_command *cmd);
 
 /* The message of the error that failed the reader, or NULL. */
