@@ -136,8 +136,9 @@ static void decide_whole(const gcra *g, gcra_state *s, int fresh, int64_t units,
                          int peek, sluice_decision *d)
 {
     int64_t t = g->t_q, bt = g->bt_q, base, ahead, need;
+    int empty = g->start_empty && (fresh || (s->tat_ns == 0 && s->tat_rem == 0));
 
-    if (g->start_empty && (fresh || (s->tat_ns == 0 && s->tat_rem == 0)))
+    if (empty)
         base = now_ns + (g->burst - 1) * t;
     else
         base = s->tat_ns > now_ns ? s->tat_ns : now_ns;
@@ -166,6 +167,8 @@ static void decide_whole(const gcra *g, gcra_state *s, int fresh, int64_t units,
     d->remaining = (bt - ahead) / t;
     d->retry_after_ns = need - bt;
     d->reset_after_ns = ahead;
+    if (empty && !peek) /* see decide_exact */
+        s->tat_ns = base;
 }
 
 /* gcra_decide with a fractional T: every time is a rational ns + rem / permits. */
@@ -205,6 +208,13 @@ static void decide_exact(const gcra *g, gcra_state *s, int fresh, int64_t units,
     d->remaining = div_t_floor(g, rat_sub(bt, ahead, g->permits));
     d->retry_after_ns = rat_ceil(rat_sub(need, bt, g->permits));
     d->reset_after_ns = rat_ceil(ahead);
+    /* A new start_empty key that is denied keeps the empty bucket it was judged on, so that it
+     * fills from now on. Left fresh, it would be judged empty again at every retry and a request
+     * of more than one unit could never pass. Recording the initial state charges nothing. */
+    if (!peek && g->start_empty && (fresh || (s->tat_ns == 0 && s->tat_rem == 0))) {
+        s->tat_ns = base.ns;
+        s->tat_rem = base.rem;
+    }
 }
 
 void gcra_decide(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t now_ns, int peek,

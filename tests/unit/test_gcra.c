@@ -104,6 +104,30 @@ static void test_seed003_start_empty(void **unused)
     sluice_limit_free(lim);
 }
 
+/* A new start_empty key asked for several units at once: denied, then granted exactly when the
+ * denial said, both for a whole and a fractional emission interval. */
+static void test_start_empty_multi_unit(void **unused)
+{
+    int64_t periods[] = {MIN, SEC}; /* T = 4 s, and T = 66666666 2/3 ns */
+
+    (void)unused;
+    for (int i = 0; i < 2; i++) {
+        sluice_limit *lim = rate_limit(15, periods[i], 15, 1);
+        sluice_decision d;
+        int64_t wait;
+
+        assert_int_equal(sluice_limit_decide(lim, "k", 1, 3, T0, 0, &d), SLUICE_OK);
+        assert_false(d.allowed);
+        wait = d.retry_after_ns;
+        assert_int_equal(wait, (2 * periods[i] + 14) / 15); /* 2 T, rounded up */
+        assert_int_equal(sluice_limit_decide(lim, "k", 1, 3, T0 + wait - 1, 0, &d), SLUICE_OK);
+        assert_false(d.allowed);
+        assert_int_equal(sluice_limit_decide(lim, "k", 1, 3, T0 + wait, 0, &d), SLUICE_OK);
+        assert_true(d.allowed);
+        sluice_limit_free(lim);
+    }
+}
+
 /* Seed 003's restart timelines: a limiter that forgets its state (a new process) hands a fresh
  * burst to a key that just spent one (2 x burst at the API); start_empty caps that to one. */
 static void test_seed003_restart(void **unused)
@@ -483,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_seed003_burst15),
         cmocka_unit_test(test_seed003_burst1),
         cmocka_unit_test(test_seed003_start_empty),
+        cmocka_unit_test(test_start_empty_multi_unit),
         cmocka_unit_test(test_seed003_restart),
         cmocka_unit_test(test_seed000_global_and_keyed),
         cmocka_unit_test(test_seed001_weights),
