@@ -117,15 +117,22 @@ int gcra_init(gcra *g, int64_t permits, int64_t period_ns, int64_t burst, int st
     return SLUICE_OK;
 }
 
-/* The key's theoretical arrival time seen from now: a fresh start_empty key behaves as if its
- * whole burst but one unit had just been spent. */
-static rat base_tat(const gcra *g, const gcra_state *s, int fresh, int64_t now_ns)
+/* The key's theoretical arrival time seen from now, for a request of `units`.
+ *
+ * A new start_empty key (fresh, or a zeroed state: never granted) lets its first request through
+ * whatever its size up to the burst, and is left empty after it: it behaves as if all of its
+ * burst but those units had just been spent. Judging it as "empty but one unit" instead would
+ * deny a multi-unit first request, and since a denial records nothing (and a forgotten key is
+ * new again), such a request would be judged the same way at every retry and never pass. */
+static rat base_tat(const gcra *g, const gcra_state *s, int fresh, int64_t units, int64_t now_ns)
 {
     rat tat = {s->tat_ns, s->tat_rem};
 
-    /* A zeroed state is a key never charged, whether just created or left by a denial. */
-    if (g->start_empty && (fresh || (s->tat_ns == 0 && s->tat_rem == 0)))
-        return rat_add(rat_ns(now_ns), times_t(g, g->burst - 1), g->permits);
+    if (g->start_empty && (fresh || (s->tat_ns == 0 && s->tat_rem == 0))) {
+        int64_t first = units < g->burst ? units : g->burst;
+
+        return rat_add(rat_ns(now_ns), times_t(g, g->burst - first), g->permits);
+    }
     return rat_max(tat, rat_ns(now_ns));
 }
 
@@ -136,10 +143,8 @@ static void decide_whole(const gcra *g, gcra_state *s, int fresh, int64_t units,
                          int peek, sluice_decision *d)
 {
     int64_t t = g->t_q, bt = g->bt_q, base, ahead, need;
-    int empty = g->start_empty && (fresh || (s->tat_ns == 0 && s->tat_rem == 0));
-
-    if (empty)
-        base = now_ns + (g->burst - 1) * t;
+    if (g->start_empty && (fresh || (s->tat_ns == 0 && s->tat_rem == 0)))
+        base = now_ns + (g->burst - (units < g->burst ? units : g->burst)) * t;
     else
         base = s->tat_ns > now_ns ? s->tat_ns : now_ns;
     ahead = base - now_ns;
@@ -167,8 +172,6 @@ static void decide_whole(const gcra *g, gcra_state *s, int fresh, int64_t units,
     d->remaining = (bt - ahead) / t;
     d->retry_after_ns = need - bt;
     d->reset_after_ns = ahead;
-    if (empty && !peek) /* see decide_exact */
-        s->tat_ns = base;
 }
 
 /* gcra_decide with a fractional T: every time is a rational ns + rem / permits. */
@@ -177,7 +180,7 @@ static void decide_exact(const gcra *g, gcra_state *s, int fresh, int64_t units,
 {
     rat now = rat_ns(now_ns);
     rat bt = {g->bt_q, g->bt_r};
-    rat base = base_tat(g, s, fresh, now_ns);
+    rat base = base_tat(g, s, fresh, units, now_ns);
     rat ahead = rat_sub(base, now, g->permits); /* budget already spoken for, 0..bt */
     rat next, need;
 
@@ -208,13 +211,6 @@ static void decide_exact(const gcra *g, gcra_state *s, int fresh, int64_t units,
     d->remaining = div_t_floor(g, rat_sub(bt, ahead, g->permits));
     d->retry_after_ns = rat_ceil(rat_sub(need, bt, g->permits));
     d->reset_after_ns = rat_ceil(ahead);
-    /* A new start_empty key that is denied keeps the empty bucket it was judged on, so that it
-     * fills from now on. Left fresh, it would be judged empty again at every retry and a request
-     * of more than one unit could never pass. Recording the initial state charges nothing. */
-    if (!peek && g->start_empty && (fresh || (s->tat_ns == 0 && s->tat_rem == 0))) {
-        s->tat_ns = base.ns;
-        s->tat_rem = base.rem;
-    }
 }
 
 void gcra_decide(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t now_ns, int peek,
@@ -229,7 +225,7 @@ void gcra_decide(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t
 int64_t gcra_slot(const gcra *g, const gcra_state *s, int fresh, int64_t units, int64_t now_ns)
 {
     rat bt = {g->bt_q, g->bt_r};
-    rat next = rat_add(base_tat(g, s, fresh, now_ns), times_t(g, units), g->permits);
+    rat next = rat_add(base_tat(g, s, fresh, units, now_ns), times_t(g, units), g->permits);
     int64_t slot = rat_ceil(rat_sub(next, bt, g->permits));
 
     return slot > now_ns ? slot : now_ns;
@@ -239,7 +235,7 @@ void gcra_charge(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t
 {
     /* The exact slot is base + units*T - burst*T <= base, so the key's new TAT is base + units*T
      * whatever the slot; using the rounded-up slot instead would drift by a nanosecond a grant. */
-    rat next = rat_add(base_tat(g, s, fresh, now_ns), times_t(g, units), g->permits);
+    rat next = rat_add(base_tat(g, s, fresh, units, now_ns), times_t(g, units), g->permits);
 
     s->tat_ns = next.ns;
     s->tat_rem = next.rem;

@@ -11,8 +11,9 @@
  *
  * Ensures:
  * - retry_after is rounded up, so a caller returning exactly then is admitted;
- * - a state whose tat <= now is the same as a fresh key (unless start_empty, whose fresh key is
- *   emptied on first use), so it can be forgotten.
+ * - a state whose tat <= now is the same as a fresh key, so it can be forgotten (with
+ *   start_empty a forgotten key is new again: its next request passes and empties it, the
+ *   cautious direction).
  */
 #ifndef SLUICE_CORE_GCRA_H
 #define SLUICE_CORE_GCRA_H
@@ -30,7 +31,7 @@ typedef struct gcra {
     int64_t t_r;
     int64_t bt_q; /* burst * T = bt_q + bt_r / permits ns */
     int64_t bt_r;
-    int start_empty; /* a fresh key starts with tat = now + (burst - 1) * T */
+    int start_empty; /* a new key's first request passes and leaves the key empty */
 } gcra;
 
 /* A key's state: its theoretical arrival time tat_ns + tat_rem / permits. A zeroed state is a

@@ -104,8 +104,8 @@ static void test_seed003_start_empty(void **unused)
     sluice_limit_free(lim);
 }
 
-/* A new start_empty key asked for several units at once: denied, then granted exactly when the
- * denial said, both for a whole and a fractional emission interval. */
+/* A new start_empty key lets its first request through whatever its units, and is empty
+ * after it: the next unit waits one emission interval. Both for a whole and a fractional T. */
 static void test_start_empty_multi_unit(void **unused)
 {
     int64_t periods[] = {MIN, SEC}; /* T = 4 s, and T = 66666666 2/3 ns */
@@ -113,17 +113,23 @@ static void test_start_empty_multi_unit(void **unused)
     (void)unused;
     for (int i = 0; i < 2; i++) {
         sluice_limit *lim = rate_limit(15, periods[i], 15, 1);
+        int64_t t = (periods[i] + 14) / 15; /* T rounded up */
         sluice_decision d;
-        int64_t wait;
 
-        assert_int_equal(sluice_limit_decide(lim, "k", 1, 3, T0, 0, &d), SLUICE_OK);
-        assert_false(d.allowed);
-        wait = d.retry_after_ns;
-        assert_int_equal(wait, (2 * periods[i] + 14) / 15); /* 2 T, rounded up */
-        assert_int_equal(sluice_limit_decide(lim, "k", 1, 3, T0 + wait - 1, 0, &d), SLUICE_OK);
-        assert_false(d.allowed);
-        assert_int_equal(sluice_limit_decide(lim, "k", 1, 3, T0 + wait, 0, &d), SLUICE_OK);
+        assert_int_equal(sluice_limit_decide(lim, "k", 1, 3, T0, SLUICE_PEEK, &d), SLUICE_OK);
         assert_true(d.allowed);
+        assert_int_equal(sluice_limit_decide(lim, "k", 1, 3, T0, 0, &d), SLUICE_OK);
+        assert_true(d.allowed);
+        assert_int_equal(d.remaining, 0);
+        assert_int_equal(sluice_limit_decide(lim, "k", 1, 1, T0, 0, &d), SLUICE_OK);
+        assert_false(d.allowed);
+        assert_int_equal(d.retry_after_ns, t);
+        assert_int_equal(sluice_limit_decide(lim, "k", 1, 1, T0 + t, 0, &d), SLUICE_OK);
+        assert_true(d.allowed);
+        /* More units than the burst can never pass, new key or not. */
+        assert_int_equal(sluice_limit_decide(lim, "new", 3, 16, T0, 0, &d), SLUICE_OK);
+        assert_false(d.allowed);
+        assert_int_equal(d.retry_after_ns, SLUICE_NEVER);
         sluice_limit_free(lim);
     }
 }
