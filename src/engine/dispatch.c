@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Dispatch: the calls that move tasks between states, i.e. poll (the gate runs here, so charges
+ * happen when a task actually starts), ack, fail, cancel, touch and tick.
+ *
+ * poll takes the most urgent ready task among the requested types and gates it: granted tasks
+ * are delivered, denied ones parked or failed on the spot, and poll goes on with the next task
+ * until `max` were delivered or nothing is ready. No worker waits and no key blocks another.
+ *
+ * Every step reserves what it may need before it changes anything, so SLUICE_ENOMEM leaves the
+ * task where it was and nothing charged (a task just removed from a heap goes back into the slot
+ * it left, which never allocates).
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "engine/engine_impl.h"
+#include "engine/gate.h"
+#include "engine/park.h"
+#include "engine/ready.h"
+#include "engine/recurring.h"
+#include "engine/registry.h"
+#include "engine/task.h"
+#include "sluice/engine.h"
+#include "sluice/error.h"
+
+/* Idle keys forgotten per limit per tick. */
+#define SWEEP_BUDGET 64
+
+/* What became of a task a poll looked at. */
+typedef enum poll_outcome {
+    POLL_DELIVERED = 1,
+    POLL_PARKED,
+    POLL_FINISHED,
+} poll_outcome;
+
+static int64_t add_sat(int64_t a, int64_t b)
+{
+    return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+static void emit_for(sluice_engine *e, sluice_event_kind kind, const task *t, uint16_t link,
+                     int64_t next_slot_ns, int64_t now)
+{
+    sluice_event ev;
+
+    memset(&ev, 0, sizeof ev);
+    ev.kind = kind;
+    ev.at_ns = now;
+    ev.type = t->type->pol.name;
+    ev.count = 1;
+    ev.next_slot_ns = next_slot_ns;
+    if (link != LINK_NONE) {
+        ev.limit = t->links[link].lim->pol.name;
+        ev.key = t->links[link].key;
+    }
+    engine_emit(e, &ev, now);
+}
+
+/* Fails t (QUEUED, in no heap) for a limit; an occurrence that never started is skipped. */
+static void fail_by_limit(sluice_engine *e, task *t, sluice_fail_reason reason, uint16_t link,
+                          int64_t retry_after_ns, int64_t now)
+{
+    if (recurring_pending(t)) {
+        reason = SLUICE_FAIL_SKIPPED;
+        recurring_dropped(e, t, 1);
+    }
+    engine_finish(e, t, SLUICE_TASK_FAILED, reason, link, retry_after_ns, now);
+    emit_for(e, SLUICE_EVENT_REJECTED, t, link, 0, now);
+}
+
+static void deliver(sluice_engine *e, task *t, int64_t now, sluice_delivery *out)
+{
+    if (recurring_pending(t))
+        recurring_started(e, t);
+    t->attempt++;
+    t->state = SLUICE_TASK_RUNNING;
+    t->due_ns = add_sat(now, t->type->pol.lease_ns);
+    heap_push(&e->timers, t); /* reserved by the caller */
+    gate_renew(e, t, t->type->pol.lease_ns, now);
+    e->nrunning++;
+    e->st.delivered++;
+    out->id = t->id;
+    out->type = t->type->pol.name;
+    out->payload = t->payload ? t->payload : "{}";
+    out->payload_len = t->payload ? t->payload_len : 2;
+    out->attempt = t->attempt;
+    out->lease_until_ns = t->due_ns;
+}
+
+/* Gates one task taken off its ready queue (QUEUED, in no heap). Returns a poll_outcome, or
+ * SLUICE_ENOMEM with t still QUEUED and in no heap. */
+static int poll_one(sluice_engine *e, task *t, int64_t now, sluice_delivery *out)
+{
+    gate_result r;
+    uint16_t link;
+    waitq *q;
+    int rc;
+
+    if (recurring_must_skip(t, now)) {
+        recurring_dropped(e, t, 1);
+        engine_finish(e, t, SLUICE_TASK_FAILED, SLUICE_FAIL_SKIPPED, LINK_NONE, 0, now);
+        return POLL_FINISHED;
+    }
+    /* Strict priority: never overtake a more urgent task parked on a key this chain touches. */
+    q = gate_blocked(e, t, &link);
+    if (q) {
+        rc = park_task(e, t, link, SLUICE_NEVER);
+        if (rc != SLUICE_OK)
+            return rc;
+        gate_acct_add(e, t, link, 0);
+        emit_for(e, SLUICE_EVENT_DEFERRED, t, link, q->wake_ns, now);
+        return POLL_PARKED;
+    }
+    rc = heap_reserve(&e->timers, e->timers.n + 1);
+    if (rc != SLUICE_OK)
+        return rc;
+    rc = gate_eval(e, t, now, &r);
+    if (rc == SLUICE_ENOMEM)
+        return rc;
+    if (rc != SLUICE_OK) { /* a chain the core cannot evaluate: fail rather than loop */
+        engine_finish(e, t, SLUICE_TASK_FAILED, SLUICE_FAIL_NONE, LINK_NONE, 0, now);
+        return POLL_FINISHED;
+    }
+    switch (r.verdict) {
+    case GATE_GRANTED:
+        deliver(e, t, now, out);
+        return POLL_DELIVERED;
+    case GATE_PARK: {
+        int64_t wake = add_sat(now, r.retry_after_ns);
+
+        if (recurring_past_end(t, wake)) {
+            fail_by_limit(e, t, SLUICE_FAIL_SKIPPED, r.link, r.retry_after_ns, now);
+            return POLL_FINISHED;
+        }
+        rc = park_task(e, t, r.link, wake);
+        if (rc != SLUICE_OK)
+            return rc;
+        emit_for(e, SLUICE_EVENT_DEFERRED, t, r.link, t->wq->wake_ns, now);
+        return POLL_PARKED;
+    }
+    case GATE_FAIL:
+    default:
+        fail_by_limit(e, t, r.reason, r.link, r.retry_after_ns, now);
+        return POLL_FINISHED;
+    }
+}
+
+int sluice_engine_poll(sluice_engine *e, const char *const *types, size_t ntypes, size_t max,
+                       int64_t now_ns, sluice_delivery *out)
+{
+    int64_t now = engine_now(e, now_ns);
+    size_t n = 0;
+    int rc = SLUICE_OK;
+
+    if (max > INT_MAX)
+        max = INT_MAX;
+    while (n < max) {
+        task *t = ready_pick(e, types, ntypes);
+        int outcome;
+
+        if (!t)
+            break;
+        ready_remove(e, t);
+        e->nqueued--;
+        outcome = poll_one(e, t, now, &out[n]);
+        if (outcome == POLL_DELIVERED) {
+            n++;
+        } else if (outcome < 0) {
+            ready_push(e, t); /* back into the slot it left */
+            e->nqueued++;
+            rc = outcome;
+            break;
+        }
+    }
+    gate_acct_flush(e, now);
+    engine_trim_finished(e);
+    return n > 0 ? (int)n : rc;
+}
+
+/* Looks up a RUNNING task. */
+static int running_task(sluice_engine *e, uint64_t id, task **out)
+{
+    task *t = task_by_id(e, id);
+
+    *out = t;
+    if (!t)
+        return SLUICE_ENOTFOUND;
+    return t->state == SLUICE_TASK_RUNNING ? SLUICE_OK : SLUICE_ESTATE;
+}
+
+int sluice_engine_ack(sluice_engine *e, uint64_t id, int64_t cost, int64_t now_ns)
+{
+    int64_t now = engine_now(e, now_ns);
+    task *t;
+    int rc = running_task(e, id, &t);
+
+    if (rc != SLUICE_OK)
+        return rc;
+    heap_remove(&e->timers, t);
+    e->nrunning--;
+    if (cost >= 0)
+        gate_settle(e, t, cost, now);
+    gate_release(e, t, now);
+    engine_finish(e, t, SLUICE_TASK_DONE, SLUICE_FAIL_NONE, LINK_NONE, 0, now);
+    engine_trim_finished(e);
+    return SLUICE_OK;
+}
+
+/* The backoff before retry number `attempt` (1 = the first retry). */
+static int64_t backoff(const sluice_retry_policy *r, int attempt)
+{
+    int64_t d = r->base_ns > 0 ? r->base_ns : 0;
+
+    if (r->backoff == SLUICE_BACKOFF_EXPONENTIAL) {
+        for (int i = 1; i < attempt && d < r->max_ns; i++)
+            d = d > INT64_MAX / 2 ? INT64_MAX : 2 * d;
+        if (r->max_ns > 0 && d > r->max_ns)
+            d = r->max_ns;
+    }
+    return d;
+}
+
+int sluice_engine_fail(sluice_engine *e, uint64_t id, int dead, const char *message, int64_t now_ns)
+{
+    int64_t now = engine_now(e, now_ns);
+    const sluice_retry_policy *retry;
+    char *msg = NULL;
+    task *t;
+    int rc = running_task(e, id, &t);
+
+    if (rc != SLUICE_OK)
+        return rc;
+    if (message) {
+        msg = sluice_memdup0(message, strlen(message));
+        if (!msg)
+            return SLUICE_ENOMEM;
+    }
+    sluice_free(t->fail_message);
+    t->fail_message = msg;
+    heap_remove(&e->timers, t);
+    e->nrunning--;
+    gate_release(e, t, now);
+    gate_clear_charges(t);
+    t->flags &= (uint8_t)~TASK_HOLDS_GRANT;
+    retry = &t->type->pol.retry;
+    if (dead) {
+        engine_finish(e, t, SLUICE_TASK_FAILED, SLUICE_FAIL_DEAD, LINK_NONE, 0, now);
+    } else if (t->attempt >= retry->max_attempts) {
+        engine_finish(e, t, SLUICE_TASK_FAILED, SLUICE_FAIL_ATTEMPTS, LINK_NONE, 0, now);
+    } else {
+        t->state = SLUICE_TASK_QUEUED;
+        t->flags |= TASK_DELAYED;
+        if (!retry->throttle_retries)
+            t->flags |= TASK_FREE_RETRY;
+        t->due_ns = add_sat(now, backoff(retry, t->attempt));
+        heap_push(&e->timers, t); /* back into the slot it left */
+        e->ndelayed++;
+        e->st.retried++;
+    }
+    engine_trim_finished(e);
+    return SLUICE_OK;
+}
+
+void engine_cancel_task(sluice_engine *e, task *t, int64_t now_ns)
+{
+    if (t->state == SLUICE_TASK_PARKED) {
+        park_remove(e, t);
+    } else if (t->flags & TASK_DELAYED) {
+        heap_remove(&e->timers, t);
+        e->ndelayed--;
+    } else {
+        ready_remove(e, t);
+        e->nqueued--;
+    }
+    if (recurring_pending(t))
+        recurring_dropped(e, t, 0);
+    engine_finish(e, t, SLUICE_TASK_CANCELLED, SLUICE_FAIL_NONE, LINK_NONE, 0, now_ns);
+}
+
+int sluice_engine_cancel(sluice_engine *e, uint64_t id, int64_t now_ns)
+{
+    int64_t now = engine_now(e, now_ns);
+    task *t = task_by_id(e, id);
+
+    if (!t)
+        return SLUICE_ENOTFOUND;
+    if (t->state != SLUICE_TASK_QUEUED && t->state != SLUICE_TASK_PARKED)
+        return SLUICE_ESTATE;
+    engine_cancel_task(e, t, now);
+    engine_trim_finished(e);
+    return SLUICE_OK;
+}
+
+int sluice_engine_touch(sluice_engine *e, uint64_t id, int64_t now_ns, int64_t *until)
+{
+    int64_t now = engine_now(e, now_ns);
+    task *t;
+    int rc = running_task(e, id, &t);
+
+    if (until)
+        *until = 0;
+    if (rc != SLUICE_OK)
+        return rc;
+    t->due_ns = add_sat(now, t->type->pol.lease_ns);
+    heap_update(&e->timers, t);
+    gate_renew(e, t, t->type->pol.lease_ns, now);
+    if (until)
+        *until = t->due_ns;
+    return SLUICE_OK;
+}
+
+/* Releases delayed tasks that are due and takes back the tasks whose lease expired. */
+static int tick_timers(sluice_engine *e, int64_t now)
+{
+    task *t;
+
+    while ((t = heap_top(&e->timers)) != NULL && t->due_ns <= now) {
+        int rc = ready_reserve(t->type, 1);
+
+        if (rc != SLUICE_OK)
+            return rc;
+        heap_remove(&e->timers, t);
+        if (t->state == SLUICE_TASK_RUNNING) {
+            /* The worker is lost: its grant stays with the task, its leases go. */
+            e->nrunning--;
+            gate_release(e, t, now);
+            t->flags |= TASK_HOLDS_GRANT;
+            t->state = SLUICE_TASK_QUEUED;
+            e->st.redelivered++;
+        } else {
+            t->flags &= (uint8_t)~TASK_DELAYED;
+            e->ndelayed--;
+        }
+        ready_push(e, t); /* reserved */
+        e->nqueued++;
+    }
+    return SLUICE_OK;
+}
+
+int sluice_engine_tick(sluice_engine *e, int64_t now_ns)
+{
+    int64_t now = engine_now(e, now_ns);
+    int rc, rc2;
+
+    rc = tick_timers(e, now);
+    rc2 = park_tick(e, now);
+    if (rc == SLUICE_OK)
+        rc = rc2;
+    rc2 = recurring_tick(e, now);
+    if (rc == SLUICE_OK)
+        rc = rc2;
+    events_flush(e->ev, now);
+    registry_sweep(e, now, SWEEP_BUDGET);
+    engine_trim_finished(e);
+    return rc;
+}
+
+int64_t sluice_engine_next_wake(const sluice_engine *e)
+{
+    int64_t next = park_next_wake(e), t;
+    const task *timer = heap_top(&e->timers);
+
+    if (timer && timer->due_ns < next)
+        next = timer->due_ns;
+    t = recurring_next_wake(e);
+    if (t < next)
+        next = t;
+    t = events_next_flush(e->ev);
+    if (t < next)
+        next = t;
+    return next;
+}

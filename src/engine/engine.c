@@ -1,0 +1,640 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine's object: creation, configuration, submission, finished tasks, and the read-only
+ * views (task_info, explain, stats). The dispatch loop itself (poll, ack, fail, cancel, touch,
+ * tick) is in dispatch.c; the objects it works on are described in engine_impl.h.
+ *
+ * Invariants kept here:
+ * - nunfinished == nqueued + ndelayed + nparked + nrunning, and each task counted is in exactly
+ *   the one place its state says (see engine_impl.h).
+ * - A submit either creates exactly one task (or replaces one payload) or changes nothing: every
+ *   table and heap it needs is reserved before the first change.
+ * - Finished tasks are kept, oldest freed first, up to max_finished.
+ */
+#include "sluice/engine.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "core/alloc.h"
+#include "engine/engine_impl.h"
+#include "engine/gate.h"
+#include "engine/park.h"
+#include "engine/ready.h"
+#include "engine/recurring.h"
+#include "engine/registry.h"
+#include "engine/resolve.h"
+#include "engine/task.h"
+#include "sluice/error.h"
+
+/* Links resolved without allocating. */
+#define STACK_LINKS 8
+
+static void say(char *msg, size_t msglen, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static void say(char *msg, size_t msglen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!msg || !msglen)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, msglen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- Shared helpers -------------------------------------------------------------------------- */
+
+int64_t engine_now(sluice_engine *e, int64_t now_ns)
+{
+    if (now_ns > e->now_ns)
+        e->now_ns = now_ns;
+    return e->now_ns;
+}
+
+void engine_emit(sluice_engine *e, const sluice_event *ev, int64_t now_ns)
+{
+    events_emit(e->ev, ev, now_ns);
+}
+
+void engine_finish(sluice_engine *e, task *t, sluice_task_state state, sluice_fail_reason reason,
+                   uint16_t fail_link, int64_t retry_after_ns, int64_t now_ns)
+{
+    (void)now_ns;
+    if (t->task_key)
+        ptab_remove(&e->task_keys, task_key_hash(t->task_key, t->task_key_len), t);
+    t->state = (uint8_t)state;
+    t->fail_reason = (uint8_t)reason;
+    t->fail_link = fail_link;
+    t->retry_after_ns = retry_after_ns;
+    t->flags = 0;
+    e->nunfinished--;
+    e->task_bytes -= task_size(t);
+    switch (state) {
+    case SLUICE_TASK_DONE:
+        e->st.done++;
+        break;
+    case SLUICE_TASK_CANCELLED:
+        e->st.cancelled++;
+        break;
+    default:
+        e->st.failed++;
+        if (fail_link != LINK_NONE)
+            e->st.rejected++;
+        break;
+    }
+    t->fnext = NULL;
+    if (e->fin_tail)
+        e->fin_tail->fnext = t;
+    else
+        e->fin_head = t;
+    e->fin_tail = t;
+    e->nfinished++;
+}
+
+/* Frees a task that is in no queue, dropping its references. */
+static void task_destroy(sluice_engine *e, task *t)
+{
+    etype *type = t->type;
+
+    ptab_remove(&e->ids, task_id_hash(t->id), t);
+    for (uint16_t i = 0; i < t->nlinks; i++)
+        registry_limit_unref(t->links[i].lim);
+    type->refs--;
+    task_free(t);
+    registry_type_release(e, type);
+}
+
+void engine_trim_finished(sluice_engine *e)
+{
+    while (e->nfinished > e->pol.max_finished) {
+        task *t = e->fin_head;
+
+        e->fin_head = t->fnext;
+        if (!e->fin_head)
+            e->fin_tail = NULL;
+        e->nfinished--;
+        task_destroy(e, t);
+    }
+}
+
+/* ---- Life cycle ------------------------------------------------------------------------------ */
+
+int sluice_engine_new(const sluice_engine_policy *policy, sluice_engine **out)
+{
+    sluice_engine *e;
+    int rc;
+
+    *out = NULL;
+    e = sluice_calloc(1, sizeof *e);
+    if (!e)
+        return SLUICE_ENOMEM;
+    if (policy)
+        e->pol = *policy;
+    else
+        sluice_engine_policy_init(&e->pol);
+    if (e->pol.event_interval_ns < 1 || e->pol.default_lease_ns < 1) {
+        sluice_free(e);
+        return SLUICE_EINVAL;
+    }
+    rc = events_new(e->pol.event_interval_ns, &e->ev);
+    if (rc != SLUICE_OK) {
+        sluice_free(e);
+        return rc;
+    }
+    ptab_init(&e->types);
+    ptab_init(&e->ids);
+    ptab_init(&e->task_keys);
+    ptab_init(&e->waitqs);
+    recurring_init(e);
+    heap_init(&e->types_ready, ready_type_less, offsetof(etype, tidx));
+    heap_init(&e->timers, task_less_due, offsetof(task, hidx));
+    heap_init(&e->wakes, park_wake_less, offsetof(waitq, widx));
+    *out = e;
+    return SLUICE_OK;
+}
+
+void sluice_engine_free(sluice_engine *e)
+{
+    size_t pos = 0;
+    task *t;
+
+    if (!e)
+        return;
+    while ((t = ptab_next(&e->ids, &pos)) != NULL) {
+        for (uint16_t i = 0; i < t->nlinks; i++)
+            registry_limit_unref(t->links[i].lim);
+        task_free(t);
+    }
+    ptab_free(&e->ids);
+    ptab_free(&e->task_keys);
+    heap_free(&e->timers);
+    heap_free(&e->types_ready);
+    park_free_all(e);
+    recurring_free_all(e);
+    registry_free(e);
+    gate_free(e);
+    events_free(e->ev);
+    sluice_free(e->kbuf);
+    sluice_free(e);
+}
+
+void sluice_engine_on_event(sluice_engine *e, sluice_event_fn fn, void *arg)
+{
+    events_set_sink(e->ev, fn, arg);
+}
+
+/* ---- Configuration --------------------------------------------------------------------------- */
+
+int sluice_engine_set_limit(sluice_engine *e, const sluice_limit_policy *p, char *msg,
+                            size_t msglen)
+{
+    return registry_set_limit(e, p, msg, msglen);
+}
+
+int sluice_engine_del_limit(sluice_engine *e, const char *name)
+{
+    return registry_del_limit(e, name);
+}
+
+const sluice_limit_policy *sluice_engine_get_limit(const sluice_engine *e, const char *name,
+                                                   sluice_limit **live)
+{
+    elimit *l = registry_find_limit(e, name);
+
+    if (live)
+        *live = l ? l->lims[0] : NULL;
+    return l ? &l->pol : NULL;
+}
+
+size_t sluice_engine_list_limits(const sluice_engine *e,
+                                 void (*fn)(const sluice_limit_policy *p, void *arg), void *arg)
+{
+    return registry_list_limits(e, fn, arg);
+}
+
+int sluice_engine_set_type(sluice_engine *e, const sluice_type_policy *t, char *msg, size_t msglen)
+{
+    return registry_set_type(e, t, msg, msglen);
+}
+
+const sluice_type_policy *sluice_engine_get_type(const sluice_engine *e, const char *name)
+{
+    const etype *t = name ? registry_find_type(e, name, strlen(name)) : NULL;
+
+    return t && t->declared ? &t->pol : NULL;
+}
+
+/* ---- Submit ---------------------------------------------------------------------------------- */
+
+/* Parses a payload; *input NULL when there is none. */
+static int parse_payload(const sluice_task_spec *spec, json_t **input, char *msg, size_t msglen)
+{
+    json_error_t jerr;
+
+    *input = NULL;
+    if (!spec->payload)
+        return SLUICE_OK;
+    *input = json_loadb(spec->payload, spec->payload_len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+    if (*input)
+        return SLUICE_OK;
+    say(msg, msglen, "payload is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+        jerr.column);
+    return SLUICE_EINVAL;
+}
+
+/* Same task key as a queued or parked task: its payload is replaced, its place and links kept. */
+static int replace_payload(sluice_engine *e, task *t, const sluice_task_spec *spec, char *msg,
+                           size_t msglen)
+{
+    json_t *input;
+    char *payload;
+    int rc = parse_payload(spec, &input, msg, msglen);
+
+    if (rc != SLUICE_OK)
+        return rc;
+    json_decref(input);
+    rc = task_copy_payload(spec->payload, spec->payload_len, &payload);
+    if (rc != SLUICE_OK)
+        return rc;
+    e->task_bytes -= task_size(t);
+    sluice_free(t->payload);
+    t->payload = payload;
+    t->payload_len = payload ? spec->payload_len : 0;
+    e->task_bytes += task_size(t);
+    return SLUICE_OK;
+}
+
+/* Reserves every table and heap slot the new task will take. */
+static int reserve_for(sluice_engine *e, etype *type, size_t nlinks, int has_task_key, int delayed)
+{
+    int rc = gate_reserve(e, nlinks);
+
+    if (rc == SLUICE_OK)
+        rc = ptab_reserve(&e->ids, 1);
+    if (rc == SLUICE_OK && has_task_key)
+        rc = ptab_reserve(&e->task_keys, 1);
+    if (rc == SLUICE_OK)
+        rc = delayed ? heap_reserve(&e->timers, e->timers.n + 1) : ready_reserve(type, 1);
+    return rc;
+}
+
+/* Checks a spec and resolves its links into links[] (allocated when above STACK_LINKS). */
+static int check_spec(sluice_engine *e, const sluice_task_spec *spec, etype *type, int64_t units,
+                      link_spec *links, char *msg, size_t msglen)
+{
+    json_t *input = NULL;
+    int rc;
+
+    rc = parse_payload(spec, &input, msg, msglen);
+    if (rc != SLUICE_OK)
+        return rc;
+    rc = resolve_links(e, type, spec, units, input, links, msg, msglen);
+    json_decref(input);
+    return rc;
+}
+
+static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype *type,
+                          int64_t units, series *s, int dry_run, int64_t now, uint64_t *id,
+                          sluice_submit_error *err)
+{
+    link_spec stack[STACK_LINKS], *links = stack;
+    size_t nlinks = type->pol.nlimits;
+    int delayed = spec->not_before_ns > now;
+    task *t = NULL;
+    char *payload = NULL;
+    int rc;
+
+    if (nlinks > STACK_LINKS) {
+        links = sluice_calloc(nlinks, sizeof *links);
+        if (!links)
+            return SLUICE_ENOMEM;
+    }
+    rc = check_spec(e, spec, type, units, links, err->message, sizeof err->message);
+    if (rc != SLUICE_OK || dry_run)
+        goto done;
+    rc = reserve_for(e, type, nlinks, spec->task_key != NULL, delayed);
+    if (rc == SLUICE_OK)
+        rc = task_new(links, nlinks, spec->task_key, spec->task_key_len, &t);
+    if (rc == SLUICE_OK)
+        rc = task_copy_payload(spec->payload, spec->payload_len, &payload);
+    if (rc != SLUICE_OK) {
+        task_free(t);
+        if (rc == SLUICE_EINVAL)
+            say(err->message, sizeof err->message, "%s", "a key or the task key is too long");
+        goto done;
+    }
+    /* Commit: nothing below can fail. */
+    for (size_t i = 0; i < nlinks; i++)
+        registry_limit_ref(links[i].lim);
+    type->refs++;
+    t->payload = payload;
+    t->payload_len = payload ? spec->payload_len : 0;
+    t->id = ++e->next_id;
+    t->seq = ++e->next_seq;
+    t->type = type;
+    t->series = s;
+    t->units = units;
+    t->priority = spec->has_priority ? spec->priority : type->pol.priority;
+    t->submitted_ns = now;
+    t->not_before_ns = spec->not_before_ns ? spec->not_before_ns : now;
+    t->state = SLUICE_TASK_QUEUED;
+    ptab_insert(&e->ids, task_id_hash(t->id), t);
+    if (t->task_key)
+        ptab_insert(&e->task_keys, task_key_hash(t->task_key, t->task_key_len), t);
+    if (delayed) {
+        t->flags |= TASK_DELAYED;
+        t->due_ns = spec->not_before_ns;
+        heap_push(&e->timers, t);
+        e->ndelayed++;
+    } else {
+        ready_push(e, t);
+        e->nqueued++;
+    }
+    e->nunfinished++;
+    e->task_bytes += task_size(t);
+    e->st.submitted++;
+    *id = t->id;
+done:
+    if (links != stack)
+        sluice_free(links);
+    return rc;
+}
+
+int engine_submit_internal(sluice_engine *e, const sluice_task_spec *spec, series *s, int dry_run,
+                           int64_t now_ns, uint64_t *id, sluice_submit_error *err)
+{
+    sluice_submit_error scratch;
+    int64_t now = engine_now(e, now_ns);
+    int64_t units;
+    etype *type;
+    int rc;
+
+    *id = 0;
+    if (!err)
+        err = &scratch;
+    memset(err, 0, sizeof *err);
+    if (!spec || (!spec->payload && spec->payload_len) || (!spec->key && spec->key_len) ||
+        (!spec->task_key && spec->task_key_len)) {
+        say(err->message, sizeof err->message, "%s", "invalid task spec");
+        return SLUICE_EINVAL;
+    }
+    units = spec->units ? spec->units : 1;
+    if (units < 1) {
+        say(err->message, sizeof err->message, "units must be at least 1, got %" PRId64,
+            spec->units);
+        return SLUICE_EINVAL;
+    }
+    rc = registry_type_for_submit(e, spec->type, &type, err->message, sizeof err->message);
+    if (rc != SLUICE_OK)
+        return rc;
+    if (!dry_run && spec->task_key) {
+        task *holder = task_by_key(e, spec->task_key, spec->task_key_len);
+
+        if (holder && holder->state == SLUICE_TASK_RUNNING) {
+            err->existing_id = holder->id;
+            say(err->message, sizeof err->message, "task key is held by running task %" PRIu64,
+                holder->id);
+            return SLUICE_EEXIST;
+        }
+        if (holder) {
+            rc = replace_payload(e, holder, spec, err->message, sizeof err->message);
+            if (rc == SLUICE_OK)
+                *id = holder->id;
+            return rc;
+        }
+    }
+    if (!dry_run && e->nunfinished >= e->pol.max_tasks) {
+        say(err->message, sizeof err->message, "too many tasks (max_tasks %zu)", e->pol.max_tasks);
+        rc = SLUICE_EBUSY;
+    } else if (!dry_run && type->pol.nlimits && e->nparked >= e->pol.max_parked) {
+        say(err->message, sizeof err->message,
+            "too many parked tasks (max_parked %zu): limited submits wait", e->pol.max_parked);
+        rc = SLUICE_EBUSY;
+    } else {
+        rc = submit_checked(e, spec, type, units, s, dry_run, now, id, err);
+    }
+    if (rc == SLUICE_ENOMEM)
+        say(err->message, sizeof err->message, "%s", "out of memory");
+    registry_type_release(e, type);
+    return rc;
+}
+
+int sluice_engine_submit(sluice_engine *e, const sluice_task_spec *spec, int64_t now_ns,
+                         uint64_t *id, sluice_submit_error *err)
+{
+    return engine_submit_internal(e, spec, NULL, 0, now_ns, id, err);
+}
+
+/* ---- Views ----------------------------------------------------------------------------------- */
+
+int sluice_engine_task_info(const sluice_engine *e, uint64_t id, sluice_task_info *out)
+{
+    const task *t = task_by_id(e, id);
+
+    memset(out, 0, sizeof *out);
+    if (!t)
+        return SLUICE_ENOTFOUND;
+    out->id = t->id;
+    out->state = (sluice_task_state)t->state;
+    out->type = t->type->pol.name;
+    out->payload = t->payload ? t->payload : "{}";
+    out->payload_len = t->payload ? t->payload_len : 2;
+    out->task_key = t->task_key;
+    out->units = t->units;
+    out->priority = t->priority;
+    out->attempt = t->attempt;
+    out->submitted_ns = t->submitted_ns;
+    out->not_before_ns = t->not_before_ns;
+    if (t->state == SLUICE_TASK_RUNNING)
+        out->lease_until_ns = t->due_ns;
+    if (t->state == SLUICE_TASK_FAILED) {
+        gate_denial(t, &out->failure);
+        if (t->fail_message)
+            snprintf(out->fail_message, sizeof out->fail_message, "%s", t->fail_message);
+        else if (out->failure.limit)
+            snprintf(out->fail_message, sizeof out->fail_message, "%s by limit \"%s\" (key \"%s\")",
+                     sluice_fail_reason_name(out->failure.reason), out->failure.limit,
+                     out->failure.key);
+        else
+            snprintf(out->fail_message, sizeof out->fail_message, "%s",
+                     sluice_fail_reason_name(out->failure.reason));
+    }
+    return SLUICE_OK;
+}
+
+/* Seconds with millisecond precision, for sentences. */
+static double secs(int64_t ns)
+{
+    return (double)ns / 1e9;
+}
+
+static void explain_parked(const task *t, int64_t now, sluice_explanation *out)
+{
+    const waitq *q = t->wq;
+    const task_link *l = &t->links[t->park_link];
+    int64_t units_ahead, start = 0;
+
+    park_position(t, &out->position, &units_ahead);
+    out->limit = q->lim->pol.name;
+    out->key = q->key;
+    out->queue_length = q->tasks.n;
+    out->wake_ns = q->wake_ns;
+    if (!q->lim->dead && units_ahead <= INT64_MAX - l->units &&
+        sluice_limit_estimate(registry_core(q->lim, q->tier), q->key, q->keylen,
+                              units_ahead + l->units, now, &start) == SLUICE_OK)
+        out->estimated_start_ns = start;
+    if (out->estimated_start_ns == SLUICE_NEVER)
+        snprintf(out->text, sizeof out->text,
+                 "Parked on limit \"%s\" key \"%s\" with %zu task(s) ahead; the limit cannot "
+                 "grant it as things stand.",
+                 out->limit, out->key, out->position);
+    else
+        snprintf(out->text, sizeof out->text,
+                 "Parked on limit \"%s\" key \"%s\" with %zu task(s) ahead of %zu; the key wakes "
+                 "in %.3f s and this task should start in about %.3f s.",
+                 out->limit, out->key, out->position, out->queue_length, secs(q->wake_ns - now),
+                 secs((out->estimated_start_ns > now ? out->estimated_start_ns : now) - now));
+}
+
+int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
+                          sluice_explanation *out)
+{
+    const task *t = task_by_id(e, id);
+    int64_t now = now_ns > e->now_ns ? now_ns : e->now_ns;
+
+    memset(out, 0, sizeof *out);
+    if (!t)
+        return SLUICE_ENOTFOUND;
+    out->state = (sluice_task_state)t->state;
+    switch ((sluice_task_state)t->state) {
+    case SLUICE_TASK_PARKED:
+        explain_parked(t, now, out);
+        break;
+    case SLUICE_TASK_QUEUED:
+        if (t->flags & TASK_DELAYED) {
+            out->estimated_start_ns = t->due_ns;
+            snprintf(out->text, sizeof out->text,
+                     "Queued, held back until %.3f s from now (not_before or retry backoff); it is "
+                     "gated when a worker polls after that.",
+                     secs(t->due_ns - now));
+        } else {
+            out->estimated_start_ns = now;
+            snprintf(out->text, sizeof out->text,
+                     "Queued and due: the next worker polling type \"%s\" takes it through the "
+                     "gate (%zu task(s) of its type are ready).",
+                     t->type->pol.name, t->type->ready.n);
+        }
+        break;
+    case SLUICE_TASK_RUNNING:
+        snprintf(out->text, sizeof out->text,
+                 "Running (attempt %d); its lease ends in %.3f s unless the worker acks, fails or "
+                 "touches it.",
+                 t->attempt, secs(t->due_ns - now));
+        break;
+    case SLUICE_TASK_DONE:
+        snprintf(out->text, sizeof out->text, "Done after %d attempt(s).", t->attempt);
+        break;
+    case SLUICE_TASK_CANCELLED:
+        snprintf(out->text, sizeof out->text, "Cancelled before it ran.");
+        break;
+    case SLUICE_TASK_FAILED: {
+        sluice_denial d;
+
+        gate_denial(t, &d);
+        if (d.limit)
+            snprintf(out->text, sizeof out->text,
+                     "Failed (%s): limit \"%s\" (%s) refused key \"%s\".",
+                     sluice_fail_reason_name(d.reason), d.limit, d.kind, d.key);
+        else
+            snprintf(out->text, sizeof out->text, "Failed (%s) after %d attempt(s).",
+                     sluice_fail_reason_name(d.reason), t->attempt);
+        break;
+    }
+    }
+    return SLUICE_OK;
+}
+
+void sluice_engine_get_stats(const sluice_engine *e, sluice_engine_stats *out)
+{
+    size_t pos = 0;
+    const etype *t;
+
+    *out = e->st;
+    out->queued = e->nqueued;
+    out->parked = e->nparked;
+    out->running = e->nrunning;
+    out->delayed = e->ndelayed;
+    /* Tasks and payloads, plus the index slots that hold them. */
+    out->tasks_bytes = e->task_bytes + ptab_bytes(&e->ids) + ptab_bytes(&e->task_keys) +
+                       heap_bytes(&e->timers) + park_bytes(e);
+    while ((t = ptab_next(&e->types, &pos)) != NULL)
+        out->tasks_bytes += heap_bytes(&t->ready);
+}
+
+const char *sluice_task_state_name(sluice_task_state s)
+{
+    switch (s) {
+    case SLUICE_TASK_QUEUED:
+        return "queued";
+    case SLUICE_TASK_PARKED:
+        return "parked";
+    case SLUICE_TASK_RUNNING:
+        return "running";
+    case SLUICE_TASK_DONE:
+        return "done";
+    case SLUICE_TASK_FAILED:
+        return "failed";
+    case SLUICE_TASK_CANCELLED:
+        return "cancelled";
+    }
+    return "?";
+}
+
+const char *sluice_fail_reason_name(sluice_fail_reason r)
+{
+    switch (r) {
+    case SLUICE_FAIL_RATELIMITED:
+        return "ratelimited";
+    case SLUICE_FAIL_HORIZON:
+        return "horizon";
+    case SLUICE_FAIL_NEVER:
+        return "never";
+    case SLUICE_FAIL_ATTEMPTS:
+        return "attempts";
+    case SLUICE_FAIL_DEAD:
+        return "dead";
+    case SLUICE_FAIL_SKIPPED:
+        return "skipped";
+    case SLUICE_FAIL_NONE:
+        break;
+    }
+    return "none";
+}
+
+/* ---- Recurring ------------------------------------------------------------------------------- */
+
+int sluice_engine_add_recurring(sluice_engine *e, const sluice_recurring_spec *spec, int64_t now_ns,
+                                char *msg, size_t msglen)
+{
+    return recurring_add(e, spec, engine_now(e, now_ns), msg, msglen);
+}
+
+int sluice_engine_del_recurring(sluice_engine *e, const char *name)
+{
+    return recurring_del(e, name);
+}
+
+int sluice_engine_recurring_info(const sluice_engine *e, const char *name,
+                                 sluice_recurring_info *out)
+{
+    return recurring_info(e, name, out);
+}

@@ -1,0 +1,445 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The gate: see gate.h.
+ */
+#include "engine/gate.h"
+
+#include <string.h>
+
+#include "core/alloc.h"
+#include "engine/park.h"
+#include "engine/registry.h"
+#include "engine/task.h"
+#include "sluice/error.h"
+
+/* ---- Scratch and link selection -------------------------------------------------------------- */
+
+int gate_reserve(sluice_engine *e, size_t nlinks)
+{
+    sluice_chain_link *chain;
+    sluice_decision *dec;
+    uint16_t *map;
+
+    if (nlinks <= e->chain_cap)
+        return SLUICE_OK;
+    chain = sluice_realloc(e->chain, nlinks * sizeof *chain);
+    if (!chain)
+        return SLUICE_ENOMEM;
+    e->chain = chain;
+    dec = sluice_realloc(e->decisions, nlinks * sizeof *dec);
+    if (!dec)
+        return SLUICE_ENOMEM;
+    e->decisions = dec;
+    map = sluice_realloc(e->chain_map, nlinks * sizeof *map);
+    if (!map)
+        return SLUICE_ENOMEM;
+    e->chain_map = map;
+    e->chain_cap = nlinks;
+    return SLUICE_OK;
+}
+
+static int pays_in_full(const task *t)
+{
+    return (t->flags & (TASK_HOLDS_GRANT | TASK_FREE_RETRY)) == 0;
+}
+
+static sluice_limit_kind link_kind(const task_link *l)
+{
+    return sluice_limit_get_def(registry_core(l->lim, l->tier))->kind;
+}
+
+int gate_link_active(const task *t, uint16_t i)
+{
+    const task_link *l = &t->links[i];
+
+    if (l->lim->dead)
+        return 0;
+    return pays_in_full(t) || link_kind(l) == SLUICE_CONCURRENCY;
+}
+
+waitq *gate_blocked(const sluice_engine *e, const task *t, uint16_t *link)
+{
+    if (e->waitqs.n == 0)
+        return NULL;
+    for (uint16_t i = 0; i < t->nlinks; i++) {
+        const task_link *l = &t->links[i];
+        waitq *q;
+
+        if (!gate_link_active(t, i))
+            continue;
+        q = park_find(e, l->lim, l->tier, l->key, l->keylen);
+        if (q && task_more_urgent(heap_top(&q->tasks), t)) {
+            *link = i;
+            return q;
+        }
+    }
+    return NULL;
+}
+
+/* ---- Events ---------------------------------------------------------------------------------- */
+
+static void emit(sluice_engine *e, sluice_event_kind kind, const task *t, const task_link *l,
+                 int64_t wanted, int64_t now)
+{
+    sluice_event ev;
+
+    memset(&ev, 0, sizeof ev);
+    ev.kind = kind;
+    ev.at_ns = now;
+    ev.limit = l->lim->pol.name;
+    ev.key = l->key;
+    ev.type = t->type->pol.name;
+    ev.count = 1;
+    ev.wanted = wanted;
+    engine_emit(e, &ev, now);
+}
+
+/* ceil(budget * pct / 100) without overflow, for budget >= 0. */
+static int64_t threshold(int64_t budget, int64_t pct)
+{
+    return budget / 100 * pct + (budget % 100 * pct + 99) / 100;
+}
+
+/* Emits BUDGET for the 80% and 100% marks crossed between two spending levels. */
+static void budget_marks(sluice_engine *e, const task *t, const task_link *l, int64_t budget,
+                         int64_t before, int64_t after, int64_t now)
+{
+    static const int64_t marks[] = {80, 100};
+
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
+        int64_t th = threshold(budget, marks[i]);
+
+        if (before < th && after >= th)
+            emit(e, SLUICE_EVENT_BUDGET, t, l, marks[i], now);
+    }
+}
+
+/* A quota key's spending now, read with a peek. */
+static int64_t quota_spent(sluice_limit *core, const task_link *l, int64_t now)
+{
+    sluice_decision d;
+
+    if (sluice_limit_decide(core, l->key, l->keylen, 1, now, SLUICE_PEEK, &d) != SLUICE_OK)
+        return 0;
+    return d.limit - d.remaining - (d.allowed ? 1 : 0);
+}
+
+/* ---- Evaluation ------------------------------------------------------------------------------ */
+
+/* The first active link whose limit refuses new keys and is at its cap. */
+static uint16_t full_link(const sluice_engine *e, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        const sluice_limit_def *def = sluice_limit_get_def(e->chain[k].limit);
+        sluice_limit_stats st;
+
+        if (def->key_overflow != SLUICE_KEYS_REFUSE)
+            continue;
+        sluice_limit_get_stats(e->chain[k].limit, &st);
+        if (st.keys >= def->max_keys)
+            return e->chain_map[k];
+    }
+    return e->chain_map[0];
+}
+
+static void classify(sluice_engine *e, const task *t, size_t n, const sluice_chain_result *res,
+                     gate_result *r)
+{
+    size_t reject = n, never = n, horizon = n;
+
+    for (size_t k = 0; k < n; k++) {
+        const sluice_decision *d = &e->decisions[k];
+        const task_link *l = &t->links[e->chain_map[k]];
+        const sluice_limit_def *def = sluice_limit_get_def(e->chain[k].limit);
+
+        if (d->allowed)
+            continue;
+        if (reject == n && l->lim->pol.overflow == SLUICE_OVERFLOW_REJECT)
+            reject = k;
+        if (never == n && d->retry_after_ns == SLUICE_NEVER)
+            never = k;
+        if (horizon == n && def->kind != SLUICE_CONCURRENCY && d->retry_after_ns > def->horizon_ns)
+            horizon = k;
+    }
+    r->verdict = GATE_FAIL;
+    if (reject < n) {
+        r->reason = SLUICE_FAIL_RATELIMITED;
+    } else if (never < n) {
+        r->reason = SLUICE_FAIL_NEVER;
+        reject = never;
+    } else if (horizon < n) {
+        r->reason = SLUICE_FAIL_HORIZON;
+        reject = horizon;
+    } else {
+        r->verdict = GATE_PARK;
+        r->link = e->chain_map[res->denied_by];
+        r->retry_after_ns = res->retry_after_ns;
+        return;
+    }
+    r->link = e->chain_map[reject];
+    r->retry_after_ns = e->decisions[reject].retry_after_ns;
+}
+
+int gate_eval(sluice_engine *e, task *t, int64_t now, gate_result *r)
+{
+    int full = pays_in_full(t);
+    sluice_chain_result res;
+    size_t n = 0;
+    int rc;
+
+    memset(r, 0, sizeof *r);
+    r->link = LINK_NONE;
+    for (uint16_t i = 0; i < t->nlinks; i++) {
+        task_link *l = &t->links[i];
+
+        if (!gate_link_active(t, i))
+            continue;
+        e->chain[n].limit = registry_core(l->lim, l->tier);
+        e->chain[n].key = l->key;
+        e->chain[n].keylen = l->keylen;
+        e->chain[n].units = l->units;
+        e->chain_map[n] = i;
+        n++;
+    }
+    if (n == 0) {
+        r->verdict = GATE_GRANTED;
+        if (full)
+            t->granted_ns = now;
+        t->flags &= (uint8_t)~TASK_FREE_RETRY;
+        return SLUICE_OK;
+    }
+    rc = sluice_chain_decide(e->chain, n, now, 0, e->decisions, &res);
+    if (rc == SLUICE_EBUSY) {
+        r->verdict = GATE_PARK;
+        r->key_cap = 1;
+        r->link = full_link(e, n);
+        r->retry_after_ns = GATE_KEY_CAP_WAIT_NS;
+        emit(e, SLUICE_EVENT_KEY_CAP, t, &t->links[r->link], 0, now);
+        for (size_t k = 0; k < n; k++)
+            gate_acct_add(e, t, e->chain_map[k], 0);
+        return SLUICE_OK;
+    }
+    if (rc != SLUICE_OK)
+        return rc;
+    for (size_t k = 0; k < n; k++)
+        gate_acct_add(e, t, e->chain_map[k], res.allowed);
+    if (!res.allowed) {
+        classify(e, t, n, &res, r);
+        return SLUICE_OK;
+    }
+    r->verdict = GATE_GRANTED;
+    for (size_t k = 0; k < n; k++) {
+        task_link *l = &t->links[e->chain_map[k]];
+        const sluice_decision *d = &e->decisions[k];
+        sluice_limit_kind kind = sluice_limit_get_def(e->chain[k].limit)->kind;
+
+        if (kind == SLUICE_CONCURRENCY) {
+            l->lease_id = d->lease_id;
+            continue;
+        }
+        l->flags |= LINK_CHARGED;
+        if (kind == SLUICE_QUOTA && !d->untracked)
+            budget_marks(e, t, l, d->limit, d->limit - d->remaining - l->units,
+                         d->limit - d->remaining, now);
+    }
+    if (full)
+        t->granted_ns = now;
+    t->flags &= (uint8_t)~TASK_FREE_RETRY;
+    return SLUICE_OK;
+}
+
+/* ---- After the grant ------------------------------------------------------------------------- */
+
+void gate_release(sluice_engine *e, task *t, int64_t now)
+{
+    for (uint16_t i = 0; i < t->nlinks; i++) {
+        task_link *l = &t->links[i];
+
+        if (!l->lease_id)
+            continue;
+        if (!l->lim->dead)
+            sluice_lease_release(registry_core(l->lim, l->tier), l->lease_id, now);
+        l->lease_id = 0;
+        park_wake_key(e, l->lim, l->tier, l->key, l->keylen, now);
+    }
+}
+
+void gate_renew(sluice_engine *e, task *t, int64_t ttl_ns, int64_t now)
+{
+    (void)e;
+    for (uint16_t i = 0; i < t->nlinks; i++) {
+        task_link *l = &t->links[i];
+
+        if (l->lease_id && !l->lim->dead)
+            sluice_lease_renew(registry_core(l->lim, l->tier), l->lease_id, ttl_ns, now, NULL);
+    }
+}
+
+void gate_settle(sluice_engine *e, task *t, int64_t cost, int64_t now)
+{
+    for (uint16_t i = 0; i < t->nlinks; i++) {
+        task_link *l = &t->links[i];
+        sluice_limit *core;
+        sluice_limit_kind kind;
+        int64_t before = 0;
+
+        if (!(l->flags & LINK_CHARGED) || l->lim->dead)
+            continue;
+        core = registry_core(l->lim, l->tier);
+        kind = sluice_limit_get_def(core)->kind;
+        if (!(l->flags & LINK_SETTLE) && kind != SLUICE_QUOTA)
+            continue;
+        if (kind == SLUICE_QUOTA)
+            before = quota_spent(core, l, now);
+        if (sluice_limit_settle(core, l->key, l->keylen, t->granted_ns, l->units, cost, now) !=
+            SLUICE_OK)
+            continue;
+        if (kind == SLUICE_QUOTA)
+            budget_marks(e, t, l, sluice_limit_get_def(core)->limit, before,
+                         quota_spent(core, l, now), now);
+    }
+}
+
+void gate_clear_charges(task *t)
+{
+    for (uint16_t i = 0; i < t->nlinks; i++)
+        t->links[i].flags &= (uint8_t)~LINK_CHARGED;
+}
+
+void gate_denial(const task *t, sluice_denial *out)
+{
+    const task_link *l;
+    const sluice_limit_def *def;
+
+    memset(out, 0, sizeof *out);
+    out->reason = (sluice_fail_reason)t->fail_reason;
+    out->retry_after_ns = t->retry_after_ns;
+    if (t->fail_link == LINK_NONE)
+        return;
+    l = &t->links[t->fail_link];
+    def = sluice_limit_get_def(registry_core(l->lim, l->tier));
+    out->limit = l->lim->pol.name;
+    out->kind = sluice_limit_kind_name(def->kind);
+    if (l->lim->pol.ntiers && l->tier < l->lim->pol.ntiers)
+        out->tier = l->lim->pol.tiers[l->tier].name;
+    out->key = l->key;
+    out->limit_value = def->limit;
+    if (def->kind == SLUICE_RATE || def->kind == SLUICE_WINDOW || def->kind == SLUICE_SLIDING)
+        out->window_ns = def->period_ns;
+}
+
+/* ---- THROTTLED accounting -------------------------------------------------------------------- */
+
+static uint64_t acct_hash(const task_link *l)
+{
+    return ptab_hash_bytes(l->key, l->keylen, (uint64_t)(uintptr_t)l->lim ^ l->tier);
+}
+
+static acct_entry *acct_slot(acct_entry *tab, size_t cap, const elimit *lim, uint16_t tier,
+                             const char *key, size_t keylen, uint64_t hash)
+{
+    size_t mask = cap - 1, i = (size_t)hash & mask;
+
+    while (tab[i].lim) {
+        const acct_entry *a = &tab[i];
+
+        if (a->hash == hash && a->lim == lim && a->tier == tier && a->keylen == keylen &&
+            (keylen == 0 || memcmp(a->key, key, keylen) == 0))
+            break;
+        i = (i + 1) & mask;
+    }
+    return &tab[i];
+}
+
+static int acct_grow(sluice_engine *e)
+{
+    size_t cap = e->acct_cap ? 2 * e->acct_cap : 64;
+    acct_entry *tab;
+    size_t *used;
+
+    if (cap > SIZE_MAX / 2 / sizeof *tab)
+        return SLUICE_ENOMEM;
+    tab = sluice_calloc(cap, sizeof *tab);
+    used = sluice_calloc(cap, sizeof *used);
+    if (!tab || !used) {
+        sluice_free(tab);
+        sluice_free(used);
+        return SLUICE_ENOMEM;
+    }
+    for (size_t k = 0; k < e->acct_n; k++) {
+        const acct_entry *a = &e->acct[e->acct_used[k]];
+        acct_entry *s = acct_slot(tab, cap, a->lim, a->tier, a->key, a->keylen, a->hash);
+
+        *s = *a;
+        used[k] = (size_t)(s - tab);
+    }
+    sluice_free(e->acct);
+    sluice_free(e->acct_used);
+    e->acct = tab;
+    e->acct_used = used;
+    e->acct_cap = cap;
+    return SLUICE_OK;
+}
+
+void gate_acct_add(sluice_engine *e, const task *t, uint16_t link, int granted)
+{
+    const task_link *l = &t->links[link];
+    uint64_t hash = acct_hash(l);
+    acct_entry *a;
+
+    if ((e->acct_n + 1) * 2 > e->acct_cap && acct_grow(e) != SLUICE_OK)
+        return; /* accounting is best effort */
+    a = acct_slot(e->acct, e->acct_cap, l->lim, l->tier, l->key, l->keylen, hash);
+    if (!a->lim) {
+        a->lim = l->lim;
+        a->tier = l->tier;
+        a->key = l->key;
+        a->keylen = l->keylen;
+        a->hash = hash;
+        a->type = t->type->pol.name;
+        a->wanted = a->granted = 0;
+        e->acct_used[e->acct_n++] = (size_t)(a - e->acct);
+    }
+    a->wanted++;
+    if (granted)
+        a->granted++;
+}
+
+void gate_acct_flush(sluice_engine *e, int64_t now)
+{
+    for (size_t k = 0; k < e->acct_n; k++) {
+        acct_entry *a = &e->acct[e->acct_used[k]];
+
+        if (a->granted < a->wanted) {
+            sluice_event ev;
+
+            memset(&ev, 0, sizeof ev);
+            ev.kind = SLUICE_EVENT_THROTTLED;
+            ev.at_ns = now;
+            ev.limit = a->lim->pol.name;
+            ev.key = a->key;
+            ev.type = a->type;
+            ev.count = 1;
+            ev.wanted = a->wanted;
+            ev.granted = a->granted;
+            engine_emit(e, &ev, now);
+        }
+        a->lim = NULL;
+    }
+    e->acct_n = 0;
+}
+
+void gate_free(sluice_engine *e)
+{
+    sluice_free(e->chain);
+    sluice_free(e->decisions);
+    sluice_free(e->chain_map);
+    sluice_free(e->acct);
+    sluice_free(e->acct_used);
+    e->chain = NULL;
+    e->decisions = NULL;
+    e->chain_map = NULL;
+    e->acct = NULL;
+    e->acct_used = NULL;
+    e->chain_cap = e->acct_cap = e->acct_n = 0;
+}

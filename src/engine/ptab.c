@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pointer table: see ptab.h.
+ */
+#include "engine/ptab.h"
+
+#include <string.h>
+
+#include "sluice/error.h"
+#include "core/alloc.h"
+#include "core/keytab.h"
+
+void ptab_init(ptab *t)
+{
+    t->slots = NULL;
+    t->cap = 0;
+    t->n = 0;
+}
+
+void ptab_free(ptab *t)
+{
+    sluice_free(t->slots);
+    ptab_init(t);
+}
+
+uint64_t ptab_mix(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94d049bb133111eb);
+    x ^= x >> 31;
+    return x;
+}
+
+uint64_t ptab_hash_bytes(const void *data, size_t len, uint64_t seed)
+{
+    return ptab_mix(keytab_hash(data, len) ^ ptab_mix(seed));
+}
+
+static void place(ptab_slot *slots, size_t cap, uint64_t hash, void *p)
+{
+    size_t mask = cap - 1, i = (size_t)hash & mask;
+
+    while (slots[i].p)
+        i = (i + 1) & mask;
+    slots[i].hash = hash;
+    slots[i].p = p;
+}
+
+static int grow(ptab *t, size_t need)
+{
+    size_t cap = t->cap ? t->cap : 16;
+    ptab_slot *slots;
+
+    while (need > cap / 4 * 3) {
+        if (cap > SIZE_MAX / 2 / sizeof *slots)
+            return SLUICE_ENOMEM;
+        cap *= 2;
+    }
+    if (cap == t->cap)
+        return SLUICE_OK;
+    slots = sluice_calloc(cap, sizeof *slots);
+    if (!slots)
+        return SLUICE_ENOMEM;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->slots[i].p)
+            place(slots, cap, t->slots[i].hash, t->slots[i].p);
+    sluice_free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return SLUICE_OK;
+}
+
+int ptab_reserve(ptab *t, size_t more)
+{
+    if (more > SIZE_MAX - t->n)
+        return SLUICE_ENOMEM;
+    return grow(t, t->n + more);
+}
+
+void *ptab_find(const ptab *t, uint64_t hash, const void *key, ptab_eq_fn eq)
+{
+    size_t mask, i;
+
+    if (!t->cap)
+        return NULL;
+    mask = t->cap - 1;
+    for (i = (size_t)hash & mask; t->slots[i].p; i = (i + 1) & mask)
+        if (t->slots[i].hash == hash && eq(t->slots[i].p, key))
+            return t->slots[i].p;
+    return NULL;
+}
+
+int ptab_insert(ptab *t, uint64_t hash, void *p)
+{
+    int rc = grow(t, t->n + 1);
+
+    if (rc != SLUICE_OK)
+        return rc;
+    place(t->slots, t->cap, hash, p);
+    t->n++;
+    return SLUICE_OK;
+}
+
+int ptab_remove(ptab *t, uint64_t hash, const void *p)
+{
+    size_t mask, i, j;
+
+    if (!t->cap)
+        return SLUICE_ENOTFOUND;
+    mask = t->cap - 1;
+    for (i = (size_t)hash & mask; t->slots[i].p != p; i = (i + 1) & mask)
+        if (!t->slots[i].p)
+            return SLUICE_ENOTFOUND;
+    /* Backward-shift deletion: pull later members of the probe run into the hole when their
+     * home slot does not lie cyclically in (hole, j]. */
+    for (j = (i + 1) & mask; t->slots[j].p; j = (j + 1) & mask) {
+        size_t home = (size_t)t->slots[j].hash & mask;
+
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            t->slots[i] = t->slots[j];
+            i = j;
+        }
+    }
+    t->slots[i].p = NULL;
+    t->slots[i].hash = 0;
+    t->n--;
+    return SLUICE_OK;
+}
+
+void *ptab_next(const ptab *t, size_t *pos)
+{
+    while (*pos < t->cap) {
+        void *p = t->slots[(*pos)++].p;
+
+        if (p)
+            return p;
+    }
+    return NULL;
+}
+
+size_t ptab_bytes(const ptab *t)
+{
+    return t->cap * sizeof *t->slots;
+}

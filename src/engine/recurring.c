@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Recurring series: see recurring.h.
+ */
+#include "engine/recurring.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "engine/task.h"
+#include "sluice/error.h"
+
+/* Schedule points walked one by one when catching up after a long pause, before jumping. */
+#define CATCH_UP_STEPS 10000
+
+struct series {
+    char *name;    /* owned */
+    uint64_t hash; /* of the name */
+    char *type;    /* owned */
+    char *payload; /* owned, or NULL */
+    size_t payload_len;
+    char *key; /* owned explicit key, or NULL */
+    size_t key_len;
+    int64_t interval_ns; /* > 0, or 0 for a cron series */
+    cron_schedule cron;
+    int64_t start_ns;
+    int64_t end_ns; /* 0 = never */
+    int64_t max_runs;
+    int64_t runs, skipped, pending;
+    int64_t next_ns; /* the next schedule point, SLUICE_NEVER when over */
+    size_t hidx;     /* position in series_due */
+};
+
+static void say(char *msg, size_t msglen, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static void say(char *msg, size_t msglen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!msg || !msglen)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, msglen, fmt, ap);
+    va_end(ap);
+}
+
+static int series_less(const void *a, const void *b)
+{
+    return ((const series *)a)->next_ns < ((const series *)b)->next_ns;
+}
+
+void recurring_init(sluice_engine *e)
+{
+    ptab_init(&e->series_names);
+    heap_init(&e->series_due, series_less, offsetof(series, hidx));
+}
+
+static uint64_t name_hash(const char *name)
+{
+    return ptab_hash_bytes(name, strlen(name), 0x5e71e5);
+}
+
+static int name_eq(const void *p, const void *key)
+{
+    return strcmp(((const series *)p)->name, key) == 0;
+}
+
+static series *find(const sluice_engine *e, const char *name)
+{
+    return name ? ptab_find(&e->series_names, name_hash(name), name, name_eq) : NULL;
+}
+
+static void series_free(series *s)
+{
+    if (!s)
+        return;
+    sluice_free(s->name);
+    sluice_free(s->type);
+    sluice_free(s->payload);
+    sluice_free(s->key);
+    sluice_free(s);
+}
+
+/* The schedule point after `after`, or SLUICE_NEVER (none, or past the end). */
+static int64_t point_after(const series *s, int64_t after)
+{
+    int64_t next;
+
+    if (s->interval_ns) {
+        if (after > INT64_MAX - s->interval_ns)
+            return SLUICE_NEVER;
+        next = after + s->interval_ns;
+    } else if (cron_next(&s->cron, after, &next) != SLUICE_OK) {
+        return SLUICE_NEVER;
+    }
+    if (s->end_ns && next > s->end_ns)
+        return SLUICE_NEVER;
+    return next;
+}
+
+/* The first schedule point at or after `from`. */
+static int64_t first_point(const series *s, int64_t from)
+{
+    int64_t first;
+
+    if (s->interval_ns) {
+        first = s->start_ns;
+        if (from > first) {
+            int64_t k = (from - first + s->interval_ns - 1) / s->interval_ns;
+
+            if (k > (INT64_MAX - first) / s->interval_ns)
+                return SLUICE_NEVER;
+            first += k * s->interval_ns;
+        }
+        if (s->end_ns && first > s->end_ns)
+            return SLUICE_NEVER;
+        return first;
+    }
+    return point_after(s, (from > INT64_MIN ? from - 1 : from));
+}
+
+static int copy_spec(series *s, const sluice_recurring_spec *spec)
+{
+    s->name = sluice_memdup0(spec->name, strlen(spec->name));
+    s->type = sluice_memdup0(spec->type, strlen(spec->type));
+    if (!s->name || !s->type)
+        return SLUICE_ENOMEM;
+    if (spec->payload) {
+        s->payload = sluice_memdup0(spec->payload, spec->payload_len);
+        if (!s->payload)
+            return SLUICE_ENOMEM;
+        s->payload_len = spec->payload_len;
+    }
+    if (spec->key) {
+        s->key = sluice_memdup0(spec->key, spec->key_len);
+        if (!s->key)
+            return SLUICE_ENOMEM;
+        s->key_len = spec->key_len;
+    }
+    return SLUICE_OK;
+}
+
+/* The spec of an occurrence of s. */
+static void occurrence_spec(const series *s, sluice_task_spec *spec)
+{
+    memset(spec, 0, sizeof *spec);
+    spec->type = s->type;
+    spec->payload = s->payload;
+    spec->payload_len = s->payload_len;
+    spec->key = s->key;
+    spec->key_len = s->key_len;
+}
+
+/* Detaches s from its tasks, cancelling those not started. */
+static void detach(sluice_engine *e, series *s)
+{
+    size_t pos = 0;
+    task *t;
+
+    /* Cancelling leaves the id table alone (finished tasks stay in it until the trim below),
+     * so the walk is not disturbed. */
+    while ((t = ptab_next(&e->ids, &pos)) != NULL) {
+        if (t->series != s)
+            continue;
+        if (t->state == SLUICE_TASK_QUEUED || t->state == SLUICE_TASK_PARKED)
+            engine_cancel_task(e, t, e->now_ns);
+        t->series = NULL;
+    }
+    engine_trim_finished(e);
+}
+
+int recurring_add(sluice_engine *e, const sluice_recurring_spec *spec, int64_t now, char *msg,
+                  size_t msglen)
+{
+    sluice_task_spec ts;
+    sluice_submit_error err;
+    series *s, *old;
+    uint64_t id;
+    int rc;
+
+    say(msg, msglen, "%s", "");
+    if (!spec || !spec->name || !*spec->name || !spec->type) {
+        say(msg, msglen, "%s", "a recurring series needs a name and a type");
+        return SLUICE_EINVAL;
+    }
+    if ((spec->interval_ns > 0) == (spec->cron != NULL) || spec->interval_ns < 0) {
+        say(msg, msglen, "%s", "give exactly one of an interval (> 0) and a cron expression");
+        return SLUICE_EINVAL;
+    }
+    if (spec->max_runs < 0 || spec->start_ns < 0 || spec->end_ns < 0) {
+        say(msg, msglen, "%s", "start, end and max_runs must not be negative");
+        return SLUICE_EINVAL;
+    }
+    s = sluice_calloc(1, sizeof *s);
+    if (!s)
+        return SLUICE_ENOMEM;
+    s->hidx = HEAP_NONE;
+    if (spec->cron) {
+        rc = cron_parse(spec->cron, &s->cron, msg, msglen);
+        if (rc != SLUICE_OK) {
+            series_free(s);
+            return SLUICE_EINVAL;
+        }
+    }
+    s->interval_ns = spec->interval_ns;
+    s->start_ns = spec->start_ns ? spec->start_ns : now;
+    s->end_ns = spec->end_ns;
+    s->max_runs = spec->max_runs;
+    if (s->end_ns && s->end_ns < s->start_ns) {
+        say(msg, msglen, "%s", "the series ends before it starts");
+        series_free(s);
+        return SLUICE_EINVAL;
+    }
+    rc = copy_spec(s, spec);
+    if (rc == SLUICE_OK) {
+        /* The template must make a valid task: same checks as a submit, nothing created. */
+        occurrence_spec(s, &ts);
+        rc = engine_submit_internal(e, &ts, NULL, 1, now, &id, &err);
+        if (rc != SLUICE_OK && rc != SLUICE_ENOMEM)
+            say(msg, msglen, "%s", err.message);
+    }
+    if (rc == SLUICE_OK)
+        rc = ptab_reserve(&e->series_names, 1);
+    if (rc == SLUICE_OK)
+        rc = heap_reserve(&e->series_due, e->series_names.n + 1);
+    if (rc != SLUICE_OK) {
+        series_free(s);
+        return rc;
+    }
+    s->hash = name_hash(s->name);
+    s->next_ns = first_point(s, s->start_ns > now ? s->start_ns : now);
+    old = find(e, s->name);
+    if (old)
+        recurring_del(e, old->name);
+    ptab_insert(&e->series_names, s->hash, s); /* reserved */
+    if (s->next_ns != SLUICE_NEVER)
+        heap_push(&e->series_due, s); /* reserved */
+    return SLUICE_OK;
+}
+
+int recurring_del(sluice_engine *e, const char *name)
+{
+    series *s = find(e, name);
+
+    if (!s)
+        return SLUICE_ENOTFOUND;
+    detach(e, s);
+    if (s->hidx != HEAP_NONE)
+        heap_remove(&e->series_due, s);
+    ptab_remove(&e->series_names, s->hash, s);
+    series_free(s);
+    return SLUICE_OK;
+}
+
+int recurring_info(const sluice_engine *e, const char *name, sluice_recurring_info *out)
+{
+    const series *s = find(e, name);
+
+    memset(out, 0, sizeof *out);
+    if (!s)
+        return SLUICE_ENOTFOUND;
+    out->runs = s->runs;
+    out->skipped = s->skipped;
+    out->next_ns = s->next_ns;
+    return SLUICE_OK;
+}
+
+static void set_next(sluice_engine *e, series *s, int64_t next)
+{
+    s->next_ns = next;
+    if (next == SLUICE_NEVER) {
+        if (s->hidx != HEAP_NONE)
+            heap_remove(&e->series_due, s);
+    } else if (s->hidx != HEAP_NONE) {
+        heap_update(&e->series_due, s);
+    }
+}
+
+int recurring_tick(sluice_engine *e, int64_t now)
+{
+    series *s;
+
+    while ((s = heap_top(&e->series_due)) != NULL && s->next_ns <= now) {
+        int64_t next = point_after(s, s->next_ns), missed = 0;
+        int steps = 0;
+
+        /* Points that passed without a tick are skipped: only the latest due one runs. */
+        while (next != SLUICE_NEVER && next <= now) {
+            missed++;
+            if (++steps == CATCH_UP_STEPS) { /* jump: the count is a lower bound */
+                next = s->interval_ns ? first_point(s, now + 1) : point_after(s, now);
+                break;
+            }
+            next = point_after(s, next);
+        }
+        if (s->max_runs == 0 || s->runs + s->pending < s->max_runs) {
+            sluice_task_spec ts;
+            sluice_submit_error err;
+            uint64_t id;
+            int rc;
+
+            occurrence_spec(s, &ts);
+            rc = engine_submit_internal(e, &ts, s, 0, now, &id, &err);
+            if (rc == SLUICE_ENOMEM)
+                return rc; /* nothing changed: the next tick tries again */
+            if (rc == SLUICE_OK)
+                s->pending++;
+            else
+                s->skipped++; /* backpressure or a template gone bad */
+        }
+        s->skipped += missed;
+        set_next(e, s, next);
+    }
+    return SLUICE_OK;
+}
+
+int64_t recurring_next_wake(const sluice_engine *e)
+{
+    const series *s = heap_top(&e->series_due);
+
+    return s ? s->next_ns : SLUICE_NEVER;
+}
+
+int recurring_pending(const task *t)
+{
+    return t->series && t->attempt == 0;
+}
+
+int recurring_must_skip(const task *t, int64_t now)
+{
+    const series *s = t->series;
+
+    if (!recurring_pending(t))
+        return 0;
+    return (s->max_runs && s->runs >= s->max_runs) || (s->end_ns && now > s->end_ns);
+}
+
+int recurring_past_end(const task *t, int64_t slot_ns)
+{
+    return recurring_pending(t) && t->series->end_ns && slot_ns > t->series->end_ns;
+}
+
+void recurring_started(sluice_engine *e, task *t)
+{
+    series *s = t->series;
+
+    s->pending--;
+    s->runs++;
+    if (s->max_runs && s->runs >= s->max_runs)
+        set_next(e, s, SLUICE_NEVER);
+}
+
+void recurring_dropped(sluice_engine *e, task *t, int skipped)
+{
+    (void)e;
+    t->series->pending--;
+    if (skipped)
+        t->series->skipped++;
+}
+
+void recurring_free_all(sluice_engine *e)
+{
+    size_t pos = 0;
+    series *s;
+
+    while ((s = ptab_next(&e->series_names, &pos)) != NULL)
+        series_free(s);
+    ptab_free(&e->series_names);
+    heap_free(&e->series_due);
+}

@@ -1,0 +1,421 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The registry of limits and types: see registry.h.
+ */
+#include "engine/registry.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "engine/park.h"
+#include "engine/ready.h"
+#include "engine/task.h"
+#include "sluice/error.h"
+
+static void say(char *msg, size_t msglen, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static void say(char *msg, size_t msglen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!msg || !msglen)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, msglen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- Limits ---------------------------------------------------------------------------------- */
+
+static void free_cores(sluice_limit **lims, size_t n)
+{
+    if (!lims)
+        return;
+    for (size_t i = 0; i < n; i++)
+        sluice_limit_free(lims[i]);
+    sluice_free(lims);
+}
+
+static void elimit_free(elimit *l)
+{
+    free_cores(l->lims, l->nlims);
+    sluice_limit_policy_clear(&l->pol);
+    sluice_free(l);
+}
+
+sluice_limit *registry_core(const elimit *l, uint16_t tier)
+{
+    return l->lims[tier < l->nlims ? tier : l->nlims - 1];
+}
+
+void registry_limit_ref(elimit *l)
+{
+    l->refs++;
+}
+
+void registry_limit_unref(elimit *l)
+{
+    if (--l->refs == 0)
+        elimit_free(l);
+}
+
+/* Binary search: the index of name, or where it would go (*found 0). */
+static size_t limit_pos(const sluice_engine *e, const char *name, int *found)
+{
+    size_t lo = 0, hi = e->nlimits;
+
+    *found = 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(e->limits[mid]->pol.name, name);
+
+        if (c == 0) {
+            *found = 1;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+elimit *registry_find_limit(const sluice_engine *e, const char *name)
+{
+    int found;
+    size_t i;
+
+    if (!name)
+        return NULL;
+    i = limit_pos(e, name, &found);
+    return found ? e->limits[i] : NULL;
+}
+
+/* Builds the core limits of a policy. */
+static int make_cores(const sluice_limit_policy *p, sluice_limit ***out, size_t *n, char *msg,
+                      size_t msglen)
+{
+    size_t count = p->ntiers ? p->ntiers : 1;
+    sluice_limit **lims = sluice_calloc(count, sizeof *lims);
+
+    *out = NULL;
+    *n = 0;
+    if (!lims)
+        return SLUICE_ENOMEM;
+    for (size_t i = 0; i < count; i++) {
+        const sluice_limit_def *def = p->ntiers ? &p->tiers[i].def : &p->def;
+        int rc = sluice_limit_new(def, &lims[i], msg, msglen);
+
+        if (rc != SLUICE_OK) {
+            free_cores(lims, i);
+            return rc;
+        }
+    }
+    *out = lims;
+    *n = count;
+    return SLUICE_OK;
+}
+
+/* After a replacement: the old core state is gone, so running tasks hold no lease or charge in
+ * it any more. */
+static void forget_grants(sluice_engine *e, const elimit *l)
+{
+    size_t pos = 0;
+    task *t;
+
+    while ((t = ptab_next(&e->ids, &pos)) != NULL)
+        for (uint16_t i = 0; i < t->nlinks; i++)
+            if (t->links[i].lim == l) {
+                t->links[i].lease_id = 0;
+                t->links[i].flags &= (uint8_t)~LINK_CHARGED;
+            }
+}
+
+int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, char *msg, size_t msglen)
+{
+    sluice_limit_policy copy;
+    sluice_limit **lims;
+    size_t nlims, pos;
+    elimit *l;
+    int rc, found;
+
+    say(msg, msglen, "%s", "");
+    if (!p)
+        return SLUICE_EINVAL;
+    rc = sluice_limit_policy_validate(p, msg, msglen);
+    if (rc != SLUICE_OK)
+        return rc;
+    rc = make_cores(p, &lims, &nlims, msg, msglen);
+    if (rc != SLUICE_OK)
+        return rc;
+    rc = sluice_limit_policy_copy(&copy, p);
+    if (rc != SLUICE_OK)
+        goto fail_cores;
+    pos = limit_pos(e, p->name, &found);
+    if (found) {
+        l = e->limits[pos];
+        free_cores(l->lims, l->nlims);
+        sluice_limit_policy_clear(&l->pol);
+        l->pol = copy;
+        l->lims = lims;
+        l->nlims = nlims;
+        forget_grants(e, l);
+        park_rearm_limit(e, l, e->now_ns);
+        return SLUICE_OK;
+    }
+    if (e->nlimits == e->limits_cap) {
+        size_t cap = e->limits_cap ? 2 * e->limits_cap : 8;
+        elimit **arr = sluice_realloc(e->limits, cap * sizeof *arr);
+
+        rc = SLUICE_ENOMEM;
+        if (!arr)
+            goto fail_copy;
+        e->limits = arr;
+        e->limits_cap = cap;
+    }
+    l = sluice_calloc(1, sizeof *l);
+    rc = SLUICE_ENOMEM;
+    if (!l)
+        goto fail_copy;
+    l->pol = copy;
+    l->lims = lims;
+    l->nlims = nlims;
+    l->refs = 1;
+    memmove(&e->limits[pos + 1], &e->limits[pos], (e->nlimits - pos) * sizeof *e->limits);
+    e->limits[pos] = l;
+    e->nlimits++;
+    return SLUICE_OK;
+fail_copy:
+    sluice_limit_policy_clear(&copy);
+fail_cores:
+    free_cores(lims, nlims);
+    if (rc == SLUICE_ENOMEM)
+        say(msg, msglen, "%s", "out of memory");
+    return rc;
+}
+
+int registry_del_limit(sluice_engine *e, const char *name)
+{
+    size_t pos = 0, i;
+    elimit *l;
+    etype *t;
+    int found;
+
+    if (!name)
+        return SLUICE_ENOTFOUND;
+    i = limit_pos(e, name, &found);
+    if (!found)
+        return SLUICE_ENOTFOUND;
+    l = e->limits[i];
+    while ((t = ptab_next(&e->types, &pos)) != NULL)
+        for (size_t k = 0; k < t->pol.nlimits; k++)
+            if (t->chain && t->chain[k] == l)
+                return SLUICE_ESTATE;
+    memmove(&e->limits[i], &e->limits[i + 1], (e->nlimits - i - 1) * sizeof *e->limits);
+    e->nlimits--;
+    l->dead = 1;
+    park_rearm_limit(e, l, e->now_ns);
+    registry_limit_unref(l);
+    return SLUICE_OK;
+}
+
+size_t registry_list_limits(const sluice_engine *e,
+                            void (*fn)(const sluice_limit_policy *p, void *arg), void *arg)
+{
+    if (fn)
+        for (size_t i = 0; i < e->nlimits; i++)
+            fn(&e->limits[i]->pol, arg);
+    return e->nlimits;
+}
+
+void registry_sweep(sluice_engine *e, int64_t now_ns, size_t budget)
+{
+    for (size_t i = 0; i < e->nlimits; i++)
+        for (size_t k = 0; k < e->limits[i]->nlims; k++)
+            sluice_limit_sweep(e->limits[i]->lims[k], now_ns, budget);
+}
+
+/* ---- Types ----------------------------------------------------------------------------------- */
+
+typedef struct name_ref {
+    const char *name;
+    size_t len;
+} name_ref;
+
+static uint64_t name_hash(const char *name, size_t len)
+{
+    return ptab_hash_bytes(name, len, 0x7e9e);
+}
+
+static int type_eq(const void *p, const void *key)
+{
+    const etype *t = p;
+    const name_ref *k = key;
+
+    return strlen(t->pol.name) == k->len && memcmp(t->pol.name, k->name, k->len) == 0;
+}
+
+etype *registry_find_type(const sluice_engine *e, const char *name, size_t len)
+{
+    name_ref k = {name, len};
+
+    if (!name)
+        return NULL;
+    return ptab_find(&e->types, name_hash(name, len), &k, type_eq);
+}
+
+/* Creates a type record for a name with the default settings, filed in the table. */
+static int type_create(sluice_engine *e, const char *name, etype **out)
+{
+    size_t len = strlen(name);
+    etype *t;
+    int rc;
+
+    *out = NULL;
+    rc = ptab_reserve(&e->types, 1);
+    if (rc == SLUICE_OK)
+        rc = heap_reserve(&e->types_ready, e->ntypes + 1);
+    if (rc != SLUICE_OK)
+        return rc;
+    t = sluice_calloc(1, sizeof *t);
+    if (!t)
+        return SLUICE_ENOMEM;
+    sluice_type_policy_init(&t->pol);
+    t->pol.lease_ns = e->pol.default_lease_ns;
+    t->pol.name = sluice_memdup0(name, len);
+    if (!t->pol.name) {
+        sluice_free(t);
+        return SLUICE_ENOMEM;
+    }
+    t->hash = name_hash(name, len);
+    t->tidx = HEAP_NONE;
+    heap_init(&t->ready, task_less_ready, offsetof(task, hidx));
+    ptab_insert(&e->types, t->hash, t); /* reserved */
+    e->ntypes++;
+    *out = t;
+    return SLUICE_OK;
+}
+
+static void type_free(sluice_engine *e, etype *t)
+{
+    ptab_remove(&e->types, t->hash, t);
+    e->ntypes--;
+    heap_free(&t->ready);
+    sluice_free(t->chain);
+    sluice_type_policy_clear(&t->pol);
+    sluice_free(t);
+}
+
+void registry_type_release(sluice_engine *e, etype *t)
+{
+    if (t && !t->declared && t->refs == 0 && t->ready.n == 0)
+        type_free(e, t);
+}
+
+int registry_set_type(sluice_engine *e, const sluice_type_policy *tp, char *msg, size_t msglen)
+{
+    sluice_type_policy copy;
+    elimit **chain = NULL;
+    etype *t;
+    int rc;
+
+    say(msg, msglen, "%s", "");
+    if (!tp)
+        return SLUICE_EINVAL;
+    rc = sluice_type_policy_validate(tp, msg, msglen);
+    if (rc != SLUICE_OK)
+        return rc;
+    for (size_t i = 0; i < tp->nlimits; i++) {
+        if (!registry_find_limit(e, tp->limits[i])) {
+            sluice_event ev;
+
+            memset(&ev, 0, sizeof ev);
+            ev.kind = SLUICE_EVENT_UNKNOWN_LIMIT;
+            ev.at_ns = e->now_ns;
+            ev.limit = tp->limits[i];
+            ev.type = tp->name;
+            ev.count = 1;
+            engine_emit(e, &ev, e->now_ns);
+            say(msg, msglen, "type \"%s\" names limit \"%s\", which does not exist", tp->name,
+                tp->limits[i]);
+            return SLUICE_ENOTFOUND;
+        }
+    }
+    if (tp->nlimits) {
+        chain = sluice_calloc(tp->nlimits, sizeof *chain);
+        if (!chain)
+            goto fail_nomem;
+        for (size_t i = 0; i < tp->nlimits; i++)
+            chain[i] = registry_find_limit(e, tp->limits[i]);
+    }
+    if (sluice_type_policy_copy(&copy, tp) != SLUICE_OK)
+        goto fail_chain;
+    t = registry_find_type(e, tp->name, strlen(tp->name));
+    if (!t && type_create(e, tp->name, &t) != SLUICE_OK) {
+        sluice_type_policy_clear(&copy);
+        goto fail_chain;
+    }
+    sluice_type_policy_clear(&t->pol);
+    sluice_free(t->chain);
+    t->pol = copy;
+    t->chain = chain;
+    t->declared = 1;
+    return SLUICE_OK;
+fail_chain:
+    sluice_free(chain);
+fail_nomem:
+    say(msg, msglen, "%s", "out of memory");
+    return SLUICE_ENOMEM;
+}
+
+int registry_type_for_submit(sluice_engine *e, const char *name, etype **out, char *msg,
+                             size_t msglen)
+{
+    size_t len;
+
+    *out = NULL;
+    if (!name || !*name) {
+        say(msg, msglen, "%s", "a task needs a type");
+        return SLUICE_EINVAL;
+    }
+    len = strlen(name);
+    *out = registry_find_type(e, name, len);
+    if (*out)
+        return SLUICE_OK;
+    if (e->pol.strict_types) {
+        say(msg, msglen, "unknown task type \"%.*s\" (strict_types is on)",
+            (int)(len > 128 ? 128 : len), name);
+        return SLUICE_ENOTFOUND;
+    }
+    if (len > 128) {
+        say(msg, msglen, "%s", "task type names are at most 128 bytes");
+        return SLUICE_EINVAL;
+    }
+    return type_create(e, name, out);
+}
+
+void registry_free(sluice_engine *e)
+{
+    size_t pos = 0;
+    etype *t;
+
+    while ((t = ptab_next(&e->types, &pos)) != NULL) {
+        heap_free(&t->ready);
+        sluice_free(t->chain);
+        sluice_type_policy_clear(&t->pol);
+        sluice_free(t);
+    }
+    ptab_free(&e->types);
+    for (size_t i = 0; i < e->nlimits; i++)
+        registry_limit_unref(e->limits[i]);
+    sluice_free(e->limits);
+    e->limits = NULL;
+    e->nlimits = e->limits_cap = 0;
+}

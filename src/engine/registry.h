@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The registry: the engine's named limits and task types.
+ *
+ * Limits are kept in an array sorted by name (they are few and listed in name order); each owns
+ * a copy of its policy and one core limit per tier. Types are kept in a hash table by name and
+ * own their ready queue. A declared type caches pointers to the limits of its chain; limits are
+ * never freed while a type names them (del_limit refuses) or a task's link refers to them.
+ *
+ * Undeclared types (when strict_types is off) are created on their first submit with the default
+ * settings and no limits, and freed again once no task refers to them.
+ */
+#ifndef SLUICE_ENGINE_REGISTRY_H
+#define SLUICE_ENGINE_REGISTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine_impl.h"
+
+/* Adds or replaces a limit (validated, copied). Replacing keeps the elimit object (tasks and
+ * types point at it), restarts its key state, forgets the concurrency leases and charges running
+ * tasks took from the old state, and wakes its wait queues so their tasks are gated again.
+ * Returns 0, SLUICE_EINVAL / SLUICE_ERANGE with msg, or SLUICE_ENOMEM (nothing changed). */
+int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, char *msg, size_t msglen);
+
+/* Removes a limit: SLUICE_ENOTFOUND, SLUICE_ESTATE when a declared type names it, else 0. Tasks
+ * that still refer to it keep it alive (dead: the gate skips it). */
+int registry_del_limit(sluice_engine *e, const char *name);
+
+/* Finds a registered limit by name; NULL when absent. */
+elimit *registry_find_limit(const sluice_engine *e, const char *name);
+
+/* The core limit of one tier of l (the last tier when `tier` is past the end after a
+ * replacement shortened the tier list). */
+sluice_limit *registry_core(const elimit *l, uint16_t tier);
+
+/* Takes / drops a reference on l; the last drop of a removed limit frees it. */
+void registry_limit_ref(elimit *l);
+void registry_limit_unref(elimit *l);
+
+/* Adds or replaces a type. Every limit it names must exist: SLUICE_ENOTFOUND with msg (and an
+ * UNKNOWN_LIMIT event). Also SLUICE_EINVAL (validation), SLUICE_ENOMEM. */
+int registry_set_type(sluice_engine *e, const sluice_type_policy *t, char *msg, size_t msglen);
+
+/* Finds a type (declared or not) by name; NULL when absent. */
+etype *registry_find_type(const sluice_engine *e, const char *name, size_t len);
+
+/* Finds the type of a submit, creating an undeclared one when allowed. Returns 0 and *out,
+ * SLUICE_ENOTFOUND (undeclared under strict_types, msg set), SLUICE_EINVAL (bad name) or
+ * SLUICE_ENOMEM. A created type has no task yet: call registry_type_release() if the submit
+ * fails. */
+int registry_type_for_submit(sluice_engine *e, const char *name, etype **out, char *msg,
+                             size_t msglen);
+
+/* Frees an undeclared type that no task refers to (no-op otherwise). */
+void registry_type_release(sluice_engine *e, etype *t);
+
+/* Visits the registered limits in name order; returns how many there are. */
+size_t registry_list_limits(const sluice_engine *e,
+                            void (*fn)(const sluice_limit_policy *p, void *arg), void *arg);
+
+/* Sweeps idle keys of every limit (bounded work per limit). */
+void registry_sweep(sluice_engine *e, int64_t now_ns, size_t budget);
+
+/* Frees every limit and type (the tasks must be gone). */
+void registry_free(sluice_engine *e);
+
+#endif

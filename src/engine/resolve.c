@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Resolution of a task's links: see resolve.h. Extracted keys are written back to back into the
+ * engine's scratch buffer (grown on demand), and their pointers fixed once all are known, since
+ * growing the buffer moves it.
+ */
+#include "engine/resolve.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "engine/dotpath.h"
+#include "engine/registry.h"
+#include "sluice/error.h"
+
+#define KEY_UNSET SIZE_MAX
+
+static void say(char *msg, size_t msglen, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static void say(char *msg, size_t msglen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!msg || !msglen)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, msglen, fmt, ap);
+    va_end(ap);
+}
+
+static int kbuf_grow(sluice_engine *e, size_t need)
+{
+    size_t cap = e->kbuf_cap ? e->kbuf_cap : 256;
+    char *buf;
+
+    if (need <= e->kbuf_cap)
+        return SLUICE_OK;
+    while (cap < need) {
+        if (cap > SIZE_MAX / 2)
+            return SLUICE_ENOMEM;
+        cap *= 2;
+    }
+    buf = sluice_realloc(e->kbuf, cap);
+    if (!buf)
+        return SLUICE_ENOMEM;
+    e->kbuf = buf;
+    e->kbuf_cap = cap;
+    return SLUICE_OK;
+}
+
+/* Extracts the text at path into the scratch buffer at offset *used; on success the text is at
+ * [*used - len - 1, ...) NUL-terminated and *used is advanced past it. */
+static int extract(sluice_engine *e, const json_t *input, const char *path, size_t *used,
+                   size_t *len, char *why, size_t whylen)
+{
+    for (;;) {
+        int rc = kbuf_grow(e, *used + 64);
+
+        if (rc != SLUICE_OK)
+            return rc;
+        rc = dotpath_extract_msg(input, path, e->kbuf + *used, e->kbuf_cap - *used, len, why,
+                                 whylen);
+        if (rc == SLUICE_ERANGE) {
+            rc = kbuf_grow(e, *used + *len + 1);
+            if (rc != SLUICE_OK)
+                return rc;
+            continue;
+        }
+        if (rc == SLUICE_OK)
+            *used += *len + 1;
+        return rc;
+    }
+}
+
+/* Chooses the tier of p for this input. */
+static int choose_tier(sluice_engine *e, const sluice_limit_policy *p, const json_t *input,
+                       size_t used, uint16_t *tier, char *msg, size_t msglen)
+{
+    char why[160];
+    int rc;
+
+    *tier = 0;
+    if (p->ntiers == 0 || !p->tier_path)
+        return SLUICE_OK;
+    if (p->tiers[0].equals) {
+        size_t len, at = used;
+
+        rc = extract(e, input, p->tier_path, &at, &len, why, sizeof why);
+        if (rc == SLUICE_ENOMEM)
+            return rc;
+        if (rc == SLUICE_OK) {
+            for (size_t i = 0; i < p->ntiers; i++) {
+                const char *eq = p->tiers[i].equals;
+
+                if (eq && strlen(eq) == len && memcmp(eq, e->kbuf + used, len) == 0) {
+                    *tier = (uint16_t)i;
+                    return SLUICE_OK;
+                }
+            }
+            say(msg, msglen, "limit \"%s\": no tier matches \"%.*s\" at \"%s\"", p->name,
+                (int)(len > 64 ? 64 : len), e->kbuf + used, p->tier_path);
+            return SLUICE_EINVAL;
+        }
+    } else {
+        int64_t v;
+
+        rc = dotpath_number_msg(input, p->tier_path, &v, why, sizeof why);
+        if (rc == SLUICE_OK) {
+            for (size_t i = 0; i < p->ntiers; i++) {
+                if (!p->tiers[i].equals && p->tiers[i].min <= v && v <= p->tiers[i].max) {
+                    *tier = (uint16_t)i;
+                    return SLUICE_OK;
+                }
+            }
+            say(msg, msglen, "limit \"%s\": no tier matches %" PRId64 " at \"%s\"", p->name, v,
+                p->tier_path);
+            return SLUICE_EINVAL;
+        }
+    }
+    say(msg, msglen, "limit \"%s\": tier: %s", p->name, why);
+    return SLUICE_EINVAL;
+}
+
+/* Resolves the key of p; *off receives its offset in the scratch buffer, or KEY_UNSET with
+ * *key / *keylen set directly (the spec's key, or the global key ""). */
+static int choose_key(sluice_engine *e, const sluice_limit_policy *p, const sluice_task_spec *spec,
+                      const json_t *input, size_t *used, size_t *off, const char **key,
+                      size_t *keylen, char *msg, size_t msglen)
+{
+    char why[160];
+    int rc;
+
+    *off = KEY_UNSET;
+    *key = "";
+    *keylen = 0;
+    switch (p->key_source) {
+    case SLUICE_KEY_NONE:
+        return SLUICE_OK;
+    case SLUICE_KEY_EXPLICIT:
+        if (spec->key) {
+            *key = spec->key;
+            *keylen = spec->key_len;
+            return SLUICE_OK;
+        }
+        if (p->missing_key_global)
+            return SLUICE_OK;
+        say(msg, msglen, "limit \"%s\" needs an explicit key (KEY), and none was given", p->name);
+        return SLUICE_EINVAL;
+    case SLUICE_KEY_PATH:
+        *off = *used;
+        rc = extract(e, input, p->key_path, used, keylen, why, sizeof why);
+        if (rc == SLUICE_OK || rc == SLUICE_ENOMEM)
+            return rc;
+        *off = KEY_UNSET;
+        *keylen = 0;
+        if (rc == SLUICE_ENOTFOUND && p->missing_key_global)
+            return SLUICE_OK;
+        say(msg, msglen, "limit \"%s\": %s", p->name, why);
+        return SLUICE_EINVAL;
+    }
+    say(msg, msglen, "limit \"%s\": unknown key source", p->name);
+    return SLUICE_EINVAL;
+}
+
+static int choose_units(const sluice_limit_policy *p, int64_t task_units, const json_t *input,
+                        int64_t *units, uint8_t *flags, char *msg, size_t msglen)
+{
+    char why[160];
+    int rc;
+
+    *flags = 0;
+    switch (p->units_source) {
+    case SLUICE_UNITS_FIXED:
+        *units = p->units_fixed;
+        return SLUICE_OK;
+    case SLUICE_UNITS_PATH:
+        rc = dotpath_number_msg(input, p->units_path, units, why, sizeof why);
+        if (rc != SLUICE_OK) {
+            say(msg, msglen, "limit \"%s\": units: %s", p->name, why);
+            return SLUICE_EINVAL;
+        }
+        if (*units < 1) {
+            say(msg, msglen, "limit \"%s\": units at \"%s\" must be at least 1, got %" PRId64,
+                p->name, p->units_path, *units);
+            return SLUICE_EINVAL;
+        }
+        *flags = LINK_SETTLE;
+        return SLUICE_OK;
+    case SLUICE_UNITS_TASK:
+    default:
+        *units = task_units;
+        *flags = LINK_SETTLE;
+        return SLUICE_OK;
+    }
+}
+
+int resolve_needs_input(const etype *t)
+{
+    for (size_t i = 0; i < t->pol.nlimits; i++) {
+        const sluice_limit_policy *p = &t->chain[i]->pol;
+
+        if (p->key_source == SLUICE_KEY_PATH || p->units_source == SLUICE_UNITS_PATH ||
+            (p->ntiers && p->tier_path))
+            return 1;
+    }
+    return 0;
+}
+
+int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec, int64_t units,
+                  const json_t *input, link_spec *out, char *msg, size_t msglen)
+{
+    size_t n = t->pol.nlimits, used = 0;
+    size_t offs[16], *off = offs;
+    int rc = SLUICE_OK;
+
+    if (n > 16) {
+        off = sluice_calloc(n, sizeof *off);
+        if (!off)
+            return SLUICE_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        elimit *l = t->chain[i];
+        const sluice_limit_policy *p = &l->pol;
+
+        memset(&out[i], 0, sizeof out[i]);
+        out[i].lim = l;
+        if (l->dead) {
+            sluice_event ev;
+
+            memset(&ev, 0, sizeof ev);
+            ev.kind = SLUICE_EVENT_UNKNOWN_LIMIT;
+            ev.at_ns = e->now_ns;
+            ev.limit = p->name;
+            ev.type = t->pol.name;
+            ev.count = 1;
+            engine_emit(e, &ev, e->now_ns);
+            say(msg, msglen, "type \"%s\" names limit \"%s\", which does not exist", t->pol.name,
+                p->name);
+            rc = SLUICE_ENOTFOUND;
+            break;
+        }
+        rc = choose_tier(e, p, input, used, &out[i].tier, msg, msglen);
+        if (rc == SLUICE_OK)
+            rc = choose_key(e, p, spec, input, &used, &off[i], &out[i].key, &out[i].keylen, msg,
+                            msglen);
+        if (rc == SLUICE_OK)
+            rc = choose_units(p, units, input, &out[i].units, &out[i].flags, msg, msglen);
+        if (rc != SLUICE_OK)
+            break;
+    }
+    if (rc == SLUICE_OK)
+        for (size_t i = 0; i < n; i++)
+            if (off[i] != KEY_UNSET)
+                out[i].key = e->kbuf + off[i];
+    if (off != offs)
+        sluice_free(off);
+    if (rc == SLUICE_ENOMEM)
+        say(msg, msglen, "%s", "out of memory");
+    return rc;
+}

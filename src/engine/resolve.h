@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Resolution: turning a submitted task into the links of its chain. For every limit its type
+ * names, the key (none, the producer's explicit key, or a dot path into the JSON input), the
+ * tier (chosen by the tier field: numbers by range, strings by equality) and the units (the
+ * task's, a fixed number, or a number in the input) are decided once, at submit, so a bad input
+ * fails the submit rather than a later poll.
+ */
+#ifndef SLUICE_ENGINE_RESOLVE_H
+#define SLUICE_ENGINE_RESOLVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "engine/engine_impl.h"
+#include "engine/task.h"
+
+/* Resolves the t->pol.nlimits links of a task of type t whose own units are `units`, with input
+ * the parsed payload (NULL when none) and spec the producer's spec (its explicit key). Fills
+ * out[0..nlimits-1]; their keys point into the engine's scratch buffer (or the spec) and stay
+ * valid until the next resolution.
+ * Returns 0; SLUICE_EINVAL with msg for a missing key (unless missing_key_global), a value of the
+ * wrong kind, no matching tier or bad units; SLUICE_ENOTFOUND when a limit was removed (an
+ * UNKNOWN_LIMIT event is emitted); SLUICE_ENOMEM. */
+int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec, int64_t units,
+                  const json_t *input, link_spec *out, char *msg, size_t msglen);
+
+/* Returns 1 when resolving links of type t reads the input (a key, tier or units path). */
+int resolve_needs_input(const etype *t);
+
+#endif
