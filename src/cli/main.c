@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/check.h"
 #include "cli/simulate.h"
 
 /* The version printed by --version; the build may pass the project's own. */
@@ -28,6 +29,7 @@ typedef struct cli_command {
 
 static const cli_command commands[] = {
     {"simulate", simulate_main, "run requests through a limit on a simulated clock"},
+    {"check", check_main, "validate a configuration file and summarise its limits and types"},
     /* Next: serve (the server), check (validate a config file), bench (measure decisions per
      * second), top (watch a running server). One row and one function each. */
 };

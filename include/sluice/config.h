@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The configuration file: one YAML file that declares the engine's settings, the named limits
+ * and the task types (docs/configuration.md is the reference of its format).
+ *
+ *   engine:                      # optional; every key has a default
+ *     max_parked: 50000
+ *   limits:
+ *     stripe:
+ *       rate: 100/1s
+ *       key: input.tenant_id
+ *   types:
+ *     charge:
+ *       limits: [stripe]
+ *
+ * Loading is strict: an unknown key, a value of the wrong type, a type naming a limit that does
+ * not exist or a name given twice is an error, never ignored. An error is reported as one line
+ * naming the file, the line and column (both from 1), the dotted path of the setting and what was
+ * expected, e.g.
+ *   examples/sluice.yaml:12:9: limits.stripe.burst: expected a positive integer, got "ten"
+ * and the first error ends the load.
+ *
+ * sluice_config_parse() is pure: it reads a buffer and allocates (through the replaceable
+ * allocator; libyaml's own working memory excepted), nothing else. sluice_config_load() reads one
+ * file and parses it; that read is the only I/O here.
+ */
+#ifndef SLUICE_CONFIG_H
+#define SLUICE_CONFIG_H
+
+#include <stddef.h>
+
+#include "sluice/engine.h"
+#include "sluice/policy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Largest configuration file sluice_config_load() reads, in bytes. */
+#define SLUICE_CONFIG_MAX_BYTES ((size_t)16 << 20)
+
+/* A loaded configuration. Everything in it is owned by it; free with sluice_config_clear(). */
+typedef struct sluice_config {
+    sluice_engine_policy engine; /* the engine: section (defaults for keys not given) */
+    sluice_limit_policy *limits; /* the limits: section, in file order; nlimits entries */
+    size_t nlimits;
+    sluice_type_policy *types; /* the types: section, in file order; ntypes entries */
+    size_t ntypes;
+    char *path; /* the file name used in messages; NULL when parsed without one */
+} sluice_config;
+
+/* Reads and parses the file at path into *out (see sluice_config_parse).
+ * *out is zeroed first and filled only on success. msg (may be NULL when msglen is 0) receives
+ * the one-line error, or "" on success; it is always NUL-terminated when msglen > 0.
+ * Returns 0; SLUICE_ENOTFOUND when the file does not exist; SLUICE_EINVAL when it cannot be
+ * read, is larger than SLUICE_CONFIG_MAX_BYTES, or its content is invalid; SLUICE_EPARSE for a
+ * YAML syntax error; SLUICE_ENOMEM. */
+int sluice_config_load(const char *path, sluice_config *out, char *msg, size_t msglen);
+
+/* Parses len bytes of YAML at text into *out. `name` (may be NULL) is the file name shown in
+ * messages and copied to out->path; without one messages say "<config>".
+ * *out is zeroed first and filled only on success; after a failure nothing is left allocated.
+ * Returns 0, SLUICE_EPARSE (YAML syntax), SLUICE_EINVAL (anything else wrong: the message says
+ * what), or SLUICE_ENOMEM. Every limit and type in a successful result passes
+ * sluice_limit_policy_validate() / sluice_type_policy_validate(), and every limit a type names
+ * is declared. */
+int sluice_config_parse(const char *text, size_t len, const char *name, sluice_config *out,
+                        char *msg, size_t msglen);
+
+/* Most top-level keys sluice_config_parse_ignoring() can be told to ignore. */
+#define SLUICE_CONFIG_MAX_IGNORED 8
+
+/* sluice_config_parse() for a file that also holds sections of the caller's own (the `scenario:`
+ * section of `sluice simulate`): the top-level keys named in `ignored` (a NULL-terminated list of
+ * at most SLUICE_CONFIG_MAX_IGNORED names; NULL for none) are accepted and not read. */
+int sluice_config_parse_ignoring(const char *text, size_t len, const char *name,
+                                 const char *const *ignored, sluice_config *out, char *msg,
+                                 size_t msglen);
+
+/* Frees everything a configuration owns and zeroes it. Accepts NULL and a zeroed config. */
+void sluice_config_clear(sluice_config *c);
+
+/* Returns the limit or type of that name, or NULL. The pointer is valid until c is cleared. */
+const sluice_limit_policy *sluice_config_find_limit(const sluice_config *c, const char *name);
+const sluice_type_policy *sluice_config_find_type(const sluice_config *c, const char *name);
+
+/* Installs the limits, then the types, of c into the engine e (sluice_engine_set_limit,
+ * sluice_engine_set_type), replacing any of the same name. c->engine is not applied: pass it to
+ * sluice_engine_new(). Not atomic: when a call fails, the limits and types installed before it
+ * stay. Returns 0 or the engine's error, with msg naming the file, line and the limit or type,
+ * e.g. `sluice.yaml:7: limit "stripe": out of memory`. */
+int sluice_config_apply(const sluice_config *c, sluice_engine *e, char *msg, size_t msglen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
