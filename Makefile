@@ -33,7 +33,7 @@ format-check: deps
 test: test-unit test-asan format-check
 
 run: build
-	$(BUILD)/sluice simulate --limit rate=15/1m,burst=15 --arrivals 20
+	$(BUILD)/sluice simulate examples/seed003-burst.yaml
 
 bench: build
 	$(BUILD)/bench_core

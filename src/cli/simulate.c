@@ -4,9 +4,9 @@
  * granted, then a summary.
  *
  * The subcommand has two modes chosen by its arguments: `--limit SPEC --arrivals SPEC` (the limit
- * mode, here) and a positional scenario file (dispatched to simulate_scenario(), a stub until the
- * scenario format exists). Both share simulate_run(), which owns the simulated clock: time 0 is
- * SIMULATE_EPOCH_NS on the limit's clock and every printed time is an offset from it.
+ * mode, here) and a positional scenario file (the scenario mode: simreport.c, which drives the
+ * whole engine). Both count time from 0 = SIMULATE_EPOCH_NS on the limit's clock; every printed
+ * time is an offset from it.
  *
  * The simulation is a queue in front of the limit: requests are served in arrival order, each
  * one waiting for its slot behind the previous one, so the output shows how a limit paces a
@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "cli/arrivals.h"
+#include "cli/simreport.h"
 #include "core/alloc.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
@@ -33,7 +34,7 @@
 static const char usage_text[] =
     "Usage: sluice simulate --limit SPEC --arrivals SPEC [--units N] [--hold DURATION]\n"
     "                       [--format text|csv]\n"
-    "       sluice simulate SCENARIO.yaml      (scenario files: not supported yet)\n"
+    "       sluice simulate SCENARIO.yaml [--svg FILE] [--tasks] [--format text|csv]\n"
     "\n"
     "Runs requests through one limit on a simulated clock and shows when each is granted.\n"
     "Requests are served in arrival order; each waits for its slot behind the one before it.\n"
@@ -374,15 +375,6 @@ static void print_text(const sim_options *o, const sluice_limit_def *def, const 
 
 /* ---- Modes ------------------------------------------------------------------------------- */
 
-/* `sluice simulate SCENARIO.yaml`. */
-static int simulate_scenario(const sim_options *o)
-{
-    (void)o;
-    fprintf(stderr, "sluice simulate: scenario files are not supported yet; use --limit and "
-                    "--arrivals\n");
-    return EXIT_USAGE;
-}
-
 /* `sluice simulate --limit SPEC --arrivals SPEC`. */
 static int simulate_limit(const sim_options *o)
 {
@@ -558,17 +550,15 @@ static int parse_options(int argc, char **argv, sim_options *o)
 int simulate_main(int argc, char **argv)
 {
     sim_options o;
-    int status = parse_options(argc, argv, &o);
+    int status;
 
+    /* A scenario file has options of its own (--svg, --tasks): the scenario mode reads them. */
+    if (simreport_is_scenario(argc, argv))
+        return simreport_main(argc, argv);
+    status = parse_options(argc, argv, &o);
     if (status >= 0)
         return status;
-    if (o.scenario) {
-        if (o.limit || o.arrivals) {
-            fprintf(stderr, "sluice simulate: give either a scenario file or --limit and "
-                            "--arrivals, not both\n");
-            return EXIT_USAGE;
-        }
-        return simulate_scenario(&o);
-    }
+    if (o.scenario)
+        return simreport_main(argc, argv);
     return simulate_limit(&o);
 }

@@ -199,8 +199,8 @@ expect_usage_error "--hold on a rate" "--hold applies to concurrency limits only
   simulate --limit rate=1/1s --arrivals 1 --hold 3s
 expect_usage_error "unknown simulate option" "unknown option --bogus" simulate --bogus
 expect_usage_error "missing value" "option --limit needs a value" simulate --limit
-expect_usage_error "scenario file" "scenario files are not supported yet" \
-  simulate "$srcdir/examples/none.yaml"
+expect_usage_error "scenario file and --limit" "not both" \
+  simulate "$srcdir/examples/seed003-burst.yaml" --limit rate=1/1s
 expect_usage_error "unknown command" 'unknown command "bogus"' bogus
 expect_usage_error "unknown global option" "unknown option --bogus" --bogus
 run

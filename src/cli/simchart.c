@@ -1,0 +1,410 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The timeline picture of a simulation (see simchart.h): a simrun_result turned into the panels
+ * and lines of an svg_chart, which svg.c renders.
+ *
+ * One panel per limit, in configuration order: the busiest keys' cumulative grants (units held
+ * over time for a concurrency limit), each tier's envelope dashed in the tier's colour, and the
+ * rejections as crosses on their key's line; then one panel of the engine's depth (parked,
+ * queued, running). Every string and point array the chart borrows is kept in one chart_mem and
+ * freed together once the document is rendered.
+ */
+#include "cli/simchart.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/simkeys.h"
+#include "cli/svg.h"
+#include "core/alloc.h"
+#include "sluice/error.h"
+#include "sluice/spec.h"
+
+#define CHART_KEYS 6 /* keys drawn per limit panel */
+
+static const char *chart_dur(int64_t ns, char *buf, size_t len)
+{
+    if (sluice_spec_format_duration(ns, buf, len) != 0)
+        snprintf(buf, len, "?");
+    return buf;
+}
+
+/* The limit's one-line spec, e.g. "rate=15/1m". */
+static const char *chart_spec(const sluice_limit_def *def, char *buf, size_t len)
+{
+    if (sluice_spec_format_limit(def, buf, len) != 0)
+        snprintf(buf, len, "%s", sluice_limit_kind_name(def->kind));
+    return buf;
+}
+
+/* Everything a chart borrows, freed together. */
+typedef struct chart_mem {
+    svg_point **pts;
+    size_t npts, cap;
+    char **strs;
+    size_t nstrs, scap;
+} chart_mem;
+
+static svg_point *mem_points(chart_mem *m, size_t n)
+{
+    svg_point *p;
+
+    if (m->npts == m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 16;
+        svg_point **np = sluice_realloc(m->pts, nc * sizeof(*np));
+
+        if (!np)
+            return NULL;
+        m->pts = np;
+        m->cap = nc;
+    }
+    p = sluice_malloc((n ? n : 1) * sizeof(*p));
+    if (p)
+        m->pts[m->npts++] = p;
+    return p;
+}
+
+static char *mem_printf(chart_mem *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static char *mem_printf(chart_mem *m, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    char *s;
+
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (m->nstrs == m->scap) {
+        size_t nc = m->scap ? m->scap * 2 : 16;
+        char **ns = sluice_realloc(m->strs, nc * sizeof(*ns));
+
+        if (!ns)
+            return NULL;
+        m->strs = ns;
+        m->scap = nc;
+    }
+    s = sluice_memdup0(buf, strlen(buf));
+    if (s)
+        m->strs[m->nstrs++] = s;
+    return s;
+}
+
+static void mem_free(chart_mem *m)
+{
+    for (size_t i = 0; i < m->npts; i++)
+        sluice_free(m->pts[i]);
+    for (size_t i = 0; i < m->nstrs; i++)
+        sluice_free(m->strs[i]);
+    sluice_free(m->pts);
+    sluice_free(m->strs);
+}
+
+/* The step line of a series from (0, 0): the units granted so far, or for a concurrency limit
+ * the units held at each moment. */
+static int series_line(chart_mem *m, const simrun_series *s, svg_line *l, const char *label)
+{
+    int held = s->def.kind == SLUICE_CONCURRENCY;
+    size_t count = held ? s->nheld : s->n, n = 0;
+    svg_point *p = mem_points(m, count + 1);
+
+    if (!p)
+        return -1;
+    p[n++] = (svg_point){0, 0};
+    for (size_t i = 0; i < count; i++) {
+        int64_t t = held ? s->held_t[i] : s->t_ns[i];
+        double y = (double)(held ? s->held_v[i] : s->cum[i]);
+
+        if (n > 1 && p[n - 1].t_ns == t)
+            n--;
+        p[n++] = (svg_point){t, y};
+    }
+    memset(l, 0, sizeof(*l));
+    l->label = label;
+    l->pts = p;
+    l->n = n;
+    l->kind = SVG_STEP;
+    l->color = SVG_COLOR_AUTO;
+    l->extend = 1;
+    l->markers = !held;
+    return 0;
+}
+
+/* The envelope of def over [0, span]: the most units any key can have been granted by time t.
+ * For a concurrency limit: the units it lets be held at once. Returns 1 when a line was made, 0
+ * for kinds without one (monthly quotas), -1 when out of memory. */
+static int envelope(chart_mem *m, const sluice_limit_def *def, int64_t span, svg_line *l,
+                    const char *prefix, int color)
+{
+    char d[32];
+    svg_point *p;
+
+    memset(l, 0, sizeof(*l));
+    if (def->kind == SLUICE_RATE) {
+        int64_t burst = def->burst ? def->burst : def->limit;
+        double t_ns = (double)def->period_ns / (double)def->limit;
+        double start = def->start_empty ? 1.0 : (double)burst;
+
+        p = mem_points(m, 2);
+        if (!p)
+            return -1;
+        p[0] = (svg_point){0, start};
+        p[1] = (svg_point){span, start + (double)span / t_ns};
+        l->n = 2;
+        l->kind = SVG_LINEAR;
+        if (def->start_empty)
+            l->label = mem_printf(m, "%s1 + t/%s (start empty)", prefix,
+                                  chart_dur((int64_t)t_ns, d, sizeof(d)));
+        else
+            l->label = mem_printf(m, "%sburst %" PRId64 " + t/%s", prefix, burst,
+                                  chart_dur((int64_t)t_ns, d, sizeof(d)));
+    } else if (def->kind == SLUICE_WINDOW || def->kind == SLUICE_SLIDING ||
+               (def->kind == SLUICE_QUOTA && def->calendar == SLUICE_CAL_DAY)) {
+        int64_t w = def->kind == SLUICE_QUOTA ? 86400 * SLUICE_NS_PER_SEC : def->period_ns;
+        size_t windows = (size_t)(span / w) + 1, n = 0;
+
+        if (windows > 2000) {
+            /* Too many steps to draw: their straight upper bound. */
+            p = mem_points(m, 2);
+            if (!p)
+                return -1;
+            p[0] = (svg_point){0, (double)def->limit};
+            p[1] = (svg_point){span, (double)def->limit * (1.0 + (double)span / (double)w)};
+            n = 2;
+            l->kind = SVG_LINEAR;
+        } else {
+            p = mem_points(m, windows + 1);
+            if (!p)
+                return -1;
+            for (size_t k = 0; k < windows; k++)
+                p[n++] = (svg_point){(int64_t)k * w, (double)def->limit * (double)(k + 1)};
+            l->kind = SVG_STEP;
+            l->extend = 1;
+        }
+        l->n = n;
+        l->label = mem_printf(m, "%s%" PRId64 " per %s%s", prefix, def->limit,
+                              def->kind == SLUICE_QUOTA ? "day" : chart_dur(w, d, sizeof(d)),
+                              def->kind == SLUICE_WINDOW ? " window" : "");
+    } else if (def->kind == SLUICE_CONCURRENCY) {
+        p = mem_points(m, 1);
+        if (!p)
+            return -1;
+        p[0] = (svg_point){0, (double)def->limit};
+        l->n = 1;
+        l->kind = SVG_STEP;
+        l->extend = 1;
+        l->label = mem_printf(m, "%s%" PRId64 " at once", prefix, def->limit);
+    } else if (def->kind == SLUICE_QUOTA && def->calendar == SLUICE_CAL_NONE) {
+        p = mem_points(m, 1);
+        if (!p)
+            return -1;
+        p[0] = (svg_point){0, (double)def->limit};
+        l->n = 1;
+        l->kind = SVG_STEP;
+        l->extend = 1;
+        l->label = mem_printf(m, "%sbudget %" PRId64, prefix, def->limit);
+    } else {
+        return 0;
+    }
+    if (!l->label)
+        return -1;
+    l->pts = p;
+    l->dashed = 1;
+    l->reference = 1;
+    l->color = color;
+    return 1;
+}
+
+/* Adds the panel of limit `name` (series ord[from..to)) to the chart arrays. */
+static int limit_panel(chart_mem *m, const simrun_result *r, const size_t *ord, size_t from,
+                       size_t to, svg_panel *panel, svg_line **lines_out)
+{
+    const simrun_series *s0 = &r->series[ord[from]];
+    const sluice_limit_policy *pol = sluice_config_find_limit(r->cfg, s0->limit);
+    size_t nkeys = to - from, drawn = 0, nl = 0;
+    int weighted = 0, rc;
+    svg_line *lines;
+    char sp[SLUICE_SPEC_MAX_LEN];
+    const char *key_text = "";
+
+    /* Most CHART_KEYS keys, the busiest of each tier first, plus an envelope per tier. */
+    lines = sluice_calloc(3 * nkeys + 1, sizeof(*lines));
+    if (!lines)
+        return -1;
+    *lines_out = lines;
+    for (size_t i = from; i < to; i++) {
+        const simrun_series *s = &r->series[ord[i]];
+
+        if (i == from ||
+            strcmp(s->tier ? s->tier : "",
+                   r->series[ord[i - 1]].tier ? r->series[ord[i - 1]].tier : "") != 0) {
+            int color = s->tier ? simkeys_tier_rank(pol, s->tier) % 10 : SVG_COLOR_GREY;
+            const char *prefix = s->tier ? mem_printf(m, "%s: ", s->tier) : "limit: ";
+
+            if (!prefix)
+                return -1;
+            /* Past the end: the axis runs on to its next tick, and the plot clips it. */
+            rc = envelope(m, &s->def, 2 * r->span_ns + 1, &lines[nl], prefix, color);
+            if (rc < 0)
+                return -1;
+            nl += (size_t)rc;
+        }
+    }
+    for (size_t i = from; i < to && drawn < CHART_KEYS; i++) {
+        const simrun_series *s = &r->series[ord[i]];
+        const char *label;
+
+        if (s->n == 0)
+            continue;
+        if (s->tier)
+            label = mem_printf(m, "%s%s%s", s->tier, s->key[0] ? " \xc2\xb7 " : "", s->key);
+        else
+            label = mem_printf(m, "%s", s->key[0] ? s->key : "(global)");
+        if (!label || series_line(m, s, &lines[nl], label) != 0)
+            return -1;
+        if (s->tier)
+            lines[nl].color =
+                simkeys_tier_rank(pol, s->tier) % 10; /* a tier's keys share its colour */
+        weighted |= s->weighted;
+        nl++;
+        drawn++;
+        if (s->nrej > 0) {
+            svg_point *p = mem_points(m, s->nrej);
+            size_t j = 0;
+
+            if (!p)
+                return -1;
+            /* A rejection drawn at the key's count at that moment: on its line. */
+            for (size_t k = 0; k < s->nrej; k++) {
+                while (j < s->n && s->t_ns[j] <= s->rej_ns[k])
+                    j++;
+                p[k] = (svg_point){s->rej_ns[k], j ? (double)s->cum[j - 1] : 0.0};
+            }
+            lines[nl] =
+                (svg_line){.label = mem_printf(m, "%s rejected (%zu)",
+                                               s->key[0] ? s->key : "(global)", s->rejected),
+                           .pts = p,
+                           .n = s->nrej,
+                           .kind = SVG_MARKS,
+                           .color = 2};
+            if (!lines[nl].label)
+                return -1;
+            nl++;
+        }
+    }
+    if (drawn > 4) {
+        /* Dots on many lines are noise. */
+        for (size_t i = 0; i < nl; i++)
+            lines[i].markers = 0;
+    }
+    if (pol && pol->key_source == SLUICE_KEY_EXPLICIT)
+        key_text = ", key explicit";
+    else if (pol && pol->key_source == SLUICE_KEY_PATH)
+        key_text = mem_printf(m, ", key %s", pol->key_path);
+    if (!key_text)
+        return -1;
+    if (pol && pol->ntiers > 0)
+        panel->title =
+            mem_printf(m, "limit %s \xe2\x80\x94 %zu tiers on %s%s%s", s0->limit, pol->ntiers,
+                       pol->tier_path ? pol->tier_path : "?",
+                       pol->overflow == SLUICE_OVERFLOW_REJECT ? ", reject" : "", key_text);
+    else
+        panel->title = mem_printf(
+            m, "limit %s \xe2\x80\x94 %s%s%s%s", s0->limit, chart_spec(&s0->def, sp, sizeof(sp)),
+            s0->overflow == SLUICE_OVERFLOW_REJECT ? ", overflow reject" : "", key_text,
+            nkeys > drawn ? mem_printf(m, " (%zu busiest of %zu keys)", drawn, nkeys) : "");
+    if (!panel->title)
+        return -1;
+    if (s0->def.kind == SLUICE_CONCURRENCY)
+        panel->y_label = weighted ? "units held" : "tasks running";
+    else
+        panel->y_label = weighted ? "units granted (cumulative)" : "tasks granted (cumulative)";
+    panel->lines = lines;
+    panel->nlines = nl;
+    panel->tall = 1;
+    return 0;
+}
+
+int simchart_svg(const simrun_result *r, const char *file, char **svg, size_t *len)
+{
+    chart_mem m;
+    svg_panel *panels = NULL;
+    svg_line **owned = NULL, depth[3];
+    size_t np = 0, *ord = NULL, nown = 0, peak = 0, done = 0;
+    svg_point *pk, *qu, *ru;
+    svg_chart chart;
+    int rc = SLUICE_ENOMEM;
+
+    *svg = NULL;
+    *len = 0;
+    memset(&m, 0, sizeof(m));
+    ord = simkeys_order(r);
+    panels = sluice_calloc(r->nseries + 2, sizeof(*panels));
+    owned = sluice_calloc(r->nseries + 2, sizeof(*owned));
+    if (!ord || !panels || !owned)
+        goto out;
+    for (size_t i = 0; i < r->nseries;) {
+        size_t j = i + 1;
+
+        while (j < r->nseries && strcmp(r->series[ord[j]].limit, r->series[ord[i]].limit) == 0)
+            j++;
+        if (limit_panel(&m, r, ord, i, j, &panels[np], &owned[nown++]) != 0)
+            goto out;
+        np++;
+        i = j;
+    }
+    /* The depth panel: parked (the point of it), queued and running. */
+    pk = mem_points(&m, r->nsamples + 1);
+    qu = mem_points(&m, r->nsamples + 1);
+    ru = mem_points(&m, r->nsamples + 1);
+    if (!pk || !qu || !ru)
+        goto out;
+    for (size_t i = 0; i < r->nsamples; i++) {
+        const simrun_sample *s = &r->samples[i];
+
+        pk[i] = (svg_point){s->t_ns, (double)s->parked};
+        qu[i] = (svg_point){s->t_ns, (double)(s->queued + s->delayed)};
+        ru[i] = (svg_point){s->t_ns, (double)s->running};
+        if (s->parked > peak)
+            peak = s->parked;
+    }
+    for (size_t i = 0; i < r->ntasks; i++)
+        done += r->tasks[i].outcome == SIMRUN_DONE;
+    memset(depth, 0, sizeof(depth));
+    depth[0] = (svg_line){
+        .label = "parked", .pts = pk, .n = r->nsamples, .kind = SVG_AREA, .color = 2, .extend = 1};
+    depth[1] = (svg_line){
+        .label = "queued", .pts = qu, .n = r->nsamples, .kind = SVG_STEP, .color = 5, .extend = 1};
+    depth[2] = (svg_line){
+        .label = "running", .pts = ru, .n = r->nsamples, .kind = SVG_STEP, .color = 0, .extend = 1};
+    panels[np].title = mem_printf(&m, "tasks waiting and running (parked peak %zu)", peak);
+    if (!panels[np].title)
+        goto out;
+    panels[np].y_label = "tasks";
+    panels[np].lines = depth;
+    panels[np].nlines = 3;
+    panels[np].tall = 0;
+    np++;
+
+    memset(&chart, 0, sizeof(chart));
+    chart.title = r->sc->title ? r->sc->title : file;
+    chart.subtitle = mem_printf(
+        &m, "%s \xc2\xb7 %zu tasks, %zu done \xc2\xb7 seed %" PRIu64 " \xc2\xb7 sluice simulate",
+        file, r->ntasks, done, r->sc->seed);
+    if (!chart.subtitle)
+        goto out;
+    chart.t_end_ns = r->span_ns > 0 ? r->span_ns : SLUICE_NS_PER_SEC;
+    chart.panels = panels;
+    chart.npanels = np;
+    rc = svg_render(&chart, svg, len);
+out:
+    for (size_t i = 0; i < nown; i++)
+        sluice_free(owned[i]);
+    sluice_free(owned);
+    sluice_free(panels);
+    sluice_free(ord);
+    mem_free(&m);
+    return rc;
+}
