@@ -283,6 +283,52 @@ typedef struct sluice_recurring_info {
 int sluice_engine_recurring_info(const sluice_engine *e, const char *name,
                                  sluice_recurring_info *out);
 
+/* ---- Persistence ------------------------------------------------------------------------- */
+
+/* Everything a store needs to bring a task back after a restart. Borrowed pointers (from the
+ * engine when exported, from the caller when restored), valid until the engine next changes. */
+typedef struct sluice_task_record {
+    uint64_t id;
+    sluice_task_state state;
+    const char *type;
+    const char *payload;
+    size_t payload_len;
+    const char *key; /* explicit rate-limit key, NULL when none */
+    size_t key_len;
+    const char *task_key; /* NULL when none */
+    size_t task_key_len;
+    int64_t units;
+    int priority;
+    int attempt;
+    int64_t submitted_ns;
+    int64_t not_before_ns;          /* QUEUED: not delivered before this (delay, backoff) */
+    int64_t lease_until_ns;         /* RUNNING: redelivered after this */
+    int granted;                    /* holds a grant it will redeem on (re)delivery */
+    const char *series;             /* the recurring series it is an occurrence of, or NULL */
+    sluice_fail_reason fail_reason; /* FAILED */
+    const char *fail_limit;         /* FAILED by a limit: its name, or NULL */
+    const char *fail_message;       /* FAILED: the worker's or the engine's reason, or NULL */
+} sluice_task_record;
+
+/* Tells fn the id of every task that was created, changed or forgotten, as it happens, so a
+ * store can write the tasks changed during one loop turn in one transaction (looking each up
+ * with sluice_engine_export_task; SLUICE_ENOTFOUND then means: delete it). fn must not call
+ * back into the engine. */
+void sluice_engine_on_change(sluice_engine *e, void (*fn)(uint64_t id, void *arg), void *arg);
+
+/* Fills *out with a task's durable record. Returns 0 or SLUICE_ENOTFOUND. */
+int sluice_engine_export_task(const sluice_engine *e, uint64_t id, sluice_task_record *out);
+
+/* Brings a task back after a restart, with its id. Its limits' keys and tiers are resolved again
+ * from its payload under the current policies. QUEUED and PARKED come back QUEUED (the gate
+ * re-paces them against the restored limiter state: nothing is released at once); RUNNING
+ * stays RUNNING until lease_until_ns (re-taking its concurrency leases), or comes back QUEUED
+ * holding its grant when the lease has passed; finished states are kept for TASK.INFO. Ids
+ * issued later are above every restored id. Returns 0, SLUICE_EEXIST (id taken), or a submit
+ * error (EINVAL, ENOTFOUND: its type or limits are gone; the caller decides what to do). */
+int sluice_engine_restore_task(sluice_engine *e, const sluice_task_record *r, int64_t now_ns,
+                               sluice_submit_error *err);
+
 /* ---- Figures ------------------------------------------------------------------------------- */
 
 typedef struct sluice_engine_stats {

@@ -204,6 +204,38 @@ int sluice_limit_reset(sluice_limit *lim, const char *key, size_t keylen);
  * reservations. Returns how many keys were forgotten. */
 size_t sluice_limit_sweep(sluice_limit *lim, int64_t now_ns, size_t budget);
 
+/* ---- Persistence of key state ------------------------------------------------------------ */
+
+/* Largest state blob of any kind but sliding (whose blob grows with its records: 16 bytes a
+ * record after a 16-byte header). */
+#define SLUICE_KEY_STATE_MAX 64
+
+/* Starts (on != 0) or stops recording which keys are charged, for sluice_limit_drain. Costs one
+ * extra hash lookup per charging decision while on. */
+void sluice_limit_track_changes(sluice_limit *lim, int on);
+
+/* Calls fn once for every key charged (or forgotten, reset, settled) since the previous drain,
+ * with its current state as an opaque blob (state == NULL, len 0: the key holds no information
+ * any more; delete it), then clears the record. Keys are the limit's own (long keys already
+ * replaced by their digest); pass them back unchanged to sluice_limit_import. Concurrency
+ * limits record nothing (leases are re-taken by the tasks that hold them). A non-zero return of
+ * fn stops the drain and is returned, and every key stays recorded (the ones already reported
+ * come again next time; a store's put replaces). Returns 0, fn's error, or SLUICE_ENOMEM when
+ * the blob of a sliding key cannot be built. */
+int sluice_limit_drain(sluice_limit *lim,
+                       int (*fn)(const char *key, size_t keylen, const void *state, size_t len,
+                                 void *arg),
+                       void *arg);
+
+/* Restores one key's state from a blob made by sluice_limit_drain, possibly by an earlier
+ * process with a different definition of the limit. Judged at now_ns: a state that carries no
+ * information any more (an ended window or period, a TAT passed) is dropped; a rate key is
+ * never left further ahead than burst*T (a clock that went back while the process was down must
+ * not lock it out); a blob of another kind or a malformed one is refused with SLUICE_EINVAL.
+ * Returns 0, SLUICE_EINVAL, SLUICE_EBUSY (key table full) or SLUICE_ENOMEM. */
+int sluice_limit_import(sluice_limit *lim, const char *key, size_t keylen, const void *state,
+                        size_t len, int64_t now_ns);
+
 /* Memory and cardinality figures of one limit. */
 typedef struct sluice_limit_stats {
     size_t keys;        /* keys tracked now */

@@ -24,6 +24,7 @@
 #include "gcra.h"
 #include "keyhash.h"
 #include "keytab.h"
+#include "limit_impl.h"
 #include "lease.h"
 #include "quota.h"
 #include "window.h"
@@ -33,29 +34,6 @@
 
 /* Largest chain evaluated without allocating. */
 #define CHAIN_STACK_LINKS 16
-
-/* A reservation: the slot handed out for an id, kept to answer a repeated ask. */
-typedef struct reservation {
-    int64_t slot_ns;
-} reservation;
-
-struct sluice_limit {
-    sluice_limit_def def; /* as given, with defaults filled in */
-    gcra rate;            /* RATE: precomputed parameters */
-    keytab *keys;         /* key -> per-kind state */
-    keytab *reservations; /* RATE: reservation id (8 bytes) -> reservation */
-    lease_reg *leases;    /* CONCURRENCY: every lease */
-    int64_t last_now_ns;  /* newest time seen: the clock clamp */
-    int64_t sweep_now_ns; /* `now` of the sweep in progress, for the idle callbacks */
-    sluice_limit_stats stats;
-};
-
-/* A key after long keys were replaced by their digest. */
-typedef struct norm_key {
-    const char *key;
-    size_t len;
-    unsigned char digest[32];
-} norm_key;
 
 /* ---- Definitions ---------------------------------------------------------------------------- */
 
@@ -293,6 +271,7 @@ void sluice_limit_free(sluice_limit *lim)
         return;
     keytab_free(lim->keys, destroy_state, lim);
     keytab_free(lim->reservations, NULL, NULL);
+    keytab_free(lim->changed, NULL, NULL);
     lease_reg_free(lim->leases);
     sluice_free(lim);
 }
@@ -305,7 +284,7 @@ const sluice_limit_def *sluice_limit_get_def(const sluice_limit *lim)
 /* ---- Shared steps -----------------------------------------------------------------------------
  */
 
-static int64_t clamp_now(sluice_limit *lim, int64_t now_ns)
+int64_t limit_clamp_now(sluice_limit *lim, int64_t now_ns)
 {
     if (now_ns < 0)
         now_ns = 0;
@@ -314,7 +293,7 @@ static int64_t clamp_now(sluice_limit *lim, int64_t now_ns)
     return lim->last_now_ns;
 }
 
-static int normalize_key(sluice_limit *lim, const char *key, size_t keylen, norm_key *nk)
+int limit_normalize_key(sluice_limit *lim, const char *key, size_t keylen, norm_key *nk)
 {
     if (!key && keylen > 0)
         return SLUICE_EINVAL;
@@ -332,14 +311,28 @@ static int normalize_key(sluice_limit *lim, const char *key, size_t keylen, norm
     return SLUICE_OK;
 }
 
+/* Records that a key is about to change, for sluice_limit_drain. Done before the change, so that
+ * running out of memory here leaves nothing charged and nothing unrecorded. */
+static int mark_changed(sluice_limit *lim, const norm_key *nk)
+{
+    void *v;
+
+    if (!lim->changed || lim->def.kind == SLUICE_CONCURRENCY)
+        return SLUICE_OK;
+    return keytab_upsert(lim->changed, nk->key, nk->len, &v, NULL);
+}
+
 /* Finds or creates the state of a key for a charging call, applying the key cap. Sets *state
  * (NULL when the key must go untracked) and *fresh. */
-static int prepare_key(sluice_limit *lim, const norm_key *nk, int64_t now, void **state, int *fresh)
+int limit_prepare_key(sluice_limit *lim, const norm_key *nk, int64_t now, void **state, int *fresh)
 {
     void *v = keytab_find(lim->keys, nk->key, nk->len);
+    int rc = mark_changed(lim, nk);
 
     *state = NULL;
     *fresh = 0;
+    if (rc != SLUICE_OK)
+        return rc;
     if (v) {
         *state = v;
         return SLUICE_OK;
@@ -396,7 +389,7 @@ static int decide_one(sluice_limit *lim, const norm_key *nk, int64_t units, int6
         }
         return state_decide(lim, state, fresh, units, ttl_ns, now, 1, out);
     }
-    rc = prepare_key(lim, nk, now, &state, &fresh);
+    rc = limit_prepare_key(lim, nk, now, &state, &fresh);
     if (rc != SLUICE_OK)
         return rc;
     if (!state) {
@@ -424,19 +417,19 @@ int sluice_limit_decide(sluice_limit *lim, const char *key, size_t keylen, int64
         memset(out, 0, sizeof *out);
         return SLUICE_EINVAL;
     }
-    if (lim->def.kind == SLUICE_RATE && !(flags & SLUICE_PEEK) && keylen <= lim->def.max_key_len &&
-        (key || keylen == 0)) {
+    if (lim->def.kind == SLUICE_RATE && !(flags & SLUICE_PEEK) && !lim->changed &&
+        keylen <= lim->def.max_key_len && (key || keylen == 0)) {
         /* The hot path: a rate limit asked about a key it tracks. */
         void *state = keytab_find(lim->keys, key ? key : "", keylen);
 
         if (state) {
-            gcra_decide(&lim->rate, state, 0, units, clamp_now(lim, now_ns), 0, out);
+            gcra_decide(&lim->rate, state, 0, units, limit_clamp_now(lim, now_ns), 0, out);
             return SLUICE_OK;
         }
     }
-    rc = normalize_key(lim, key, keylen, &nk);
+    rc = limit_normalize_key(lim, key, keylen, &nk);
     if (rc == SLUICE_OK) /* every kind fills every field of *out */
-        rc = decide_one(lim, &nk, units, lim->def.ttl_ns, clamp_now(lim, now_ns), flags, out);
+        rc = decide_one(lim, &nk, units, lim->def.ttl_ns, limit_clamp_now(lim, now_ns), flags, out);
     if (rc != SLUICE_OK)
         memset(out, 0, sizeof *out);
     return rc;
@@ -457,10 +450,10 @@ int sluice_lease_acquire(sluice_limit *lim, const char *key, size_t keylen, int6
     memset(out, 0, sizeof *out);
     if (lim->def.kind != SLUICE_CONCURRENCY || units < 1 || ttl_ns < 1)
         return SLUICE_EINVAL;
-    rc = normalize_key(lim, key, keylen, &nk);
+    rc = limit_normalize_key(lim, key, keylen, &nk);
     if (rc != SLUICE_OK)
         return rc;
-    rc = decide_one(lim, &nk, units, ttl_ns, clamp_now(lim, now_ns), 0, out);
+    rc = decide_one(lim, &nk, units, ttl_ns, limit_clamp_now(lim, now_ns), 0, out);
     if (rc != SLUICE_OK)
         memset(out, 0, sizeof *out);
     return rc;
@@ -471,14 +464,14 @@ int sluice_lease_renew(sluice_limit *lim, uint64_t lease_id, int64_t ttl_ns, int
 {
     if (lim->def.kind != SLUICE_CONCURRENCY || ttl_ns < 1)
         return SLUICE_EINVAL;
-    return lease_renew(lim->leases, lease_id, ttl_ns, clamp_now(lim, now_ns), expires_ns);
+    return lease_renew(lim->leases, lease_id, ttl_ns, limit_clamp_now(lim, now_ns), expires_ns);
 }
 
 int sluice_lease_release(sluice_limit *lim, uint64_t lease_id, int64_t now_ns)
 {
     if (lim->def.kind != SLUICE_CONCURRENCY)
         return SLUICE_EINVAL;
-    return lease_release(lim->leases, lease_id, clamp_now(lim, now_ns));
+    return lease_release(lim->leases, lease_id, limit_clamp_now(lim, now_ns));
 }
 
 size_t sluice_lease_expire(sluice_limit *lim, int64_t now_ns,
@@ -486,7 +479,7 @@ size_t sluice_lease_expire(sluice_limit *lim, int64_t now_ns,
 {
     if (lim->def.kind != SLUICE_CONCURRENCY)
         return 0;
-    return lease_expire(lim->leases, clamp_now(lim, now_ns), fn, arg);
+    return lease_expire(lim->leases, limit_clamp_now(lim, now_ns), fn, arg);
 }
 
 int sluice_quota_settle(sluice_limit *lim, const char *key, size_t keylen, int64_t charged_ns,
@@ -498,14 +491,14 @@ int sluice_quota_settle(sluice_limit *lim, const char *key, size_t keylen, int64
 
     if (lim->def.kind != SLUICE_QUOTA || estimate < 0 || actual < 0)
         return SLUICE_EINVAL;
-    rc = normalize_key(lim, key, keylen, &nk);
+    rc = limit_normalize_key(lim, key, keylen, &nk);
     if (rc != SLUICE_OK)
         return rc;
     state = keytab_find(lim->keys, nk.key, nk.len);
     if (!state) /* forgotten: its period ended (a live charge keeps the key) */
         return SLUICE_ESTATE;
     return quota_settle(lim->def.calendar, state, charged_ns, estimate, actual,
-                        clamp_now(lim, now_ns));
+                        limit_clamp_now(lim, now_ns));
 }
 
 /* Largest correction or estimate in units: keeps units * T inside int64 for any valid limit. */
@@ -525,14 +518,14 @@ int sluice_limit_settle(sluice_limit *lim, const char *key, size_t keylen, int64
         return SLUICE_EINVAL;
     if (def->kind == SLUICE_QUOTA)
         return sluice_quota_settle(lim, key, keylen, charged_ns, estimate, actual, now_ns);
-    now = clamp_now(lim, now_ns);
+    now = limit_clamp_now(lim, now_ns);
     if (def->kind == SLUICE_WINDOW && charged_ns < now - now % def->period_ns)
         return SLUICE_ESTATE;
     if (def->kind == SLUICE_SLIDING && now - charged_ns >= def->period_ns)
         return SLUICE_ESTATE;
     if (diff == 0)
         return SLUICE_OK;
-    rc = normalize_key(lim, key, keylen, &nk);
+    rc = limit_normalize_key(lim, key, keylen, &nk);
     if (rc != SLUICE_OK)
         return rc;
     if (diff < 0) {
@@ -540,8 +533,11 @@ int sluice_limit_settle(sluice_limit *lim, const char *key, size_t keylen, int64
         state = keytab_find(lim->keys, nk.key, nk.len);
         if (!state)
             return SLUICE_OK;
+        rc = mark_changed(lim, &nk);
+        if (rc != SLUICE_OK)
+            return rc;
     } else {
-        rc = prepare_key(lim, &nk, now, &state, &fresh);
+        rc = limit_prepare_key(lim, &nk, now, &state, &fresh);
         if (rc != SLUICE_OK || !state)
             return rc;
     }
@@ -583,10 +579,10 @@ int sluice_limit_estimate(sluice_limit *lim, const char *key, size_t keylen, int
         return SLUICE_EINVAL;
     if (units > MAX_ADJUST_UNITS)
         return SLUICE_ERANGE;
-    rc = normalize_key(lim, key, keylen, &nk);
+    rc = limit_normalize_key(lim, key, keylen, &nk);
     if (rc != SLUICE_OK)
         return rc;
-    now = clamp_now(lim, now_ns);
+    now = limit_clamp_now(lim, now_ns);
     state = keytab_find(lim->keys, nk.key, nk.len);
     if (!state) {
         memset(&blank, 0, sizeof blank);
@@ -637,16 +633,16 @@ int sluice_limit_reserve(sluice_limit *lim, const char *key, size_t keylen, uint
     *slot_ns = 0;
     if (lim->def.kind != SLUICE_RATE || units < 1 || units > lim->def.burst)
         return SLUICE_EINVAL;
-    now = clamp_now(lim, now_ns);
+    now = limit_clamp_now(lim, now_ns);
     r = keytab_find(lim->reservations, (const char *)&id, sizeof id);
     if (r) {
         *slot_ns = r->slot_ns;
         return SLUICE_OK;
     }
-    rc = normalize_key(lim, key, keylen, &nk);
+    rc = limit_normalize_key(lim, key, keylen, &nk);
     if (rc != SLUICE_OK)
         return rc;
-    rc = prepare_key(lim, &nk, now, &state, &fresh);
+    rc = limit_prepare_key(lim, &nk, now, &state, &fresh);
     if (rc != SLUICE_OK)
         return rc;
     if (!state) { /* untracked past the cap: it may run now */
@@ -691,12 +687,23 @@ int sluice_limit_reset(sluice_limit *lim, const char *key, size_t keylen)
     int rc;
 
     if (!key) {
+        if (lim->changed) { /* every key it held must be deleted from a store */
+            size_t pos = 0, len;
+            const char *k;
+            void *v, *mark;
+
+            while (keytab_next(lim->keys, &pos, &k, &len, &v))
+                if (keytab_upsert(lim->changed, k, len, &mark, NULL) != SLUICE_OK)
+                    return SLUICE_ENOMEM;
+        }
         keytab_clear(lim->keys, destroy_state, lim);
         if (lim->reservations)
             keytab_clear(lim->reservations, NULL, NULL);
         return SLUICE_OK;
     }
-    rc = normalize_key(lim, key, keylen, &nk);
+    rc = limit_normalize_key(lim, key, keylen, &nk);
+    if (rc == SLUICE_OK && keytab_find(lim->keys, nk.key, nk.len))
+        rc = mark_changed(lim, &nk);
     if (rc != SLUICE_OK)
         return rc;
     return keytab_delete(lim->keys, nk.key, nk.len, destroy_state, lim);
@@ -706,7 +713,7 @@ size_t sluice_limit_sweep(sluice_limit *lim, int64_t now_ns, size_t budget)
 {
     size_t n;
 
-    lim->sweep_now_ns = clamp_now(lim, now_ns);
+    lim->sweep_now_ns = limit_clamp_now(lim, now_ns);
     n = keytab_sweep(lim->keys, budget, state_idle, destroy_state, lim);
     lim->stats.forgotten += n;
     if (lim->reservations)
@@ -762,7 +769,7 @@ static int chain_group(const sluice_chain_link *links, size_t n, link_work *w)
 
         if (!links[i].limit || links[i].units < 1)
             return SLUICE_EINVAL;
-        rc = normalize_key(links[i].limit, links[i].key, links[i].keylen, &w[i].nk);
+        rc = limit_normalize_key(links[i].limit, links[i].key, links[i].keylen, &w[i].nk);
         if (rc != SLUICE_OK)
             return rc;
         w[i].leader = i;
@@ -785,6 +792,12 @@ static int chain_prepare(const sluice_chain_link *links, size_t n, link_work *w,
 {
     int missing = 0;
 
+    for (size_t i = 0; i < n; i++) {
+        int rc = w[i].leader == i ? mark_changed(links[i].limit, &w[i].nk) : SLUICE_OK;
+
+        if (rc != SLUICE_OK)
+            return rc;
+    }
     /* The common case: every key is tracked already. Nothing is inserted, so the states found
      * stay valid and one lookup per link is all it takes. */
     for (size_t i = 0; i < n; i++) {
@@ -808,7 +821,7 @@ static int chain_prepare(const sluice_chain_link *links, size_t n, link_work *w,
         if (w[i].leader != i || keytab_find(lim->keys, w[i].nk.key, w[i].nk.len))
             continue;
         if (keytab_count(lim->keys) >= lim->def.max_keys) {
-            lim->sweep_now_ns = clamp_now(lim, now_ns);
+            lim->sweep_now_ns = limit_clamp_now(lim, now_ns);
             lim->stats.forgotten +=
                 keytab_sweep(lim->keys, CAP_RECLAIM_BUDGET, state_idle, destroy_state, lim);
         }
@@ -858,7 +871,7 @@ static int chain_peek(const sluice_chain_link *links, size_t n, link_work *w, in
 
     for (size_t i = 0; i < n; i++) {
         sluice_limit *lim = links[i].limit;
-        int64_t now = clamp_now(lim, now_ns);
+        int64_t now = limit_clamp_now(lim, now_ns);
         any_state blank;
         void *state;
         int fresh;
@@ -895,7 +908,7 @@ static int chain_commit(const sluice_chain_link *links, size_t n, link_work *w, 
             if (w[i].leader != i || w[i].fresh < 0 || is_lease != (pass == 0))
                 continue;
             rc = state_decide(lim, w[i].state, w[i].fresh, w[i].units, lim->def.ttl_ns,
-                              clamp_now(lim, now_ns), 0, &w[i].d);
+                              limit_clamp_now(lim, now_ns), 0, &w[i].d);
             if (rc == SLUICE_OK && w[i].d.allowed)
                 continue;
             for (size_t j = 0; j < i; j++)

@@ -331,3 +331,33 @@ int sliding_adjust(int64_t limit, sliding_state *s, int64_t diff, int64_t now_ns
         s->head = 0;
     return SLUICE_OK;
 }
+
+int sliding_load(sliding_state *s, int64_t limit, const sliding_event *events, uint32_t n)
+{
+    uint32_t cap = SLIDING_MIN_CAP;
+    sliding_event *ring;
+
+    (void)limit;
+    while (cap < n)
+        cap *= 2;
+    ring = sluice_malloc((size_t)cap * sizeof *ring);
+    if (!ring)
+        return SLUICE_ENOMEM;
+    sliding_clear(s);
+    s->ring = ring;
+    s->cap = cap;
+    for (uint32_t i = 0; i < n; i++) {
+        ring[i] = events[i];
+        s->total += events[i].units;
+    }
+    s->n = n;
+    return SLUICE_OK;
+}
+
+int sliding_get(const sliding_state *s, uint32_t i, sliding_event *out)
+{
+    if (i >= s->n)
+        return 0;
+    *out = *ring_at(s, i);
+    return 1;
+}

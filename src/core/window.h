@@ -64,6 +64,13 @@ int sliding_decide(int64_t limit, int64_t window_ns, sliding_state *s, int64_t u
  * the ring cannot grow; nothing changes), diff < 0 refunds from the newest records. */
 int sliding_adjust(int64_t limit, sliding_state *s, int64_t diff, int64_t now_ns);
 
+/* Replaces s with n records (oldest first, times non-decreasing), as restored after a restart.
+ * Returns 0 or SLUICE_ENOMEM (s unchanged). */
+int sliding_load(sliding_state *s, int64_t limit, const sliding_event *events, uint32_t n);
+
+/* Copies the i-th record from the oldest into *out and returns 1, or returns 0 past the end. */
+int sliding_get(const sliding_state *s, uint32_t i, sliding_event *out);
+
 /* Returns 1 when s holds no grant inside the window ending at now_ns. */
 int sliding_idle(const sliding_state *s, int64_t window_ns, int64_t now_ns);
 

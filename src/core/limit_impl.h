@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The inside of a sluice_limit, shared by the files of the limit object: limit.c (decisions,
+ * chains, reservations) and limit_persist.c (saving and restoring key state). Nothing outside
+ * src/core includes this.
+ */
+#ifndef SLUICE_CORE_LIMIT_IMPL_H
+#define SLUICE_CORE_LIMIT_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/limit.h"
+#include "gcra.h"
+#include "keytab.h"
+#include "lease.h"
+
+/* A reservation: the slot handed out for an id, kept to answer a repeated ask. */
+typedef struct reservation {
+    int64_t slot_ns;
+} reservation;
+
+struct sluice_limit {
+    sluice_limit_def def; /* as given, with defaults filled in */
+    gcra rate;            /* RATE: precomputed parameters */
+    keytab *keys;         /* key -> per-kind state */
+    keytab *reservations; /* RATE: reservation id (8 bytes) -> reservation */
+    lease_reg *leases;    /* CONCURRENCY: every lease */
+    keytab *changed;      /* keys charged since the last drain (NULL: not tracking) */
+    int64_t last_now_ns;  /* newest time seen: the clock clamp */
+    int64_t sweep_now_ns; /* `now` of the sweep in progress, for the idle callbacks */
+    sluice_limit_stats stats;
+};
+
+/* A key after long keys were replaced by their digest. */
+typedef struct norm_key {
+    const char *key;
+    size_t len;
+    unsigned char digest[32];
+} norm_key;
+
+/* Clamps now_ns to the newest time the limit has seen (and to >= 0), remembering it. */
+int64_t limit_clamp_now(sluice_limit *lim, int64_t now_ns);
+
+/* Fills *nk with the key the table uses: the key itself, or its SHA-256 when longer than
+ * max_key_len. Returns 0, SLUICE_EINVAL (NULL key with a length) or SLUICE_ENOMEM. */
+int limit_normalize_key(sluice_limit *lim, const char *key, size_t keylen, norm_key *nk);
+
+/* Finds or creates a key's state for a call that will change it, applying the key cap and
+ * recording the key for sluice_limit_drain. *state is NULL when the key goes untracked (cap
+ * reached, overflow ALLOW); *fresh is 1 when it was just created. Returns 0, SLUICE_EBUSY or
+ * SLUICE_ENOMEM. */
+int limit_prepare_key(sluice_limit *lim, const norm_key *nk, int64_t now, void **state, int *fresh);
+
+#endif

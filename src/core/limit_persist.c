@@ -1,0 +1,341 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Saving and restoring a limit's key state, so that a restart does not hand every key a fresh
+ * burst (see sluice_limit_track_changes, sluice_limit_drain and sluice_limit_import).
+ *
+ * A key's state travels as a blob: one byte naming the kind, then little-endian 64-bit integers.
+ * The blob also carries the parameters its numbers depend on (permits for a rate's fractional
+ * TAT, the window length, the calendar), so that a blob written under one definition and read
+ * under another is converted or dropped rather than misread.
+ *
+ *   rate     'R' tat_ns tat_rem permits
+ *   window   'W' start_ns count window_ns
+ *   quota    'Q' period_start_ns period_end_ns spent calendar
+ *   sliding  'S' window_ns n, then n times (at_ns units)
+ *
+ * Concurrency limits save nothing: their leases belong to tasks, which take them again.
+ *
+ * Restoring never makes a key richer than the blob said, and never poorer than a full wait:
+ * states that carry no information any more are dropped, and a rate key is brought back no
+ * further ahead than burst * T, so a clock that went back while the process was down cannot
+ * lock a key out.
+ */
+#include <string.h>
+
+#include "sluice/error.h"
+#include "alloc.h"
+#include "limit_impl.h"
+#include "quota.h"
+#include "window.h"
+
+#define BLOB_RATE    'R'
+#define BLOB_WINDOW  'W'
+#define BLOB_QUOTA   'Q'
+#define BLOB_SLIDING 'S'
+
+/* Header of a sliding blob: kind byte, window, record count. */
+#define SLIDING_HEADER (1 + 8 + 8)
+#define SLIDING_RECORD 16
+
+static void put64(unsigned char *p, int64_t v)
+{
+    uint64_t u = (uint64_t)v;
+
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(u >> (8 * i));
+}
+
+static int64_t get64(const unsigned char *p)
+{
+    uint64_t u = 0;
+
+    for (int i = 0; i < 8; i++)
+        u |= (uint64_t)p[i] << (8 * i);
+    return (int64_t)u;
+}
+
+void sluice_limit_track_changes(sluice_limit *lim, int on)
+{
+    if (!on) {
+        keytab_free(lim->changed, NULL, NULL);
+        lim->changed = NULL;
+        return;
+    }
+    if (!lim->changed && lim->def.kind != SLUICE_CONCURRENCY)
+        (void)keytab_new(0, &lim->changed); /* without memory, changes go untracked */
+}
+
+/* Builds the blob of a fixed-size state into buf (SLUICE_KEY_STATE_MAX bytes); returns its
+ * length. */
+static size_t fixed_blob(const sluice_limit *lim, const void *state, unsigned char *buf)
+{
+    switch (lim->def.kind) {
+    case SLUICE_RATE: {
+        const gcra_state *g = state;
+
+        buf[0] = BLOB_RATE;
+        put64(buf + 1, g->tat_ns);
+        put64(buf + 9, g->tat_rem);
+        put64(buf + 17, lim->def.limit);
+        return 25;
+    }
+    case SLUICE_WINDOW: {
+        const fixed_state *f = state;
+
+        buf[0] = BLOB_WINDOW;
+        put64(buf + 1, f->start_ns);
+        put64(buf + 9, f->count);
+        put64(buf + 17, lim->def.period_ns);
+        return 25;
+    }
+    case SLUICE_QUOTA: {
+        const quota_state *q = state;
+
+        buf[0] = BLOB_QUOTA;
+        put64(buf + 1, q->period_start_ns);
+        put64(buf + 9, q->period_end_ns);
+        put64(buf + 17, q->spent);
+        put64(buf + 25, (int64_t)lim->def.calendar);
+        return 33;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* Builds a sliding key's blob in a fresh allocation (freed by the caller). */
+static unsigned char *sliding_blob(const sluice_limit *lim, const sliding_state *s, size_t *len)
+{
+    unsigned char *buf;
+    sliding_event e;
+    uint32_t i;
+
+    *len = SLIDING_HEADER + (size_t)s->n * SLIDING_RECORD;
+    buf = sluice_malloc(*len);
+    if (!buf)
+        return NULL;
+    buf[0] = BLOB_SLIDING;
+    put64(buf + 1, lim->def.period_ns);
+    put64(buf + 9, (int64_t)s->n);
+    for (i = 0; sliding_get(s, i, &e); i++) {
+        put64(buf + SLIDING_HEADER + (size_t)i * SLIDING_RECORD, e.at_ns);
+        put64(buf + SLIDING_HEADER + (size_t)i * SLIDING_RECORD + 8, e.units);
+    }
+    return buf;
+}
+
+static int state_is_idle(const sluice_limit *lim, const void *state, int64_t now)
+{
+    switch (lim->def.kind) {
+    case SLUICE_RATE:
+        return gcra_idle(state, now);
+    case SLUICE_WINDOW:
+        return fixed_idle(state, lim->def.period_ns, now);
+    case SLUICE_SLIDING:
+        return sliding_idle(state, lim->def.period_ns, now);
+    case SLUICE_QUOTA:
+        return quota_idle(state, now);
+    default:
+        return 1;
+    }
+}
+
+int sluice_limit_drain(sluice_limit *lim,
+                       int (*fn)(const char *key, size_t keylen, const void *state, size_t len,
+                                 void *arg),
+                       void *arg)
+{
+    size_t pos = 0, keylen;
+    const char *key;
+    void *mark;
+
+    if (!lim->changed)
+        return SLUICE_OK;
+    while (keytab_next(lim->changed, &pos, &key, &keylen, &mark)) {
+        const void *state = keytab_find(lim->keys, key, keylen);
+        unsigned char buf[SLUICE_KEY_STATE_MAX];
+        unsigned char *blob = NULL;
+        size_t len = 0;
+        int rc;
+
+        if (state && !state_is_idle(lim, state, lim->last_now_ns)) {
+            if (lim->def.kind == SLUICE_SLIDING) {
+                blob = sliding_blob(lim, state, &len);
+                if (!blob)
+                    return SLUICE_ENOMEM;
+            } else {
+                len = fixed_blob(lim, state, buf);
+            }
+        }
+        /* On failure every key stays recorded: the ones already visited are reported again next
+         * time, which a store absorbs (a put replaces). */
+        rc = fn(key, keylen, len ? (blob ? blob : buf) : NULL, len, arg);
+        sluice_free(blob);
+        if (rc != 0)
+            return rc;
+    }
+    keytab_clear(lim->changed, NULL, NULL);
+    return SLUICE_OK;
+}
+
+/* ---- Import -----------------------------------------------------------------------------------
+ */
+
+/* Decodes a rate blob into a state valid under the current definition. Returns 1 when the key
+ * still carries information, 0 when it should be dropped, -1 when malformed. */
+static int import_rate(const sluice_limit *lim, const unsigned char *b, size_t len, int64_t now,
+                       gcra_state *out)
+{
+    const gcra *g = &lim->rate;
+    int64_t tat, rem, permits;
+
+    if (len != 25)
+        return -1;
+    tat = get64(b + 1);
+    rem = get64(b + 9);
+    permits = get64(b + 17);
+    if (rem < 0 || permits < 1 || rem >= permits)
+        return -1;
+    if (permits != g->permits) { /* the fraction means something else now: round up */
+        tat += rem > 0;
+        rem = 0;
+    }
+    if (tat < now || (tat == now && rem == 0))
+        return 0;
+    /* No further ahead than a full burst: a clock that went back while down locks nothing. */
+    if (tat - now > g->bt_q || (tat - now == g->bt_q && rem > g->bt_r)) {
+        tat = now + g->bt_q;
+        rem = g->bt_r;
+    }
+    out->tat_ns = tat;
+    out->tat_rem = rem;
+    return 1;
+}
+
+static int import_window(const sluice_limit *lim, const unsigned char *b, size_t len, int64_t now,
+                         fixed_state *out)
+{
+    int64_t period = lim->def.period_ns;
+
+    if (len != 25)
+        return -1;
+    out->start_ns = get64(b + 1);
+    out->count = get64(b + 9);
+    if (out->count < 0)
+        return -1;
+    /* Only the current window of the same length carries information. */
+    if (get64(b + 17) != period || out->start_ns != now - now % period || out->count == 0)
+        return 0;
+    return 1;
+}
+
+static int import_quota(const sluice_limit *lim, const unsigned char *b, size_t len, int64_t now,
+                        quota_state *out)
+{
+    if (len != 33)
+        return -1;
+    out->period_start_ns = get64(b + 1);
+    out->period_end_ns = get64(b + 9);
+    out->spent = get64(b + 17);
+    if (out->spent < 0 || out->period_end_ns < out->period_start_ns)
+        return -1;
+    if (get64(b + 25) != (int64_t)lim->def.calendar || out->period_end_ns <= now || out->spent == 0)
+        return 0;
+    return 1;
+}
+
+/* Decodes a sliding blob: the records still inside the window, times clamped to now (a record
+ * from the future, after a clock step back, counts until it leaves). Sets *events (allocated,
+ * freed by the caller) and *n. */
+static int import_sliding(const sluice_limit *lim, const unsigned char *b, size_t len, int64_t now,
+                          sliding_event **events, uint32_t *n)
+{
+    int64_t count, window = lim->def.period_ns;
+    uint32_t kept = 0;
+
+    *events = NULL;
+    *n = 0;
+    if (len < SLIDING_HEADER)
+        return -1;
+    count = get64(b + 9);
+    if (count < 0 || count > (int64_t)UINT32_MAX ||
+        len != SLIDING_HEADER + (size_t)count * SLIDING_RECORD)
+        return -1;
+    if (get64(b + 1) != window || count == 0)
+        return 0;
+    *events = sluice_malloc((size_t)count * sizeof **events);
+    if (!*events)
+        return -2;
+    for (int64_t i = 0; i < count; i++) {
+        const unsigned char *r = b + SLIDING_HEADER + (size_t)i * SLIDING_RECORD;
+        sliding_event e = {get64(r), get64(r + 8)};
+
+        if (e.units < 1)
+            return -1;
+        if (e.at_ns > now)
+            e.at_ns = now;
+        if (kept > 0 && e.at_ns < (*events)[kept - 1].at_ns)
+            return -1;
+        if (now - e.at_ns < window)
+            (*events)[kept++] = e;
+    }
+    *n = kept;
+    return kept > 0;
+}
+
+int sluice_limit_import(sluice_limit *lim, const char *key, size_t keylen, const void *blob,
+                        size_t len, int64_t now_ns)
+{
+    const unsigned char *b = blob;
+    sliding_event *events = NULL;
+    uint32_t nevents = 0;
+    union {
+        gcra_state rate;
+        fixed_state window;
+        quota_state quota;
+    } decoded;
+    int64_t now = limit_clamp_now(lim, now_ns);
+    norm_key nk;
+    void *state;
+    int fresh, keep, rc;
+
+    if (!b || len < 1 || keylen > lim->def.max_key_len)
+        return SLUICE_EINVAL;
+    switch (lim->def.kind) {
+    case SLUICE_RATE:
+        keep = b[0] == BLOB_RATE ? import_rate(lim, b, len, now, &decoded.rate) : -1;
+        break;
+    case SLUICE_WINDOW:
+        keep = b[0] == BLOB_WINDOW ? import_window(lim, b, len, now, &decoded.window) : -1;
+        break;
+    case SLUICE_QUOTA:
+        keep = b[0] == BLOB_QUOTA ? import_quota(lim, b, len, now, &decoded.quota) : -1;
+        break;
+    case SLUICE_SLIDING:
+        keep = b[0] == BLOB_SLIDING ? import_sliding(lim, b, len, now, &events, &nevents) : -1;
+        break;
+    default:
+        keep = -1;
+    }
+    if (keep <= 0) {
+        sluice_free(events);
+        return keep == 0 ? SLUICE_OK : keep == -2 ? SLUICE_ENOMEM : SLUICE_EINVAL;
+    }
+    rc = limit_normalize_key(lim, key, keylen, &nk);
+    if (rc == SLUICE_OK)
+        rc = limit_prepare_key(lim, &nk, now, &state, &fresh);
+    if (rc == SLUICE_OK && !state)
+        rc = SLUICE_EBUSY; /* untracked past the cap: a restored key must not be lost quietly */
+    if (rc == SLUICE_OK) {
+        if (lim->def.kind == SLUICE_SLIDING)
+            rc = sliding_load(state, lim->def.limit, events, nevents);
+        else if (lim->def.kind == SLUICE_RATE)
+            memcpy(state, &decoded.rate, sizeof decoded.rate);
+        else if (lim->def.kind == SLUICE_WINDOW)
+            memcpy(state, &decoded.window, sizeof decoded.window);
+        else
+            memcpy(state, &decoded.quota, sizeof decoded.quota);
+    }
+    sluice_free(events);
+    return rc;
+}
