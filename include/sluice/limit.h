@@ -244,6 +244,9 @@ typedef struct sluice_limit_stats {
     uint64_t refused;   /* requests refused with SLUICE_EBUSY past max_keys (KEYS_REFUSE) */
     uint64_t forgotten; /* keys forgotten because they carried no information */
     uint64_t hashed;    /* requests whose key was longer than max_key_len and was hashed */
+    uint64_t allowed;   /* charging decisions that granted (peeks are not counted) */
+    uint64_t denied;    /* charging decisions that denied */
+    uint64_t units;     /* units granted */
 } sluice_limit_stats;
 
 void sluice_limit_get_stats(const sluice_limit *lim, sluice_limit_stats *out);

@@ -404,6 +404,17 @@ static int decide_one(sluice_limit *lim, const norm_key *nk, int64_t units, int6
     return state_decide(lim, state, fresh, units, ttl_ns, now, 0, out);
 }
 
+/* Counts a charging decision in the limit's figures. */
+static void count_decision(sluice_limit *lim, const sluice_decision *d, int64_t units)
+{
+    if (d->allowed) {
+        lim->stats.allowed++;
+        lim->stats.units += (uint64_t)units;
+    } else {
+        lim->stats.denied++;
+    }
+}
+
 /* ---- Public decisions -------------------------------------------------------------------------
  */
 
@@ -424,12 +435,15 @@ int sluice_limit_decide(sluice_limit *lim, const char *key, size_t keylen, int64
 
         if (state) {
             gcra_decide(&lim->rate, state, 0, units, limit_clamp_now(lim, now_ns), 0, out);
+            count_decision(lim, out, units);
             return SLUICE_OK;
         }
     }
     rc = limit_normalize_key(lim, key, keylen, &nk);
     if (rc == SLUICE_OK) /* every kind fills every field of *out */
         rc = decide_one(lim, &nk, units, lim->def.ttl_ns, limit_clamp_now(lim, now_ns), flags, out);
+    if (rc == SLUICE_OK && !(flags & SLUICE_PEEK))
+        count_decision(lim, out, units);
     if (rc != SLUICE_OK)
         memset(out, 0, sizeof *out);
     return rc;
@@ -454,7 +468,9 @@ int sluice_lease_acquire(sluice_limit *lim, const char *key, size_t keylen, int6
     if (rc != SLUICE_OK)
         return rc;
     rc = decide_one(lim, &nk, units, ttl_ns, limit_clamp_now(lim, now_ns), 0, out);
-    if (rc != SLUICE_OK)
+    if (rc == SLUICE_OK)
+        count_decision(lim, out, units);
+    else
         memset(out, 0, sizeof *out);
     return rc;
 }
@@ -660,6 +676,8 @@ int sluice_limit_reserve(sluice_limit *lim, const char *key, size_t keylen, uint
         return rc;
     ((reservation *)slot_value)->slot_ns = slot;
     gcra_charge(&lim->rate, state, fresh, units, now);
+    lim->stats.allowed++;
+    lim->stats.units += (uint64_t)units;
     return SLUICE_OK;
 }
 
@@ -949,6 +967,9 @@ int sluice_chain_decide(const sluice_chain_link *links, size_t n, int64_t now_ns
             goto done;
         }
     }
+    for (size_t i = 0; i < n && !peek; i++)
+        if (w[i].leader == i && (out->allowed || !w[i].d.allowed))
+            count_decision(links[i].limit, &w[i].d, w[i].units);
     for (size_t i = 0; i < n; i++) {
         const sluice_decision *d = &w[w[i].leader].d;
 

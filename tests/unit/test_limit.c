@@ -109,6 +109,9 @@ static void test_key_cap(void **unused)
     sluice_limit_get_stats(lim, &st);
     assert_int_equal(st.refused, 1);
     assert_int_equal(st.keys, 100);
+    assert_int_equal(st.allowed, 100); /* k5's second request was denied, the refusal not counted */
+    assert_int_equal(st.denied, 1);
+    assert_int_equal(st.units, 100);
     /* A minute later every key is idle: the new key is admitted after reclaiming. */
     assert_int_equal(sluice_limit_decide(lim, "new", 3, 1, T0 + MIN, 0, &d), SLUICE_OK);
     assert_true(d.allowed);
