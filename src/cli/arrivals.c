@@ -17,6 +17,7 @@
 #include "core/alloc.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
+#include "core/quote.h"
 
 #if defined(__GNUC__)
 #define ARRIVALS_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -27,42 +28,8 @@
 #define EXPECTED      "expected N, N@T or N@T1..T2, e.g. 20@0,5@90s,300@0..60s"
 #define TIME_EXPECTED "expected 0 or a number with a unit ns, us, ms, s, m, h or d"
 
-/* Input bytes quoted in a message before the quote is cut short with "...". */
+/* Input bytes sluice_quoted in a message before the quote is cut short with "...". */
 #define QUOTE_MAX 60
-
-/* A quoted copy of some input with control bytes escaped, so a message stays on one line. */
-typedef struct quoted {
-    char s[QUOTE_MAX * 4 + 8];
-} quoted;
-
-static const char *quote(quoted *q, const char *s, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
-
-    q->s[o++] = '"';
-    for (size_t i = 0; i < n && i < QUOTE_MAX; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f) {
-            q->s[o++] = '\\';
-            q->s[o++] = 'x';
-            q->s[o++] = hex[c >> 4];
-            q->s[o++] = hex[c & 15];
-        } else if (c == '"' || c == '\\') {
-            q->s[o++] = '\\';
-            q->s[o++] = (char)c;
-        } else {
-            q->s[o++] = (char)c;
-        }
-    }
-    if (n > QUOTE_MAX) {
-        memcpy(q->s + o, "...", 3);
-        o += 3;
-    }
-    q->s[o++] = '"';
-    q->s[o] = '\0';
-    return q->s;
-}
 
 ARRIVALS_PRINTF(4, 5) static int report(char *msg, size_t msglen, int rc, const char *fmt, ...)
 {
@@ -121,14 +88,16 @@ static int parse_time(const char *s, size_t n, const char *unit_of, size_t unit_
 static int check_time(int rc, int64_t ns, const char *t, size_t tlen, const char *item,
                       size_t itemlen, char *msg, size_t msglen)
 {
-    quoted qt, qi;
+    sluice_quoted qt, qi;
 
     if (rc == SLUICE_EPARSE)
-        return report(msg, msglen, rc, "bad time %s in %s: " TIME_EXPECTED, quote(&qt, t, tlen),
-                      quote(&qi, item, itemlen));
+        return report(msg, msglen, rc, "bad time %s in %s: " TIME_EXPECTED,
+                      sluice_quote(&qt, t, tlen, QUOTE_MAX),
+                      sluice_quote(&qi, item, itemlen, QUOTE_MAX));
     if (rc != 0 || ns > ARRIVALS_MAX_OFFSET_NS)
         return report(msg, msglen, SLUICE_ERANGE, "time %s in %s is past the limit of 3650d",
-                      quote(&qt, t, tlen), quote(&qi, item, itemlen));
+                      sluice_quote(&qt, t, tlen, QUOTE_MAX),
+                      sluice_quote(&qi, item, itemlen, QUOTE_MAX));
     return 0;
 }
 
@@ -141,17 +110,18 @@ static int parse_group(const char *text, const char *item, size_t itemlen, group
     const char *t = at ? at + 1 : NULL;
     size_t tlen = at ? itemlen - nlen - 1 : 0;
     const char *dots = NULL;
-    quoted qn, qi;
+    sluice_quoted qn, qi;
     int64_t v = 0;
     int rc;
 
     memset(g, 0, sizeof(*g));
     if (itemlen == 0)
         return report(msg, msglen, SLUICE_EPARSE, "empty item in %s: " EXPECTED,
-                      quote(&qi, text, strlen(text)));
+                      sluice_quote(&qi, text, strlen(text), QUOTE_MAX));
     if (nlen == 0 || count_digits(item, nlen) != nlen)
         return report(msg, msglen, SLUICE_EPARSE, "bad count %s in %s: expected a whole number",
-                      quote(&qn, item, nlen), quote(&qi, item, itemlen));
+                      sluice_quote(&qn, item, nlen, QUOTE_MAX),
+                      sluice_quote(&qi, item, itemlen, QUOTE_MAX));
     for (size_t i = 0; i < nlen; i++) {
         if (v > ((int64_t)ARRIVALS_MAX + 1) / 10) {
             v = (int64_t)ARRIVALS_MAX + 1;
@@ -161,10 +131,12 @@ static int parse_group(const char *text, const char *item, size_t itemlen, group
     }
     if (v == 0)
         return report(msg, msglen, SLUICE_EINVAL, "bad count %s in %s: must be at least 1",
-                      quote(&qn, item, nlen), quote(&qi, item, itemlen));
+                      sluice_quote(&qn, item, nlen, QUOTE_MAX),
+                      sluice_quote(&qi, item, itemlen, QUOTE_MAX));
     if (v > (int64_t)ARRIVALS_MAX)
         return report(msg, msglen, SLUICE_ERANGE, "count %s in %s is more than %zu requests",
-                      quote(&qn, item, nlen), quote(&qi, item, itemlen), ARRIVALS_MAX);
+                      sluice_quote(&qn, item, nlen, QUOTE_MAX),
+                      sluice_quote(&qi, item, itemlen, QUOTE_MAX), ARRIVALS_MAX);
     g->n = v;
     if (!at)
         return 0;
@@ -196,7 +168,8 @@ static int parse_group(const char *text, const char *item, size_t itemlen, group
             return rc;
         if (g->from_ns > g->to_ns)
             return report(msg, msglen, SLUICE_EINVAL, "time range %s in %s runs backwards",
-                          quote(&qn, t, tlen), quote(&qi, item, itemlen));
+                          sluice_quote(&qn, t, tlen, QUOTE_MAX),
+                          sluice_quote(&qi, item, itemlen, QUOTE_MAX));
     }
     return 0;
 }

@@ -128,31 +128,7 @@ int yw_line(const yaml_node_t *node)
 
 const char *yw_quote(yw_quoted *q, const char *s, size_t n)
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0, i;
-
-    q->s[o++] = '"';
-    for (i = 0; i < n && i < 60; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f) {
-            q->s[o++] = '\\';
-            q->s[o++] = 'x';
-            q->s[o++] = hex[c >> 4];
-            q->s[o++] = hex[c & 15];
-        } else if (c == '"' || c == '\\') {
-            q->s[o++] = '\\';
-            q->s[o++] = (char)c;
-        } else {
-            q->s[o++] = (char)c;
-        }
-    }
-    if (n > 60) {
-        memcpy(q->s + o, "...", 3);
-        o += 3;
-    }
-    q->s[o++] = '"';
-    q->s[o] = '\0';
-    return q->s;
+    return sluice_quote(q, s, n, 60);
 }
 
 /* ---- Nodes ------------------------------------------------------------------------------- */

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include <yaml.h>
+#include "core/quote.h"
 
 #if defined(__GNUC__)
 #define YW_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -74,9 +75,7 @@ typedef struct yw_got {
 const char *yw_describe(const yaml_node_t *node, yw_got *g);
 
 /* Quotes n bytes of text for a message ("..."), escaping control bytes, at most 60 shown. */
-typedef struct yw_quoted {
-    char s[60 * 4 + 8];
-} yw_quoted;
+typedef sluice_quoted yw_quoted;
 const char *yw_quote(yw_quoted *q, const char *s, size_t n);
 
 /* Node accessors: the node of an id (NULL when there is none); whether a node is null (absent,

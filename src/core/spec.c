@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "sluice/error.h"
+#include "quote.h"
 
 #if defined(__GNUC__)
 #define SPEC_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -147,48 +148,13 @@ int sluice_spec_format_duration(int64_t ns, char *buf, size_t len)
 
 /* ---- Messages ---------------------------------------------------------------------------- */
 
-/* Input bytes quoted in a message before the quote is cut short with "...". */
+/* Input bytes sluice_quoted in a message before the quote is cut short with "...". */
 #define QUOTE_MAX 80
-
-/* A quoted, escaped copy of some input: '"', up to QUOTE_MAX bytes as 4-byte \xNN each at worst,
- * "...", '"' and the NUL. */
-typedef struct quoted {
-    char s[QUOTE_MAX * 4 + 8];
-} quoted;
-
-static const char *quote(quoted *q, const char *s, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
-
-    q->s[o++] = '"';
-    for (size_t i = 0; i < n && i < QUOTE_MAX; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f) {
-            q->s[o++] = '\\';
-            q->s[o++] = 'x';
-            q->s[o++] = hex[c >> 4];
-            q->s[o++] = hex[c & 15];
-        } else if (c == '"' || c == '\\') {
-            q->s[o++] = '\\';
-            q->s[o++] = (char)c;
-        } else {
-            q->s[o++] = (char)c;
-        }
-    }
-    if (n > QUOTE_MAX) {
-        memcpy(q->s + o, "...", 3);
-        o += 3;
-    }
-    q->s[o++] = '"';
-    q->s[o] = '\0';
-    return q->s;
-}
 
 /* The state of one parse: the spec and where its error message goes. */
 typedef struct spec_parser {
-    quoted spec; /* the whole spec, quoted for messages */
-    char *msg;   /* the caller's message buffer (may be NULL when msglen is 0) */
+    sluice_quoted spec; /* the whole spec, sluice_quoted for messages */
+    char *msg;          /* the caller's message buffer (may be NULL when msglen is 0) */
     size_t msglen;
 } spec_parser;
 
@@ -286,14 +252,15 @@ static int find_option(const char *s, size_t n)
 static int parse_count(spec_parser *p, const char *what, const char *s, size_t n, uint64_t max,
                        uint64_t *out)
 {
-    quoted q;
+    sluice_quoted q;
     int rc = parse_u64(s, n, max, out);
 
     if (rc == SLUICE_EPARSE)
-        return fail(p, rc, "bad %s %s in %s: expected a whole number", what, quote(&q, s, n),
-                    p->spec.s);
+        return fail(p, rc, "bad %s %s in %s: expected a whole number", what,
+                    sluice_quote(&q, s, n, QUOTE_MAX), p->spec.s);
     if (rc == SLUICE_ERANGE)
-        return fail(p, rc, "%s %s in %s is too large", what, quote(&q, s, n), p->spec.s);
+        return fail(p, rc, "%s %s in %s is too large", what, sluice_quote(&q, s, n, QUOTE_MAX),
+                    p->spec.s);
     return 0;
 }
 
@@ -301,14 +268,15 @@ static int parse_count(spec_parser *p, const char *what, const char *s, size_t n
 static int parse_duration_value(spec_parser *p, const char *what, const char *s, size_t n,
                                 int64_t *ns)
 {
-    quoted q;
+    sluice_quoted q;
     int rc = parse_duration(s, n, 0, ns);
 
     if (rc == SLUICE_EPARSE)
-        return fail(p, rc, "bad %s %s in %s: " DURATION_EXPECTED, what, quote(&q, s, n), p->spec.s);
+        return fail(p, rc, "bad %s %s in %s: " DURATION_EXPECTED, what,
+                    sluice_quote(&q, s, n, QUOTE_MAX), p->spec.s);
     if (rc == SLUICE_ERANGE)
         return fail(p, rc, "%s %s in %s is too long (at most about 292 years)", what,
-                    quote(&q, s, n), p->spec.s);
+                    sluice_quote(&q, s, n, QUOTE_MAX), p->spec.s);
     return 0;
 }
 
@@ -321,7 +289,7 @@ static int parse_kind_value(spec_parser *p, const kind_info *k, const char *item
     const char *per = slash ? slash + 1 : NULL;
     size_t perlen = slash ? vlen - nlen - 1 : 0;
     uint64_t n;
-    quoted q;
+    sluice_quoted q;
     int rc;
 
     if (k->kind == SLUICE_CONCURRENCY) {
@@ -333,7 +301,7 @@ static int parse_kind_value(spec_parser *p, const kind_info *k, const char *item
     }
     if (!slash)
         return fail(p, SLUICE_EPARSE, "missing period in %s: expected %s, e.g. %s",
-                    quote(&q, item, itemlen), k->form,
+                    sluice_quote(&q, item, itemlen, QUOTE_MAX), k->form,
                     k->kind == SLUICE_QUOTA ? "quota=1000/day" : "rate=10/1s");
     rc = parse_count(p, "count", v, nlen, INT64_MAX, &n);
     if (rc != 0)
@@ -348,16 +316,16 @@ static int parse_kind_value(spec_parser *p, const kind_info *k, const char *item
             def->calendar = SLUICE_CAL_NONE;
         else
             return fail(p, SLUICE_EPARSE, "bad quota period %s in %s: expected day, month or total",
-                        quote(&q, per, perlen), p->spec.s);
+                        sluice_quote(&q, per, perlen, QUOTE_MAX), p->spec.s);
         return 0;
     }
     rc = parse_duration(per, perlen, 1, &def->period_ns);
     if (rc == SLUICE_EPARSE)
-        return fail(p, rc, "bad period %s in %s: " PERIOD_EXPECTED, quote(&q, per, perlen),
-                    p->spec.s);
+        return fail(p, rc, "bad period %s in %s: " PERIOD_EXPECTED,
+                    sluice_quote(&q, per, perlen, QUOTE_MAX), p->spec.s);
     if (rc == SLUICE_ERANGE)
         return fail(p, rc, "period %s in %s is too long (at most about 292 years)",
-                    quote(&q, per, perlen), p->spec.s);
+                    sluice_quote(&q, per, perlen, QUOTE_MAX), p->spec.s);
     return 0;
 }
 
@@ -373,7 +341,7 @@ static int parse_option(spec_parser *p, const char *item, size_t itemlen, unsign
     int opt = find_option(item, namelen);
     const option_info *o;
     uint64_t n;
-    quoted qi, qn;
+    sluice_quoted qi, qn;
     int rc;
 
     if (itemlen == 0)
@@ -381,9 +349,9 @@ static int parse_option(spec_parser *p, const char *item, size_t itemlen, unsign
     if (opt < 0) {
         if (find_kind(item, namelen))
             return fail(p, SLUICE_EPARSE, "second limit kind %s in %s: a spec has exactly one",
-                        quote(&qi, item, itemlen), p->spec.s);
+                        sluice_quote(&qi, item, itemlen, QUOTE_MAX), p->spec.s);
         return fail(p, SLUICE_EPARSE, "unknown option %s in %s: a %s limit takes %s",
-                    quote(&qi, item, namelen), p->spec.s, kname,
+                    sluice_quote(&qi, item, namelen, QUOTE_MAX), p->spec.s, kname,
                     def->kind == SLUICE_RATE ? "burst=N, start_empty, horizon=DURATION, "
                                                "max_keys=N, keys_overflow=refuse|allow, "
                                                "max_key_len=N"
@@ -392,7 +360,7 @@ static int parse_option(spec_parser *p, const char *item, size_t itemlen, unsign
                         : "max_keys=N, keys_overflow=refuse|allow, max_key_len=N");
     }
     o = &options[opt];
-    quote(&qn, o->name, strlen(o->name));
+    sluice_quote(&qn, o->name, strlen(o->name), QUOTE_MAX);
     if (!(o->kinds & KIND_BIT(def->kind)))
         return fail(p, SLUICE_EPARSE, "option %s does not apply to a %s limit, in %s", qn.s, kname,
                     p->spec.s);
@@ -410,7 +378,7 @@ static int parse_option(spec_parser *p, const char *item, size_t itemlen, unsign
         rc = parse_count(p, "burst", v, vlen, INT64_MAX, &n);
         if (rc == 0 && n == 0)
             return fail(p, SLUICE_EINVAL, "bad burst %s in %s: must be at least 1",
-                        quote(&qi, v, vlen), p->spec.s);
+                        sluice_quote(&qi, v, vlen, QUOTE_MAX), p->spec.s);
         def->burst = (int64_t)n;
         return rc;
     case OPT_START_EMPTY:
@@ -431,7 +399,7 @@ static int parse_option(spec_parser *p, const char *item, size_t itemlen, unsign
             def->key_overflow = SLUICE_KEYS_ALLOW;
         else
             return fail(p, SLUICE_EPARSE, "bad keys_overflow %s in %s: expected refuse or allow",
-                        quote(&qi, v, vlen), p->spec.s);
+                        sluice_quote(&qi, v, vlen, QUOTE_MAX), p->spec.s);
         return 0;
     case OPT_MAX_KEY_LEN:
         rc = parse_count(p, "max_key_len", v, vlen, SIZE_MAX, &n);
@@ -450,7 +418,7 @@ int sluice_spec_parse_limit(const char *text, sluice_limit_def *def, char *msg, 
     size_t itemlen, len;
     unsigned seen = 0;
     char vmsg[200];
-    quoted q;
+    sluice_quoted q;
     int rc;
 
     if (msg && msglen > 0)
@@ -462,7 +430,7 @@ int sluice_spec_parse_limit(const char *text, sluice_limit_def *def, char *msg, 
     if (!text || !def)
         return fail(&p, SLUICE_EINVAL, "no limit spec given");
     len = strlen(text);
-    quote(&p.spec, text, len);
+    sluice_quote(&p.spec, text, len, QUOTE_MAX);
     if (len == 0)
         return fail(&p, SLUICE_EPARSE, "empty limit spec: " KINDS_EXPECTED);
 
@@ -477,13 +445,14 @@ int sluice_spec_parse_limit(const char *text, sluice_limit_def *def, char *msg, 
         return fail(&p, SLUICE_EPARSE,
                     "option %s comes before the limit kind in %s: a spec starts with the kind, "
                     "e.g. rate=10/1s,burst=5",
-                    quote(&q, item, itemlen), p.spec.s);
+                    sluice_quote(&q, item, itemlen, QUOTE_MAX), p.spec.s);
     if (!k)
         return fail(&p, SLUICE_EPARSE, "unknown limit kind %s in %s: " KINDS_EXPECTED,
-                    quote(&q, item, eq ? (size_t)(eq - item) : itemlen), p.spec.s);
+                    sluice_quote(&q, item, eq ? (size_t)(eq - item) : itemlen, QUOTE_MAX),
+                    p.spec.s);
     if (!eq)
-        return fail(&p, SLUICE_EPARSE, "missing value in %s: expected %s", quote(&q, item, itemlen),
-                    k->form);
+        return fail(&p, SLUICE_EPARSE, "missing value in %s: expected %s",
+                    sluice_quote(&q, item, itemlen, QUOTE_MAX), k->form);
     sluice_limit_def_init(&d, k->kind);
     rc = parse_kind_value(&p, k, item, itemlen, eq + 1, itemlen - (size_t)(eq + 1 - item), &d);
     if (rc != 0)

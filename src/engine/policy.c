@@ -27,6 +27,7 @@
 #include "engine/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
+#include "core/quote.h"
 
 #if defined(__GNUC__)
 #define POLICY_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -226,38 +227,10 @@ static void no_fault(policy_fault *where, char *msg, size_t msglen)
         msg[0] = '\0';
 }
 
-/* A name quoted for a message: at most 40 bytes shown, control bytes as \xNN. */
-typedef struct shown {
-    char s[40 * 4 + 8];
-} shown;
-
-static const char *show(shown *q, const char *s)
+/* A name quoted for a message: at most 40 bytes sluice_quoted. */
+static const char *show(sluice_quoted *q, const char *s)
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0, i;
-
-    q->s[o++] = '"';
-    for (i = 0; s[i] && i < 40; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == 0x7f) {
-            q->s[o++] = '\\';
-            q->s[o++] = 'x';
-            q->s[o++] = hex[c >> 4];
-            q->s[o++] = hex[c & 15];
-        } else if (c == '"' || c == '\\') {
-            q->s[o++] = '\\';
-            q->s[o++] = (char)c;
-        } else {
-            q->s[o++] = (char)c;
-        }
-    }
-    if (s[i]) {
-        memcpy(q->s + o, "...", 3);
-        o += 3;
-    }
-    q->s[o++] = '"';
-    q->s[o] = '\0';
-    return q->s;
+    return sluice_quote(q, s, strlen(s), 40);
 }
 
 /* A duration for a message, in its largest exact unit ("5m"), or in ns when negative. */
@@ -281,7 +254,7 @@ static int name_char(unsigned char c)
 int policy_check_name(const char *name, char *msg, size_t msglen)
 {
     size_t len;
-    shown q, qc;
+    sluice_quoted q, qc;
     char bad[2];
 
     no_fault(NULL, msg, msglen);
@@ -334,7 +307,7 @@ static int check_units_fit(const sluice_limit_policy *p, const sluice_limit_def 
                            const char *in_tier, policy_fault *where, char *msg, size_t msglen)
 {
     int64_t cap = policy_capacity(def);
-    shown q;
+    sluice_quoted q;
 
     if (p->units_source != SLUICE_UNITS_FIXED || p->units_fixed <= cap)
         return 0;
@@ -349,7 +322,7 @@ static int check_units_fit(const sluice_limit_policy *p, const sluice_limit_def 
  * or the quoted string of an equals tier. */
 static const char *tier_match(const sluice_tier *t, char *buf, size_t len)
 {
-    shown q;
+    sluice_quoted q;
 
     if (t->equals)
         snprintf(buf, len, "equal to %s", show(&q, t->equals));
@@ -374,7 +347,7 @@ static int tiers_overlap(const sluice_tier *a, const sluice_tier *b)
 static int check_tiers(const sluice_limit_policy *p, policy_fault *where, char *msg, size_t msglen)
 {
     char vmsg[200], m1[120], m2[120];
-    shown q1, q2;
+    sluice_quoted q1, q2;
     int rc;
 
     if (!p->tier_path)
@@ -492,7 +465,7 @@ int policy_check_type(const sluice_type_policy *t, policy_fault *where, char *ms
     const sluice_retry_policy *r = &t->retry;
     char vmsg[200];
     dur_text d1, d2;
-    shown q;
+    sluice_quoted q;
 
     no_fault(where, msg, msglen);
     if (policy_check_name(t->name, vmsg, sizeof(vmsg)) != 0)
@@ -559,7 +532,7 @@ int policy_check_engine(const sluice_engine_policy *e, policy_fault *where, char
 static int with_subject(int rc, const char *what, const char *name, const char *reason, char *msg,
                         size_t msglen)
 {
-    shown q;
+    sluice_quoted q;
 
     if (msg && msglen > 0) {
         if (name && policy_check_name(name, NULL, 0) == 0)

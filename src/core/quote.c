@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Quoting user input inside one-line error messages (see quote.h).
+ */
+#include "quote.h"
+
+#include <string.h>
+
+const char *sluice_quote(sluice_quoted *q, const char *s, size_t n, size_t max)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+
+    if (max > SLUICE_QUOTE_MAX)
+        max = SLUICE_QUOTE_MAX;
+    q->s[o++] = '"';
+    for (size_t i = 0; i < n && i < max; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c < 0x20 || c == 0x7f) {
+            q->s[o++] = '\\';
+            q->s[o++] = 'x';
+            q->s[o++] = hex[c >> 4];
+            q->s[o++] = hex[c & 15];
+        } else if (c == '"' || c == '\\') {
+            q->s[o++] = '\\';
+            q->s[o++] = (char)c;
+        } else {
+            q->s[o++] = (char)c;
+        }
+    }
+    if (n > max) {
+        memcpy(q->s + o, "...", 3);
+        o += 3;
+    }
+    q->s[o++] = '"';
+    q->s[o] = '\0';
+    return q->s;
+}

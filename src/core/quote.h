@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Quoting user input inside one-line error messages: the bytes between double quotes, control
+ * bytes as \xNN, quotes and backslashes escaped, and long input cut short with "...", so that a
+ * message about any input stays one printable line.
+ */
+#ifndef SLUICE_CORE_QUOTE_H
+#define SLUICE_CORE_QUOTE_H
+
+#include <stddef.h>
+
+/* The most input bytes any caller shows. */
+#define SLUICE_QUOTE_MAX 80
+
+/* Room for '"', SLUICE_QUOTE_MAX bytes of 4 at worst (\xNN), "...", '"' and the NUL. */
+typedef struct sluice_quoted {
+    char s[SLUICE_QUOTE_MAX * 4 + 8];
+} sluice_quoted;
+
+/* Quotes the first min(n, max) bytes of s into q (max <= SLUICE_QUOTE_MAX) and returns q->s,
+ * valid as long as q. */
+const char *sluice_quote(sluice_quoted *q, const char *s, size_t n, size_t max);
+
+#endif
