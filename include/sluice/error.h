@@ -25,6 +25,7 @@ enum sluice_error {
     SLUICE_EEXIST = -1008,    /* the name or id is already taken */
     SLUICE_EPARSE = -1009,    /* text that does not follow its grammar */
     SLUICE_ESTATE = -1010,    /* the operation does not apply in the object's current state */
+    SLUICE_EIO = -1011, /* storage failed (write, fsync, disk full); nothing was made durable */
 };
 
 /* Returns a static, human-readable description of rc. Never NULL; unknown codes get a generic

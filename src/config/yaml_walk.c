@@ -85,6 +85,7 @@ void yw_pop(ywalk *w, size_t saved)
 
 /* ---- Messages ---------------------------------------------------------------------------- */
 
+YW_PRINTF(5, 0)
 static int vfail(ywalk *w, size_t line, size_t column, int rc, const char *fmt, va_list ap)
 {
     int n;

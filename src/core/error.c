@@ -22,6 +22,7 @@ static const struct {
     {SLUICE_EEXIST, "EXISTS", "already exists"},
     {SLUICE_EPARSE, "PARSE", "syntax error"},
     {SLUICE_ESTATE, "STATE", "not allowed in the current state"},
+    {SLUICE_EIO, "IO", "storage error"},
 };
 
 const char *sluice_strerror(int rc)

@@ -39,9 +39,11 @@ typedef struct store_options {
     const char *dir; /* data directory (created if missing); ignored for STORE_NONE */
     store_durability durability;
     int64_t batch_ms; /* STORE_BATCH: fsync interval; default 100 */
+    int fault_vfs;    /* nonzero: file I/O through the "sluice-fault" VFS (store/faultvfs.h), as
+                         the environment variable SLUICE_FAULT_VFS=1 also asks; tests only */
 } store_options;
 
-void store_options_init(store_options *o); /* ./data, ALWAYS, 100 ms */
+void store_options_init(store_options *o); /* ./data, ALWAYS, 100 ms, no fault VFS */
 
 /* Parses "always", "batch" or "none". Returns 0 or SLUICE_EINVAL. */
 int store_durability_parse(const char *text, store_durability *out);
@@ -65,9 +67,17 @@ int store_open(const store_options *o, store **out, char *msg, size_t msglen);
 /* Closes the store (committing nothing: an open transaction is rolled back). Accepts NULL. */
 void store_close(store *s);
 
-/* Reads everything back, in the order: meta, limits, recurring, keys, tasks (by id). */
+/* Reads everything back, in the order: meta, limits, recurring, keys, tasks (by id). Pointers
+ * passed to the callbacks are borrowed, valid during the callback only; byte strings (payloads,
+ * keys, states) are followed by a NUL not counted in their length. Callbacks must not call the
+ * store. Returns 0, the first callback error, or a store error. */
 int store_load(store *s, const store_loader *cb, void *arg);
 
+/* A put or delete outside a transaction returns SLUICE_ESTATE. A put or delete that fails rolls
+ * the whole transaction back: every later call returns the same error until store_commit (which
+ * returns it too) or store_rollback. Meta names starting with "store." are the backend's own
+ * (SLUICE_EINVAL) and store_load does not report them. Errors: SLUICE_EINVAL, SLUICE_ESTATE,
+ * SLUICE_ENOMEM, SLUICE_EBUSY (locked), and SLUICE_EIO for I/O errors (store_error says). */
 int store_begin(store *s);
 int store_put_task(store *s, const sluice_task_record *r);
 int store_del_task(store *s, uint64_t id);
@@ -91,7 +101,8 @@ void store_rollback(store *s);
 /* The last error's one-line message ("disk full", "fsync failed: I/O error", ...). */
 const char *store_error(const store *s);
 
-/* Milliseconds until a STORE_BATCH store wants store_sync, or -1 when nothing is pending. */
+/* Milliseconds until a STORE_BATCH store wants store_sync, or -1 when nothing is pending.
+ * now_ms reads CLOCK_MONOTONIC (libuv's uv_now() does). */
 int64_t store_sync_due_ms(const store *s, int64_t now_ms);
 
 /* STORE_BATCH: makes everything committed so far durable (fsync). Returns 0 or an error. */
