@@ -117,7 +117,7 @@ typedef struct sluice_task_info {
     int priority;
     int attempt; /* deliveries so far */
     int64_t submitted_ns;
-    int64_t not_before_ns;
+    int64_t not_before_ns;  /* not delivered before this: its delay, or a retry's backoff end */
     int64_t lease_until_ns; /* RUNNING only */
     sluice_denial failure;  /* FAILED only */
     char fail_message[128]; /* a worker's reason, or the engine's */
@@ -313,10 +313,21 @@ typedef struct sluice_task_record {
 /* Tells fn the id of every task that was created, changed or forgotten, as it happens, so a
  * store can write the tasks changed during one loop turn in one transaction (looking each up
  * with sluice_engine_export_task; SLUICE_ENOTFOUND then means: delete it). fn must not call
- * back into the engine. */
+ * back into the engine. Reported: a submit or a recurring occurrence (created), a payload
+ * replaced by task key, a delivery (RUNNING, attempt, lease, grant), a touch (lease), a lost
+ * lease (QUEUED holding its grant), a fail (retry with its backoff, or FAILED), an ack, a cancel,
+ * a failure by a limit or a skip, an occurrence detached from its removed series, and a finished
+ * task forgotten by the finished FIFO. Not reported: moves between QUEUED and PARKED (both come
+ * back QUEUED) and a delayed task coming due (its record is unchanged). The same id may be
+ * reported several times in one turn. sluice_engine_free reports nothing. fn NULL stops the
+ * reports (the default; the engine then pays one test per change). */
 void sluice_engine_on_change(sluice_engine *e, void (*fn)(uint64_t id, void *arg), void *arg);
 
-/* Fills *out with a task's durable record. Returns 0 or SLUICE_ENOTFOUND. */
+/* Fills *out with a task's durable record. Returns 0 or SLUICE_ENOTFOUND. Exported as: payload,
+ * key and task_key NULL when none; not_before_ns as sluice_task_info's (its delay, or a retry's
+ * backoff end); lease_until_ns for RUNNING only; granted 1 for RUNNING and for a task that
+ * will not be charged again (it lost its lease, or retries under throttle_retries 0); series,
+ * fail_reason and fail_limit as their comments say; fail_message whenever a worker gave one. */
 int sluice_engine_export_task(const sluice_engine *e, uint64_t id, sluice_task_record *out);
 
 /* Brings a task back after a restart, with its id. Its limits' keys and tiers are resolved again
@@ -325,9 +336,44 @@ int sluice_engine_export_task(const sluice_engine *e, uint64_t id, sluice_task_r
  * stays RUNNING until lease_until_ns (re-taking its concurrency leases), or comes back QUEUED
  * holding its grant when the lease has passed; finished states are kept for TASK.INFO. Ids
  * issued later are above every restored id. Returns 0, SLUICE_EEXIST (id taken), or a submit
- * error (EINVAL, ENOTFOUND: its type or limits are gone; the caller decides what to do). */
+ * error (EINVAL, ENOTFOUND: its type or limits are gone; the caller decides what to do).
+ * Details: not_before_ns in the future delays a QUEUED task; granted (or RUNNING) makes the
+ * next delivery redeem the grant without charging its rate limits (such a grant is not settled
+ * by an ack's cost); a RUNNING task whose concurrency limit is full now still runs (it was
+ * granted) without a lease on that limit, over-subscribing it until it ends; an occurrence is
+ * linked to its series when a series of that name exists (restore the series first), else it
+ * stands alone; the caps max_tasks and max_parked are not applied; a restored unfinished task
+ * counts as submitted in the stats. Nothing is reported to the on_change hook for the task
+ * restored (finished tasks trimmed past max_finished are reported forgotten). All or nothing:
+ * on an error the engine is unchanged. */
 int sluice_engine_restore_task(sluice_engine *e, const sluice_task_record *r, int64_t now_ns,
                                sluice_submit_error *err);
+
+/* Fills *spec_out with a series' definition and *runs, *skipped (each may be NULL) with its
+ * counters, for a store. Strings are borrowed, valid until the series is replaced or removed;
+ * start_ns is the start as resolved when the series was added (never 0), so that a restore keeps
+ * an interval series' phase. Returns 0 or SLUICE_ENOTFOUND (everything zeroed). */
+int sluice_engine_recurring_state(const sluice_engine *e, const char *name,
+                                  sluice_recurring_spec *spec_out, int64_t *runs, int64_t *skipped);
+
+/* Brings a series back after a restart with its counters (as read by
+ * sluice_engine_recurring_state). Checked as sluice_engine_add_recurring (a template whose type
+ * or limits are gone fails with that error and msg). The series resumes at its first schedule
+ * point at or after now_ns (points that passed while the process was down are neither run nor
+ * counted), or never when its runs reached max_runs; restore it before its occurrences, which
+ * then re-link to it (and move its next point past theirs, so no point runs twice). Reports
+ * nothing to the series hook. Returns 0, SLUICE_EEXIST (a series of that name exists),
+ * SLUICE_EINVAL (also for negative counters), SLUICE_ENOTFOUND, SLUICE_ENOMEM. */
+int sluice_engine_restore_recurring(sluice_engine *e, const sluice_recurring_spec *spec,
+                                    int64_t runs, int64_t skipped, int64_t now_ns, char *msg,
+                                    size_t msglen);
+
+/* Tells fn the name of every series added (or replaced), removed, or whose runs or skipped
+ * counter changed, so a store can write it with sluice_engine_recurring_state (SLUICE_ENOTFOUND:
+ * delete it). The name is borrowed for the call only; fn must not call back into the engine.
+ * fn NULL stops the reports. */
+void sluice_engine_on_series_change(sluice_engine *e, void (*fn)(const char *name, void *arg),
+                                    void *arg);
 
 /* ---- Figures ------------------------------------------------------------------------------- */
 
@@ -346,6 +392,71 @@ const char *sluice_task_state_name(sluice_task_state s);
 
 /* Returns "ratelimited", "horizon", "never", "attempts", "dead", "skipped" or "none". */
 const char *sluice_fail_reason_name(sluice_fail_reason r);
+
+/* ---- Introspection (monitoring) ------------------------------------------------------------ */
+
+/* The wait-time histogram of a task type: a first delivery's wait (from when the task became
+ * due: its submission, or the end of its DELAY) falls in the first bucket whose upper bound (ns)
+ * it does not pass, or past the last one. The bounds increase, from 1 ms to 1 hour. */
+#define SLUICE_WAIT_BUCKETS 16
+extern const int64_t sluice_wait_bounds_ns[SLUICE_WAIT_BUCKETS];
+
+/* One task type's figures. Counters count since the type was created (an undeclared type is
+ * created by its first submit and forgotten with its last task). */
+typedef struct sluice_type_stats {
+    const char *name; /* borrowed, valid until the engine next changes */
+    int declared;     /* 0: created by a submit of a type the policy does not declare */
+    size_t queued;    /* QUEUED and due: waiting for a worker */
+    size_t delayed;   /* QUEUED until a DELAY or a retry backoff ends */
+    size_t parked;    /* PARKED: waiting for budget */
+    size_t running;   /* RUNNING */
+    uint64_t submitted, delivered, done, failed, cancelled;
+    uint64_t retried;                       /* failures that were retried */
+    uint64_t wait[SLUICE_WAIT_BUCKETS + 1]; /* first deliveries per wait bucket (not cumulative);
+                                             * the last counts waits past every bound */
+    uint64_t wait_count;                    /* first deliveries */
+    uint64_t wait_sum_ns;                   /* their waits added up (saturating) */
+} sluice_type_stats;
+
+/* Calls fn (may be NULL) for every task type, in name order. Counting tasks by state walks every
+ * task kept: O(tasks), for a monitoring scrape. Returns the number of types, or SLUICE_ENOMEM. */
+int sluice_engine_type_stats(const sluice_engine *e,
+                             void (*fn)(const sluice_type_stats *st, void *arg), void *arg);
+
+/* Flags of sluice_engine_limit_figures(). */
+#define SLUICE_FIGURES_QUOTA 1u /* also sum a quota's spending over its keys (O(keys)) */
+
+/* One named limit's figures. */
+typedef struct sluice_limit_figures {
+    sluice_limit_stats core; /* its core limits' stats, summed over its tiers */
+    size_t parked;           /* tasks parked on it */
+    size_t parked_keys;      /* keys (per tier) with tasks parked on them */
+    int64_t next_wake_ns;    /* the earliest of those keys' next slots, or SLUICE_NEVER */
+    uint64_t rejected[SLUICE_FAIL_SKIPPED + 1]; /* tasks it failed, by sluice_fail_reason
+                                                 * (ratelimited, horizon, never, skipped) */
+    int64_t quota_spent; /* SLUICE_FIGURES_QUOTA, quota tiers: units spent in their current
+                          * period over every key; else 0 */
+} sluice_limit_figures;
+
+/* Fills *out for the limit `name` (walks its wait queues: O(parked keys)). Returns 0 or
+ * SLUICE_ENOTFOUND (out zeroed). */
+int sluice_engine_limit_figures(const sluice_engine *e, const char *name, int64_t now_ns,
+                                unsigned flags, sluice_limit_figures *out);
+
+/* One key of a limit with parked tasks. */
+typedef struct sluice_parked_key {
+    const char *key; /* borrowed, valid until the engine next changes; keylen bytes */
+    size_t keylen;
+    const char *tier; /* the tier of a tiered limit, else NULL */
+    size_t parked;    /* tasks parked on it */
+    int64_t wake_ns;  /* its next slot: when the parking lot looks at it again (or NEVER) */
+} sluice_parked_key;
+
+/* Fills out[0..max) with the keys of limit `name` that have the most tasks parked (ties: the
+ * earlier next slot first), most first: a bounded top-k over its wait queues. Returns how many
+ * were filled, or SLUICE_ENOTFOUND. */
+int sluice_engine_top_parked(const sluice_engine *e, const char *name, sluice_parked_key *out,
+                             size_t max);
 
 #ifdef __cplusplus
 }

@@ -251,6 +251,12 @@ typedef struct sluice_limit_stats {
 
 void sluice_limit_get_stats(const sluice_limit *lim, sluice_limit_stats *out);
 
+/* Quotas only: the units spent in the current calendar period (in total for a quota without one),
+ * summed over every key, and how many keys spent any. Walks every tracked key, O(keys): for
+ * monitoring, not for the decision path. Changes nothing. Returns 0, or SLUICE_EINVAL (and 0s)
+ * for another kind. keys may be NULL. */
+int sluice_limit_quota_spent(const sluice_limit *lim, int64_t now_ns, int64_t *spent, size_t *keys);
+
 /* ---- Chains ------------------------------------------------------------------------------- */
 
 /* One limit of a chain with the key and units it is asked for. */

@@ -10,6 +10,9 @@
  * Every step reserves what it may need before it changes anything, so SLUICE_ENOMEM leaves the
  * task where it was and nothing charged (a task just removed from a heap goes back into the slot
  * it left, which never allocates).
+ *
+ * Every change of a task's durable record (state, attempt, lease, backoff, grant) is reported
+ * with engine_changed() once it is made; moves between QUEUED and PARKED are not (see persist.c).
  */
 #include <limits.h>
 #include <string.h>
@@ -81,12 +84,14 @@ static void deliver(sluice_engine *e, task *t, int64_t now, sluice_delivery *out
     gate_renew(e, t, t->type->pol.lease_ns, now);
     e->nrunning++;
     e->st.delivered++;
+    introspect_delivered(t, now);
     out->id = t->id;
     out->type = t->type->pol.name;
     out->payload = t->payload ? t->payload : "{}";
     out->payload_len = t->payload ? t->payload_len : 2;
     out->attempt = t->attempt;
     out->lease_until_ns = t->due_ns;
+    engine_changed(e, t->id);
 }
 
 /* Gates one task taken off its ready queue (QUEUED, in no heap). Returns a poll_outcome, or
@@ -255,9 +260,14 @@ int sluice_engine_fail(sluice_engine *e, uint64_t id, int dead, const char *mess
         if (!retry->throttle_retries)
             t->flags |= TASK_FREE_RETRY;
         t->due_ns = add_sat(now, backoff(retry, t->attempt));
+        /* Not delivered before its backoff ends: its record (and task_info) say so. */
+        if (t->due_ns > t->not_before_ns)
+            t->not_before_ns = t->due_ns;
         heap_push(&e->timers, t); /* back into the slot it left */
         e->ndelayed++;
         e->st.retried++;
+        introspect_retried(t);
+        engine_changed(e, t->id);
     }
     engine_trim_finished(e);
     return SLUICE_OK;
@@ -308,6 +318,7 @@ int sluice_engine_touch(sluice_engine *e, uint64_t id, int64_t now_ns, int64_t *
     gate_renew(e, t, t->type->pol.lease_ns, now);
     if (until)
         *until = t->due_ns;
+    engine_changed(e, t->id);
     return SLUICE_OK;
 }
 
@@ -317,12 +328,12 @@ static int tick_timers(sluice_engine *e, int64_t now)
     task *t;
 
     while ((t = heap_top(&e->timers)) != NULL && t->due_ns <= now) {
-        int rc = ready_reserve(t->type, 1);
+        int rc = ready_reserve(t->type, 1), lost = t->state == SLUICE_TASK_RUNNING;
 
         if (rc != SLUICE_OK)
             return rc;
         heap_remove(&e->timers, t);
-        if (t->state == SLUICE_TASK_RUNNING) {
+        if (lost) {
             /* The worker is lost: its grant stays with the task, its leases go. */
             e->nrunning--;
             gate_release(e, t, now);
@@ -335,6 +346,9 @@ static int tick_timers(sluice_engine *e, int64_t now)
         }
         ready_push(e, t); /* reserved */
         e->nqueued++;
+        /* A delayed task coming due keeps its record (QUEUED, its not_before now passed). */
+        if (lost)
+            engine_changed(e, t->id);
     }
     return SLUICE_OK;
 }

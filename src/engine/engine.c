@@ -91,6 +91,13 @@ void engine_finish(sluice_engine *e, task *t, sluice_task_state state, sluice_fa
             e->st.rejected++;
         break;
     }
+    introspect_finished(t, state, reason, fail_link);
+    engine_file_finished(e, t);
+    engine_changed(e, t->id);
+}
+
+void engine_file_finished(sluice_engine *e, task *t)
+{
     t->fnext = NULL;
     if (e->fin_tail)
         e->fin_tail->fnext = t;
@@ -100,10 +107,11 @@ void engine_finish(sluice_engine *e, task *t, sluice_task_state state, sluice_fa
     e->nfinished++;
 }
 
-/* Frees a task that is in no queue, dropping its references. */
+/* Frees a task that is in no queue, dropping its references, and reports it forgotten. */
 static void task_destroy(sluice_engine *e, task *t)
 {
     etype *type = t->type;
+    uint64_t id = t->id;
 
     ptab_remove(&e->ids, task_id_hash(t->id), t);
     for (uint16_t i = 0; i < t->nlinks; i++)
@@ -111,6 +119,7 @@ static void task_destroy(sluice_engine *e, task *t)
     type->refs--;
     task_free(t);
     registry_type_release(e, type);
+    engine_changed(e, id);
 }
 
 void engine_trim_finished(sluice_engine *e)
@@ -235,29 +244,13 @@ const sluice_type_policy *sluice_engine_get_type(const sluice_engine *e, const c
 
 /* ---- Submit ---------------------------------------------------------------------------------- */
 
-/* Parses a payload; *input NULL when there is none. */
-static int parse_payload(const sluice_task_spec *spec, json_t **input, char *msg, size_t msglen)
-{
-    json_error_t jerr;
-
-    *input = NULL;
-    if (!spec->payload)
-        return SLUICE_OK;
-    *input = json_loadb(spec->payload, spec->payload_len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
-    if (*input)
-        return SLUICE_OK;
-    say(msg, msglen, "payload is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
-        jerr.column);
-    return SLUICE_EINVAL;
-}
-
 /* Same task key as a queued or parked task: its payload is replaced, its place and links kept. */
 static int replace_payload(sluice_engine *e, task *t, const sluice_task_spec *spec, char *msg,
                            size_t msglen)
 {
     json_t *input;
     char *payload;
-    int rc = parse_payload(spec, &input, msg, msglen);
+    int rc = resolve_parse_payload(spec, &input, msg, msglen);
 
     if (rc != SLUICE_OK)
         return rc;
@@ -270,6 +263,7 @@ static int replace_payload(sluice_engine *e, task *t, const sluice_task_spec *sp
     t->payload = payload;
     t->payload_len = payload ? spec->payload_len : 0;
     e->task_bytes += task_size(t);
+    engine_changed(e, t->id);
     return SLUICE_OK;
 }
 
@@ -284,21 +278,6 @@ static int reserve_for(sluice_engine *e, etype *type, size_t nlinks, int has_tas
         rc = ptab_reserve(&e->task_keys, 1);
     if (rc == SLUICE_OK)
         rc = delayed ? heap_reserve(&e->timers, e->timers.n + 1) : ready_reserve(type, 1);
-    return rc;
-}
-
-/* Checks a spec and resolves its links into links[] (allocated when above STACK_LINKS). */
-static int check_spec(sluice_engine *e, const sluice_task_spec *spec, etype *type, int64_t units,
-                      link_spec *links, char *msg, size_t msglen)
-{
-    json_t *input = NULL;
-    int rc;
-
-    rc = parse_payload(spec, &input, msg, msglen);
-    if (rc != SLUICE_OK)
-        return rc;
-    rc = resolve_links(e, type, spec, units, input, links, msg, msglen);
-    json_decref(input);
     return rc;
 }
 
@@ -318,12 +297,13 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
         if (!links)
             return SLUICE_ENOMEM;
     }
-    rc = check_spec(e, spec, type, units, links, err->message, sizeof err->message);
+    rc = resolve_spec(e, type, spec, units, links, err->message, sizeof err->message);
     if (rc != SLUICE_OK || dry_run)
         goto done;
     rc = reserve_for(e, type, nlinks, spec->task_key != NULL, delayed);
     if (rc == SLUICE_OK)
-        rc = task_new(links, nlinks, spec->task_key, spec->task_key_len, &t);
+        rc = task_new(links, nlinks, spec->task_key, spec->task_key_len, spec->key, spec->key_len,
+                      &t);
     if (rc == SLUICE_OK)
         rc = task_copy_payload(spec->payload, spec->payload_len, &payload);
     if (rc != SLUICE_OK) {
@@ -362,7 +342,9 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
     e->nunfinished++;
     e->task_bytes += task_size(t);
     e->st.submitted++;
+    introspect_submitted(t);
     *id = t->id;
+    engine_changed(e, t->id);
 done:
     if (links != stack)
         sluice_free(links);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The engine's internal objects, shared by its modules (engine.c, task.c, registry.c, resolve.c,
- * ready.c, gate.c, park.c, recurring.c). Nothing here is API: include/sluice/engine.h is.
+ * ready.c, gate.c, park.c, recurring.c, persist.c). Nothing here is API: include/sluice/engine.h
+ * is.
  *
  * Where a task lives, by state (each task is in exactly one place):
  *   QUEUED, due      -> its type's ready heap (etype.ready), by priority then sequence;
@@ -25,6 +26,7 @@
 #include "engine/cron.h"
 #include "engine/events.h"
 #include "engine/heap.h"
+#include "engine/introspect.h"
 #include "engine/ptab.h"
 #include "sluice/engine.h"
 #include "sluice/limit.h"
@@ -41,9 +43,10 @@ struct elimit {
     sluice_limit_policy pol; /* owned copy */
     sluice_limit **lims;     /* nlims core limits: tier i's, or the one of pol.def */
     size_t nlims;
-    size_t refs; /* task links naming it, plus one while it is registered */
-    int dead;    /* removed by del_limit: the gate skips it */
-    waitq *wqs;  /* its wait queues (list through waitq.next) */
+    size_t refs;         /* task links naming it, plus one while it is registered */
+    int dead;            /* removed by del_limit: the gate skips it */
+    waitq *wqs;          /* its wait queues (list through waitq.next) */
+    limit_counts counts; /* introspect.h: tasks it failed, by reason */
 };
 
 /* A task type: its settings and its ready queue. */
@@ -55,6 +58,7 @@ struct etype {
     heap ready;             /* due QUEUED tasks, most urgent first */
     size_t tidx;            /* position in the engine's heap of types with ready tasks */
     size_t refs;            /* tasks kept that are of this type */
+    type_counts counts;     /* introspect.h: what its tasks did */
 };
 
 /* Link flags. */
@@ -93,6 +97,7 @@ struct task {
     size_t payload_len;
     char *fail_message;    /* owned; a worker's reason, or NULL */
     const char *task_key;  /* in the block; NULL when none */
+    const char *key;       /* the producer's explicit rate-limit key, in the block; NULL = none */
     int64_t units;         /* the task's units (spec.units, 1 by default) */
     int64_t submitted_ns;  /* when it was submitted */
     int64_t not_before_ns; /* not delivered before this */
@@ -103,6 +108,7 @@ struct task {
     int64_t granted_ns;    /* when the current grant was charged */
     uint32_t bytes;        /* the block's size */
     uint32_t task_key_len; /* bytes of task_key */
+    uint32_t key_len;      /* bytes of key */
     int priority;          /* higher runs first */
     int attempt;           /* deliveries so far */
     uint16_t nlinks;       /* entries of links */
@@ -181,7 +187,21 @@ struct sluice_engine {
     size_t ndelayed;        /* QUEUED in the timer heap */
     size_t task_bytes;      /* blocks and payloads of unfinished tasks */
     sluice_engine_stats st; /* the counters (state counts are filled in by get_stats) */
+    /* Persistence hooks (NULL: nothing is reported, at the cost of one test per change). */
+    void (*change_fn)(uint64_t id, void *arg);             /* a task's record changed */
+    void *change_arg;                                      /* its argument */
+    void (*series_change_fn)(const char *name, void *arg); /* a series was added, removed or
+                                                            * its counters changed */
+    void *series_change_arg;                               /* its argument */
 };
+
+/* Tells the store hook that the durable record of task `id` changed (or that the task was
+ * forgotten). Called after the change, so that an export from the hook's caller sees it. */
+static inline void engine_changed(const sluice_engine *e, uint64_t id)
+{
+    if (e->change_fn)
+        e->change_fn(id, e->change_arg);
+}
 
 /* Clamps now_ns to the latest time seen and returns it. */
 int64_t engine_now(sluice_engine *e, int64_t now_ns);
@@ -191,12 +211,16 @@ int64_t engine_now(sluice_engine *e, int64_t now_ns);
 void engine_emit(sluice_engine *e, const sluice_event *ev, int64_t now_ns);
 
 /* Moves an unfinished task that is in no heap and no wait queue to a finished state: drops its
- * task key, counts it, files it in the finished FIFO. Allocates nothing.
+ * task key, counts it, files it in the finished FIFO, reports the change. Allocates nothing.
  * Ensures: t->state == state and t is reachable by id until max_finished newer tasks finished. */
 void engine_finish(sluice_engine *e, task *t, sluice_task_state state, sluice_fail_reason reason,
                    uint16_t fail_link, int64_t retry_after_ns, int64_t now_ns);
 
-/* Frees finished tasks beyond max_finished, oldest first. */
+/* Files a task that is already in a finished state at the newest end of the finished FIFO
+ * (counts nothing, reports nothing). */
+void engine_file_finished(sluice_engine *e, task *t);
+
+/* Frees finished tasks beyond max_finished, oldest first, reporting each as forgotten. */
 void engine_trim_finished(sluice_engine *e);
 
 /* Submits a task; with series set, an occurrence of that series. With dry_run set, checks

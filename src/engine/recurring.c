@@ -25,12 +25,14 @@ struct series {
     size_t key_len;
     int64_t interval_ns; /* > 0, or 0 for a cron series */
     cron_schedule cron;
+    char *cron_text; /* owned source of cron, or NULL (interval) */
     int64_t start_ns;
     int64_t end_ns; /* 0 = never */
     int64_t max_runs;
-    int64_t runs, skipped, pending;
-    int64_t next_ns; /* the next schedule point, SLUICE_NEVER when over */
-    size_t hidx;     /* position in series_due */
+    int64_t runs, skipped; /* counters (durable: reported to the series hook) */
+    int64_t pending;       /* occurrences not started and not finished (rebuilt on restore) */
+    int64_t next_ns;       /* the next schedule point, SLUICE_NEVER when over */
+    size_t hidx;           /* position in series_due */
 };
 
 static void say(char *msg, size_t msglen, const char *fmt, ...)
@@ -84,7 +86,15 @@ static void series_free(series *s)
     sluice_free(s->type);
     sluice_free(s->payload);
     sluice_free(s->key);
+    sluice_free(s->cron_text);
     sluice_free(s);
+}
+
+/* Tells the store hook that a series was added, removed or its counters changed. */
+static void series_changed(const sluice_engine *e, const series *s)
+{
+    if (e->series_change_fn)
+        e->series_change_fn(s->name, e->series_change_arg);
 }
 
 /* The schedule point after `after`, or SLUICE_NEVER (none, or past the end). */
@@ -143,6 +153,11 @@ static int copy_spec(series *s, const sluice_recurring_spec *spec)
             return SLUICE_ENOMEM;
         s->key_len = spec->key_len;
     }
+    if (spec->cron) {
+        s->cron_text = sluice_memdup0(spec->cron, strlen(spec->cron));
+        if (!s->cron_text)
+            return SLUICE_ENOMEM;
+    }
     return SLUICE_OK;
 }
 
@@ -170,13 +185,16 @@ static void detach(sluice_engine *e, series *s)
             continue;
         if (t->state == SLUICE_TASK_QUEUED || t->state == SLUICE_TASK_PARKED)
             engine_cancel_task(e, t, e->now_ns);
-        t->series = NULL;
+        t->series = NULL; /* its record no longer names the series */
+        engine_changed(e, t->id);
     }
     engine_trim_finished(e);
 }
 
-int recurring_add(sluice_engine *e, const sluice_recurring_spec *spec, int64_t now, char *msg,
-                  size_t msglen)
+/* Adds a series with the given counters; with `restore`, refuses a name in use (SLUICE_EEXIST)
+ * and reports nothing, else replaces it and reports the addition. */
+static int add_series(sluice_engine *e, const sluice_recurring_spec *spec, int64_t runs,
+                      int64_t skipped, int restore, int64_t now, char *msg, size_t msglen)
 {
     sluice_task_spec ts;
     sluice_submit_error err;
@@ -193,9 +211,13 @@ int recurring_add(sluice_engine *e, const sluice_recurring_spec *spec, int64_t n
         say(msg, msglen, "%s", "give exactly one of an interval (> 0) and a cron expression");
         return SLUICE_EINVAL;
     }
-    if (spec->max_runs < 0 || spec->start_ns < 0 || spec->end_ns < 0) {
-        say(msg, msglen, "%s", "start, end and max_runs must not be negative");
+    if (spec->max_runs < 0 || spec->start_ns < 0 || spec->end_ns < 0 || runs < 0 || skipped < 0) {
+        say(msg, msglen, "%s", "start, end, max_runs and the counters must not be negative");
         return SLUICE_EINVAL;
+    }
+    if (restore && find(e, spec->name)) {
+        say(msg, msglen, "a series named \"%s\" exists", spec->name);
+        return SLUICE_EEXIST;
     }
     s = sluice_calloc(1, sizeof *s);
     if (!s)
@@ -212,6 +234,8 @@ int recurring_add(sluice_engine *e, const sluice_recurring_spec *spec, int64_t n
     s->start_ns = spec->start_ns ? spec->start_ns : now;
     s->end_ns = spec->end_ns;
     s->max_runs = spec->max_runs;
+    s->runs = runs;
+    s->skipped = skipped;
     if (s->end_ns && s->end_ns < s->start_ns) {
         say(msg, msglen, "%s", "the series ends before it starts");
         series_free(s);
@@ -234,13 +258,60 @@ int recurring_add(sluice_engine *e, const sluice_recurring_spec *spec, int64_t n
         return rc;
     }
     s->hash = name_hash(s->name);
-    s->next_ns = first_point(s, s->start_ns > now ? s->start_ns : now);
+    if (s->max_runs && s->runs >= s->max_runs)
+        s->next_ns = SLUICE_NEVER; /* restored complete */
+    else
+        s->next_ns = first_point(s, s->start_ns > now ? s->start_ns : now);
     old = find(e, s->name);
     if (old)
         recurring_del(e, old->name);
     ptab_insert(&e->series_names, s->hash, s); /* reserved */
     if (s->next_ns != SLUICE_NEVER)
         heap_push(&e->series_due, s); /* reserved */
+    if (!restore)
+        series_changed(e, s);
+    return SLUICE_OK;
+}
+
+int recurring_add(sluice_engine *e, const sluice_recurring_spec *spec, int64_t now, char *msg,
+                  size_t msglen)
+{
+    return add_series(e, spec, 0, 0, 0, now, msg, msglen);
+}
+
+int recurring_restore(sluice_engine *e, const sluice_recurring_spec *spec, int64_t runs,
+                      int64_t skipped, int64_t now, char *msg, size_t msglen)
+{
+    return add_series(e, spec, runs, skipped, 1, now, msg, msglen);
+}
+
+int recurring_state(const sluice_engine *e, const char *name, sluice_recurring_spec *spec,
+                    int64_t *runs, int64_t *skipped)
+{
+    const series *s = find(e, name);
+
+    memset(spec, 0, sizeof *spec);
+    if (runs)
+        *runs = 0;
+    if (skipped)
+        *skipped = 0;
+    if (!s)
+        return SLUICE_ENOTFOUND;
+    spec->name = s->name;
+    spec->type = s->type;
+    spec->payload = s->payload;
+    spec->payload_len = s->payload_len;
+    spec->key = s->key;
+    spec->key_len = s->key_len;
+    spec->interval_ns = s->interval_ns;
+    spec->cron = s->cron_text;
+    spec->start_ns = s->start_ns;
+    spec->end_ns = s->end_ns;
+    spec->max_runs = s->max_runs;
+    if (runs)
+        *runs = s->runs;
+    if (skipped)
+        *skipped = s->skipped;
     return SLUICE_OK;
 }
 
@@ -254,6 +325,7 @@ int recurring_del(sluice_engine *e, const char *name)
     if (s->hidx != HEAP_NONE)
         heap_remove(&e->series_due, s);
     ptab_remove(&e->series_names, s->hash, s);
+    series_changed(e, s); /* gone from the table: a lookup now says ENOTFOUND */
     series_free(s);
     return SLUICE_OK;
 }
@@ -287,7 +359,7 @@ int recurring_tick(sluice_engine *e, int64_t now)
     series *s;
 
     while ((s = heap_top(&e->series_due)) != NULL && s->next_ns <= now) {
-        int64_t next = point_after(s, s->next_ns), missed = 0;
+        int64_t next = point_after(s, s->next_ns), missed = 0, skipped = s->skipped;
         int steps = 0;
 
         /* Points that passed without a tick are skipped: only the latest due one runs. */
@@ -316,6 +388,8 @@ int recurring_tick(sluice_engine *e, int64_t now)
         }
         s->skipped += missed;
         set_next(e, s, next);
+        if (s->skipped != skipped)
+            series_changed(e, s);
     }
     return SLUICE_OK;
 }
@@ -354,14 +428,39 @@ void recurring_started(sluice_engine *e, task *t)
     s->runs++;
     if (s->max_runs && s->runs >= s->max_runs)
         set_next(e, s, SLUICE_NEVER);
+    series_changed(e, s);
 }
 
 void recurring_dropped(sluice_engine *e, task *t, int skipped)
 {
-    (void)e;
     t->series->pending--;
-    if (skipped)
+    if (skipped) {
         t->series->skipped++;
+        series_changed(e, t->series);
+    }
+}
+
+const char *recurring_name(const task *t)
+{
+    return t->series ? t->series->name : NULL;
+}
+
+void recurring_relink(sluice_engine *e, task *t, const char *name)
+{
+    series *s = find(e, name);
+
+    if (!s)
+        return;
+    t->series = s;
+    if (t->state > SLUICE_TASK_RUNNING)
+        return; /* finished: only named, for its record */
+    if (recurring_pending(t))
+        s->pending++;
+    /* Its schedule point is used: the series resumes after it (the restored next point is the
+     * first at or after the restore, which may be this very one). */
+    if (s->next_ns != SLUICE_NEVER && s->next_ns <= t->submitted_ns)
+        set_next(e, s,
+                 t->submitted_ns < INT64_MAX ? first_point(s, t->submitted_ns + 1) : SLUICE_NEVER);
 }
 
 void recurring_free_all(sluice_engine *e)

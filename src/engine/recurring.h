@@ -12,6 +12,11 @@
  * (downtime) are skipped too. max_runs counts occurrences that started; the series stops
  * creating occurrences while those pending could complete it.
  *
+ * Persistence: a series is saved as its definition and its runs and skipped counters, reported to
+ * the series hook whenever one of them changes. It comes back scheduled from the first point at
+ * or after the restore (points that passed while the process was down are neither run nor
+ * counted), and its pending count is rebuilt as its occurrences are restored and relinked.
+ *
  * Invariants:
  * - A live series (next_ns != SLUICE_NEVER) is in the engine's series_due heap.
  * - pending == occurrences created and neither started nor finished.
@@ -30,6 +35,14 @@ void recurring_init(sluice_engine *e);
 /* Adds (or replaces) a series; see sluice_engine_add_recurring(). */
 int recurring_add(sluice_engine *e, const sluice_recurring_spec *spec, int64_t now, char *msg,
                   size_t msglen);
+
+/* Brings a series back with its counters; see sluice_engine_restore_recurring(). */
+int recurring_restore(sluice_engine *e, const sluice_recurring_spec *spec, int64_t runs,
+                      int64_t skipped, int64_t now, char *msg, size_t msglen);
+
+/* A series' definition and counters; see sluice_engine_recurring_state(). */
+int recurring_state(const sluice_engine *e, const char *name, sluice_recurring_spec *spec,
+                    int64_t *runs, int64_t *skipped);
 
 /* Removes a series, cancelling its queued and parked occurrences. 0 or SLUICE_ENOTFOUND. */
 int recurring_del(sluice_engine *e, const char *name);
@@ -60,6 +73,14 @@ void recurring_started(sluice_engine *e, task *t);
 
 /* A pending occurrence finished without starting: skipped (counted) or cancelled (not). */
 void recurring_dropped(sluice_engine *e, task *t, int skipped);
+
+/* The name of the series t is an occurrence of, or NULL. Valid while the series is. */
+const char *recurring_name(const task *t);
+
+/* Links restored task t to the series `name` when it exists (else t stays alone): a pending
+ * occurrence counts as pending again, and the series' next point moves past t's submission so
+ * that no schedule point runs twice. */
+void recurring_relink(sluice_engine *e, task *t, const char *name);
 
 /* Frees every series. */
 void recurring_free_all(sluice_engine *e);

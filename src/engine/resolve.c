@@ -265,3 +265,31 @@ int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec
         say(msg, msglen, "%s", "out of memory");
     return rc;
 }
+
+int resolve_parse_payload(const sluice_task_spec *spec, json_t **input, char *msg, size_t msglen)
+{
+    json_error_t jerr;
+
+    *input = NULL;
+    if (!spec->payload)
+        return SLUICE_OK;
+    *input = json_loadb(spec->payload, spec->payload_len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+    if (*input)
+        return SLUICE_OK;
+    say(msg, msglen, "payload is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+        jerr.column);
+    return SLUICE_EINVAL;
+}
+
+int resolve_spec(sluice_engine *e, const etype *t, const sluice_task_spec *spec, int64_t units,
+                 link_spec *out, char *msg, size_t msglen)
+{
+    json_t *input = NULL;
+    int rc = resolve_parse_payload(spec, &input, msg, msglen);
+
+    if (rc != SLUICE_OK)
+        return rc;
+    rc = resolve_links(e, t, spec, units, input, out, msg, msglen);
+    json_decref(input);
+    return rc;
+}

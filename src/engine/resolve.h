@@ -27,6 +27,15 @@
 int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec, int64_t units,
                   const json_t *input, link_spec *out, char *msg, size_t msglen);
 
+/* Parses a spec's payload into *input (NULL when the spec has none; the caller decrefs it).
+ * Returns 0, or SLUICE_EINVAL with msg when it is not JSON. */
+int resolve_parse_payload(const sluice_task_spec *spec, json_t **input, char *msg, size_t msglen);
+
+/* Parses a spec's payload and resolves the links of a task of type t from it, as resolve_links
+ * (same results, keys in the same scratch). */
+int resolve_spec(sluice_engine *e, const etype *t, const sluice_task_spec *spec, int64_t units,
+                 link_spec *out, char *msg, size_t msglen);
+
 /* Returns 1 when resolving links of type t reads the input (a key, tier or units path). */
 int resolve_needs_input(const etype *t);
 

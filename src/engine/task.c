@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Task objects: see task.h. The block is laid out as: the task, its links (flexible array), then
- * each link's key and the task key, NUL-terminated, back to back.
+ * each link's key, the task key and the explicit key, NUL-terminated, back to back.
  */
 #include "engine/task.h"
 
@@ -10,15 +10,27 @@
 #include "core/alloc.h"
 #include "sluice/error.h"
 
+/* Copies len bytes to p + *off, NUL-terminated, and returns where they went. */
+static const char *put_str(char *p, size_t *off, const char *src, size_t len)
+{
+    char *dst = p + *off;
+
+    if (len)
+        memcpy(dst, src, len);
+    dst[len] = '\0';
+    *off += len + 1;
+    return dst;
+}
+
 int task_new(const link_spec *links, size_t nlinks, const char *task_key, size_t task_key_len,
-             task **out)
+             const char *key, size_t key_len, task **out)
 {
     size_t len = sizeof(task), off;
     task *t;
     char *p;
 
     *out = NULL;
-    if (nlinks >= LINK_NONE || task_key_len > UINT32_MAX / 2)
+    if (nlinks >= LINK_NONE || task_key_len > UINT32_MAX / 2 || key_len > UINT32_MAX / 2)
         return SLUICE_EINVAL;
     len += nlinks * sizeof(task_link);
     for (size_t i = 0; i < nlinks; i++) {
@@ -28,6 +40,8 @@ int task_new(const link_spec *links, size_t nlinks, const char *task_key, size_t
     }
     if (task_key)
         len += task_key_len + 1;
+    if (key)
+        len += key_len + 1;
     if (len > UINT32_MAX)
         return SLUICE_EINVAL;
     t = sluice_calloc(1, len);
@@ -48,18 +62,15 @@ int task_new(const link_spec *links, size_t nlinks, const char *task_key, size_t
         l->tier = links[i].tier;
         l->flags = links[i].flags;
         l->keylen = (uint32_t)links[i].keylen;
-        if (links[i].keylen)
-            memcpy(p + off, links[i].key, links[i].keylen);
-        p[off + links[i].keylen] = '\0';
-        l->key = p + off;
-        off += links[i].keylen + 1;
+        l->key = put_str(p, &off, links[i].key, links[i].keylen);
     }
     if (task_key) {
-        if (task_key_len)
-            memcpy(p + off, task_key, task_key_len);
-        p[off + task_key_len] = '\0';
-        t->task_key = p + off;
+        t->task_key = put_str(p, &off, task_key, task_key_len);
         t->task_key_len = (uint32_t)task_key_len;
+    }
+    if (key) {
+        t->key = put_str(p, &off, key, key_len);
+        t->key_len = (uint32_t)key_len;
     }
     *out = t;
     return SLUICE_OK;
