@@ -4,7 +4,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS = -DSLUICE_WERROR=ON
 
-.PHONY: all deps build build-asan test test-unit test-asan format-check run bench install clean
+.PHONY: all deps build build-asan test test-unit test-asan format-check run simulate bench install clean
 
 all: build
 
@@ -33,6 +33,17 @@ format-check: deps
 test: test-unit test-asan format-check
 
 run: build
+	@echo "sluice serve: RESP on 127.0.0.1:7379 with examples/sluice.yaml. In another terminal, try:"
+	@echo "  redis-cli -p 7379 PING"
+	@echo "  redis-cli -p 7379 THROTTLE emails alice          # a decision from a named limit"
+	@echo "  redis-cli -p 7379 CL.THROTTLE user123 15 30 60 1  # redis-cell's command: 0 16 15 -1 2"
+	@echo "  redis-cli -p 7379 LIMIT.SET api rate=100/1s,burst=20,key=explicit"
+	@echo "  redis-cli -p 7379 LIMIT.LIST"
+	@echo "  redis-cli -p 7379 INFO limits"
+	@echo "Commands: docs/commands.md. Stop with Ctrl-C."
+	@exec $(BUILD)/sluice serve --config examples/sluice.yaml
+
+simulate: build
 	$(BUILD)/sluice simulate examples/seed003-burst.yaml
 
 bench: build

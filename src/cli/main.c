@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "cli/check.h"
+#include "cli/serve.h"
 #include "cli/simulate.h"
+#include "cli/top.h"
 
 /* The version printed by --version; the build may pass the project's own. */
 #ifndef SLUICE_VERSION_STRING
@@ -30,8 +32,9 @@ typedef struct cli_command {
 static const cli_command commands[] = {
     {"simulate", simulate_main, "run requests through a limit on a simulated clock"},
     {"check", check_main, "validate a configuration file and summarise its limits and types"},
-    /* Next: serve (the server), check (validate a config file), bench (measure decisions per
-     * second), top (watch a running server). One row and one function each. */
+    {"serve", serve_main, "run the server (RESP: redis-cli and Redis clients talk to it)"},
+    {"top", top_main, "watch a running server's limits and tasks (its admin port)"},
+    /* Next: bench (measure decisions per second). One row and one function each. */
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -1,0 +1,360 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `sluice serve`: command-line flags to server options, then the server's life.
+ *
+ * Every limit on what a client may send or be sent is a flag with a safe default (see
+ * server.h). The configuration file's `server:` section is not read: the file describes the
+ * engine, its limits and types; the network side is configured here.
+ */
+#include "cli/serve.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/admin.h"
+#include "server/log.h"
+#include "server/server.h"
+
+#define EXIT_USAGE 2
+
+static const char usage_text[] =
+    "Usage: sluice serve [OPTIONS]\n"
+    "\n"
+    "Runs the sluice server: RESP (the Redis protocol) on ADDR:PORT, so redis-cli and Redis\n"
+    "client libraries talk to it. Stops gracefully on SIGTERM or SIGINT.\n"
+    "\n"
+    "Options:\n"
+    "  -c, --config FILE         limits and task types (YAML); CONFIG RELOAD re-reads it\n"
+    "  -b, --bind ADDR           address to listen on (default 127.0.0.1)\n"
+    "  -p, --port N              port (default 7379; 0 = any free port)\n"
+    "      --port-file FILE      write the port bound to FILE once listening\n"
+    "      --requirepass PASS    clients must AUTH with PASS\n"
+    "      --requirepass-file F  read the password from the first line of F\n"
+    "      --protected-mode yes|no  without a password, accept loopback clients only (yes)\n"
+    "      --log-level LEVEL     debug, info, warn or error (default info)\n"
+    "\n"
+    "Admin port (HTTP: /metrics, /api/..., the dashboard at /; see docs/admin.md):\n"
+    "      --admin-port N        port (default 7380; 0 = any free port)\n"
+    "      --admin-bind ADDR     address to listen on (default 127.0.0.1)\n"
+    "      --admin-port-file F   write the admin port bound to F once listening\n"
+    "      --no-admin            no admin port\n"
+    "\n"
+    "Limits (BYTES may end in k, m or g):\n"
+    "      --max-clients N       connections at once (default 10000)\n"
+    "      --max-bulk-len BYTES  one argument (default 8m)\n"
+    "      --max-args N          arguments of one command (default 1024)\n"
+    "      --max-inline-len BYTES  one inline (telnet) command (default 64k)\n"
+    "      --max-query-len BYTES   one command, all arguments (default 16m)\n"
+    "      --max-key-len BYTES   a rate-limit key (default 1024)\n"
+    "      --max-payload-len BYTES  a task payload (default 1m)\n"
+    "      --max-output BYTES    replies queued for one client before it is cut (default 64m)\n"
+    "      --max-cell-limits N   CL.THROTTLE parameter sets kept (default 1024)\n"
+    "      --shutdown-timeout MS  time given to clients to drain on SIGTERM (default 5000)\n"
+    "  -h, --help                show this help\n"
+    "\n"
+    "Before AUTH a client may send at most 10 arguments of 16 KiB each.\n"
+    "Exit status: 0 stopped by a signal, 1 could not start, 2 bad usage.\n";
+
+enum {
+    OPT_PORT_FILE = 256,
+    OPT_REQUIREPASS,
+    OPT_REQUIREPASS_FILE,
+    OPT_PROTECTED,
+    OPT_LOG_LEVEL,
+    OPT_MAX_CLIENTS,
+    OPT_MAX_BULK,
+    OPT_MAX_ARGS,
+    OPT_MAX_INLINE,
+    OPT_MAX_QUERY,
+    OPT_MAX_KEY,
+    OPT_MAX_PAYLOAD,
+    OPT_MAX_OUTPUT,
+    OPT_MAX_CELL,
+    OPT_SHUTDOWN,
+    OPT_ADMIN_PORT,
+    OPT_ADMIN_BIND,
+    OPT_ADMIN_PORT_FILE,
+    OPT_NO_ADMIN,
+};
+
+static const struct option long_options[] = {
+    {"config", required_argument, NULL, 'c'},
+    {"bind", required_argument, NULL, 'b'},
+    {"port", required_argument, NULL, 'p'},
+    {"port-file", required_argument, NULL, OPT_PORT_FILE},
+    {"requirepass", required_argument, NULL, OPT_REQUIREPASS},
+    {"requirepass-file", required_argument, NULL, OPT_REQUIREPASS_FILE},
+    {"protected-mode", required_argument, NULL, OPT_PROTECTED},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"max-clients", required_argument, NULL, OPT_MAX_CLIENTS},
+    {"max-bulk-len", required_argument, NULL, OPT_MAX_BULK},
+    {"max-args", required_argument, NULL, OPT_MAX_ARGS},
+    {"max-inline-len", required_argument, NULL, OPT_MAX_INLINE},
+    {"max-query-len", required_argument, NULL, OPT_MAX_QUERY},
+    {"max-key-len", required_argument, NULL, OPT_MAX_KEY},
+    {"max-payload-len", required_argument, NULL, OPT_MAX_PAYLOAD},
+    {"max-output", required_argument, NULL, OPT_MAX_OUTPUT},
+    {"max-cell-limits", required_argument, NULL, OPT_MAX_CELL},
+    {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN},
+    {"admin-port", required_argument, NULL, OPT_ADMIN_PORT},
+    {"admin-bind", required_argument, NULL, OPT_ADMIN_BIND},
+    {"admin-port-file", required_argument, NULL, OPT_ADMIN_PORT_FILE},
+    {"no-admin", no_argument, NULL, OPT_NO_ADMIN},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Parses a count or a size ("64k", "8m", "1g", powers of 1024) from 1 to max. */
+static int parse_size(const char *s, int allow_suffix, unsigned long long max, size_t *out)
+{
+    unsigned long long v = 0, mul = 1;
+    const char *p = s;
+
+    if (*p < '0' || *p > '9')
+        return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (max - (unsigned)(*p - '0')) / 10)
+            return -1;
+        v = v * 10 + (unsigned)(*p - '0');
+    }
+    if (*p && allow_suffix) {
+        if ((*p == 'k' || *p == 'K') && p[1] == '\0')
+            mul = 1ull << 10;
+        else if ((*p == 'm' || *p == 'M') && p[1] == '\0')
+            mul = 1ull << 20;
+        else if ((*p == 'g' || *p == 'G') && p[1] == '\0')
+            mul = 1ull << 30;
+        else
+            return -1;
+    } else if (*p) {
+        return -1;
+    }
+    if (v == 0 || v > max / mul)
+        return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+/* Reads the first line of path into buf (without the newline). Returns 0 or -1. */
+static int read_password(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    size_t n;
+
+    if (!f)
+        return -1;
+    if (!fgets(buf, (int)len, f)) {
+        fclose(f);
+        return -1;
+    }
+    fclose(f);
+    n = strcspn(buf, "\r\n");
+    buf[n] = '\0';
+    return n > 0 ? 0 : -1;
+}
+
+static int bad_value(const char *opt, const char *value, const char *expected)
+{
+    fprintf(stderr, "sluice serve: bad %s \"%s\": expected %s\n", opt, value, expected);
+    return EXIT_USAGE;
+}
+
+/* A size flag: the option's name, where it goes, whether k/m/g apply, and its ceiling. */
+typedef struct size_flag {
+    int opt;
+    const char *name;
+    int suffix;
+    unsigned long long max;
+} size_flag;
+
+static const size_flag size_flags[] = {
+    {OPT_MAX_CLIENTS, "--max-clients", 0, 1000000},
+    {OPT_MAX_BULK, "--max-bulk-len", 1, 1ull << 30},
+    {OPT_MAX_ARGS, "--max-args", 0, 1u << 20},
+    {OPT_MAX_INLINE, "--max-inline-len", 1, 1ull << 30},
+    {OPT_MAX_QUERY, "--max-query-len", 1, 1ull << 32},
+    {OPT_MAX_KEY, "--max-key-len", 1, 1u << 20},
+    {OPT_MAX_PAYLOAD, "--max-payload-len", 1, 1ull << 30},
+    {OPT_MAX_OUTPUT, "--max-output", 1, 1ull << 32},
+    {OPT_MAX_CELL, "--max-cell-limits", 0, 1u << 20},
+    {OPT_SHUTDOWN, "--shutdown-timeout", 0, 3600000},
+};
+
+/* Where a size flag goes; NULL for --shutdown-timeout, which is not a size_t. */
+static size_t *size_target(server_options *o, int opt)
+{
+    switch (opt) {
+    case OPT_MAX_CLIENTS:
+        return &o->max_clients;
+    case OPT_MAX_BULK:
+        return &o->limits.max_bulk_len;
+    case OPT_MAX_ARGS:
+        return &o->limits.max_args;
+    case OPT_MAX_INLINE:
+        return &o->limits.max_inline_len;
+    case OPT_MAX_QUERY:
+        return &o->limits.max_query_len;
+    case OPT_MAX_KEY:
+        return &o->max_key_len;
+    case OPT_MAX_PAYLOAD:
+        return &o->max_payload_len;
+    case OPT_MAX_OUTPUT:
+        return &o->max_output;
+    case OPT_MAX_CELL:
+        return &o->max_adhoc;
+    default:
+        return NULL;
+    }
+}
+
+/* Fills o from argv. Returns -1 to go on, or the exit status to stop with. */
+static int parse_options(int argc, char **argv, server_options *o, char *pass, size_t passlen)
+{
+    int c, no_admin = 0;
+
+    server_options_init(o);
+    /* The server's own default is no admin port; the command's is 7380. */
+    o->admin_port = ADMIN_DEFAULT_PORT;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":c:b:p:h", long_options, NULL)) != -1) {
+        size_t v = 0;
+
+        switch (c) {
+        case 'c':
+            o->config_path = optarg;
+            break;
+        case 'b':
+            o->bind = optarg;
+            break;
+        case 'p':
+            if (strcmp(optarg, "0") == 0)
+                o->port = 0;
+            else if (parse_size(optarg, 0, 65535, &v) != 0)
+                return bad_value("--port", optarg, "a port number from 0 to 65535");
+            else
+                o->port = (int)v;
+            break;
+        case OPT_PORT_FILE:
+            o->port_file = optarg;
+            break;
+        case OPT_REQUIREPASS:
+            if (optarg[0] == '\0')
+                return bad_value("--requirepass", optarg, "a non-empty password");
+            o->requirepass = optarg;
+            break;
+        case OPT_REQUIREPASS_FILE:
+            if (read_password(optarg, pass, passlen) != 0) {
+                fprintf(stderr, "sluice serve: cannot read a password from %s\n", optarg);
+                return EXIT_USAGE;
+            }
+            o->requirepass = pass;
+            break;
+        case OPT_PROTECTED:
+            if (strcmp(optarg, "yes") == 0)
+                o->protected_mode = 1;
+            else if (strcmp(optarg, "no") == 0)
+                o->protected_mode = 0;
+            else
+                return bad_value("--protected-mode", optarg, "yes or no");
+            break;
+        case OPT_LOG_LEVEL: {
+            log_level level;
+
+            if (log_parse_level(optarg, &level) != 0)
+                return bad_value("--log-level", optarg, "debug, info, warn or error");
+            log_set_level(level);
+            break;
+        }
+        case OPT_ADMIN_PORT:
+            if (strcmp(optarg, "0") == 0)
+                o->admin_port = 0;
+            else if (parse_size(optarg, 0, 65535, &v) != 0)
+                return bad_value("--admin-port", optarg, "a port number from 0 to 65535");
+            else
+                o->admin_port = (int)v;
+            o->admin_port_explicit = 1;
+            break;
+        case OPT_ADMIN_BIND:
+            o->admin_bind = optarg;
+            o->admin_port_explicit = 1;
+            break;
+        case OPT_ADMIN_PORT_FILE:
+            o->admin_port_file = optarg;
+            break;
+        case OPT_NO_ADMIN:
+            no_admin = 1;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return 0;
+        case ':':
+            fprintf(stderr, "sluice serve: option %s needs a value; see sluice serve --help\n",
+                    argv[optind - 1]);
+            return EXIT_USAGE;
+        case '?':
+            fprintf(stderr, "sluice serve: unknown option %s; see sluice serve --help\n",
+                    argv[optind - 1]);
+            return EXIT_USAGE;
+        default: {
+            const size_flag *f = NULL;
+            size_t *dst;
+
+            for (size_t i = 0; i < sizeof(size_flags) / sizeof(size_flags[0]); i++) {
+                if (size_flags[i].opt == c)
+                    f = &size_flags[i];
+            }
+            if (!f)
+                return EXIT_USAGE;
+            if (parse_size(optarg, f->suffix, f->max, &v) != 0)
+                return bad_value(f->name, optarg,
+                                 f->suffix ? "a positive size in bytes (k, m, g allowed)"
+                                           : "a positive whole number");
+            dst = size_target(o, c);
+            if (dst)
+                *dst = v;
+            else
+                o->shutdown_ms = (int64_t)v;
+            break;
+        }
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "sluice serve: unexpected argument \"%s\"; see sluice serve --help\n",
+                argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (no_admin)
+        o->admin_port = -1;
+    /* One command never needs more than the whole query allows. */
+    if (o->limits.max_bulk_len > o->limits.max_query_len)
+        o->limits.max_query_len = o->limits.max_bulk_len;
+    return -1;
+}
+
+int serve_main(int argc, char **argv)
+{
+    server_options o;
+    server *s = NULL;
+    char msg[512], pass[1024];
+    int status, rc;
+
+    status = parse_options(argc, argv, &o, pass, sizeof(pass));
+    if (status >= 0)
+        return status;
+    /* A client that goes away mid-write must not kill the server. */
+    signal(SIGPIPE, SIG_IGN);
+    rc = server_new(&o, &s, msg, sizeof(msg));
+    if (rc != 0) {
+        log_error("cannot start: %s", msg[0] ? msg : "unknown error");
+        fprintf(stderr, "sluice serve: %s\n", msg[0] ? msg : "cannot start");
+        return 1;
+    }
+    status = server_run(s);
+    server_free(s);
+    memset(pass, 0, sizeof(pass));
+    return status;
+}

@@ -1,0 +1,363 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Policy specs: the parser and formatter of the one-line text of a named limit's policy (see
+ * include/sluice/policy_spec.h for the grammar).
+ *
+ * The parser splits the text on commas and sorts the items: the four policy options are read
+ * here, everything else is handed, in its order, to the limit spec parser
+ * (sluice_spec_parse_limit), so the limit grammar and its messages stay in one place. It fills a
+ * local policy and moves it out only once everything, validation included, succeeded, so a
+ * failed parse leaves *out holding nothing to free.
+ *
+ * Messages quote the item at fault with control bytes escaped and long text cut short, so one
+ * stays one line of bounded length whatever the input.
+ */
+#include "sluice/policy_spec.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "engine/dotpath.h"
+#include "engine/policy_check.h"
+#include "sluice/error.h"
+#include "sluice/spec.h"
+
+#if defined(__GNUC__)
+#define PSPEC_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define PSPEC_PRINTF(f, a)
+#endif
+
+/* Longest quoted text in a message, in input bytes. */
+#define QUOTE_MAX 64
+
+/* A quoted, escaped copy of some text for a message. */
+typedef struct quoted {
+    char s[QUOTE_MAX * 4 + 8];
+} quoted;
+
+static const char *quote(quoted *q, const char *s, size_t n)
+{
+    size_t o = 0;
+
+    q->s[o++] = '"';
+    for (size_t i = 0; i < n && i < QUOTE_MAX; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') {
+            snprintf(q->s + o, sizeof(q->s) - o, "\\x%02x", c);
+            o += 4;
+        } else {
+            q->s[o++] = (char)c;
+        }
+    }
+    if (n > QUOTE_MAX) {
+        memcpy(q->s + o, "...", 3);
+        o += 3;
+    }
+    q->s[o++] = '"';
+    q->s[o] = '\0';
+    return q->s;
+}
+
+PSPEC_PRINTF(4, 5)
+static int fail(int rc, char *msg, size_t msglen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (msg && msglen > 0) {
+        va_start(ap, fmt);
+        vsnprintf(msg, msglen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+/* The policy options, as bits of a `seen` set. */
+enum {
+    OPT_KEY = 1u << 0,
+    OPT_MISSING_KEY = 1u << 1,
+    OPT_OVERFLOW = 1u << 2,
+    OPT_UNITS = 1u << 3,
+};
+
+typedef struct popt {
+    const char *name; /* with its '=' */
+    unsigned bit;
+} popt;
+
+static const popt popts[] = {
+    {"key=", OPT_KEY},
+    {"missing_key=", OPT_MISSING_KEY},
+    {"overflow=", OPT_OVERFLOW},
+    {"units=", OPT_UNITS},
+};
+
+#define N_POPTS (sizeof(popts) / sizeof(popts[0]))
+
+/* Returns the policy option the item starts with, or NULL. */
+static const popt *find_popt(const char *item, size_t n)
+{
+    for (size_t i = 0; i < N_POPTS; i++) {
+        size_t k = strlen(popts[i].name);
+
+        if (n >= k && memcmp(item, popts[i].name, k) == 0)
+            return &popts[i];
+    }
+    return NULL;
+}
+
+static int is_word(const char *v, size_t n, const char *word)
+{
+    return strlen(word) == n && memcmp(v, word, n) == 0;
+}
+
+/* Copies a dot path value into *dst after checking it. */
+static int take_path(const char *what, const char *v, size_t n, char **dst, const char *text,
+                     char *msg, size_t msglen)
+{
+    char vmsg[200];
+    quoted q1, q2;
+    char *p;
+
+    /* A control byte would make the canonical text span lines or hide characters. */
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+
+        if (c < 0x20 || c == 0x7f)
+            return fail(SLUICE_EINVAL, msg, msglen,
+                        "bad %s path %s in %s: control byte at offset %zu", what, quote(&q1, v, n),
+                        quote(&q2, text, strlen(text)), i);
+    }
+    p = sluice_memdup0(v, n);
+    if (!p)
+        return fail(SLUICE_ENOMEM, msg, msglen, "out of memory");
+    if (dotpath_validate(p, vmsg, sizeof(vmsg)) != 0) {
+        sluice_free(p);
+        return fail(SLUICE_EINVAL, msg, msglen, "bad %s path %s in %s: %s", what, quote(&q1, v, n),
+                    quote(&q2, text, strlen(text)), vmsg);
+    }
+    *dst = p;
+    return 0;
+}
+
+/* Reads one policy option (item = "name=value") into *p. */
+static int parse_popt(const popt *o, const char *item, size_t n, sluice_limit_policy *p,
+                      const char *text, char *msg, size_t msglen)
+{
+    const char *v = item + strlen(o->name);
+    size_t vn = n - strlen(o->name);
+    quoted q1, q2;
+
+    if (vn == 0)
+        return fail(SLUICE_EPARSE, msg, msglen, "missing value in %s in %s", quote(&q1, item, n),
+                    quote(&q2, text, strlen(text)));
+    switch (o->bit) {
+    case OPT_KEY:
+        if (is_word(v, vn, "none"))
+            p->key_source = SLUICE_KEY_NONE;
+        else if (is_word(v, vn, "explicit"))
+            p->key_source = SLUICE_KEY_EXPLICIT;
+        else {
+            p->key_source = SLUICE_KEY_PATH;
+            return take_path("key", v, vn, &p->key_path, text, msg, msglen);
+        }
+        return 0;
+    case OPT_MISSING_KEY:
+        if (is_word(v, vn, "global"))
+            p->missing_key_global = 1;
+        else if (is_word(v, vn, "error"))
+            p->missing_key_global = 0;
+        else
+            return fail(SLUICE_EPARSE, msg, msglen,
+                        "bad value %s in %s: expected missing_key=global or missing_key=error",
+                        quote(&q1, v, vn), quote(&q2, text, strlen(text)));
+        return 0;
+    case OPT_OVERFLOW:
+        if (is_word(v, vn, "wait"))
+            p->overflow = SLUICE_OVERFLOW_WAIT;
+        else if (is_word(v, vn, "reject"))
+            p->overflow = SLUICE_OVERFLOW_REJECT;
+        else
+            return fail(SLUICE_EPARSE, msg, msglen,
+                        "bad value %s in %s: expected overflow=wait or overflow=reject",
+                        quote(&q1, v, vn), quote(&q2, text, strlen(text)));
+        return 0;
+    default: /* OPT_UNITS */
+        if (is_word(v, vn, "task")) {
+            p->units_source = SLUICE_UNITS_TASK;
+            return 0;
+        }
+        if (v[0] >= '0' && v[0] <= '9') {
+            int64_t u = 0;
+
+            for (size_t i = 0; i < vn; i++) {
+                if (v[i] < '0' || v[i] > '9')
+                    return fail(SLUICE_EPARSE, msg, msglen,
+                                "bad units %s in %s: expected task, a number of units or a dot "
+                                "path",
+                                quote(&q1, v, vn), quote(&q2, text, strlen(text)));
+                if (u > (SLUICE_MAX_PERMITS - (v[i] - '0')) / 10)
+                    return fail(SLUICE_ERANGE, msg, msglen,
+                                "units %s in %s: at most %" PRId64 " units", quote(&q1, v, vn),
+                                quote(&q2, text, strlen(text)), SLUICE_MAX_PERMITS);
+                u = u * 10 + (v[i] - '0');
+            }
+            if (u < 1)
+                return fail(SLUICE_EINVAL, msg, msglen, "units must be at least 1 in %s",
+                            quote(&q2, text, strlen(text)));
+            p->units_source = SLUICE_UNITS_FIXED;
+            p->units_fixed = u;
+            return 0;
+        }
+        p->units_source = SLUICE_UNITS_PATH;
+        return take_path("units", v, vn, &p->units_path, text, msg, msglen);
+    }
+}
+
+int sluice_spec_parse_policy(const char *text, sluice_limit_policy *out, char *msg, size_t msglen)
+{
+    sluice_limit_policy p;
+    const char *item, *end, *comma;
+    char *limit_text = NULL;
+    size_t len, lpos = 0, itemlen;
+    unsigned seen = 0;
+    int first = 1, rc;
+    char vmsg[256];
+    char placeholder[] = "x";
+    quoted q1, q2;
+
+    if (msg && msglen > 0)
+        msg[0] = '\0';
+    if (out)
+        sluice_limit_policy_init(out);
+    if (!text || !out)
+        return fail(SLUICE_EINVAL, msg, msglen, "no policy spec given");
+    sluice_limit_policy_init(&p);
+    len = strlen(text);
+    limit_text = sluice_malloc(len + 1);
+    if (!limit_text)
+        return fail(SLUICE_ENOMEM, msg, msglen, "out of memory");
+
+    end = text + len;
+    item = text;
+    for (;;) {
+        const popt *o;
+
+        comma = memchr(item, ',', (size_t)(end - item));
+        itemlen = comma ? (size_t)(comma - item) : (size_t)(end - item);
+        o = find_popt(item, itemlen);
+        if (o && first) {
+            rc = fail(SLUICE_EPARSE, msg, msglen,
+                      "option %s comes before the limit kind in %s: a spec starts with the "
+                      "kind, e.g. rate=10/1s,key=explicit",
+                      quote(&q1, item, itemlen), quote(&q2, text, len));
+            goto fail;
+        }
+        if (o) {
+            if (seen & o->bit) {
+                rc = fail(SLUICE_EPARSE, msg, msglen, "option %.*s given twice in %s",
+                          (int)(strlen(o->name) - 1), o->name, quote(&q2, text, len));
+                goto fail;
+            }
+            seen |= o->bit;
+            rc = parse_popt(o, item, itemlen, &p, text, msg, msglen);
+            if (rc != 0)
+                goto fail;
+        } else {
+            if (!first)
+                limit_text[lpos++] = ',';
+            memcpy(limit_text + lpos, item, itemlen);
+            lpos += itemlen;
+        }
+        first = 0;
+        if (!comma)
+            break;
+        item = comma + 1;
+    }
+    limit_text[lpos] = '\0';
+
+    rc = sluice_spec_parse_limit(limit_text, &p.def, msg, msglen);
+    if (rc != 0)
+        goto fail;
+    if ((seen & OPT_MISSING_KEY) && p.key_source == SLUICE_KEY_NONE) {
+        rc = fail(SLUICE_EPARSE, msg, msglen,
+                  "missing_key applies to key=explicit or a key path, not to key=none, in %s",
+                  quote(&q2, text, len));
+        goto fail;
+    }
+    /* The remaining checks (units that fit the capacity) are the policy's own; they need a
+     * name, which the caller gives later. */
+    p.name = placeholder;
+    rc = policy_check_limit(&p, NULL, vmsg, sizeof(vmsg));
+    p.name = NULL;
+    if (rc != 0) {
+        fail(rc, msg, msglen, "%s in %s", vmsg, quote(&q2, text, len));
+        goto fail;
+    }
+    sluice_free(limit_text);
+    *out = p;
+    return 0;
+
+fail:
+    sluice_free(limit_text);
+    sluice_limit_policy_clear(&p);
+    return rc;
+}
+
+/* ---- Formatting -------------------------------------------------------------------------- */
+
+PSPEC_PRINTF(4, 5)
+static void append(char *buf, size_t len, size_t *pos, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (*pos >= len)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(buf + *pos, len - *pos, fmt, ap);
+    va_end(ap);
+    *pos = n < 0 ? len : *pos + (size_t)n;
+}
+
+int sluice_spec_format_policy(const sluice_limit_policy *p, char *buf, size_t len)
+{
+    size_t pos;
+    int rc;
+
+    if (buf && len > 0)
+        buf[0] = '\0';
+    if (!p || !buf || p->ntiers > 0 || p->tier_path)
+        return SLUICE_EINVAL;
+    rc = sluice_spec_format_limit(&p->def, buf, len);
+    if (rc != 0)
+        return rc;
+    pos = strlen(buf);
+    switch (p->key_source) {
+    case SLUICE_KEY_NONE:
+        break;
+    case SLUICE_KEY_EXPLICIT:
+        append(buf, len, &pos, ",key=explicit");
+        break;
+    case SLUICE_KEY_PATH:
+        append(buf, len, &pos, ",key=%s", p->key_path ? p->key_path : "");
+        break;
+    }
+    if (p->key_source != SLUICE_KEY_NONE && p->missing_key_global)
+        append(buf, len, &pos, ",missing_key=global");
+    if (p->overflow == SLUICE_OVERFLOW_REJECT)
+        append(buf, len, &pos, ",overflow=reject");
+    if (p->units_source == SLUICE_UNITS_FIXED)
+        append(buf, len, &pos, ",units=%" PRId64, p->units_fixed);
+    else if (p->units_source == SLUICE_UNITS_PATH)
+        append(buf, len, &pos, ",units=%s", p->units_path ? p->units_path : "");
+    if (pos >= len) {
+        buf[0] = '\0';
+        return SLUICE_ERANGE;
+    }
+    return 0;
+}

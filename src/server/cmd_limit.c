@@ -1,0 +1,769 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Decisions, leases and live limit changes: THROTTLE, LEASE.ACQUIRE/RENEW/RELEASE and
+ * LIMIT.SET/GET/LIST/DEL/RESET.
+ *
+ * THROTTLE asks one named limit, or every limit of a task type's chain as one atomic decision
+ * (sluice_chain_decide: granted only when all have budget, nothing charged otherwise). The key
+ * given is the key of every limit in the chain that takes one (key=explicit or a key path: the
+ * caller passes the value the path would give); key=none limits use their global bucket.
+ *
+ * Lease handles are text, "NAME/GEN/ID": the limit, the generation of that name when the lease
+ * was taken, and the core lease id. Replacing or removing a limit bumps its name's generation,
+ * so handles of the old limit are refused (NOLEASE) instead of touching a new limit that happens
+ * to reuse the same ids. The generation table is this module's state; names are few (one per
+ * limit ever named), so it is a small open-addressing table that only grows.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "server/commands.h"
+#include "server/log.h"
+#include "sluice/error.h"
+#include "sluice/policy_spec.h"
+#include "sluice/spec.h"
+
+/* Longest limit or type name looked up (longer ones cannot exist). */
+#define NAME_BUF 256
+/* Longest LIMIT.SET spec. */
+#define SPEC_BUF 4096
+/* Links of a chain held on the stack; longer chains are allocated. */
+#define CHAIN_STACK 16
+
+/* ---- Generations ------------------------------------------------------------------------- */
+
+typedef struct gen_entry {
+    char *name; /* owned; NULL = empty slot */
+    uint64_t gen;
+} gen_entry;
+
+typedef struct limit_state {
+    gen_entry *slots;
+    size_t cap, n; /* cap is a power of two */
+    uint64_t counter;
+} limit_state;
+
+static uint64_t str_hash(const char *s)
+{
+    uint64_t h = 14695981039346656037u;
+
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211u;
+    }
+    return h;
+}
+
+int cmd_limit_init(server *s)
+{
+    limit_state *ls = sluice_calloc(1, sizeof(*ls));
+
+    if (!ls)
+        return SLUICE_ENOMEM;
+    s->limit_state = ls;
+    return 0;
+}
+
+void cmd_limit_free(server *s)
+{
+    limit_state *ls = s->limit_state;
+
+    if (!ls)
+        return;
+    for (size_t i = 0; i < ls->cap; i++)
+        sluice_free(ls->slots[i].name);
+    sluice_free(ls->slots);
+    sluice_free(ls);
+    s->limit_state = NULL;
+}
+
+static gen_entry *gen_find(const limit_state *ls, const char *name)
+{
+    if (ls->cap == 0)
+        return NULL;
+    for (size_t at = str_hash(name) & (ls->cap - 1);; at = (at + 1) & (ls->cap - 1)) {
+        gen_entry *e = &ls->slots[at];
+
+        if (!e->name)
+            return NULL;
+        if (strcmp(e->name, name) == 0)
+            return e;
+    }
+}
+
+static uint64_t gen_of(const server *s, const char *name)
+{
+    const gen_entry *e = gen_find(s->limit_state, name);
+
+    return e ? e->gen : 0;
+}
+
+static int gen_grow(limit_state *ls)
+{
+    size_t cap = ls->cap ? ls->cap * 2 : 16;
+    gen_entry *slots = sluice_calloc(cap, sizeof(*slots));
+
+    if (!slots)
+        return SLUICE_ENOMEM;
+    for (size_t i = 0; i < ls->cap; i++) {
+        if (!ls->slots[i].name)
+            continue;
+        size_t at = str_hash(ls->slots[i].name) & (cap - 1);
+        while (slots[at].name)
+            at = (at + 1) & (cap - 1);
+        slots[at] = ls->slots[i];
+    }
+    sluice_free(ls->slots);
+    ls->slots = slots;
+    ls->cap = cap;
+    return 0;
+}
+
+void cmd_limit_bump(server *s, const char *name)
+{
+    limit_state *ls = s->limit_state;
+    gen_entry *e = gen_find(ls, name);
+    size_t at;
+
+    ls->counter++;
+    if (e) {
+        e->gen = ls->counter;
+        return;
+    }
+    if ((ls->n + 1) * 2 > ls->cap && gen_grow(ls) != 0) {
+        /* Without room the name keeps generation 0; its old handles stay accepted by a new
+         * limit of the same name (whose lease ids restart). Log it: it is only memory. */
+        log_error("lease generations: out of memory for limit \"%s\"", name);
+        return;
+    }
+    char *copy = sluice_memdup0(name, strlen(name));
+    if (!copy) {
+        log_error("lease generations: out of memory for limit \"%s\"", name);
+        return;
+    }
+    at = str_hash(name) & (ls->cap - 1);
+    while (ls->slots[at].name)
+        at = (at + 1) & (ls->cap - 1);
+    ls->slots[at].name = copy;
+    ls->slots[at].gen = ls->counter;
+    ls->n++;
+}
+
+/* ---- Shared argument handling ------------------------------------------------------------ */
+
+/* Copies a name argument; replies NOLIMIT and returns -1 when it cannot name anything. */
+static int name_arg(conn *c, const char *s, size_t len, char *buf)
+{
+    if (command_arg_str(s, len, buf, NAME_BUF) == 0)
+        return 0;
+    resp_error(conn_out(c), "NOLIMIT",
+               "no limit named that (names are at most %d bytes of "
+               "A-Z a-z 0-9 _ . : -)",
+               NAME_BUF - 1);
+    return -1;
+}
+
+/* Checks a key argument's length; replies WRONGARGS and returns -1 when it is too long. */
+static int key_arg(conn *c, size_t len)
+{
+    if (len <= c->srv->opt.max_key_len)
+        return 0;
+    resp_error(conn_out(c), "WRONGARGS", "key of %zu bytes is longer than the maximum of %zu", len,
+               c->srv->opt.max_key_len);
+    return -1;
+}
+
+/* Parses a positive integer option value; replies WRONGARGS and returns -1 otherwise. */
+static int positive_arg(conn *c, const char *what, const char *s, size_t len, int64_t max,
+                        int64_t *out)
+{
+    if (command_parse_int(s, len, out) == 0 && *out >= 1 && *out <= max)
+        return 0;
+    resp_error(conn_out(c), "WRONGARGS", "%s must be an integer from 1 to %" PRId64, what, max);
+    return -1;
+}
+
+/* Replies WRONGARGS for a limit THROTTLE cannot charge: a concurrency limit's units are held
+ * by a lease, which only LEASE.ACQUIRE hands out (a THROTTLE grant would hold them, unreleasable,
+ * until the TTL); a peek is fine. */
+static int check_throttle(conn *c, const sluice_limit_policy *p, unsigned flags)
+{
+    if (p->def.kind != SLUICE_CONCURRENCY || p->ntiers > 0 || (flags & SLUICE_PEEK))
+        return 0;
+    resp_error(conn_out(c), "WRONGARGS",
+               "limit \"%s\" is a concurrency limit: take its units with LEASE.ACQUIRE (THROTTLE "
+               "can only PEEK at it)",
+               p->name);
+    return -1;
+}
+
+/* Replies WRONGARGS for a limit that cannot be asked directly (tiered). */
+static int check_direct(conn *c, const sluice_limit_policy *p, const sluice_limit *live)
+{
+    if (p->ntiers == 0 && live)
+        return 0;
+    resp_error(conn_out(c), "WRONGARGS",
+               "limit \"%s\" is tiered: its tier is chosen from a task's input (%s), so it is "
+               "asked through tasks, not directly",
+               p->name, p->tier_path ? p->tier_path : "?");
+    return -1;
+}
+
+/* ---- THROTTLE ---------------------------------------------------------------------------- */
+
+/* THROTTLE's reply, positional like CL.THROTTLE's (cheap to write and to parse, and the same
+ * in RESP2 and RESP3): [allowed 0|1, limit, remaining, retry_after_ms, reset_after_ms,
+ * denied_by (the limit's name, or nil when allowed)]. */
+static void reply_decision(conn *c, const sluice_decision *d, const char *denied_by)
+{
+    resp_writer *w = conn_out(c);
+
+    if (d->allowed)
+        c->srv->stats.throttle_allowed++;
+    else
+        c->srv->stats.throttle_denied++;
+    resp_array(w, 6);
+    resp_int(w, d->allowed);
+    resp_int(w, d->limit);
+    resp_int(w, d->remaining < 0 ? 0 : d->remaining);
+    resp_int(w, d->allowed ? 0 : command_ns_to_ms(d->retry_after_ns));
+    resp_int(w, command_ns_to_ms(d->reset_after_ns));
+    if (denied_by)
+        resp_bulk_str(w, denied_by);
+    else
+        resp_null(w);
+}
+
+/* Resolves the key and units one limit is asked for. Returns 0, or -1 after replying. */
+static int resolve_link(conn *c, const sluice_limit_policy *p, const resp_command *cmd,
+                        int64_t units, sluice_chain_link *link)
+{
+    const char *key = cmd->argv[2];
+    size_t keylen = cmd->argvlen[2];
+
+    if (p->key_source == SLUICE_KEY_NONE) {
+        key = "";
+        keylen = 0;
+    } else if (keylen == 0 && !p->missing_key_global) {
+        resp_error(conn_out(c), "WRONGARGS", "limit \"%s\" needs a key (its missing_key is error)",
+                   p->name);
+        return -1;
+    }
+    link->key = key;
+    link->keylen = keylen;
+    if (units > 0)
+        link->units = units;
+    else
+        link->units = p->units_source == SLUICE_UNITS_FIXED ? p->units_fixed : 1;
+    return 0;
+}
+
+static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_policy *t,
+                          int64_t units, unsigned flags)
+{
+    server *s = c->srv;
+    sluice_chain_link stack_links[CHAIN_STACK], *links = stack_links;
+    sluice_decision stack_dec[CHAIN_STACK], *dec = stack_dec;
+    const sluice_limit_policy *stack_pol[CHAIN_STACK], **pols = stack_pol;
+    sluice_chain_result res;
+    size_t n = t->nlimits, report = 0;
+    int rc;
+
+    if (n == 0) {
+        sluice_decision d = {.allowed = 1};
+        reply_decision(c, &d, NULL);
+        return;
+    }
+    if (n > CHAIN_STACK) {
+        links = sluice_calloc(n, sizeof(*links));
+        dec = sluice_calloc(n, sizeof(*dec));
+        pols = sluice_calloc(n, sizeof(*pols));
+        if (!links || !dec || !pols) {
+            resp_error(conn_out(c), "NOMEM", "out of memory");
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        sluice_limit *live = NULL;
+        const sluice_limit_policy *p = sluice_engine_get_limit(s->engine, t->limits[i], &live);
+
+        if (!p) {
+            resp_error(conn_out(c), "NOLIMIT",
+                       "type \"%s\" names limit \"%s\", which does not "
+                       "exist",
+                       t->name, t->limits[i]);
+            goto done;
+        }
+        if (check_direct(c, p, live) != 0 || check_throttle(c, p, flags) != 0 ||
+            resolve_link(c, p, cmd, units, &links[i]) != 0)
+            goto done;
+        links[i].limit = live;
+        pols[i] = p;
+    }
+    rc = sluice_chain_decide(links, n, server_now(s), flags, dec, &res);
+    if (rc != 0) {
+        reply_engine_error(c, rc, NULL);
+        goto done;
+    }
+    if (!res.allowed) {
+        report = res.denied_by;
+    } else {
+        /* Report the tightest link: the one with the fewest units left. */
+        for (size_t i = 1; i < n; i++) {
+            if (dec[i].remaining < dec[report].remaining)
+                report = i;
+        }
+    }
+    dec[report].allowed = res.allowed;
+    if (!res.allowed)
+        dec[report].retry_after_ns = res.retry_after_ns;
+    reply_decision(c, &dec[report], res.allowed ? NULL : pols[report]->name);
+done:
+    if (links != stack_links) {
+        sluice_free(links);
+        sluice_free(dec);
+        sluice_free((void *)pols);
+    }
+}
+
+void cmd_throttle(conn *c, const resp_command *cmd)
+{
+    server *s = c->srv;
+    char name[NAME_BUF];
+    const sluice_limit_policy *p;
+    sluice_limit *live = NULL;
+    sluice_chain_link link;
+    sluice_decision d;
+    int64_t units = 0;
+    unsigned flags = 0;
+    int rc;
+
+    for (size_t i = 3; i < cmd->argc; i++) {
+        if (command_arg_is(cmd->argv[i], cmd->argvlen[i], "peek")) {
+            flags |= SLUICE_PEEK;
+        } else if (command_arg_is(cmd->argv[i], cmd->argvlen[i], "units") && i + 1 < cmd->argc) {
+            if (positive_arg(c, "UNITS", cmd->argv[i + 1], cmd->argvlen[i + 1], SLUICE_MAX_PERMITS,
+                             &units) != 0)
+                return;
+            i++;
+        } else {
+            resp_error(conn_out(c), "WRONGARGS",
+                       "syntax error: THROTTLE limit key [UNITS n] [PEEK]");
+            return;
+        }
+    }
+    if (name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0 || key_arg(c, cmd->argvlen[2]) != 0)
+        return;
+    p = sluice_engine_get_limit(s->engine, name, &live);
+    if (!p) {
+        const sluice_type_policy *t = sluice_engine_get_type(s->engine, name);
+
+        if (!t) {
+            resp_error(conn_out(c), "NOLIMIT", "no limit or task type named \"%s\"", name);
+            return;
+        }
+        throttle_type(c, cmd, t, units, flags);
+        return;
+    }
+    if (check_direct(c, p, live) != 0 || check_throttle(c, p, flags) != 0 ||
+        resolve_link(c, p, cmd, units, &link) != 0)
+        return;
+    rc = sluice_limit_decide(live, link.key, link.keylen, link.units, server_now(s), flags, &d);
+    if (rc != 0) {
+        reply_engine_error(c, rc, NULL);
+        return;
+    }
+    reply_decision(c, &d, d.allowed ? NULL : p->name);
+}
+
+/* ---- Leases ------------------------------------------------------------------------------ */
+
+/* A parsed lease handle "NAME/GEN/ID". */
+typedef struct lease_handle {
+    char name[NAME_BUF];
+    uint64_t gen, id;
+} lease_handle;
+
+static int parse_u64(const char *s, size_t len, uint64_t *out)
+{
+    int64_t v;
+
+    if (len == 0 || s[0] == '-' || command_parse_int(s, len, &v) != 0)
+        return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int parse_handle(const char *s, size_t len, lease_handle *h)
+{
+    const char *end = s + len, *p2 = NULL, *p1 = NULL;
+
+    for (const char *q = end; q > s; q--) {
+        if (q[-1] == '/') {
+            if (!p2)
+                p2 = q - 1;
+            else {
+                p1 = q - 1;
+                break;
+            }
+        }
+    }
+    if (!p1 || !p2)
+        return -1;
+    if (command_arg_str(s, (size_t)(p1 - s), h->name, sizeof(h->name)) != 0 ||
+        parse_u64(p1 + 1, (size_t)(p2 - p1 - 1), &h->gen) != 0 ||
+        parse_u64(p2 + 1, (size_t)(end - p2 - 1), &h->id) != 0)
+        return -1;
+    return 0;
+}
+
+/* Finds the concurrency limit of a handle; replies NOLEASE and returns NULL when the handle
+ * is malformed or names a limit that was replaced or removed. */
+static sluice_limit *handle_limit(conn *c, const resp_command *cmd, lease_handle *h)
+{
+    sluice_limit *live = NULL;
+    const sluice_limit_policy *p;
+
+    if (parse_handle(cmd->argv[1], cmd->argvlen[1], h) == 0) {
+        p = sluice_engine_get_limit(c->srv->engine, h->name, &live);
+        if (p && live && p->def.kind == SLUICE_CONCURRENCY && gen_of(c->srv, h->name) == h->gen)
+            return live;
+    }
+    resp_error(conn_out(c), "NOLEASE",
+               "no such lease (it expired, was released, its limit "
+               "changed, or it never existed)");
+    return NULL;
+}
+
+/* Parses [TTL ms] [UNITS n] options from argv[from]. Returns 0 or -1 after replying. */
+static int lease_options(conn *c, const resp_command *cmd, size_t from, int allow_units,
+                         int64_t *ttl_ms, int64_t *units)
+{
+    for (size_t i = from; i < cmd->argc; i++) {
+        if (command_arg_is(cmd->argv[i], cmd->argvlen[i], "ttl") && i + 1 < cmd->argc) {
+            if (positive_arg(c, "TTL", cmd->argv[i + 1], cmd->argvlen[i + 1],
+                             SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_MS, ttl_ms) != 0)
+                return -1;
+            i++;
+        } else if (allow_units && command_arg_is(cmd->argv[i], cmd->argvlen[i], "units") &&
+                   i + 1 < cmd->argc) {
+            if (positive_arg(c, "UNITS", cmd->argv[i + 1], cmd->argvlen[i + 1], SLUICE_MAX_PERMITS,
+                             units) != 0)
+                return -1;
+            i++;
+        } else {
+            resp_error(conn_out(c), "WRONGARGS", "syntax error: expected TTL ms%s",
+                       allow_units ? " or UNITS n" : "");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void cmd_lease_acquire(conn *c, const resp_command *cmd)
+{
+    server *s = c->srv;
+    resp_writer *w = conn_out(c);
+    char name[NAME_BUF];
+    const sluice_limit_policy *p;
+    sluice_limit *live = NULL;
+    sluice_chain_link link;
+    sluice_decision d;
+    int64_t ttl_ms = 0, units = 0, ttl_ns;
+    int rc;
+
+    if (lease_options(c, cmd, 3, 1, &ttl_ms, &units) != 0 ||
+        name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0 || key_arg(c, cmd->argvlen[2]) != 0)
+        return;
+    p = sluice_engine_get_limit(s->engine, name, &live);
+    if (!p) {
+        resp_error(w, "NOLIMIT", "no limit named \"%s\"", name);
+        return;
+    }
+    if (check_direct(c, p, live) != 0)
+        return;
+    if (p->def.kind != SLUICE_CONCURRENCY) {
+        resp_error(w, "WRONGARGS",
+                   "limit \"%s\" is a %s limit; leases are taken on concurrency "
+                   "limits",
+                   name, sluice_limit_kind_name(p->def.kind));
+        return;
+    }
+    if (resolve_link(c, p, cmd, units, &link) != 0)
+        return;
+    ttl_ns = ttl_ms > 0 ? ttl_ms * SLUICE_NS_PER_MS : p->def.ttl_ns;
+    rc = sluice_lease_acquire(live, link.key, link.keylen, link.units, ttl_ns, server_now(s), &d);
+    if (rc != 0) {
+        reply_engine_error(c, rc, NULL);
+        return;
+    }
+    if (!d.allowed) {
+        char keybuf[NAME_BUF];
+        sluice_denial den = {.reason = SLUICE_FAIL_RATELIMITED,
+                             .limit = name,
+                             .kind = "concurrency",
+                             .key = keybuf,
+                             .limit_value = p->def.limit,
+                             .window_ns = 0,
+                             .retry_after_ns = d.retry_after_ns};
+
+        /* The key may hold any byte; it is encoded in the reply, and cut at 255 bytes here. */
+        size_t kl = link.keylen < sizeof(keybuf) - 1 ? link.keylen : sizeof(keybuf) - 1;
+        memcpy(keybuf, link.key, kl);
+        keybuf[kl] = '\0';
+        s->stats.throttle_denied++;
+        reply_ratelimited(c, &den);
+        return;
+    }
+    s->stats.throttle_allowed++;
+    resp_map(w, 3);
+    resp_bulk_str(w, "lease");
+    resp_bulk_fmt(w, "%s/%" PRIu64 "/%" PRIu64, name, gen_of(s, name), d.lease_id);
+    resp_bulk_str(w, "ttl_ms");
+    resp_int(w, command_ns_to_ms(ttl_ns));
+    resp_bulk_str(w, "remaining");
+    resp_int(w, d.remaining);
+}
+
+void cmd_lease_renew(conn *c, const resp_command *cmd)
+{
+    lease_handle h;
+    sluice_limit *live;
+    int64_t ttl_ms = 0, ttl_ns, now, expires = 0;
+    int rc;
+
+    if (lease_options(c, cmd, 2, 0, &ttl_ms, NULL) != 0)
+        return;
+    live = handle_limit(c, cmd, &h);
+    if (!live)
+        return;
+    ttl_ns = ttl_ms > 0 ? ttl_ms * SLUICE_NS_PER_MS : sluice_limit_get_def(live)->ttl_ns;
+    now = server_now(c->srv);
+    rc = sluice_lease_renew(live, h.id, ttl_ns, now, &expires);
+    if (rc == SLUICE_ESTALE)
+        resp_error(conn_out(c), "NOLEASE", "lease is gone (it expired or was released)");
+    else if (rc != 0)
+        reply_engine_error(c, rc, NULL);
+    else
+        resp_int(conn_out(c), command_ns_to_ms(expires - now));
+}
+
+void cmd_lease_release(conn *c, const resp_command *cmd)
+{
+    lease_handle h;
+    sluice_limit *live = handle_limit(c, cmd, &h);
+    int rc;
+
+    if (!live)
+        return;
+    rc = sluice_lease_release(live, h.id, server_now(c->srv));
+    if (rc == SLUICE_ESTALE)
+        resp_error(conn_out(c), "NOLEASE", "lease is gone (it expired, or never existed)");
+    else if (rc != 0)
+        reply_engine_error(c, rc, NULL);
+    else
+        resp_simple(conn_out(c), "OK");
+}
+
+/* ---- LIMIT.* ----------------------------------------------------------------------------- */
+
+void cmd_limit_set(conn *c, const resp_command *cmd)
+{
+    server *s = c->srv;
+    char name[NAME_BUF], spec[SPEC_BUF], msg[512];
+    const sluice_limit_policy *old;
+    sluice_limit_policy p;
+    int rc;
+
+    if (command_arg_str(cmd->argv[1], cmd->argvlen[1], name, sizeof(name)) != 0) {
+        resp_error(conn_out(c), "WRONGARGS",
+                   "a limit name is 1 to 128 bytes of A-Z a-z 0-9 _ . "
+                   ": -");
+        return;
+    }
+    if (command_arg_str(cmd->argv[2], cmd->argvlen[2], spec, sizeof(spec)) != 0) {
+        resp_error(conn_out(c), "WRONGARGS",
+                   "spec too long (at most %d bytes) or holds a NUL "
+                   "byte",
+                   SPEC_BUF - 1);
+        return;
+    }
+    rc = sluice_spec_parse_policy(spec, &p, msg, sizeof(msg));
+    if (rc != 0) {
+        reply_engine_error(c, rc, msg);
+        return;
+    }
+    p.name = sluice_memdup0(name, strlen(name));
+    if (!p.name) {
+        sluice_limit_policy_clear(&p);
+        resp_error(conn_out(c), "NOMEM", "out of memory");
+        return;
+    }
+    old = sluice_engine_get_limit(s->engine, name, NULL);
+    if (old && server_policy_eq(old, &p)) {
+        /* The same limit again: keep its state (LIMIT.RESET clears it). */
+        sluice_limit_policy_clear(&p);
+        resp_simple(conn_out(c), "OK");
+        return;
+    }
+    rc = sluice_engine_set_limit(s->engine, &p, msg, sizeof(msg));
+    sluice_limit_policy_clear(&p);
+    if (rc != 0) {
+        reply_engine_error(c, rc, msg);
+        return;
+    }
+    cmd_limit_bump(s, name);
+    server_engine_changed(s);
+    log_info("limit \"%s\" %s by client %" PRIu64 ": %s", name, old ? "replaced" : "added", c->id,
+             spec);
+    resp_simple(conn_out(c), "OK");
+}
+
+/* Writes a limit's one-line spec, or a description of its tiers. */
+static void policy_text(const sluice_limit_policy *p, char *buf, size_t len)
+{
+    if (p->ntiers > 0)
+        snprintf(buf, len, "tiered by %s (%zu tiers)", p->tier_path ? p->tier_path : "?",
+                 p->ntiers);
+    else if (sluice_spec_format_policy(p, buf, len) != 0)
+        snprintf(buf, len, "?");
+}
+
+void cmd_limit_get(conn *c, const resp_command *cmd)
+{
+    resp_writer *w = conn_out(c);
+    char name[NAME_BUF], text[SLUICE_POLICY_SPEC_MAX_LEN];
+    const sluice_limit_policy *p;
+    sluice_limit *live = NULL;
+    sluice_limit_stats st;
+
+    if (name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0)
+        return;
+    p = sluice_engine_get_limit(c->srv->engine, name, &live);
+    if (!p) {
+        resp_error(w, "NOLIMIT", "no limit named \"%s\"", name);
+        return;
+    }
+    memset(&st, 0, sizeof(st));
+    if (live)
+        sluice_limit_get_stats(live, &st);
+    policy_text(p, text, sizeof(text));
+    resp_map(w, 6);
+    resp_bulk_str(w, "name");
+    resp_bulk_str(w, p->name);
+    resp_bulk_str(w, "spec");
+    resp_bulk_str(w, text);
+    resp_bulk_str(w, "kind");
+    resp_bulk_str(w, sluice_limit_kind_name(p->ntiers ? p->tiers[0].def.kind : p->def.kind));
+    resp_bulk_str(w, "tiers");
+    resp_array(w, p->ntiers);
+    for (size_t i = 0; i < p->ntiers; i++) {
+        char spec[SLUICE_SPEC_MAX_LEN];
+
+        if (sluice_spec_format_limit(&p->tiers[i].def, spec, sizeof(spec)) != 0)
+            snprintf(spec, sizeof(spec), "?");
+        resp_bulk_fmt(w, "%s: %s", p->tiers[i].name, spec);
+    }
+    resp_bulk_str(w, "keys");
+    resp_int(w, (int64_t)st.keys);
+    resp_bulk_str(w, "source");
+    if (p->line > 0)
+        resp_bulk_fmt(w, "config line %d", p->line);
+    else
+        resp_bulk_str(w, "runtime");
+}
+
+static void list_one(const sluice_limit_policy *p, void *arg)
+{
+    resp_writer *w = arg;
+    char text[SLUICE_POLICY_SPEC_MAX_LEN];
+
+    policy_text(p, text, sizeof(text));
+    resp_bulk_str(w, p->name);
+    resp_bulk_str(w, text);
+}
+
+void cmd_limit_list(conn *c, const resp_command *cmd)
+{
+    sluice_engine *e = c->srv->engine;
+    resp_writer *w = conn_out(c);
+
+    (void)cmd;
+    resp_map(w, sluice_engine_list_limits(e, NULL, NULL));
+    sluice_engine_list_limits(e, list_one, w);
+}
+
+void cmd_limit_del(conn *c, const resp_command *cmd)
+{
+    server *s = c->srv;
+    char name[NAME_BUF];
+    int rc;
+
+    if (name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0)
+        return;
+    rc = sluice_engine_del_limit(s->engine, name);
+    if (rc == SLUICE_ENOTFOUND) {
+        resp_error(conn_out(c), "NOLIMIT", "no limit named \"%s\"", name);
+    } else if (rc == SLUICE_ESTATE) {
+        resp_error(conn_out(c), "INUSE",
+                   "limit \"%s\" is in a task type's chain; change the "
+                   "type first",
+                   name);
+    } else if (rc != 0) {
+        reply_engine_error(c, rc, NULL);
+    } else {
+        cmd_limit_bump(s, name);
+        server_engine_changed(s);
+        log_info("limit \"%s\" removed by client %" PRIu64, name, c->id);
+        resp_int(conn_out(c), 1);
+    }
+}
+
+void cmd_limit_reset(conn *c, const resp_command *cmd)
+{
+    server *s = c->srv;
+    char name[NAME_BUF], msg[256];
+    const sluice_limit_policy *p;
+    sluice_limit *live = NULL;
+    int rc;
+
+    if (cmd->argc > 3) {
+        reply_arity(c, "limit.reset");
+        return;
+    }
+    if (name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0)
+        return;
+    p = sluice_engine_get_limit(s->engine, name, &live);
+    if (!p) {
+        resp_error(conn_out(c), "NOLIMIT", "no limit named \"%s\"", name);
+        return;
+    }
+    if (cmd->argc == 3) {
+        if (check_direct(c, p, live) != 0)
+            return;
+        rc = sluice_limit_reset(live, cmd->argv[2], cmd->argvlen[2]);
+        resp_int(conn_out(c), rc == 0);
+        return;
+    }
+    if (p->ntiers == 0 && live) {
+        sluice_limit_reset(live, NULL, 0);
+    } else {
+        /* Every tier restarts when the policy is installed again. */
+        sluice_limit_policy copy;
+
+        rc = sluice_limit_policy_copy(&copy, p);
+        if (rc == 0) {
+            rc = sluice_engine_set_limit(s->engine, &copy, msg, sizeof(msg));
+            sluice_limit_policy_clear(&copy);
+        }
+        if (rc != 0) {
+            reply_engine_error(c, rc, NULL);
+            return;
+        }
+        cmd_limit_bump(s, name);
+    }
+    log_info("limit \"%s\" reset by client %" PRIu64, name, c->id);
+    resp_simple(conn_out(c), "OK");
+}

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CL.THROTTLE: redis-cell's command, reply for reply, so its users can point their code at
+ * sluice unchanged.
+ *
+ *   CL.THROTTLE key max_burst count period [quantity]
+ *   -> [limited 0|1, limit, remaining, retry_after s (-1 when allowed), reset_after s]
+ *
+ * redis-cell is GCRA with emission interval T = period / count and a tolerance of
+ * (max_burst + 1) * T, which is sluice's rate limit with permits = count, period = period s and
+ * burst = max_burst + 1; the decision is sluice's, the reply mapping (cell_map_decision) is
+ * redis-cell's: seconds are truncated and then bumped by one when a millisecond part remains,
+ * and quantity 0 peeks.
+ *
+ * One sluice limit is kept per (max_burst, count, period) triple, created on first use: a key
+ * used with two different triples has two independent buckets (redis-cell would share one
+ * stored TAT between them). The cache holds at most max_adhoc triples; a new triple when it is
+ * full evicts one whose limit tracks no key, or is refused with BUSY.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "server/commands.h"
+#include "server/log.h"
+#include "sluice/error.h"
+
+typedef struct cell_entry {
+    int64_t max_burst, count, period; /* the triple */
+    int64_t t_ns;                     /* emission interval, truncated to whole ns */
+    sluice_limit *lim;
+} cell_entry;
+
+typedef struct cell_state {
+    cell_entry *entries; /* n used of max entries */
+    size_t n, max;
+    uint32_t *index; /* icap slots: entry + 1, 0 = empty */
+    size_t icap;     /* a power of two, at least 2 * max */
+} cell_state;
+
+static uint64_t triple_hash(int64_t a, int64_t b, int64_t c)
+{
+    uint64_t h = (uint64_t)a * 0x9E3779B97F4A7C15u;
+
+    h ^= (uint64_t)b + 0x7F4A7C159E3779B9u + (h << 6) + (h >> 2);
+    h ^= (uint64_t)c + 0x94D049BB133111EBu + (h << 6) + (h >> 2);
+    return h ^ (h >> 31);
+}
+
+int cmd_cell_init(server *s)
+{
+    cell_state *cs = sluice_calloc(1, sizeof(*cs));
+    size_t icap = 16;
+
+    if (!cs)
+        return SLUICE_ENOMEM;
+    cs->max = s->opt.max_adhoc ? s->opt.max_adhoc : 1;
+    while (icap < cs->max * 2)
+        icap *= 2;
+    cs->icap = icap;
+    cs->entries = sluice_calloc(cs->max, sizeof(*cs->entries));
+    cs->index = sluice_calloc(icap, sizeof(*cs->index));
+    s->cell_state = cs;
+    if (!cs->entries || !cs->index) {
+        cmd_cell_free(s);
+        return SLUICE_ENOMEM;
+    }
+    return 0;
+}
+
+void cmd_cell_free(server *s)
+{
+    cell_state *cs = s->cell_state;
+
+    if (!cs)
+        return;
+    for (size_t i = 0; i < cs->n; i++)
+        sluice_limit_free(cs->entries[i].lim);
+    sluice_free(cs->entries);
+    sluice_free(cs->index);
+    sluice_free(cs);
+    s->cell_state = NULL;
+}
+
+size_t cmd_cell_count(const server *s)
+{
+    const cell_state *cs = s->cell_state;
+
+    return cs ? cs->n : 0;
+}
+
+void cmd_cell_sweep(server *s, int64_t now_ns, size_t budget)
+{
+    cell_state *cs = s->cell_state;
+
+    for (size_t i = 0; cs && i < cs->n; i++)
+        sluice_limit_sweep(cs->entries[i].lim, now_ns, budget);
+}
+
+static void index_insert(cell_state *cs, size_t entry)
+{
+    const cell_entry *e = &cs->entries[entry];
+    size_t at = triple_hash(e->max_burst, e->count, e->period) & (cs->icap - 1);
+
+    while (cs->index[at])
+        at = (at + 1) & (cs->icap - 1);
+    cs->index[at] = (uint32_t)(entry + 1);
+}
+
+static cell_entry *cell_find(cell_state *cs, int64_t max_burst, int64_t count, int64_t period)
+{
+    size_t at = triple_hash(max_burst, count, period) & (cs->icap - 1);
+
+    while (cs->index[at]) {
+        cell_entry *e = &cs->entries[cs->index[at] - 1];
+
+        if (e->max_burst == max_burst && e->count == count && e->period == period)
+            return e;
+        at = (at + 1) & (cs->icap - 1);
+    }
+    return NULL;
+}
+
+/* Drops one entry whose limit tracks no key, to make room. Returns 0, or -1 when all are in
+ * use. Rare (only past max_adhoc triples), so the index is simply rebuilt. */
+static int cell_evict(cell_state *cs)
+{
+    for (size_t i = 0; i < cs->n; i++) {
+        sluice_limit_stats st;
+
+        sluice_limit_get_stats(cs->entries[i].lim, &st);
+        if (st.keys > 0)
+            continue;
+        sluice_limit_free(cs->entries[i].lim);
+        cs->entries[i] = cs->entries[--cs->n];
+        memset(cs->index, 0, cs->icap * sizeof(*cs->index));
+        for (size_t k = 0; k < cs->n; k++)
+            index_insert(cs, k);
+        return 0;
+    }
+    return -1;
+}
+
+/* Finds or creates the limit of a triple. Returns it, or NULL after replying. */
+static cell_entry *cell_get(conn *c, int64_t max_burst, int64_t count, int64_t period)
+{
+    cell_state *cs = c->srv->cell_state;
+    cell_entry *e = cell_find(cs, max_burst, count, period);
+    sluice_limit_def def;
+    char msg[200];
+    int rc;
+
+    if (e)
+        return e;
+    if (max_burst >= SLUICE_MAX_PERMITS || period > SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_SEC) {
+        resp_error(conn_out(c), "WRONGARGS",
+                   "CL.THROTTLE: max_burst must be below %" PRId64 " and period at most %" PRId64
+                   " seconds",
+                   SLUICE_MAX_PERMITS, SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_SEC);
+        return NULL;
+    }
+    sluice_limit_def_init(&def, SLUICE_RATE);
+    def.limit = count;
+    def.period_ns = period * SLUICE_NS_PER_SEC;
+    def.burst = max_burst + 1;
+    if (def.max_key_len < c->srv->opt.max_key_len)
+        def.max_key_len = c->srv->opt.max_key_len;
+    if (sluice_limit_def_validate(&def, msg, sizeof(msg)) != 0) {
+        resp_error(conn_out(c), "WRONGARGS", "CL.THROTTLE: %s", msg);
+        return NULL;
+    }
+    if (cs->n == cs->max && cell_evict(cs) != 0) {
+        resp_error(conn_out(c), "BUSY",
+                   "CL.THROTTLE: %zu parameter sets are in use (the maximum); reuse one", cs->max);
+        return NULL;
+    }
+    e = &cs->entries[cs->n];
+    rc = sluice_limit_new(&def, &e->lim, msg, sizeof(msg));
+    if (rc != 0) {
+        reply_engine_error(c, rc, msg);
+        return NULL;
+    }
+    e->max_burst = max_burst;
+    e->count = count;
+    e->period = period;
+    e->t_ns = def.period_ns / count;
+    index_insert(cs, cs->n);
+    cs->n++;
+    return e;
+}
+
+/* Seconds of a non-negative duration, redis-cell's way: whole seconds, plus one when a
+ * millisecond part remains. */
+static int64_t cell_seconds(int64_t ns)
+{
+    int64_t s = ns / SLUICE_NS_PER_SEC;
+
+    if ((ns % SLUICE_NS_PER_SEC) / SLUICE_NS_PER_MS > 0)
+        s++;
+    return s;
+}
+
+void cell_map_decision(const sluice_decision *d, int64_t quantity, int64_t t_ns, cell_reply *out)
+{
+    int64_t reset_ns = d->reset_after_ns;
+
+    out->limit = d->limit;
+    out->remaining = d->remaining < 0 ? 0 : d->remaining;
+    out->retry_after = -1;
+    if (quantity == 0) {
+        /* A peek of one unit: redis-cell's quantity 0 always passes and reports the state
+         * before that unit. */
+        out->limited = 0;
+        if (d->allowed) {
+            out->remaining++;
+            reset_ns = reset_ns > t_ns ? reset_ns - t_ns : 0;
+        }
+    } else {
+        out->limited = !d->allowed;
+        if (!d->allowed && d->retry_after_ns != SLUICE_NEVER)
+            out->retry_after = cell_seconds(d->retry_after_ns);
+    }
+    out->reset_after = cell_seconds(reset_ns < 0 ? 0 : reset_ns);
+}
+
+void cmd_cl_throttle(conn *c, const resp_command *cmd)
+{
+    server *s = c->srv;
+    resp_writer *w = conn_out(c);
+    int64_t max_burst, count, period, quantity = 1;
+    cell_entry *e;
+    sluice_decision d;
+    cell_reply r;
+    int rc;
+
+    if (cmd->argc > 6) {
+        reply_arity(c, "cl.throttle");
+        return;
+    }
+    if (command_parse_int(cmd->argv[2], cmd->argvlen[2], &max_burst) != 0 ||
+        command_parse_int(cmd->argv[3], cmd->argvlen[3], &count) != 0 ||
+        command_parse_int(cmd->argv[4], cmd->argvlen[4], &period) != 0 ||
+        (cmd->argc == 6 && command_parse_int(cmd->argv[5], cmd->argvlen[5], &quantity) != 0)) {
+        resp_error(w, "WRONGARGS",
+                   "CL.THROTTLE key max_burst count period [quantity]: the "
+                   "numbers must be integers");
+        return;
+    }
+    if (max_burst < 0 || count < 1 || period < 1 || quantity < 0) {
+        resp_error(w, "WRONGARGS",
+                   "CL.THROTTLE: max_burst and quantity must be >= 0, count and "
+                   "period >= 1");
+        return;
+    }
+    if (cmd->argvlen[1] > s->opt.max_key_len) {
+        resp_error(w, "WRONGARGS", "key of %zu bytes is longer than the maximum of %zu",
+                   cmd->argvlen[1], s->opt.max_key_len);
+        return;
+    }
+    e = cell_get(c, max_burst, count, period);
+    if (!e)
+        return;
+    rc = sluice_limit_decide(e->lim, cmd->argv[1], cmd->argvlen[1], quantity ? quantity : 1,
+                             server_now(s), quantity ? 0 : SLUICE_PEEK, &d);
+    if (rc != 0) {
+        reply_engine_error(c, rc, NULL);
+        return;
+    }
+    cell_map_decision(&d, quantity, e->t_ns, &r);
+    if (r.limited)
+        s->stats.throttle_denied++;
+    else
+        s->stats.throttle_allowed++;
+    resp_array(w, 5);
+    resp_int(w, r.limited);
+    resp_int(w, r.limit);
+    resp_int(w, r.remaining);
+    resp_int(w, r.retry_after);
+    resp_int(w, r.reset_after);
+}

@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The command table, its lookup, dispatch with the auth and arity checks, and the reply helpers
+ * the command modules share (error mapping, the RATELIMITED line, argument parsing).
+ *
+ * Lookup is on the hot path (every THROTTLE goes through it), so the table is indexed once by a
+ * case-insensitive hash of the name into a small open-addressing array; a lookup is one hash of
+ * the name and, almost always, one comparison.
+ */
+#include "server/commands.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "server/log.h"
+#include "sluice/error.h"
+#include "sluice/limit.h"
+
+/* ---- The table --------------------------------------------------------------------------- */
+
+const command_def command_table[] = {
+    /* Connection and server (cmd_server.c). */
+    {"ping", -1, CMD_FAST, cmd_ping, "PING [message]: +PONG, or the message"},
+    {"echo", 2, CMD_FAST, cmd_echo, "ECHO message: the message"},
+    {"hello", -1, CMD_NOAUTH | CMD_FAST, cmd_hello,
+     "HELLO [2|3 [AUTH user pass] [SETNAME name]]: switch protocol, server facts"},
+    {"auth", -2, CMD_NOAUTH | CMD_FAST, cmd_auth, "AUTH [user] password: authenticate"},
+    {"quit", -1, CMD_NOAUTH | CMD_FAST, cmd_quit, "QUIT: +OK, then the connection is closed"},
+    {"info", -1, CMD_READONLY, cmd_info, "INFO [section ...]: server, clients, engine, limits"},
+    {"command", -1, CMD_READONLY, cmd_command, "COMMAND [COUNT|DOCS|INFO|LIST]: the commands"},
+    {"config", -2, CMD_ADMIN, cmd_config, "CONFIG RELOAD | CONFIG GET pattern"},
+    {"client", -2, CMD_FAST, cmd_client, "CLIENT ID|GETNAME|SETNAME|SETINFO|LIST"},
+    {"select", 2, CMD_FAST, cmd_select, "SELECT 0: accepted for client libraries"},
+    /* Decisions and leases (cmd_limit.c, cmd_throttle.c). */
+    {"throttle", -3, CMD_WRITE | CMD_FAST, cmd_throttle,
+     "THROTTLE limit|type key [UNITS n] [PEEK]: a rate-limit decision"},
+    {"cl.throttle", -5, CMD_WRITE | CMD_FAST, cmd_cl_throttle,
+     "CL.THROTTLE key max_burst count period [quantity]: redis-cell's reply"},
+    {"lease.acquire", -3, CMD_WRITE | CMD_FAST, cmd_lease_acquire,
+     "LEASE.ACQUIRE limit key [TTL ms] [UNITS n]: take a concurrency lease"},
+    {"lease.renew", -2, CMD_WRITE | CMD_FAST, cmd_lease_renew,
+     "LEASE.RENEW lease [TTL ms]: extend a lease"},
+    {"lease.release", 2, CMD_WRITE | CMD_FAST, cmd_lease_release,
+     "LEASE.RELEASE lease: give a lease back"},
+    /* Limits, changed live (cmd_limit.c). */
+    {"limit.set", 3, CMD_WRITE | CMD_ADMIN, cmd_limit_set,
+     "LIMIT.SET name spec: add or replace a named limit"},
+    {"limit.get", 2, CMD_READONLY, cmd_limit_get, "LIMIT.GET name: a limit's spec and figures"},
+    {"limit.list", 1, CMD_READONLY, cmd_limit_list, "LIMIT.LIST: every limit and its spec"},
+    {"limit.del", 2, CMD_WRITE | CMD_ADMIN, cmd_limit_del, "LIMIT.DEL name: remove a limit"},
+    {"limit.reset", -2, CMD_WRITE | CMD_ADMIN, cmd_limit_reset,
+     "LIMIT.RESET name [key]: forget the state of one key or of all"},
+    /* Tasks (cmd_task.c). */
+    {"task.add", -3, CMD_WRITE | CMD_FAST, cmd_task_add,
+     "TASK.ADD type payload [KEY k] [UNITS n] [PRIORITY p] [ID taskkey] [DELAY ms]: submit"},
+    {"task.get", -2, CMD_WRITE | CMD_BLOCKING, cmd_task_get,
+     "TASK.GET type [type ...] [COUNT n] [TIMEOUT ms]: take granted tasks, or wait"},
+    {"task.ack", -2, CMD_WRITE | CMD_FAST, cmd_task_ack,
+     "TASK.ACK id [COST n]: complete a running task"},
+    {"task.fail", -2, CMD_WRITE | CMD_FAST, cmd_task_fail,
+     "TASK.FAIL id [RETRY|DEAD] [REASON text]: fail a running task"},
+    {"task.cancel", 2, CMD_WRITE | CMD_FAST, cmd_task_cancel,
+     "TASK.CANCEL id: cancel a queued or parked task"},
+    {"task.touch", 2, CMD_WRITE | CMD_FAST, cmd_task_touch,
+     "TASK.TOUCH id: extend a running task's lease"},
+    {"task.info", 2, CMD_READONLY | CMD_FAST, cmd_task_info, "TASK.INFO id: a task's fields"},
+    {"task.explain", 2, CMD_READONLY | CMD_FAST, cmd_task_explain,
+     "TASK.EXPLAIN id: why a task waits and when it should start"},
+};
+
+const size_t command_count = sizeof(command_table) / sizeof(command_table[0]);
+
+/* Longest command name, in bytes. */
+#define NAME_MAX_LEN 32
+/* Slots of the lookup index: a power of two, at least twice the table. */
+#define INDEX_SLOTS 128
+
+static unsigned char index_slots[INDEX_SLOTS]; /* row + 1, 0 = empty */
+static int index_built;
+
+static unsigned char lower(unsigned char ch)
+{
+    return ch >= 'A' && ch <= 'Z' ? (unsigned char)(ch + ('a' - 'A')) : ch;
+}
+
+static uint32_t name_hash(const char *s, size_t len)
+{
+    uint32_t h = 2166136261u;
+
+    for (size_t i = 0; i < len; i++) {
+        h ^= lower((unsigned char)s[i]);
+        h *= 16777619u;
+    }
+    return h;
+}
+
+static void build_index(void)
+{
+    for (size_t i = 0; i < command_count; i++) {
+        const char *name = command_table[i].name;
+        uint32_t at = name_hash(name, strlen(name)) & (INDEX_SLOTS - 1);
+
+        while (index_slots[at])
+            at = (at + 1) & (INDEX_SLOTS - 1);
+        index_slots[at] = (unsigned char)(i + 1);
+    }
+    index_built = 1;
+}
+
+int command_arg_is(const char *s, size_t len, const char *word)
+{
+    size_t n = strlen(word);
+
+    if (len != n)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (lower((unsigned char)s[i]) != (unsigned char)word[i])
+            return 0;
+    }
+    return 1;
+}
+
+const command_def *command_lookup(const char *name, size_t len)
+{
+    uint32_t at;
+
+    if (len == 0 || len > NAME_MAX_LEN)
+        return NULL;
+    if (!index_built)
+        build_index();
+    at = name_hash(name, len) & (INDEX_SLOTS - 1);
+    while (index_slots[at]) {
+        const command_def *d = &command_table[index_slots[at] - 1];
+
+        if (command_arg_is(name, len, d->name))
+            return d;
+        at = (at + 1) & (INDEX_SLOTS - 1);
+    }
+    return NULL;
+}
+
+int command_arity_ok(int arity, size_t argc)
+{
+    if (arity >= 0)
+        return argc == (size_t)arity;
+    return argc >= (size_t)-arity;
+}
+
+/* ---- Module state ------------------------------------------------------------------------ */
+
+int commands_init(server *s)
+{
+    int rc = cmd_limit_init(s);
+
+    if (rc == 0)
+        rc = cmd_cell_init(s);
+    if (rc == 0)
+        rc = cmd_task_init(s);
+    if (rc != 0)
+        commands_free(s);
+    return rc;
+}
+
+void commands_free(server *s)
+{
+    cmd_task_free(s);
+    cmd_cell_free(s);
+    cmd_limit_free(s);
+}
+
+/* ---- Dispatch ---------------------------------------------------------------------------- */
+
+/* Appends up to max bytes of an argument, quoted, for an error message; bytes that are not
+ * printable ASCII become '?', so the message stays one clean line. */
+static size_t show_arg(char *buf, size_t cap, const char *s, size_t len, size_t max)
+{
+    size_t o = 0;
+
+    if (cap < 4)
+        return 0;
+    buf[o++] = '\'';
+    for (size_t i = 0; i < len && i < max && o + 3 < cap; i++) {
+        unsigned char ch = (unsigned char)s[i];
+
+        buf[o++] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+    }
+    buf[o++] = '\'';
+    buf[o] = '\0';
+    return o;
+}
+
+static void reply_unknown(conn *c, const resp_command *cmd)
+{
+    char name[140], args[400];
+    size_t o = 0;
+
+    show_arg(name, sizeof(name), cmd->argv[0], cmd->argvlen[0], 128);
+    args[0] = '\0';
+    for (size_t i = 1; i < cmd->argc && o < 128; i++) {
+        o += show_arg(args + o, sizeof(args) - o - 1, cmd->argv[i], cmd->argvlen[i], 128 - o);
+        if (o + 1 < sizeof(args)) {
+            args[o++] = ' ';
+            args[o] = '\0';
+        }
+    }
+    resp_error(conn_out(c), "ERR", "unknown command %s, with args beginning with: %s", name, args);
+}
+
+static void dispatch(conn *c, const resp_command *cmd)
+{
+    const command_def *d = command_lookup(cmd->argv[0], cmd->argvlen[0]);
+
+    if (!d) {
+        reply_unknown(c, cmd);
+        return;
+    }
+    if (!(c->flags & CONN_AUTHED) && !(d->flags & CMD_NOAUTH)) {
+        resp_error(conn_out(c), "NOAUTH", "Authentication required.");
+        return;
+    }
+    if (!command_arity_ok(d->arity, cmd->argc)) {
+        reply_arity(c, d->name);
+        return;
+    }
+    c->srv->stats.commands++;
+    counters_command(&c->srv->counters, (size_t)(d - command_table));
+    d->handler(c, cmd);
+}
+
+void commands_dispatch(conn *c, const resp_command *cmd)
+{
+    size_t mark = conn_out(c)->len;
+
+    dispatch(c, cmd);
+    /* Replies are flushed at the end of the loop turn, so what this command appended starts at
+     * mark; its error code (if any) is counted for /metrics. */
+    if (!conn_out(c)->failed && conn_out(c)->len > mark)
+        counters_reply(&c->srv->counters, conn_out(c)->buf + mark, conn_out(c)->len - mark);
+}
+
+/* ---- Reply helpers ----------------------------------------------------------------------- */
+
+void reply_arity(conn *c, const char *name)
+{
+    resp_error(conn_out(c), "WRONGARGS", "wrong number of arguments for '%s' command", name);
+}
+
+void reply_engine_error(conn *c, int rc, const char *msg)
+{
+    const char *code;
+
+    switch (rc) {
+    case SLUICE_ENOMEM:
+        code = "NOMEM";
+        break;
+    case SLUICE_EBUSY:
+        code = "BUSY";
+        break;
+    case SLUICE_ENOTFOUND:
+        code = "NOLIMIT";
+        break;
+    case SLUICE_ESTALE:
+        code = "NOLEASE";
+        break;
+    case SLUICE_ESTATE:
+        code = "INUSE";
+        break;
+    default:
+        code = "WRONGARGS";
+        break;
+    }
+    resp_error(conn_out(c), code, "%s", msg && msg[0] ? msg : sluice_strerror(rc));
+}
+
+static int plain_byte(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '_' || ch == '.' || ch == ':' || ch == '/' || ch == '@' || ch == '+' || ch == '-';
+}
+
+char *command_encode_value(const char *s, size_t len, size_t max_in, char *buf)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+
+    for (size_t i = 0; i < len && i < max_in; i++) {
+        unsigned char ch = (unsigned char)s[i];
+
+        if (plain_byte(ch)) {
+            buf[o++] = (char)ch;
+        } else {
+            buf[o++] = '%';
+            buf[o++] = hex[ch >> 4];
+            buf[o++] = hex[ch & 15];
+        }
+    }
+    if (len > max_in) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+int64_t command_ns_to_ms(int64_t ns)
+{
+    if (ns == SLUICE_NEVER)
+        return -1;
+    if (ns <= 0)
+        return 0;
+    return ns / SLUICE_NS_PER_MS + (ns % SLUICE_NS_PER_MS != 0);
+}
+
+void reply_ratelimited(conn *c, const sluice_denial *d)
+{
+    /* Keys are encoded up to 256 bytes: a denial line stays short. */
+    char name[3 * 128 + 4], key[3 * 256 + 4], tier[3 * 128 + 4];
+    const char *k = d->key ? d->key : "";
+    const char *n = d->limit ? d->limit : "";
+
+    command_encode_value(n, strlen(n), 128, name);
+    command_encode_value(k, strlen(k), 256, key);
+    if (d->tier)
+        command_encode_value(d->tier, strlen(d->tier), 128, tier);
+    resp_error(conn_out(c), "RATELIMITED",
+               "limit=%s kind=%s%s%s key=%s limit_value=%" PRId64 " window_ms=%" PRId64
+               " retry_after_ms=%" PRId64,
+               name, d->kind ? d->kind : "?", d->tier ? " tier=" : "", d->tier ? tier : "", key,
+               d->limit_value, d->window_ns / SLUICE_NS_PER_MS,
+               command_ns_to_ms(d->retry_after_ns));
+}
+
+int command_parse_int(const char *s, size_t len, int64_t *out)
+{
+    uint64_t v = 0, max;
+    size_t i = 0;
+    int neg = 0;
+
+    if (len == 0 || len > 20)
+        return -1;
+    if (s[0] == '-') {
+        neg = 1;
+        i = 1;
+        if (len == 1)
+            return -1;
+    }
+    max = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (; i < len; i++) {
+        unsigned d;
+
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        d = (unsigned)(s[i] - '0');
+        if (v > (max - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    if (neg)
+        *out = v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v;
+    else
+        *out = (int64_t)v;
+    return 0;
+}
+
+int command_arg_str(const char *s, size_t len, char *buf, size_t buflen)
+{
+    if (len >= buflen || memchr(s, '\0', len))
+        return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    return 0;
+}

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The command table and dispatch: one row per command, `{name, arity, flags, handler}`, arity
+ * -N meaning "at least N arguments, the name included" (as in Redis's server.h). Adding a
+ * command is one row in commands.c and one handler declared below.
+ *
+ * Dispatch checks, in this order, before a handler runs: the command exists (-ERR unknown
+ * command), the client is authenticated or the command is allowed before AUTH (-NOAUTH), and
+ * the argument count fits the arity (-WRONGARGS). A handler then validates its own arguments
+ * and appends exactly one reply to conn_out(c) — or blocks the client (conn_block) and replies
+ * later.
+ *
+ * Error replies start with a stable code word (docs/commands.md lists them all):
+ *   ERR (protocol and unknown command), WRONGARGS, NOAUTH, WRONGPASS, NOPROTO, NOLIMIT, BUSY,
+ *   RATELIMITED, NOLEASE, INUSE, DENIED, NOMEM, CONFIG.
+ */
+#ifndef SLUICE_SERVER_COMMANDS_H
+#define SLUICE_SERVER_COMMANDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/conn.h"
+#include "server/resp.h"
+#include "sluice/engine.h"
+
+/* command_def.flags */
+#define CMD_NOAUTH   0x01u /* allowed before AUTH (AUTH, HELLO, QUIT) */
+#define CMD_WRITE    0x02u /* changes state (limits, counters) */
+#define CMD_READONLY 0x04u /* only reads */
+#define CMD_ADMIN    0x08u /* changes the server's configuration */
+#define CMD_FAST     0x10u /* O(1) or O(log n) */
+#define CMD_BLOCKING 0x20u /* may block the client */
+
+typedef void (*command_fn)(conn *c, const resp_command *cmd);
+
+typedef struct command_def {
+    const char *name; /* lower case; looked up case-insensitively */
+    int arity;        /* N: exactly N arguments; -N: at least N (the name counts) */
+    unsigned flags;   /* CMD_* */
+    command_fn handler;
+    const char *summary; /* one line for COMMAND DOCS and docs/commands.md */
+} command_def;
+
+/* The table, in the order COMMAND lists it, and its size. */
+extern const command_def command_table[];
+extern const size_t command_count;
+
+/* Finds a command by name (any case). Returns NULL when there is none. Pure. */
+const command_def *command_lookup(const char *name, size_t len);
+
+/* Returns 1 when argc arguments (the name included) fit the arity. Pure. */
+int command_arity_ok(int arity, size_t argc);
+
+/* Sets up the per-module state of the command modules (after the engine exists). Returns 0 or
+ * SLUICE_ENOMEM. commands_free accepts a server whose init failed half-way. */
+int commands_init(server *s);
+void commands_free(server *s);
+
+/* Runs one command of client c: the checks of the file comment, then its handler. */
+void commands_dispatch(conn *c, const resp_command *cmd);
+
+/* ---- Reply helpers shared by the command modules --------------------------------------- */
+
+/* -WRONGARGS wrong number of arguments for 'name' command */
+void reply_arity(conn *c, const char *name);
+
+/* Replies with the error of an engine or limit call: ENOMEM -> -NOMEM, EBUSY -> -BUSY,
+ * ENOTFOUND -> -NOLIMIT, ESTALE -> -NOLEASE, ESTATE -> -INUSE, the rest -> -WRONGARGS; msg
+ * (may be NULL or "") is the text, else sluice_strerror(rc). */
+void reply_engine_error(conn *c, int rc, const char *msg);
+
+/* -RATELIMITED limit=NAME kind=KIND [tier=TIER] key=KEY limit_value=N window_ms=N
+ * retry_after_ms=N — the fields of seed 004 in `name=value` form, values percent-encoded
+ * (command_encode_value) so a program splits on spaces and '='. retry_after_ms is -1 when no
+ * wait helps. */
+void reply_ratelimited(conn *c, const sluice_denial *d);
+
+/* Writes the bytes at s into buf percent-encoded: bytes outside [A-Za-z0-9_.:/@+-] become
+ * %XX. At most max_in input bytes are encoded (a longer value ends in "..."). Returns buf.
+ * buf must hold 3 * max_in + 4 bytes. Pure. */
+char *command_encode_value(const char *s, size_t len, size_t max_in, char *buf);
+
+/* Parses a whole argument as a decimal int64 (optional '-', no spaces). Returns 0 or -1. Pure. */
+int command_parse_int(const char *s, size_t len, int64_t *out);
+
+/* Copies an argument into buf as a NUL-terminated string when it fits (len < buflen) and holds
+ * no NUL byte. Returns 0 or -1. */
+int command_arg_str(const char *s, size_t len, char *buf, size_t buflen);
+
+/* Case-insensitive comparison of an argument with a lower-case word. */
+int command_arg_is(const char *s, size_t len, const char *word);
+
+/* Converts a duration in ns to ms for a reply, rounded up; SLUICE_NEVER stays -1. */
+int64_t command_ns_to_ms(int64_t ns);
+
+/* ---- Handlers (cmd_server.c) ------------------------------------------------------------- */
+void cmd_ping(conn *c, const resp_command *cmd);
+void cmd_echo(conn *c, const resp_command *cmd);
+void cmd_hello(conn *c, const resp_command *cmd);
+void cmd_auth(conn *c, const resp_command *cmd);
+void cmd_quit(conn *c, const resp_command *cmd);
+void cmd_info(conn *c, const resp_command *cmd);
+void cmd_command(conn *c, const resp_command *cmd);
+void cmd_config(conn *c, const resp_command *cmd);
+void cmd_client(conn *c, const resp_command *cmd);
+void cmd_select(conn *c, const resp_command *cmd);
+
+/* ---- Handlers (cmd_limit.c) -------------------------------------------------------------- */
+void cmd_throttle(conn *c, const resp_command *cmd);
+void cmd_lease_acquire(conn *c, const resp_command *cmd);
+void cmd_lease_renew(conn *c, const resp_command *cmd);
+void cmd_lease_release(conn *c, const resp_command *cmd);
+void cmd_limit_set(conn *c, const resp_command *cmd);
+void cmd_limit_get(conn *c, const resp_command *cmd);
+void cmd_limit_list(conn *c, const resp_command *cmd);
+void cmd_limit_del(conn *c, const resp_command *cmd);
+void cmd_limit_reset(conn *c, const resp_command *cmd);
+
+/* Module state of cmd_limit.c (lease handle generations per limit name). */
+int cmd_limit_init(server *s);
+void cmd_limit_free(server *s);
+/* Records that the limit `name` was replaced or removed: its lease handles become stale. */
+void cmd_limit_bump(server *s, const char *name);
+
+/* ---- Handlers (cmd_throttle.c: CL.THROTTLE) ---------------------------------------------- */
+void cmd_cl_throttle(conn *c, const resp_command *cmd);
+int cmd_cell_init(server *s);
+void cmd_cell_free(server *s);
+/* Forgets idle keys of the cached CL.THROTTLE limits (housekeeping). */
+void cmd_cell_sweep(server *s, int64_t now_ns, size_t budget);
+size_t cmd_cell_count(const server *s);
+
+/* The reply of CL.THROTTLE, as redis-cell computes it. */
+typedef struct cell_reply {
+    int64_t limited;     /* 0 allowed, 1 limited */
+    int64_t limit;       /* max_burst + 1 */
+    int64_t remaining;   /* requests still allowed now */
+    int64_t retry_after; /* seconds until the request would be allowed; -1 when allowed */
+    int64_t reset_after; /* seconds until the bucket is full again */
+} cell_reply;
+
+/* Maps a sluice decision on a limit with burst = max_burst + 1 and emission interval t_ns to
+ * the reply of redis-cell for `quantity` (0: the decision was a peek of 1 unit). Seconds are
+ * rounded as redis-cell does: truncated, plus one when a millisecond part remains. Pure. */
+void cell_map_decision(const sluice_decision *d, int64_t quantity, int64_t t_ns, cell_reply *out);
+
+/* ---- Handlers (cmd_task.c: TASK.*) -------------------------------------------------------- */
+/* Besides the codes above they reply NOTASK (an id the engine does not know) and EXISTS (a task
+ * key held by a running task, whose id the message gives as running_id=N). */
+void cmd_task_add(conn *c, const resp_command *cmd);
+void cmd_task_get(conn *c, const resp_command *cmd);
+void cmd_task_ack(conn *c, const resp_command *cmd);
+void cmd_task_fail(conn *c, const resp_command *cmd);
+void cmd_task_cancel(conn *c, const resp_command *cmd);
+void cmd_task_touch(conn *c, const resp_command *cmd);
+void cmd_task_info(conn *c, const resp_command *cmd);
+void cmd_task_explain(conn *c, const resp_command *cmd);
+/* Module state of cmd_task.c (the deliveries buffer of TASK.GET), in server.task_state. */
+int cmd_task_init(server *s);
+void cmd_task_free(server *s);
+
+#endif

@@ -1,0 +1,563 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Client connections: accepting (with the max-clients and protected-mode checks), reading into
+ * the RESP reader, running commands, batching replies until the end of the loop turn, writing,
+ * blocking and closing. See conn.h for the invariants.
+ *
+ * Memory per client is bounded by the reader limits (one partial command, plus what one read
+ * brought) and by max_output for replies. Nothing is allocated from a length the client
+ * declares: the reader only grows with bytes received.
+ */
+#include "server/conn.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "core/alloc.h"
+#include "server/commands.h"
+#include "server/log.h"
+#include "sluice/error.h"
+
+/* A written buffer up to this size is kept for the next replies instead of being freed. */
+#define KEEP_WBUF (64u << 10)
+/* How long a lingering close drains what the client still sends. */
+#define LINGER_MS 1000
+
+static const char denied_msg[] =
+    "sluice is running in protected mode because no password is set: only loopback clients "
+    "are accepted. Set a password (--requirepass), or listen on loopback only, or, if every "
+    "client that can reach this port is trusted, start with --protected-mode no.";
+
+static void on_close(uv_handle_t *h);
+static void on_write(uv_write_t *req, int status);
+
+/* ---- Lists ------------------------------------------------------------------------------- */
+
+static void pending_unlink(conn *c)
+{
+    server *s = c->srv;
+    conn **p = &s->pending;
+
+    if (!(c->flags & CONN_PENDING))
+        return;
+    while (*p && *p != c)
+        p = &(*p)->pnext;
+    if (*p)
+        *p = c->pnext;
+    c->pnext = NULL;
+    c->flags &= ~CONN_PENDING;
+}
+
+static void blocked_unlink(conn *c)
+{
+    server *s = c->srv;
+
+    if (c->bprev)
+        c->bprev->bnext = c->bnext;
+    else
+        s->blocked_head = c->bnext;
+    if (c->bnext)
+        c->bnext->bprev = c->bprev;
+    else
+        s->blocked_tail = c->bprev;
+    c->bprev = c->bnext = NULL;
+    s->nblocked--;
+}
+
+/* ---- Closing ----------------------------------------------------------------------------- */
+
+void conn_close(conn *c)
+{
+    if (c->flags & CONN_CLOSING)
+        return;
+    c->flags |= CONN_CLOSING;
+    if (c->flags & CONN_BLOCKED) {
+        const conn_block_ops *ops = c->block_ops;
+        void *arg = c->block_arg;
+
+        blocked_unlink(c);
+        c->flags &= ~CONN_BLOCKED;
+        c->block_ops = NULL;
+        c->block_arg = NULL;
+        if (ops && ops->cancel)
+            ops->cancel(c, arg);
+    }
+    pending_unlink(c);
+    log_debug("client %" PRIu64 " %s closed after %" PRIu64 " commands", c->id, c->addr,
+              c->ncommands);
+    uv_close((uv_handle_t *)&c->tcp, on_close);
+    uv_close((uv_handle_t *)&c->block_timer, on_close);
+}
+
+static void conn_free(conn *c)
+{
+    server *s = c->srv;
+
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->clients = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->nclients--;
+    resp_reader_free(c->reader);
+    resp_writer_clear(&c->out);
+    sluice_free(c->wbuf);
+    sluice_free(c);
+    server_client_gone(s);
+}
+
+static void on_close(uv_handle_t *h)
+{
+    conn *c = h->data;
+
+    if (--c->handles == 0)
+        conn_free(c);
+}
+
+/* True when nothing is left to write or to run for a client that is to close. */
+static int drained(const conn *c)
+{
+    return !c->wbuf && c->out.len == 0 && !(c->flags & CONN_BLOCKED);
+}
+
+static void on_linger_timeout(uv_timer_t *t)
+{
+    conn_close(t->data);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    conn *c = req->data;
+
+    if (status < 0)
+        conn_close(c);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
+/* Everything was written to a client that is to close: shut the write side down (the client
+ * sees EOF after the last reply) and drop what it still sends until it closes too, or for
+ * LINGER_MS. A stopping server closes at once. */
+static void conn_finish(conn *c)
+{
+    uv_stream_t *st = (uv_stream_t *)&c->tcp;
+
+    if (c->flags & CONN_CLOSING)
+        return;
+    if (c->srv->stopping || c->flags & CONN_EOF) {
+        conn_close(c);
+        return;
+    }
+    if (c->flags & CONN_LINGER)
+        return;
+    c->flags |= CONN_LINGER;
+    c->sreq.data = c;
+    if (uv_shutdown(&c->sreq, st, on_shutdown) != 0) {
+        conn_close(c);
+        return;
+    }
+    if (!(c->flags & CONN_READING)) {
+        if (uv_read_start(st, on_alloc, on_read) != 0) {
+            conn_close(c);
+            return;
+        }
+        c->flags |= CONN_READING;
+    }
+    uv_timer_start(&c->block_timer, on_linger_timeout, LINGER_MS, 0);
+}
+
+void conn_close_after_reply(conn *c)
+{
+    if (c->flags & CONN_CLOSING)
+        return;
+    c->flags |= CONN_CLOSE_AFTER_REPLY;
+    if (drained(c) && !(c->flags & CONN_PENDING))
+        conn_finish(c);
+    else if (c->out.len > 0)
+        conn_reply_ready(c);
+}
+
+/* ---- Writing ----------------------------------------------------------------------------- */
+
+void conn_reply_ready(conn *c)
+{
+    server *s = c->srv;
+
+    if (c->flags & (CONN_PENDING | CONN_CLOSING))
+        return;
+    c->flags |= CONN_PENDING;
+    c->pnext = s->pending;
+    s->pending = c;
+}
+
+/* Closes the client when its queued replies pass max_output. Returns 1 when it did. */
+static int over_output_limit(conn *c)
+{
+    server *s = c->srv;
+
+    if (c->out.len + c->wlen <= s->opt.max_output)
+        return 0;
+    s->stats.output_overflows++;
+    log_warn("client %" PRIu64 " %s closed: %zu bytes of replies queued, over the limit of %zu",
+             c->id, c->addr, c->out.len + c->wlen, s->opt.max_output);
+    conn_close(c);
+    return 1;
+}
+
+void conn_flush(conn *c)
+{
+    uv_buf_t b;
+    int n;
+
+    if ((c->flags & CONN_CLOSING) || c->holds > 0 || c->wbuf)
+        return;
+    if (c->out.len == 0) {
+        if ((c->flags & CONN_CLOSE_AFTER_REPLY) && drained(c))
+            conn_finish(c);
+        return;
+    }
+    b = uv_buf_init(c->out.buf, (unsigned int)c->out.len);
+    n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (n == UV_EAGAIN || n == UV_ENOSYS)
+        n = 0;
+    if (n < 0) {
+        log_debug("client %" PRIu64 " %s: write: %s", c->id, c->addr, uv_strerror(n));
+        conn_close(c);
+        return;
+    }
+    resp_writer_consume(&c->out, (size_t)n);
+    if (c->out.len == 0) {
+        if ((c->flags & CONN_CLOSE_AFTER_REPLY) && drained(c))
+            conn_finish(c);
+        return;
+    }
+    /* The socket is full: hand the rest to one uv_write; new replies go to a fresh buffer. */
+    c->wbuf = c->out.buf;
+    c->wlen = c->out.len;
+    c->out.buf = NULL;
+    c->out.len = c->out.cap = 0;
+    b = uv_buf_init(c->wbuf, (unsigned int)c->wlen);
+    c->wreq.data = c;
+    n = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+    if (n != 0) {
+        sluice_free(c->wbuf);
+        c->wbuf = NULL;
+        c->wlen = 0;
+        conn_close(c);
+    }
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+    conn *c = req->data;
+
+    if (!c->out.buf && c->wlen <= KEEP_WBUF) {
+        /* Give the buffer back to the writer instead of allocating another. */
+        c->out.buf = c->wbuf;
+        c->out.cap = c->wlen;
+        c->out.len = 0;
+    } else {
+        sluice_free(c->wbuf);
+    }
+    c->wbuf = NULL;
+    c->wlen = 0;
+    if (c->flags & CONN_CLOSING)
+        return;
+    if (status < 0) {
+        log_debug("client %" PRIu64 " %s: write: %s", c->id, c->addr, uv_strerror(status));
+        conn_close(c);
+        return;
+    }
+    conn_flush(c);
+}
+
+void conn_hold(conn *c)
+{
+    c->holds++;
+}
+
+void conn_release(conn *c)
+{
+    if (c->holds > 0)
+        c->holds--;
+    if (c->holds == 0)
+        conn_reply_ready(c);
+}
+
+/* ---- Running commands -------------------------------------------------------------------- */
+
+void conn_apply_limits(conn *c)
+{
+    server *s = c->srv;
+
+    resp_reader_set_limits(c->reader, (c->flags & CONN_AUTHED) ? &s->opt.limits : &s->opt.preauth);
+}
+
+void conn_process(conn *c)
+{
+    server *s = c->srv;
+    resp_command cmd;
+    int rc;
+
+    if (c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY | CONN_BLOCKED | CONN_IN_COMMAND))
+        return;
+    c->flags |= CONN_IN_COMMAND;
+    while (!(c->flags & (CONN_BLOCKED | CONN_CLOSE_AFTER_REPLY | CONN_CLOSING))) {
+        rc = resp_reader_next(c->reader, &cmd);
+        if (rc == 0)
+            break;
+        if (rc < 0) {
+            if (rc == SLUICE_EPARSE) {
+                const char *why = resp_reader_error(c->reader);
+
+                s->stats.protocol_errors++;
+                log_debug("client %" PRIu64 " %s: %s", c->id, c->addr, why ? why : "?");
+                resp_error(&c->out, "ERR", "%s", why ? why : "Protocol error");
+                conn_close_after_reply(c);
+            } else {
+                log_error("client %" PRIu64 " %s: %s", c->id, c->addr, sluice_strerror(rc));
+                conn_close(c);
+            }
+            break;
+        }
+        commands_dispatch(c, &cmd);
+        c->ncommands++;
+        if (c->out.failed) {
+            log_error("client %" PRIu64 " %s: out of memory for replies", c->id, c->addr);
+            conn_close(c);
+            break;
+        }
+        if (over_output_limit(c))
+            break;
+    }
+    c->flags &= ~CONN_IN_COMMAND;
+    if (c->flags & CONN_CLOSING)
+        return;
+    if (c->out.len > 0)
+        conn_reply_ready(c);
+    else if ((c->flags & CONN_CLOSE_AFTER_REPLY) && drained(c))
+        conn_finish(c);
+}
+
+/* ---- Reading ----------------------------------------------------------------------------- */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    conn *c = h->data;
+
+    (void)suggested;
+    /* Every read is fed to the reader (which copies it) before the next one, so one buffer
+     * serves every client. */
+    *buf = uv_buf_init(c->srv->read_buf, sizeof(c->srv->read_buf));
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    conn *c = stream->data;
+    server *s = c->srv;
+    int rc;
+
+    if (c->flags & CONN_CLOSING)
+        return;
+    if (c->flags & (CONN_LINGER | CONN_CLOSE_AFTER_REPLY)) {
+        /* Input after the last command (or while lingering) is dropped; EOF ends the linger. */
+        if (nread < 0) {
+            c->flags |= CONN_EOF;
+            if (c->flags & CONN_LINGER)
+                conn_close(c);
+        }
+        return;
+    }
+    if (nread < 0) {
+        if (nread != UV_EOF)
+            log_debug("client %" PRIu64 " %s: read: %s", c->id, c->addr, uv_strerror((int)nread));
+        c->flags |= CONN_EOF;
+        /* A half-closed client still gets the replies to what it sent; a blocked one is gone
+         * for good (as in Redis): cancel it rather than hand it work nobody will read. */
+        if (nread == UV_EOF && !(c->flags & CONN_BLOCKED))
+            conn_close_after_reply(c);
+        else
+            conn_close(c);
+        return;
+    }
+    if (nread == 0)
+        return;
+    rc = resp_reader_feed(c->reader, buf->base, (size_t)nread);
+    if (rc != 0) {
+        log_error("client %" PRIu64 " %s: %s", c->id, c->addr, sluice_strerror(rc));
+        conn_close(c);
+        return;
+    }
+    conn_process(c);
+    if (c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY))
+        return;
+    /* What stays buffered is one partial command, or the commands a blocked client sent
+     * meanwhile: both are bounded by the query limit. */
+    if (resp_reader_buffered(c->reader) >
+        ((c->flags & CONN_AUTHED) ? s->opt.limits.max_query_len : s->opt.preauth.max_query_len)) {
+        s->stats.protocol_errors++;
+        log_warn("client %" PRIu64 " %s closed: query buffer over the limit", c->id, c->addr);
+        resp_error(&c->out, "ERR", "Protocol error: query buffer over the limit of %zu bytes",
+                   (c->flags & CONN_AUTHED) ? s->opt.limits.max_query_len
+                                            : s->opt.preauth.max_query_len);
+        conn_close_after_reply(c);
+    }
+}
+
+/* ---- Blocking ---------------------------------------------------------------------------- */
+
+static void on_block_timeout(uv_timer_t *t)
+{
+    conn *c = t->data;
+
+    if ((c->flags & CONN_BLOCKED) && c->block_ops)
+        c->block_ops->timeout(c, c->block_arg);
+}
+
+int conn_block(conn *c, int64_t timeout_ms, const conn_block_ops *ops, void *arg)
+{
+    server *s = c->srv;
+
+    if (c->flags & (CONN_BLOCKED | CONN_CLOSING) || !ops || !ops->timeout)
+        return SLUICE_ESTATE;
+    c->flags |= CONN_BLOCKED;
+    c->block_ops = ops;
+    c->block_arg = arg;
+    c->blocked_ns = server_now(s);
+    c->bnext = NULL;
+    c->bprev = s->blocked_tail;
+    if (s->blocked_tail)
+        s->blocked_tail->bnext = c;
+    else
+        s->blocked_head = c;
+    s->blocked_tail = c;
+    s->nblocked++;
+    if (timeout_ms > 0)
+        uv_timer_start(&c->block_timer, on_block_timeout, (uint64_t)timeout_ms, 0);
+    return 0;
+}
+
+void conn_unblock(conn *c)
+{
+    if (!(c->flags & CONN_BLOCKED))
+        return;
+    blocked_unlink(c);
+    c->flags &= ~CONN_BLOCKED;
+    c->block_ops = NULL;
+    c->block_arg = NULL;
+    uv_timer_stop(&c->block_timer);
+    if (c->flags & CONN_CLOSING)
+        return;
+    if (over_output_limit(c))
+        return;
+    /* Its buffered commands run at the end of this turn, never inside whatever unblocked it
+     * (possibly another client's command). */
+    c->flags |= CONN_RESUME;
+    conn_reply_ready(c);
+}
+
+/* ---- Accepting --------------------------------------------------------------------------- */
+
+static void format_peer(conn *c)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    char ip[INET6_ADDRSTRLEN > 46 ? INET6_ADDRSTRLEN : 46];
+
+    snprintf(c->addr, sizeof(c->addr), "?");
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+
+        uv_ip4_name(in, ip, sizeof(ip));
+        snprintf(c->addr, sizeof(c->addr), "%s:%d", ip, ntohs(in->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+
+        uv_ip6_name(in6, ip, sizeof(ip));
+        snprintf(c->addr, sizeof(c->addr), "[%s]:%d", ip, ntohs(in6->sin6_port));
+    }
+}
+
+int conn_accept(server *s)
+{
+    struct sockaddr_storage ss;
+    int sslen = sizeof(ss), have_peer;
+    conn *c;
+    int rc;
+
+    c = sluice_calloc(1, sizeof(*c));
+    if (!c)
+        return SLUICE_ENOMEM;
+    c->srv = s;
+    uv_tcp_init(&s->loop, &c->tcp);
+    c->tcp.data = c;
+    c->handles = 1;
+    rc = uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp);
+    if (rc != 0) {
+        /* Not yet a client: free it through the close callback without the lists. */
+        c->flags |= CONN_CLOSING;
+        c->prev = NULL;
+        c->next = s->clients;
+        if (s->clients)
+            s->clients->prev = c;
+        s->clients = c;
+        s->nclients++;
+        uv_close((uv_handle_t *)&c->tcp, on_close);
+        return rc;
+    }
+    uv_timer_init(&s->loop, &c->block_timer);
+    c->block_timer.data = c;
+    c->handles = 2;
+    c->id = s->next_client_id++;
+    c->created_ns = server_now(s);
+    c->next = s->clients;
+    if (s->clients)
+        s->clients->prev = c;
+    s->clients = c;
+    s->nclients++;
+    s->stats.connections++;
+    resp_writer_init(&c->out, 2);
+    uv_tcp_nodelay(&c->tcp, 1);
+    format_peer(c);
+    if (!s->has_password)
+        c->flags |= CONN_AUTHED;
+    rc = resp_reader_new((c->flags & CONN_AUTHED) ? &s->opt.limits : &s->opt.preauth, &c->reader);
+    if (rc != 0) {
+        conn_close(c);
+        return rc;
+    }
+
+    have_peer = uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sslen) == 0;
+    if (s->nclients > s->opt.max_clients) {
+        s->stats.rejected++;
+        log_warn("client %s refused: max number of clients (%zu) reached", c->addr,
+                 s->opt.max_clients);
+        resp_error(&c->out, "ERR", "max number of clients reached");
+        conn_close_after_reply(c);
+        return 0;
+    }
+    if (!server_peer_allowed(have_peer ? (const struct sockaddr *)&ss : NULL, s->has_password,
+                             s->opt.protected_mode)) {
+        s->stats.rejected++;
+        log_warn("client %s refused: protected mode (no password set)", c->addr);
+        resp_error(&c->out, "DENIED", "%s", denied_msg);
+        conn_close_after_reply(c);
+        return 0;
+    }
+    log_debug("client %" PRIu64 " %s connected", c->id, c->addr);
+    rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (rc != 0) {
+        conn_close(c);
+        return rc;
+    }
+    c->flags |= CONN_READING;
+    return 0;
+}

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A client connection: its socket, RESP reader, reply buffer, authentication state, and the
+ * blocked state of a command that waits (TASK.GET).
+ *
+ * Reading: every read is fed to the client's reader, and each complete command is run at once,
+ * its reply appended to `out`. Writing: a client with replies is put on the server's pending
+ * list and flushed once at the end of the loop turn (conn_flush); whatever the socket does not
+ * take at once is handed to one uv_write, and replies produced meanwhile wait in `out`.
+ *
+ * Invariants:
+ * - replies leave in the order their commands arrived (one write in flight at most, `out`
+ *   appended behind it);
+ * - bytes queued for the client (out.len + wlen) never exceed max_output: past it the client is
+ *   closed at once and its replies dropped (Redis's client-output-buffer-limit);
+ * - a protocol error, QUIT, or a refused connection sets CONN_CLOSE_AFTER_REPLY: nothing more is
+ *   run, and once its replies are written the client's write side is shut down and what it
+ *   still sends is read and dropped for up to a second before the socket is closed (a lingering
+ *   close: closing with unread input makes the kernel send a reset, which can destroy the error
+ *   reply before the client reads it);
+ * - a blocked client runs no command (later ones stay in its reader) until it is unblocked;
+ * - a conn is freed only after its libuv handles are closed; conn_close may be called at any
+ *   time, any number of times.
+ */
+#ifndef SLUICE_SERVER_CONN_H
+#define SLUICE_SERVER_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "server/resp.h"
+#include "server/server.h"
+
+/* conn.flags */
+#define CONN_AUTHED            0x01u  /* AUTH succeeded, or no password is set */
+#define CONN_CLOSE_AFTER_REPLY 0x02u  /* read and run nothing more; close once flushed */
+#define CONN_CLOSING           0x04u  /* uv_close was called: the conn is as good as gone */
+#define CONN_PENDING           0x08u  /* on the server's pending list */
+#define CONN_BLOCKED           0x10u  /* waiting in conn_block */
+#define CONN_READING           0x20u  /* uv_read_start is on */
+#define CONN_EOF               0x40u  /* the peer closed its side */
+#define CONN_IN_COMMAND        0x80u  /* a command of this client is running (no re-entry) */
+#define CONN_RESUME            0x100u /* unblocked: run its buffered commands this turn */
+#define CONN_LINGER            0x200u /* replies written, write side shut: draining input */
+
+/* What a blocked client waits for. The callbacks run on the loop thread. */
+typedef struct conn_block_ops {
+    /* Tries to answer the client now (e.g. a task became available). Returns 1 when it replied
+     * and called conn_unblock, 0 when there is still nothing for it. May be NULL. */
+    int (*retry)(conn *c, void *arg);
+    /* The timeout passed, or the server is stopping: reply (e.g. a null) and call
+     * conn_unblock. Required. */
+    void (*timeout)(conn *c, void *arg);
+    /* The client is going away while blocked: forget it and free arg; do not reply. May be
+     * NULL. */
+    void (*cancel)(conn *c, void *arg);
+} conn_block_ops;
+
+struct conn {
+    uv_tcp_t tcp;           /* the socket; tcp.data = this conn */
+    uv_timer_t block_timer; /* the timeout of a blocked command */
+    uv_write_t wreq;        /* the write in flight */
+    uv_shutdown_t sreq;     /* the shutdown of a lingering close */
+    server *srv;
+    uint64_t id;         /* CLIENT ID: unique for the server's life */
+    unsigned flags;      /* CONN_* */
+    int handles;         /* libuv handles not yet closed */
+    int holds;           /* conn_hold count: replies are not flushed while > 0 */
+    resp_reader *reader; /* the parser of what the client sends */
+    resp_writer out;     /* replies not yet handed to the socket */
+    char *wbuf;          /* the bytes of the write in flight (owned), or NULL */
+    size_t wlen;
+    const conn_block_ops *block_ops; /* while blocked */
+    void *block_arg;
+    int64_t blocked_ns; /* when it blocked */
+    uint64_t ncommands; /* commands run */
+    int64_t created_ns;
+    conn *prev, *next;   /* the server's client list */
+    conn *pnext;         /* the server's pending list */
+    conn *bprev, *bnext; /* the server's blocked list */
+    char name[64];       /* CLIENT SETNAME / HELLO SETNAME */
+    char addr[64];       /* the peer, "ip:port" */
+};
+
+/* Accepts a connection on the server's listener. A client beyond max_clients or refused by
+ * protected mode gets an error reply and is closed after it. Returns 0 or a libuv error. */
+int conn_accept(server *s);
+
+/* The reply buffer of a client: handlers append replies here with the resp_* writers. */
+static inline resp_writer *conn_out(conn *c)
+{
+    return &c->out;
+}
+
+/* Marks the client for a flush at the end of this loop turn (after appending a reply outside a
+ * command, e.g. from a blocked client's callback). */
+void conn_reply_ready(conn *c);
+
+/* Writes what the socket takes now and queues the rest. Called at the end of a loop turn. */
+void conn_flush(conn *c);
+
+/* Runs the client's buffered commands until none is complete, the client blocks, or it is to
+ * be closed. Called after a read and after conn_unblock. */
+void conn_process(conn *c);
+
+/* Closes the client now (replies not yet written are dropped). Idempotent. */
+void conn_close(conn *c);
+
+/* Stops running commands and closes the client once its replies are written. */
+void conn_close_after_reply(conn *c);
+
+/* Blocks the client: it runs no more commands until conn_unblock. timeout_ms > 0 arms a timer
+ * that calls ops->timeout; 0 waits forever (until the server stops). ops must outlive the block
+ * (a static table); arg belongs to the caller (free it in timeout/cancel or after unblocking).
+ * Returns 0, or SLUICE_ESTATE when the client is already blocked or closing. */
+int conn_block(conn *c, int64_t timeout_ms, const conn_block_ops *ops, void *arg);
+
+/* Unblocks the client (after its reply was appended) and runs its buffered commands later in
+ * this turn. Idempotent. */
+void conn_unblock(conn *c);
+
+/* Holds back the client's replies (e.g. until a store commit of this turn is durable);
+ * conn_release undoes one hold and schedules the flush. */
+void conn_hold(conn *c);
+void conn_release(conn *c);
+
+/* Applies the reader limits for the client's authentication state. */
+void conn_apply_limits(conn *c);
+
+#endif

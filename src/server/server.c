@@ -1,0 +1,700 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The server: the libuv loop, the listener, signals, the cached clock, the engine timer, the end
+ * of a loop turn ("before sleep": retry blocked clients, flush replies) and the graceful stop.
+ * See server.h for the shape of a loop turn.
+ *
+ * Ownership: the server owns the engine, the loaded configuration, every client and every
+ * libuv handle here. It is freed only once the loop has stopped, which happens when every handle
+ * is closed: server_stop closes the listener and the signal handles, each client closes once its
+ * replies are written, and the last client to go closes the timers and the turn hooks.
+ */
+#include "server/server.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <netinet/in.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <sys/socket.h>
+
+#include "core/alloc.h"
+#include "server/admin.h"
+#include "server/commands.h"
+#include "server/conn.h"
+#include "server/log.h"
+#include "sluice/error.h"
+
+#define LISTEN_BACKLOG      511
+#define HOUSEKEEPING_MS     100
+#define HOUSEKEEPING_BUDGET 2000 /* keys examined per limit per housekeeping run */
+
+void server_options_init(server_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->bind = SERVER_DEFAULT_BIND;
+    o->port = SERVER_DEFAULT_PORT;
+    o->protected_mode = 1;
+    o->max_clients = SERVER_DEFAULT_MAX_CLIENTS;
+    resp_limits_init(&o->limits);
+    o->limits.max_bulk_len = SERVER_DEFAULT_MAX_BULK;
+    o->limits.max_args = SERVER_DEFAULT_MAX_ARGS;
+    o->limits.max_inline_len = SERVER_DEFAULT_MAX_INLINE;
+    o->limits.max_query_len = SERVER_DEFAULT_MAX_QUERY;
+    o->preauth.max_bulk_len = SERVER_PREAUTH_MAX_BULK;
+    o->preauth.max_args = SERVER_PREAUTH_MAX_ARGS;
+    o->preauth.max_inline_len = SERVER_PREAUTH_MAX_INLINE;
+    o->preauth.max_query_len = SERVER_PREAUTH_MAX_QUERY;
+    o->max_key_len = SERVER_DEFAULT_MAX_KEY;
+    o->max_payload_len = SERVER_DEFAULT_MAX_PAYLOAD;
+    o->max_output = SERVER_DEFAULT_MAX_OUTPUT;
+    o->max_adhoc = SERVER_DEFAULT_MAX_ADHOC;
+    o->shutdown_ms = SERVER_DEFAULT_SHUTDOWN_MS;
+    o->admin_bind = SERVER_DEFAULT_BIND;
+    o->admin_port = -1;
+}
+
+/* ---- The clock --------------------------------------------------------------------------- */
+
+int64_t server_now(server *s)
+{
+    if (!s->now_valid) {
+        struct timespec ts;
+        int64_t ns;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ns = (int64_t)ts.tv_sec * SLUICE_NS_PER_SEC + (int64_t)ts.tv_nsec;
+        if (ns > s->now_ns)
+            s->now_ns = ns;
+        s->now_valid = 1;
+    }
+    return s->now_ns;
+}
+
+/* ---- Protected mode and passwords -------------------------------------------------------- */
+
+int server_peer_allowed(const struct sockaddr *peer, int has_password, int protected_mode)
+{
+    if (has_password || !protected_mode)
+        return 1;
+    if (!peer)
+        return 0;
+    if (peer->sa_family == AF_UNIX)
+        return 1;
+    if (peer->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)peer;
+        const unsigned char *a = (const unsigned char *)&in->sin_addr.s_addr;
+
+        return a[0] == 127;
+    }
+    if (peer->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)peer;
+        const unsigned char *a = in6->sin6_addr.s6_addr;
+        static const unsigned char loop6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+        static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+        if (memcmp(a, loop6, 16) == 0)
+            return 1;
+        return memcmp(a, mapped, 12) == 0 && a[12] == 127;
+    }
+    return 0;
+}
+
+/* SHA-256 of len bytes; returns 0 or -1. */
+static int digest(const char *p, size_t len, unsigned char out[32])
+{
+    unsigned int n = 0;
+
+    if (EVP_Digest(p, len, out, &n, EVP_sha256(), NULL) != 1 || n != 32)
+        return -1;
+    return 0;
+}
+
+int server_check_password(const server *s, const char *pass, size_t len)
+{
+    unsigned char d[32];
+
+    if (!s->has_password)
+        return 0;
+    /* Comparing digests makes the comparison independent of the lengths as well. */
+    if (digest(pass, len, d) != 0)
+        return 0;
+    return CRYPTO_memcmp(d, s->password_digest, sizeof(d)) == 0;
+}
+
+/* ---- Configuration ----------------------------------------------------------------------- */
+
+static int str_eq(const char *a, const char *b)
+{
+    if (!a || !b)
+        return a == b;
+    return strcmp(a, b) == 0;
+}
+
+static int def_eq(const sluice_limit_def *a, const sluice_limit_def *b)
+{
+    return a->kind == b->kind && a->limit == b->limit && a->period_ns == b->period_ns &&
+           a->burst == b->burst && a->start_empty == b->start_empty && a->ttl_ns == b->ttl_ns &&
+           a->calendar == b->calendar && a->horizon_ns == b->horizon_ns &&
+           a->max_keys == b->max_keys && a->key_overflow == b->key_overflow &&
+           a->max_key_len == b->max_key_len;
+}
+
+int server_policy_eq(const sluice_limit_policy *a, const sluice_limit_policy *b)
+{
+    if (!str_eq(a->name, b->name) || !def_eq(&a->def, &b->def) || a->key_source != b->key_source ||
+        !str_eq(a->key_path, b->key_path) || a->missing_key_global != b->missing_key_global ||
+        a->overflow != b->overflow || a->units_source != b->units_source ||
+        a->units_fixed != b->units_fixed || !str_eq(a->units_path, b->units_path) ||
+        !str_eq(a->tier_path, b->tier_path) || a->ntiers != b->ntiers)
+        return 0;
+    for (size_t i = 0; i < a->ntiers; i++) {
+        const sluice_tier *x = &a->tiers[i], *y = &b->tiers[i];
+
+        if (!str_eq(x->name, y->name) || x->min != y->min || x->max != y->max ||
+            !str_eq(x->equals, y->equals) || !def_eq(&x->def, &y->def))
+            return 0;
+    }
+    return 1;
+}
+
+int server_load_config(server *s, const char *path, char *msg, size_t msglen)
+{
+    sluice_config nc;
+    sluice_engine *scratch = NULL;
+    size_t changed = 0, removed = 0;
+    int rc;
+
+    rc = sluice_config_load(path, &nc, msg, msglen);
+    if (rc != 0)
+        return rc;
+    /* Everything that can be wrong with the file surfaces here, before the live engine is
+     * touched: a scratch engine takes the whole file first. */
+    rc = sluice_engine_new(&nc.engine, &scratch);
+    if (rc == 0)
+        rc = sluice_config_apply(&nc, scratch, msg, msglen);
+    sluice_engine_free(scratch);
+    if (rc != 0) {
+        if (msg && msglen > 0 && msg[0] == '\0')
+            snprintf(msg, msglen, "%s: %s", path, sluice_strerror(rc));
+        sluice_config_clear(&nc);
+        return rc;
+    }
+    if (s->has_config && memcmp(&nc.engine, &s->config.engine, sizeof(nc.engine)) != 0)
+        log_warn("config %s: the engine: section changed; it takes effect at the next start", path);
+
+    for (size_t i = 0; i < nc.nlimits; i++) {
+        const sluice_limit_policy *old =
+            sluice_engine_get_limit(s->engine, nc.limits[i].name, NULL);
+
+        if (old && server_policy_eq(old, &nc.limits[i]))
+            continue;
+        rc = sluice_engine_set_limit(s->engine, &nc.limits[i], msg, msglen);
+        if (rc != 0)
+            goto partial;
+        cmd_limit_bump(s, nc.limits[i].name);
+        changed++;
+    }
+    for (size_t i = 0; i < nc.ntypes; i++) {
+        rc = sluice_engine_set_type(s->engine, &nc.types[i], msg, msglen);
+        if (rc != 0)
+            goto partial;
+    }
+    if (s->has_config) {
+        for (size_t i = 0; i < s->config.nlimits; i++) {
+            const char *name = s->config.limits[i].name;
+
+            if (sluice_config_find_limit(&nc, name))
+                continue;
+            rc = sluice_engine_del_limit(s->engine, name);
+            if (rc == 0) {
+                cmd_limit_bump(s, name);
+                removed++;
+            } else if (rc == SLUICE_ESTATE) {
+                log_warn("config %s: limit \"%s\" is no longer declared but a type still uses "
+                         "it; it stays",
+                         path, name);
+            }
+        }
+        sluice_config_clear(&s->config);
+    }
+    s->config = nc;
+    s->has_config = 1;
+    log_info("config %s loaded: %zu limits (%zu changed, %zu removed), %zu types", path, nc.nlimits,
+             changed, removed, nc.ntypes);
+    server_engine_changed(s);
+    return 0;
+
+partial:
+    /* Only running out of memory can fail here, the scratch engine took the same calls. */
+    log_error("config %s: applied in part: %s", path, msg ? msg : sluice_strerror(rc));
+    sluice_config_clear(&nc);
+    return rc;
+}
+
+/* ---- Engine timer and housekeeping ------------------------------------------------------- */
+
+static void on_engine_timer(uv_timer_t *t)
+{
+    server *s = t->data;
+    int rc;
+
+    s->engine_wake = SLUICE_NEVER;
+    s->now_valid = 0;
+    rc = sluice_engine_tick(s->engine, server_now(s));
+    if (rc != 0)
+        log_error("engine tick: %s", sluice_strerror(rc));
+    server_signal_ready(s);
+}
+
+static void arm_engine_timer(server *s)
+{
+    int64_t wake, now;
+    uint64_t delay;
+
+    if (s->stopping)
+        return;
+    wake = sluice_engine_next_wake(s->engine);
+    if (wake == s->engine_wake)
+        return;
+    s->engine_wake = wake;
+    if (wake == SLUICE_NEVER) {
+        uv_timer_stop(&s->engine_timer);
+        return;
+    }
+    now = server_now(s);
+    delay = wake <= now ? 0 : (uint64_t)((wake - now + SLUICE_NS_PER_MS - 1) / SLUICE_NS_PER_MS);
+    uv_timer_start(&s->engine_timer, on_engine_timer, delay, 0);
+}
+
+void server_engine_changed(server *s)
+{
+    arm_engine_timer(s);
+}
+
+typedef struct sweep_walk {
+    server *s;
+    int64_t now;
+} sweep_walk;
+
+static void sweep_limit(const sluice_limit_policy *p, void *arg)
+{
+    sweep_walk *sw = arg;
+    sluice_limit *live = NULL;
+
+    if (sluice_engine_get_limit(sw->s->engine, p->name, &live) && live)
+        sluice_limit_sweep(live, sw->now, HOUSEKEEPING_BUDGET);
+}
+
+/* The engine forgets idle keys of its limits in its tick, which otherwise runs only when work
+ * is due, and with a small budget; housekeeping ticks it regularly and sweeps the limits with a
+ * larger budget, so memory follows the active keys even under millions of keys a second. */
+static void on_housekeeping(uv_timer_t *t)
+{
+    server *s = t->data;
+    int64_t now;
+    int rc;
+
+    s->now_valid = 0;
+    now = server_now(s);
+    rc = sluice_engine_tick(s->engine, now);
+    if (rc != 0)
+        log_error("engine tick: %s", sluice_strerror(rc));
+    sweep_walk sw = {s, now};
+    sluice_engine_list_limits(s->engine, sweep_limit, &sw);
+    cmd_cell_sweep(s, now, HOUSEKEEPING_BUDGET);
+    server_signal_ready(s);
+}
+
+static void on_event(const sluice_event *ev, void *arg)
+{
+    static const char *const kinds[] = {
+        "?", "throttled", "deferred", "rejected", "unknown_limit", "budget", "key_cap"};
+    const char *kind = (size_t)ev->kind < sizeof(kinds) / sizeof(kinds[0]) ? kinds[ev->kind] : "?";
+
+    admin_on_event(arg, ev);
+    log_info("event %s%s limit=%s key=%s type=%s count=%" PRIu64, kind,
+             ev->summary ? " (summary)" : "", ev->limit ? ev->limit : "-", ev->key ? ev->key : "-",
+             ev->type ? ev->type : "-", ev->count);
+}
+
+/* ---- The end of a loop turn -------------------------------------------------------------- */
+
+void server_signal_ready(server *s)
+{
+    s->ready_signalled = 1;
+}
+
+static void retry_blocked(server *s)
+{
+    conn *c = s->blocked_head;
+
+    while (c) {
+        conn *next = c->bnext;
+
+        if ((c->flags & CONN_BLOCKED) && c->block_ops && c->block_ops->retry)
+            c->block_ops->retry(c, c->block_arg);
+        c = next;
+    }
+}
+
+static void before_sleep(uv_prepare_t *h)
+{
+    server *s = h->data;
+    int rounds = 0;
+    conn *c;
+
+    /* Resumed clients may signal again (a submit that feeds a waiting worker): loop until
+     * quiet, since the poll that follows may sleep for long; a bounded number of rounds, so a
+     * callback that always signals cannot spin the loop (the housekeeping tick retries). */
+    do {
+        if (s->ready_signalled) {
+            s->ready_signalled = 0;
+            retry_blocked(s);
+        }
+        while ((c = s->pending) != NULL) {
+            s->pending = c->pnext;
+            c->pnext = NULL;
+            c->flags &= ~CONN_PENDING;
+            if (c->flags & CONN_RESUME) {
+                /* Unblocked this turn: run what it sent meanwhile (this may queue it again). */
+                c->flags &= ~CONN_RESUME;
+                conn_process(c);
+                if (c->flags & CONN_PENDING)
+                    continue;
+            }
+            conn_flush(c);
+        }
+    } while (s->ready_signalled && ++rounds < 16);
+    arm_engine_timer(s);
+    s->now_valid = 0;
+}
+
+static void after_io(uv_check_t *h)
+{
+    server *s = h->data;
+
+    s->now_valid = 0;
+}
+
+/* ---- Accepting --------------------------------------------------------------------------- */
+
+static void on_connection(uv_stream_t *l, int status)
+{
+    server *s = l->data;
+    int rc;
+
+    if (status < 0) {
+        log_warn("accept: %s", uv_strerror(status));
+        return;
+    }
+    rc = conn_accept(s);
+    if (rc != 0)
+        log_warn("accept: %s", rc == SLUICE_ENOMEM ? sluice_strerror(rc) : uv_strerror(rc));
+}
+
+static int bind_listener(server *s, char *msg, size_t msglen)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    int rc;
+
+    memset(&ss, 0, sizeof(ss));
+    if (uv_ip4_addr(s->opt.bind, s->opt.port, (struct sockaddr_in *)&ss) != 0 &&
+        uv_ip6_addr(s->opt.bind, s->opt.port, (struct sockaddr_in6 *)&ss) != 0) {
+        snprintf(msg, msglen, "bad bind address \"%s\": expected an IPv4 or IPv6 address",
+                 s->opt.bind);
+        return UV_EINVAL;
+    }
+    rc = uv_tcp_bind(&s->listener, (const struct sockaddr *)&ss, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&s->listener, LISTEN_BACKLOG, on_connection);
+    if (rc != 0) {
+        snprintf(msg, msglen, "cannot listen on %s:%d: %s", s->opt.bind, s->opt.port,
+                 uv_strerror(rc));
+        return rc;
+    }
+    rc = uv_tcp_getsockname(&s->listener, (struct sockaddr *)&ss, &len);
+    if (rc != 0) {
+        snprintf(msg, msglen, "getsockname: %s", uv_strerror(rc));
+        return rc;
+    }
+    s->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                       : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    return 0;
+}
+
+/* Writes the port to the port file, atomically (a reader never sees half a number). */
+static int write_port_file(const server *s, char *msg, size_t msglen)
+{
+    char tmp[4096];
+    FILE *f;
+
+    int ok;
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp", s->opt.port_file);
+    f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(msg, msglen, "cannot write the port file %s", s->opt.port_file);
+        return SLUICE_EINVAL;
+    }
+    ok = fprintf(f, "%d\n", s->port) > 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, s->opt.port_file) != 0) {
+        remove(tmp);
+        snprintf(msg, msglen, "cannot write the port file %s", s->opt.port_file);
+        return SLUICE_EINVAL;
+    }
+    return 0;
+}
+
+/* ---- Stopping ---------------------------------------------------------------------------- */
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    server *s = h->data;
+
+    s->open_handles--;
+}
+
+static void close_handle(server *s, uv_handle_t *h)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, on_handle_closed);
+    (void)s;
+}
+
+/* Closes the handles that outlive the clients, once the last client is gone. */
+static void maybe_finish(server *s)
+{
+    if (!s->stopping || s->nclients > 0)
+        return;
+    close_handle(s, (uv_handle_t *)&s->before_sleep);
+    close_handle(s, (uv_handle_t *)&s->after_io);
+    close_handle(s, (uv_handle_t *)&s->engine_timer);
+    close_handle(s, (uv_handle_t *)&s->housekeeping);
+    close_handle(s, (uv_handle_t *)&s->stop_timer);
+}
+
+void server_client_gone(server *s)
+{
+    maybe_finish(s);
+}
+
+static void on_stop_deadline(uv_timer_t *t)
+{
+    server *s = t->data;
+    conn *c = s->clients;
+
+    log_warn("shutdown: %zu clients still draining after %" PRId64 " ms; closing them", s->nclients,
+             s->opt.shutdown_ms);
+    while (c) {
+        conn *next = c->next;
+
+        conn_close(c);
+        c = next;
+    }
+}
+
+void server_stop(server *s)
+{
+    conn *c;
+
+    if (s->stopping)
+        return;
+    s->stopping = 1;
+    log_info("shutting down: %zu clients to drain", s->nclients);
+    close_handle(s, (uv_handle_t *)&s->listener);
+    admin_stop(s);
+    close_handle(s, (uv_handle_t *)&s->sigterm);
+    close_handle(s, (uv_handle_t *)&s->sigint);
+    uv_timer_stop(&s->engine_timer);
+    uv_timer_stop(&s->housekeeping);
+    /* Blocked clients get their timeout reply: they are in flight too. */
+    while ((c = s->blocked_head) != NULL)
+        c->block_ops->timeout(c, c->block_arg);
+    c = s->clients;
+    while (c) {
+        conn *next = c->next;
+
+        conn_close_after_reply(c);
+        c = next;
+    }
+    if (s->nclients > 0) {
+        uv_timer_start(&s->stop_timer, on_stop_deadline, (uint64_t)s->opt.shutdown_ms, 0);
+        uv_unref((uv_handle_t *)&s->stop_timer);
+    }
+    maybe_finish(s);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    server *s = h->data;
+
+    log_info("received %s", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    server_stop(s);
+}
+
+/* ---- Life ------------------------------------------------------------------------------- */
+
+static void init_handle(server *s, uv_handle_t *h)
+{
+    h->data = s;
+    s->open_handles++;
+}
+
+int server_new(const server_options *opt, server **out, char *msg, size_t msglen)
+{
+    server *s;
+    sluice_engine_policy ep;
+    int rc;
+
+    *out = NULL;
+    if (msg && msglen > 0)
+        msg[0] = '\0';
+    s = sluice_calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(msg, msglen, "out of memory");
+        return SLUICE_ENOMEM;
+    }
+    s->opt = *opt;
+    s->engine_wake = SLUICE_NEVER;
+    s->next_client_id = 1;
+    counters_init(&s->counters);
+    s->started_ns = server_now(s);
+    if (opt->requirepass) {
+        s->has_password = 1;
+        if (digest(opt->requirepass, strlen(opt->requirepass), s->password_digest) != 0) {
+            snprintf(msg, msglen, "cannot hash the password (SHA-256 unavailable)");
+            rc = SLUICE_ENOMEM;
+            goto fail_alloc;
+        }
+    }
+
+    sluice_engine_policy_init(&ep);
+    if (opt->config_path) {
+        rc = sluice_config_load(opt->config_path, &s->config, msg, msglen);
+        if (rc != 0)
+            goto fail_alloc;
+        s->has_config = 1;
+        ep = s->config.engine;
+    }
+    rc = sluice_engine_new(&ep, &s->engine);
+    if (rc != 0) {
+        snprintf(msg, msglen, "cannot create the engine: %s", sluice_strerror(rc));
+        goto fail_config;
+    }
+    sluice_engine_on_event(s->engine, on_event, s);
+    if (s->has_config) {
+        rc = sluice_config_apply(&s->config, s->engine, msg, msglen);
+        if (rc != 0)
+            goto fail_engine;
+    }
+    rc = commands_init(s);
+    if (rc != 0) {
+        snprintf(msg, msglen, "out of memory");
+        goto fail_commands;
+    }
+
+    rc = uv_loop_init(&s->loop);
+    if (rc != 0) {
+        snprintf(msg, msglen, "uv_loop_init: %s", uv_strerror(rc));
+        goto fail_commands;
+    }
+    s->loop.data = s;
+    uv_tcp_init(&s->loop, &s->listener);
+    init_handle(s, (uv_handle_t *)&s->listener);
+    uv_signal_init(&s->loop, &s->sigterm);
+    init_handle(s, (uv_handle_t *)&s->sigterm);
+    uv_signal_init(&s->loop, &s->sigint);
+    init_handle(s, (uv_handle_t *)&s->sigint);
+    uv_prepare_init(&s->loop, &s->before_sleep);
+    init_handle(s, (uv_handle_t *)&s->before_sleep);
+    uv_check_init(&s->loop, &s->after_io);
+    init_handle(s, (uv_handle_t *)&s->after_io);
+    uv_timer_init(&s->loop, &s->engine_timer);
+    init_handle(s, (uv_handle_t *)&s->engine_timer);
+    uv_timer_init(&s->loop, &s->housekeeping);
+    init_handle(s, (uv_handle_t *)&s->housekeeping);
+    uv_timer_init(&s->loop, &s->stop_timer);
+    init_handle(s, (uv_handle_t *)&s->stop_timer);
+
+    rc = bind_listener(s, msg, msglen);
+    if (rc != 0)
+        goto fail_loop;
+    /* Signals first: whoever reads the port file may send SIGTERM at once. */
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    if (opt->port_file) {
+        rc = write_port_file(s, msg, msglen);
+        if (rc != 0)
+            goto fail_loop;
+    }
+    rc = admin_start(s, msg, msglen);
+    if (rc != 0)
+        goto fail_loop;
+    uv_prepare_start(&s->before_sleep, before_sleep);
+    uv_check_start(&s->after_io, after_io);
+    uv_timer_start(&s->housekeeping, on_housekeeping, HOUSEKEEPING_MS, HOUSEKEEPING_MS);
+    /* Housekeeping alone must not keep a stopping loop alive. */
+    uv_unref((uv_handle_t *)&s->housekeeping);
+
+    log_info("sluice %s: %zu limits, %zu types%s%s", "serve", s->has_config ? s->config.nlimits : 0,
+             s->has_config ? s->config.ntypes : 0, s->has_config ? " from " : "",
+             s->has_config ? opt->config_path : "");
+    if (!s->has_password && opt->protected_mode)
+        log_info("no password set: protected mode, only loopback clients are accepted");
+    log_info("listening on %s:%d", opt->bind, s->port);
+    *out = s;
+    return 0;
+
+fail_loop:
+    s->stopping = 1;
+    close_handle(s, (uv_handle_t *)&s->listener);
+    close_handle(s, (uv_handle_t *)&s->sigterm);
+    close_handle(s, (uv_handle_t *)&s->sigint);
+    close_handle(s, (uv_handle_t *)&s->before_sleep);
+    close_handle(s, (uv_handle_t *)&s->after_io);
+    close_handle(s, (uv_handle_t *)&s->engine_timer);
+    close_handle(s, (uv_handle_t *)&s->housekeeping);
+    close_handle(s, (uv_handle_t *)&s->stop_timer);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&s->loop);
+fail_commands:
+    commands_free(s);
+fail_engine:
+    sluice_engine_free(s->engine);
+fail_config:
+    sluice_config_clear(&s->config);
+fail_alloc:
+    sluice_free(s);
+    return rc;
+}
+
+int server_run(server *s)
+{
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    log_info("stopped");
+    return s->exit_code;
+}
+
+void server_free(server *s)
+{
+    if (!s)
+        return;
+    if (!s->stopping)
+        server_stop(s);
+    /* Close whatever is left (a server freed without running) and let the closes finish. */
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    admin_free(s);
+    if (uv_loop_close(&s->loop) != 0)
+        log_error("the loop still had open handles at exit");
+    commands_free(s);
+    sluice_engine_free(s->engine);
+    sluice_config_clear(&s->config);
+    sluice_free(s);
+}

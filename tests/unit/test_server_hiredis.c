@@ -1,0 +1,372 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The real server driven by a real client library: starts `sluice serve --port 0` (the binary
+ * named by $SLUICE_BIN, set by CTest) in a temporary directory and talks to it with hiredis:
+ * many connections at once, a pipeline of 10,000 commands, THROTTLE correctness across clients
+ * (a 100/s limit never grants more than burst + elapsed/T), CL.THROTTLE, leases, and error
+ * replies parsed field by field. The server is stopped with SIGTERM and must exit 0.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+typedef struct fixture {
+    pid_t pid;
+    int port;
+    char dir[64];
+} fixture;
+
+static fixture fx;
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+static int start_server(void **state)
+{
+    const char *bin = getenv("SLUICE_BIN");
+    char portfile[128], logfile[128];
+
+    (void)state;
+    if (!bin) {
+        fprintf(stderr, "SLUICE_BIN is not set\n");
+        return -1;
+    }
+    snprintf(fx.dir, sizeof(fx.dir), "/tmp/sluice-hiredis-XXXXXX");
+    if (!mkdtemp(fx.dir))
+        return -1;
+    snprintf(portfile, sizeof(portfile), "%s/port", fx.dir);
+    snprintf(logfile, sizeof(logfile), "%s/log", fx.dir);
+    fx.pid = fork();
+    if (fx.pid < 0)
+        return -1;
+    if (fx.pid == 0) {
+        FILE *f = freopen(logfile, "w", stderr);
+
+        (void)f;
+        execl(bin, bin, "serve", "--port", "0", "--bind", "127.0.0.1", "--port-file", portfile,
+              "--log-level", "warn", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 500; i++) {
+        FILE *f = fopen(portfile, "r");
+
+        if (f) {
+            int ok = fscanf(f, "%d", &fx.port) == 1;
+
+            fclose(f);
+            if (ok)
+                return 0;
+        }
+        sleep_ms(10);
+    }
+    fprintf(stderr, "the server did not write its port file\n");
+    kill(fx.pid, SIGKILL);
+    return -1;
+}
+
+static int stop_server(void **state)
+{
+    char path[160];
+    int status = 0;
+
+    (void)state;
+    if (fx.pid > 0) {
+        kill(fx.pid, SIGTERM);
+        if (waitpid(fx.pid, &status, 0) < 0)
+            return -1;
+        fx.pid = 0;
+    }
+    snprintf(path, sizeof(path), "%s/port", fx.dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/log", fx.dir);
+    unlink(path);
+    rmdir(fx.dir);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "the server exited with status %d\n", status);
+        return -1;
+    }
+    return 0;
+}
+
+static redisContext *connect_server(void)
+{
+    redisContext *c = redisConnect("127.0.0.1", fx.port);
+
+    assert_non_null(c);
+    if (c->err)
+        fail_msg("connect: %s", c->errstr);
+    return c;
+}
+
+static redisReply *cmd(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+
+    va_start(ap, fmt);
+    r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    if (!r)
+        fail_msg("command %s: %s", fmt, c->errstr);
+    return r;
+}
+
+static void expect_status(redisContext *c, const char *want, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+
+    va_start(ap, fmt);
+    r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, want) != 0)
+        fail_msg("%s: wanted +%s, got type %d %s", fmt, want, r->type, r->str ? r->str : "");
+    freeReplyObject(r);
+}
+
+/* Expects an error reply starting with the code word; returns its text (caller frees). */
+static char *expect_error(redisContext *c, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+    char *text;
+
+    va_start(ap, fmt);
+    r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    if (r->type != REDIS_REPLY_ERROR || strncmp(r->str, code, strlen(code)) != 0 ||
+        (r->str[strlen(code)] != ' ' && r->str[strlen(code)] != '\0'))
+        fail_msg("%s: wanted -%s, got type %d %s", fmt, code, r->type, r->str ? r->str : "");
+    text = strdup(r->str);
+    freeReplyObject(r);
+    return text;
+}
+
+/* THROTTLE's reply: [allowed, limit, remaining, retry_after_ms, reset_after_ms, denied_by]. */
+enum { T_ALLOWED, T_LIMIT, T_REMAINING, T_RETRY, T_RESET, T_DENIED_BY };
+
+static long long field(const redisReply *r, int at)
+{
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 6);
+    assert_int_equal(r->element[at]->type, REDIS_REPLY_INTEGER);
+    return r->element[at]->integer;
+}
+
+/* ---- Tests ------------------------------------------------------------------------------- */
+
+static void test_many_clients(void **state)
+{
+    enum { N = 50 };
+    redisContext *cs[N];
+
+    (void)state;
+    for (int i = 0; i < N; i++)
+        cs[i] = connect_server();
+    /* Every connection sends before any reads: the server serves them all in one loop. */
+    for (int i = 0; i < N; i++)
+        assert_int_equal(redisAppendCommand(cs[i], "PING %d", i), REDIS_OK);
+    for (int i = 0; i < N; i++) {
+        redisReply *r;
+        char want[16];
+
+        assert_int_equal(redisGetReply(cs[i], (void **)&r), REDIS_OK);
+        snprintf(want, sizeof(want), "%d", i);
+        assert_int_equal(r->type, REDIS_REPLY_STRING);
+        assert_string_equal(r->str, want);
+        freeReplyObject(r);
+    }
+    {
+        redisReply *r = cmd(cs[0], "INFO clients");
+
+        assert_int_equal(r->type, REDIS_REPLY_STRING);
+        assert_non_null(strstr(r->str, "connected_clients:50"));
+        freeReplyObject(r);
+    }
+    for (int i = 0; i < N; i++)
+        redisFree(cs[i]);
+}
+
+static void test_pipeline_10k(void **state)
+{
+    enum { N = 10000 };
+    redisContext *c = connect_server();
+
+    (void)state;
+    expect_status(c, "OK", "LIMIT.SET pipe rate=1000000/1s,key=explicit");
+    for (int i = 0; i < N; i++) {
+        if (i % 2)
+            assert_int_equal(redisAppendCommand(c, "THROTTLE pipe k%d", i % 100), REDIS_OK);
+        else
+            assert_int_equal(redisAppendCommand(c, "CL.THROTTLE p%d 10 100 1", i % 100), REDIS_OK);
+    }
+    for (int i = 0; i < N; i++) {
+        redisReply *r;
+
+        assert_int_equal(redisGetReply(c, (void **)&r), REDIS_OK);
+        assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+        if (i % 2) {
+            assert_int_equal(field(r, T_ALLOWED), 1);
+            assert_int_equal(r->element[T_DENIED_BY]->type, REDIS_REPLY_NIL);
+        } else {
+            assert_int_equal(r->elements, 5);
+            assert_int_equal(r->element[1]->integer, 11);
+        }
+        freeReplyObject(r);
+    }
+    redisFree(c);
+}
+
+/* A 100/s limit with a burst of 10, hammered by 8 clients for about a second: it never grants
+ * more than burst + elapsed / T (T = 10 ms), and grants about that many. */
+static void test_throttle_across_clients(void **state)
+{
+    enum { N = 8 };
+    redisContext *cs[N];
+    long long granted = 0, denied = 0;
+    int64_t t0, t1;
+    double elapsed_T;
+
+    (void)state;
+    for (int i = 0; i < N; i++)
+        cs[i] = connect_server();
+    expect_status(cs[0], "OK", "LIMIT.SET r100 rate=100/1s,burst=10");
+    t0 = mono_ns();
+    while (mono_ns() - t0 < 1000000000LL) {
+        for (int i = 0; i < N; i++)
+            assert_int_equal(redisAppendCommand(cs[i], "THROTTLE r100 any"), REDIS_OK);
+        for (int i = 0; i < N; i++) {
+            redisReply *r;
+
+            assert_int_equal(redisGetReply(cs[i], (void **)&r), REDIS_OK);
+            assert_int_equal(field(r, T_LIMIT), 10);
+            if (field(r, T_ALLOWED)) {
+                granted++;
+            } else {
+                denied++;
+                assert_true(field(r, T_RETRY) >= 1);
+                assert_true(field(r, T_RETRY) <= 10);
+                assert_int_equal(r->element[T_DENIED_BY]->type, REDIS_REPLY_STRING);
+                assert_string_equal(r->element[T_DENIED_BY]->str, "r100");
+            }
+            freeReplyObject(r);
+        }
+    }
+    t1 = mono_ns();
+    elapsed_T = (double)(t1 - t0) / 10e6;
+    if (granted > 10 + (long long)elapsed_T + 1)
+        fail_msg("granted %lld in %.1f T: more than burst + elapsed/T", granted, elapsed_T);
+    if (granted < (long long)(elapsed_T * 0.8))
+        fail_msg("granted only %lld in %.1f T", granted, elapsed_T);
+    assert_true(denied > 0);
+    for (int i = 0; i < N; i++)
+        redisFree(cs[i]);
+}
+
+static void test_cl_throttle_readme(void **state)
+{
+    redisContext *c = connect_server();
+    redisReply *r;
+    static const long long want[5] = {0, 16, 15, -1, 2};
+
+    (void)state;
+    r = cmd(c, "CL.THROTTLE user123 15 30 60 1");
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 5);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(r->element[i]->integer, want[i]);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+static void test_errors_parsed(void **state)
+{
+    redisContext *c = connect_server();
+    redisReply *r;
+    char *e, lease[128];
+    char limit[64], kind[32], key[64];
+    long long value, window, retry;
+
+    (void)state;
+    e = expect_error(c, "WRONGARGS", "THROTTLE onlyone");
+    assert_non_null(strstr(e, "wrong number of arguments for 'throttle'"));
+    free(e);
+    free(expect_error(c, "NOLIMIT", "THROTTLE nosuch k"));
+    free(expect_error(c, "WRONGARGS", "LIMIT.SET bad rate=10/5x"));
+    free(expect_error(c, "ERR", "NOSUCHCOMMAND a b"));
+    free(expect_error(c, "WRONGARGS", "CL.THROTTLE k -1 1 1"));
+
+    /* A concurrency limit of 1: the second lease is refused with seed 004's fields. */
+    expect_status(c, "OK", "LIMIT.SET db concurrency=1,key=explicit,ttl=10s");
+    r = cmd(c, "LEASE.ACQUIRE db user%s", " 1");
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_string_equal(r->element[0]->str, "lease");
+    snprintf(lease, sizeof(lease), "%s", r->element[1]->str);
+    freeReplyObject(r);
+    e = expect_error(c, "RATELIMITED", "LEASE.ACQUIRE db user%s", " 1");
+    assert_int_equal(sscanf(e,
+                            "RATELIMITED limit=%63s kind=%31s key=%63s limit_value=%lld "
+                            "window_ms=%lld retry_after_ms=%lld",
+                            limit, kind, key, &value, &window, &retry),
+                     6);
+    assert_string_equal(limit, "db");
+    assert_string_equal(kind, "concurrency");
+    assert_string_equal(key, "user%201"); /* the space is percent-encoded */
+    assert_int_equal(value, 1);
+    assert_int_equal(window, 0);
+    assert_true(retry > 9000 && retry <= 10000);
+    free(e);
+    r = cmd(c, "LEASE.RENEW %s TTL 5000", lease);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    assert_int_equal(r->integer, 5000);
+    freeReplyObject(r);
+    expect_status(c, "OK", "LEASE.RELEASE %s", lease);
+    free(expect_error(c, "NOLEASE", "LEASE.RENEW %s", "db/0/999"));
+    free(expect_error(c, "NOLEASE", "LEASE.RELEASE %s", "garbage"));
+    /* Replacing the limit makes old handles stale. */
+    expect_status(c, "OK", "LIMIT.SET db concurrency=2,key=explicit");
+    free(expect_error(c, "NOLEASE", "LEASE.RENEW %s", lease));
+    redisFree(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_many_clients),
+        cmocka_unit_test(test_pipeline_10k),
+        cmocka_unit_test(test_throttle_across_clients),
+        cmocka_unit_test(test_cl_throttle_readme),
+        cmocka_unit_test(test_errors_parsed),
+    };
+    signal(SIGPIPE, SIG_IGN);
+    return cmocka_run_group_tests(tests, start_server, stop_server);
+}
