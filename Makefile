@@ -40,6 +40,9 @@ run: build
 	@echo "  redis-cli -p 7379 LIMIT.SET api rate=100/1s,burst=20,key=explicit"
 	@echo "  redis-cli -p 7379 LIMIT.LIST"
 	@echo "  redis-cli -p 7379 INFO limits"
+	@echo "  redis-cli -p 7379 TASK.ADD tenant.sync '{\"tenant_id\":\"acme\"}'"
+	@echo "  redis-cli -p 7379 TASK.GET tenant.sync COUNT 10 TIMEOUT 1000"
+	@echo "  redis-cli -p 7379 TASK.EXPLAIN 1"
 	@echo "Commands: docs/commands.md. Stop with Ctrl-C."
 	@exec $(BUILD)/sluice serve --config examples/sluice.yaml
 
