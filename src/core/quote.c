@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Quoting user input inside one-line error messages (see quote.h).
+ * One-line error messages and the quoting of user input inside them (see quote.h).
  */
 #include "quote.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 const char *sluice_quote(sluice_quoted *q, const char *s, size_t n, size_t max)
@@ -36,4 +38,15 @@ const char *sluice_quote(sluice_quoted *q, const char *s, size_t n, size_t max)
     q->s[o++] = '"';
     q->s[o] = '\0';
     return q->s;
+}
+
+void sluice_msgf(char *msg, size_t msglen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!msg || msglen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, msglen, fmt, ap);
+    va_end(ap);
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Quoting user input inside one-line error messages: the bytes between double quotes, control
- * bytes as \xNN, quotes and backslashes escaped, and long input cut short with "...", so that a
- * message about any input stays one printable line.
+ * One-line error messages: writing them into a caller's buffer, and quoting user input inside
+ * them (the bytes between double quotes, control bytes as \xNN, quotes and backslashes escaped,
+ * long input cut short with "..."), so that a message about any input stays one printable line.
  */
 #ifndef SLUICE_CORE_QUOTE_H
 #define SLUICE_CORE_QUOTE_H
@@ -20,5 +20,10 @@ typedef struct sluice_quoted {
 /* Quotes the first min(n, max) bytes of s into q (max <= SLUICE_QUOTE_MAX) and returns q->s,
  * valid as long as q. */
 const char *sluice_quote(sluice_quoted *q, const char *s, size_t n, size_t max);
+
+/* Formats a message into msg (always NUL-terminated when msglen > 0). msg may be NULL, or
+ * msglen 0, for a caller that wants no message. */
+void sluice_msgf(char *msg, size_t msglen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -30,26 +30,10 @@
 #include "engine/resolve.h"
 #include "engine/task.h"
 #include "sluice/error.h"
+#include "core/quote.h"
 
 /* Links resolved without allocating. */
 #define STACK_LINKS 8
-
-static void say(char *msg, size_t msglen, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static void say(char *msg, size_t msglen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!msg || !msglen)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- Shared helpers -------------------------------------------------------------------------- */
 
@@ -309,7 +293,8 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
     if (rc != SLUICE_OK) {
         task_free(t);
         if (rc == SLUICE_EINVAL)
-            say(err->message, sizeof err->message, "%s", "a key or the task key is too long");
+            sluice_msgf(err->message, sizeof err->message, "%s",
+                        "a key or the task key is too long");
         goto done;
     }
     /* Commit: nothing below can fail. */
@@ -366,13 +351,13 @@ int engine_submit_internal(sluice_engine *e, const sluice_task_spec *spec, serie
     memset(err, 0, sizeof *err);
     if (!spec || (!spec->payload && spec->payload_len) || (!spec->key && spec->key_len) ||
         (!spec->task_key && spec->task_key_len)) {
-        say(err->message, sizeof err->message, "%s", "invalid task spec");
+        sluice_msgf(err->message, sizeof err->message, "%s", "invalid task spec");
         return SLUICE_EINVAL;
     }
     units = spec->units ? spec->units : 1;
     if (units < 1) {
-        say(err->message, sizeof err->message, "units must be at least 1, got %" PRId64,
-            spec->units);
+        sluice_msgf(err->message, sizeof err->message, "units must be at least 1, got %" PRId64,
+                    spec->units);
         return SLUICE_EINVAL;
     }
     rc = registry_type_for_submit(e, spec->type, &type, err->message, sizeof err->message);
@@ -383,8 +368,8 @@ int engine_submit_internal(sluice_engine *e, const sluice_task_spec *spec, serie
 
         if (holder && holder->state == SLUICE_TASK_RUNNING) {
             err->existing_id = holder->id;
-            say(err->message, sizeof err->message, "task key is held by running task %" PRIu64,
-                holder->id);
+            sluice_msgf(err->message, sizeof err->message,
+                        "task key is held by running task %" PRIu64, holder->id);
             return SLUICE_EEXIST;
         }
         if (holder) {
@@ -395,17 +380,19 @@ int engine_submit_internal(sluice_engine *e, const sluice_task_spec *spec, serie
         }
     }
     if (!dry_run && e->nunfinished >= e->pol.max_tasks) {
-        say(err->message, sizeof err->message, "too many tasks (max_tasks %zu)", e->pol.max_tasks);
+        sluice_msgf(err->message, sizeof err->message, "too many tasks (max_tasks %zu)",
+                    e->pol.max_tasks);
         rc = SLUICE_EBUSY;
     } else if (!dry_run && type->pol.nlimits && e->nparked >= e->pol.max_parked) {
-        say(err->message, sizeof err->message,
-            "too many parked tasks (max_parked %zu): limited submits wait", e->pol.max_parked);
+        sluice_msgf(err->message, sizeof err->message,
+                    "too many parked tasks (max_parked %zu): limited submits wait",
+                    e->pol.max_parked);
         rc = SLUICE_EBUSY;
     } else {
         rc = submit_checked(e, spec, type, units, s, dry_run, now, id, err);
     }
     if (rc == SLUICE_ENOMEM)
-        say(err->message, sizeof err->message, "%s", "out of memory");
+        sluice_msgf(err->message, sizeof err->message, "%s", "out of memory");
     registry_type_release(e, type);
     return rc;
 }

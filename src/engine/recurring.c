@@ -11,6 +11,7 @@
 #include "core/alloc.h"
 #include "engine/task.h"
 #include "sluice/error.h"
+#include "core/quote.h"
 
 /* Schedule points walked one by one when catching up after a long pause, before jumping. */
 #define CATCH_UP_STEPS 10000
@@ -34,23 +35,6 @@ struct series {
     int64_t next_ns;       /* the next schedule point, SLUICE_NEVER when over */
     size_t hidx;           /* position in series_due */
 };
-
-static void say(char *msg, size_t msglen, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static void say(char *msg, size_t msglen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!msg || !msglen)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
-    va_end(ap);
-}
 
 static int series_less(const void *a, const void *b)
 {
@@ -202,21 +186,23 @@ static int add_series(sluice_engine *e, const sluice_recurring_spec *spec, int64
     uint64_t id;
     int rc;
 
-    say(msg, msglen, "%s", "");
+    sluice_msgf(msg, msglen, "%s", "");
     if (!spec || !spec->name || !*spec->name || !spec->type) {
-        say(msg, msglen, "%s", "a recurring series needs a name and a type");
+        sluice_msgf(msg, msglen, "%s", "a recurring series needs a name and a type");
         return SLUICE_EINVAL;
     }
     if ((spec->interval_ns > 0) == (spec->cron != NULL) || spec->interval_ns < 0) {
-        say(msg, msglen, "%s", "give exactly one of an interval (> 0) and a cron expression");
+        sluice_msgf(msg, msglen, "%s",
+                    "give exactly one of an interval (> 0) and a cron expression");
         return SLUICE_EINVAL;
     }
     if (spec->max_runs < 0 || spec->start_ns < 0 || spec->end_ns < 0 || runs < 0 || skipped < 0) {
-        say(msg, msglen, "%s", "start, end, max_runs and the counters must not be negative");
+        sluice_msgf(msg, msglen, "%s",
+                    "start, end, max_runs and the counters must not be negative");
         return SLUICE_EINVAL;
     }
     if (restore && find(e, spec->name)) {
-        say(msg, msglen, "a series named \"%s\" exists", spec->name);
+        sluice_msgf(msg, msglen, "a series named \"%s\" exists", spec->name);
         return SLUICE_EEXIST;
     }
     s = sluice_calloc(1, sizeof *s);
@@ -237,7 +223,7 @@ static int add_series(sluice_engine *e, const sluice_recurring_spec *spec, int64
     s->runs = runs;
     s->skipped = skipped;
     if (s->end_ns && s->end_ns < s->start_ns) {
-        say(msg, msglen, "%s", "the series ends before it starts");
+        sluice_msgf(msg, msglen, "%s", "the series ends before it starts");
         series_free(s);
         return SLUICE_EINVAL;
     }
@@ -247,7 +233,7 @@ static int add_series(sluice_engine *e, const sluice_recurring_spec *spec, int64
         occurrence_spec(s, &ts);
         rc = engine_submit_internal(e, &ts, NULL, 1, now, &id, &err);
         if (rc != SLUICE_OK && rc != SLUICE_ENOMEM)
-            say(msg, msglen, "%s", err.message);
+            sluice_msgf(msg, msglen, "%s", err.message);
     }
     if (rc == SLUICE_OK)
         rc = ptab_reserve(&e->series_names, 1);

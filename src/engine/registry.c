@@ -13,23 +13,7 @@
 #include "engine/ready.h"
 #include "engine/task.h"
 #include "sluice/error.h"
-
-static void say(char *msg, size_t msglen, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static void say(char *msg, size_t msglen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!msg || !msglen)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
-    va_end(ap);
-}
+#include "core/quote.h"
 
 /* ---- Limits ---------------------------------------------------------------------------------- */
 
@@ -146,7 +130,7 @@ int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, char *msg
     elimit *l;
     int rc, found;
 
-    say(msg, msglen, "%s", "");
+    sluice_msgf(msg, msglen, "%s", "");
     if (!p)
         return SLUICE_EINVAL;
     rc = sluice_limit_policy_validate(p, msg, msglen);
@@ -197,7 +181,7 @@ fail_copy:
 fail_cores:
     free_cores(lims, nlims);
     if (rc == SLUICE_ENOMEM)
-        say(msg, msglen, "%s", "out of memory");
+        sluice_msgf(msg, msglen, "%s", "out of memory");
     return rc;
 }
 
@@ -326,7 +310,7 @@ int registry_set_type(sluice_engine *e, const sluice_type_policy *tp, char *msg,
     etype *t;
     int rc;
 
-    say(msg, msglen, "%s", "");
+    sluice_msgf(msg, msglen, "%s", "");
     if (!tp)
         return SLUICE_EINVAL;
     rc = sluice_type_policy_validate(tp, msg, msglen);
@@ -343,8 +327,8 @@ int registry_set_type(sluice_engine *e, const sluice_type_policy *tp, char *msg,
             ev.type = tp->name;
             ev.count = 1;
             engine_emit(e, &ev, e->now_ns);
-            say(msg, msglen, "type \"%s\" names limit \"%s\", which does not exist", tp->name,
-                tp->limits[i]);
+            sluice_msgf(msg, msglen, "type \"%s\" names limit \"%s\", which does not exist",
+                        tp->name, tp->limits[i]);
             return SLUICE_ENOTFOUND;
         }
     }
@@ -371,7 +355,7 @@ int registry_set_type(sluice_engine *e, const sluice_type_policy *tp, char *msg,
 fail_chain:
     sluice_free(chain);
 fail_nomem:
-    say(msg, msglen, "%s", "out of memory");
+    sluice_msgf(msg, msglen, "%s", "out of memory");
     return SLUICE_ENOMEM;
 }
 
@@ -382,7 +366,7 @@ int registry_type_for_submit(sluice_engine *e, const char *name, etype **out, ch
 
     *out = NULL;
     if (!name || !*name) {
-        say(msg, msglen, "%s", "a task needs a type");
+        sluice_msgf(msg, msglen, "%s", "a task needs a type");
         return SLUICE_EINVAL;
     }
     len = strlen(name);
@@ -390,12 +374,12 @@ int registry_type_for_submit(sluice_engine *e, const char *name, etype **out, ch
     if (*out)
         return SLUICE_OK;
     if (e->pol.strict_types) {
-        say(msg, msglen, "unknown task type \"%.*s\" (strict_types is on)",
-            (int)(len > 128 ? 128 : len), name);
+        sluice_msgf(msg, msglen, "unknown task type \"%.*s\" (strict_types is on)",
+                    (int)(len > 128 ? 128 : len), name);
         return SLUICE_ENOTFOUND;
     }
     if (len > 128) {
-        say(msg, msglen, "%s", "task type names are at most 128 bytes");
+        sluice_msgf(msg, msglen, "%s", "task type names are at most 128 bytes");
         return SLUICE_EINVAL;
     }
     return type_create(e, name, out);

@@ -15,25 +15,9 @@
 #include "engine/dotpath.h"
 #include "engine/registry.h"
 #include "sluice/error.h"
+#include "core/quote.h"
 
 #define KEY_UNSET SIZE_MAX
-
-static void say(char *msg, size_t msglen, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static void say(char *msg, size_t msglen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!msg || !msglen)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
-    va_end(ap);
-}
 
 static int kbuf_grow(sluice_engine *e, size_t need)
 {
@@ -104,8 +88,8 @@ static int choose_tier(sluice_engine *e, const sluice_limit_policy *p, const jso
                     return SLUICE_OK;
                 }
             }
-            say(msg, msglen, "limit \"%s\": no tier matches \"%.*s\" at \"%s\"", p->name,
-                (int)(len > 64 ? 64 : len), e->kbuf + used, p->tier_path);
+            sluice_msgf(msg, msglen, "limit \"%s\": no tier matches \"%.*s\" at \"%s\"", p->name,
+                        (int)(len > 64 ? 64 : len), e->kbuf + used, p->tier_path);
             return SLUICE_EINVAL;
         }
     } else {
@@ -119,12 +103,12 @@ static int choose_tier(sluice_engine *e, const sluice_limit_policy *p, const jso
                     return SLUICE_OK;
                 }
             }
-            say(msg, msglen, "limit \"%s\": no tier matches %" PRId64 " at \"%s\"", p->name, v,
-                p->tier_path);
+            sluice_msgf(msg, msglen, "limit \"%s\": no tier matches %" PRId64 " at \"%s\"", p->name,
+                        v, p->tier_path);
             return SLUICE_EINVAL;
         }
     }
-    say(msg, msglen, "limit \"%s\": tier: %s", p->name, why);
+    sluice_msgf(msg, msglen, "limit \"%s\": tier: %s", p->name, why);
     return SLUICE_EINVAL;
 }
 
@@ -151,7 +135,8 @@ static int choose_key(sluice_engine *e, const sluice_limit_policy *p, const slui
         }
         if (p->missing_key_global)
             return SLUICE_OK;
-        say(msg, msglen, "limit \"%s\" needs an explicit key (KEY), and none was given", p->name);
+        sluice_msgf(msg, msglen, "limit \"%s\" needs an explicit key (KEY), and none was given",
+                    p->name);
         return SLUICE_EINVAL;
     case SLUICE_KEY_PATH:
         *off = *used;
@@ -162,10 +147,10 @@ static int choose_key(sluice_engine *e, const sluice_limit_policy *p, const slui
         *keylen = 0;
         if (rc == SLUICE_ENOTFOUND && p->missing_key_global)
             return SLUICE_OK;
-        say(msg, msglen, "limit \"%s\": %s", p->name, why);
+        sluice_msgf(msg, msglen, "limit \"%s\": %s", p->name, why);
         return SLUICE_EINVAL;
     }
-    say(msg, msglen, "limit \"%s\": unknown key source", p->name);
+    sluice_msgf(msg, msglen, "limit \"%s\": unknown key source", p->name);
     return SLUICE_EINVAL;
 }
 
@@ -183,12 +168,13 @@ static int choose_units(const sluice_limit_policy *p, int64_t task_units, const 
     case SLUICE_UNITS_PATH:
         rc = dotpath_number_msg(input, p->units_path, units, why, sizeof why);
         if (rc != SLUICE_OK) {
-            say(msg, msglen, "limit \"%s\": units: %s", p->name, why);
+            sluice_msgf(msg, msglen, "limit \"%s\": units: %s", p->name, why);
             return SLUICE_EINVAL;
         }
         if (*units < 1) {
-            say(msg, msglen, "limit \"%s\": units at \"%s\" must be at least 1, got %" PRId64,
-                p->name, p->units_path, *units);
+            sluice_msgf(msg, msglen,
+                        "limit \"%s\": units at \"%s\" must be at least 1, got %" PRId64, p->name,
+                        p->units_path, *units);
             return SLUICE_EINVAL;
         }
         *flags = LINK_SETTLE;
@@ -241,8 +227,8 @@ int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec
             ev.type = t->pol.name;
             ev.count = 1;
             engine_emit(e, &ev, e->now_ns);
-            say(msg, msglen, "type \"%s\" names limit \"%s\", which does not exist", t->pol.name,
-                p->name);
+            sluice_msgf(msg, msglen, "type \"%s\" names limit \"%s\", which does not exist",
+                        t->pol.name, p->name);
             rc = SLUICE_ENOTFOUND;
             break;
         }
@@ -262,7 +248,7 @@ int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec
     if (off != offs)
         sluice_free(off);
     if (rc == SLUICE_ENOMEM)
-        say(msg, msglen, "%s", "out of memory");
+        sluice_msgf(msg, msglen, "%s", "out of memory");
     return rc;
 }
 
@@ -276,8 +262,8 @@ int resolve_parse_payload(const sluice_task_spec *spec, json_t **input, char *ms
     *input = json_loadb(spec->payload, spec->payload_len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
     if (*input)
         return SLUICE_OK;
-    say(msg, msglen, "payload is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
-        jerr.column);
+    sluice_msgf(msg, msglen, "payload is not valid JSON: %s (line %d, column %d)", jerr.text,
+                jerr.line, jerr.column);
     return SLUICE_EINVAL;
 }
 
