@@ -59,7 +59,9 @@ rport=$(free_port)
 redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
   --loglevel warning >"$tmp/redis.log" 2>&1 &
 redis_pid=$!
+# Memory only, like the Redis it is compared with (--save '' --appendonly no).
 "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/sluice.port" --log-level warn \
+  --durability none --no-admin \
   2>"$tmp/sluice.log" &
 sluice_pid=$!
 for _ in $(seq 1 200); do

@@ -6,13 +6,16 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config clang-format
   libyaml-dev libssl-dev libjansson-dev libuv1-dev libcmocka-dev
-  libhiredis-dev redis-tools libxml2-utils libsqlite3-dev libmicrohttpd-dev curl
+  libhiredis-dev redis-tools libxml2-utils libsqlite3-dev libmicrohttpd-dev curl jq
+  chromium
 )
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The browser test runs on Node.js: Debian's, unless a node is already on the PATH.
+command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 echo "deps: installing ${missing[*]}" >&2

@@ -375,6 +375,27 @@ int sluice_engine_restore_recurring(sluice_engine *e, const sluice_recurring_spe
 void sluice_engine_on_series_change(sluice_engine *e, void (*fn)(const char *name, void *arg),
                                     void *arg);
 
+/* Calls fn for every core limit (the object whose key state sluice_limit_track_changes,
+ * sluice_limit_drain and sluice_limit_import work on) of every named limit, in name order, with
+ * a stable id: the limit's name when it has no tiers, "name/tier" for each tier of a tiered
+ * limit (names hold no '/'). The id is borrowed for the call. fn may turn change tracking on and
+ * drain or import keys; it must not add, replace or remove limits. A non-zero return of fn stops
+ * the walk and is returned; else returns 0. */
+int sluice_engine_visit_limits(sluice_engine *e,
+                               int (*fn)(const char *id, sluice_limit *lim, void *arg), void *arg);
+
+/* The core limit of an id as sluice_engine_visit_limits gives it, or NULL when no limit (or tier)
+ * of that id exists now. Valid until the limit is replaced or removed. */
+sluice_limit *sluice_engine_limit_by_id(const sluice_engine *e, const char *id);
+
+/* The largest task id issued or restored so far (0 before any). */
+uint64_t sluice_engine_last_id(const sluice_engine *e);
+
+/* Makes every task id issued from now on larger than `id`, so ids a store still holds (tasks it
+ * could not restore, or finished ones it forgot) are never issued again. Never lowers the
+ * counter. */
+void sluice_engine_reserve_ids(sluice_engine *e, uint64_t id);
+
 /* ---- Figures ------------------------------------------------------------------------------- */
 
 typedef struct sluice_engine_stats {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli/check.h"
+#include "cli/data.h"
 #include "cli/serve.h"
 #include "cli/simulate.h"
 #include "cli/top.h"
@@ -34,6 +35,7 @@ static const cli_command commands[] = {
     {"check", check_main, "validate a configuration file and summarise its limits and types"},
     {"serve", serve_main, "run the server (RESP: redis-cli and Redis clients talk to it)"},
     {"top", top_main, "watch a running server's limits and tasks (its admin port)"},
+    {"data", data_main, "check a server's data directory (sluice data check DIR)"},
     /* Next: bench (measure decisions per second). One row and one function each. */
 };
 

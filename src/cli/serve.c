@@ -42,6 +42,14 @@ static const char usage_text[] =
     "      --admin-port-file F   write the admin port bound to F once listening\n"
     "      --no-admin            no admin port\n"
     "\n"
+    "Durability (see docs/durability.md):\n"
+    "      --data DIR            the store's directory (default ./data)\n"
+    "      --durability MODE     always (a change is answered once fsynced), batch (fsync every\n"
+    "                            --batch-ms: a crash may lose that much) or none (memory only);\n"
+    "                            default always\n"
+    "      --batch-ms N          fsync interval of batch, 1 to 60000 ms (default 100)\n"
+    "      --enable-debug-commands  allow DEBUG (fault injection into the store: tests only)\n"
+    "\n"
     "Limits (BYTES may end in k, m or g):\n"
     "      --max-clients N       connections at once (default 10000)\n"
     "      --max-bulk-len BYTES  one argument (default 8m)\n"
@@ -78,6 +86,10 @@ enum {
     OPT_ADMIN_BIND,
     OPT_ADMIN_PORT_FILE,
     OPT_NO_ADMIN,
+    OPT_DATA,
+    OPT_DURABILITY,
+    OPT_BATCH_MS,
+    OPT_DEBUG_COMMANDS,
 };
 
 static const struct option long_options[] = {
@@ -103,6 +115,10 @@ static const struct option long_options[] = {
     {"admin-bind", required_argument, NULL, OPT_ADMIN_BIND},
     {"admin-port-file", required_argument, NULL, OPT_ADMIN_PORT_FILE},
     {"no-admin", no_argument, NULL, OPT_NO_ADMIN},
+    {"data", required_argument, NULL, OPT_DATA},
+    {"durability", required_argument, NULL, OPT_DURABILITY},
+    {"batch-ms", required_argument, NULL, OPT_BATCH_MS},
+    {"enable-debug-commands", no_argument, NULL, OPT_DEBUG_COMMANDS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -218,6 +234,10 @@ static int parse_options(int argc, char **argv, server_options *o, char *pass, s
     server_options_init(o);
     /* The server's own default is no admin port; the command's is 7380. */
     o->admin_port = ADMIN_DEFAULT_PORT;
+    /* Likewise the server keeps nothing by default; the command keeps everything in ./data. */
+    o->data_dir = "./data";
+    o->durability = STORE_ALWAYS;
+    o->batch_ms = 100;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":c:b:p:h", long_options, NULL)) != -1) {
@@ -287,6 +307,23 @@ static int parse_options(int argc, char **argv, server_options *o, char *pass, s
             break;
         case OPT_NO_ADMIN:
             no_admin = 1;
+            break;
+        case OPT_DATA:
+            if (optarg[0] == '\0')
+                return bad_value("--data", optarg, "a directory");
+            o->data_dir = optarg;
+            break;
+        case OPT_DURABILITY:
+            if (store_durability_parse(optarg, &o->durability) != 0)
+                return bad_value("--durability", optarg, "always, batch or none");
+            break;
+        case OPT_BATCH_MS:
+            if (parse_size(optarg, 0, 60000, &v) != 0)
+                return bad_value("--batch-ms", optarg, "a number of milliseconds from 1 to 60000");
+            o->batch_ms = (int64_t)v;
+            break;
+        case OPT_DEBUG_COMMANDS:
+            o->debug_commands = 1;
             break;
         case 'h':
             fputs(usage_text, stdout);

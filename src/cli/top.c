@@ -224,8 +224,7 @@ static const char *header(const char *head, const char *name)
 }
 
 /* GETs path. Returns 0 with *r filled (free r->body), or -1 with a message in err. */
-static int http_get(const top_options *o, const char *path, http_reply *r, char *err,
-                    size_t errlen)
+static int http_get(const top_options *o, const char *path, http_reply *r, char *err, size_t errlen)
 {
     char req[2048], *raw = NULL, *body;
     const char *te, *cl;
@@ -439,11 +438,11 @@ static void print_header(const top_options *o, const json_t *st, const json_t *p
 
     gmtime_r(&now, &tm);
     strftime(clock, sizeof(clock), "%H:%M:%S", &tm);
-    printf("sluice top - %s:%d - up %lldh%02lldm - %s clients - %s commands/s - %s UTC\n", o->host,
-           o->port, up / 3600, (up % 3600) / 60, count(num(st, "clients"), a, sizeof(a)),
-           rate(num(st, "commands_total"), prev ? num(prev, "commands_total") : -1, dt, b,
-                sizeof(b)),
-           clock);
+    printf(
+        "sluice top - %s:%d - up %lldh%02lldm - %s clients - %s commands/s - %s UTC\n", o->host,
+        o->port, up / 3600, (up % 3600) / 60, count(num(st, "clients"), a, sizeof(a)),
+        rate(num(st, "commands_total"), prev ? num(prev, "commands_total") : -1, dt, b, sizeof(b)),
+        clock);
     printf("tasks: queued %s  parked %s  running %s  done %s (%s/s)  failed %s (%s/s)  "
            "cancelled %s\n\n",
            count(num(t, "queued"), a, sizeof(a)), count(num(t, "parked"), b, sizeof(b)),
@@ -503,9 +502,9 @@ static void print_frame(const top_options *o, const json_t *st, const json_t *pr
         else
             snprintf(b, sizeof(b), v[i].denied_s >= 100 ? "%.0f" : "%.1f", v[i].denied_s);
         printf("%-*.*s %-11.11s %-*.*s %9s %9s %8s %9s %12s %12s\n", NAME_WIDTH, NAME_WIDTH, name,
-               str(l, "kind", "?"), RULE_WIDTH, RULE_WIDTH,
-               rule ? rule : "", a, b, count(num(l, "parked"), c, sizeof(c)),
-               count(num(l, "keys"), d, sizeof(d)), count(num(l, "allowed_total"), e, sizeof(e)),
+               str(l, "kind", "?"), RULE_WIDTH, RULE_WIDTH, rule ? rule : "", a, b,
+               count(num(l, "parked"), c, sizeof(c)), count(num(l, "keys"), d, sizeof(d)),
+               count(num(l, "allowed_total"), e, sizeof(e)),
                count(num(l, "denied_total"), f, sizeof(f)));
     }
     if (shown < n)

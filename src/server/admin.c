@@ -213,9 +213,9 @@ static int authorized(const admin *a, struct MHD_Connection *c)
 
 static enum MHD_Result reply_unauthorized(struct MHD_Connection *c)
 {
-    struct MHD_Response *r = json_response(json_pack(
-        "{s:s, s:s}", "error", "unauthorized",
-        "message", "a password is required: HTTP Basic auth or Authorization: Bearer <password>"));
+    struct MHD_Response *r = json_response(
+        json_pack("{s:s, s:s}", "error", "unauthorized", "message",
+                  "a password is required: HTTP Basic auth or Authorization: Bearer <password>"));
 
     if (r)
         MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
@@ -268,7 +268,8 @@ static enum MHD_Result reply_readyz(admin *a, struct MHD_Connection *c)
 
 static enum MHD_Result reply_static(struct MHD_Connection *c, const dash_file *f)
 {
-    const char *inm = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+    const char *inm =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
     struct MHD_Response *r;
     unsigned status = MHD_HTTP_OK;
 
@@ -477,6 +478,13 @@ static int write_port_file(const char *path, int port, char *msg, size_t msglen)
     return 0;
 }
 
+/* Removes the port file written by a start that then failed. */
+static void unlink_port_file(const server *s)
+{
+    if (s->opt.admin_port_file)
+        unlink(s->opt.admin_port_file);
+}
+
 int admin_start(server *s, char *msg, size_t msglen)
 {
     const union MHD_DaemonInfo *info;
@@ -501,22 +509,23 @@ int admin_start(server *s, char *msg, size_t msglen)
     a = sluice_calloc(1, sizeof(*a));
     if (!a) {
         close(fd);
+        unlink_port_file(s);
         snprintf(msg, msglen, "out of memory");
         return SLUICE_ENOMEM;
     }
     a->srv = s;
     a->port = port;
     /* MHD owns the listening socket from here and closes it when it stops. */
-    a->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
-                            (uint16_t)port, accept_policy, a, on_request, a,
-                            MHD_OPTION_LISTEN_SOCKET, fd,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned int)ADMIN_MAX_CONNECTIONS,
-                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)ADMIN_MAX_PER_IP,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)ADMIN_TIMEOUT_S,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)ADMIN_CONN_MEMORY,
-                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a, MHD_OPTION_END);
+    a->d = MHD_start_daemon(
+        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, (uint16_t)port, accept_policy,
+        a, on_request, a, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned int)ADMIN_MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned int)ADMIN_MAX_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned int)ADMIN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)ADMIN_CONN_MEMORY, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a, MHD_OPTION_END);
     if (!a->d) {
         close(fd);
+        unlink_port_file(s);
         sluice_free(a);
         snprintf(msg, msglen, "cannot start the admin port's HTTP server (libmicrohttpd)");
         return SLUICE_EINVAL;
@@ -525,6 +534,7 @@ int admin_start(server *s, char *msg, size_t msglen)
     rc = info ? uv_poll_init(&s->loop, &a->poll, info->epoll_fd) : UV_EINVAL;
     if (rc != 0) {
         MHD_stop_daemon(a->d);
+        unlink_port_file(s);
         sluice_free(a);
         snprintf(msg, msglen, "admin port: cannot watch MHD's epoll descriptor: %s",
                  uv_strerror(rc));

@@ -30,15 +30,15 @@
 #include "server/server.h"
 #include "sluice/engine.h"
 
-#define ADMIN_DEFAULT_PORT       7380
-#define ADMIN_MAX_CONNECTIONS    256          /* HTTP connections at once */
-#define ADMIN_MAX_PER_IP         64           /* of which from one address */
-#define ADMIN_TIMEOUT_S          10           /* inactivity (and header) deadline, seconds */
-#define ADMIN_CONN_MEMORY        (64u << 10)  /* per-connection pool: headers and buffers */
-#define ADMIN_SSE_MAX            64           /* event streams at once */
-#define ADMIN_SSE_QUEUE          256          /* events queued per stream */
-#define ADMIN_SSE_HEARTBEAT_MS   15000        /* a comment line this often keeps streams alive */
-#define ADMIN_TOP_KEYS           20           /* keys listed by /api/limits/{name} */
+#define ADMIN_DEFAULT_PORT     7380
+#define ADMIN_MAX_CONNECTIONS  256         /* HTTP connections at once */
+#define ADMIN_MAX_PER_IP       64          /* of which from one address */
+#define ADMIN_TIMEOUT_S        10          /* inactivity (and header) deadline, seconds */
+#define ADMIN_CONN_MEMORY      (64u << 10) /* per-connection pool: headers and buffers */
+#define ADMIN_SSE_MAX          64          /* event streams at once */
+#define ADMIN_SSE_QUEUE        256         /* events queued per stream */
+#define ADMIN_SSE_HEARTBEAT_MS 15000       /* a comment line this often keeps streams alive */
+#define ADMIN_TOP_KEYS         20          /* keys listed by /api/limits/{name} */
 
 /* Starts the admin port when s->opt.admin_port >= 0: binds s->opt.admin_bind:admin_port,
  * writes admin_port_file, and hooks MHD into s->loop (which must be initialised). When the port

@@ -195,10 +195,11 @@ static json_t *limit_json(admin *a, const sluice_limit_policy *p, sluice_limit_f
     bad |= put(o, "spec", json_string(spec));
     bad |= put(o, "limit", json_integer(d->limit));
     bad |= put_period(o, d);
-    bad |= put(o, "burst", d->kind == SLUICE_RATE ? json_integer(d->burst ? d->burst : d->limit)
-                                                  : json_null());
+    bad |= put(o, "burst",
+               d->kind == SLUICE_RATE ? json_integer(d->burst ? d->burst : d->limit) : json_null());
     bad |= put(o, "key", json_string(key_text(p)));
-    bad |= put(o, "overflow", json_string(p->overflow == SLUICE_OVERFLOW_REJECT ? "reject" : "wait"));
+    bad |=
+        put(o, "overflow", json_string(p->overflow == SLUICE_OVERFLOW_REJECT ? "reject" : "wait"));
     bad |= put(o, "keys", admin_json_u64(f->core.keys));
     bad |= put(o, "bytes", admin_json_u64(f->core.bytes));
     bad |= put(o, "allowed_total", admin_json_u64(f->core.allowed));
@@ -224,8 +225,14 @@ static json_t *limit_json(admin *a, const sluice_limit_policy *p, sluice_limit_f
 
             if (sluice_spec_format_limit(&p->tiers[i].def, ts, sizeof(ts)) != 0)
                 snprintf(ts, sizeof(ts), "?");
-            bad |= !tier || put(tier, "name", json_string(p->tiers[i].name)) != 0 ||
-                   put(tier, "spec", json_string(ts)) != 0 || json_array_append_new(tiers, tier);
+            if (!tier || put(tier, "name", json_string(p->tiers[i].name)) != 0 ||
+                put(tier, "spec", json_string(ts)) != 0) {
+                json_decref(tier);
+                bad = 1;
+            } else {
+                /* The array takes the reference, also when it fails. */
+                bad |= json_array_append_new(tiers, tier);
+            }
         }
         bad |= put(o, "tiers", tiers);
     }
@@ -358,10 +365,12 @@ static json_t *top_keys(admin *a, const char *name)
     }
     nd = t ? admin_tally_top(t, denied, ADMIN_TOP_KEYS) : 0;
     for (size_t i = 0; i < nd && json_array_size(arr) < ADMIN_TOP_KEYS; i++) {
-        if (listed(arr, denied[i]->key, denied[i]->keylen))
+        const sketch_slot *k = denied[i];
+
+        if (listed(arr, k->key, k->keylen))
             continue;
-        if (json_array_append_new(arr, key_json(denied[i]->key, denied[i]->keylen, NULL, 0,
-                                                SLUICE_NEVER, denied[i]->count)) != 0)
+        if (json_array_append_new(
+                arr, key_json(k->key, k->keylen, NULL, 0, SLUICE_NEVER, k->count - k->err)) != 0)
             goto fail;
     }
     return arr;
@@ -411,20 +420,22 @@ static json_t *failure_json(const sluice_task_info *ti)
     if (!o)
         return NULL;
     bad |= put(o, "reason", json_string(sluice_fail_reason_name(d->reason)));
-    bad |= put(o, "message", ti->fail_message[0] ? admin_json_bytes(ti->fail_message,
-                                                                    strlen(ti->fail_message))
-                                                 : json_null());
+    bad |= put(o, "message",
+               ti->fail_message[0] ? admin_json_bytes(ti->fail_message, strlen(ti->fail_message))
+                                   : json_null());
     bad |= put(o, "limit", str_or_null(d->limit));
     bad |= put(o, "kind", str_or_null(d->limit ? d->kind : NULL));
     bad |= put(o, "tier", str_or_null(d->limit ? d->tier : NULL));
-    bad |= put(o, "key", d->limit && d->key ? admin_json_bytes(d->key, strlen(d->key)) : json_null());
+    bad |=
+        put(o, "key", d->limit && d->key ? admin_json_bytes(d->key, strlen(d->key)) : json_null());
     bad |= put(o, "limit_value", d->limit ? json_integer(d->limit_value) : json_null());
-    bad |= put(o, "window_ms", d->limit ? json_integer(d->window_ns / SLUICE_NS_PER_MS) : json_null());
+    bad |=
+        put(o, "window_ms", d->limit ? json_integer(d->window_ns / SLUICE_NS_PER_MS) : json_null());
     bad |= put(o, "retry_after_ms",
-               !d->limit                           ? json_null()
-               : d->retry_after_ns == SLUICE_NEVER ? json_integer(-1)
-                                                   : json_integer((d->retry_after_ns + SLUICE_NS_PER_MS - 1) /
-                                                                  SLUICE_NS_PER_MS));
+               !d->limit ? json_null()
+               : d->retry_after_ns == SLUICE_NEVER
+                   ? json_integer(-1)
+                   : json_integer((d->retry_after_ns + SLUICE_NS_PER_MS - 1) / SLUICE_NS_PER_MS));
     if (bad) {
         json_decref(o);
         return NULL;
@@ -450,9 +461,9 @@ static json_t *explain_json(admin *a, uint64_t id)
     bad |= put(o, "position", parked ? admin_json_u64(ex.position) : json_null());
     bad |= put(o, "queue_length", parked ? admin_json_u64(ex.queue_length) : json_null());
     bad |= put(o, "wake_ms", parked ? admin_json_time(ex.wake_ns) : json_null());
-    bad |= put(o, "estimated_start_ms", ex.estimated_start_ns == SLUICE_NEVER ? json_integer(-1)
-                                                                             : admin_json_time(
-                                                                                   ex.estimated_start_ns));
+    bad |= put(o, "estimated_start_ms",
+               ex.estimated_start_ns == SLUICE_NEVER ? json_integer(-1)
+                                                     : admin_json_time(ex.estimated_start_ns));
     bad |= put(o, "text", admin_json_bytes(ex.text, strlen(ex.text)));
     if (bad) {
         json_decref(o);
@@ -495,8 +506,8 @@ enum MHD_Result admin_api_task(admin *a, struct MHD_Connection *c, const char *i
     bad |= put(o, "state", json_string(sluice_task_state_name(ti.state)));
     bad |= put(o, "type", str_or_null(ti.type));
     bad |= put(o, "payload", payload_json(ti.payload, ti.payload_len));
-    bad |= put(o, "task_key", ti.task_key ? admin_json_bytes(ti.task_key, strlen(ti.task_key))
-                                          : json_null());
+    bad |= put(o, "task_key",
+               ti.task_key ? admin_json_bytes(ti.task_key, strlen(ti.task_key)) : json_null());
     bad |= put(o, "attempt", json_integer(ti.attempt));
     bad |= put(o, "priority", json_integer(ti.priority));
     bad |= put(o, "units", json_integer(ti.units));

@@ -6,9 +6,9 @@
  * Tallies: per limit name, the THROTTLED tasks wanted and granted, events by kind, and the
  * most-denied keys, a Space-Saving summary of ADMIN_SKETCH_SLOTS keys: a key already listed adds
  * its denials; a new key takes a free slot or replaces the least-denied one, inheriting its count
- * (so counts over-estimate by at most what they inherited, and any key denied more than
- * total/slots times is listed). Memory is bounded: one slot array per limit that saw a denial,
- * and at most ADMIN_MAX_TALLIES limits.
+ * as its error (so any key denied more than total/slots times is listed, and count - err, what is
+ * reported, never over-states a key's denials). Memory is bounded: one slot array per limit that
+ * saw a denial, and at most ADMIN_MAX_TALLIES limits.
  *
  * Streams: an event is formatted once into a reference-counted message and queued on every
  * stream, ADMIN_SSE_QUEUE messages at most; a full queue drops its oldest message and the stream
@@ -147,6 +147,7 @@ static void sketch_add(limit_tally *t, const char *key, size_t keylen, uint64_t 
             min = s;
     }
     /* A free slot has count 0, so it is the minimum. */
+    min->err = min->count;
     min->count = min->count > UINT64_MAX - n ? UINT64_MAX : min->count + n;
     min->hash = h;
     min->keylen = (uint16_t)keylen;
@@ -163,7 +164,7 @@ uint64_t admin_tally_denied(const limit_tally *t, const char *key, size_t keylen
         const sketch_slot *s = &t->sketch[i];
 
         if (s->count > 0 && s->keylen == keylen && memcmp(s->key, key, keylen) == 0)
-            return s->count;
+            return s->count - s->err;
     }
     return 0;
 }
@@ -178,10 +179,11 @@ size_t admin_tally_top(const limit_tally *t, const sketch_slot **out, size_t max
         const sketch_slot *s = &t->sketch[i];
         size_t at;
 
-        if (s->count == 0 || (n == max && (max == 0 || s->count <= out[n - 1]->count)))
+        if (s->count == 0 ||
+            (n == max && (max == 0 || s->count - s->err <= out[n - 1]->count - out[n - 1]->err)))
             continue;
         at = n < max ? n++ : max - 1;
-        while (at > 0 && out[at - 1]->count < s->count) {
+        while (at > 0 && out[at - 1]->count - out[at - 1]->err < s->count - s->err) {
             out[at] = out[at - 1];
             at--;
         }
@@ -273,8 +275,8 @@ static sse_msg *event_msg(admin *a, const sluice_event *ev)
         bad |= json_object_set_new(o, "limit", ev->limit ? json_string(ev->limit) : json_null());
         bad |= json_object_set_new(
             o, "key", ev->key ? admin_json_bytes(ev->key, strlen(ev->key)) : json_null());
-        bad |= json_object_set_new(o, "type", ev->type ? admin_json_bytes(ev->type, strlen(ev->type))
-                                                       : json_null());
+        bad |= json_object_set_new(
+            o, "type", ev->type ? admin_json_bytes(ev->type, strlen(ev->type)) : json_null());
         bad |= json_object_set_new(o, "count", admin_json_u64(ev->count ? ev->count : 1));
         bad |= json_object_set_new(o, "wanted", json_integer(ev->wanted));
         bad |= json_object_set_new(o, "granted", json_integer(ev->granted));
@@ -283,8 +285,9 @@ static sse_msg *event_msg(admin *a, const sluice_event *ev)
     }
     if (bad)
         goto done;
-    hlen = (size_t)snprintf(head, sizeof(head), "id: %" PRIu64 "\nevent: %s\ndata: ",
-                            ++a->next_event_id, kind_names[k]);
+    hlen =
+        (size_t)snprintf(head, sizeof(head),
+                         "id: %" PRIu64 "\nevent: %s\ndata: ", ++a->next_event_id, kind_names[k]);
     n = json_dumpb(o, NULL, 0, JSON_COMPACT);
     if (n == 0)
         goto done;

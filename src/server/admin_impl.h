@@ -31,19 +31,20 @@ typedef struct sse_msg sse_msg;
 /* One slot of a most-denied summary. */
 typedef struct sketch_slot {
     uint64_t hash;  /* of the key bytes kept */
-    uint64_t count; /* tasks denied (an over-estimate by at most the count it replaced) */
+    uint64_t count; /* tasks denied, plus err */
+    uint64_t err;   /* the count inherited from the key it replaced: count - err <= the truth */
     uint16_t keylen;
     char key[ADMIN_SKETCH_KEY];
 } sketch_slot;
 
 /* What the events of one limit add up to (the engine's events are its only source). */
 typedef struct limit_tally {
-    char *name;                        /* owned */
-    uint64_t hash;                     /* of name */
-    uint64_t wanted;                   /* THROTTLED: tasks polls asked of throttled keys */
-    uint64_t granted;                  /* THROTTLED: of which granted */
+    char *name;                         /* owned */
+    uint64_t hash;                      /* of name */
+    uint64_t wanted;                    /* THROTTLED: tasks polls asked of throttled keys */
+    uint64_t granted;                   /* THROTTLED: of which granted */
     uint64_t events[ADMIN_EVENT_KINDS]; /* events (summaries count what they summarise) */
-    sketch_slot *sketch;               /* ADMIN_SKETCH_SLOTS, allocated at its first denial */
+    sketch_slot *sketch;                /* ADMIN_SKETCH_SLOTS, allocated at its first denial */
 } limit_tally;
 
 typedef struct admin {
@@ -118,10 +119,12 @@ enum MHD_Result admin_sse_open(admin *a, struct MHD_Connection *c);
 /* The tally of a limit, or NULL when it saw no event. */
 const limit_tally *admin_tally(const admin *a, const char *name);
 
-/* The summary's count for a key of a limit's tally (0 when it is not listed). */
+/* The denials counted for a key of a limit's tally since it was listed (a lower bound of its
+ * denials; 0 when it is not listed). */
 uint64_t admin_tally_denied(const limit_tally *t, const char *key, size_t keylen);
 
-/* Fills out with up to max slots of a tally, most denied first. Returns how many. */
+/* Fills out with up to max slots of a tally, most denied first (by count - err). Returns how
+ * many. */
 size_t admin_tally_top(const limit_tally *t, const sketch_slot **out, size_t max);
 
 /* Counts an event and queues it for every stream. */

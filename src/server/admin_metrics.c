@@ -400,8 +400,8 @@ static void counter(metrics_buf *b, const char *name, const char *help, uint64_t
 
 static void write_server(metrics_buf *b, admin *a)
 {
-    static const char *const event_kinds[] = {"throttled", "deferred", "rejected",
-                                              "unknown_limit", "budget", "key_cap"};
+    static const char *const event_kinds[] = {"throttled",     "deferred", "rejected",
+                                              "unknown_limit", "budget",   "key_cap"};
     server *s = a->srv;
     int64_t now = server_now(s);
     sluice_engine_stats es;
@@ -467,8 +467,7 @@ static void write_server(metrics_buf *b, admin *a)
         metrics_sample_u64(b, "sluice_events_total", lb, 1, a->events[k]);
     }
     counter(b, "sluice_admin_requests_total", "HTTP requests to the admin port.", a->requests);
-    gauge(b, "sluice_admin_event_streams", "Clients reading /api/events now.",
-          (double)a->nclients);
+    gauge(b, "sluice_admin_event_streams", "Clients reading /api/events now.", (double)a->nclients);
     counter(b, "sluice_admin_events_dropped_total",
             "Events dropped because an /api/events client read too slowly.", a->sse_dropped);
 }

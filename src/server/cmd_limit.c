@@ -20,6 +20,7 @@
 
 #include "core/alloc.h"
 #include "server/commands.h"
+#include "server/durable.h"
 #include "server/log.h"
 #include "sluice/error.h"
 #include "sluice/policy_spec.h"
@@ -127,6 +128,7 @@ void cmd_limit_bump(server *s, const char *name)
     gen_entry *e = gen_find(ls, name);
     size_t at;
 
+    durable_limit_replaced(s, name); /* its stored key state restarts too */
     ls->counter++;
     if (e) {
         e->gen = ls->counter;
@@ -605,6 +607,7 @@ void cmd_limit_set(conn *c, const resp_command *cmd)
     if (old && server_policy_eq(old, &p)) {
         /* The same limit again: keep its state (LIMIT.RESET clears it). */
         sluice_limit_policy_clear(&p);
+        durable_limit_set(s, name, spec);
         resp_simple(conn_out(c), "OK");
         return;
     }
@@ -615,6 +618,7 @@ void cmd_limit_set(conn *c, const resp_command *cmd)
         return;
     }
     cmd_limit_bump(s, name);
+    durable_limit_set(s, name, spec); /* re-applied at start, over the file's version */
     server_engine_changed(s);
     log_info("limit \"%s\" %s by client %" PRIu64 ": %s", name, old ? "replaced" : "added", c->id,
              spec);
@@ -715,6 +719,7 @@ void cmd_limit_del(conn *c, const resp_command *cmd)
         reply_engine_error(c, rc, NULL);
     } else {
         cmd_limit_bump(s, name);
+        durable_limit_del(s, name);
         server_engine_changed(s);
         log_info("limit \"%s\" removed by client %" PRIu64, name, c->id);
         resp_int(conn_out(c), 1);

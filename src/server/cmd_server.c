@@ -12,6 +12,7 @@
 
 #include "core/alloc.h"
 #include "server/commands.h"
+#include "server/durable.h"
 #include "server/log.h"
 #include "sluice/error.h"
 #include "sluice/policy_spec.h"
@@ -322,6 +323,14 @@ static void info_limits(conn *c, sbuf *b)
     sluice_engine_list_limits(s->engine, info_limit_line, &iw);
 }
 
+static void info_persistence(conn *c, sbuf *b)
+{
+    char text[4096];
+
+    durable_info(c->srv, text, sizeof(text));
+    sb_printf(b, "%s", text);
+}
+
 typedef struct info_section {
     const char *name;
     void (*fn)(conn *c, sbuf *b);
@@ -329,7 +338,7 @@ typedef struct info_section {
 
 static const info_section sections[] = {
     {"server", info_server}, {"clients", info_clients}, {"stats", info_stats},
-    {"engine", info_engine}, {"limits", info_limits},
+    {"engine", info_engine}, {"limits", info_limits},   {"persistence", info_persistence},
 };
 
 #define N_SECTIONS (sizeof(sections) / sizeof(sections[0]))

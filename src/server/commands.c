@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "server/durable.h"
 #include "server/log.h"
 #include "sluice/error.h"
 #include "sluice/limit.h"
@@ -67,6 +68,15 @@ const command_def command_table[] = {
     {"task.info", 2, CMD_READONLY | CMD_FAST, cmd_task_info, "TASK.INFO id: a task's fields"},
     {"task.explain", 2, CMD_READONLY | CMD_FAST, cmd_task_explain,
      "TASK.EXPLAIN id: why a task waits and when it should start"},
+    /* Recurring series (cmd_recur.c). */
+    {"recur.add", -6, CMD_WRITE, cmd_recur_add,
+     "RECUR.ADD name type payload EVERY ms|CRON expr [KEY k] [START ms] [END ms] [MAX n]"},
+    {"recur.del", 2, CMD_WRITE, cmd_recur_del, "RECUR.DEL name: remove a recurring series"},
+    {"recur.info", 2, CMD_READONLY | CMD_FAST, cmd_recur_info,
+     "RECUR.INFO name: a series' runs, skips and next occurrence"},
+    /* Tests only (cmd_debug.c): refused unless --enable-debug-commands. */
+    {"debug", -2, CMD_ADMIN, cmd_debug,
+     "DEBUG FAULT WRITE n|SYNC n|FULL on|off|CLEAR, DEBUG SLEEP ms: test hooks"},
 };
 
 const size_t command_count = sizeof(command_table) / sizeof(command_table[0]);
@@ -231,8 +241,11 @@ static void dispatch(conn *c, const resp_command *cmd)
 void commands_dispatch(conn *c, const resp_command *cmd)
 {
     size_t mark = conn_out(c)->len;
+    uint64_t changes = durable_changes(c->srv);
 
     dispatch(c, cmd);
+    /* A reply to a change waits for the turn's commit (durable.h). */
+    durable_after_command(c, changes, mark);
     /* Replies are flushed at the end of the loop turn, so what this command appended starts at
      * mark; its error code (if any) is counted for /metrics. */
     if (!conn_out(c)->failed && conn_out(c)->len > mark)

@@ -12,7 +12,8 @@
  *
  * Error replies start with a stable code word (docs/commands.md lists them all):
  *   ERR (protocol and unknown command), WRONGARGS, NOAUTH, WRONGPASS, NOPROTO, NOLIMIT, BUSY,
- *   RATELIMITED, NOLEASE, INUSE, DENIED, NOMEM, CONFIG.
+ *   RATELIMITED, NOLEASE, INUSE, DENIED, NOMEM, CONFIG, and IOERR (a change the store could
+ *   not make durable, replied by durable.c instead of the command's own reply).
  */
 #ifndef SLUICE_SERVER_COMMANDS_H
 #define SLUICE_SERVER_COMMANDS_H
@@ -159,5 +160,11 @@ void cmd_task_explain(conn *c, const resp_command *cmd);
 /* Module state of cmd_task.c (the deliveries buffer of TASK.GET), in server.task_state. */
 int cmd_task_init(server *s);
 void cmd_task_free(server *s);
+
+/* ---- Handlers (cmd_recur.c: RECUR.*, cmd_debug.c: DEBUG) ---------------------------------- */
+void cmd_recur_add(conn *c, const resp_command *cmd);
+void cmd_recur_del(conn *c, const resp_command *cmd);
+void cmd_recur_info(conn *c, const resp_command *cmd);
+void cmd_debug(conn *c, const resp_command *cmd);
 
 #endif

@@ -19,6 +19,7 @@
 
 #include "core/alloc.h"
 #include "server/commands.h"
+#include "server/durable.h"
 #include "server/log.h"
 #include "sluice/error.h"
 
@@ -87,6 +88,7 @@ void conn_close(conn *c)
             ops->cancel(c, arg);
     }
     pending_unlink(c);
+    durable_conn_closed(c); /* its held replies go with it */
     log_debug("client %" PRIu64 " %s closed after %" PRIu64 " commands", c->id, c->addr,
               c->ncommands);
     uv_close((uv_handle_t *)&c->tcp, on_close);

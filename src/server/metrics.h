@@ -76,11 +76,11 @@ void metrics_sample_f64(metrics_buf *b, const char *name, const metrics_label *l
 /* A histogram with fixed buckets. Counts are kept per bucket and made cumulative on output.
  * Plain data: embed it, zero it, init it once; observe() never allocates. */
 typedef struct metrics_hist {
-    size_t nbounds;                                  /* upper bounds in bounds[] */
-    double bounds[METRICS_HIST_MAX_BOUNDS];          /* increasing, finite */
-    uint64_t counts[METRICS_HIST_MAX_BOUNDS + 1];    /* per bucket; the last is past every bound */
-    double sum;                                      /* of every observation */
-    uint64_t count;                                  /* observations */
+    size_t nbounds;                               /* upper bounds in bounds[] */
+    double bounds[METRICS_HIST_MAX_BOUNDS];       /* increasing, finite */
+    uint64_t counts[METRICS_HIST_MAX_BOUNDS + 1]; /* per bucket; the last is past every bound */
+    double sum;                                   /* of every observation */
+    uint64_t count;                               /* observations */
 } metrics_hist;
 
 /* Sets the bucket bounds and zeroes the counts. Returns 0, or -1 when n is 0 or too large or the

@@ -26,6 +26,7 @@
 #include "server/admin.h"
 #include "server/commands.h"
 #include "server/conn.h"
+#include "server/durable.h"
 #include "server/log.h"
 #include "sluice/error.h"
 
@@ -66,8 +67,8 @@ int64_t server_now(server *s)
         struct timespec ts;
         int64_t ns;
 
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ns = (int64_t)ts.tv_sec * SLUICE_NS_PER_SEC + (int64_t)ts.tv_nsec;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ns = (int64_t)ts.tv_sec * SLUICE_NS_PER_SEC + (int64_t)ts.tv_nsec + s->clock_offset_ns;
         if (ns > s->now_ns)
             s->now_ns = ns;
         s->now_valid = 1;
@@ -356,6 +357,8 @@ static void before_sleep(uv_prepare_t *h)
             s->ready_signalled = 0;
             retry_blocked(s);
         }
+        /* One commit for every change of the turn, before any reply it holds can leave. */
+        durable_turn(s);
         while ((c = s->pending) != NULL) {
             s->pending = c->pnext;
             c->pnext = NULL;
@@ -565,6 +568,7 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
     s->engine_wake = SLUICE_NEVER;
     s->next_client_id = 1;
     counters_init(&s->counters);
+    s->clock_offset_ns = durable_clock_offset(0);
     s->started_ns = server_now(s);
     if (opt->requirepass) {
         s->has_password = 1;
@@ -623,6 +627,10 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
     uv_timer_init(&s->loop, &s->stop_timer);
     init_handle(s, (uv_handle_t *)&s->stop_timer);
 
+    /* Recovery before listening: the first client sees everything the store held. */
+    rc = durable_open(s, msg, msglen);
+    if (rc != 0)
+        goto fail_loop;
     rc = bind_listener(s, msg, msglen);
     if (rc != 0)
         goto fail_loop;
@@ -662,6 +670,7 @@ fail_loop:
     close_handle(s, (uv_handle_t *)&s->engine_timer);
     close_handle(s, (uv_handle_t *)&s->housekeeping);
     close_handle(s, (uv_handle_t *)&s->stop_timer);
+    durable_close(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
 fail_commands:
@@ -688,6 +697,8 @@ void server_free(server *s)
         return;
     if (!s->stopping)
         server_stop(s);
+    /* The last commit (limiter state included), then the store's timers close with the rest. */
+    durable_close(s);
     /* Close whatever is left (a server freed without running) and let the closes finish. */
     uv_run(&s->loop, UV_RUN_DEFAULT);
     admin_free(s);

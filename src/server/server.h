@@ -13,13 +13,17 @@
  *               appending replies to the client's output buffer (nothing is written yet);
  *   check    -> the cached clock is invalidated;
  *   prepare  -> ("before sleep") blocked clients are retried when something signalled them
- *               (server_signal_ready), every client with replies is flushed with one write
+ *               (server_signal_ready), the turn's changes are committed to the store in one
+ *               transaction (durable.h: replies that wait for it are held until then), every
+ *               client with replies is flushed with one write
  *               (replies are batched per turn: a pipeline of 16 commands costs one syscall), the
  *               engine timer is re-armed, the clock is invalidated.
  *
- * The clock: server_now() reads CLOCK_REALTIME at most once per loop phase (the first call after
+ * The clock: server_now() reads the clock at most once per loop phase (the first call after
  * an invalidation) and never returns less than it returned before, so every command of one batch
- * sees the same `now` and the engine sees time that never runs backwards.
+ * sees the same `now` and the engine sees time that never runs backwards. It is CLOCK_MONOTONIC
+ * plus an offset fixed at start (the wall clock then, floored at the last time persisted; see
+ * durable.h), so a wall-clock step while running changes nothing.
  *
  * Hooks for the TASK.* commands (src/server/cmd_task.c, added later):
  *   - commands: add one row per command to the table in commands.c and declare its handler in
@@ -54,6 +58,7 @@
 #include "server/resp.h"
 #include "sluice/config.h"
 #include "sluice/engine.h"
+#include "store/store.h"
 
 typedef struct conn conn;
 typedef struct server server;
@@ -99,6 +104,12 @@ typedef struct server_options {
                                   * 7380); 0: an ephemeral port (see admin_port_file) */
     const char *admin_port_file; /* when set, the admin port is written there once listening */
     int admin_port_explicit;     /* 1: failing to bind is an error; 0: a warning, admin off */
+    /* Durability (durable.h, docs/durability.md). */
+    const char *data_dir;        /* the store's directory; NULL = memory only (the default
+                                  * here; `sluice serve` uses ./data) */
+    store_durability durability; /* always, batch or none */
+    int64_t batch_ms;            /* STORE_BATCH: fsync interval */
+    int debug_commands;          /* 1: DEBUG allowed, and the store uses the fault VFS */
 } server_options;
 
 /* Fills every option with its default (no config, 127.0.0.1:7379, no password, protected). */
@@ -134,10 +145,11 @@ struct server {
     sluice_config config; /* the configuration loaded last (names it declared, for reload) */
     int has_config;
 
-    int64_t now_ns;      /* the cached clock (server_now) */
-    int now_valid;       /* 0 once a phase ended: the next server_now reads the clock */
-    int64_t started_ns;  /* for INFO uptime */
-    int64_t engine_wake; /* when the engine timer is armed for (SLUICE_NEVER: not armed) */
+    int64_t clock_offset_ns; /* server_now = CLOCK_MONOTONIC + this (durable.h) */
+    int64_t now_ns;          /* the cached clock (server_now) */
+    int now_valid;           /* 0 once a phase ended: the next server_now reads the clock */
+    int64_t started_ns;      /* for INFO uptime */
+    int64_t engine_wake;     /* when the engine timer is armed for (SLUICE_NEVER: not armed) */
 
     conn *clients; /* every client (doubly linked through conn.prev/next) */
     size_t nclients;
@@ -153,11 +165,14 @@ struct server {
     size_t open_handles; /* server-owned libuv handles not yet closed */
 
     server_stats stats;
-    void *limit_state; /* cmd_limit.c: lease generations */
-    void *cell_state;  /* cmd_throttle.c: CL.THROTTLE limits cache */
-    void *task_state;  /* cmd_task.c (TASK.*), when present */
-    void *admin_state; /* admin.c: the admin port, NULL when off */
-    server_counters counters; /* commands by name, errors by code, store commits (/metrics) */
+    void *limit_state;   /* cmd_limit.c: lease generations */
+    void *cell_state;    /* cmd_throttle.c: CL.THROTTLE limits cache */
+    void *task_state;    /* cmd_task.c (TASK.*), when present */
+    void *admin_state;   /* admin.c: the admin port, NULL when off */
+    void *durable_state; /* durable.c: the store, the dirty set, held replies */
+
+    /* Commands by name, errors by code, store commit latency (the admin port's /metrics). */
+    server_counters counters;
 
     char read_buf[64 * 1024]; /* every read lands here before it is fed to a reader */
 };

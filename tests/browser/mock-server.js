@@ -148,7 +148,7 @@ function createSim(extra) {
       parked: l.parked, untracked_total: l.untracked_total, refused_total: l.refused_total,
       parked_keys: l.parked > 0 ? Math.min(l.keys, 1 + (l.parked % 7)) : 0,
       next_slot_ms: l.parked > 0 ? Date.now() + Math.round(1000 / rps(l)) : null,
-      rejected_total: l.overflow === 'reject' ? l.denied_total : 0,
+      rejected_total: { ratelimited: l.overflow === 'reject' ? l.denied_total : 0, horizon: 0, never: 0, skipped: 0 },
       throttled_wanted_total: l.allowed_total + l.denied_total, throttled_granted_total: l.allowed_total,
       ...(l.kind === 'quota' ? { period: 'day', quota_spent: l.units_total % l.limit } : {}) };
   };
@@ -171,13 +171,13 @@ function createSim(extra) {
     const key = l.keyNames[id % l.keyNames.length];
     const cycle = 4000 + ((id * 733) % 9000);
     const wake = now + cycle - ((now - sim.start) % cycle);
-    const pos = 1 + (id % 5), qlen = pos + 3;
+    const pos = id % 5, qlen = pos + 3; /* tasks ahead on the key, 0 = next */
     return { id, state: parked ? 'parked' : (id % 4 === 0 ? 'done' : 'running'), type: 'charge',
       payload: JSON.stringify({ tenant_id: key, amount: id * 3 }), attempt: 1, priority: 0, units: 1,
       submitted_ms: now - 4200, lease_until_ms: parked ? null : now + 30000, failure: null,
       explain: parked ? { state: 'parked', limit: l.name, key, position: pos, queue_length: qlen,
         wake_ms: wake, estimated_start_ms: wake + 250,
-        text: `parked on limit ${l.name} key ${key}: position ${pos} of ${qlen}; the key's next slot is in ${((wake - now) / 1000).toFixed(1)} s` }
+        text: `Parked on limit "${l.name}" key "${key}" with ${pos} task(s) ahead of ${qlen}; the key wakes in ${((wake - now) / 1000).toFixed(3)} s.` }
         : { state: 'running', limit: null, key: null, position: null, queue_length: null,
           wake_ms: null, estimated_start_ms: null, text: 'running under a lease' } };
   };

@@ -83,7 +83,7 @@ test('dashboard against the mock server', { timeout: 180000 }, async (t) => {
     await page.press('#task-id', 'Enter');
     await lib.until('task 7', 5000, async () => (await page.textContent('#task-state')) === 'parked');
     assert.match(await page.textContent('#tf-throttled'), /^in \d/);
-    assert.match(await page.textContent('#task-explain'), /parked on limit/);
+    assert.match(await page.textContent('#task-explain'), /Parked on limit/);
     await page.fill('#task-id', 'abc');
     await page.press('#task-id', 'Enter');
     assert.match(await page.textContent('#task-msg'), /positive whole number/);

@@ -60,7 +60,7 @@ start() {
   local name=$1
   shift
   rm -f "$tmp/$name.port"
-  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/$name.port" "$@" \
+  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/$name.port" --data "$tmp/$name.data" "$@" \
     2>"$tmp/$name.log" &
   local pid=$!
   pids+=("$pid")
@@ -490,7 +490,7 @@ check "bad port: usage" "2" "$?"
 check "unknown option: usage" "2" "$?"
 "$sluice" serve --port 0 --config "$tmp/nope.yaml" >/dev/null 2>"$tmp/err"
 check "missing config: fails" "1" "$?"
-"$sluice" serve --port 0 --bind not-an-address >/dev/null 2>"$tmp/err"
+"$sluice" serve --port 0 --bind not-an-address --durability none >/dev/null 2>"$tmp/err"
 check "bad bind: fails" "1" "$?"
 contains "bad bind: says why" "bad bind address" "$(cat "$tmp/err")"
 "$sluice" serve --help >"$tmp/out" 2>&1

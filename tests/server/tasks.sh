@@ -60,7 +60,7 @@ start() {
   local name=$1
   shift
   rm -f "$tmp/$name.port"
-  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/$name.port" "$@" \
+  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/$name.port" --data "$tmp/$name.data" "$@" \
     2>"$tmp/$name.log" &
   local pid=$!
   pids+=("$pid")

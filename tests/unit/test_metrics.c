@@ -276,8 +276,8 @@ static int check_histograms(parsed *p)
                 continue;
             le = strcmp(b->le, "+Inf") == 0 ? INFINITY : strtod(b->le, NULL);
             if (!b->le[0] || !(le > prev_le) || b->value < prev_count) {
-                snprintf(p->error, sizeof(p->error), "%.100s{%.100s}: buckets not cumulative", bucket,
-                         b->labels);
+                snprintf(p->error, sizeof(p->error), "%.100s{%.100s}: buckets not cumulative",
+                         bucket, b->labels);
                 return -1;
             }
             prev_le = le;
@@ -287,8 +287,8 @@ static int check_histograms(parsed *p)
             nb++;
         }
         if (nb == 0 || inf < 0 || inf != c->value) {
-            snprintf(p->error, sizeof(p->error), "%.100s{%.100s}: +Inf bucket %g != count %g", bucket,
-                     c->labels, inf, c->value);
+            snprintf(p->error, sizeof(p->error), "%.100s{%.100s}: +Inf bucket %g != count %g",
+                     bucket, c->labels, inf, c->value);
             return -1;
         }
     }
@@ -532,17 +532,17 @@ static void test_random_histograms(void **unused)
 static void test_parser_rejects(void **unused)
 {
     static const char *const bad[] = {
-        "x 1\n",                                                     /* no HELP/TYPE */
-        "# HELP x h\n# TYPE x gauge\nx{a=\"b} 1\n",                  /* unterminated */
-        "# HELP x h\n# TYPE x gauge\nx{a=\"\\t\"} 1\n",              /* bad escape */
-        "# HELP x h\n# TYPE x gauge\nx 1",                           /* no final newline */
-        "# HELP x h\n# TYPE x gauge\nx one\n",                       /* bad value */
+        "x 1\n",                                        /* no HELP/TYPE */
+        "# HELP x h\n# TYPE x gauge\nx{a=\"b} 1\n",     /* unterminated */
+        "# HELP x h\n# TYPE x gauge\nx{a=\"\\t\"} 1\n", /* bad escape */
+        "# HELP x h\n# TYPE x gauge\nx 1",              /* no final newline */
+        "# HELP x h\n# TYPE x gauge\nx one\n",          /* bad value */
         "# HELP x h\n# TYPE x gauge\n# HELP y h\n# TYPE y gauge\nx 1\ny 1\nx 2\n",
         "# HELP h h\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\n"
-        "h_sum 0\nh_count 1\n",                                      /* not cumulative */
+        "h_sum 0\nh_count 1\n", /* not cumulative */
         "# HELP h h\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_sum 0\nh_count 1\n",
-        "# TYPE x gauge\nx 1\n",                                     /* no HELP */
-        "# HELP x h\n# TYPE x gauge\n# TYPE x gauge\nx 1\n",         /* TYPE twice */
+        "# TYPE x gauge\nx 1\n",                             /* no HELP */
+        "# HELP x h\n# TYPE x gauge\n# TYPE x gauge\nx 1\n", /* TYPE twice */
     };
     parsed *p = calloc(1, sizeof(*p));
 
@@ -639,16 +639,11 @@ static void test_wait_bounds(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_writer_parses_back),
-        cmocka_unit_test(test_label_escaping),
-        cmocka_unit_test(test_bad_names_fail),
-        cmocka_unit_test(test_histogram_bounds),
-        cmocka_unit_test(test_random_histograms),
-        cmocka_unit_test(test_parser_rejects),
-        cmocka_unit_test(test_oom_sweep),
-        cmocka_unit_test(test_counters_reply),
-        cmocka_unit_test(test_dashboard_table),
-        cmocka_unit_test(test_wait_bounds),
+        cmocka_unit_test(test_writer_parses_back), cmocka_unit_test(test_label_escaping),
+        cmocka_unit_test(test_bad_names_fail),     cmocka_unit_test(test_histogram_bounds),
+        cmocka_unit_test(test_random_histograms),  cmocka_unit_test(test_parser_rejects),
+        cmocka_unit_test(test_oom_sweep),          cmocka_unit_test(test_counters_reply),
+        cmocka_unit_test(test_dashboard_table),    cmocka_unit_test(test_wait_bounds),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -70,8 +70,8 @@ static int start_server(void **state)
         FILE *f = freopen(logfile, "w", stderr);
 
         (void)f;
-        execl(bin, bin, "serve", "--port", "0", "--bind", "127.0.0.1", "--port-file", portfile,
-              "--log-level", "warn", (char *)NULL);
+        execl(bin, bin, "serve", "--port", "0", "--bind", "127.0.0.1", "--durability", "none",
+              "--port-file", portfile, "--log-level", "warn", (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 500; i++) {

@@ -91,8 +91,8 @@ static int start_server(void **state)
         FILE *log = freopen(logfile, "w", stderr);
 
         (void)log;
-        execl(bin, bin, "serve", "--port", "0", "--bind", "127.0.0.1", "--port-file", portfile,
-              "--config", conffile, "--log-level", "warn", (char *)NULL);
+        execl(bin, bin, "serve", "--port", "0", "--bind", "127.0.0.1", "--durability", "none",
+              "--port-file", portfile, "--config", conffile, "--log-level", "warn", (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 500; i++) {

@@ -369,6 +369,7 @@
     const dt = prev && !restarted ? (st.time_ms - prev.time_ms) / 1000 : 0;
     const gap = gapNext || restarted || dt > 5;
     gapNext = false;
+    if (gap) metaWanted = true; /* back from an outage: definitions may have changed */
 
     setText($('uptime'), fmtUptime(st.uptime_s));
     setText($('clients'), fmtInt(st.clients));
@@ -507,7 +508,13 @@
     setText($('f-units'), fmtInt(e.prev && e.prev.units_total));
     setText($('f-bytes'), m ? fmtBytes(m.bytes) : '–');
     setText($('f-untracked'), m ? fmtInt(m.untracked_total) : '–');
-    setText($('f-rejected'), m && m.rejected_total != null ? fmtInt(m.rejected_total) : '–');
+    const rej = m ? m.rejected_total : null;
+    if (rej != null && typeof rej === 'object') {
+      setText($('f-rejected'), fmtInt(Object.values(rej).reduce((a, b) => a + (Number(b) || 0), 0)));
+      $('f-rejected').title = Object.entries(rej).map(([k, v]) => `${k}: ${v}`).join(', ');
+    } else {
+      setText($('f-rejected'), rej != null ? fmtInt(rej) : '–');
+    }
     setText($('f-pkeys'), m && m.parked_keys != null ? fmtInt(m.parked_keys) : '–');
     setText($('f-throttled'), m && m.throttled_wanted_total != null
       ? fmtInt(Math.max(0, m.throttled_wanted_total - (m.throttled_granted_total || 0))) : '–');
@@ -679,10 +686,20 @@
         ctx.beginPath(); ctx.moveTo(xx, T); ctx.lineTo(xx, y0); ctx.stroke();
         ctx.fillStyle = COLORS.axis;
         ctx.textAlign = s === 0 ? 'right' : 'center';
-        ctx.fillText(s === 0 ? 'now' : `−${s} s`, s === 0 ? xx : xx, h - 6);
+        ctx.fillText(s === 0 ? 'now' : `−${s} s`, xx, h - 6);
       }
     }
 
+    /* The limit line goes under the data, its label over it. */
+    if (opt.limit != null) {
+      const yy = Math.round(y(opt.limit)) + 0.5;
+      ctx.save();
+      ctx.setLineDash([5, 4]);
+      ctx.strokeStyle = COLORS.limit;
+      ctx.lineWidth = 1.25;
+      ctx.beginPath(); ctx.moveTo(L, yy); ctx.lineTo(w - R, yy); ctx.stroke();
+      ctx.restore();
+    }
     ctx.save();
     ctx.beginPath();
     ctx.rect(L, 0, w - L - R, h);
@@ -701,12 +718,6 @@
 
     if (opt.limit != null) {
       const yy = Math.round(y(opt.limit)) + 0.5;
-      ctx.save();
-      ctx.setLineDash([5, 4]);
-      ctx.strokeStyle = COLORS.limit;
-      ctx.lineWidth = 1.25;
-      ctx.beginPath(); ctx.moveTo(L, yy); ctx.lineTo(w - R, yy); ctx.stroke();
-      ctx.restore();
       ctx.fillStyle = COLORS.limit;
       ctx.textAlign = 'left';
       ctx.textBaseline = 'bottom';
@@ -726,9 +737,10 @@
     const e = selected && limits.get(selected);
     const hist = e ? e.hist : [];
     const meta = e ? (detailDoc && detailDoc.name === e.name ? detailDoc : e.meta) : null;
-    const series = [{ key: 'a', color: COLORS.allowed, fill: 'rgba(31,95,191,.08)', label: 'granted/s' }];
+    /* Drawn in this order, so that grants (the line that matters against the limit) are on top. */
+    const series = [{ key: 'd', color: COLORS.denied, width: 1.5, label: 'denied/s' }];
     if (e && e.unitsDiffer) series.push({ key: 'u', color: COLORS.units, width: 1.25, label: 'units/s' });
-    series.push({ key: 'd', color: COLORS.denied, width: 1.5, label: 'denied/s' });
+    series.push({ key: 'a', color: COLORS.allowed, fill: 'rgba(31,95,191,.08)', label: 'granted/s' });
     const perKey = !!(meta && meta.key && meta.key !== 'none');
     timeChart($('chart-main'), hist, series, { limit: limitRate(meta), perKey, fmtY: fmtTick, xLabels: true, ticks: 4 });
     timeChart($('chart-parked'), hist, [{ key: 'p', color: COLORS.parked, fill: 'rgba(183,121,31,.18)', width: 1.5, label: 'parked' }],
@@ -761,16 +773,16 @@
       ctx.setLineDash([]);
     }
     fillUnder(ctx, pts, 'a', x, y, h, 'rgba(31,95,191,.12)');
-    tracePath(ctx, pts, 'a', x, y);
-    ctx.strokeStyle = COLORS.allowed;
-    ctx.lineWidth = 1.25;
-    ctx.stroke();
     if (anyD) {
       tracePath(ctx, pts, 'd', x, y);
       ctx.strokeStyle = COLORS.denied;
       ctx.lineWidth = 1.1;
       ctx.stroke();
     }
+    tracePath(ctx, pts, 'a', x, y);
+    ctx.strokeStyle = COLORS.allowed;
+    ctx.lineWidth = 1.25;
+    ctx.stroke();
   }
 
   /* Hover read-out on the big charts: the sample nearest the pointer. */
@@ -857,7 +869,9 @@
     const parked = state === 'parked';
     $('tf-throttled-row').hidden = !parked;
     setRel($('tf-throttled'), parked ? absTime(x.wake_ms, taskBase) : null, true);
-    setText($('tf-position'), x.position != null ? (x.queue_length != null ? `${fmtInt(x.position)} of ${fmtInt(x.queue_length)}` : fmtInt(x.position)) : '–');
+    /* position counts the tasks ahead on the key (0 = next); shown from 1. */
+    setText($('tf-position'), x.position != null ? (x.queue_length != null ? `${fmtInt(x.position + 1)} of ${fmtInt(x.queue_length)}` : fmtInt(x.position + 1)) : '–');
+    $('tf-position').title = x.position != null ? `${x.position} task${x.position === 1 ? '' : 's'} ahead on this key` : '';
     setRel($('tf-start'), absTime(x.estimated_start_ms, taskBase), true);
     const lk = x.limit ? `${x.limit}${x.key ? ` · ${x.key}` : ''}` : '–';
     setText($('tf-limit'), lk);

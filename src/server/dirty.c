@@ -1,0 +1,478 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The dirty set (see dirty.h): a set of task ids and five small maps keyed by bytes.
+ *
+ * Task ids live in an open-addressing table of uint64 (0 marks an empty slot: ids start at 1).
+ * Every other part is a `bmap`: entries kept in insertion order in an array (so a walk is a
+ * scan of it), indexed by an open-addressing table of entry numbers. An entry can be killed (a
+ * purged key state) without being unlinked; a later upsert of the same bytes revives it. Both
+ * kinds of table double when half full; dirty_clear empties them and gives back the memory of
+ * a table grown past KEEP_SLOTS, so a burst does not pin memory for good.
+ */
+#include "server/dirty.h"
+
+#include <string.h>
+
+#include "core/alloc.h"
+#include "sluice/error.h"
+
+/* Tables larger than this are freed rather than kept empty by dirty_clear. */
+#define KEEP_SLOTS 4096u
+
+/* ---- A set of task ids ------------------------------------------------------------------- */
+
+typedef struct idset {
+    uint64_t *slots; /* 0 = empty */
+    size_t cap;      /* a power of two, or 0 */
+    size_t n;
+} idset;
+
+static size_t id_slot(uint64_t id, size_t cap)
+{
+    id ^= id >> 33;
+    id *= 0xff51afd7ed558ccdull;
+    id ^= id >> 33;
+    return (size_t)id & (cap - 1);
+}
+
+static int idset_grow(idset *s)
+{
+    size_t cap = s->cap ? s->cap * 2 : 64;
+    uint64_t *slots = sluice_calloc(cap, sizeof *slots);
+
+    if (!slots)
+        return SLUICE_ENOMEM;
+    for (size_t i = 0; i < s->cap; i++) {
+        size_t at;
+
+        if (!s->slots[i])
+            continue;
+        for (at = id_slot(s->slots[i], cap); slots[at]; at = (at + 1) & (cap - 1))
+            ;
+        slots[at] = s->slots[i];
+    }
+    sluice_free(s->slots);
+    s->slots = slots;
+    s->cap = cap;
+    return SLUICE_OK;
+}
+
+static int idset_add(idset *s, uint64_t id)
+{
+    size_t at;
+
+    if (s->cap) {
+        for (at = id_slot(id, s->cap); s->slots[at]; at = (at + 1) & (s->cap - 1))
+            if (s->slots[at] == id)
+                return SLUICE_OK;
+    }
+    if ((s->n + 1) * 2 > s->cap && idset_grow(s) != SLUICE_OK)
+        return SLUICE_ENOMEM;
+    for (at = id_slot(id, s->cap); s->slots[at]; at = (at + 1) & (s->cap - 1))
+        ;
+    s->slots[at] = id;
+    s->n++;
+    return SLUICE_OK;
+}
+
+static void idset_clear(idset *s)
+{
+    if (s->cap > KEEP_SLOTS) {
+        sluice_free(s->slots);
+        s->slots = NULL;
+        s->cap = 0;
+    } else if (s->n) {
+        memset(s->slots, 0, s->cap * sizeof *s->slots);
+    }
+    s->n = 0;
+}
+
+/* ---- A map keyed by bytes ---------------------------------------------------------------- */
+
+typedef struct bentry {
+    char *k;       /* owned key bytes, NUL-terminated (not counted in klen) */
+    size_t klen;   /* bytes of k */
+    size_t idlen;  /* key states: bytes of the limit id at the front of k */
+    void *v;       /* owned value bytes, or NULL */
+    size_t vlen;   /* bytes of v */
+    int op;        /* limits: the dirty_limit_op */
+    int live;      /* 0: killed (skipped by walks, revived by an upsert) */
+    uint64_t hash; /* of the key bytes */
+} bentry;
+
+typedef struct bmap {
+    bentry *ents;    /* in insertion order */
+    size_t n, cap;   /* entries used and allocated */
+    size_t live;     /* entries alive */
+    uint32_t *slots; /* entry index + 1, 0 = empty */
+    size_t nslots;   /* a power of two, or 0 */
+} bmap;
+
+static uint64_t bytes_hash(const char *p, size_t len)
+{
+    uint64_t h = 14695981039346656037ull;
+
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static bentry *bmap_find(const bmap *m, const char *k, size_t klen, uint64_t h)
+{
+    if (!m->nslots)
+        return NULL;
+    for (size_t at = (size_t)h & (m->nslots - 1); m->slots[at]; at = (at + 1) & (m->nslots - 1)) {
+        bentry *e = &m->ents[m->slots[at] - 1];
+
+        if (e->hash == h && e->klen == klen && memcmp(e->k, k, klen) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+static int bmap_reindex(bmap *m, size_t nslots)
+{
+    uint32_t *slots = sluice_calloc(nslots, sizeof *slots);
+
+    if (!slots)
+        return SLUICE_ENOMEM;
+    for (size_t i = 0; i < m->n; i++) {
+        size_t at = (size_t)m->ents[i].hash & (nslots - 1);
+
+        while (slots[at])
+            at = (at + 1) & (nslots - 1);
+        slots[at] = (uint32_t)(i + 1);
+    }
+    sluice_free(m->slots);
+    m->slots = slots;
+    m->nslots = nslots;
+    return SLUICE_OK;
+}
+
+/* Finds or adds the entry of k (made of an id of idlen bytes, and for key states a NUL and the
+ * key); a new or revived entry is live with no value. Returns NULL when out of memory. */
+static bentry *bmap_upsert(bmap *m, const char *k, size_t klen, size_t idlen)
+{
+    uint64_t h = bytes_hash(k, klen);
+    bentry *e = bmap_find(m, k, klen, h);
+    char *copy;
+
+    if (e) {
+        if (!e->live) {
+            e->live = 1;
+            m->live++;
+        }
+        return e;
+    }
+    if (m->n >= UINT32_MAX - 1)
+        return NULL;
+    if ((m->n + 1) * 2 > m->nslots && bmap_reindex(m, m->nslots ? m->nslots * 2 : 64) != 0)
+        return NULL;
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 32;
+        bentry *ents = sluice_realloc(m->ents, cap * sizeof *ents);
+
+        if (!ents)
+            return NULL;
+        m->ents = ents;
+        m->cap = cap;
+    }
+    copy = sluice_memdup0(k, klen);
+    if (!copy)
+        return NULL;
+    e = &m->ents[m->n];
+    memset(e, 0, sizeof *e);
+    e->k = copy;
+    e->klen = klen;
+    e->idlen = idlen;
+    e->hash = h;
+    e->live = 1;
+    m->n++;
+    m->live++;
+    {
+        size_t at = (size_t)h & (m->nslots - 1);
+
+        while (m->slots[at])
+            at = (at + 1) & (m->nslots - 1);
+        m->slots[at] = (uint32_t)m->n;
+    }
+    return e;
+}
+
+/* Sets an entry's value to a copy of len bytes at v (NULL: no value). Returns 0 or ENOMEM
+ * (the old value kept). */
+static int bentry_set(bentry *e, const void *v, size_t len)
+{
+    void *copy = NULL;
+
+    if (v) {
+        copy = sluice_malloc(len ? len : 1);
+        if (!copy)
+            return SLUICE_ENOMEM;
+        memcpy(copy, v, len);
+    }
+    sluice_free(e->v);
+    e->v = copy;
+    e->vlen = v ? len : 0;
+    return SLUICE_OK;
+}
+
+static void bentry_kill(bmap *m, bentry *e)
+{
+    if (!e->live)
+        return;
+    e->live = 0;
+    m->live--;
+    sluice_free(e->v);
+    e->v = NULL;
+    e->vlen = 0;
+}
+
+static void bmap_clear(bmap *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        sluice_free(m->ents[i].k);
+        sluice_free(m->ents[i].v);
+    }
+    m->n = 0;
+    m->live = 0;
+    if (m->nslots > KEEP_SLOTS) {
+        sluice_free(m->slots);
+        sluice_free(m->ents);
+        m->slots = NULL;
+        m->ents = NULL;
+        m->nslots = 0;
+        m->cap = 0;
+    } else if (m->nslots) {
+        memset(m->slots, 0, m->nslots * sizeof *m->slots);
+    }
+}
+
+static void bmap_free(bmap *m)
+{
+    bmap_clear(m);
+    sluice_free(m->slots);
+    sluice_free(m->ents);
+}
+
+/* The next live entry at or after *pos, or NULL. */
+static const bentry *bmap_next(const bmap *m, size_t *pos)
+{
+    while (*pos < m->n) {
+        const bentry *e = &m->ents[(*pos)++];
+
+        if (e->live)
+            return e;
+    }
+    return NULL;
+}
+
+/* ---- The dirty set ----------------------------------------------------------------------- */
+
+struct dirty {
+    idset tasks; /* task ids */
+    bmap series; /* series names */
+    bmap limits; /* limit names: op and spec */
+    bmap purges; /* limit ids whose stored key rows are to be deleted */
+    bmap keys;   /* "id\0key": the state blob (no value: delete the key) */
+    bmap known;  /* limit ids that may have key rows in the store (not cleared) */
+};
+
+int dirty_new(dirty **out)
+{
+    *out = sluice_calloc(1, sizeof **out);
+    return *out ? SLUICE_OK : SLUICE_ENOMEM;
+}
+
+void dirty_free(dirty *d)
+{
+    if (!d)
+        return;
+    sluice_free(d->tasks.slots);
+    bmap_free(&d->series);
+    bmap_free(&d->limits);
+    bmap_free(&d->purges);
+    bmap_free(&d->keys);
+    bmap_free(&d->known);
+    sluice_free(d);
+}
+
+int dirty_add_task(dirty *d, uint64_t id)
+{
+    if (id == 0)
+        return SLUICE_EINVAL;
+    return idset_add(&d->tasks, id);
+}
+
+int dirty_add_series(dirty *d, const char *name)
+{
+    return bmap_upsert(&d->series, name, strlen(name), strlen(name)) ? SLUICE_OK : SLUICE_ENOMEM;
+}
+
+int dirty_set_limit(dirty *d, const char *name, dirty_limit_op op, const char *spec)
+{
+    size_t len = strlen(name);
+    uint64_t h = bytes_hash(name, len);
+    int existed = bmap_find(&d->limits, name, len, h) != NULL;
+    bentry *e = bmap_upsert(&d->limits, name, len, len);
+
+    if (!e)
+        return SLUICE_ENOMEM;
+    if (bentry_set(e, op == DIRTY_LIMIT_SET && spec ? spec : NULL,
+                   op == DIRTY_LIMIT_SET && spec ? strlen(spec) + 1 : 0) != SLUICE_OK) {
+        if (!existed)
+            bentry_kill(&d->limits, e); /* leave no half-made entry behind */
+        return SLUICE_ENOMEM;
+    }
+    e->op = (int)op;
+    return SLUICE_OK;
+}
+
+int dirty_note_stored(dirty *d, const char *id)
+{
+    return bmap_upsert(&d->known, id, strlen(id), strlen(id)) ? SLUICE_OK : SLUICE_ENOMEM;
+}
+
+int dirty_put_key(dirty *d, const char *id, const char *key, size_t keylen, const void *state,
+                  size_t len)
+{
+    size_t idlen = strlen(id), klen = idlen + 1 + keylen;
+    char stack[512], *k = klen <= sizeof stack ? stack : sluice_malloc(klen);
+    bentry *e;
+    int rc = SLUICE_ENOMEM;
+
+    if (!k)
+        return SLUICE_ENOMEM;
+    memcpy(k, id, idlen);
+    k[idlen] = '\0';
+    if (keylen)
+        memcpy(k + idlen + 1, key, keylen);
+    if (dirty_note_stored(d, id) != SLUICE_OK)
+        goto done;
+    e = bmap_upsert(&d->keys, k, klen, idlen);
+    if (e)
+        rc = bentry_set(e, state && len ? state : NULL, state && len ? len : 0);
+    if (e && rc != SLUICE_OK && !e->v)
+        bentry_kill(&d->keys, e);
+done:
+    if (k != stack)
+        sluice_free(k);
+    return rc;
+}
+
+/* Returns 1 when limit id `id` (of idlen bytes) belongs to the limit `name` (nlen bytes). */
+static int id_of(const char *id, size_t idlen, const char *name, size_t nlen)
+{
+    return idlen >= nlen && memcmp(id, name, nlen) == 0 && (idlen == nlen || id[nlen] == '/');
+}
+
+int dirty_purge_limit(dirty *d, const char *name)
+{
+    size_t nlen = strlen(name), pos = 0;
+    const bentry *e;
+
+    /* Queue the deletions first: once they are in, nothing below can fail. */
+    if (!bmap_upsert(&d->purges, name, nlen, nlen))
+        return SLUICE_ENOMEM;
+    while ((e = bmap_next(&d->known, &pos)) != NULL)
+        if (id_of(e->k, e->klen, name, nlen) && !bmap_upsert(&d->purges, e->k, e->klen, e->klen))
+            return SLUICE_ENOMEM; /* the ones queued already are harmless deletions */
+    for (size_t i = 0; i < d->known.n; i++)
+        if (d->known.ents[i].live && id_of(d->known.ents[i].k, d->known.ents[i].klen, name, nlen))
+            bentry_kill(&d->known, &d->known.ents[i]);
+    for (size_t i = 0; i < d->keys.n; i++)
+        if (d->keys.ents[i].live && id_of(d->keys.ents[i].k, d->keys.ents[i].idlen, name, nlen))
+            bentry_kill(&d->keys, &d->keys.ents[i]);
+    return SLUICE_OK;
+}
+
+int dirty_next_task(const dirty *d, size_t *pos, uint64_t *id)
+{
+    while (*pos < d->tasks.cap) {
+        uint64_t v = d->tasks.slots[(*pos)++];
+
+        if (v) {
+            *id = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int dirty_next_series(const dirty *d, size_t *pos, const char **name)
+{
+    const bentry *e = bmap_next(&d->series, pos);
+
+    if (!e)
+        return 0;
+    *name = e->k;
+    return 1;
+}
+
+int dirty_next_limit(const dirty *d, size_t *pos, const char **name, dirty_limit_op *op,
+                     const char **spec)
+{
+    const bentry *e = bmap_next(&d->limits, pos);
+
+    if (!e)
+        return 0;
+    *name = e->k;
+    *op = (dirty_limit_op)e->op;
+    *spec = e->v;
+    return 1;
+}
+
+int dirty_next_purge(const dirty *d, size_t *pos, const char **id)
+{
+    const bentry *e = bmap_next(&d->purges, pos);
+
+    if (!e)
+        return 0;
+    *id = e->k;
+    return 1;
+}
+
+int dirty_next_key(const dirty *d, size_t *pos, const char **id, const char **key, size_t *keylen,
+                   const void **state, size_t *len)
+{
+    const bentry *e = bmap_next(&d->keys, pos);
+
+    if (!e)
+        return 0;
+    *id = e->k;
+    *key = e->k + e->idlen + 1;
+    *keylen = e->klen - e->idlen - 1;
+    *state = e->v;
+    *len = e->vlen;
+    return 1;
+}
+
+void dirty_get_counts(const dirty *d, dirty_counts *out)
+{
+    out->tasks = d->tasks.n;
+    out->series = d->series.live;
+    out->limits = d->limits.live;
+    out->purges = d->purges.live;
+    out->keys = d->keys.live;
+}
+
+int dirty_has_changes(const dirty *d)
+{
+    return d->tasks.n || d->series.live || d->limits.live || d->purges.live;
+}
+
+int dirty_is_empty(const dirty *d)
+{
+    return !dirty_has_changes(d) && d->keys.live == 0;
+}
+
+void dirty_clear(dirty *d)
+{
+    idset_clear(&d->tasks);
+    bmap_clear(&d->series);
+    bmap_clear(&d->limits);
+    bmap_clear(&d->purges);
+    bmap_clear(&d->keys);
+}

@@ -1,0 +1,428 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# End-to-end tests of the admin port (HTTP: /metrics, /api/..., the dashboard, SSE) and of
+# `sluice top`: the real `sluice serve` on ephemeral ports with a configuration of limits and
+# types, driven by curl and redis-cli, to 127.0.0.1 only. Every endpoint and its errors (404 with
+# a JSON body, 401 without the password, 405 for other methods), the JSON shapes the dashboard
+# relies on (checked with jq), an event streamed after throttling, /metrics parsed line by line
+# (awk: HELP and TYPE before contiguous samples, valid names, escaped labels, cumulative
+# histograms), and the cardinality bound: throttling 100,000 distinct keys leaves /metrics with
+# the same lines and nearly the same bytes.
+#
+# Usage: bash tests/server/admin.sh PATH-TO-SLUICE SOURCE-DIR
+# Prints one line per failed check and "N passed, N failed"; exits non-zero on any failure.
+set -u
+
+sluice=${1:?usage: admin.sh PATH-TO-SLUICE SOURCE-DIR}
+passed=0
+failed=0
+tmp=$(mktemp -d)
+pids=()
+
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do
+    { kill -KILL "$p" && wait "$p"; } 2>/dev/null
+  done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap '' PIPE
+
+for tool in curl jq redis-cli; do
+  if ! command -v $tool >/dev/null; then
+    echo "admin.sh: $tool is missing (scripts/deps.sh installs it)"
+    echo "0 passed, 1 failed"
+    exit 1
+  fi
+done
+
+ok() { passed=$((passed + 1)); }
+bad() {
+  failed=$((failed + 1))
+  echo "FAIL: $*"
+}
+check() { if [ "$2" == "$3" ]; then ok; else bad "$1: wanted [$2], got [$3]"; fi; }
+contains() {
+  case $3 in
+  *"$2"*) ok ;;
+  *) bad "$1: [${3:0:400}] does not contain [$2]" ;;
+  esac
+}
+# jqok NAME FILTER FILE: the JSON in FILE passes the jq FILTER (true).
+jqok() {
+  if jq -e "$2" "$3" >/dev/null 2>&1; then ok; else bad "$1: $2 fails on $(head -c 400 "$3")"; fi
+}
+
+cat >"$tmp/sluice.yaml" <<'EOF'
+limits:
+  api:
+    rate: 5/1m
+    key: input.tenant
+  breaker:
+    window: 1/1h
+    overflow: reject
+  cardinal:
+    rate: 1/1h
+    key: explicit
+  budget:
+    quota: {budget: 100, period: day}
+    key: explicit
+types:
+  sync:
+    limits: [api]
+  spawn:
+    limits: [breaker]
+EOF
+
+# start NAME ARGS...: starts a server with both ports ephemeral; sets P_NAME (RESP), A_NAME
+# (admin) and PID_NAME.
+start() {
+  local name=$1
+  shift
+  rm -f "$tmp/$name.port" "$tmp/$name.admin"
+  "$sluice" serve --port 0 --port-file "$tmp/$name.port" --data "$tmp/$name.data" --admin-port 0 \
+    --admin-port-file "$tmp/$name.admin" --config "$tmp/sluice.yaml" "$@" 2>"$tmp/$name.log" &
+  local pid=$!
+  pids+=("$pid")
+  for _ in $(seq 1 300); do
+    [ -s "$tmp/$name.port" ] && [ -s "$tmp/$name.admin" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  if [ ! -s "$tmp/$name.admin" ]; then
+    bad "server $name did not start: $(cat "$tmp/$name.log")"
+    echo "$passed passed, $failed failed"
+    exit 1
+  fi
+  printf -v "P_$name" '%s' "$(cat "$tmp/$name.port")"
+  printf -v "A_$name" '%s' "$(cat "$tmp/$name.admin")"
+  printf -v "PID_$name" '%s' "$pid"
+}
+
+# get PORT PATH [CURL ARGS...]: GETs into $tmp/body; prints the status code.
+get() {
+  local port=$1 path=$2
+  shift 2
+  curl -s -o "$tmp/body" -D "$tmp/headers" -w '%{http_code}' --max-time 10 "$@" \
+    "http://127.0.0.1:$port$path"
+}
+header() { grep -i "^$1:" "$tmp/headers" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+
+start main
+A=$A_main
+P=$P_main
+
+# ---- Probes ---------------------------------------------------------------------------------
+check "healthz status" 200 "$(get $A /healthz)"
+check "healthz body" ok "$(cat "$tmp/body")"
+check "readyz status" 200 "$(get $A /readyz)"
+jqok "readyz body" '.ready == true' "$tmp/body"
+
+# ---- /api/stats -----------------------------------------------------------------------------
+check "stats status" 200 "$(get $A /api/stats)"
+contains "stats content type" "application/json" "$(header Content-Type)"
+jqok "stats shape" '(.time_ms|type)=="number" and (.uptime_s|type)=="number" and
+  (.clients|type)=="number" and (.commands_total|type)=="number" and
+  (.tasks|has("queued") and has("parked") and has("running") and has("done") and has("failed")
+   and has("cancelled")) and (.limits|length)==4' "$tmp/body"
+jqok "stats limit shape" 'all(.limits[]; has("name") and has("kind") and has("allowed_total")
+  and has("denied_total") and has("units_total") and has("parked") and has("keys"))' "$tmp/body"
+jqok "stats limits in name order" '[.limits[].name] == ["api","breaker","budget","cardinal"]' \
+  "$tmp/body"
+
+# ---- Throttling: tasks park, and the event stream says so -------------------------------------
+curl -sN --max-time 6 "http://127.0.0.1:$A/api/events" >"$tmp/sse" 2>/dev/null &
+sse_pid=$!
+for _ in $(seq 1 100); do
+  grep -q "sluice events" "$tmp/sse" 2>/dev/null && break
+  sleep 0.05
+done
+contains "SSE hello" "retry: 2000" "$(cat "$tmp/sse")"
+for i in $(seq 1 8); do
+  redis-cli -p $P TASK.ADD sync "{\"tenant\":\"acme\",\"n\":$i}" >/dev/null
+done
+redis-cli -p $P TASK.ADD sync '{"tenant":"tiny"}' >/dev/null
+got=$(redis-cli -p $P TASK.GET sync COUNT 20 | grep -c '^sync$')
+check "burst delivered" 6 "$got"
+for _ in $(seq 1 100); do
+  grep -q "event: throttled" "$tmp/sse" && grep -q "event: deferred" "$tmp/sse" && break
+  sleep 0.05
+done
+sse=$(cat "$tmp/sse")
+contains "SSE throttled event" "event: throttled" "$sse"
+contains "SSE deferred event" "event: deferred" "$sse"
+contains "SSE event data" '"limit":"api","key":"acme","type":"sync"' "$sse"
+grep '^data: ' "$tmp/sse" | sed 's/^data: //' >"$tmp/sse.json"
+jqok "SSE data is JSON" 'select(.kind=="throttled") | .wanted >= 8 and .granted == 5' \
+  "$tmp/sse.json"
+kill "$sse_pid" 2>/dev/null
+wait "$sse_pid" 2>/dev/null
+
+# ---- /api/limits and /api/limits/{name} ------------------------------------------------------
+check "limits status" 200 "$(get $A /api/limits)"
+jqok "limits shape" 'all(.limits[]; has("name") and has("kind") and has("spec") and has("limit")
+  and has("period_ms") and has("burst") and has("key") and has("overflow") and has("keys")
+  and has("bytes") and has("allowed_total") and has("denied_total") and has("units_total")
+  and has("parked") and has("untracked_total") and has("refused_total"))' "$tmp/body"
+jqok "limits api" '.limits[] | select(.name=="api") | .kind=="rate" and .limit==5 and
+  .period_ms==60000 and .burst==5 and .key=="input.tenant" and .overflow=="wait" and
+  .parked==3 and .allowed_total==6 and .keys==2 and (.spec|startswith("rate=5/1m"))' "$tmp/body"
+jqok "limits breaker" '.limits[] | select(.name=="breaker") | .kind=="window" and
+  .overflow=="reject" and .key=="none" and .burst==null' "$tmp/body"
+check "limit status" 200 "$(get $A /api/limits/api)"
+jqok "limit top_keys" '.name=="api" and (.top_keys|length)==1 and .top_keys[0].key=="acme" and
+  .top_keys[0].parked==3 and (.top_keys[0].next_slot_ms > 0) and
+  (.top_keys[0].denied_total >= 3)' "$tmp/body"
+check "unknown limit status" 404 "$(get $A /api/limits/nope)"
+jqok "unknown limit body" '.error=="not_found" and (.message|contains("nope"))' "$tmp/body"
+contains "unknown limit is JSON" "application/json" "$(header Content-Type)"
+
+# ---- /api/tasks/{id} ---------------------------------------------------------------------------
+check "task status" 200 "$(get $A /api/tasks/8)"
+jqok "parked task" '.id==8 and .state=="parked" and .type=="sync" and .payload.tenant=="acme"
+  and .payload.n==8 and .attempt==0 and .priority==0 and .units==1 and (.submitted_ms > 0) and
+  .lease_until_ms==null and .failure==null and .explain.state=="parked" and
+  .explain.limit=="api" and .explain.key=="acme" and (.explain.position|type)=="number" and
+  .explain.queue_length==3 and (.explain.wake_ms > 0) and (.explain.estimated_start_ms > 0) and
+  (.explain.text|length) > 0' "$tmp/body"
+check "running task status" 200 "$(get $A /api/tasks/1)"
+jqok "running task" '.state=="running" and .attempt==1 and (.lease_until_ms > 0) and
+  .explain.limit==null' "$tmp/body"
+redis-cli -p $P TASK.ADD spawn '{}' >/dev/null
+redis-cli -p $P TASK.ADD spawn '{}' >/dev/null
+redis-cli -p $P TASK.GET spawn COUNT 5 >/dev/null
+check "failed task status" 200 "$(get $A /api/tasks/11)"
+jqok "failed task" '.state=="failed" and .failure.reason=="ratelimited" and
+  .failure.limit=="breaker" and (.failure.retry_after_ms > 0)' "$tmp/body"
+check "unknown task" 404 "$(get $A /api/tasks/999999)"
+jqok "unknown task body" '.error=="not_found"' "$tmp/body"
+check "malformed task id" 404 "$(get $A /api/tasks/abc)"
+check "unknown path" 404 "$(get $A /nope)"
+jqok "unknown path body" '.error=="not_found"' "$tmp/body"
+check "unknown api path" 404 "$(get $A /api/nothing)"
+
+# ---- Methods --------------------------------------------------------------------------------
+check "POST" 405 "$(get $A /api/stats -X POST -d 'x=1')"
+jqok "POST body" '.error=="method_not_allowed"' "$tmp/body"
+check "POST Allow" "GET, HEAD" "$(header Allow)"
+check "DELETE" 405 "$(get $A /api/limits/api -X DELETE)"
+check "PUT healthz" 405 "$(get $A /healthz -X PUT)"
+check "HEAD" 200 "$(curl -s -o /dev/null -w '%{http_code}' -I "http://127.0.0.1:$A/api/stats")"
+
+# ---- The dashboard ------------------------------------------------------------------------------
+check "dashboard status" 200 "$(get $A /)"
+contains "dashboard type" "text/html" "$(header Content-Type)"
+contains "dashboard cache" "no-cache" "$(header Cache-Control)"
+contains "dashboard is HTML" "<html" "$(tr 'A-Z' 'a-z' <"$tmp/body")"
+etag=$(header ETag)
+check "dashboard 304" 304 "$(get $A / -H "If-None-Match: $etag")"
+for f in "$2"/src/server/dashboard/*.js "$2"/src/server/dashboard/*.css; do
+  [ -e "$f" ] || continue
+  name=$(basename "$f")
+  check "dashboard $name" 200 "$(get $A "/$name")"
+  check "dashboard $name bytes" "$(wc -c <"$f")" "$(wc -c <"$tmp/body")"
+  case $name in
+  *.js) contains "$name type" "javascript" "$(header Content-Type)" ;;
+  *.css) contains "$name type" "text/css" "$(header Content-Type)" ;;
+  esac
+done
+
+# ---- A slow client does not hold the port -------------------------------------------------------
+exec 3<>"/dev/tcp/127.0.0.1/$A"
+printf 'GET /healthz HTTP/1.1\r\nHost: x\r\n' >&3
+check "served beside a slow client" 200 "$(get $A /healthz)"
+exec 3<&- 3>&-
+
+# ---- /metrics --------------------------------------------------------------------------------
+cat >"$tmp/parse.awk" <<'EOF'
+# Validates the Prometheus text format: prints the number of samples, or the first error.
+function fail(msg) { print "line " NR ": " msg ": " $0; bad = 1; exit 1 }
+/^# HELP / {
+  n = $3
+  if (n !~ /^[a-zA-Z_:][a-zA-Z0-9_:]*$/) fail("bad HELP name")
+  if (n in help) fail("HELP twice")
+  if (n in seen) fail("HELP after samples")
+  help[n] = 1
+  next
+}
+/^# TYPE / {
+  n = $3
+  if (n !~ /^[a-zA-Z_:][a-zA-Z0-9_:]*$/ || NF != 4) fail("bad TYPE line")
+  if (n in type) fail("TYPE twice")
+  if (n in seen) fail("TYPE after samples")
+  if ($4 !~ /^(counter|gauge|histogram|summary|untyped)$/) fail("bad type")
+  type[n] = $4
+  next
+}
+/^#/ { fail("a comment that is neither HELP nor TYPE") }
+{
+  if (!match($0, /^[a-zA-Z_:][a-zA-Z0-9_:]*/)) fail("bad name")
+  name = substr($0, 1, RLENGTH)
+  rest = substr($0, RLENGTH + 1)
+  labels = ""
+  if (substr(rest, 1, 1) == "{") {
+    lv = "[a-zA-Z_][a-zA-Z0-9_]*=\"([^\"\\\\]|\\\\[\\\\\"n])*\""
+    if (!match(rest, "^[{](" lv "(," lv ")*)?[}]")) fail("bad labels")
+    labels = substr(rest, 2, RLENGTH - 2)
+    rest = substr(rest, RLENGTH + 1)
+  }
+  if (rest !~ /^ (-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?|[-+]Inf|NaN)$/) fail("bad value")
+  value = substr(rest, 2)
+  fam = name
+  if (!(fam in type)) {
+    base = name
+    sub(/_(bucket|sum|count)$/, "", base)
+    if (type[base] != "histogram") fail("a sample without TYPE")
+    fam = base
+  }
+  if (!(fam in help)) fail("a sample without HELP")
+  if (fam != last && (fam in done)) fail("samples of a family not contiguous")
+  if (last != "" && fam != last) done[last] = 1
+  last = fam
+  seen[fam] = 1
+  if (type[fam] == "histogram") {
+    key = labels
+    le = ""
+    if (match(key, /(^|,)le="[^"]*"$/)) {
+      le = substr(key, RSTART, RLENGTH)
+      key = substr(key, 1, RSTART - 1)
+      sub(/^,?le="/, "", le)
+      sub(/"$/, "", le)
+    }
+    key = fam "|" key
+    if (name == fam "_bucket") {
+      if (le == "") fail("a bucket without le")
+      if ((key in count) && value + 0 < count[key]) fail("buckets not cumulative")
+      count[key] = value + 0
+      if (le == "+Inf") inf[key] = value + 0
+    } else if (name == fam "_count") {
+      if (!(key in inf) || inf[key] != value + 0) fail("+Inf bucket differs from _count")
+    }
+  }
+  samples++
+}
+END {
+  if (bad) exit 1
+  for (f in type) if (!(f in help)) { print "no HELP for " f; exit 1 }
+  for (f in help) if (!(f in type)) { print "no TYPE for " f; exit 1 }
+  print samples
+}
+EOF
+redis-cli -p $P THROTTLE nope k >/dev/null
+check "metrics status" 200 "$(get $A /metrics)"
+contains "metrics content type" "text/plain; version=0.0.4" "$(header Content-Type)"
+cp "$tmp/body" "$tmp/metrics1"
+parsed=$(awk -f "$tmp/parse.awk" "$tmp/metrics1")
+if [[ "$parsed" =~ ^[0-9]+$ ]] && [ "$parsed" -gt 100 ]; then ok; else bad "metrics parse: $parsed"; fi
+check "metrics ends with a newline" "0a" "$(tail -c1 "$tmp/metrics1" | od -An -tx1 | tr -d ' ')"
+m=$(cat "$tmp/metrics1")
+contains "metrics decisions" 'sluice_limit_decisions_total{limit="api",kind="rate",decision="allowed"} 6' "$m"
+contains "metrics parked" 'sluice_limit_parked_tasks{limit="api",kind="rate"} 3' "$m"
+contains "metrics wanted" 'sluice_limit_throttled_wanted_total{limit="api",kind="rate"} 8' "$m"
+contains "metrics granted" 'sluice_limit_throttled_granted_total{limit="api",kind="rate"} 5' "$m"
+contains "metrics rejection" 'sluice_limit_rejections_total{limit="breaker",kind="window",reason="ratelimited"} 1' "$m"
+contains "metrics quota" 'sluice_limit_quota_spent_units{limit="budget",kind="quota",period="day"} 0' "$m"
+contains "metrics type parked" 'sluice_type_tasks{type="sync",state="parked"} 3' "$m"
+contains "metrics type running" 'sluice_type_tasks{type="sync",state="running"} 6' "$m"
+contains "metrics type submitted" 'sluice_type_tasks_submitted_total{type="sync"} 9' "$m"
+contains "metrics type failed" 'sluice_type_tasks_failed_total{type="spawn"} 1' "$m"
+contains "metrics wait count" 'sluice_type_wait_seconds_count{type="sync"} 6' "$m"
+contains "metrics wait inf" 'sluice_type_wait_seconds_bucket{type="sync",le="+Inf"} 6' "$m"
+contains "metrics commands" 'sluice_commands_total{command="task.add"} 11' "$m"
+contains "metrics errors" 'sluice_command_errors_total{code="NOLIMIT"} 1' "$m"
+contains "metrics store histogram" 'sluice_store_commit_seconds_bucket{le="+Inf"} ' "$m"
+contains "metrics clients" '# TYPE sluice_clients gauge' "$m"
+contains "metrics events" 'sluice_events_total{event="throttled"}' "$m"
+
+# The cardinality bound: 100,000 distinct keys throttled twice each (allowed, then denied).
+seq 1 100000 | awk '{ k = "key:" $1; printf "*3\r\n$8\r\nTHROTTLE\r\n$8\r\ncardinal\r\n$%d\r\n%s\r\n", length(k), k }' >"$tmp/throttle.resp"
+cat "$tmp/throttle.resp" "$tmp/throttle.resp" | redis-cli -p $P --pipe >"$tmp/pipe.out" 2>&1
+contains "pipe" "errors: 0, replies: 200000" "$(cat "$tmp/pipe.out")"
+get $A /metrics >/dev/null
+cp "$tmp/body" "$tmp/metrics2"
+m2=$(cat "$tmp/metrics2")
+contains "cardinal keys" 'sluice_limit_keys{limit="cardinal",kind="rate"} 100000' "$m2"
+contains "cardinal allowed" 'sluice_limit_decisions_total{limit="cardinal",kind="rate",decision="allowed"} 100000' "$m2"
+contains "cardinal denied" 'sluice_limit_decisions_total{limit="cardinal",kind="rate",decision="denied"} 100000' "$m2"
+check "metrics lines unchanged" "$(wc -l <"$tmp/metrics1")" "$(wc -l <"$tmp/metrics2")"
+check "metrics series unchanged" "$(sed 's/ [^ ]*$//' "$tmp/metrics1")" "$(sed 's/ [^ ]*$//' "$tmp/metrics2")"
+b1=$(wc -c <"$tmp/metrics1")
+b2=$(wc -c <"$tmp/metrics2")
+diff=$((b2 > b1 ? b2 - b1 : b1 - b2))
+if [ "$diff" -le 400 ]; then ok; else bad "metrics bytes moved by $diff ($b1 -> $b2)"; fi
+parsed=$(awk -f "$tmp/parse.awk" "$tmp/metrics2")
+if [[ "$parsed" =~ ^[0-9]+$ ]]; then ok; else bad "metrics parse after throttling: $parsed"; fi
+
+# ---- sluice top -------------------------------------------------------------------------------
+out=$("$sluice" top --once --port $A 2>&1)
+check "top --once status" 0 "$?"
+contains "top header" "sluice top - 127.0.0.1:$A" "$out"
+contains "top tasks" "tasks: queued" "$out"
+contains "top api row" "api" "$out"
+contains "top cardinal row" "cardinal" "$out"
+contains "top columns" "ALLOWED/s" "$out"
+contains "top keys" "100,000" "$out"
+out=$("$sluice" top --once --port 1 2>&1)
+check "top unreachable status" 1 "$?"
+contains "top unreachable" "cannot connect" "$out"
+"$sluice" top --bogus >/dev/null 2>&1
+check "top bad option" 2 "$?"
+
+# ---- A password ---------------------------------------------------------------------------------
+start auth --requirepass s3cret
+check "no password" 401 "$(get $A_auth /api/stats)"
+contains "401 challenge" 'Basic realm="sluice"' "$(header WWW-Authenticate)"
+jqok "401 body" '.error=="unauthorized"' "$tmp/body"
+check "wrong bearer" 401 "$(get $A_auth /api/stats -H 'Authorization: Bearer nope')"
+check "wrong basic" 401 "$(get $A_auth /api/stats -u admin:nope)"
+check "bearer" 200 "$(get $A_auth /api/stats -H 'Authorization: Bearer s3cret')"
+check "basic" 200 "$(get $A_auth /metrics -u anyone:s3cret)"
+check "no password for the 405 either" 401 "$(get $A_auth /api/stats -X POST)"
+check "healthz without a password" 200 "$(get $A_auth /healthz)"
+check "readyz without a password" 200 "$(get $A_auth /readyz)"
+check "SSE needs the password" 401 "$(get $A_auth /api/events --max-time 2)"
+out=$(curl -sN --max-time 1 -H 'Authorization: Bearer s3cret' "http://127.0.0.1:$A_auth/api/events")
+contains "SSE with the password" "sluice events" "$out"
+"$sluice" top --once --port $A_auth >/dev/null 2>"$tmp/top.err"
+check "top without the password" 1 "$?"
+contains "top asks for the password" "password" "$(cat "$tmp/top.err")"
+out=$("$sluice" top --once --port $A_auth --password s3cret 2>&1)
+contains "top with the password" "breaker" "$out"
+kill -TERM "$PID_auth"
+wait "$PID_auth"
+check "the password server stops cleanly" 0 "$?"
+
+# ---- Ports: explicit collisions fail, --no-admin ------------------------------------------------
+"$sluice" serve --port 0 --admin-port "$A" --config "$tmp/sluice.yaml" --durability none >/dev/null 2>"$tmp/clash.log"
+check "admin port in use" 1 "$?"
+contains "admin port in use message" "admin port" "$(cat "$tmp/clash.log")"
+rm -f "$tmp/noadmin.port" "$tmp/noadmin.admin"
+"$sluice" serve --port 0 --port-file "$tmp/noadmin.port" --durability none --no-admin --admin-port-file \
+  "$tmp/noadmin.admin" 2>/dev/null &
+noadmin=$!
+pids+=("$noadmin")
+for _ in $(seq 1 200); do
+  [ -s "$tmp/noadmin.port" ] && break
+  sleep 0.02
+done
+check "--no-admin writes no admin port" "no" "$([ -e "$tmp/noadmin.admin" ] && echo yes || echo no)"
+kill -TERM "$noadmin"
+wait "$noadmin"
+check "--no-admin stops" 0 "$?"
+
+# ---- Stopping with an open event stream -----------------------------------------------------------
+curl -sN --max-time 20 "http://127.0.0.1:$A/api/events" >/dev/null 2>&1 &
+sse_pid=$!
+sleep 0.3
+t0=$(date +%s%N)
+kill -TERM "$PID_main"
+wait "$PID_main"
+check "SIGTERM with a stream open exits 0" 0 "$?"
+t1=$(date +%s%N)
+if [ $(((t1 - t0) / 1000000)) -lt 5000 ]; then ok; else bad "stop took $(((t1 - t0) / 1000000)) ms"; fi
+wait "$sse_pid" 2>/dev/null
+contains "log names the admin port" "admin: listening on http://127.0.0.1:$A/" "$(cat "$tmp/main.log")"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

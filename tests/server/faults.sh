@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Storage faults under `sluice serve --enable-debug-commands` (the store opened through the
+# fault-injection VFS, driven by DEBUG FAULT), end to end with redis-cli:
+#
+# - a failed fsync (DEBUG FAULT SYNC 1): the TASK.ADD whose commit it failed is answered
+#   -IOERR fsync failed: ...; the next TASK.ADD succeeds; the server keeps serving throughout;
+# - a failed write (DEBUG FAULT WRITE 1): -IOERR too;
+# - a full disk (DEBUG FAULT FULL on): -IOERR disk full, THROTTLE and reads still answered, INFO
+#   persistence says last_commit_ok:0 and why; FULL off: commits succeed again;
+# - what a -IOERR means afterwards, and what is asserted: the server never reports success for
+#   a change that may not be on disk, but it keeps the change in memory and writes it with the
+#   next commit (no fsync is retried: a new transaction writes it again). So a task answered
+#   -IOERR is present after a restart, and a client that retried it with the same ID got the
+#   same task back (dedup): each such task key is on exactly one task, under the id the retry
+#   returned;
+# - group commit: commands of many clients in one loop turn share one commit;
+# - durability batch: commits are synced by the timer;
+# - DEBUG is refused without --enable-debug-commands.
+# Traffic goes to 127.0.0.1 only.
+#
+# Usage: bash tests/server/faults.sh PATH-TO-SLUICE SOURCE-DIR
+# Prints one line per failed check and "N passed, N failed"; exits non-zero on any failure.
+set -u
+set -f
+
+sluice=${1:?usage: faults.sh PATH-TO-SLUICE SOURCE-DIR}
+passed=0
+failed=0
+tmp=$(mktemp -d)
+pid=
+
+cleanup() {
+  [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap '' PIPE
+
+ok() { passed=$((passed + 1)); }
+bad() {
+  failed=$((failed + 1))
+  echo "FAIL: $*"
+}
+check() { if [ "$2" == "$3" ]; then ok; else bad "$1: wanted [$2], got [$3]"; fi; }
+contains() {
+  case $3 in
+  *"$2"*) ok ;;
+  *) bad "$1: [$3] does not contain [$2]" ;;
+  esac
+}
+is_int() { case $2 in '' | *[!0-9]*) bad "$1: [$2] is not an id" ;; *) ok ;; esac; }
+within() {
+  if [ -n "$4" ] && [ "$4" -ge "$2" ] && [ "$4" -le "$3" ]; then ok; else bad "$1: [$4] not in [$2, $3]"; fi
+}
+
+data="$tmp/data"
+start() {
+  rm -f "$tmp/port"
+  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/port" --no-admin \
+    --config "$tmp/sluice.yaml" --data "$data" "$@" 2>>"$tmp/log" &
+  pid=$!
+  for _ in $(seq 1 500); do
+    [ -s "$tmp/port" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  if [ ! -s "$tmp/port" ]; then
+    bad "the server did not start: $(tail -5 "$tmp/log")"
+    echo "$passed passed, $failed failed"
+    exit 1
+  fi
+  P=$(cat "$tmp/port")
+}
+stop() {
+  kill -TERM "$pid"
+  wait "$pid"
+  check "SIGTERM exits 0" 0 "$?"
+  pid=
+}
+cli() { redis-cli -p "$P" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
+field() { redis-cli -p "$P" "$1" "$2" | awk -v f="$3" 'NR % 2 == 1 { k = $0 } NR % 2 == 0 && k == f { print; exit }'; }
+# raw BYTES: sends BYTES (printf %b escapes) on a fresh connection, prints what comes back until
+# the server closes it (after a QUIT) or 3 seconds pass.
+raw() {
+  exec 3<>"/dev/tcp/127.0.0.1/$P" || return
+  printf '%b' "$1" >&3 2>/dev/null
+  timeout 3 cat <&3 | tr -d '\r'
+  exec 3<&- 3>&-
+}
+info() { redis-cli -p "$P" INFO persistence | tr -d '\r' | awk -F: -v f="$1" '$1 == f { print $2 }'; }
+# holders KEY MAXID: the ids 1..MAXID whose task key is KEY, space separated.
+holders() {
+  local i out=""
+  for i in $(seq 1 "$2"); do
+    [ "$(field TASK.INFO "$i" task_key)" == "$1" ] && out="$out $i"
+  done
+  echo "${out# }"
+}
+
+cat >"$tmp/sluice.yaml" <<'EOF'
+limits:
+  api:
+    rate: 100/1s
+    key: explicit
+types:
+  t: {}
+EOF
+
+start --enable-debug-commands
+first=$(cli TASK.ADD t '{"n":0}' ID k0)
+is_int "a TASK.ADD before any fault" "$first"
+
+# ---- A failed fsync -----------------------------------------------------------------------------
+
+check "DEBUG FAULT SYNC 1" "OK" "$(cli DEBUG FAULT SYNC 1)"
+out=$(cli TASK.ADD t '{"n":1}' ID k1)
+contains "the TASK.ADD whose fsync failed: -IOERR" "IOERR fsync failed" "$out"
+check "still serving: PING" "PONG" "$(cli PING)"
+k2=$(cli TASK.ADD t '{"n":2}' ID k2)
+is_int "the next TASK.ADD succeeds" "$k2"
+# The client retries the failed one with the same ID: the server kept it (and has written it by
+# now), so the retry returns that task instead of making a second one.
+k1=$(cli TASK.ADD t '{"n":1}' ID k1)
+is_int "the retry of k1 is answered with an id" "$k1"
+check "the retry is the task the failed add made (ids in order)" "$((first + 1)) $((first + 2))" \
+  "$k1 $k2"
+check "INFO: one failed commit" "1" "$(info failed_commits)"
+check "INFO: one -IOERR reply" "1" "$(info ioerr_replies)"
+check "INFO: the last commit succeeded" "1" "$(info last_commit_ok)"
+
+# ---- A failed write -----------------------------------------------------------------------------
+
+check "DEBUG FAULT WRITE 1" "OK" "$(cli DEBUG FAULT WRITE 1)"
+out=$(cli TASK.ADD t '{"n":3}' ID k3)
+contains "the TASK.ADD whose write failed: -IOERR" "IOERR" "$out"
+k3=$(cli TASK.ADD t '{"n":3}' ID k3)
+is_int "its retry succeeds" "$k3"
+
+# ---- A full disk ---------------------------------------------------------------------------------
+
+check "DEBUG FAULT FULL on" "OK" "$(cli DEBUG FAULT FULL on)"
+check "disk full: TASK.ADD gets -IOERR disk full" "IOERR disk full" "$(cli TASK.ADD t '{"n":4}' ID k4)"
+check "disk full: its retry too" "IOERR disk full" "$(cli TASK.ADD t '{"n":4}' ID k4)"
+check "disk full: THROTTLE still answered" "1" "$(cli THROTTLE api u1 | awk '{ print $1 }')"
+check "disk full: reads answered" "k2" "$(field TASK.INFO "$k2" task_key)"
+check "disk full: INFO last_commit_ok" "0" "$(info last_commit_ok)"
+check "disk full: INFO last_error" "disk full" "$(info last_error)"
+within "disk full: INFO dirty_tasks (the failed add waits)" 1 10 "$(info dirty_tasks)"
+# A pipeline mixing held and plain replies: only the held ones become -IOERR, in order.
+out=$(raw 'PING\r\nTASK.ADD t {} ID p1\r\nECHO a\r\nTASK.ADD t {} ID p2\r\nECHO b\r\nQUIT\r\n')
+check "disk full: a pipeline keeps its order, held replies fail" \
+  "+PONG -IOERR disk full \$1 a -IOERR disk full \$1 b +OK" "$(echo $out)"
+check "DEBUG FAULT FULL off" "OK" "$(cli DEBUG FAULT FULL off)"
+k4=$(cli TASK.ADD t '{"n":4}' ID k4)
+is_int "space is back: the retry of k4 succeeds" "$k4"
+check "space is back: INFO last_commit_ok" "1" "$(info last_commit_ok)"
+check "space is back: nothing left dirty" "0" "$(info dirty_tasks)"
+k5=$(cli TASK.ADD t '{"n":5}' ID k5)
+is_int "and new tasks are accepted" "$k5"
+check "DEBUG FAULT CLEAR" "OK" "$(cli DEBUG FAULT CLEAR)"
+
+# ---- Group commit: one commit for many clients ------------------------------------------------
+
+before=$(info commits)
+redis-cli -p "$P" DEBUG SLEEP 1000 >/dev/null &
+sleeper=$!
+sleep 0.1 # the loop is asleep now; these arrive together and run in one turn
+clients=()
+for i in $(seq 1 20); do
+  redis-cli -p "$P" TASK.ADD t "{\"g\":$i}" >"$tmp/g$i" &
+  clients+=($!)
+done
+wait "$sleeper" "${clients[@]}"
+after=$(info commits)
+ids=$(for i in $(seq 1 20); do cat "$tmp/g$i"; done | sort -u | grep -c '^[0-9][0-9]*$')
+check "group commit: 20 clients answered with ids" 20 "$ids"
+within "group commit: far fewer commits than clients" 1 6 $((after - before))
+
+# ---- After a restart: every task present once ---------------------------------------------------
+
+stop
+start --enable-debug-commands
+for k in k0 k1 k2 k3 k4 k5; do
+  check "after a restart: $k is on exactly one task" "1" "$(holders "$k" "$k5" | wc -w)"
+done
+check "after a restart: k1 is the id its retry returned" "$k1" "$(holders k1 "$k5")"
+check "after a restart: k4 (added while the disk was full) is present" "$k4" "$(holders k4 "$k5")"
+stop
+
+# ---- Durability batch ----------------------------------------------------------------------------
+
+start --durability batch --batch-ms 50 --enable-debug-commands
+is_int "batch: TASK.ADD" "$(cli TASK.ADD t '{"b":1}')"
+sleep 0.3
+within "batch: the sync timer synced" 1 1000 "$(info syncs)"
+check "batch: INFO durability" "batch" "$(info durability)"
+check "batch: DEBUG FAULT FULL on" "OK" "$(cli DEBUG FAULT FULL on)"
+check "batch: a write error is still reported" "IOERR disk full" "$(cli TASK.ADD t '{"b":2}')"
+check "batch: DEBUG FAULT FULL off" "OK" "$(cli DEBUG FAULT FULL off)"
+stop
+
+# ---- DEBUG needs the flag ------------------------------------------------------------------------
+
+start
+contains "DEBUG without --enable-debug-commands" "ERR DEBUG is disabled" "$(cli DEBUG FAULT CLEAR)"
+stop
+
+check "data check" 0 "$("$sluice" data check "$data" >/dev/null 2>&1; echo $?)"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# What survives a restart of `sluice serve` (docs/durability.md), end to end with redis-cli:
+#
+# - limiter state: a rate limit of 5/10s with burst 5 whose burst was spent by THROTTLE is still
+#   spent after a graceful restart (SIGTERM) and after kill -9 once the key timer (100 ms) ran:
+#   the next THROTTLE is denied with retry_after about one slot (2 s), not a fresh burst. The
+#   same with --durability none shows the fresh burst (the documented contrast);
+# - the same for the budget spent by deliveries (TASK.GET): parked tasks come back paced by the
+#   restored state, not all at once;
+# - a running task whose lease expired while the server was down is delivered again (attempt 2)
+#   without paying its rate limit again (the limit has no budget left for an hour);
+# - LIMIT.SET (a new limit, and one overriding the file's) and LIMIT.DEL (of a file's limit)
+#   survive a restart;
+# - a recurring series survives with its counters and keeps producing occurrences;
+# - a task whose type is gone from the configuration is kept in the store (logged, counted in
+#   INFO, its id not reused) and comes back once the type does;
+# - the clock floor: a stored clock reading ahead of the wall clock (as after the wall clock went
+#   back while the server was down) makes the server's clock start there.
+# Timing checks are loose: the machine may be busy. Traffic goes to 127.0.0.1 only.
+#
+# Usage: bash tests/server/restart.sh PATH-TO-SLUICE SOURCE-DIR
+# Prints one line per failed check and "N passed, N failed"; exits non-zero on any failure.
+set -u
+set -f
+
+sluice=${1:?usage: restart.sh PATH-TO-SLUICE SOURCE-DIR}
+passed=0
+failed=0
+tmp=$(mktemp -d)
+pid=
+
+cleanup() {
+  [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap '' PIPE
+
+ok() { passed=$((passed + 1)); }
+bad() {
+  failed=$((failed + 1))
+  echo "FAIL: $*"
+}
+check() { if [ "$2" == "$3" ]; then ok; else bad "$1: wanted [$2], got [$3]"; fi; }
+contains() {
+  case $3 in
+  *"$2"*) ok ;;
+  *) bad "$1: [$3] does not contain [$2]" ;;
+  esac
+}
+within() {
+  if [ -n "$4" ] && [ "$4" -ge "$2" ] && [ "$4" -le "$3" ]; then ok; else bad "$1: [$4] not in [$2, $3]"; fi
+}
+now_ms() { date +%s%3N; }
+
+data="$tmp/data"
+conf="$tmp/sluice.yaml"
+# start ARGS...: starts the server on $data with $conf (unless ARGS name others), sets P and pid.
+start() {
+  rm -f "$tmp/port"
+  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/port" --no-admin \
+    --config "$conf" --data "$data" "$@" 2>>"$tmp/log" &
+  pid=$!
+  for _ in $(seq 1 500); do
+    [ -s "$tmp/port" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  if [ ! -s "$tmp/port" ]; then
+    bad "the server did not start: $(tail -5 "$tmp/log")"
+    echo "$passed passed, $failed failed"
+    exit 1
+  fi
+  P=$(cat "$tmp/port")
+}
+# stop: SIGTERM, wait. crash: kill -9, wait.
+stop() {
+  kill -TERM "$pid"
+  wait "$pid"
+  check "SIGTERM exits 0" 0 "$?"
+  pid=
+}
+crash() {
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null
+  pid=
+}
+cli() { redis-cli -p "$P" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
+field() { redis-cli -p "$P" "$1" "$2" | awk -v f="$3" 'NR % 2 == 1 { k = $0 } NR % 2 == 0 && k == f { print; exit }'; }
+word() { echo "$1" | awk -v n="$2" '{ print $n }'; }
+info() { redis-cli -p "$P" INFO persistence | tr -d '\r' | awk -F: -v f="$1" '$1 == f { print $2 }'; }
+
+cat >"$tmp/sluice.yaml" <<'EOF'
+engine:
+  strict_types: true
+limits:
+  burst5:
+    rate: 5/10s
+    burst: 5
+    key: explicit
+  pace:
+    rate: 1/1s
+    burst: 1
+  hourly:
+    rate: 1/1h
+    burst: 1
+  spare:
+    rate: 10/1s
+types:
+  paced:
+    limits: [pace]
+  leased:
+    limits: [hourly]
+    lease: 1s
+  rec: {}
+  gone: {}
+EOF
+grep -v '^  gone:' "$tmp/sluice.yaml" >"$tmp/without-gone.yaml"
+
+# ---- Limiter state across SIGTERM ---------------------------------------------------------------
+
+start
+for i in 1 2 3 4 5; do
+  check "THROTTLE $i of the burst" 1 "$(word "$(cli THROTTLE burst5 k1)" 1)"
+done
+check "the 6th is denied" 0 "$(word "$(cli THROTTLE burst5 k1)" 1)"
+stop
+start
+out=$(cli THROTTLE burst5 k1)
+check "after SIGTERM: still denied (no fresh burst)" 0 "$(word "$out" 1)"
+within "after SIGTERM: retry_after about one slot" 1 2000 "$(word "$out" 4)"
+
+# ---- Limiter state across kill -9 ---------------------------------------------------------------
+
+for i in 1 2 3 4 5; do
+  cli THROTTLE burst5 k2 >/dev/null
+done
+sleep 0.4 # past the key timer (100 ms): the state is on disk
+crash
+start
+out=$(cli THROTTLE burst5 k2)
+check "after kill -9: still denied (no fresh burst)" 0 "$(word "$out" 1)"
+within "after kill -9: retry_after about one slot" 1 2000 "$(word "$out" 4)"
+contains "INFO persistence: keys recovered" "recovered_keys:" "$(cli INFO persistence)"
+stop
+
+# ---- The contrast: --durability none starts every key fresh -------------------------------------
+
+data="$tmp/none" # durability none keeps no files; a directory of its own shows that
+start --durability none
+for i in 1 2 3 4 5; do
+  cli THROTTLE burst5 k3 >/dev/null
+done
+check "none: the 6th is denied" 0 "$(word "$(cli THROTTLE burst5 k3)" 1)"
+contains "none: INFO says so" "durability:none" "$(cli INFO persistence)"
+stop
+start --durability none
+check "none: after a restart the burst is fresh" "1 5 4" \
+  "$(cli THROTTLE burst5 k3 | awk '{ print $1, $2, $3 }')"
+stop
+check "none: nothing written" "no" "$([ -e "$tmp/none/sluice.db" ] && echo yes || echo no)"
+data="$tmp/data"
+
+# ---- Parked tasks come back paced ---------------------------------------------------------------
+
+start
+for i in 1 2 3 4; do
+  cli TASK.ADD paced "{\"n\":$i}" >/dev/null
+done
+out=$(cli TASK.GET paced COUNT 10)
+check "before: the burst of 1 is delivered" "1" "$(echo "$out" | awk '{ print NF / 5 }')"
+stop
+start
+t0=$(now_ms)
+out=$(cli TASK.GET paced COUNT 10)
+n=$(echo "$out" | awk '{ print NF / 5 }')
+within "after a restart at most one slot's worth is delivered at once" 0 1 "$n"
+got=$n
+while [ "$got" -lt 3 ] && [ $(($(now_ms) - t0)) -lt 10000 ]; do
+  out=$(cli TASK.GET paced COUNT 10 TIMEOUT 3000)
+  got=$((got + $(echo "$out" | awk '{ print NF / 5 }')))
+done
+t1=$(now_ms)
+check "the 3 parked tasks are all delivered" 3 "$got"
+within "they come one slot (1 s) apart, not at once" 1500 10000 $((t1 - t0))
+
+# ---- A lease that expired while down: redelivered, not charged again ----------------------------
+
+id=$(cli TASK.ADD leased '{"job":"x"}')
+out=$(cli TASK.GET leased)
+check "delivered: attempt 1" "$id leased 1" "$(echo "$out" | awk '{ print $1, $2, $4 }')"
+crash # its delivery was committed before the reply came
+sleep 1.3 # the lease (1 s) ends while the server is down
+start
+check "restored running, lease passed: queued again" "queued" "$(field TASK.INFO "$id" state)"
+out=$(cli TASK.GET leased)
+check "redelivered with attempt 2 (the hourly limit is not asked again)" "$id leased 2" \
+  "$(echo "$out" | awk '{ print $1, $2, $4 }')"
+check "TASK.ACK" "OK" "$(cli TASK.ACK "$id")"
+
+# ---- LIMIT.SET and LIMIT.DEL survive -----------------------------------------------------------
+
+check "LIMIT.SET a new limit" "OK" "$(cli LIMIT.SET dyn rate=7/1m,key=explicit)"
+check "LIMIT.SET over the file's" "OK" "$(cli LIMIT.SET burst5 rate=3/1s,key=explicit)"
+check "LIMIT.DEL a file's limit" "1" "$(cli LIMIT.DEL spare)"
+crash
+start
+check "the new limit is back" "rate=7/1m,key=explicit" "$(field LIMIT.GET dyn spec)"
+check "the override is back, over the file" "rate=3/1s,key=explicit" "$(field LIMIT.GET burst5 spec)"
+contains "the removed one stays removed" "NOLIMIT" "$(cli LIMIT.GET spare)"
+check "LIMIT.DEL the new one" "1" "$(cli LIMIT.DEL dyn)"
+stop
+start
+contains "LIMIT.DEL survives too" "NOLIMIT" "$(cli LIMIT.GET dyn)"
+
+# ---- A recurring series survives ---------------------------------------------------------------
+
+check "RECUR.ADD" "OK" "$(cli RECUR.ADD every300 rec '{"r":1}' EVERY 300)"
+out=$(cli TASK.GET rec TIMEOUT 3000)
+check "an occurrence is delivered" "rec {\"r\":1}" "$(echo "$out" | awk '{ print $2, $3 }')"
+cli TASK.ACK "$(word "$out" 1)" >/dev/null
+runs=$(field RECUR.INFO every300 runs)
+within "runs counted" 1 100 "$runs"
+crash
+start
+after=$(field RECUR.INFO every300 runs)
+within "the series is back with its runs" "$runs" 100 "$after"
+out=$(cli TASK.GET rec TIMEOUT 3000)
+check "and still produces occurrences" "rec" "$(word "$out" 2)"
+check "RECUR.DEL" "1" "$(cli RECUR.DEL every300)"
+stop
+
+# ---- A task whose type is gone stays in the store ------------------------------------------------
+
+start
+old=$(cli TASK.ADD gone '{"keep":1}')
+stop
+conf="$tmp/without-gone.yaml"
+start
+check "INFO: one unrestorable task" "1" "$(info unrestorable_tasks)"
+contains "it is not in the engine" "NOTASK" "$(cli TASK.INFO "$old")"
+contains "it is logged" "task $old (type \"gone\", queued) cannot be restored" "$(cat "$tmp/log")"
+new=$(cli TASK.ADD rec '{}')
+within "its id is not given to a new task" $((old + 1)) $((old + 1000)) "$new"
+stop
+check "data check counts it" 0 "$("$sluice" data check "$data" >/dev/null 2>&1; echo $?)"
+conf="$tmp/sluice.yaml"
+start
+check "its type back: the task is back" "queued {\"keep\":1}" \
+  "$(field TASK.INFO "$old" state) $(field TASK.INFO "$old" payload)"
+stop
+
+# ---- The clock floor ---------------------------------------------------------------------------
+
+if command -v sqlite3 >/dev/null; then
+  ahead=$(($(now_ms) + 3600000)) # as if the wall clock went back an hour while down
+  sqlite3 "$data/sluice.db" "UPDATE meta SET value = $ahead * 1000000 WHERE name = 'clock_ns'"
+  start
+  id=$(cli TASK.ADD rec '{}')
+  within "the server clock starts at the stored reading" "$ahead" $((ahead + 60000)) \
+    "$(field TASK.INFO "$id" submitted_ms)"
+  stop
+fi
+
+check "data check" 0 "$("$sluice" data check "$data" >/dev/null 2>&1; echo $?)"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

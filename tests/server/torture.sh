@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The kill -9 torture of `sluice serve --durability always`: producers add tasks with unique task
+# keys (ID) over several connections, pipelined, while a worker takes and acks tasks, and the
+# server is killed with SIGKILL at a random moment, then restarted on the same data directory.
+# The clients are sluice_torture (tests/tools/torture.c, built next to the sluice binary), which
+# logs what was sent and what was acknowledged, and checks the server against the logs.
+#
+# After every restart:
+#   - every acknowledged task (TASK.ADD answered with an id) is present, exactly once, under the
+#     id it was given; no task key is on two tasks;
+#   - no phantom: every task in the server has a task key some producer sent;
+#   - every task whose TASK.ACK was answered +OK is done;
+#   - `sluice data check` passes on the directory the killed server left.
+# At the end, a worker drains everything: every task is done (each completed at least once).
+#
+# Rounds: SLUICE_TORTURE_ROUNDS (default 5; each round is about 1-2 s); the mode:
+# SLUICE_TORTURE_DURABILITY (default always). Traffic goes to 127.0.0.1 only.
+#
+# Usage: bash tests/server/torture.sh PATH-TO-SLUICE SOURCE-DIR
+# Prints one line per failed check and "N passed, N failed"; exits non-zero on any failure.
+set -u
+
+sluice=${1:?usage: torture.sh PATH-TO-SLUICE SOURCE-DIR}
+helper="$(dirname "$sluice")/sluice_torture"
+rounds=${SLUICE_TORTURE_ROUNDS:-5}
+durability=${SLUICE_TORTURE_DURABILITY:-always} # batch passes too: kill -9 spares the page cache
+producers=3 # processes, each with 4 connections pipelining 8 commands
+passed=0
+failed=0
+tmp=$(mktemp -d)
+pid=
+clients=()
+
+cleanup() {
+  local p
+  [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+  for p in "${clients[@]}"; do
+    kill -KILL "$p" 2>/dev/null
+  done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap '' PIPE
+
+ok() { passed=$((passed + 1)); }
+bad() {
+  failed=$((failed + 1))
+  echo "FAIL: $*"
+}
+
+if [ ! -x "$helper" ]; then
+  echo "torture: $helper is not built"
+  exit 1
+fi
+
+cat >"$tmp/sluice.yaml" <<'EOF'
+engine:
+  strict_types: true
+  max_finished: 1000000
+types:
+  t:
+    lease: 1s
+EOF
+
+data="$tmp/data"
+start() {
+  rm -f "$tmp/port"
+  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/port" --no-admin \
+    --config "$tmp/sluice.yaml" --data "$data" --durability "$durability" 2>>"$tmp/server.log" &
+  pid=$!
+  for _ in $(seq 1 1000); do
+    [ -s "$tmp/port" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  if [ ! -s "$tmp/port" ]; then
+    bad "the server did not start: $(tail -5 "$tmp/server.log")"
+    echo "$passed passed, $failed failed"
+    exit 1
+  fi
+  P=$(cat "$tmp/port")
+}
+logs() {
+  local f
+  for f in "$tmp"/prod-*.log "$tmp"/work.log; do
+    [ -e "$f" ] && echo "$f"
+  done
+}
+verify() {
+  local what=$1 final=$2 out
+  # shellcheck disable=SC2046
+  out=$("$helper" verify "$P" "$final" $(logs) 2>&1)
+  if [ $? -eq 0 ]; then ok; else bad "$what: $out"; fi
+  echo "# $what: $out"
+}
+data_check() {
+  local out
+  out=$("$sluice" data check "$data" 2>&1)
+  if [ $? -eq 0 ]; then ok; else bad "$1: data check: $out"; fi
+}
+
+t_start=$(date +%s%3N)
+for r in $(seq 1 "$rounds"); do
+  start
+  verify "round $r: after restart" 0
+  clients=()
+  for i in $(seq 1 $producers); do
+    "$helper" produce "$P" "r$r-p$i" 1000000 4 8 "$tmp/prod-$r-$i.log" >>"$tmp/clients.log" 2>&1 &
+    clients+=($!)
+  done
+  "$helper" work "$P" "$tmp/work.log" >>"$tmp/clients.log" 2>&1 &
+  clients+=($!)
+  # A random moment between 0.2 and 1.4 s into the load.
+  ms=$((200 + RANDOM % 1200))
+  sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null
+  pid=
+  wait "${clients[@]}"
+  clients=()
+  data_check "round $r"
+done
+
+# The end: restart, check, let a worker finish everything, check that all is done.
+start
+verify "final restart" 0
+"$helper" work "$P" "$tmp/work.log" drain >>"$tmp/clients.log" 2>&1
+verify "after draining: every task done" 1
+kill -TERM "$pid"
+wait "$pid"
+if [ $? -eq 0 ]; then ok; else bad "the last server did not stop cleanly"; fi
+pid=
+data_check "final"
+t_end=$(date +%s%3N)
+
+echo "# $rounds rounds in $(((t_end - t_start) / 1000)).$(printf '%03d' $(((t_end - t_start) % 1000))) s;" \
+  "$(grep -c '^A ' $(ls "$tmp"/prod-*.log) /dev/null | awk -F: '{ s += $2 } END { print s }')" \
+  "tasks acknowledged, $(grep -c '^D ' "$tmp/work.log") acks"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
