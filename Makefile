@@ -43,6 +43,7 @@ run: build
 	@echo "  redis-cli -p 7379 TASK.ADD tenant.sync '{\"tenant_id\":\"acme\"}'"
 	@echo "  redis-cli -p 7379 TASK.GET tenant.sync COUNT 10 TIMEOUT 1000"
 	@echo "  redis-cli -p 7379 TASK.EXPLAIN 1"
+	@echo "Dashboard: http://127.0.0.1:7380   Metrics: http://127.0.0.1:7380/metrics   Data: ./data"
 	@echo "Commands: docs/commands.md. Stop with Ctrl-C."
 	@exec $(BUILD)/sluice serve --config examples/sluice.yaml
 
