@@ -14,10 +14,7 @@
 set -u
 
 sluice=${1:?usage: admin.sh PATH-TO-SLUICE SOURCE-DIR}
-passed=0
-failed=0
-tmp=$(mktemp -d)
-pids=()
+. "$(dirname "$0")/lib.bash"
 
 cleanup() {
   local p
@@ -27,7 +24,6 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-trap '' PIPE
 
 for tool in curl jq redis-cli; do
   if ! command -v $tool >/dev/null; then
@@ -37,12 +33,6 @@ for tool in curl jq redis-cli; do
   fi
 done
 
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*"
-}
-check() { if [ "$2" == "$3" ]; then ok; else bad "$1: wanted [$2], got [$3]"; fi; }
 contains() {
   case $3 in
   *"$2"*) ok ;;
@@ -424,5 +414,4 @@ if [ $(((t1 - t0) / 1000000)) -lt 5000 ]; then ok; else bad "stop took $(((t1 - 
 wait "$sse_pid" 2>/dev/null
 contains "log names the admin port" "admin: listening on http://127.0.0.1:$A/" "$(cat "$tmp/main.log")"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -25,9 +25,7 @@ set -u
 set -f
 
 sluice=${1:?usage: faults.sh PATH-TO-SLUICE SOURCE-DIR}
-passed=0
-failed=0
-tmp=$(mktemp -d)
+. "$(dirname "$0")/lib.bash"
 pid=
 
 cleanup() {
@@ -35,24 +33,8 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-trap '' PIPE
 
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*"
-}
-check() { if [ "$2" == "$3" ]; then ok; else bad "$1: wanted [$2], got [$3]"; fi; }
-contains() {
-  case $3 in
-  *"$2"*) ok ;;
-  *) bad "$1: [$3] does not contain [$2]" ;;
-  esac
-}
 is_int() { case $2 in '' | *[!0-9]*) bad "$1: [$2] is not an id" ;; *) ok ;; esac; }
-within() {
-  if [ -n "$4" ] && [ "$4" -ge "$2" ] && [ "$4" -le "$3" ]; then ok; else bad "$1: [$4] not in [$2, $3]"; fi
-}
 
 data="$tmp/data"
 start() {
@@ -78,8 +60,6 @@ stop() {
   check "SIGTERM exits 0" 0 "$?"
   pid=
 }
-cli() { redis-cli -p "$P" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
-field() { redis-cli -p "$P" "$1" "$2" | awk -v f="$3" 'NR % 2 == 1 { k = $0 } NR % 2 == 0 && k == f { print; exit }'; }
 # raw BYTES: sends BYTES (printf %b escapes) on a fresh connection, prints what comes back until
 # the server closes it (after a QUIT) or 3 seconds pass.
 raw() {
@@ -208,5 +188,4 @@ stop
 
 check "data check" 0 "$("$sluice" data check "$data" >/dev/null 2>&1; echo $?)"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

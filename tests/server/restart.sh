@@ -25,9 +25,7 @@ set -u
 set -f
 
 sluice=${1:?usage: restart.sh PATH-TO-SLUICE SOURCE-DIR}
-passed=0
-failed=0
-tmp=$(mktemp -d)
+. "$(dirname "$0")/lib.bash"
 pid=
 
 cleanup() {
@@ -35,24 +33,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-trap '' PIPE
 
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*"
-}
-check() { if [ "$2" == "$3" ]; then ok; else bad "$1: wanted [$2], got [$3]"; fi; }
-contains() {
-  case $3 in
-  *"$2"*) ok ;;
-  *) bad "$1: [$3] does not contain [$2]" ;;
-  esac
-}
-within() {
-  if [ -n "$4" ] && [ "$4" -ge "$2" ] && [ "$4" -le "$3" ]; then ok; else bad "$1: [$4] not in [$2, $3]"; fi
-}
-now_ms() { date +%s%3N; }
 
 data="$tmp/data"
 conf="$tmp/sluice.yaml"
@@ -86,9 +67,6 @@ crash() {
   wait "$pid" 2>/dev/null
   pid=
 }
-cli() { redis-cli -p "$P" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
-field() { redis-cli -p "$P" "$1" "$2" | awk -v f="$3" 'NR % 2 == 1 { k = $0 } NR % 2 == 0 && k == f { print; exit }'; }
-word() { echo "$1" | awk -v n="$2" '{ print $n }'; }
 info() { redis-cli -p "$P" INFO persistence | tr -d '\r' | awk -F: -v f="$1" '$1 == f { print $2 }'; }
 
 cat >"$tmp/sluice.yaml" <<'EOF'
@@ -265,5 +243,4 @@ fi
 
 check "data check" 0 "$("$sluice" data check "$data" >/dev/null 2>&1; echo $?)"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

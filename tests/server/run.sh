@@ -12,48 +12,13 @@ set -u
 set -f # replies such as *0 are words, never file patterns
 
 sluice=${1:?usage: run.sh PATH-TO-SLUICE SOURCE-DIR}
+. "$(dirname "$0")/lib.bash"
 srcdir=${2:-.}
-passed=0
-failed=0
-tmp=$(mktemp -d)
-pids=()
 
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do
-    kill -KILL "$p" 2>/dev/null
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-# A write to a connection the server closed fails with EPIPE instead of killing the script.
-trap '' PIPE
 
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*"
-}
-check() { if [ "$2" == "$3" ]; then ok; else bad "$1: wanted [$2], got [$3]"; fi; }
-contains() {
-  case $3 in
-  *"$2"*) ok ;;
-  *) bad "$1: [$3] does not contain [$2]" ;;
-  esac
-}
 # tpos REPLY N: the Nth word (from 1) of a reply. THROTTLE replies
 #   allowed limit remaining retry_after_ms reset_after_ms denied_by
 tpos() { echo "$1" | awk -v n="$2" '{ print $n }'; }
-# within NAME LO HI VALUE: LO <= VALUE <= HI.
-within() {
-  if [ -n "$4" ] && [ "$4" -ge "$2" ] && [ "$4" -le "$3" ]; then ok; else bad "$1: [$4] not in [$2, $3]"; fi
-}
-lacks() {
-  case $3 in
-  *"$2"*) bad "$1: [$3] contains [$2]" ;;
-  *) ok ;;
-  esac
-}
 
 # start NAME ARGS...: starts a server, sets port_NAME and pid_NAME.
 start() {
@@ -497,5 +462,4 @@ contains "bad bind: says why" "bad bind address" "$(cat "$tmp/err")"
 check "help: exit 0" "0" "$?"
 contains "help lists flags" "--max-output" "$(cat "$tmp/out")"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -14,38 +14,9 @@ set -u
 set -f # replies such as *0 are words, never file patterns
 
 sluice=${1:?usage: tasks.sh PATH-TO-SLUICE SOURCE-DIR}
-passed=0
-failed=0
-tmp=$(mktemp -d)
-pids=()
+. "$(dirname "$0")/lib.bash"
 
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do
-    kill -KILL "$p" 2>/dev/null
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap '' PIPE
 
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*"
-}
-check() { if [ "$2" == "$3" ]; then ok; else bad "$1: wanted [$2], got [$3]"; fi; }
-contains() {
-  case $3 in
-  *"$2"*) ok ;;
-  *) bad "$1: [$3] does not contain [$2]" ;;
-  esac
-}
-# within NAME LO HI VALUE: LO <= VALUE <= HI.
-within() {
-  if [ -n "$4" ] && [ "$4" -ge "$2" ] && [ "$4" -le "$3" ]; then ok; else bad "$1: [$4] not in [$2, $3]"; fi
-}
-now_ms() { date +%s%3N; }
 # raw BYTES: sends BYTES (printf %b escapes) to the main server on a fresh connection and prints
 # what comes back until the server closes it (after a QUIT) or 3 seconds pass.
 raw() {
@@ -87,13 +58,10 @@ stop() {
 }
 
 # cli ARGS...: one redis-cli command to the main server, its output lines joined by spaces.
-cli() { redis-cli -p "$P" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
 # field CMD ID NAME: the value of NAME in the map that `CMD ID` (TASK.INFO, TASK.EXPLAIN)
 # replies (redis-cli prints a RESP2 map as key and value lines; nil as an empty line).
-field() { redis-cli -p "$P" "$1" "$2" | awk -v f="$3" 'NR % 2 == 1 { k = $0 } NR % 2 == 0 && k == f { print; exit }'; }
 # word REPLY N: the Nth word (from 1). A task of TASK.GET is 5 words:
 #   id type payload attempt lease_until_ms
-word() { echo "$1" | awk -v n="$2" '{ print $n }'; }
 
 cat >"$tmp/sluice.yaml" <<'EOF'
 engine:
@@ -365,5 +333,4 @@ check "stopping: a blocked worker gets the empty reply" "" "$(cat "$tmp/stopped"
 within "stopping at once" 0 3000 $(($(now_ms) - t0))
 check "small: SIGTERM exits 0" "0" "$stop_rc"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -22,13 +22,11 @@
 set -u
 
 sluice=${1:?usage: torture.sh PATH-TO-SLUICE SOURCE-DIR}
+. "$(dirname "$0")/lib.bash"
 helper="$(dirname "$sluice")/sluice_torture"
 rounds=${SLUICE_TORTURE_ROUNDS:-5}
 durability=${SLUICE_TORTURE_DURABILITY:-always} # batch passes too: kill -9 spares the page cache
 producers=3 # processes, each with 4 connections pipelining 8 commands
-passed=0
-failed=0
-tmp=$(mktemp -d)
 pid=
 clients=()
 
@@ -41,13 +39,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-trap '' PIPE
 
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*"
-}
 
 if [ ! -x "$helper" ]; then
   echo "torture: $helper is not built"
@@ -137,5 +129,4 @@ t_end=$(date +%s%3N)
 echo "# $rounds rounds in $(((t_end - t_start) / 1000)).$(printf '%03d' $(((t_end - t_start) % 1000))) s;" \
   "$(grep -c '^A ' $(ls "$tmp"/prod-*.log) /dev/null | awk -F: '{ s += $2 } END { print s }')" \
   "tasks acknowledged, $(grep -c '^D ' "$tmp/work.log") acks"
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: MIT
+# Shared by the server test scripts (sourced, not run; named .bash so that CMake, which registers
+# every tests/server/*.sh, does not take it for a test): the pass/fail counters and assertions,
+# a temporary directory removed on exit together with every server whose PID was added to
+# `pids`, and small redis-cli wrappers for the server on port $P. A script ends with `finish`,
+# which prints "N passed, N failed" and returns non-zero when anything failed.
+# Traffic goes to 127.0.0.1 only.
+
+passed=0
+failed=0
+tmp=$(mktemp -d)
+pids=()
+
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do
+    kill -KILL "$p" 2>/dev/null
+  done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+# A write to a connection the server closed fails with EPIPE instead of killing the script.
+trap '' PIPE
+
+ok() { passed=$((passed + 1)); }
+bad() {
+  failed=$((failed + 1))
+  echo "FAIL: $*"
+}
+check() { if [ "$2" == "$3" ]; then ok; else bad "$1: wanted [$2], got [$3]"; fi; }
+contains() {
+  case $3 in
+  *"$2"*) ok ;;
+  *) bad "$1: [$3] does not contain [$2]" ;;
+  esac
+}
+lacks() {
+  case $3 in
+  *"$2"*) bad "$1: [$3] contains [$2]" ;;
+  *) ok ;;
+  esac
+}
+# within NAME LO HI VALUE: LO <= VALUE <= HI.
+within() {
+  if [ -n "$4" ] && [ "$4" -ge "$2" ] && [ "$4" -le "$3" ]; then ok; else bad "$1: [$4] not in [$2, $3]"; fi
+}
+now_ms() { date +%s%3N; }
+# word TEXT N: the Nth word (from 1) of TEXT.
+word() { echo "$1" | awk -v n="$2" '{ print $n }'; }
+# cli ARGS...: one command to the server on $P, its reply on one line.
+cli() { redis-cli -p "$P" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
+# field COMMAND ID NAME: one field of a map reply (TASK.INFO, TASK.EXPLAIN).
+field() { redis-cli -p "$P" "$1" "$2" | awk -v f="$3" 'NR % 2 == 1 { k = $0 } NR % 2 == 0 && k == f { print; exit }'; }
+
+finish() {
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+}
