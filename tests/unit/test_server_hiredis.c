@@ -20,18 +20,14 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "server_fixture.h"
 #include <hiredis/hiredis.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 
-typedef struct fixture {
-    pid_t pid;
-    int port;
-    char dir[64];
-} fixture;
-
-static fixture fx;
+static server_fixture fx;
 
 static int64_t mono_ns(void)
 {
@@ -41,101 +37,21 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
-
 static int start_server(void **state)
 {
-    const char *bin = getenv("SLUICE_BIN");
-    char portfile[128], logfile[128];
-
     (void)state;
-    if (!bin) {
-        fprintf(stderr, "SLUICE_BIN is not set\n");
-        return -1;
-    }
-    snprintf(fx.dir, sizeof(fx.dir), "/tmp/sluice-hiredis-XXXXXX");
-    if (!mkdtemp(fx.dir))
-        return -1;
-    snprintf(portfile, sizeof(portfile), "%s/port", fx.dir);
-    snprintf(logfile, sizeof(logfile), "%s/log", fx.dir);
-    fx.pid = fork();
-    if (fx.pid < 0)
-        return -1;
-    if (fx.pid == 0) {
-        FILE *f = freopen(logfile, "w", stderr);
-
-        (void)f;
-        execl(bin, bin, "serve", "--port", "0", "--bind", "127.0.0.1", "--durability", "none",
-              "--port-file", portfile, "--log-level", "warn", (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 500; i++) {
-        FILE *f = fopen(portfile, "r");
-
-        if (f) {
-            int ok = fscanf(f, "%d", &fx.port) == 1;
-
-            fclose(f);
-            if (ok)
-                return 0;
-        }
-        sleep_ms(10);
-    }
-    fprintf(stderr, "the server did not write its port file\n");
-    kill(fx.pid, SIGKILL);
-    return -1;
+    return server_fixture_start(&fx, NULL);
 }
 
 static int stop_server(void **state)
 {
-    char path[160];
-    int status = 0;
-
     (void)state;
-    if (fx.pid > 0) {
-        kill(fx.pid, SIGTERM);
-        if (waitpid(fx.pid, &status, 0) < 0)
-            return -1;
-        fx.pid = 0;
-    }
-    snprintf(path, sizeof(path), "%s/port", fx.dir);
-    unlink(path);
-    snprintf(path, sizeof(path), "%s/log", fx.dir);
-    unlink(path);
-    rmdir(fx.dir);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "the server exited with status %d\n", status);
-        return -1;
-    }
-    return 0;
+    return server_fixture_stop(&fx);
 }
 
 static redisContext *connect_server(void)
 {
-    redisContext *c = redisConnect("127.0.0.1", fx.port);
-
-    assert_non_null(c);
-    if (c->err)
-        fail_msg("connect: %s", c->errstr);
-    return c;
-}
-
-static redisReply *cmd(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    redisReply *r;
-
-    va_start(ap, fmt);
-    r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    if (!r)
-        fail_msg("command %s: %s", fmt, c->errstr);
-    return r;
+    return server_fixture_connect(&fx);
 }
 
 static void expect_status(redisContext *c, const char *want, const char *fmt, ...)
@@ -206,7 +122,7 @@ static void test_many_clients(void **state)
         freeReplyObject(r);
     }
     {
-        redisReply *r = cmd(cs[0], "INFO clients");
+        redisReply *r = server_fixture_cmd(cs[0], "INFO clients");
 
         assert_int_equal(r->type, REDIS_REPLY_STRING);
         assert_non_null(strstr(r->str, "connected_clients:50"));
@@ -299,7 +215,7 @@ static void test_cl_throttle_readme(void **state)
     static const long long want[5] = {0, 16, 15, -1, 2};
 
     (void)state;
-    r = cmd(c, "CL.THROTTLE user123 15 30 60 1");
+    r = server_fixture_cmd(c, "CL.THROTTLE user123 15 30 60 1");
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
     assert_int_equal(r->elements, 5);
     for (int i = 0; i < 5; i++)
@@ -327,7 +243,7 @@ static void test_errors_parsed(void **state)
 
     /* A concurrency limit of 1: the second lease is refused with seed 004's fields. */
     expect_status(c, "OK", "LIMIT.SET db concurrency=1,key=explicit,ttl=10s");
-    r = cmd(c, "LEASE.ACQUIRE db user%s", " 1");
+    r = server_fixture_cmd(c, "LEASE.ACQUIRE db user%s", " 1");
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
     assert_string_equal(r->element[0]->str, "lease");
     snprintf(lease, sizeof(lease), "%s", r->element[1]->str);
@@ -345,7 +261,7 @@ static void test_errors_parsed(void **state)
     assert_int_equal(window, 0);
     assert_true(retry > 9000 && retry <= 10000);
     free(e);
-    r = cmd(c, "LEASE.RENEW %s TTL 5000", lease);
+    r = server_fixture_cmd(c, "LEASE.RENEW %s TTL 5000", lease);
     assert_int_equal(r->type, REDIS_REPLY_INTEGER);
     assert_int_equal(r->integer, 5000);
     freeReplyObject(r);

@@ -27,6 +27,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "server_fixture.h"
 #include <hiredis/hiredis.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -41,13 +43,7 @@ static const char config_yaml[] = "types:\n"
                                   "  lost:\n"
                                   "    lease: 1s\n";
 
-typedef struct fixture {
-    pid_t pid;
-    int port;
-    char dir[64];
-} fixture;
-
-static fixture fx;
+static server_fixture fx;
 
 static int64_t mono_ms(void)
 {
@@ -57,106 +53,21 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
-
 static int start_server(void **state)
 {
-    const char *bin = getenv("SLUICE_BIN");
-    char portfile[128], logfile[128], conffile[128];
-    FILE *f;
-
     (void)state;
-    if (!bin) {
-        fprintf(stderr, "SLUICE_BIN is not set\n");
-        return -1;
-    }
-    snprintf(fx.dir, sizeof(fx.dir), "/tmp/sluice-tasks-XXXXXX");
-    if (!mkdtemp(fx.dir))
-        return -1;
-    snprintf(portfile, sizeof(portfile), "%s/port", fx.dir);
-    snprintf(logfile, sizeof(logfile), "%s/log", fx.dir);
-    snprintf(conffile, sizeof(conffile), "%s/sluice.yaml", fx.dir);
-    f = fopen(conffile, "w");
-    if (!f || fputs(config_yaml, f) < 0 || fclose(f) != 0)
-        return -1;
-    fx.pid = fork();
-    if (fx.pid < 0)
-        return -1;
-    if (fx.pid == 0) {
-        FILE *log = freopen(logfile, "w", stderr);
-
-        (void)log;
-        execl(bin, bin, "serve", "--port", "0", "--bind", "127.0.0.1", "--durability", "none",
-              "--port-file", portfile, "--config", conffile, "--log-level", "warn", (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 500; i++) {
-        f = fopen(portfile, "r");
-        if (f) {
-            int ok = fscanf(f, "%d", &fx.port) == 1;
-
-            fclose(f);
-            if (ok)
-                return 0;
-        }
-        sleep_ms(10);
-    }
-    fprintf(stderr, "the server did not write its port file\n");
-    kill(fx.pid, SIGKILL);
-    return -1;
+    return server_fixture_start(&fx, config_yaml);
 }
 
 static int stop_server(void **state)
 {
-    static const char *const files[] = {"port", "log", "sluice.yaml"};
-    char path[160];
-    int status = 0;
-
     (void)state;
-    if (fx.pid > 0) {
-        kill(fx.pid, SIGTERM);
-        if (waitpid(fx.pid, &status, 0) < 0)
-            return -1;
-        fx.pid = 0;
-    }
-    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-        snprintf(path, sizeof(path), "%s/%s", fx.dir, files[i]);
-        unlink(path);
-    }
-    rmdir(fx.dir);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "the server exited with status %d\n", status);
-        return -1;
-    }
-    return 0;
+    return server_fixture_stop(&fx);
 }
 
 static redisContext *connect_server(void)
 {
-    redisContext *c = redisConnect("127.0.0.1", fx.port);
-
-    assert_non_null(c);
-    if (c->err)
-        fail_msg("connect: %s", c->errstr);
-    return c;
-}
-
-static redisReply *cmd(redisContext *c, const char *fmt, ...)
-{
-    va_list ap;
-    redisReply *r;
-
-    va_start(ap, fmt);
-    r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    if (!r)
-        fail_msg("command %s: %s", fmt, c->errstr);
-    return r;
+    return server_fixture_connect(&fx);
 }
 
 /* Runs a command that replies with an integer (TASK.ADD: the id) and returns it. */
@@ -253,7 +164,7 @@ static void send_only(redisContext *c, const char *fmt, ...)
 
 static long long blocked_clients(redisContext *c)
 {
-    redisReply *r = cmd(c, "INFO clients");
+    redisReply *r = server_fixture_cmd(c, "INFO clients");
     const char *p;
     long long n = -1;
 
@@ -274,14 +185,14 @@ static void wait_blocked(redisContext *c, long long n)
     while ((now = blocked_clients(c)) != n) {
         if (mono_ms() - t0 > 5000)
             fail_msg("waited 5 s for %lld blocked clients; there are %lld", n, now);
-        sleep_ms(5);
+        server_fixture_sleep_ms(5);
     }
 }
 
 /* The state field of TASK.INFO id (caller frees). */
 static char *task_state(redisContext *c, long long id)
 {
-    redisReply *r = cmd(c, "TASK.INFO %lld", id);
+    redisReply *r = server_fixture_cmd(c, "TASK.INFO %lld", id);
     char *state = NULL;
 
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
@@ -422,7 +333,7 @@ static void test_many_workers(void **state)
         fail_msg("200 tasks took %" PRId64 " ms", mono_ms() - t0);
     /* Nothing is left running or queued. */
     {
-        redisReply *r = cmd(producer, "INFO engine");
+        redisReply *r = server_fixture_cmd(producer, "INFO engine");
 
         assert_non_null(strstr(r->str, "tasks_queued:0"));
         assert_non_null(strstr(r->str, "tasks_running:0"));
