@@ -52,6 +52,38 @@ cli() { redis-cli -p "$P" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
 # field COMMAND ID NAME: one field of a map reply (TASK.INFO, TASK.EXPLAIN).
 field() { redis-cli -p "$P" "$1" "$2" | awk -v f="$3" 'NR % 2 == 1 { k = $0 } NR % 2 == 0 && k == f { print; exit }'; }
 
+# start NAME ARGS...: starts a server with its own data directory, sets port_NAME and pid_NAME.
+# (Scripts that need another set-up define their own start and stop after sourcing this file.)
+start() {
+  local name=$1
+  shift
+  rm -f "$tmp/$name.port"
+  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/$name.port" --data "$tmp/$name.data" "$@" \
+    2>"$tmp/$name.log" &
+  local pid=$!
+  pids+=("$pid")
+  for _ in $(seq 1 300); do
+    [ -s "$tmp/$name.port" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  if [ ! -s "$tmp/$name.port" ]; then
+    bad "server $name did not start: $(cat "$tmp/$name.log")"
+    echo "$passed passed, $failed failed"
+    exit 1
+  fi
+  printf -v "port_$name" '%s' "$(cat "$tmp/$name.port")"
+  printf -v "pid_$name" '%s' "$pid"
+}
+
+# stop NAME: SIGTERM, then the exit status in $stop_rc.
+stop() {
+  local pidvar="pid_$1"
+  kill -TERM "${!pidvar}"
+  wait "${!pidvar}"
+  stop_rc=$?
+}
+
 finish() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]

@@ -20,36 +20,6 @@ srcdir=${2:-.}
 #   allowed limit remaining retry_after_ms reset_after_ms denied_by
 tpos() { echo "$1" | awk -v n="$2" '{ print $n }'; }
 
-# start NAME ARGS...: starts a server, sets port_NAME and pid_NAME.
-start() {
-  local name=$1
-  shift
-  rm -f "$tmp/$name.port"
-  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/$name.port" --data "$tmp/$name.data" "$@" \
-    2>"$tmp/$name.log" &
-  local pid=$!
-  pids+=("$pid")
-  for _ in $(seq 1 300); do
-    [ -s "$tmp/$name.port" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.02
-  done
-  if [ ! -s "$tmp/$name.port" ]; then
-    bad "server $name did not start: $(cat "$tmp/$name.log")"
-    echo "$passed passed, $failed failed"
-    exit 1
-  fi
-  printf -v "port_$name" '%s' "$(cat "$tmp/$name.port")"
-  printf -v "pid_$name" '%s' "$pid"
-}
-
-# stop NAME: SIGTERM, then the exit status in $stop_rc.
-stop() {
-  local pidvar="pid_$1"
-  kill -TERM "${!pidvar}"
-  wait "${!pidvar}"
-  stop_rc=$?
-}
 
 # cli PORT ARGS...: one redis-cli command, its output lines joined by spaces.
 cli() {
