@@ -143,6 +143,29 @@ static void reply_not_running(conn *c, int rc, uint64_t id)
     }
 }
 
+/* A worker names the delivery it acts for with ATTEMPT n (the attempt TASK.GET gave it). A worker
+ * whose lease expired while the task went to another worker must not ack, fail or touch that
+ * other delivery: this refuses it with NOLEASE. Returns 0 when the call may go on (no ATTEMPT
+ * given, or it is the running attempt), -1 after replying. */
+static int attempt_check(conn *c, uint64_t id, int64_t attempt)
+{
+    sluice_task_info ti;
+
+    if (attempt == 0)
+        return 0;
+    if (sluice_engine_task_info(c->srv->engine, id, &ti) != 0) {
+        reply_notask(c, id);
+        return -1;
+    }
+    if (ti.state == SLUICE_TASK_RUNNING && ti.attempt == attempt)
+        return 0;
+    resp_error(conn_out(c), "NOLEASE",
+               "task %" PRIu64 " attempt %" PRId64 " is not running (the task is %s at attempt %d):"
+               " that delivery's lease expired and the task was handed out again",
+               id, attempt, sluice_task_state_name(ti.state), ti.attempt);
+    return -1;
+}
+
 /* ---- TASK.ADD ---------------------------------------------------------------------------- */
 
 void cmd_task_add(conn *c, const resp_command *cmd)
@@ -396,18 +419,27 @@ void cmd_task_ack(conn *c, const resp_command *cmd)
 {
     server *s = c->srv;
     uint64_t id;
-    int64_t cost = -1;
+    int64_t cost = -1, attempt = 0;
     int rc;
 
-    if (cmd->argc == 3 || cmd->argc > 4 ||
-        (cmd->argc == 4 && !command_arg_is(cmd->argv[2], cmd->argvlen[2], "cost"))) {
-        resp_error(conn_out(c), "WRONGARGS", "syntax error: TASK.ACK id [COST n]");
-        return;
+    for (size_t i = 2; i < cmd->argc; i += 2) {
+        const char *a = cmd->argv[i];
+        size_t alen = cmd->argvlen[i];
+
+        if (i + 1 < cmd->argc && command_arg_is(a, alen, "cost")) {
+            if (int_arg(c, "COST", cmd->argv[i + 1], cmd->argvlen[i + 1], 0, SLUICE_MAX_PERMITS,
+                        &cost) != 0)
+                return;
+        } else if (i + 1 < cmd->argc && command_arg_is(a, alen, "attempt")) {
+            if (int_arg(c, "ATTEMPT", cmd->argv[i + 1], cmd->argvlen[i + 1], 1, INT32_MAX,
+                        &attempt) != 0)
+                return;
+        } else {
+            resp_error(conn_out(c), "WRONGARGS", "syntax error: TASK.ACK id [COST n] [ATTEMPT n]");
+            return;
+        }
     }
-    if (cmd->argc == 4 &&
-        int_arg(c, "COST", cmd->argv[3], cmd->argvlen[3], 0, SLUICE_MAX_PERMITS, &cost) != 0)
-        return;
-    if (id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0)
+    if (id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0 || attempt_check(c, id, attempt) != 0)
         return;
     rc = sluice_engine_ack(s->engine, id, cost, server_now(s));
     if (rc != 0) {
@@ -426,6 +458,7 @@ void cmd_task_fail(conn *c, const resp_command *cmd)
     char reason[REASON_BUF];
     sluice_task_info ti;
     int has_reason = 0, dead = 0;
+    int64_t attempt = 0;
     uint64_t id;
     int rc;
 
@@ -446,13 +479,18 @@ void cmd_task_fail(conn *c, const resp_command *cmd)
             }
             has_reason = 1;
             i++;
+        } else if (command_arg_is(a, alen, "attempt") && i + 1 < cmd->argc) {
+            if (int_arg(c, "ATTEMPT", cmd->argv[i + 1], cmd->argvlen[i + 1], 1, INT32_MAX,
+                        &attempt) != 0)
+                return;
+            i++;
         } else {
             resp_error(conn_out(c), "WRONGARGS",
-                       "syntax error: TASK.FAIL id [RETRY|DEAD] [REASON text]");
+                       "syntax error: TASK.FAIL id [RETRY|DEAD] [REASON text] [ATTEMPT n]");
             return;
         }
     }
-    if (id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0)
+    if (id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0 || attempt_check(c, id, attempt) != 0)
         return;
     rc = sluice_engine_fail(s->engine, id, dead, has_reason ? reason : NULL, server_now(s));
     if (rc != 0) {
@@ -500,11 +538,19 @@ void cmd_task_cancel(conn *c, const resp_command *cmd)
 void cmd_task_touch(conn *c, const resp_command *cmd)
 {
     server *s = c->srv;
-    int64_t until = 0;
+    int64_t until = 0, attempt = 0;
     uint64_t id;
     int rc;
 
-    if (id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0)
+    if (cmd->argc != 2 &&
+        (cmd->argc != 4 || !command_arg_is(cmd->argv[2], cmd->argvlen[2], "attempt"))) {
+        resp_error(conn_out(c), "WRONGARGS", "syntax error: TASK.TOUCH id [ATTEMPT n]");
+        return;
+    }
+    if (cmd->argc == 4 &&
+        int_arg(c, "ATTEMPT", cmd->argv[3], cmd->argvlen[3], 1, INT32_MAX, &attempt) != 0)
+        return;
+    if (id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0 || attempt_check(c, id, attempt) != 0)
         return;
     rc = sluice_engine_touch(s->engine, id, server_now(s), &until);
     if (rc != 0) {

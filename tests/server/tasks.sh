@@ -210,7 +210,16 @@ s1=$(cli TASK.ADD short '{}')
 check "short lease delivered" "$s1" "$(word "$(cli TASK.GET short)" 1)"
 out=$(cli TASK.GET short TIMEOUT 5000)
 check "lease expired: redelivered, attempt 2" "$s1 2" "$(word "$out" 1) $(word "$out" 4)"
-cli TASK.ACK "$s1" >/dev/null
+# The first worker comes back late: naming its attempt, it cannot touch, fail or ack the second
+# worker's delivery; the second worker, naming attempt 2, can.
+contains "stale TOUCH refused" "NOLEASE task $s1 attempt 1 is not running" "$(cli TASK.TOUCH "$s1" ATTEMPT 1)"
+contains "stale FAIL refused" "NOLEASE" "$(cli TASK.FAIL "$s1" DEAD ATTEMPT 1)"
+contains "stale ACK refused" "NOLEASE" "$(cli TASK.ACK "$s1" ATTEMPT 1)"
+check "still running after the stale calls" "running" "$(field TASK.INFO "$s1" state)"
+contains "ATTEMPT 0 is out of range" "WRONGARGS" "$(cli TASK.ACK "$s1" ATTEMPT 0)"
+contains "ACK without ATTEMPT's value" "WRONGARGS" "$(cli TASK.ACK "$s1" ATTEMPT)"
+within "current TOUCH accepted" 1000000000000 9999999999999 "$(cli TASK.TOUCH "$s1" ATTEMPT 2)"
+check "current ACK accepted" "OK" "$(cli TASK.ACK "$s1" COST 1 ATTEMPT 2)"
 
 # ---- Several types, RESP3 ----------------------------------------------------------------------
 
@@ -269,7 +278,7 @@ contains "TASK.FAIL unknown" "NOTASK" "$(cli TASK.FAIL 999999)"
 contains "TASK.FAIL a queued task" "NOLEASE" "$(cli TASK.FAIL "$q1" DEAD)"
 contains "TASK.TOUCH a queued task" "NOLEASE" "$(cli TASK.TOUCH "$q1")"
 contains "TASK.TOUCH unknown" "NOTASK" "$(cli TASK.TOUCH 999999)"
-contains "TASK.TOUCH arity" "WRONGARGS wrong number of arguments for 'task.touch' command" \
+contains "TASK.TOUCH arity" "WRONGARGS syntax error: TASK.TOUCH id [ATTEMPT n]" \
   "$(cli TASK.TOUCH 1 2)"
 contains "TASK.CANCEL unknown" "NOTASK" "$(cli TASK.CANCEL 999999)"
 contains "TASK.CANCEL bad id" "WRONGARGS a task id" "$(cli TASK.CANCEL -3)"
