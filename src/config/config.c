@@ -298,56 +298,35 @@ static int parse_type(ywalk *w, const yaml_node_t *namekey, const yaml_node_t *m
     return 0;
 }
 
+static int reserve_types(ywalk *w, const yaml_node_t *section, size_t n, void *arg)
+{
+    sluice_config *cfg = arg;
+
+    cfg->types = sluice_calloc(n, sizeof(*cfg->types));
+    return cfg->types ? 0 : yw_fail(w, section, SLUICE_ENOMEM, "out of memory");
+}
+
+static int parse_type_entry(ywalk *w, size_t i, const yaml_node_t *key, const char *name,
+                            size_t len, const yaml_node_t *value, void *arg)
+{
+    sluice_config *cfg = arg;
+    sluice_type_policy *t = &cfg->types[i];
+
+    sluice_type_policy_init(t);
+    cfg->ntypes = i + 1;
+    t->name = sluice_memdup0(name, len);
+    if (!t->name)
+        return yw_fail(w, key, SLUICE_ENOMEM, "out of memory");
+    t->line = yw_line(key);
+    return parse_type(w, key, value, cfg, t);
+}
+
 static int parse_types(ywalk *w, const yaml_node_t *section, sluice_config *cfg)
 {
-    const yaml_node_pair_t *pairs;
-    size_t n;
-    int rc;
+    static const yw_named types = {"type", "a mapping of task type names to their settings",
+                                   reserve_types, parse_type_entry};
 
-    if (!section || yw_is_null(section))
-        return 0;
-    rc = yw_expect_map(w, section, "a mapping of task type names to their settings");
-    if (rc != 0)
-        return rc;
-    pairs = section->data.mapping.pairs.start;
-    n = (size_t)(section->data.mapping.pairs.top - pairs);
-    if (n == 0)
-        return 0;
-    cfg->types = sluice_calloc(n, sizeof(*cfg->types));
-    if (!cfg->types)
-        return yw_fail(w, section, SLUICE_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        sluice_type_policy *t = &cfg->types[i];
-        yaml_node_t *key = yw_node(w, pairs[i].key);
-        char why[200];
-        const char *s;
-        size_t len, saved;
-        yw_quoted q;
-
-        sluice_type_policy_init(t);
-        cfg->ntypes = i + 1;
-        rc = yw_string(w, key, "a task type name", &s, &len);
-        if (rc != 0)
-            return rc;
-        if (policy_check_name(s, why, sizeof(why)) != 0)
-            return yw_fail(w, key, SLUICE_EINVAL, "bad type name: %s", why);
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(cfg->types[j].name, s) == 0)
-                return yw_fail(w, key, SLUICE_EINVAL,
-                               "the type %s is declared twice (first at line %d)",
-                               yw_quote(&q, s, len), cfg->types[j].line);
-        }
-        t->name = sluice_memdup0(s, len);
-        if (!t->name)
-            return yw_fail(w, key, SLUICE_ENOMEM, "out of memory");
-        t->line = yw_line(key);
-        saved = yw_push(w, s, len);
-        rc = parse_type(w, key, yw_node(w, pairs[i].value), cfg, t);
-        yw_pop(w, saved);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
+    return yw_each_named(w, section, &types, cfg);
 }
 
 /* ---- The document ------------------------------------------------------------------------ */

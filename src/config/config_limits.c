@@ -823,54 +823,33 @@ static int parse_limit(ywalk *w, const yaml_node_t *namekey, const yaml_node_t *
     return check_limit(w, namekey, map, p);
 }
 
+static int reserve_limits(ywalk *w, const yaml_node_t *section, size_t n, void *arg)
+{
+    sluice_config *cfg = arg;
+
+    cfg->limits = sluice_calloc(n, sizeof(*cfg->limits));
+    return cfg->limits ? 0 : yw_fail(w, section, SLUICE_ENOMEM, "out of memory");
+}
+
+static int parse_limit_entry(ywalk *w, size_t i, const yaml_node_t *key, const char *name,
+                             size_t len, const yaml_node_t *value, void *arg)
+{
+    sluice_config *cfg = arg;
+    sluice_limit_policy *p = &cfg->limits[i];
+
+    sluice_limit_policy_init(p);
+    cfg->nlimits = i + 1;
+    p->name = sluice_memdup0(name, len);
+    if (!p->name)
+        return yw_fail(w, key, SLUICE_ENOMEM, "out of memory");
+    p->line = yw_line(key);
+    return parse_limit(w, key, value, p);
+}
+
 int config_parse_limits(ywalk *w, const yaml_node_t *section, sluice_config *cfg)
 {
-    const yaml_node_pair_t *pairs;
-    size_t n;
-    int rc;
+    static const yw_named limits = {"limit", "a mapping of limit names to their settings",
+                                    reserve_limits, parse_limit_entry};
 
-    if (!section || yw_is_null(section))
-        return 0;
-    rc = yw_expect_map(w, section, "a mapping of limit names to their settings");
-    if (rc != 0)
-        return rc;
-    pairs = section->data.mapping.pairs.start;
-    n = (size_t)(section->data.mapping.pairs.top - pairs);
-    if (n == 0)
-        return 0;
-    cfg->limits = sluice_calloc(n, sizeof(*cfg->limits));
-    if (!cfg->limits)
-        return yw_fail(w, section, SLUICE_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        sluice_limit_policy *p = &cfg->limits[i];
-        yaml_node_t *key = yw_node(w, pairs[i].key);
-        char why[200];
-        const char *s;
-        size_t len, saved;
-        yw_quoted q;
-
-        sluice_limit_policy_init(p);
-        cfg->nlimits = i + 1;
-        rc = yw_string(w, key, "a limit name", &s, &len);
-        if (rc != 0)
-            return rc;
-        if (policy_check_name(s, why, sizeof(why)) != 0)
-            return yw_fail(w, key, SLUICE_EINVAL, "bad limit name: %s", why);
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(cfg->limits[j].name, s) == 0)
-                return yw_fail(w, key, SLUICE_EINVAL,
-                               "the limit %s is declared twice (first at line %d)",
-                               yw_quote(&q, s, len), cfg->limits[j].line);
-        }
-        p->name = sluice_memdup0(s, len);
-        if (!p->name)
-            return yw_fail(w, key, SLUICE_ENOMEM, "out of memory");
-        p->line = yw_line(key);
-        saved = yw_push(w, s, len);
-        rc = parse_limit(w, key, yw_node(w, pairs[i].value), p);
-        yw_pop(w, saved);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
+    return yw_each_named(w, section, &limits, cfg);
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
 
@@ -598,4 +599,52 @@ const char *yw_suggest(const char *s, size_t len, const char *const *names, size
         }
     }
     return best;
+}
+
+/* ---- Named sections ------------------------------------------------------------------------ */
+
+int yw_each_named(ywalk *w, const yaml_node_t *section, const yw_named *spec, void *arg)
+{
+    const yaml_node_pair_t *pairs;
+    size_t n;
+    int rc;
+
+    if (!section || yw_is_null(section))
+        return 0;
+    rc = yw_expect_map(w, section, spec->expected);
+    if (rc != 0)
+        return rc;
+    pairs = section->data.mapping.pairs.start;
+    n = (size_t)(section->data.mapping.pairs.top - pairs);
+    if (n == 0)
+        return 0;
+    rc = spec->reserve(w, section, n, arg);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        yaml_node_t *key = yw_node(w, pairs[i].key);
+        char what[32], why[200];
+        const char *name;
+        size_t len, saved;
+        yw_quoted q;
+
+        snprintf(what, sizeof(what), "a %s name", spec->what);
+        rc = yw_string(w, key, what, &name, &len);
+        if (rc != 0)
+            return rc;
+        if (policy_check_name(name, why, sizeof(why)) != 0)
+            return yw_fail(w, key, SLUICE_EINVAL, "bad %s name: %s", spec->what, why);
+        for (size_t j = 0; j < i; j++) {
+            yaml_node_t *prev = yw_node(w, pairs[j].key);
+            size_t plen;
+            const char *pname = yw_text(prev, &plen);
+
+            if (plen == len && memcmp(pname, name, len) == 0)
+                return yw_fail(w, key, SLUICE_EINVAL,
+                               "the %s %s is declared twice (first at line %d)", spec->what,
+                               yw_quote(&q, name, len), yw_line(prev));
+        }
+        saved = yw_push(w, name, len);
+        rc = spec->entry(w, i, key, name, len, yw_node(w, pairs[i].value), arg);
+        yw_pop(w, saved);
+    }
+    return rc;
 }

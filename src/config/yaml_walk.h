@@ -78,6 +78,23 @@ const char *yw_describe(const yaml_node_t *node, yw_got *g);
 typedef sluice_quoted yw_quoted;
 const char *yw_quote(yw_quoted *q, const char *s, size_t n);
 
+/* A section that maps names to settings, such as `limits:` or `types:`. */
+typedef struct yw_named {
+    const char *what;     /* an entry in messages: "limit", "type" */
+    const char *expected; /* what the section must be: "a mapping of limit names to ..." */
+    /* Makes room for n (> 0) entries. Returns 0, or an error it reported with yw_fail. */
+    int (*reserve)(ywalk *w, const yaml_node_t *section, size_t n, void *arg);
+    /* Parses entry i, whose name (len bytes, NUL-terminated) is valid and not declared before;
+     * the name is already on the path. Returns 0 or an error it reported. */
+    int (*entry)(ywalk *w, size_t i, const yaml_node_t *key, const char *name, size_t len,
+                 const yaml_node_t *value, void *arg);
+} yw_named;
+
+/* Walks a named section (absent or null: nothing to do): checks it is a mapping, that every
+ * name is a valid name and declared once, then hands each entry to spec->entry in order.
+ * Returns 0 or the first error. */
+int yw_each_named(ywalk *w, const yaml_node_t *section, const yw_named *spec, void *arg);
+
 /* Node accessors: the node of an id (NULL when there is none); whether a node is null (absent,
  * or a plain "", "~" or "null"); whether it is a scalar that is not null; a scalar's bytes (NUL
  * terminated by libyaml, but they may hold NUL bytes of their own). */

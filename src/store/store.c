@@ -239,6 +239,8 @@ static int backend_err(store *s, int rc)
 /* Returns 0 when a put may go to the backend, or the error to return instead. */
 static int txn_check(store *s)
 {
+    if (!s)
+        return SLUICE_EINVAL;
     if (s->txn == TXN_FAILED)
         return s->txn_rc;
     if (s->txn != TXN_OPEN)
@@ -351,11 +353,9 @@ int store_begin(store *s)
 
 int store_put_task(store *s, const sluice_task_record *r)
 {
-    int rc;
+    int rc = txn_check(s);
 
-    if (!s)
-        return SLUICE_EINVAL;
-    if ((rc = txn_check(s)) != 0)
+    if (rc != 0)
         return rc;
     if (!r || !r->type || (!r->payload && r->payload_len) || (!r->key && r->key_len) ||
         (!r->task_key && r->task_key_len))
@@ -365,11 +365,9 @@ int store_put_task(store *s, const sluice_task_record *r)
 
 int store_del_task(store *s, uint64_t id)
 {
-    int rc;
+    int rc = txn_check(s);
 
-    if (!s)
-        return SLUICE_EINVAL;
-    if ((rc = txn_check(s)) != 0)
+    if (rc != 0)
         return rc;
     return txn_result(s, s->ops->del_task(s->impl, id));
 }
@@ -377,11 +375,9 @@ int store_del_task(store *s, uint64_t id)
 int store_put_key(store *s, const char *limit, const char *key, size_t keylen, const void *state,
                   size_t len)
 {
-    int rc;
+    int rc = txn_check(s);
 
-    if (!s)
-        return SLUICE_EINVAL;
-    if ((rc = txn_check(s)) != 0)
+    if (rc != 0)
         return rc;
     if (!limit || (!key && keylen) || (!state && len))
         return txn_invalid(s, "invalid key state");
@@ -391,11 +387,9 @@ int store_put_key(store *s, const char *limit, const char *key, size_t keylen, c
 
 int store_del_key(store *s, const char *limit, const char *key, size_t keylen)
 {
-    int rc;
+    int rc = txn_check(s);
 
-    if (!s)
-        return SLUICE_EINVAL;
-    if ((rc = txn_check(s)) != 0)
+    if (rc != 0)
         return rc;
     if (!limit || (!key && keylen))
         return txn_invalid(s, "invalid key");
@@ -404,11 +398,9 @@ int store_del_key(store *s, const char *limit, const char *key, size_t keylen)
 
 int store_del_limit_keys(store *s, const char *limit)
 {
-    int rc;
+    int rc = txn_check(s);
 
-    if (!s)
-        return SLUICE_EINVAL;
-    if ((rc = txn_check(s)) != 0)
+    if (rc != 0)
         return rc;
     if (!limit)
         return txn_invalid(s, "invalid limit name");
@@ -417,11 +409,9 @@ int store_del_limit_keys(store *s, const char *limit)
 
 int store_put_limit(store *s, const char *name, const char *spec)
 {
-    int rc;
+    int rc = txn_check(s);
 
-    if (!s)
-        return SLUICE_EINVAL;
-    if ((rc = txn_check(s)) != 0)
+    if (rc != 0)
         return rc;
     if (!name || !spec)
         return txn_invalid(s, "invalid limit");
@@ -430,11 +420,9 @@ int store_put_limit(store *s, const char *name, const char *spec)
 
 int store_del_limit(store *s, const char *name)
 {
-    int rc;
+    int rc = txn_check(s);
 
-    if (!s)
-        return SLUICE_EINVAL;
-    if ((rc = txn_check(s)) != 0)
+    if (rc != 0)
         return rc;
     if (!name)
         return txn_invalid(s, "invalid limit name");
@@ -443,11 +431,9 @@ int store_del_limit(store *s, const char *name)
 
 int store_put_recurring(store *s, const sluice_recurring_spec *spec, int64_t runs, int64_t skipped)
 {
-    int rc;
+    int rc = txn_check(s);
 
-    if (!s)
-        return SLUICE_EINVAL;
-    if ((rc = txn_check(s)) != 0)
+    if (rc != 0)
         return rc;
     if (!spec || !spec->name || !spec->type || (!spec->payload && spec->payload_len) ||
         (!spec->key && spec->key_len))
@@ -457,11 +443,9 @@ int store_put_recurring(store *s, const sluice_recurring_spec *spec, int64_t run
 
 int store_del_recurring(store *s, const char *name)
 {
-    int rc;
+    int rc = txn_check(s);
 
-    if (!s)
-        return SLUICE_EINVAL;
-    if ((rc = txn_check(s)) != 0)
+    if (rc != 0)
         return rc;
     if (!name)
         return txn_invalid(s, "invalid recurring name");
@@ -470,11 +454,9 @@ int store_del_recurring(store *s, const char *name)
 
 int store_put_meta(store *s, const char *name, int64_t value)
 {
-    int rc;
+    int rc = txn_check(s);
 
-    if (!s)
-        return SLUICE_EINVAL;
-    if ((rc = txn_check(s)) != 0)
+    if (rc != 0)
         return rc;
     if (!name || strncmp(name, "store.", 6) == 0)
         return txn_invalid(s, "invalid meta name (\"store.\" names are reserved)");
