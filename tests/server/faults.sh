@@ -26,6 +26,7 @@ set -f
 
 sluice=${1:?usage: faults.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
+conf="$tmp/sluice.yaml"
 pid=
 
 cleanup() {
@@ -37,29 +38,6 @@ trap cleanup EXIT
 is_int() { case $2 in '' | *[!0-9]*) bad "$1: [$2] is not an id" ;; *) ok ;; esac; }
 
 data="$tmp/data"
-start() {
-  rm -f "$tmp/port"
-  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/port" --no-admin \
-    --config "$tmp/sluice.yaml" --data "$data" "$@" 2>>"$tmp/log" &
-  pid=$!
-  for _ in $(seq 1 500); do
-    [ -s "$tmp/port" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.02
-  done
-  if [ ! -s "$tmp/port" ]; then
-    bad "the server did not start: $(tail -5 "$tmp/log")"
-    echo "$passed passed, $failed failed"
-    exit 1
-  fi
-  P=$(cat "$tmp/port")
-}
-stop() {
-  kill -TERM "$pid"
-  wait "$pid"
-  check "SIGTERM exits 0" 0 "$?"
-  pid=
-}
 # raw BYTES: sends BYTES (printf %b escapes) on a fresh connection, prints what comes back until
 # the server closes it (after a QUIT) or 3 seconds pass.
 raw() {
@@ -87,7 +65,7 @@ types:
   t: {}
 EOF
 
-start --enable-debug-commands
+start_single --enable-debug-commands
 first=$(cli TASK.ADD t '{"n":0}' ID k0)
 is_int "a TASK.ADD before any fault" "$first"
 
@@ -159,18 +137,18 @@ within "group commit: far fewer commits than clients" 1 6 $((after - before))
 
 # ---- After a restart: every task present once ---------------------------------------------------
 
-stop
-start --enable-debug-commands
+stop_single
+start_single --enable-debug-commands
 for k in k0 k1 k2 k3 k4 k5; do
   check "after a restart: $k is on exactly one task" "1" "$(holders "$k" "$k5" | wc -w)"
 done
 check "after a restart: k1 is the id its retry returned" "$k1" "$(holders k1 "$k5")"
 check "after a restart: k4 (added while the disk was full) is present" "$k4" "$(holders k4 "$k5")"
-stop
+stop_single
 
 # ---- Durability batch ----------------------------------------------------------------------------
 
-start --durability batch --batch-ms 50 --enable-debug-commands
+start_single --durability batch --batch-ms 50 --enable-debug-commands
 is_int "batch: TASK.ADD" "$(cli TASK.ADD t '{"b":1}')"
 sleep 0.3
 within "batch: the sync timer synced" 1 1000 "$(info syncs)"
@@ -178,13 +156,13 @@ check "batch: INFO durability" "batch" "$(info durability)"
 check "batch: DEBUG FAULT FULL on" "OK" "$(cli DEBUG FAULT FULL on)"
 check "batch: a write error is still reported" "IOERR disk full" "$(cli TASK.ADD t '{"b":2}')"
 check "batch: DEBUG FAULT FULL off" "OK" "$(cli DEBUG FAULT FULL off)"
-stop
+stop_single
 
 # ---- DEBUG needs the flag ------------------------------------------------------------------------
 
-start
+start_single
 contains "DEBUG without --enable-debug-commands" "ERR DEBUG is disabled" "$(cli DEBUG FAULT CLEAR)"
-stop
+stop_single
 
 check "data check" 0 "$("$sluice" data check "$data" >/dev/null 2>&1; echo $?)"
 

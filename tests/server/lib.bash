@@ -84,6 +84,34 @@ stop() {
   stop_rc=$?
 }
 
+# start_single ARGS...: (re)starts the one server of a restart test, on data directory $data with
+# config $conf (both set by the script); sets P (its port) and pid. Appends to $tmp/log.
+start_single() {
+  rm -f "$tmp/port"
+  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/port" --no-admin \
+    --config "$conf" --data "$data" "$@" 2>>"$tmp/log" &
+  pid=$!
+  for _ in $(seq 1 500); do
+    [ -s "$tmp/port" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  if [ ! -s "$tmp/port" ]; then
+    bad "the server did not start: $(tail -5 "$tmp/log")"
+    finish
+    exit 1
+  fi
+  P=$(cat "$tmp/port")
+}
+
+# stop_single: SIGTERM to the server start_single started; it must exit 0.
+stop_single() {
+  kill -TERM "$pid"
+  wait "$pid"
+  check "SIGTERM exits 0" 0 "$?"
+  pid=
+}
+
 finish() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]

@@ -37,31 +37,7 @@ trap cleanup EXIT
 
 data="$tmp/data"
 conf="$tmp/sluice.yaml"
-# start ARGS...: starts the server on $data with $conf (unless ARGS name others), sets P and pid.
-start() {
-  rm -f "$tmp/port"
-  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/port" --no-admin \
-    --config "$conf" --data "$data" "$@" 2>>"$tmp/log" &
-  pid=$!
-  for _ in $(seq 1 500); do
-    [ -s "$tmp/port" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.02
-  done
-  if [ ! -s "$tmp/port" ]; then
-    bad "the server did not start: $(tail -5 "$tmp/log")"
-    echo "$passed passed, $failed failed"
-    exit 1
-  fi
-  P=$(cat "$tmp/port")
-}
-# stop: SIGTERM, wait. crash: kill -9, wait.
-stop() {
-  kill -TERM "$pid"
-  wait "$pid"
-  check "SIGTERM exits 0" 0 "$?"
-  pid=
-}
+# crash: kill -9 the server start_single started.
 crash() {
   kill -KILL "$pid"
   wait "$pid" 2>/dev/null
@@ -98,13 +74,13 @@ grep -v '^  gone:' "$tmp/sluice.yaml" >"$tmp/without-gone.yaml"
 
 # ---- Limiter state across SIGTERM ---------------------------------------------------------------
 
-start
+start_single
 for i in 1 2 3 4 5; do
   check "THROTTLE $i of the burst" 1 "$(word "$(cli THROTTLE burst5 k1)" 1)"
 done
 check "the 6th is denied" 0 "$(word "$(cli THROTTLE burst5 k1)" 1)"
-stop
-start
+stop_single
+start_single
 out=$(cli THROTTLE burst5 k1)
 check "after SIGTERM: still denied (no fresh burst)" 0 "$(word "$out" 1)"
 within "after SIGTERM: retry_after about one slot" 1 2000 "$(word "$out" 4)"
@@ -116,40 +92,40 @@ for i in 1 2 3 4 5; do
 done
 sleep 0.4 # past the key timer (100 ms): the state is on disk
 crash
-start
+start_single
 out=$(cli THROTTLE burst5 k2)
 check "after kill -9: still denied (no fresh burst)" 0 "$(word "$out" 1)"
 within "after kill -9: retry_after about one slot" 1 2000 "$(word "$out" 4)"
 contains "INFO persistence: keys recovered" "recovered_keys:" "$(cli INFO persistence)"
-stop
+stop_single
 
 # ---- The contrast: --durability none starts every key fresh -------------------------------------
 
 data="$tmp/none" # durability none keeps no files; a directory of its own shows that
-start --durability none
+start_single --durability none
 for i in 1 2 3 4 5; do
   cli THROTTLE burst5 k3 >/dev/null
 done
 check "none: the 6th is denied" 0 "$(word "$(cli THROTTLE burst5 k3)" 1)"
 contains "none: INFO says so" "durability:none" "$(cli INFO persistence)"
-stop
-start --durability none
+stop_single
+start_single --durability none
 check "none: after a restart the burst is fresh" "1 5 4" \
   "$(cli THROTTLE burst5 k3 | awk '{ print $1, $2, $3 }')"
-stop
+stop_single
 check "none: nothing written" "no" "$([ -e "$tmp/none/sluice.db" ] && echo yes || echo no)"
 data="$tmp/data"
 
 # ---- Parked tasks come back paced ---------------------------------------------------------------
 
-start
+start_single
 for i in 1 2 3 4; do
   cli TASK.ADD paced "{\"n\":$i}" >/dev/null
 done
 out=$(cli TASK.GET paced COUNT 10)
 check "before: the burst of 1 is delivered" "1" "$(echo "$out" | awk '{ print NF / 5 }')"
-stop
-start
+stop_single
+start_single
 t0=$(now_ms)
 out=$(cli TASK.GET paced COUNT 10)
 n=$(echo "$out" | awk '{ print NF / 5 }')
@@ -170,7 +146,7 @@ out=$(cli TASK.GET leased)
 check "delivered: attempt 1" "$id leased 1" "$(echo "$out" | awk '{ print $1, $2, $4 }')"
 crash # its delivery was committed before the reply came
 sleep 1.3 # the lease (1 s) ends while the server is down
-start
+start_single
 check "restored running, lease passed: queued again" "queued" "$(field TASK.INFO "$id" state)"
 out=$(cli TASK.GET leased)
 check "redelivered with attempt 2 (the hourly limit is not asked again)" "$id leased 2" \
@@ -183,13 +159,13 @@ check "LIMIT.SET a new limit" "OK" "$(cli LIMIT.SET dyn rate=7/1m,key=explicit)"
 check "LIMIT.SET over the file's" "OK" "$(cli LIMIT.SET burst5 rate=3/1s,key=explicit)"
 check "LIMIT.DEL a file's limit" "1" "$(cli LIMIT.DEL spare)"
 crash
-start
+start_single
 check "the new limit is back" "rate=7/1m,key=explicit" "$(field LIMIT.GET dyn spec)"
 check "the override is back, over the file" "rate=3/1s,key=explicit" "$(field LIMIT.GET burst5 spec)"
 contains "the removed one stays removed" "NOLIMIT" "$(cli LIMIT.GET spare)"
 check "LIMIT.DEL the new one" "1" "$(cli LIMIT.DEL dyn)"
-stop
-start
+stop_single
+start_single
 contains "LIMIT.DEL survives too" "NOLIMIT" "$(cli LIMIT.GET dyn)"
 
 # ---- A recurring series survives ---------------------------------------------------------------
@@ -201,44 +177,44 @@ cli TASK.ACK "$(word "$out" 1)" >/dev/null
 runs=$(field RECUR.INFO every300 runs)
 within "runs counted" 1 100 "$runs"
 crash
-start
+start_single
 after=$(field RECUR.INFO every300 runs)
 within "the series is back with its runs" "$runs" 100 "$after"
 out=$(cli TASK.GET rec TIMEOUT 3000)
 check "and still produces occurrences" "rec" "$(word "$out" 2)"
 check "RECUR.DEL" "1" "$(cli RECUR.DEL every300)"
-stop
+stop_single
 
 # ---- A task whose type is gone stays in the store ------------------------------------------------
 
-start
+start_single
 old=$(cli TASK.ADD gone '{"keep":1}')
-stop
+stop_single
 conf="$tmp/without-gone.yaml"
-start
+start_single
 check "INFO: one unrestorable task" "1" "$(info unrestorable_tasks)"
 contains "it is not in the engine" "NOTASK" "$(cli TASK.INFO "$old")"
 contains "it is logged" "task $old (type \"gone\", queued) cannot be restored" "$(cat "$tmp/log")"
 new=$(cli TASK.ADD rec '{}')
 within "its id is not given to a new task" $((old + 1)) $((old + 1000)) "$new"
-stop
+stop_single
 check "data check counts it" 0 "$("$sluice" data check "$data" >/dev/null 2>&1; echo $?)"
 conf="$tmp/sluice.yaml"
-start
+start_single
 check "its type back: the task is back" "queued {\"keep\":1}" \
   "$(field TASK.INFO "$old" state) $(field TASK.INFO "$old" payload)"
-stop
+stop_single
 
 # ---- The clock floor ---------------------------------------------------------------------------
 
 if command -v sqlite3 >/dev/null; then
   ahead=$(($(now_ms) + 3600000)) # as if the wall clock went back an hour while down
   sqlite3 "$data/sluice.db" "UPDATE meta SET value = $ahead * 1000000 WHERE name = 'clock_ns'"
-  start
+  start_single
   id=$(cli TASK.ADD rec '{}')
   within "the server clock starts at the stored reading" "$ahead" $((ahead + 60000)) \
     "$(field TASK.INFO "$id" submitted_ms)"
-  stop
+  stop_single
 fi
 
 check "data check" 0 "$("$sluice" data check "$data" >/dev/null 2>&1; echo $?)"
