@@ -46,10 +46,21 @@ static const char usage_text[] =
 /* ---- Formatting ---------------------------------------------------------------------------- */
 
 /* Writes ns as seconds rounded to the millisecond: "4", "0.6", "12.345", "-" when negative. */
+/* Drops the trailing zeros of a decimal number in buf, and the point when nothing follows it. */
+static const char *trim_zeros(char *buf)
+{
+    size_t n = strlen(buf);
+
+    while (n > 0 && buf[n - 1] == '0')
+        buf[--n] = '\0';
+    if (n > 0 && buf[n - 1] == '.')
+        buf[--n] = '\0';
+    return buf;
+}
+
 static const char *secs(int64_t ns, char *buf, size_t len)
 {
     int64_t ms;
-    size_t n;
 
     if (ns < 0) {
         snprintf(buf, len, "-");
@@ -57,40 +68,21 @@ static const char *secs(int64_t ns, char *buf, size_t len)
     }
     ms = (ns + 500000) / 1000000;
     snprintf(buf, len, "%" PRId64 ".%03" PRId64, ms / 1000, ms % 1000);
-    n = strlen(buf);
-    while (n > 0 && buf[n - 1] == '0')
-        buf[--n] = '\0';
-    if (n > 0 && buf[n - 1] == '.')
-        buf[--n] = '\0';
-    return buf;
+    return trim_zeros(buf);
 }
 
 /* Writes ns (>= 0) as exact seconds, trailing zeros dropped: "4", "0.6", "302.786836111". */
 static const char *exact_secs(int64_t ns, char *buf, size_t len)
 {
-    size_t n;
-
     snprintf(buf, len, "%" PRId64 ".%09" PRId64, ns / SLUICE_NS_PER_SEC, ns % SLUICE_NS_PER_SEC);
-    n = strlen(buf);
-    while (n > 0 && buf[n - 1] == '0')
-        buf[--n] = '\0';
-    if (n > 0 && buf[n - 1] == '.')
-        buf[--n] = '\0';
-    return buf;
+    return trim_zeros(buf);
 }
 
 /* Writes x with at most two decimals, trailing zeros dropped. */
 static const char *num(double x, char *buf, size_t len)
 {
-    size_t n;
-
     snprintf(buf, len, "%.2f", x);
-    n = strlen(buf);
-    while (n > 0 && buf[n - 1] == '0')
-        buf[--n] = '\0';
-    if (n > 0 && buf[n - 1] == '.')
-        buf[--n] = '\0';
-    return buf;
+    return trim_zeros(buf);
 }
 
 static const char *dur(int64_t ns, char *buf, size_t len)
