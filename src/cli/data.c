@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 #include "store/store.h"
 

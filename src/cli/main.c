@@ -13,7 +13,7 @@
 #include "cli/check.h"
 #include "cli/data.h"
 #include "cli/serve.h"
-#include "cli/simulate.h"
+#include "cli/sim/simulate.h"
 #include "cli/top.h"
 
 /* The version printed by --version; the build may pass the project's own. */

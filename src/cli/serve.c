@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/admin.h"
+#include "server/admin/admin.h"
 #include "server/log.h"
 #include "server/server.h"
 

@@ -33,7 +33,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 
 #define EXIT_USAGE    2
 #define MAX_RESPONSE  ((size_t)64 << 20)

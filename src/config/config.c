@@ -24,7 +24,7 @@
 
 #include "config/config_limits.h"
 #include "config/yaml_walk.h"
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "engine/policy_check.h"
 #include "sluice/error.h"
 

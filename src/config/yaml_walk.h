@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include <yaml.h>
-#include "core/quote.h"
+#include "base/quote.h"
 
 #if defined(__GNUC__)
 #define YW_PRINTF(f, a) __attribute__((format(printf, f, a)))

@@ -29,7 +29,7 @@
 
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 
 #define INLINE_KEY_LEN 16                /* keys up to this length live in the slot */

@@ -29,7 +29,7 @@
 
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 
 #define MAP_MIN_CAP  ((size_t)16)

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "sluice/error.h"
-#include "alloc.h"
+#include "base/alloc.h"
 #include "gcra.h"
 #include "keyhash.h"
 #include "keytab.h"

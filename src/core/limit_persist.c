@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "sluice/error.h"
-#include "alloc.h"
+#include "base/alloc.h"
 #include "limit_impl.h"
 #include "quota.h"
 #include "window.h"

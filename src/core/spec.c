@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "sluice/error.h"
-#include "quote.h"
+#include "base/quote.h"
 
 #if defined(__GNUC__)
 #define SPEC_PRINTF(f, a) __attribute__((format(printf, f, a)))

@@ -27,7 +27,7 @@
 
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 
 /* Records a fresh ring starts with; it then doubles up to the limit. */

@@ -17,7 +17,7 @@
 #include <limits.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "engine/engine_impl.h"
 #include "engine/gate.h"
 #include "engine/park.h"

@@ -20,7 +20,7 @@
 
 #include <jansson.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "engine/engine_impl.h"
 #include "engine/gate.h"
 #include "engine/park.h"
@@ -30,7 +30,7 @@
 #include "engine/resolve.h"
 #include "engine/task.h"
 #include "sluice/error.h"
-#include "core/quote.h"
+#include "base/quote.h"
 
 /* Links resolved without allocating. */
 #define STACK_LINKS 8

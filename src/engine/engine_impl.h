@@ -25,7 +25,7 @@
 
 #include "engine/cron.h"
 #include "engine/events.h"
-#include "engine/heap.h"
+#include "base/heap.h"
 #include "engine/introspect.h"
 #include "engine/ptab.h"
 #include "sluice/engine.h"

@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "core/keytab.h"
 #include "sluice/error.h"
 #include "sluice/limit.h"

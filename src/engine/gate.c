@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "engine/park.h"
 #include "engine/registry.h"
 #include "engine/task.h"

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "engine/engine_impl.h"
 #include "engine/registry.h"
 #include "engine/task.h"

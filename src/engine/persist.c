@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "engine/engine_impl.h"
 #include "engine/gate.h"
 #include "engine/ready.h"

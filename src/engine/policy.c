@@ -22,12 +22,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "engine/dotpath.h"
 #include "engine/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
-#include "core/quote.h"
+#include "base/quote.h"
 
 #if defined(__GNUC__)
 #define POLICY_PRINTF(f, a) __attribute__((format(printf, f, a)))

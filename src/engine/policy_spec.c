@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "engine/dotpath.h"
 #include "engine/policy_check.h"
 #include "sluice/error.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "sluice/error.h"
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "core/keytab.h"
 
 void ptab_init(ptab *t)

@@ -8,10 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "engine/task.h"
 #include "sluice/error.h"
-#include "core/quote.h"
+#include "base/quote.h"
 
 /* Schedule points walked one by one when catching up after a long pause, before jumping. */
 #define CATCH_UP_STEPS 10000

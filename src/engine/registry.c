@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "engine/park.h"
 #include "engine/ready.h"
 #include "engine/task.h"
 #include "sluice/error.h"
-#include "core/quote.h"
+#include "base/quote.h"
 
 /* ---- Limits ---------------------------------------------------------------------------------- */
 

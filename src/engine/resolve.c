@@ -11,11 +11,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "engine/dotpath.h"
 #include "engine/registry.h"
 #include "sluice/error.h"
-#include "core/quote.h"
+#include "base/quote.h"
 
 #define KEY_UNSET SIZE_MAX
 

@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 
 /* Copies len bytes to p + *off, NUL-terminated, and returns where they went. */

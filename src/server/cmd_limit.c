@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "server/commands.h"
 #include "server/durable.h"
 #include "server/log.h"

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "server/commands.h"
 #include "server/durable.h"
 #include "server/log.h"

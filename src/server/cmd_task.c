@@ -23,7 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "server/commands.h"
 #include "sluice/error.h"
 

@@ -17,7 +17,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "server/commands.h"
 #include "server/durable.h"
 #include "server/log.h"

@@ -22,8 +22,8 @@ static const double commit_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0
 void counters_init(server_counters *c)
 {
     memset(c, 0, sizeof(*c));
-    metrics_hist_init(&c->store_commit, commit_bounds,
-                      sizeof(commit_bounds) / sizeof(commit_bounds[0]));
+    prom_hist_init(&c->store_commit, commit_bounds,
+                   sizeof(commit_bounds) / sizeof(commit_bounds[0]));
 }
 
 void counters_reply(server_counters *c, const char *reply, size_t len)

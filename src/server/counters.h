@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/metrics.h"
+#include "server/admin/prom.h"
 
 /* Rows of the command table counted (commands.c has fewer). */
 #define COUNTERS_MAX_COMMANDS 64
@@ -23,7 +23,7 @@
 typedef struct server_counters {
     uint64_t calls[COUNTERS_MAX_COMMANDS]; /* commands run, by row of command_table */
     uint64_t errors[COUNTERS_ERROR_CODES]; /* error replies, by counters_error_name index */
-    metrics_hist store_commit;             /* seconds per store commit: the store observes */
+    prom_hist store_commit;                /* seconds per store commit: the store observes */
 } server_counters;
 
 /* Zeroes the counters and sets the commit histogram's buckets (100 us to 2.5 s). */

@@ -13,7 +13,7 @@
 
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 
 /* Tables larger than this are freed rather than kept empty by dirty_clear. */

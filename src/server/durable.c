@@ -25,7 +25,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "server/durable_impl.h"
 #include "server/log.h"
 #include "sluice/error.h"
@@ -375,8 +375,8 @@ int durable_commit(durable *d)
         rc = store_commit(d->st);
     else
         store_rollback(d->st);
-    metrics_hist_observe(&d->srv->counters.store_commit,
-                         (double)(read_clock(CLOCK_MONOTONIC) - t0) / 1e9);
+    prom_hist_observe(&d->srv->counters.store_commit,
+                      (double)(read_clock(CLOCK_MONOTONIC) - t0) / 1e9);
     if (rc == 0) {
         d->commits++;
         d->last_commit_ns = server_now(d->srv);

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "server/durable_impl.h"
 #include "server/log.h"
 #include "sluice/error.h"

@@ -41,7 +41,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 
 #define RESP_DEFAULT_MAX_BULK   ((size_t)8 << 20)

@@ -22,8 +22,8 @@
 #include <openssl/evp.h>
 #include <sys/socket.h>
 
-#include "core/alloc.h"
-#include "server/admin.h"
+#include "base/alloc.h"
+#include "server/admin/admin.h"
 #include "server/commands.h"
 #include "server/conn.h"
 #include "server/durable.h"

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 #include "store/store_impl.h"
 

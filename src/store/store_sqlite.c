@@ -49,7 +49,7 @@
 
 #include <sqlite3.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 #include "store/faultvfs.h"
 #include "store/store_impl.h"

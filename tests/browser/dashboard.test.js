@@ -6,7 +6,7 @@
 //   SLUICE_BIN=build/sluice SLUICE_SOURCE_DIR=. node --test tests/browser/
 //   node tests/browser/dashboard.test.js build/sluice .          (the same, from argv)
 //
-// What it checks: the page the binary serves is the one in src/server/dashboard/; it connects
+// What it checks: the page the binary serves is the one in src/server/admin/dashboard/; it connects
 // and lists every configured limit; its numbers move while a load script runs (grants and
 // denials per second, parked tasks, totals); the big chart draws grants against the dashed limit
 // line, the parked chart and the sparklines draw; the most throttled keys of a keyed limit show
@@ -131,9 +131,9 @@ test('dashboard against sluice serve', { timeout: 240000 }, async (t) => {
     for (const f of ['index.html', 'app.js', 'style.css']) {
       const r = await lib.httpGet(`${base}/${f === 'index.html' ? '' : f}`);
       assert.equal(r.status, 200, `GET /${f}`);
-      const want = fs.readFileSync(path.join(SRC, 'src/server/dashboard', f), 'utf8');
+      const want = fs.readFileSync(path.join(SRC, 'src/server/admin/dashboard', f), 'utf8');
       assert.ok(r.body === want, `the /${f} the binary serves (${r.body.length} bytes) differs from `
-        + `src/server/dashboard/${f} (${want.length} bytes): rebuild sluice`);
+        + `src/server/admin/dashboard/${f} (${want.length} bytes): rebuild sluice`);
     }
     const st = JSON.parse((await lib.httpGet(`${base}/api/stats`)).body);
     assert.deepEqual(st.limits.map((l) => l.name).sort(), ['api', 'reports', 'tenant']);

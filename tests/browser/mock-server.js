@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: MIT
 //
 // A stand-in for sluice's admin HTTP server, for working on the dashboard without the C server
-// and for the page-only test (mock.test.js). It serves src/server/dashboard/ at / and /<file>,
+// and for the page-only test (mock.test.js). It serves src/server/admin/dashboard/ at / and /<file>,
 // and fake but plausible /api/* answers with the exact JSON shapes of the real server:
 //
 //   /api/stats, /api/limits, /api/limits/{name}, /api/tasks/{id}, /api/events (SSE)
@@ -22,7 +22,7 @@ const path = require('node:path');
 
 function parseArgs(argv) {
   const o = { port: 8089, portFile: null, extra: 0, password: null,
-    root: path.resolve(__dirname, '../../src/server/dashboard') };
+    root: path.resolve(__dirname, '../../src/server/admin/dashboard') };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i], v = argv[i + 1];
     if (a === '--port') { o.port = Number(v); i++; }

@@ -20,7 +20,7 @@ test('dashboard against the mock server', { timeout: 180000 }, async (t) => {
   fs.rmSync(portFile, { force: true });
   const mock = lib.startProcess(process.execPath, [path.join(__dirname, 'mock-server.js'), '--port', '0',
     '--port-file', portFile, '--limits', '250', '--password', 's3cret',
-    '--root', path.join(SRC, 'src/server/dashboard')], { cwd: dir, log: path.join(dir, 'mock.log') });
+    '--root', path.join(SRC, 'src/server/admin/dashboard')], { cwd: dir, log: path.join(dir, 'mock.log') });
   const port = Number(await lib.waitForFile(portFile, 10000, mock));
   const base = `http://127.0.0.1:${port}`;
   const browser = await lib.launch(dir);

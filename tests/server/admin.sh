@@ -207,7 +207,7 @@ contains "dashboard cache" "no-cache" "$(header Cache-Control)"
 contains "dashboard is HTML" "<html" "$(tr 'A-Z' 'a-z' <"$tmp/body")"
 etag=$(header ETag)
 check "dashboard 304" 304 "$(get $A / -H "If-None-Match: $etag")"
-for f in "$2"/src/server/dashboard/*.js "$2"/src/server/dashboard/*.css; do
+for f in "$2"/src/server/admin/dashboard/*.js "$2"/src/server/admin/dashboard/*.css; do
   [ -e "$f" ] || continue
   name=$(basename "$f")
   check "dashboard $name" 200 "$(get $A "/$name")"

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "cli/arrivals.c"
+#include "cli/sim/arrivals.c"
 #include "sluice/error.h"
 #include "testutil.h"
 

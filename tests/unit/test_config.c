@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "sluice/config.h"
 #include "sluice/engine.h"
 #include "sluice/error.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tests of the Prometheus exposition writer (server/metrics.h) and the server counters
+ * Tests of the Prometheus exposition writer (server/admin/prom.h) and the server counters
  * (server/counters.h). The writer's output is checked by parsing it back with a small parser of
  * the text format written here, independent of the writer: every line is a `# HELP`, a
  * `# TYPE` or a sample `name{labels} value`; every family has exactly one HELP and one TYPE,
@@ -20,10 +20,10 @@
 
 #include <cmocka.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "server/counters.h"
-#include "server/dash_assets.h"
-#include "server/metrics.h"
+#include "server/admin/dash_assets.h"
+#include "server/admin/prom.h"
 #include "sluice/engine.h"
 #include "sluice/error.h"
 #include "testutil.h"
@@ -340,49 +340,49 @@ static double value_of(const parsed *p, const char *name, const char *labels, co
 
 /* ---- Writer tests ------------------------------------------------------------------------ */
 
-static void write_sample_set(metrics_buf *b)
+static void write_sample_set(prom_buf *b)
 {
     static const double bounds[] = {0.005, 0.01, 0.1, 1, 10};
-    metrics_label lb[3] = {{"limit", "api"}, {"kind", "rate"}, {"decision", "allowed"}};
-    metrics_hist h;
+    prom_label lb[3] = {{"limit", "api"}, {"kind", "rate"}, {"decision", "allowed"}};
+    prom_hist h;
 
-    metrics_family(b, "sluice_x_total", METRICS_COUNTER, "A counter\\ with a \nnewline.");
-    metrics_sample_u64(b, "sluice_x_total", lb, 3, 42);
+    prom_family(b, "sluice_x_total", METRICS_COUNTER, "A counter\\ with a \nnewline.");
+    prom_sample_u64(b, "sluice_x_total", lb, 3, 42);
     lb[2].value = "denied";
-    metrics_sample_u64(b, "sluice_x_total", lb, 3, UINT64_MAX);
-    metrics_family(b, "sluice_g", METRICS_GAUGE, "Gauges: doubles and signed.");
-    metrics_sample_f64(b, "sluice_g", lb, 1, 0.1);
+    prom_sample_u64(b, "sluice_x_total", lb, 3, UINT64_MAX);
+    prom_family(b, "sluice_g", METRICS_GAUGE, "Gauges: doubles and signed.");
+    prom_sample_f64(b, "sluice_g", lb, 1, 0.1);
     lb[0].value = "b";
-    metrics_sample_f64(b, "sluice_g", lb, 1, 1e-9);
+    prom_sample_f64(b, "sluice_g", lb, 1, 1e-9);
     lb[0].value = "c";
-    metrics_sample_f64(b, "sluice_g", lb, 1, NAN);
+    prom_sample_f64(b, "sluice_g", lb, 1, NAN);
     lb[0].value = "d";
-    metrics_sample_f64(b, "sluice_g", lb, 1, INFINITY);
+    prom_sample_f64(b, "sluice_g", lb, 1, INFINITY);
     lb[0].value = "e";
-    metrics_sample_i64(b, "sluice_g", lb, 1, -7);
-    metrics_family(b, "sluice_plain", METRICS_GAUGE, "");
-    metrics_sample_u64(b, "sluice_plain", NULL, 0, 3);
-    metrics_family(b, "sluice_wait_seconds", METRICS_HISTOGRAM, "A histogram.");
-    assert_int_equal(metrics_hist_init(&h, bounds, 5), 0);
-    metrics_hist_observe(&h, 0.005); /* on a bound: that bucket */
-    metrics_hist_observe(&h, 0.02);
-    metrics_hist_observe(&h, 0.02);
-    metrics_hist_observe(&h, 100); /* past every bound */
-    metrics_hist_observe(&h, NAN); /* ignored */
+    prom_sample_i64(b, "sluice_g", lb, 1, -7);
+    prom_family(b, "sluice_plain", METRICS_GAUGE, "");
+    prom_sample_u64(b, "sluice_plain", NULL, 0, 3);
+    prom_family(b, "sluice_wait_seconds", METRICS_HISTOGRAM, "A histogram.");
+    assert_int_equal(prom_hist_init(&h, bounds, 5), 0);
+    prom_hist_observe(&h, 0.005); /* on a bound: that bucket */
+    prom_hist_observe(&h, 0.02);
+    prom_hist_observe(&h, 0.02);
+    prom_hist_observe(&h, 100); /* past every bound */
+    prom_hist_observe(&h, NAN); /* ignored */
     lb[0].value = "api";
-    metrics_hist_write(b, "sluice_wait_seconds", lb, 1, &h);
+    prom_hist_write(b, "sluice_wait_seconds", lb, 1, &h);
     lb[0].value = "empty";
-    metrics_hist_init(&h, bounds, 5);
-    metrics_hist_write(b, "sluice_wait_seconds", lb, 1, &h);
+    prom_hist_init(&h, bounds, 5);
+    prom_hist_write(b, "sluice_wait_seconds", lb, 1, &h);
 }
 
 static void test_writer_parses_back(void **unused)
 {
-    metrics_buf b;
+    prom_buf b;
     parsed *p = calloc(1, sizeof(*p));
 
     (void)unused;
-    metrics_buf_init(&b);
+    prom_buf_init(&b);
     write_sample_set(&b);
     assert_false(b.failed);
     if (parse(p, b.buf, b.len) != 0)
@@ -410,23 +410,23 @@ static void test_writer_parses_back(void **unused)
     /* Bounds and doubles in their shortest form. */
     assert_non_null(strstr(b.buf, "le=\"0.005\""));
     assert_non_null(strstr(b.buf, "sluice_g{limit=\"api\"} 0.1\n"));
-    metrics_buf_clear(&b);
+    prom_buf_clear(&b);
     free(p);
 }
 
 static void test_label_escaping(void **unused)
 {
     const char *nasty[] = {"a\"b", "back\\slash", "new\nline", "\"\\\n\"", "", "ünï ✓", "}{,="};
-    metrics_buf b;
+    prom_buf b;
     parsed *p = calloc(1, sizeof(*p));
 
     (void)unused;
-    metrics_buf_init(&b);
-    metrics_family(&b, "sluice_t", METRICS_GAUGE, "help");
+    prom_buf_init(&b);
+    prom_family(&b, "sluice_t", METRICS_GAUGE, "help");
     for (size_t i = 0; i < sizeof(nasty) / sizeof(nasty[0]); i++) {
-        metrics_label lb = {"type", nasty[i]};
+        prom_label lb = {"type", nasty[i]};
 
-        metrics_sample_u64(&b, "sluice_t", &lb, 1, i);
+        prom_sample_u64(&b, "sluice_t", &lb, 1, i);
     }
     assert_false(b.failed);
     assert_non_null(strstr(b.buf, "sluice_t{type=\"a\\\"b\"} 0\n"));
@@ -441,7 +441,7 @@ static void test_label_escaping(void **unused)
         snprintf(want, sizeof(want), "type=%s", nasty[i]);
         assert_true(value_of(p, "sluice_t", want, NULL) == (double)i);
     }
-    metrics_buf_clear(&b);
+    prom_buf_clear(&b);
     free(p);
 }
 
@@ -450,49 +450,49 @@ static void test_bad_names_fail(void **unused)
     const char *bad_metric[] = {"", "1abc", "a-b", "a b", "é", "a{"};
     const char *bad_label[] = {"", "__reserved", "a:b", "9x", "a-b"};
     const char *good[] = {"a", "_a", "a:b", "sluice_x_total", "A9_:"};
-    metrics_buf b;
+    prom_buf b;
 
     (void)unused;
     for (size_t i = 0; i < sizeof(bad_metric) / sizeof(bad_metric[0]); i++) {
-        assert_false(metrics_name_ok(bad_metric[i]));
-        metrics_buf_init(&b);
-        metrics_family(&b, bad_metric[i], METRICS_GAUGE, "x");
+        assert_false(prom_name_ok(bad_metric[i]));
+        prom_buf_init(&b);
+        prom_family(&b, bad_metric[i], METRICS_GAUGE, "x");
         assert_true(b.failed);
-        metrics_buf_clear(&b);
+        prom_buf_clear(&b);
     }
     for (size_t i = 0; i < sizeof(bad_label) / sizeof(bad_label[0]); i++) {
-        metrics_label lb = {bad_label[i], "v"};
+        prom_label lb = {bad_label[i], "v"};
 
-        assert_false(metrics_label_name_ok(bad_label[i]));
-        metrics_buf_init(&b);
-        metrics_family(&b, "ok", METRICS_GAUGE, "x");
-        metrics_sample_u64(&b, "ok", &lb, 1, 1);
+        assert_false(prom_label_name_ok(bad_label[i]));
+        prom_buf_init(&b);
+        prom_family(&b, "ok", METRICS_GAUGE, "x");
+        prom_sample_u64(&b, "ok", &lb, 1, 1);
         assert_true(b.failed);
-        assert_null(metrics_buf_take(&b, &(size_t){0}));
+        assert_null(prom_buf_take(&b, &(size_t){0}));
     }
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
-        assert_true(metrics_name_ok(good[i]));
-    assert_false(metrics_name_ok(NULL));
+        assert_true(prom_name_ok(good[i]));
+    assert_false(prom_name_ok(NULL));
 }
 
 static void test_histogram_bounds(void **unused)
 {
     const double inc[] = {1, 2, 3}, dup[] = {1, 1}, dec[] = {2, 1}, inf[] = {1, INFINITY};
     double many[METRICS_HIST_MAX_BOUNDS + 1];
-    metrics_hist h;
+    prom_hist h;
 
     (void)unused;
     for (size_t i = 0; i <= METRICS_HIST_MAX_BOUNDS; i++)
         many[i] = (double)i + 1;
-    assert_int_equal(metrics_hist_init(&h, inc, 3), 0);
-    assert_int_equal(metrics_hist_init(&h, many, METRICS_HIST_MAX_BOUNDS), 0);
-    assert_int_equal(metrics_hist_init(&h, many, METRICS_HIST_MAX_BOUNDS + 1), -1);
-    assert_int_equal(metrics_hist_init(&h, inc, 0), -1);
-    assert_int_equal(metrics_hist_init(&h, dup, 2), -1);
-    assert_int_equal(metrics_hist_init(&h, dec, 2), -1);
-    assert_int_equal(metrics_hist_init(&h, inf, 2), -1);
+    assert_int_equal(prom_hist_init(&h, inc, 3), 0);
+    assert_int_equal(prom_hist_init(&h, many, METRICS_HIST_MAX_BOUNDS), 0);
+    assert_int_equal(prom_hist_init(&h, many, METRICS_HIST_MAX_BOUNDS + 1), -1);
+    assert_int_equal(prom_hist_init(&h, inc, 0), -1);
+    assert_int_equal(prom_hist_init(&h, dup, 2), -1);
+    assert_int_equal(prom_hist_init(&h, dec, 2), -1);
+    assert_int_equal(prom_hist_init(&h, inf, 2), -1);
     /* A failed init leaves one +Inf bucket that still counts. */
-    metrics_hist_observe(&h, 5);
+    prom_hist_observe(&h, 5);
     assert_int_equal(h.counts[0], 1);
     assert_int_equal(h.count, 1);
 }
@@ -502,29 +502,29 @@ static void test_random_histograms(void **unused)
 {
     static const double bounds[] = {0.001, 0.01, 0.1, 1, 10, 100};
     test_rng rng;
-    metrics_buf b;
+    prom_buf b;
     parsed *p = calloc(1, sizeof(*p));
 
     (void)unused;
     rng_seed(&rng, 7);
-    metrics_buf_init(&b);
-    metrics_family(&b, "sluice_h_seconds", METRICS_HISTOGRAM, "Random.");
+    prom_buf_init(&b);
+    prom_family(&b, "sluice_h_seconds", METRICS_HISTOGRAM, "Random.");
     for (int series = 0; series < 20; series++) {
         char name[16];
-        metrics_label lb = {"type", name};
-        metrics_hist h;
+        prom_label lb = {"type", name};
+        prom_hist h;
         int n = (int)rng_range(&rng, 0, 500);
 
         snprintf(name, sizeof(name), "t%d", series);
-        metrics_hist_init(&h, bounds, 6);
+        prom_hist_init(&h, bounds, 6);
         for (int i = 0; i < n; i++)
-            metrics_hist_observe(&h, (double)rng_range(&rng, 0, 200000) / 1000.0);
-        metrics_hist_write(&b, "sluice_h_seconds", &lb, 1, &h);
+            prom_hist_observe(&h, (double)rng_range(&rng, 0, 200000) / 1000.0);
+        prom_hist_write(&b, "sluice_h_seconds", &lb, 1, &h);
         assert_int_equal(h.count, (uint64_t)n);
     }
     if (parse(p, b.buf, b.len) != 0)
         fail_msg("%s", p->error);
-    metrics_buf_clear(&b);
+    prom_buf_clear(&b);
     free(p);
 }
 
@@ -556,15 +556,15 @@ static void test_parser_rejects(void **unused)
 
 static int write_all_body(void *arg)
 {
-    metrics_buf b;
+    prom_buf b;
     size_t len;
     char *text;
 
     (void)arg;
-    metrics_buf_init(&b);
+    prom_buf_init(&b);
     for (int i = 0; i < 50; i++)
         write_sample_set(&b);
-    text = metrics_buf_take(&b, &len);
+    text = prom_buf_take(&b, &len);
     if (!text)
         return SLUICE_ENOMEM;
     sluice_free(text);

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "engine/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/limit.h"

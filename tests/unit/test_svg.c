@@ -5,7 +5,7 @@
  * the simulation loop on tiny scenarios written here (seed 003's timeline, rejections, retries,
  * determinism, the sliding-window figure against a brute-force reference), with its reports.
  *
- * svg.c, payload.c, scenario.c, simkeys.c, simrun.c, simchart.c and simreport.c belong to the
+ * svg.c, payload.c, scenario.c, keys.c, run.c, chart.c and report.c (src/cli/sim/) belong to the
  * sluice binary, not to libsluice, so they are compiled into this test directly.
  */
 #include <setjmp.h>
@@ -17,13 +17,13 @@
 
 #include <cmocka.h>
 
-#include "cli/payload.c"
-#include "cli/scenario.c"
-#include "cli/simchart.c"
-#include "cli/simkeys.c"
-#include "cli/simreport.c"
-#include "cli/simrun.c"
-#include "cli/svg.c"
+#include "cli/sim/payload.c"
+#include "cli/sim/scenario.c"
+#include "cli/sim/chart.c"
+#include "cli/sim/keys.c"
+#include "cli/sim/report.c"
+#include "cli/sim/run.c"
+#include "cli/sim/svg.c"
 #include "sluice/error.h"
 #include "testutil.h"
 

@@ -28,8 +28,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
-#include "server/admin_impl.h"
+#include "base/alloc.h"
+#include "server/admin/admin_impl.h"
 #include "server/log.h"
 #include "sluice/error.h"
 

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The Prometheus text format writer and fixed-bucket histograms (see metrics.h).
+ * The Prometheus text format writer and fixed-bucket histograms (see prom.h).
  *
  * Doubles are written in the shortest form that reads back to the same value ("0.005", not
  * "0.0050000000000000001"), so bucket bounds look as they were declared.
  */
-#include "server/metrics.h"
+#include "server/admin/prom.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -14,37 +14,37 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 
 #define MIN_CAP 4096
 
-void metrics_buf_init(metrics_buf *b)
+void prom_buf_init(prom_buf *b)
 {
     memset(b, 0, sizeof(*b));
 }
 
-void metrics_buf_clear(metrics_buf *b)
+void prom_buf_clear(prom_buf *b)
 {
     sluice_free(b->buf);
-    metrics_buf_init(b);
+    prom_buf_init(b);
 }
 
-char *metrics_buf_take(metrics_buf *b, size_t *len)
+char *prom_buf_take(prom_buf *b, size_t *len)
 {
     char *p = b->buf;
 
     *len = 0;
     if (b->failed || !p) {
-        metrics_buf_clear(b);
+        prom_buf_clear(b);
         return NULL;
     }
     *len = b->len;
-    metrics_buf_init(b);
+    prom_buf_init(b);
     return p;
 }
 
 /* Makes room for `more` bytes plus a NUL. Returns 0 or -1 (the buffer is then failed). */
-static int reserve(metrics_buf *b, size_t more)
+static int reserve(prom_buf *b, size_t more)
 {
     size_t cap;
     char *p;
@@ -70,7 +70,7 @@ static int reserve(metrics_buf *b, size_t more)
     return 0;
 }
 
-void metrics_buf_append(metrics_buf *b, const char *s, size_t len)
+void prom_buf_append(prom_buf *b, const char *s, size_t len)
 {
     if (reserve(b, len) != 0)
         return;
@@ -79,7 +79,7 @@ void metrics_buf_append(metrics_buf *b, const char *s, size_t len)
     b->buf[b->len] = '\0';
 }
 
-void metrics_buf_printf(metrics_buf *b, const char *fmt, ...)
+void prom_buf_printf(prom_buf *b, const char *fmt, ...)
 {
     va_list ap;
     int n;
@@ -99,9 +99,9 @@ void metrics_buf_printf(metrics_buf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
-static void put(metrics_buf *b, const char *s)
+static void put(prom_buf *b, const char *s)
 {
-    metrics_buf_append(b, s, strlen(s));
+    prom_buf_append(b, s, strlen(s));
 }
 
 /* ---- Names and escaping ------------------------------------------------------------------ */
@@ -113,7 +113,7 @@ static int name_char(char c, int first, int colon)
     return !first && c >= '0' && c <= '9';
 }
 
-int metrics_name_ok(const char *name)
+int prom_name_ok(const char *name)
 {
     if (!name || !*name)
         return 0;
@@ -124,7 +124,7 @@ int metrics_name_ok(const char *name)
     return 1;
 }
 
-int metrics_label_name_ok(const char *name)
+int prom_label_name_ok(const char *name)
 {
     if (!name || !*name || (name[0] == '_' && name[1] == '_'))
         return 0;
@@ -136,7 +136,7 @@ int metrics_label_name_ok(const char *name)
 }
 
 /* Appends s escaped: backslash and newline always, the double quote when quote is set. */
-static void put_escaped(metrics_buf *b, const char *s, int quote)
+static void put_escaped(prom_buf *b, const char *s, int quote)
 {
     const char *run = s;
 
@@ -150,12 +150,12 @@ static void put_escaped(metrics_buf *b, const char *s, int quote)
         else if (quote && *s == '"')
             esc = "\\\"";
         if (esc) {
-            metrics_buf_append(b, run, (size_t)(s - run));
+            prom_buf_append(b, run, (size_t)(s - run));
             put(b, esc);
             run = s + 1;
         }
     }
-    metrics_buf_append(b, run, (size_t)(s - run));
+    prom_buf_append(b, run, (size_t)(s - run));
 }
 
 /* Writes a double in the shortest %g form that reads back exactly. */
@@ -178,11 +178,11 @@ static void format_double(char *out, size_t len, double v)
 
 /* ---- Families and samples ---------------------------------------------------------------- */
 
-void metrics_family(metrics_buf *b, const char *name, metrics_type type, const char *help)
+void prom_family(prom_buf *b, const char *name, prom_type type, const char *help)
 {
     static const char *const types[] = {"counter", "gauge", "histogram"};
 
-    if (!metrics_name_ok(name) || (size_t)type >= sizeof(types) / sizeof(types[0])) {
+    if (!prom_name_ok(name) || (size_t)type >= sizeof(types) / sizeof(types[0])) {
         b->failed = 1;
         return;
     }
@@ -199,10 +199,10 @@ void metrics_family(metrics_buf *b, const char *name, metrics_type type, const c
 
 /* Writes `name{labels}` (with an extra `le` label when le is given) and the space before the
  * value. */
-static void series(metrics_buf *b, const char *name, const char *suffix,
-                   const metrics_label *labels, size_t nlabels, const char *le)
+static void series(prom_buf *b, const char *name, const char *suffix, const prom_label *labels,
+                   size_t nlabels, const char *le)
 {
-    if (!metrics_name_ok(name)) {
+    if (!prom_name_ok(name)) {
         b->failed = 1;
         return;
     }
@@ -212,7 +212,7 @@ static void series(metrics_buf *b, const char *name, const char *suffix,
     if (nlabels > 0 || le) {
         put(b, "{");
         for (size_t i = 0; i < nlabels; i++) {
-            if (!metrics_label_name_ok(labels[i].name)) {
+            if (!prom_label_name_ok(labels[i].name)) {
                 b->failed = 1;
                 return;
             }
@@ -233,22 +233,22 @@ static void series(metrics_buf *b, const char *name, const char *suffix,
     put(b, " ");
 }
 
-void metrics_sample_u64(metrics_buf *b, const char *name, const metrics_label *labels,
-                        size_t nlabels, uint64_t value)
+void prom_sample_u64(prom_buf *b, const char *name, const prom_label *labels, size_t nlabels,
+                     uint64_t value)
 {
     series(b, name, NULL, labels, nlabels, NULL);
-    metrics_buf_printf(b, "%" PRIu64 "\n", value);
+    prom_buf_printf(b, "%" PRIu64 "\n", value);
 }
 
-void metrics_sample_i64(metrics_buf *b, const char *name, const metrics_label *labels,
-                        size_t nlabels, int64_t value)
+void prom_sample_i64(prom_buf *b, const char *name, const prom_label *labels, size_t nlabels,
+                     int64_t value)
 {
     series(b, name, NULL, labels, nlabels, NULL);
-    metrics_buf_printf(b, "%" PRId64 "\n", value);
+    prom_buf_printf(b, "%" PRId64 "\n", value);
 }
 
-void metrics_sample_f64(metrics_buf *b, const char *name, const metrics_label *labels,
-                        size_t nlabels, double value)
+void prom_sample_f64(prom_buf *b, const char *name, const prom_label *labels, size_t nlabels,
+                     double value)
 {
     char num[40];
 
@@ -260,7 +260,7 @@ void metrics_sample_f64(metrics_buf *b, const char *name, const metrics_label *l
 
 /* ---- Histograms -------------------------------------------------------------------------- */
 
-int metrics_hist_init(metrics_hist *h, const double *bounds, size_t n)
+int prom_hist_init(prom_hist *h, const double *bounds, size_t n)
 {
     memset(h, 0, sizeof(*h));
     if (n == 0 || n > METRICS_HIST_MAX_BOUNDS)
@@ -274,7 +274,7 @@ int metrics_hist_init(metrics_hist *h, const double *bounds, size_t n)
     return 0;
 }
 
-void metrics_hist_observe(metrics_hist *h, double v)
+void prom_hist_observe(prom_hist *h, double v)
 {
     size_t i = 0;
 
@@ -287,8 +287,8 @@ void metrics_hist_observe(metrics_hist *h, double v)
     h->sum += v;
 }
 
-void metrics_hist_write(metrics_buf *b, const char *name, const metrics_label *labels,
-                        size_t nlabels, const metrics_hist *h)
+void prom_hist_write(prom_buf *b, const char *name, const prom_label *labels, size_t nlabels,
+                     const prom_hist *h)
 {
     char le[40], sum[40];
     uint64_t cum = 0;
@@ -300,12 +300,12 @@ void metrics_hist_write(metrics_buf *b, const char *name, const metrics_label *l
         else
             snprintf(le, sizeof(le), "+Inf");
         series(b, name, "_bucket", labels, nlabels, le);
-        metrics_buf_printf(b, "%" PRIu64 "\n", cum);
+        prom_buf_printf(b, "%" PRIu64 "\n", cum);
     }
     format_double(sum, sizeof(sum), h->sum);
     series(b, name, "_sum", labels, nlabels, NULL);
     put(b, sum);
     put(b, "\n");
     series(b, name, "_count", labels, nlabels, NULL);
-    metrics_buf_printf(b, "%" PRIu64 "\n", h->count);
+    prom_buf_printf(b, "%" PRIu64 "\n", h->count);
 }

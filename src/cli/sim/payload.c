@@ -8,14 +8,14 @@
  * keep their type, everything else is a string), JSON text is parsed as it is; every string in
  * them is a template, and one that is exactly a numeric placeholder becomes a number.
  */
-#include "cli/payload.h"
+#include "cli/sim/payload.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 
 #define MAX_DEPTH 64 /* nesting of a payload */

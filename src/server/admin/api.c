@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
-#include "server/admin_impl.h"
+#include "base/alloc.h"
+#include "server/admin/admin_impl.h"
 #include "sluice/error.h"
 #include "sluice/policy_spec.h"
 #include "sluice/spec.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The simulation loop of `sluice simulate SCENARIO.yaml` (see simrun.h).
+ * The simulation loop of `sluice simulate SCENARIO.yaml` (see run.h).
  *
  * The loop keeps three sources of events: the arrivals (all generated up front and sorted), a
  * min-heap of worker completions, and the engine's next wake. Each turn jumps the clock to the
@@ -10,13 +10,13 @@
  * The run ends when nothing is left to happen (no arrivals, no busy worker, nothing queued,
  * parked or delayed), at the scenario's duration, or at the 30-day cap.
  *
- * The keys a grant counts on are resolved at submit by simkeys.c. A task the gate fails without
+ * The keys a grant counts on are resolved at submit by keys.c. A task the gate fails without
  * a worker ever seeing it (overflow reject, a slot past the horizon) is found by watching the
  * engine's failure counter and asking sluice_engine_task_info about the tasks not started yet.
  * A worker slower than its task's lease loses the task, as in production: a heap entry at the
  * lease's expiry gives back its concurrency units, and the engine delivers it again.
  */
-#include "cli/simrun.h"
+#include "cli/sim/run.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -24,9 +24,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/simkeys.h"
-#include "cli/simulate.h"
-#include "core/alloc.h"
+#include "cli/sim/keys.h"
+#include "cli/sim/simulate.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 
 #define KEY_MAX 1024 /* longest key kept for the report */

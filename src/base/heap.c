@@ -3,12 +3,12 @@
  * The indexed binary heap: see heap.h. Sift-up and sift-down move a hole rather than swapping, and
  * write each moved item's index as it lands.
  */
-#include "engine/heap.h"
+#include "base/heap.h"
 
 #include <string.h>
 
 #include "sluice/error.h"
-#include "core/alloc.h"
+#include "base/alloc.h"
 
 static void set_index(const heap *h, void *item, size_t i)
 {

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * `sluice simulate SCENARIO.yaml`: the command, and the reports of a run (see simreport.h).
+ * `sluice simulate SCENARIO.yaml`: the command, and the reports of a run (see report.h).
  *
  * Times are printed in seconds from time 0, rounded to the millisecond and without trailing
  * zeros ("4", "0.6", "12.345"). "Units" and "grants" are the same number unless some task asked
  * for more than one unit; the report says units only when they differ.
  */
-#include "cli/simreport.h"
+#include "cli/sim/report.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/scenario.h"
-#include "cli/simchart.h"
-#include "cli/simkeys.h"
-#include "cli/svg.h"
-#include "core/alloc.h"
+#include "cli/sim/scenario.h"
+#include "cli/sim/chart.h"
+#include "cli/sim/keys.h"
+#include "cli/sim/svg.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
 

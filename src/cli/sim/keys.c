@@ -1,20 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The keys of a simulation (see simkeys.h): the series of units granted per limit, tier and key,
+ * The keys of a simulation (see keys.h): the series of units granted per limit, tier and key,
  * their index, the resolution of a task's keys, and the figures of the report.
  *
  * A series is two parallel arrays, grant times and cumulative units, appended in time order (the
  * simulated clock never goes back), so "the most units in any interval of length w" is one pass
  * with two pointers. Concurrency series also keep the units held over time, a point per change.
  */
-#include "cli/simkeys.h"
+#include "cli/sim/keys.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "cli/simulate.h"
-#include "core/alloc.h"
+#include "cli/sim/simulate.h"
+#include "base/alloc.h"
 #include "engine/dotpath.h"
 
 #define MINUTE_NS (60 * SLUICE_NS_PER_SEC)

@@ -5,7 +5,7 @@
  *
  * simreport_main() reads the file once, hands its text to the configuration loader (for the
  * engine, limits and types sections) and to scenario_parse() (for the scenario section), runs the
- * simulation (simrun.h), prints the result and draws it (simchart.h). The report functions only
+ * simulation (run.h), prints the result and draws it (chart.h). The report functions only
  * format a finished simrun_result.
  */
 #ifndef SLUICE_CLI_SIMREPORT_H
@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "cli/simrun.h"
+#include "cli/sim/run.h"
 
 /* Per-task lines are printed up to this many tasks unless --tasks asks for them all. */
 #define SIMREPORT_TASKS_MAX 200

@@ -6,7 +6,7 @@
  * The engine does not tell which key a grant was charged to, so simkeys_resolve() decides a
  * task's keys, tiers and units the way the engine does (engine/resolve.c: the same dot paths,
  * the same tier choice), once at submit, and stores them as the task's links. Internal to the
- * simulation (simrun.c); the series and links live in the simrun_result.
+ * simulation (run.c); the series and links live in the simrun_result.
  */
 #ifndef SLUICE_CLI_SIMKEYS_H
 #define SLUICE_CLI_SIMKEYS_H
@@ -16,7 +16,7 @@
 
 #include <jansson.h>
 
-#include "cli/simrun.h"
+#include "cli/sim/run.h"
 
 /* The index of a result's series by (limit, tier, key), and the capacities of its arrays. */
 typedef struct simkeys {
@@ -25,7 +25,7 @@ typedef struct simkeys {
     size_t series_cap, link_cap;
 } simkeys;
 
-/* The index of result r (simrun.c owns it). */
+/* The index of result r (run.c owns it). */
 simkeys *simrun_keys(simrun_result *r);
 
 /* Makes room for `need` elements of `size` bytes in *p, whose capacity is *cap (doubling).

@@ -14,7 +14,7 @@
  * streams with their responses) and starts closing the three libuv handles; admin_free frees
  * the state once the loop has finished those closes.
  */
-#include "server/admin.h"
+#include "server/admin/admin.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -26,9 +26,9 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "core/alloc.h"
-#include "server/admin_impl.h"
-#include "server/dash_assets.h"
+#include "base/alloc.h"
+#include "server/admin/admin_impl.h"
+#include "server/admin/dash_assets.h"
 #include "server/log.h"
 #include "sluice/error.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The timeline picture of a simulation (see simchart.h): a simrun_result turned into the panels
+ * The timeline picture of a simulation (see chart.h): a simrun_result turned into the panels
  * and lines of an svg_chart, which svg.c renders.
  *
  * One panel per limit, in configuration order: the busiest keys' cumulative grants (units held
@@ -9,16 +9,16 @@
  * queued, running). Every string and point array the chart borrows is kept in one chart_mem and
  * freed together once the document is rendered.
  */
-#include "cli/simchart.h"
+#include "cli/sim/chart.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/simkeys.h"
-#include "cli/svg.h"
-#include "core/alloc.h"
+#include "cli/sim/keys.h"
+#include "cli/sim/svg.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
 

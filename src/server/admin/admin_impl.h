@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The inside of the admin port, shared by its files: admin.c (MHD in the loop, routing,
- * authentication, static files, replies), admin_api.c (the JSON documents), admin_metrics.c
- * (/metrics) and admin_events.c (event tallies, the most-denied keys, the SSE streams). Nothing
+ * authentication, static files, replies), api.c (the JSON documents), metrics.c
+ * (/metrics) and events.c (event tallies, the most-denied keys, the SSE streams). Nothing
  * outside these files includes it.
  */
 #ifndef SLUICE_SERVER_ADMIN_IMPL_H
@@ -15,7 +15,7 @@
 #include <microhttpd.h>
 #include <uv.h>
 
-#include "server/admin.h"
+#include "server/admin/admin.h"
 #include "server/server.h"
 
 /* Engine event kinds counted (index = sluice_event_kind; 0 unused). */
@@ -93,7 +93,7 @@ enum MHD_Result admin_reply_error(struct MHD_Connection *c, unsigned status, con
 enum MHD_Result admin_reply_owned(struct MHD_Connection *c, unsigned status,
                                   const char *content_type, char *body, size_t len);
 
-/* ---- JSON helpers (admin_api.c) ----------------------------------------------------------- */
+/* ---- JSON helpers (api.c) ----------------------------------------------------------- */
 
 /* A JSON string of len bytes; bytes that are not valid UTF-8 become '?'. NULL only without
  * memory. */
@@ -114,7 +114,7 @@ enum MHD_Result admin_api_task(admin *a, struct MHD_Connection *c, const char *i
 enum MHD_Result admin_metrics(admin *a, struct MHD_Connection *c);
 enum MHD_Result admin_sse_open(admin *a, struct MHD_Connection *c);
 
-/* ---- Events and streams (admin_events.c) -------------------------------------------------- */
+/* ---- Events and streams (events.c) -------------------------------------------------- */
 
 /* The tally of a limit, or NULL when it saw no event. */
 const limit_tally *admin_tally(const admin *a, const char *name);

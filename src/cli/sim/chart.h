@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "cli/simrun.h"
+#include "cli/sim/run.h"
 
 /* Builds the SVG timeline of a run: a panel per limit with the units granted over time on each
  * key (at most 6 keys, the busiest; for a concurrency limit the units held) against the limit's

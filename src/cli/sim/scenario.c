@@ -10,7 +10,7 @@
  *
  * Templates and payloads (checked while parsing, expanded per arrival) are payload.c's.
  */
-#include "cli/scenario.h"
+#include "cli/sim/scenario.h"
 
 #include <errno.h>
 #include <math.h>
@@ -20,9 +20,9 @@
 
 #include <yaml.h>
 
-#include "cli/payload.h"
+#include "cli/sim/payload.h"
 #include "config/yaml_walk.h"
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
 

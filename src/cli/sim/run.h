@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cli/scenario.h"
+#include "cli/sim/scenario.h"
 #include "sluice/config.h"
 #include "sluice/engine.h"
 

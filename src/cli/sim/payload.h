@@ -10,7 +10,7 @@
 #include <jansson.h>
 #include <yaml.h>
 
-#include "cli/scenario.h"
+#include "cli/sim/scenario.h"
 #include "config/yaml_walk.h"
 
 /* Checks the template t, the text of node: every placeholder is known, and {key} is used only

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The dashboard's static files (src/server/dashboard/: index.html, app.js, style.css, ...),
+ * The dashboard's static files (src/server/admin/dashboard/: index.html, app.js, style.css, ...),
  * embedded in the binary at build time: cmake/embed_dashboard.cmake turns every file of that
  * folder into a C array in the generated dash_assets.c, with its Content-Type (from its
  * extension) and an ETag (the SHA-1 of its bytes). Until the folder has an index.html, a

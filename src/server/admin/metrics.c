@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * GET /metrics: every figure of the server, the engine, its task types and its limits in the
- * Prometheus text format (metrics.h writes it; docs/admin.md lists the families).
+ * Prometheus text format (prom.h writes it; docs/admin.md lists the families).
  *
  * Cardinality is bounded by design: per-limit series are labelled by limit name and kind, per-
  * type series by type name (declared types; undeclared ones are summed under type="_other"),
@@ -12,10 +12,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
-#include "server/admin_impl.h"
+#include "base/alloc.h"
+#include "server/admin/admin_impl.h"
 #include "server/commands.h"
-#include "server/metrics.h"
+#include "server/admin/prom.h"
 #include "sluice/error.h"
 
 #ifndef SLUICE_VERSION_STRING
@@ -198,7 +198,7 @@ static uint64_t l_forgotten(const limit_snap *l)
 
 typedef struct limit_family {
     const char *name;
-    metrics_type type;
+    prom_type type;
     const char *help;
     limit_value_fn value;
 } limit_family;
@@ -228,7 +228,7 @@ static const limit_family limit_families[] = {
      "Keys forgotten because their state carried no information any more.", l_forgotten},
 };
 
-static void limit_labels(const limit_snap *l, metrics_label lb[2])
+static void limit_labels(const limit_snap *l, prom_label lb[2])
 {
     lb[0].name = "limit";
     lb[0].value = l->p->name;
@@ -236,46 +236,46 @@ static void limit_labels(const limit_snap *l, metrics_label lb[2])
     lb[1].value = l->kind;
 }
 
-static void write_limits(metrics_buf *b, const snapshot *sn)
+static void write_limits(prom_buf *b, const snapshot *sn)
 {
     static const sluice_fail_reason reasons[] = {SLUICE_FAIL_RATELIMITED, SLUICE_FAIL_HORIZON,
                                                  SLUICE_FAIL_NEVER, SLUICE_FAIL_SKIPPED};
-    metrics_label lb[3];
+    prom_label lb[3];
 
-    metrics_family(b, "sluice_limit_decisions_total", METRICS_COUNTER,
-                   "Charging decisions of the limit, allowed or denied (peeks are not counted).");
+    prom_family(b, "sluice_limit_decisions_total", METRICS_COUNTER,
+                "Charging decisions of the limit, allowed or denied (peeks are not counted).");
     for (size_t i = 0; i < sn->nlimits; i++) {
         limit_labels(&sn->limits[i], lb);
         lb[2].name = "decision";
         lb[2].value = "allowed";
-        metrics_sample_u64(b, "sluice_limit_decisions_total", lb, 3, l_allowed(&sn->limits[i]));
+        prom_sample_u64(b, "sluice_limit_decisions_total", lb, 3, l_allowed(&sn->limits[i]));
         lb[2].value = "denied";
-        metrics_sample_u64(b, "sluice_limit_decisions_total", lb, 3, l_denied(&sn->limits[i]));
+        prom_sample_u64(b, "sluice_limit_decisions_total", lb, 3, l_denied(&sn->limits[i]));
     }
     for (size_t f = 0; f < sizeof(limit_families) / sizeof(limit_families[0]); f++) {
         const limit_family *fam = &limit_families[f];
 
-        metrics_family(b, fam->name, fam->type, fam->help);
+        prom_family(b, fam->name, fam->type, fam->help);
         for (size_t i = 0; i < sn->nlimits; i++) {
             limit_labels(&sn->limits[i], lb);
-            metrics_sample_u64(b, fam->name, lb, 2, fam->value(&sn->limits[i]));
+            prom_sample_u64(b, fam->name, lb, 2, fam->value(&sn->limits[i]));
         }
     }
-    metrics_family(b, "sluice_limit_rejections_total", METRICS_COUNTER,
-                   "Tasks the limit failed, by reason: ratelimited (overflow reject), horizon "
-                   "(slot too far), never (more units than it can grant), skipped (a recurring "
-                   "occurrence).");
+    prom_family(b, "sluice_limit_rejections_total", METRICS_COUNTER,
+                "Tasks the limit failed, by reason: ratelimited (overflow reject), horizon "
+                "(slot too far), never (more units than it can grant), skipped (a recurring "
+                "occurrence).");
     for (size_t i = 0; i < sn->nlimits; i++) {
         limit_labels(&sn->limits[i], lb);
         lb[2].name = "reason";
         for (size_t r = 0; r < sizeof(reasons) / sizeof(reasons[0]); r++) {
             lb[2].value = sluice_fail_reason_name(reasons[r]);
-            metrics_sample_u64(b, "sluice_limit_rejections_total", lb, 3,
-                               sn->limits[i].f.rejected[reasons[r]]);
+            prom_sample_u64(b, "sluice_limit_rejections_total", lb, 3,
+                            sn->limits[i].f.rejected[reasons[r]]);
         }
     }
-    metrics_family(b, "sluice_limit_quota_spent_units", METRICS_GAUGE,
-                   "Quota limits: units spent in the current calendar period, over every key.");
+    prom_family(b, "sluice_limit_quota_spent_units", METRICS_GAUGE,
+                "Quota limits: units spent in the current calendar period, over every key.");
     for (size_t i = 0; i < sn->nlimits; i++) {
         const limit_snap *l = &sn->limits[i];
         const sluice_limit_def *d = l->p->ntiers > 0 ? &l->p->tiers[0].def : &l->p->def;
@@ -287,7 +287,7 @@ static void write_limits(metrics_buf *b, const snapshot *sn)
         lb[2].value = d->calendar == SLUICE_CAL_DAY     ? "day"
                       : d->calendar == SLUICE_CAL_MONTH ? "month"
                                                         : "none";
-        metrics_sample_i64(b, "sluice_limit_quota_spent_units", lb, 3, l->f.quota_spent);
+        prom_sample_i64(b, "sluice_limit_quota_spent_units", lb, 3, l->f.quota_spent);
     }
 }
 
@@ -337,15 +337,15 @@ static const type_family type_families[] = {
     {"sluice_type_tasks_retried_total", "Failures that were retried.", t_retried},
 };
 
-static void write_types(metrics_buf *b, const snapshot *sn)
+static void write_types(prom_buf *b, const snapshot *sn)
 {
     static const char *const states[] = {"queued", "delayed", "parked", "running"};
-    metrics_label lb[2];
+    prom_label lb[2];
     double bounds[SLUICE_WAIT_BUCKETS];
 
-    metrics_family(b, "sluice_type_tasks", METRICS_GAUGE,
-                   "Unfinished tasks by state: queued (due, waiting for a worker), delayed (a "
-                   "DELAY or a retry backoff), parked (waiting for budget), running.");
+    prom_family(b, "sluice_type_tasks", METRICS_GAUGE,
+                "Unfinished tasks by state: queued (due, waiting for a worker), delayed (a "
+                "DELAY or a retry backoff), parked (waiting for budget), running.");
     lb[0].name = "type";
     lb[1].name = "state";
     for (size_t i = 0; i < sn->ntypes; i++) {
@@ -355,62 +355,62 @@ static void write_types(metrics_buf *b, const snapshot *sn)
         lb[0].value = sn->types[i].name;
         for (size_t k = 0; k < 4; k++) {
             lb[1].value = states[k];
-            metrics_sample_u64(b, "sluice_type_tasks", lb, 2, v[k]);
+            prom_sample_u64(b, "sluice_type_tasks", lb, 2, v[k]);
         }
     }
     for (size_t f = 0; f < sizeof(type_families) / sizeof(type_families[0]); f++) {
-        metrics_family(b, type_families[f].name, METRICS_COUNTER, type_families[f].help);
+        prom_family(b, type_families[f].name, METRICS_COUNTER, type_families[f].help);
         for (size_t i = 0; i < sn->ntypes; i++) {
             lb[0].value = sn->types[i].name;
-            metrics_sample_u64(b, type_families[f].name, lb, 1,
-                               type_families[f].value(&sn->types[i].st));
+            prom_sample_u64(b, type_families[f].name, lb, 1,
+                            type_families[f].value(&sn->types[i].st));
         }
     }
     for (size_t i = 0; i < SLUICE_WAIT_BUCKETS; i++)
         bounds[i] = (double)sluice_wait_bounds_ns[i] / 1e9;
-    metrics_family(b, "sluice_type_wait_seconds", METRICS_HISTOGRAM,
-                   "Wait of a task from when it was due (its submission, or the end of its "
-                   "DELAY) to its first delivery.");
+    prom_family(b, "sluice_type_wait_seconds", METRICS_HISTOGRAM,
+                "Wait of a task from when it was due (its submission, or the end of its "
+                "DELAY) to its first delivery.");
     for (size_t i = 0; i < sn->ntypes; i++) {
         const sluice_type_stats *st = &sn->types[i].st;
-        metrics_hist h;
+        prom_hist h;
 
-        metrics_hist_init(&h, bounds, SLUICE_WAIT_BUCKETS);
+        prom_hist_init(&h, bounds, SLUICE_WAIT_BUCKETS);
         memcpy(h.counts, st->wait, sizeof(st->wait));
         h.count = st->wait_count;
         h.sum = (double)st->wait_sum_ns / 1e9;
         lb[0].value = sn->types[i].name;
-        metrics_hist_write(b, "sluice_type_wait_seconds", lb, 1, &h);
+        prom_hist_write(b, "sluice_type_wait_seconds", lb, 1, &h);
     }
 }
 
 /* ---- Server and engine ------------------------------------------------------------------- */
 
-static void gauge(metrics_buf *b, const char *name, const char *help, double v)
+static void gauge(prom_buf *b, const char *name, const char *help, double v)
 {
-    metrics_family(b, name, METRICS_GAUGE, help);
-    metrics_sample_f64(b, name, NULL, 0, v);
+    prom_family(b, name, METRICS_GAUGE, help);
+    prom_sample_f64(b, name, NULL, 0, v);
 }
 
-static void counter(metrics_buf *b, const char *name, const char *help, uint64_t v)
+static void counter(prom_buf *b, const char *name, const char *help, uint64_t v)
 {
-    metrics_family(b, name, METRICS_COUNTER, help);
-    metrics_sample_u64(b, name, NULL, 0, v);
+    prom_family(b, name, METRICS_COUNTER, help);
+    prom_sample_u64(b, name, NULL, 0, v);
 }
 
-static void write_server(metrics_buf *b, admin *a)
+static void write_server(prom_buf *b, admin *a)
 {
     static const char *const event_kinds[] = {"throttled",     "deferred", "rejected",
                                               "unknown_limit", "budget",   "key_cap"};
     server *s = a->srv;
     int64_t now = server_now(s);
     sluice_engine_stats es;
-    metrics_label lb[1];
+    prom_label lb[1];
 
-    metrics_family(b, "sluice_build_info", METRICS_GAUGE, "The running version (always 1).");
+    prom_family(b, "sluice_build_info", METRICS_GAUGE, "The running version (always 1).");
     lb[0].name = "version";
     lb[0].value = SLUICE_VERSION_STRING;
-    metrics_sample_u64(b, "sluice_build_info", lb, 1, 1);
+    prom_sample_u64(b, "sluice_build_info", lb, 1, 1);
     gauge(b, "sluice_start_time_seconds", "When the server started, Unix time.",
           (double)(s->started_ns / SLUICE_NS_PER_MS) / 1e3);
     gauge(b, "sluice_uptime_seconds", "Seconds since the server started.",
@@ -424,34 +424,34 @@ static void write_server(metrics_buf *b, admin *a)
     counter(b, "sluice_protocol_errors_total", "RESP clients closed after a protocol error.",
             s->stats.protocol_errors);
 
-    metrics_family(b, "sluice_commands_total", METRICS_COUNTER, "Commands run, by name.");
+    prom_family(b, "sluice_commands_total", METRICS_COUNTER, "Commands run, by name.");
     lb[0].name = "command";
     for (size_t i = 0; i < command_count && i < COUNTERS_MAX_COMMANDS; i++) {
         lb[0].value = command_table[i].name;
-        metrics_sample_u64(b, "sluice_commands_total", lb, 1, s->counters.calls[i]);
+        prom_sample_u64(b, "sluice_commands_total", lb, 1, s->counters.calls[i]);
     }
-    metrics_family(b, "sluice_command_errors_total", METRICS_COUNTER,
-                   "Error replies, by code (docs/commands.md); other: any code not listed.");
+    prom_family(b, "sluice_command_errors_total", METRICS_COUNTER,
+                "Error replies, by code (docs/commands.md); other: any code not listed.");
     lb[0].name = "code";
     for (size_t i = 0; i < COUNTERS_ERROR_CODES; i++) {
         lb[0].value = counters_error_name(i);
-        metrics_sample_u64(b, "sluice_command_errors_total", lb, 1, s->counters.errors[i]);
+        prom_sample_u64(b, "sluice_command_errors_total", lb, 1, s->counters.errors[i]);
     }
-    metrics_family(b, "sluice_store_commit_seconds", METRICS_HISTOGRAM,
-                   "Duration of a store commit (empty while no store is attached).");
-    metrics_hist_write(b, "sluice_store_commit_seconds", NULL, 0, &s->counters.store_commit);
+    prom_family(b, "sluice_store_commit_seconds", METRICS_HISTOGRAM,
+                "Duration of a store commit (empty while no store is attached).");
+    prom_hist_write(b, "sluice_store_commit_seconds", NULL, 0, &s->counters.store_commit);
 
     sluice_engine_get_stats(s->engine, &es);
-    metrics_family(b, "sluice_tasks", METRICS_GAUGE, "Unfinished tasks by state, all types.");
+    prom_family(b, "sluice_tasks", METRICS_GAUGE, "Unfinished tasks by state, all types.");
     lb[0].name = "state";
     lb[0].value = "queued";
-    metrics_sample_u64(b, "sluice_tasks", lb, 1, es.queued);
+    prom_sample_u64(b, "sluice_tasks", lb, 1, es.queued);
     lb[0].value = "delayed";
-    metrics_sample_u64(b, "sluice_tasks", lb, 1, es.delayed);
+    prom_sample_u64(b, "sluice_tasks", lb, 1, es.delayed);
     lb[0].value = "parked";
-    metrics_sample_u64(b, "sluice_tasks", lb, 1, es.parked);
+    prom_sample_u64(b, "sluice_tasks", lb, 1, es.parked);
     lb[0].value = "running";
-    metrics_sample_u64(b, "sluice_tasks", lb, 1, es.running);
+    prom_sample_u64(b, "sluice_tasks", lb, 1, es.running);
     gauge(b, "sluice_tasks_parked_peak", "Most tasks parked at once since the start.",
           (double)es.parked_peak);
     gauge(b, "sluice_tasks_memory_bytes", "Bytes held by unfinished tasks and their indexes.",
@@ -459,12 +459,12 @@ static void write_server(metrics_buf *b, admin *a)
     counter(b, "sluice_tasks_redelivered_total", "Tasks delivered again after a lost lease.",
             es.redelivered);
 
-    metrics_family(b, "sluice_events_total", METRICS_COUNTER,
-                   "Engine events by kind (a summary counts the events it summarises).");
+    prom_family(b, "sluice_events_total", METRICS_COUNTER,
+                "Engine events by kind (a summary counts the events it summarises).");
     lb[0].name = "event";
     for (size_t k = 1; k < ADMIN_EVENT_KINDS; k++) {
         lb[0].value = event_kinds[k - 1];
-        metrics_sample_u64(b, "sluice_events_total", lb, 1, a->events[k]);
+        prom_sample_u64(b, "sluice_events_total", lb, 1, a->events[k]);
     }
     counter(b, "sluice_admin_requests_total", "HTTP requests to the admin port.", a->requests);
     gauge(b, "sluice_admin_event_streams", "Clients reading /api/events now.", (double)a->nclients);
@@ -475,7 +475,7 @@ static void write_server(metrics_buf *b, admin *a)
 enum MHD_Result admin_metrics(admin *a, struct MHD_Connection *c)
 {
     snapshot sn;
-    metrics_buf b;
+    prom_buf b;
     char *text;
     size_t len;
     int rc;
@@ -485,12 +485,12 @@ enum MHD_Result admin_metrics(admin *a, struct MHD_Connection *c)
         free_snapshot(&sn);
         return admin_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "nomem", "out of memory");
     }
-    metrics_buf_init(&b);
+    prom_buf_init(&b);
     write_server(&b, a);
     write_types(&b, &sn);
     write_limits(&b, &sn);
     free_snapshot(&sn);
-    text = metrics_buf_take(&b, &len);
+    text = prom_buf_take(&b, &len);
     if (!text)
         return admin_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "nomem", "out of memory");
     return admin_reply_owned(c, MHD_HTTP_OK, METRICS_CONTENT_TYPE, text, len);

@@ -7,17 +7,17 @@
  * the offsets. Groups may overlap or come out of order, so the offsets are sorted at the end
  * (requests carry no identity besides their time, so equal times need no tie-break).
  */
-#include "cli/arrivals.h"
+#include "cli/sim/arrivals.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
-#include "core/quote.h"
+#include "base/quote.h"
 
 #if defined(__GNUC__)
 #define ARRIVALS_PRINTF(f, a) __attribute__((format(printf, f, a)))

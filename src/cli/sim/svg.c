@@ -13,14 +13,14 @@
  * written as '?', so any key makes a well-formed file. Points that fall on the same pixel column
  * are merged, which keeps the file small when a series has many thousands of grants.
  */
-#include "cli/svg.h"
+#include "cli/sim/svg.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "core/alloc.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 
 /* ---- Layout (pixels) --------------------------------------------------------------------- */

@@ -4,7 +4,7 @@
  * granted, then a summary.
  *
  * The subcommand has two modes chosen by its arguments: `--limit SPEC --arrivals SPEC` (the limit
- * mode, here) and a positional scenario file (the scenario mode: simreport.c, which drives the
+ * mode, here) and a positional scenario file (the scenario mode: report.c, which drives the
  * whole engine). Both count time from 0 = SIMULATE_EPOCH_NS on the limit's clock; every printed
  * time is an offset from it.
  *
@@ -12,7 +12,7 @@
  * one waiting for its slot behind the previous one, so the output shows how a limit paces a
  * backlog (seed 003's "15 at once, then one every 4 s").
  */
-#include "cli/simulate.h"
+#include "cli/sim/simulate.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -20,9 +20,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/arrivals.h"
-#include "cli/simreport.h"
-#include "core/alloc.h"
+#include "cli/sim/arrivals.h"
+#include "cli/sim/report.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
 
