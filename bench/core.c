@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "core/keytab.h"
+#include "base/hash.h"
 #include "sluice/error.h"
 #include "sluice/limit.h"
 
@@ -62,7 +63,7 @@ static size_t floor_mask;
  * any per-key table must do, with the fixed-size keys compared as two words. */
 static int64_t floor_hit(const char *key)
 {
-    uint64_t h = keytab_hash(key, KEY_LEN) | 1u, k0, k1;
+    uint64_t h = hash_bytes(key, KEY_LEN) | 1u, k0, k1;
     size_t i = (size_t)h & floor_mask;
 
     memcpy(&k0, key, 8);

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/hash.h"
 #include "sluice/error.h"
 
 #define INLINE_KEY_LEN 16                /* keys up to this length live in the slot */
@@ -48,106 +49,6 @@ struct keytab {
     size_t key_len;       /* bytes allocated for out-of-line keys */
     size_t cursor;        /* next slot keytab_sweep visits */
 };
-
-/* ---- Hashing ----------------------------------------------------------------------------------
- */
-
-/* Odd 64-bit multipliers with well-spread bits (chosen from digits of e, pi and sqrt 3). */
-#define MUL_A UINT64_C(0xb7e151628aed2a6b)
-#define MUL_B UINT64_C(0x243f6a8885a308d3)
-#define MUL_C UINT64_C(0xbb67ae8584caa73b)
-
-/* Loads 8 bytes as a little-endian word, so hashes agree across platforms. */
-static inline uint64_t load64(const unsigned char *p)
-{
-    uint64_t v;
-
-    memcpy(&v, p, sizeof v);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-
-static inline uint64_t load32(const unsigned char *p)
-{
-    uint32_t v;
-
-    memcpy(&v, p, sizeof v);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap32(v);
-#endif
-    return v;
-}
-
-/* Reads a key of at most 16 bytes as two little-endian words padded with zero bytes, exactly as
- * the slot holds it, without reading past its end. */
-static inline void short_key_words(const unsigned char *p, size_t len, uint64_t *w0, uint64_t *w1)
-{
-    *w1 = 0;
-    if (len >= 8) {
-        *w0 = load64(p);
-        if (len > 8)
-            *w1 = load64(p + len - 8) >> (8 * (16 - len));
-    } else if (len >= 4) {
-        *w0 = load32(p) | ((load32(p + len - 4) >> (8 * (8 - len))) << 32);
-    } else if (len > 0) {
-        /* Bytes 0, len/2 and len-1 cover lengths 1 to 3; a byte named twice lands on itself. */
-        *w0 = (uint64_t)p[0] | ((uint64_t)p[len / 2] << (8 * (len / 2))) |
-              ((uint64_t)p[len - 1] << (8 * (len - 1)));
-    } else {
-        *w0 = 0;
-    }
-}
-
-/* Folds one word into the state: xor it in, multiply (spreads low bits up) and shift the high
- * half back down (so the next multiply sees it). Each step is a bijection of the state. */
-static inline uint64_t absorb(uint64_t h, uint64_t w)
-{
-    h = (h ^ w) * MUL_A;
-    return h ^ (h >> 32);
-}
-
-/* The state before the first word: the length goes in first, so zero padding is unambiguous. */
-static inline uint64_t hash_start(size_t keylen)
-{
-    return MUL_C ^ ((uint64_t)keylen * MUL_B);
-}
-
-/* Final avalanche: every input bit reaches the low bits the table indexes with. */
-static inline uint64_t hash_finish(uint64_t h)
-{
-    h ^= h >> 29;
-    h *= MUL_B;
-    h ^= h >> 32;
-    h *= MUL_C;
-    return h ^ (h >> 31);
-}
-
-/* Hash of a key longer than 16 bytes: whole words, then the last word read so that it ends with
- * the key (overlapping the one before). */
-static uint64_t hash_long(const unsigned char *p, size_t keylen)
-{
-    uint64_t h = hash_start(keylen);
-    size_t n = keylen;
-
-    while (n > 8) {
-        h = absorb(h, load64(p));
-        p += 8;
-        n -= 8;
-    }
-    return hash_finish(absorb(h, load64(p + n - 8)));
-}
-
-uint64_t keytab_hash(const char *key, size_t keylen)
-{
-    uint64_t w0, w1;
-
-    if (keylen > INLINE_KEY_LEN)
-        return hash_long((const unsigned char *)key, keylen);
-    short_key_words((const unsigned char *)key, keylen, &w0, &w1);
-    return hash_finish(absorb(absorb(hash_start(keylen), w0), w1));
-}
 
 /* ---- Slots ------------------------------------------------------------------------------------
  */
@@ -211,11 +112,11 @@ static inline void probe_key_init(probe_key *pk, const char *key, size_t keylen)
     pk->key = key;
     pk->len = keylen;
     if (keylen > INLINE_KEY_LEN) {
-        h = hash_long((const unsigned char *)key, keylen);
+        h = hash_bytes(key, keylen);
         pk->w0 = pk->w1 = 0;
     } else {
-        short_key_words((const unsigned char *)key, keylen, &pk->w0, &pk->w1);
-        h = hash_finish(absorb(absorb(hash_start(keylen), pk->w0), pk->w1));
+        hash_short_words((const unsigned char *)key, keylen, &pk->w0, &pk->w1);
+        h = hash_end(hash_absorb(hash_absorb(hash_begin(keylen), pk->w0), pk->w1));
     }
     tag = (uint32_t)h ^ (uint32_t)(h >> 32);
     pk->head = make_head(tag ? tag : 1u, keylen);
@@ -231,8 +132,8 @@ static inline size_t probe(const keytab *t, const probe_key *pk)
             const unsigned char *slot = slot_at(t, i);
             uint64_t head = head_of(slot);
 
-            if (head == 0 || (head == pk->head && load64(slot + KEY_OFF) == pk->w0 &&
-                              load64(slot + KEY_OFF + 8) == pk->w1))
+            if (head == 0 || (head == pk->head && hash_load64(slot + KEY_OFF) == pk->w0 &&
+                              hash_load64(slot + KEY_OFF + 8) == pk->w1))
                 return i;
             i = (i + 1) & t->mask;
         }

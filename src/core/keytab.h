@@ -33,9 +33,6 @@ int keytab_new(size_t value_size, keytab **out);
 /* Frees the table, calling destroy on every value first. Accepts NULL. */
 void keytab_free(keytab *t, keytab_destroy_fn destroy, void *arg);
 
-/* Returns a key's hash (the one the table uses); deterministic, not keyed. */
-uint64_t keytab_hash(const char *key, size_t keylen);
-
 /* Returns the value of key, or NULL when absent. */
 void *keytab_find(const keytab *t, const char *key, size_t keylen);
 

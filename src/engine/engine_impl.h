@@ -27,7 +27,7 @@
 #include "engine/events.h"
 #include "base/heap.h"
 #include "engine/introspect.h"
-#include "engine/ptab.h"
+#include "base/ptab.h"
 #include "sluice/engine.h"
 #include "sluice/limit.h"
 #include "sluice/policy.h"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/hash.h"
 #include "engine/park.h"
 #include "engine/registry.h"
 #include "engine/task.h"
@@ -332,7 +333,7 @@ void gate_denial(const task *t, sluice_denial *out)
 
 static uint64_t acct_hash(const task_link *l)
 {
-    return ptab_hash_bytes(l->key, l->keylen, (uint64_t)(uintptr_t)l->lim ^ l->tier);
+    return hash_bytes_seeded(l->key, l->keylen, (uint64_t)(uintptr_t)l->lim ^ l->tier);
 }
 
 static acct_entry *acct_slot(acct_entry *tab, size_t cap, const elimit *lim, uint16_t tier,

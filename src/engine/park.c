@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/hash.h"
 #include "engine/ready.h"
 #include "engine/registry.h"
 #include "engine/task.h"
@@ -21,7 +22,7 @@ typedef struct wq_ref {
 
 static uint64_t wq_hash(const elimit *l, uint16_t tier, const char *key, size_t keylen)
 {
-    return ptab_hash_bytes(key, keylen, (uint64_t)(uintptr_t)l ^ ((uint64_t)tier << 48));
+    return hash_bytes_seeded(key, keylen, (uint64_t)(uintptr_t)l ^ ((uint64_t)tier << 48));
 }
 
 static int wq_eq(const void *p, const void *key)

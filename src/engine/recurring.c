@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/hash.h"
 #include "engine/task.h"
 #include "sluice/error.h"
 #include "base/quote.h"
@@ -49,7 +50,7 @@ void recurring_init(sluice_engine *e)
 
 static uint64_t name_hash(const char *name)
 {
-    return ptab_hash_bytes(name, strlen(name), 0x5e71e5);
+    return hash_bytes_seeded(name, strlen(name), 0x5e71e5);
 }
 
 static int name_eq(const void *p, const void *key)

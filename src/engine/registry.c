@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/hash.h"
 #include "engine/park.h"
 #include "engine/ready.h"
 #include "engine/task.h"
@@ -235,7 +236,7 @@ typedef struct name_ref {
 
 static uint64_t name_hash(const char *name, size_t len)
 {
-    return ptab_hash_bytes(name, len, 0x7e9e);
+    return hash_bytes_seeded(name, len, 0x7e9e);
 }
 
 static int type_eq(const void *p, const void *key)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/hash.h"
 #include "sluice/error.h"
 
 /* Copies len bytes to p + *off, NUL-terminated, and returns where they went. */
@@ -122,7 +123,7 @@ int task_less_due(const void *a, const void *b)
 
 uint64_t task_id_hash(uint64_t id)
 {
-    return ptab_mix(id);
+    return hash_mix(id);
 }
 
 int task_id_eq(const void *p, const void *key)
@@ -132,7 +133,7 @@ int task_id_eq(const void *p, const void *key)
 
 uint64_t task_key_hash(const char *key, size_t len)
 {
-    return ptab_hash_bytes(key, len, 0x7a5c);
+    return hash_bytes_seeded(key, len, 0x7a5c);
 }
 
 int task_key_eq(const void *p, const void *key)

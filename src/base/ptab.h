@@ -11,8 +11,8 @@
  *   never allocates: callers reserve before they change anything, then commit without a chance
  *   of running out of memory.
  */
-#ifndef SLUICE_ENGINE_PTAB_H
-#define SLUICE_ENGINE_PTAB_H
+#ifndef SLUICE_BASE_PTAB_H
+#define SLUICE_BASE_PTAB_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -56,11 +56,5 @@ void *ptab_next(const ptab *t, size_t *pos);
 
 /* Bytes allocated. */
 size_t ptab_bytes(const ptab *t);
-
-/* A 64-bit mix of an integer (for ids and pointers). */
-uint64_t ptab_mix(uint64_t x);
-
-/* A 64-bit hash of bytes, seeded with `seed` (for names and keys). */
-uint64_t ptab_hash_bytes(const void *data, size_t len, uint64_t seed);
 
 #endif

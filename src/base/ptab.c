@@ -2,13 +2,12 @@
 /*
  * The pointer table: see ptab.h.
  */
-#include "engine/ptab.h"
+#include "base/ptab.h"
 
 #include <string.h>
 
 #include "sluice/error.h"
 #include "base/alloc.h"
-#include "core/keytab.h"
 
 void ptab_init(ptab *t)
 {
@@ -21,21 +20,6 @@ void ptab_free(ptab *t)
 {
     sluice_free(t->slots);
     ptab_init(t);
-}
-
-uint64_t ptab_mix(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= UINT64_C(0xbf58476d1ce4e5b9);
-    x ^= x >> 27;
-    x *= UINT64_C(0x94d049bb133111eb);
-    x ^= x >> 31;
-    return x;
-}
-
-uint64_t ptab_hash_bytes(const void *data, size_t len, uint64_t seed)
-{
-    return ptab_mix(keytab_hash(data, len) ^ ptab_mix(seed));
 }
 
 static void place(ptab_slot *slots, size_t cap, uint64_t hash, void *p)
