@@ -68,7 +68,7 @@ static void set_limit(sluice_engine *e, const char *name, sluice_limit_kind kind
         p.key_source = SLUICE_KEY_PATH;
         p.key_path = (char *)key_path;
     }
-    rc = sluice_engine_set_limit(e, &p, msg, sizeof msg);
+    rc = sluice_engine_set_limit(e, &p, START_NS, msg, sizeof msg);
     if (rc != SLUICE_OK)
         die("set_limit", rc, msg);
 }
@@ -83,7 +83,7 @@ static void set_type(sluice_engine *e, const char *name, const char *const *limi
     t.name = (char *)name;
     t.limits = (char **)limits;
     t.nlimits = n;
-    rc = sluice_engine_set_type(e, &t, msg, sizeof msg);
+    rc = sluice_engine_set_type(e, &t, START_NS, msg, sizeof msg);
     if (rc != SLUICE_OK)
         die("set_type", rc, msg);
 }

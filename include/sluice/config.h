@@ -85,11 +85,12 @@ const sluice_limit_policy *sluice_config_find_limit(const sluice_config *c, cons
 const sluice_type_policy *sluice_config_find_type(const sluice_config *c, const char *name);
 
 /* Installs the limits, then the types, of c into the engine e (sluice_engine_set_limit,
- * sluice_engine_set_type), replacing any of the same name. c->engine is not applied: pass it to
- * sluice_engine_new(). Not atomic: when a call fails, the limits and types installed before it
- * stay. Returns 0 or the engine's error, with msg naming the file, line and the limit or type,
- * e.g. `sluice.yaml:7: limit "stripe": out of memory`. */
-int sluice_config_apply(const sluice_config *c, sluice_engine *e, char *msg, size_t msglen);
+ * sluice_engine_set_type, at now_ns), replacing any of the same name. c->engine is not applied:
+ * pass it to sluice_engine_new(). Not atomic: when a call fails, the limits and types installed
+ * before it stay. Returns 0 or the engine's error, with msg naming the file, line and the limit or
+ * type, e.g. `sluice.yaml:7: limit "stripe": out of memory`. */
+int sluice_config_apply(const sluice_config *c, sluice_engine *e, int64_t now_ns, char *msg,
+                        size_t msglen);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The dispatch engine: tasks, ready queues, the gate, the parking lot, retries, recurring tasks
- * and events. Pure: every call takes `now_ns` (ns since the Unix epoch) and nothing reads a clock,
- * a socket or a file, so the same engine runs under the server and on a simulated clock.
+ * and events. Pure: every call that can act (change a task, a limit, a series, or emit an event)
+ * takes `now_ns` (ns since the Unix epoch) and nothing reads a clock, a socket or a file, so the
+ * same engine runs under the server and on a simulated clock.
+ *
+ * Time: pass a `now_ns` that never goes backwards (the server passes its cached loop time, which
+ * cannot). The engine keeps no clock of its own: it uses each `now_ns` as given, and events are
+ * stamped with the `now_ns` of the call that caused them. If you do pass an older `now_ns`: the
+ * limits read it as their newest time (limit.h, "Time": the one clamp in sluice), so no key is
+ * locked out and no budget is released early; the engine's own times are computed from it as
+ * given, so a lease granted or a retry scheduled then ends earlier than it would have, and a
+ * delayed task or an expired lease is acted on only at a `now_ns` past its time. Reads
+ * (task_info, explain, figures, top_parked, stats, next_wake) change nothing, the limits' clocks
+ * included: a later `now_ns` given to a read does not hold back a decision at an earlier one.
  *
  * Life of a task: submit -> QUEUED (in its type's ready queue, or delayed until not_before) ->
  * a worker polls -> the gate evaluates the type's chain:
@@ -176,13 +187,14 @@ void sluice_engine_free(sluice_engine *e);
 void sluice_engine_on_event(sluice_engine *e, sluice_event_fn fn, void *arg);
 
 /* Adds a named limit, or replaces one of the same name (its key state restarts; tasks parked
- * on it are woken to be gated again). The policy is copied and validated. Returns 0, or
+ * on it are woken at now_ns to be gated again). The policy is copied and validated. Returns 0, or
  * SLUICE_EINVAL / SLUICE_ERANGE with msg, or SLUICE_ENOMEM. */
-int sluice_engine_set_limit(sluice_engine *e, const sluice_limit_policy *p, char *msg,
-                            size_t msglen);
+int sluice_engine_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t now_ns,
+                            char *msg, size_t msglen);
 
-/* Removes a limit. Returns SLUICE_ENOTFOUND, or SLUICE_ESTATE when a type still names it. */
-int sluice_engine_del_limit(sluice_engine *e, const char *name);
+/* Removes a limit (tasks parked on it are woken at now_ns). Returns SLUICE_ENOTFOUND, or
+ * SLUICE_ESTATE when a type still names it. */
+int sluice_engine_del_limit(sluice_engine *e, const char *name, int64_t now_ns);
 
 /* Finds a limit by name; NULL when absent. The pointer is valid until the limit is replaced or
  * removed. `live` (may be NULL) receives the core limit object (the first tier's for tiered). */
@@ -194,8 +206,9 @@ size_t sluice_engine_list_limits(const sluice_engine *e,
                                  void (*fn)(const sluice_limit_policy *p, void *arg), void *arg);
 
 /* Adds or replaces a task type. Every limit it names must exist (SLUICE_ENOTFOUND, msg names
- * it). */
-int sluice_engine_set_type(sluice_engine *e, const sluice_type_policy *t, char *msg, size_t msglen);
+ * it, and an UNKNOWN_LIMIT event stamped now_ns is emitted). */
+int sluice_engine_set_type(sluice_engine *e, const sluice_type_policy *t, int64_t now_ns, char *msg,
+                           size_t msglen);
 
 /* Finds a type by name; NULL when absent. */
 const sluice_type_policy *sluice_engine_get_type(const sluice_engine *e, const char *name);
@@ -221,9 +234,15 @@ int sluice_engine_poll(sluice_engine *e, const char *const *types, size_t ntypes
  * Returns 0, SLUICE_ENOTFOUND, or SLUICE_ESTATE when the task is not running. */
 int sluice_engine_ack(sluice_engine *e, uint64_t id, int64_t cost, int64_t now_ns);
 
-/* Fails a running task: retry (with backoff, until max_attempts) unless dead. message may be
- * NULL. Returns 0, SLUICE_ENOTFOUND or SLUICE_ESTATE. */
-int sluice_engine_fail(sluice_engine *e, uint64_t id, int dead, const char *message,
+/* What a worker asks of sluice_engine_fail(). */
+typedef enum sluice_fail_mode {
+    SLUICE_FAIL_MODE_RETRY = 0, /* retry with backoff, until the type's max_attempts */
+    SLUICE_FAIL_MODE_DEAD,      /* no retry: FAILED at once, reason SLUICE_FAIL_DEAD */
+} sluice_fail_mode;
+
+/* Fails a running task as `mode` says. message may be NULL. Returns 0, SLUICE_EINVAL (mode is
+ * neither), SLUICE_ENOTFOUND or SLUICE_ESTATE. */
+int sluice_engine_fail(sluice_engine *e, uint64_t id, sluice_fail_mode mode, const char *message,
                        int64_t now_ns);
 
 /* Cancels a queued or parked task. Returns 0, SLUICE_ENOTFOUND, or SLUICE_ESTATE (running or
@@ -245,7 +264,8 @@ int64_t sluice_engine_next_wake(const sluice_engine *e);
 /* Fills *out for a task. Returns 0 or SLUICE_ENOTFOUND (never existed, or finished long ago). */
 int sluice_engine_task_info(const sluice_engine *e, uint64_t id, sluice_task_info *out);
 
-/* Explains why a task waits, its position and its estimated start. */
+/* Explains why a task waits, its position and its estimated start, as seen at now_ns. A read: it
+ * changes nothing (see Time). */
 int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
                           sluice_explanation *out);
 
@@ -270,8 +290,9 @@ typedef struct sluice_recurring_spec {
 int sluice_engine_add_recurring(sluice_engine *e, const sluice_recurring_spec *spec, int64_t now_ns,
                                 char *msg, size_t msglen);
 
-/* Removes a series (its queued occurrences are cancelled). Returns 0 or SLUICE_ENOTFOUND. */
-int sluice_engine_del_recurring(sluice_engine *e, const char *name);
+/* Removes a series (its queued occurrences are cancelled at now_ns). Returns 0 or
+ * SLUICE_ENOTFOUND. */
+int sluice_engine_del_recurring(sluice_engine *e, const char *name, int64_t now_ns);
 
 /* Counters of a series. */
 typedef struct sluice_recurring_info {

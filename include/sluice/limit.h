@@ -14,6 +14,16 @@
  * - Time never runs backwards inside a limit: a `now_ns` older than the newest one seen is clamped
  *   to it, so a clock step back neither locks a key out nor releases anything early.
  * - A denied request charges nothing.
+ * - A read (SLUICE_PEEK, sluice_limit_estimate, sluice_limit_quota_spent, stats) changes nothing,
+ *   not even the newest time seen.
+ *
+ * Time: pass a `now_ns` that never goes backwards. This is the one place in sluice where a
+ * backwards `now` is corrected (the engine and the server pass time on as given): every call that
+ * acts on a limit reads it as max(now_ns, the newest now_ns an acting call passed before), and
+ * remembers that; a read computes the same max and remembers nothing. So a step back is read as
+ * "no time passed": no key is locked out and nothing is released early, but budget is not
+ * refilled either until the caller's clock passes the newest time again. A limit shared by the
+ * engine and direct callers (THROTTLE) has one clock, the newest either of them passed.
  *
  * Workload: millions of decisions per second from one thread on up to millions of keys. A
  * sluice_limit is not thread-safe; callers serialise access (the server owns it from one loop).
@@ -118,7 +128,7 @@ void sluice_limit_free(sluice_limit *lim);
 const sluice_limit_def *sluice_limit_get_def(const sluice_limit *lim);
 
 /* Flags of sluice_limit_decide(). */
-#define SLUICE_PEEK 1u /* decide without charging or creating anything */
+#define SLUICE_PEEK 1u /* decide without charging, creating or moving the clock: a read */
 
 /* Asks for `units` units for `key` at now_ns and charges them when granted (unless SLUICE_PEEK).
  * For a concurrency limit a grant takes a lease with the definition's TTL (see
@@ -191,7 +201,8 @@ int sluice_limit_settle(sluice_limit *lim, const char *key, size_t keylen, int64
  * the burst); fixed window: the first window with room, assuming each later window is filled to
  * the limit in turn; sliding: the time enough recorded grants leave the window; quota: the next
  * period when spending leaves no room (SLUICE_NEVER without one); concurrency: now when units fit,
- * else the earliest lease expiry. Never charges. Returns 0 and *start_ns. */
+ * else the earliest lease expiry. A read: changes nothing, not even the clock (see Time). Returns
+ * 0 and *start_ns. */
 int sluice_limit_estimate(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
                           int64_t now_ns, int64_t *start_ns);
 

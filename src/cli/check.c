@@ -234,10 +234,10 @@ int check_main(int argc, char **argv)
         return EXIT_INVALID;
     }
     /* Install it into a scratch engine too, as `sluice serve` would, so that nothing the engine
-     * would refuse passes the check. */
+     * would refuse passes the check. The scratch engine is thrown away, so its time is 0. */
     rc = sluice_engine_new(&cfg.engine, &engine);
     if (rc == 0)
-        rc = sluice_config_apply(&cfg, engine, msg, sizeof(msg));
+        rc = sluice_config_apply(&cfg, engine, 0, msg, sizeof(msg));
     else
         snprintf(msg, sizeof(msg), "%s: engine: %s", file, sluice_strerror(rc));
     sluice_engine_free(engine);

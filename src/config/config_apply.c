@@ -12,7 +12,8 @@
 #include "sluice/engine.h"
 #include "sluice/error.h"
 
-int sluice_config_apply(const sluice_config *c, sluice_engine *e, char *msg, size_t msglen)
+int sluice_config_apply(const sluice_config *c, sluice_engine *e, int64_t now_ns, char *msg,
+                        size_t msglen)
 {
     const char *file;
     char why[300];
@@ -25,7 +26,7 @@ int sluice_config_apply(const sluice_config *c, sluice_engine *e, char *msg, siz
     file = c->path ? c->path : "<config>";
     for (size_t i = 0; i < c->nlimits; i++) {
         why[0] = '\0';
-        rc = sluice_engine_set_limit(e, &c->limits[i], why, sizeof(why));
+        rc = sluice_engine_set_limit(e, &c->limits[i], now_ns, why, sizeof(why));
         if (rc != 0) {
             if (msg && msglen > 0)
                 snprintf(msg, msglen, "%s:%d: limit \"%s\": %s", file, c->limits[i].line,
@@ -35,7 +36,7 @@ int sluice_config_apply(const sluice_config *c, sluice_engine *e, char *msg, siz
     }
     for (size_t i = 0; i < c->ntypes; i++) {
         why[0] = '\0';
-        rc = sluice_engine_set_type(e, &c->types[i], why, sizeof(why));
+        rc = sluice_engine_set_type(e, &c->types[i], now_ns, why, sizeof(why));
         if (rc != 0) {
             if (msg && msglen > 0)
                 snprintf(msg, msglen, "%s:%d: type \"%s\": %s", file, c->types[i].line,

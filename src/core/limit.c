@@ -284,17 +284,28 @@ const sluice_limit_def *sluice_limit_get_def(const sluice_limit *lim)
 /* ---- Shared steps -----------------------------------------------------------------------------
  */
 
+/* The one clock clamp of sluice (limit.h, "Time"): every call that acts on a limit reads `now`
+ * through here, so time inside a limit never runs backwards whoever calls, the engine or a
+ * THROTTLE. Reads use limit_view_now and leave last_now_ns alone. */
 int64_t limit_clamp_now(sluice_limit *lim, int64_t now_ns)
 {
-    if (now_ns < 0)
-        now_ns = 0;
-    if (now_ns > lim->last_now_ns)
-        lim->last_now_ns = now_ns;
+    lim->last_now_ns = limit_view_now(lim, now_ns);
     return lim->last_now_ns;
 }
 
-int limit_normalize_key(sluice_limit *lim, const char *key, size_t keylen, norm_key *nk)
+int64_t limit_view_now(const sluice_limit *lim, int64_t now_ns)
 {
+    if (now_ns < 0)
+        now_ns = 0;
+    return now_ns > lim->last_now_ns ? now_ns : lim->last_now_ns;
+}
+
+/* limit_normalize_key without counting the request: for reads, which change nothing. Sets
+ * *hashed when the key was replaced by its digest. */
+static int normalize_key(const sluice_limit *lim, const char *key, size_t keylen, norm_key *nk,
+                         int *hashed)
+{
+    *hashed = 0;
     if (!key && keylen > 0)
         return SLUICE_EINVAL;
     nk->key = key ? key : "";
@@ -306,9 +317,18 @@ int limit_normalize_key(sluice_limit *lim, const char *key, size_t keylen, norm_
             return rc;
         nk->key = (const char *)nk->digest;
         nk->len = sizeof nk->digest;
-        lim->stats.hashed++;
+        *hashed = 1;
     }
     return SLUICE_OK;
+}
+
+int limit_normalize_key(sluice_limit *lim, const char *key, size_t keylen, norm_key *nk)
+{
+    int hashed, rc = normalize_key(lim, key, keylen, nk, &hashed);
+
+    if (hashed)
+        lim->stats.hashed++;
+    return rc;
 }
 
 /* Records that a key is about to change, for sluice_limit_drain. Done before the change, so that
@@ -440,8 +460,11 @@ int sluice_limit_decide(sluice_limit *lim, const char *key, size_t keylen, int64
         }
     }
     rc = limit_normalize_key(lim, key, keylen, &nk);
-    if (rc == SLUICE_OK) /* every kind fills every field of *out */
-        rc = decide_one(lim, &nk, units, lim->def.ttl_ns, limit_clamp_now(lim, now_ns), flags, out);
+    if (rc == SLUICE_OK) /* every kind fills every field of *out; a peek leaves the clock */
+        rc = decide_one(lim, &nk, units, lim->def.ttl_ns,
+                        flags & SLUICE_PEEK ? limit_view_now(lim, now_ns)
+                                            : limit_clamp_now(lim, now_ns),
+                        flags, out);
     if (rc == SLUICE_OK && !(flags & SLUICE_PEEK))
         count_decision(lim, out, units);
     if (rc != SLUICE_OK)
@@ -588,17 +611,18 @@ int sluice_limit_estimate(sluice_limit *lim, const char *key, size_t keylen, int
     norm_key nk;
     void *state;
     int64_t now;
-    int rc;
+    int hashed, rc;
 
     *start_ns = 0;
     if (units < 1)
         return SLUICE_EINVAL;
     if (units > MAX_ADJUST_UNITS)
         return SLUICE_ERANGE;
-    rc = limit_normalize_key(lim, key, keylen, &nk);
+    /* A read: it neither counts the key nor moves the limit's clock (limit.h, "Time"). */
+    rc = normalize_key(lim, key, keylen, &nk, &hashed);
     if (rc != SLUICE_OK)
         return rc;
-    now = limit_clamp_now(lim, now_ns);
+    now = limit_view_now(lim, now_ns);
     state = keytab_find(lim->keys, nk.key, nk.len);
     if (!state) {
         memset(&blank, 0, sizeof blank);
@@ -889,7 +913,7 @@ static int chain_peek(const sluice_chain_link *links, size_t n, link_work *w, in
 
     for (size_t i = 0; i < n; i++) {
         sluice_limit *lim = links[i].limit;
-        int64_t now = limit_clamp_now(lim, now_ns);
+        int64_t now = peek ? limit_view_now(lim, now_ns) : limit_clamp_now(lim, now_ns);
         any_state blank;
         void *state;
         int fresh;

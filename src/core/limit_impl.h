@@ -39,8 +39,12 @@ typedef struct norm_key {
     unsigned char digest[32];
 } norm_key;
 
-/* Clamps now_ns to the newest time the limit has seen (and to >= 0), remembering it. */
+/* The clock clamp (limit.h, "Time"): clamps now_ns to the newest time the limit has seen (and
+ * to >= 0) and remembers it. Every call that acts on the limit takes its `now` from here. */
 int64_t limit_clamp_now(sluice_limit *lim, int64_t now_ns);
+
+/* What limit_clamp_now would return, remembering nothing: the `now` of a read (peek, estimate). */
+int64_t limit_view_now(const sluice_limit *lim, int64_t now_ns);
 
 /* Fills *nk with the key the table uses: the key itself, or its SHA-256 when longer than
  * max_key_len. Returns 0, SLUICE_EINVAL (NULL key with a length) or SLUICE_ENOMEM. */

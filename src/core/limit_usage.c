@@ -27,6 +27,7 @@ int sluice_limit_quota_spent(const sluice_limit *lim, int64_t now_ns, int64_t *s
         *keys = 0;
     if (!lim || lim->def.kind != SLUICE_QUOTA)
         return SLUICE_EINVAL;
+    now_ns = limit_view_now(lim, now_ns); /* the limit's time, as a decision would see it */
     while (keytab_next(lim->keys, &pos, &key, &keylen, &value)) {
         const quota_state *q = value;
 

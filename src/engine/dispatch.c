@@ -155,7 +155,7 @@ static int poll_one(sluice_engine *e, task *t, int64_t now, sluice_delivery *out
 int sluice_engine_poll(sluice_engine *e, const char *const *types, size_t ntypes, size_t max,
                        int64_t now_ns, sluice_delivery *out)
 {
-    int64_t now = engine_now(e, now_ns);
+    int64_t now = now_ns;
     size_t n = 0;
     int rc = SLUICE_OK;
 
@@ -197,7 +197,7 @@ static int running_task(sluice_engine *e, uint64_t id, task **out)
 
 int sluice_engine_ack(sluice_engine *e, uint64_t id, int64_t cost, int64_t now_ns)
 {
-    int64_t now = engine_now(e, now_ns);
+    int64_t now = now_ns;
     task *t;
     int rc = running_task(e, id, &t);
 
@@ -227,14 +227,18 @@ static int64_t backoff(const sluice_retry_policy *r, int attempt)
     return d;
 }
 
-int sluice_engine_fail(sluice_engine *e, uint64_t id, int dead, const char *message, int64_t now_ns)
+int sluice_engine_fail(sluice_engine *e, uint64_t id, sluice_fail_mode mode, const char *message,
+                       int64_t now_ns)
 {
-    int64_t now = engine_now(e, now_ns);
+    int64_t now = now_ns;
     const sluice_retry_policy *retry;
     char *msg = NULL;
     task *t;
-    int rc = running_task(e, id, &t);
+    int rc;
 
+    if (mode != SLUICE_FAIL_MODE_RETRY && mode != SLUICE_FAIL_MODE_DEAD)
+        return SLUICE_EINVAL;
+    rc = running_task(e, id, &t);
     if (rc != SLUICE_OK)
         return rc;
     if (message) {
@@ -250,7 +254,7 @@ int sluice_engine_fail(sluice_engine *e, uint64_t id, int dead, const char *mess
     gate_clear_charges(t);
     t->flags &= (uint8_t)~TASK_HOLDS_GRANT;
     retry = &t->type->pol.retry;
-    if (dead) {
+    if (mode == SLUICE_FAIL_MODE_DEAD) {
         engine_finish(e, t, SLUICE_TASK_FAILED, SLUICE_FAIL_DEAD, LINK_NONE, 0, now);
     } else if (t->attempt >= retry->max_attempts) {
         engine_finish(e, t, SLUICE_TASK_FAILED, SLUICE_FAIL_ATTEMPTS, LINK_NONE, 0, now);
@@ -291,7 +295,7 @@ void engine_cancel_task(sluice_engine *e, task *t, int64_t now_ns)
 
 int sluice_engine_cancel(sluice_engine *e, uint64_t id, int64_t now_ns)
 {
-    int64_t now = engine_now(e, now_ns);
+    int64_t now = now_ns;
     task *t = task_by_id(e, id);
 
     if (!t)
@@ -305,7 +309,7 @@ int sluice_engine_cancel(sluice_engine *e, uint64_t id, int64_t now_ns)
 
 int sluice_engine_touch(sluice_engine *e, uint64_t id, int64_t now_ns, int64_t *until)
 {
-    int64_t now = engine_now(e, now_ns);
+    int64_t now = now_ns;
     task *t;
     int rc = running_task(e, id, &t);
 
@@ -355,7 +359,7 @@ static int tick_timers(sluice_engine *e, int64_t now)
 
 int sluice_engine_tick(sluice_engine *e, int64_t now_ns)
 {
-    int64_t now = engine_now(e, now_ns);
+    int64_t now = now_ns;
     int rc, rc2;
 
     rc = tick_timers(e, now);

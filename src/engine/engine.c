@@ -37,13 +37,6 @@
 
 /* ---- Shared helpers -------------------------------------------------------------------------- */
 
-int64_t engine_now(sluice_engine *e, int64_t now_ns)
-{
-    if (now_ns > e->now_ns)
-        e->now_ns = now_ns;
-    return e->now_ns;
-}
-
 void engine_emit(sluice_engine *e, const sluice_event *ev, int64_t now_ns)
 {
     events_emit(e->ev, ev, now_ns);
@@ -187,15 +180,15 @@ void sluice_engine_on_event(sluice_engine *e, sluice_event_fn fn, void *arg)
 
 /* ---- Configuration --------------------------------------------------------------------------- */
 
-int sluice_engine_set_limit(sluice_engine *e, const sluice_limit_policy *p, char *msg,
-                            size_t msglen)
+int sluice_engine_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t now_ns,
+                            char *msg, size_t msglen)
 {
-    return registry_set_limit(e, p, msg, msglen);
+    return registry_set_limit(e, p, now_ns, msg, msglen);
 }
 
-int sluice_engine_del_limit(sluice_engine *e, const char *name)
+int sluice_engine_del_limit(sluice_engine *e, const char *name, int64_t now_ns)
 {
-    return registry_del_limit(e, name);
+    return registry_del_limit(e, name, now_ns);
 }
 
 const sluice_limit_policy *sluice_engine_get_limit(const sluice_engine *e, const char *name,
@@ -214,9 +207,10 @@ size_t sluice_engine_list_limits(const sluice_engine *e,
     return registry_list_limits(e, fn, arg);
 }
 
-int sluice_engine_set_type(sluice_engine *e, const sluice_type_policy *t, char *msg, size_t msglen)
+int sluice_engine_set_type(sluice_engine *e, const sluice_type_policy *t, int64_t now_ns, char *msg,
+                           size_t msglen)
 {
-    return registry_set_type(e, t, msg, msglen);
+    return registry_set_type(e, t, now_ns, msg, msglen);
 }
 
 const sluice_type_policy *sluice_engine_get_type(const sluice_engine *e, const char *name)
@@ -281,7 +275,7 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
         if (!links)
             return SLUICE_ENOMEM;
     }
-    rc = resolve_spec(e, type, spec, units, links, err->message, sizeof err->message);
+    rc = resolve_spec(e, type, spec, units, now, links, err->message, sizeof err->message);
     if (rc != SLUICE_OK || dry_run)
         goto done;
     rc = reserve_for(e, type, nlinks, spec->task_key != NULL, delayed);
@@ -340,7 +334,7 @@ int engine_submit_internal(sluice_engine *e, const sluice_task_spec *spec, serie
                            int64_t now_ns, uint64_t *id, sluice_submit_error *err)
 {
     sluice_submit_error scratch;
-    int64_t now = engine_now(e, now_ns);
+    int64_t now = now_ns;
     int64_t units;
     etype *type;
     int rc;
@@ -478,7 +472,7 @@ int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
                           sluice_explanation *out)
 {
     const task *t = task_by_id(e, id);
-    int64_t now = now_ns > e->now_ns ? now_ns : e->now_ns;
+    int64_t now = now_ns; /* a read: the limits' estimates view their clamp and move nothing */
 
     memset(out, 0, sizeof *out);
     if (!t)
@@ -594,12 +588,12 @@ const char *sluice_fail_reason_name(sluice_fail_reason r)
 int sluice_engine_add_recurring(sluice_engine *e, const sluice_recurring_spec *spec, int64_t now_ns,
                                 char *msg, size_t msglen)
 {
-    return recurring_add(e, spec, engine_now(e, now_ns), msg, msglen);
+    return recurring_add(e, spec, now_ns, msg, msglen);
 }
 
-int sluice_engine_del_recurring(sluice_engine *e, const char *name)
+int sluice_engine_del_recurring(sluice_engine *e, const char *name, int64_t now_ns)
 {
-    return recurring_del(e, name);
+    return recurring_del(e, name, now_ns);
 }
 
 int sluice_engine_recurring_info(const sluice_engine *e, const char *name,

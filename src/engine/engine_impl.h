@@ -179,7 +179,6 @@ struct sluice_engine {
     /* Counts. */
     uint64_t next_id;       /* the last id given */
     uint64_t next_seq;      /* the last submission sequence given */
-    int64_t now_ns;         /* the latest time seen (time never runs backwards here) */
     size_t nunfinished;     /* tasks not finished */
     size_t nqueued;         /* QUEUED in ready heaps */
     size_t nparked;         /* PARKED */
@@ -202,9 +201,6 @@ static inline void engine_changed(const sluice_engine *e, uint64_t id)
     if (e->change_fn)
         e->change_fn(id, e->change_arg);
 }
-
-/* Clamps now_ns to the latest time seen and returns it. */
-int64_t engine_now(sluice_engine *e, int64_t now_ns);
 
 /* Emits an event through the aggregator (best effort: running out of memory there delivers it
  * unaggregated and is otherwise ignored). */

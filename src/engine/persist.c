@@ -259,7 +259,7 @@ static int restore_checked(sluice_engine *e, const sluice_task_record *r, etype 
         if (!links)
             return SLUICE_ENOMEM;
     }
-    rc = resolve_spec(e, type, &spec, r->units, links, err->message, sizeof err->message);
+    rc = resolve_spec(e, type, &spec, r->units, now, links, err->message, sizeof err->message);
     if (rc != SLUICE_OK)
         goto done;
     rc = reserve_for(e, type, nlinks, unfinished && r->task_key != NULL, place);
@@ -322,7 +322,7 @@ int sluice_engine_restore_task(sluice_engine *e, const sluice_task_record *r, in
                                sluice_submit_error *err)
 {
     sluice_submit_error scratch;
-    int64_t now = engine_now(e, now_ns);
+    int64_t now = now_ns;
     restore_place place;
     etype *type;
     int rc;
@@ -374,5 +374,5 @@ int sluice_engine_restore_recurring(sluice_engine *e, const sluice_recurring_spe
                                     int64_t runs, int64_t skipped, int64_t now_ns, char *msg,
                                     size_t msglen)
 {
-    return recurring_restore(e, spec, runs, skipped, engine_now(e, now_ns), msg, msglen);
+    return recurring_restore(e, spec, runs, skipped, now_ns, msg, msglen);
 }

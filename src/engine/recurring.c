@@ -157,8 +157,8 @@ static void occurrence_spec(const series *s, sluice_task_spec *spec)
     spec->key_len = s->key_len;
 }
 
-/* Detaches s from its tasks, cancelling those not started. */
-static void detach(sluice_engine *e, series *s)
+/* Detaches s from its tasks, cancelling those not started at now_ns. */
+static void detach(sluice_engine *e, series *s, int64_t now_ns)
 {
     size_t pos = 0;
     task *t;
@@ -169,7 +169,7 @@ static void detach(sluice_engine *e, series *s)
         if (t->series != s)
             continue;
         if (t->state == SLUICE_TASK_QUEUED || t->state == SLUICE_TASK_PARKED)
-            engine_cancel_task(e, t, e->now_ns);
+            engine_cancel_task(e, t, now_ns);
         t->series = NULL; /* its record no longer names the series */
         engine_changed(e, t->id);
     }
@@ -251,7 +251,7 @@ static int add_series(sluice_engine *e, const sluice_recurring_spec *spec, int64
         s->next_ns = first_point(s, s->start_ns > now ? s->start_ns : now);
     old = find(e, s->name);
     if (old)
-        recurring_del(e, old->name);
+        recurring_del(e, old->name, now);
     ptab_insert(&e->series_names, s->hash, s); /* reserved */
     if (s->next_ns != SLUICE_NEVER)
         heap_push(&e->series_due, s); /* reserved */
@@ -302,13 +302,13 @@ int recurring_state(const sluice_engine *e, const char *name, sluice_recurring_s
     return SLUICE_OK;
 }
 
-int recurring_del(sluice_engine *e, const char *name)
+int recurring_del(sluice_engine *e, const char *name, int64_t now_ns)
 {
     series *s = find(e, name);
 
     if (!s)
         return SLUICE_ENOTFOUND;
-    detach(e, s);
+    detach(e, s, now_ns);
     if (s->hidx != HEAP_NONE)
         heap_remove(&e->series_due, s);
     ptab_remove(&e->series_names, s->hash, s);

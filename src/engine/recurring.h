@@ -44,8 +44,9 @@ int recurring_restore(sluice_engine *e, const sluice_recurring_spec *spec, int64
 int recurring_state(const sluice_engine *e, const char *name, sluice_recurring_spec *spec,
                     int64_t *runs, int64_t *skipped);
 
-/* Removes a series, cancelling its queued and parked occurrences. 0 or SLUICE_ENOTFOUND. */
-int recurring_del(sluice_engine *e, const char *name);
+/* Removes a series, cancelling (at now_ns) its queued and parked occurrences. 0 or
+ * SLUICE_ENOTFOUND. */
+int recurring_del(sluice_engine *e, const char *name, int64_t now_ns);
 
 /* Counters of a series. 0 or SLUICE_ENOTFOUND. */
 int recurring_info(const sluice_engine *e, const char *name, sluice_recurring_info *out);

@@ -123,7 +123,8 @@ static void forget_grants(sluice_engine *e, const elimit *l)
             }
 }
 
-int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, char *msg, size_t msglen)
+int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t now_ns, char *msg,
+                       size_t msglen)
 {
     sluice_limit_policy copy;
     sluice_limit **lims;
@@ -152,7 +153,7 @@ int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, char *msg
         l->lims = lims;
         l->nlims = nlims;
         forget_grants(e, l);
-        park_rearm_limit(e, l, e->now_ns);
+        park_rearm_limit(e, l, now_ns);
         return SLUICE_OK;
     }
     if (e->nlimits == e->limits_cap) {
@@ -186,7 +187,7 @@ fail_cores:
     return rc;
 }
 
-int registry_del_limit(sluice_engine *e, const char *name)
+int registry_del_limit(sluice_engine *e, const char *name, int64_t now_ns)
 {
     size_t pos = 0, i;
     elimit *l;
@@ -206,7 +207,7 @@ int registry_del_limit(sluice_engine *e, const char *name)
     memmove(&e->limits[i], &e->limits[i + 1], (e->nlimits - i - 1) * sizeof *e->limits);
     e->nlimits--;
     l->dead = 1;
-    park_rearm_limit(e, l, e->now_ns);
+    park_rearm_limit(e, l, now_ns);
     registry_limit_unref(l);
     return SLUICE_OK;
 }
@@ -304,7 +305,8 @@ void registry_type_release(sluice_engine *e, etype *t)
         type_free(e, t);
 }
 
-int registry_set_type(sluice_engine *e, const sluice_type_policy *tp, char *msg, size_t msglen)
+int registry_set_type(sluice_engine *e, const sluice_type_policy *tp, int64_t now_ns, char *msg,
+                      size_t msglen)
 {
     sluice_type_policy copy;
     elimit **chain = NULL;
@@ -323,11 +325,11 @@ int registry_set_type(sluice_engine *e, const sluice_type_policy *tp, char *msg,
 
             memset(&ev, 0, sizeof ev);
             ev.kind = SLUICE_EVENT_UNKNOWN_LIMIT;
-            ev.at_ns = e->now_ns;
+            ev.at_ns = now_ns;
             ev.limit = tp->limits[i];
             ev.type = tp->name;
             ev.count = 1;
-            engine_emit(e, &ev, e->now_ns);
+            engine_emit(e, &ev, now_ns);
             sluice_msgf(msg, msglen, "type \"%s\" names limit \"%s\", which does not exist",
                         tp->name, tp->limits[i]);
             return SLUICE_ENOTFOUND;

@@ -22,11 +22,12 @@
  * types point at it), restarts its key state, forgets the concurrency leases and charges running
  * tasks took from the old state, and wakes its wait queues so their tasks are gated again.
  * Returns 0, SLUICE_EINVAL / SLUICE_ERANGE with msg, or SLUICE_ENOMEM (nothing changed). */
-int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, char *msg, size_t msglen);
+int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t now_ns, char *msg,
+                       size_t msglen);
 
 /* Removes a limit: SLUICE_ENOTFOUND, SLUICE_ESTATE when a declared type names it, else 0. Tasks
  * that still refer to it keep it alive (dead: the gate skips it). */
-int registry_del_limit(sluice_engine *e, const char *name);
+int registry_del_limit(sluice_engine *e, const char *name, int64_t now_ns);
 
 /* Finds a registered limit by name; NULL when absent. */
 elimit *registry_find_limit(const sluice_engine *e, const char *name);
@@ -41,7 +42,8 @@ void registry_limit_unref(elimit *l);
 
 /* Adds or replaces a type. Every limit it names must exist: SLUICE_ENOTFOUND with msg (and an
  * UNKNOWN_LIMIT event). Also SLUICE_EINVAL (validation), SLUICE_ENOMEM. */
-int registry_set_type(sluice_engine *e, const sluice_type_policy *t, char *msg, size_t msglen);
+int registry_set_type(sluice_engine *e, const sluice_type_policy *t, int64_t now_ns, char *msg,
+                      size_t msglen);
 
 /* Finds a type (declared or not) by name; NULL when absent. */
 etype *registry_find_type(const sluice_engine *e, const char *name, size_t len);

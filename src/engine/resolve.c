@@ -200,7 +200,7 @@ int resolve_needs_input(const etype *t)
 }
 
 int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec, int64_t units,
-                  const json_t *input, link_spec *out, char *msg, size_t msglen)
+                  const json_t *input, int64_t now_ns, link_spec *out, char *msg, size_t msglen)
 {
     size_t n = t->pol.nlimits, used = 0;
     size_t offs[16], *off = offs;
@@ -222,11 +222,11 @@ int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec
 
             memset(&ev, 0, sizeof ev);
             ev.kind = SLUICE_EVENT_UNKNOWN_LIMIT;
-            ev.at_ns = e->now_ns;
+            ev.at_ns = now_ns;
             ev.limit = p->name;
             ev.type = t->pol.name;
             ev.count = 1;
-            engine_emit(e, &ev, e->now_ns);
+            engine_emit(e, &ev, now_ns);
             sluice_msgf(msg, msglen, "type \"%s\" names limit \"%s\", which does not exist",
                         t->pol.name, p->name);
             rc = SLUICE_ENOTFOUND;
@@ -268,14 +268,14 @@ int resolve_parse_payload(const sluice_task_spec *spec, json_t **input, char *ms
 }
 
 int resolve_spec(sluice_engine *e, const etype *t, const sluice_task_spec *spec, int64_t units,
-                 link_spec *out, char *msg, size_t msglen)
+                 int64_t now_ns, link_spec *out, char *msg, size_t msglen)
 {
     json_t *input = NULL;
     int rc = resolve_parse_payload(spec, &input, msg, msglen);
 
     if (rc != SLUICE_OK)
         return rc;
-    rc = resolve_links(e, t, spec, units, input, out, msg, msglen);
+    rc = resolve_links(e, t, spec, units, input, now_ns, out, msg, msglen);
     json_decref(input);
     return rc;
 }

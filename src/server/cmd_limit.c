@@ -611,7 +611,7 @@ void cmd_limit_set(conn *c, const resp_command *cmd)
         resp_simple(conn_out(c), "OK");
         return;
     }
-    rc = sluice_engine_set_limit(s->engine, &p, msg, sizeof(msg));
+    rc = sluice_engine_set_limit(s->engine, &p, server_now(s), msg, sizeof(msg));
     sluice_limit_policy_clear(&p);
     if (rc != 0) {
         reply_engine_error(c, rc, msg);
@@ -707,7 +707,7 @@ void cmd_limit_del(conn *c, const resp_command *cmd)
 
     if (name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0)
         return;
-    rc = sluice_engine_del_limit(s->engine, name);
+    rc = sluice_engine_del_limit(s->engine, name, server_now(s));
     if (rc == SLUICE_ENOTFOUND) {
         resp_error(conn_out(c), "NOLIMIT", "no limit named \"%s\"", name);
     } else if (rc == SLUICE_ESTATE) {
@@ -760,7 +760,7 @@ void cmd_limit_reset(conn *c, const resp_command *cmd)
 
         rc = sluice_limit_policy_copy(&copy, p);
         if (rc == 0) {
-            rc = sluice_engine_set_limit(s->engine, &copy, msg, sizeof(msg));
+            rc = sluice_engine_set_limit(s->engine, &copy, server_now(s), msg, sizeof(msg));
             sluice_limit_policy_clear(&copy);
         }
         if (rc != 0) {

@@ -117,7 +117,7 @@ void cmd_recur_del(conn *c, const resp_command *cmd)
     char name[NAME_BUF];
 
     if (command_arg_str(cmd->argv[1], cmd->argvlen[1], name, sizeof name) != 0 ||
-        sluice_engine_del_recurring(c->srv->engine, name) != 0) {
+        sluice_engine_del_recurring(c->srv->engine, name, server_now(c->srv)) != 0) {
         resp_int(conn_out(c), 0);
         return;
     }

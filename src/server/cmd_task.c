@@ -457,7 +457,8 @@ void cmd_task_fail(conn *c, const resp_command *cmd)
     server *s = c->srv;
     char reason[REASON_BUF];
     sluice_task_info ti;
-    int has_reason = 0, dead = 0;
+    sluice_fail_mode mode = SLUICE_FAIL_MODE_RETRY;
+    int has_reason = 0;
     int64_t attempt = 0;
     uint64_t id;
     int rc;
@@ -467,9 +468,9 @@ void cmd_task_fail(conn *c, const resp_command *cmd)
         size_t alen = cmd->argvlen[i];
 
         if (command_arg_is(a, alen, "retry")) {
-            dead = 0;
+            mode = SLUICE_FAIL_MODE_RETRY;
         } else if (command_arg_is(a, alen, "dead")) {
-            dead = 1;
+            mode = SLUICE_FAIL_MODE_DEAD;
         } else if (command_arg_is(a, alen, "reason") && i + 1 < cmd->argc) {
             if (command_arg_str(cmd->argv[i + 1], cmd->argvlen[i + 1], reason, sizeof(reason)) !=
                 0) {
@@ -492,7 +493,7 @@ void cmd_task_fail(conn *c, const resp_command *cmd)
     }
     if (id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0 || attempt_check(c, id, attempt) != 0)
         return;
-    rc = sluice_engine_fail(s->engine, id, dead, has_reason ? reason : NULL, server_now(s));
+    rc = sluice_engine_fail(s->engine, id, mode, has_reason ? reason : NULL, server_now(s));
     if (rc != 0) {
         reply_not_running(c, rc, id);
         return;

@@ -83,11 +83,11 @@ static int on_limit(const char *name, const char *spec, void *arg)
     sluice_limit_policy p;
     const sluice_limit_policy *old;
     char why[512];
+    int64_t now = load_now(l);
     int rc;
 
-    (void)load_now(l);
     if (spec[0] == '\0') {
-        rc = sluice_engine_del_limit(e, name);
+        rc = sluice_engine_del_limit(e, name, now);
         if (rc == SLUICE_ESTATE)
             log_warn("persistence: limit \"%s\" was removed by LIMIT.DEL, but a task type of the "
                      "configuration uses it: it stays",
@@ -108,7 +108,9 @@ static int on_limit(const char *name, const char *spec, void *arg)
             return fatal(l, SLUICE_ENOMEM, "a stored limit");
         }
         old = sluice_engine_get_limit(e, name, NULL);
-        rc = old && server_policy_eq(old, &p) ? 0 : sluice_engine_set_limit(e, &p, why, sizeof why);
+        rc = old && server_policy_eq(old, &p)
+                 ? 0
+                 : sluice_engine_set_limit(e, &p, now, why, sizeof why);
         sluice_limit_policy_clear(&p);
         if (rc == SLUICE_ENOMEM)
             return fatal(l, rc, "a stored limit");
@@ -209,6 +211,7 @@ static int on_task(const sluice_task_record *r, void *arg)
     return 0;
 }
 
+/* Times the load for its log line only; nothing is decided on it (server.h, "The clock"). */
 static int64_t mono_ms(void)
 {
     struct timespec ts;

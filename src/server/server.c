@@ -61,16 +61,17 @@ void server_options_init(server_options *o)
 
 /* ---- The clock --------------------------------------------------------------------------- */
 
+/* The only clock read behind a decision in sluice (server.h, "The clock"). No ratchet here:
+ * CLOCK_MONOTONIC does not go back and the offset only ever grows (durable_load raises it to the
+ * stored floor), so this never returns less than before; the one clamp is the limits' (limit.h). */
 int64_t server_now(server *s)
 {
     if (!s->now_valid) {
         struct timespec ts;
-        int64_t ns;
 
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        ns = (int64_t)ts.tv_sec * SLUICE_NS_PER_SEC + (int64_t)ts.tv_nsec + s->clock_offset_ns;
-        if (ns > s->now_ns)
-            s->now_ns = ns;
+        s->now_ns =
+            (int64_t)ts.tv_sec * SLUICE_NS_PER_SEC + (int64_t)ts.tv_nsec + s->clock_offset_ns;
         s->now_valid = 1;
     }
     return s->now_ns;
@@ -168,6 +169,7 @@ int server_load_config(server *s, const char *path, char *msg, size_t msglen)
     sluice_config nc;
     sluice_engine *scratch = NULL;
     size_t changed = 0, removed = 0;
+    int64_t now = server_now(s);
     int rc;
 
     rc = sluice_config_load(path, &nc, msg, msglen);
@@ -177,7 +179,7 @@ int server_load_config(server *s, const char *path, char *msg, size_t msglen)
      * touched: a scratch engine takes the whole file first. */
     rc = sluice_engine_new(&nc.engine, &scratch);
     if (rc == 0)
-        rc = sluice_config_apply(&nc, scratch, msg, msglen);
+        rc = sluice_config_apply(&nc, scratch, now, msg, msglen);
     sluice_engine_free(scratch);
     if (rc != 0) {
         if (msg && msglen > 0 && msg[0] == '\0')
@@ -194,14 +196,14 @@ int server_load_config(server *s, const char *path, char *msg, size_t msglen)
 
         if (old && server_policy_eq(old, &nc.limits[i]))
             continue;
-        rc = sluice_engine_set_limit(s->engine, &nc.limits[i], msg, msglen);
+        rc = sluice_engine_set_limit(s->engine, &nc.limits[i], now, msg, msglen);
         if (rc != 0)
             goto partial;
         cmd_limit_bump(s, nc.limits[i].name);
         changed++;
     }
     for (size_t i = 0; i < nc.ntypes; i++) {
-        rc = sluice_engine_set_type(s->engine, &nc.types[i], msg, msglen);
+        rc = sluice_engine_set_type(s->engine, &nc.types[i], now, msg, msglen);
         if (rc != 0)
             goto partial;
     }
@@ -211,7 +213,7 @@ int server_load_config(server *s, const char *path, char *msg, size_t msglen)
 
             if (sluice_config_find_limit(&nc, name))
                 continue;
-            rc = sluice_engine_del_limit(s->engine, name);
+            rc = sluice_engine_del_limit(s->engine, name, now);
             if (rc == 0) {
                 cmd_limit_bump(s, name);
                 removed++;
@@ -594,7 +596,7 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
     }
     sluice_engine_on_event(s->engine, on_event, s);
     if (s->has_config) {
-        rc = sluice_config_apply(&s->config, s->engine, msg, msglen);
+        rc = sluice_config_apply(&s->config, s->engine, server_now(s), msg, msglen);
         if (rc != 0)
             goto fail_engine;
     }

@@ -19,11 +19,15 @@
  *               (replies are batched per turn: a pipeline of 16 commands costs one syscall), the
  *               engine timer is re-armed, the clock is invalidated.
  *
- * The clock: server_now() reads the clock at most once per loop phase (the first call after
- * an invalidation) and never returns less than it returned before, so every command of one batch
- * sees the same `now` and the engine sees time that never runs backwards. It is CLOCK_MONOTONIC
- * plus an offset fixed at start (the wall clock then, floored at the last time persisted; see
- * durable.h), so a wall-clock step while running changes nothing.
+ * The clock: server_now() is the only clock read behind any decision in sluice. It reads the
+ * clock at most once per loop phase (the first call after an invalidation), so every command of
+ * one batch sees the same `now`; the engine, the limits THROTTLE calls and the store (commit and
+ * sync schedule) all take this time. It is CLOCK_MONOTONIC plus an offset fixed at start (the wall
+ * clock then, floored at the last time persisted; see durable.h), so a wall-clock step while
+ * running changes nothing, and it never returns less than before (the offset only grows), with no
+ * ratchet of its own. Other clock reads: the log's wall-clock timestamps (log.c), the start-up
+ * offset and the durations that time a commit or a load (durable.c, durable_load.c): none of them
+ * decides anything.
  *
  * Hooks for the TASK.* commands (src/server/cmd_task.c, added later):
  *   - commands: add one row per command to the table in commands.c and declare its handler in

@@ -11,15 +11,15 @@
  *   store_rollback closes it. A failed transaction never reaches the backend's commit, so the
  *   caller cannot report success for half of one.
  * - The front keeps the STORE_BATCH bookkeeping (is a sync due, since when) so every backend
- *   gets the same schedule; store_sync keeps the commits pending when the backend's sync fails,
- *   and the next store_sync tries again.
+ *   gets the same schedule, on the caller's clock (store_commit's now_ms: the store reads none);
+ *   store_sync keeps the commits pending when the backend's sync fails, and the next store_sync
+ *   tries again.
  * - The last error's message lives in the front (s->err), whichever layer produced it.
  */
 #include "store/store.h"
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/alloc.h"
 #include "sluice/error.h"
@@ -39,7 +39,7 @@ struct store {
     enum txn_state txn;        /* see above */
     int txn_rc;                /* TXN_FAILED: the error that failed it */
     int unsynced;              /* STORE_BATCH: commits since the last successful sync */
-    int64_t unsynced_since_ms; /* CLOCK_MONOTONIC ms of the first of them */
+    int64_t unsynced_since_ms; /* the caller's now_ms at the first of them (store_commit) */
     char err[256];             /* the last error, one line */
 };
 
@@ -213,14 +213,6 @@ int store_durability_parse(const char *text, store_durability *out)
 }
 
 /* ---- Helpers --------------------------------------------------------------------------- */
-
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int set_err(store *s, int rc, const char *text)
 {
@@ -463,7 +455,7 @@ int store_put_meta(store *s, const char *name, int64_t value)
     return txn_result(s, s->ops->put_meta(s->impl, name, value));
 }
 
-int store_commit(store *s)
+int store_commit(store *s, int64_t now_ms)
 {
     int rc;
 
@@ -481,7 +473,7 @@ int store_commit(store *s)
         return backend_err(s, rc);
     if (s->durability == STORE_BATCH && !s->unsynced) {
         s->unsynced = 1;
-        s->unsynced_since_ms = monotonic_ms();
+        s->unsynced_since_ms = now_ms;
     }
     return 0;
 }

@@ -20,6 +20,10 @@
  * sluice_limit_drain), runtime limit definitions (LIMIT.SET, as spec text), recurring series, and
  * a few integers of metadata (the last clock reading, so a clock that went back while the process
  * was down releases nothing early).
+ *
+ * Time: the store reads no clock. The STORE_BATCH schedule is kept in the caller's milliseconds:
+ * store_commit and store_sync_due_ms take `now_ms` from the same clock (the server passes its
+ * cached loop time), which must not go backwards.
  */
 #ifndef SLUICE_STORE_STORE_H
 #define SLUICE_STORE_STORE_H
@@ -91,9 +95,10 @@ int store_put_recurring(store *s, const sluice_recurring_spec *spec, int64_t run
 int store_del_recurring(store *s, const char *name);
 int store_put_meta(store *s, const char *name, int64_t value);
 
-/* Commits the transaction as the durability mode promises (see above). Returns 0, or an error
- * (the transaction was rolled back) with store_error() explaining it. */
-int store_commit(store *s);
+/* Commits the transaction as the durability mode promises (see above). now_ms is the caller's
+ * time: with STORE_BATCH, the first commit after a sync starts the batch_ms countdown there.
+ * Returns 0, or an error (the transaction was rolled back) with store_error() explaining it. */
+int store_commit(store *s, int64_t now_ms);
 
 /* Rolls back the open transaction, if any. */
 void store_rollback(store *s);
@@ -102,7 +107,7 @@ void store_rollback(store *s);
 const char *store_error(const store *s);
 
 /* Milliseconds until a STORE_BATCH store wants store_sync, or -1 when nothing is pending.
- * now_ms reads CLOCK_MONOTONIC (libuv's uv_now() does). */
+ * now_ms is on the clock given to store_commit. */
 int64_t store_sync_due_ms(const store *s, int64_t now_ms);
 
 /* STORE_BATCH: makes everything committed so far durable (fsync). Returns 0 or an error. */

@@ -51,7 +51,7 @@ static inline void fx_limit(sluice_limit_policy *p, const char *name, sluice_lim
 static inline void fx_set_limit(sluice_engine *e, const sluice_limit_policy *p)
 {
     char msg[256];
-    int rc = sluice_engine_set_limit(e, p, msg, sizeof msg);
+    int rc = sluice_engine_set_limit(e, p, T0, msg, sizeof msg);
 
     if (rc != SLUICE_OK)
         fail_msg("set_limit %s: %s (%s)", p->name, sluice_strerror(rc), msg);
@@ -92,7 +92,7 @@ static inline void fx_type_ex(sluice_engine *e, const char *name, const char *co
     t.retry.throttle_retries = throttle_retries;
     if (lease_ns)
         t.lease_ns = lease_ns;
-    rc = sluice_engine_set_type(e, &t, msg, sizeof msg);
+    rc = sluice_engine_set_type(e, &t, T0, msg, sizeof msg);
     if (rc != SLUICE_OK)
         fail_msg("set_type %s: %s (%s)", name, sluice_strerror(rc), msg);
 }

@@ -759,7 +759,7 @@ static void test_apply_to_engine(void **unused)
     if (sluice_config_load(example_path(), &c, msg, sizeof(msg)) != 0)
         fail_msg("%s", msg);
     assert_int_equal(sluice_engine_new(&c.engine, &e), 0);
-    assert_int_equal(sluice_config_apply(&c, e, msg, sizeof(msg)), 0);
+    assert_int_equal(sluice_config_apply(&c, e, now, msg, sizeof(msg)), 0);
     assert_string_equal(msg, "");
     lp = sluice_engine_get_limit(e, "workflow_tier", &live);
     assert_non_null(lp);
@@ -771,7 +771,7 @@ static void test_apply_to_engine(void **unused)
     assert_int_equal(tp->nlimits, 5);
     assert_int_equal(tp->lease_ns, 2 * MIN);
     /* Applying again replaces everything in place. */
-    assert_int_equal(sluice_config_apply(&c, e, msg, sizeof(msg)), 0);
+    assert_int_equal(sluice_config_apply(&c, e, now, msg, sizeof(msg)), 0);
 
     /* A task of a configured type runs through the configured chain. */
     memset(&spec, 0, sizeof(spec));
@@ -795,9 +795,9 @@ static void test_apply_to_engine(void **unused)
     partial.ntypes = 1;
     partial.path = c.path;
     assert_int_equal(sluice_engine_new(NULL, &e), 0);
-    assert_int_not_equal(sluice_config_apply(&partial, e, msg, sizeof(msg)), 0);
+    assert_int_not_equal(sluice_config_apply(&partial, e, now, msg, sizeof(msg)), 0);
     assert_non_null(strstr(msg, "sluice.yaml:95: type \"llm.chat\": "));
-    assert_int_equal(sluice_config_apply(NULL, e, msg, sizeof(msg)), SLUICE_EINVAL);
+    assert_int_equal(sluice_config_apply(NULL, e, now, msg, sizeof(msg)), SLUICE_EINVAL);
     sluice_engine_free(e);
     sluice_config_clear(&c);
 }

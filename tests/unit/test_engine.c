@@ -290,23 +290,26 @@ static void test_retry_fixed_backoff_and_attempts(void **unused)
     t.retry.max_attempts = 3;
     t.retry.backoff = SLUICE_BACKOFF_FIXED;
     t.retry.base_ns = 5 * SEC;
-    assert_int_equal(sluice_engine_set_type(e, &t, msg, sizeof msg), SLUICE_OK);
+    assert_int_equal(sluice_engine_set_type(e, &t, T0, msg, sizeof msg), SLUICE_OK);
     id = fx_submit(e, "t", NULL, T0);
     assert_int_equal(fx_poll(e, T0, 2, out), 1);
-    assert_int_equal(sluice_engine_fail(e, id, 0, "boom", T0), SLUICE_OK);
+    assert_int_equal(sluice_engine_fail(e, id, SLUICE_FAIL_MODE_RETRY, "boom", T0), SLUICE_OK);
     assert_int_equal(fx_state(e, id), SLUICE_TASK_QUEUED);
     assert_int_equal(fx_poll(e, T0 + 5 * SEC - 1, 2, out), 0);
     assert_int_equal(fx_poll(e, T0 + 5 * SEC, 2, out), 1);
     assert_int_equal(out[0].attempt, 2);
-    assert_int_equal(sluice_engine_fail(e, id, 0, NULL, T0 + 5 * SEC), SLUICE_OK);
+    assert_int_equal(sluice_engine_fail(e, id, SLUICE_FAIL_MODE_RETRY, NULL, T0 + 5 * SEC),
+                     SLUICE_OK);
     assert_int_equal(fx_poll(e, T0 + 10 * SEC, 2, out), 1);
     assert_int_equal(out[0].attempt, 3);
-    assert_int_equal(sluice_engine_fail(e, id, 0, "third", T0 + 10 * SEC), SLUICE_OK);
+    assert_int_equal(sluice_engine_fail(e, id, SLUICE_FAIL_MODE_RETRY, "third", T0 + 10 * SEC),
+                     SLUICE_OK);
     assert_int_equal(sluice_engine_task_info(e, id, &info), SLUICE_OK);
     assert_int_equal(info.state, SLUICE_TASK_FAILED);
     assert_int_equal(info.failure.reason, SLUICE_FAIL_ATTEMPTS);
     assert_string_equal(info.fail_message, "third");
-    assert_int_equal(sluice_engine_fail(e, id, 0, NULL, T0 + 10 * SEC), SLUICE_ESTATE);
+    assert_int_equal(sluice_engine_fail(e, id, SLUICE_FAIL_MODE_RETRY, NULL, T0 + 10 * SEC),
+                     SLUICE_ESTATE);
     sluice_engine_free(e);
 }
 
@@ -327,7 +330,7 @@ static void test_retry_exponential_and_dead(void **unused)
     t.retry.backoff = SLUICE_BACKOFF_EXPONENTIAL;
     t.retry.base_ns = SEC;
     t.retry.max_ns = 5 * SEC;
-    assert_int_equal(sluice_engine_set_type(e, &t, msg, sizeof msg), SLUICE_OK);
+    assert_int_equal(sluice_engine_set_type(e, &t, T0, msg, sizeof msg), SLUICE_OK);
     id = fx_submit(e, "t", NULL, now);
     assert_int_equal(fx_poll(e, now, 2, out), 1);
     /* Backoffs 1, 2, 4, then capped at 5 s. */
@@ -335,13 +338,14 @@ static void test_retry_exponential_and_dead(void **unused)
         static const int64_t waits[] = {1, 2, 4, 5};
 
         for (size_t i = 0; i < 4; i++) {
-            assert_int_equal(sluice_engine_fail(e, id, 0, NULL, now), SLUICE_OK);
+            assert_int_equal(sluice_engine_fail(e, id, SLUICE_FAIL_MODE_RETRY, NULL, now),
+                             SLUICE_OK);
             assert_int_equal(fx_poll(e, now + waits[i] * SEC - 1, 2, out), 0);
             now += waits[i] * SEC;
             assert_int_equal(fx_poll(e, now, 2, out), 1);
         }
     }
-    assert_int_equal(sluice_engine_fail(e, id, 1, "gone", now), SLUICE_OK);
+    assert_int_equal(sluice_engine_fail(e, id, SLUICE_FAIL_MODE_DEAD, "gone", now), SLUICE_OK);
     assert_int_equal(sluice_engine_task_info(e, id, &info), SLUICE_OK);
     assert_int_equal(info.failure.reason, SLUICE_FAIL_DEAD);
     assert_int_equal(info.attempt, 5);
@@ -367,10 +371,10 @@ static void run_retry_throttle(int throttle, int64_t expect_retry_at)
     t.retry.backoff = SLUICE_BACKOFF_FIXED;
     t.retry.base_ns = SEC;
     t.retry.throttle_retries = throttle;
-    assert_int_equal(sluice_engine_set_type(e, &t, msg, sizeof msg), SLUICE_OK);
+    assert_int_equal(sluice_engine_set_type(e, &t, T0, msg, sizeof msg), SLUICE_OK);
     id = fx_submit(e, "t", NULL, T0);
     assert_int_equal(fx_poll(e, T0, 2, out), 1);
-    assert_int_equal(sluice_engine_fail(e, id, 0, NULL, T0), SLUICE_OK);
+    assert_int_equal(sluice_engine_fail(e, id, SLUICE_FAIL_MODE_RETRY, NULL, T0), SLUICE_OK);
     for (int64_t now = T0 + SEC; now <= T0 + 2 * MIN; now += SEC)
         if (fx_poll(e, now, 2, out) == 1) {
             at = now;

@@ -41,7 +41,8 @@ static void test_concurrency_released_at_ack_fail_expiry(void **unused)
     assert_int_equal(sluice_engine_poll(e, NULL, 0, 4, T0 + SEC, out), 1);
     assert_int_equal(out[0].id, t[1]);
     /* fail (dead): the same. */
-    assert_int_equal(sluice_engine_fail(e, t[1], 1, NULL, T0 + 2 * SEC), SLUICE_OK);
+    assert_int_equal(sluice_engine_fail(e, t[1], SLUICE_FAIL_MODE_DEAD, NULL, T0 + 2 * SEC),
+                     SLUICE_OK);
     assert_int_equal(sluice_engine_poll(e, NULL, 0, 4, T0 + 2 * SEC, out), 1);
     assert_int_equal(out[0].id, t[2]);
     /* lease expiry: t[2] goes back holding its grant, but its lease is released, so t[3] (behind
@@ -436,7 +437,7 @@ static void test_unknown_limit(void **unused)
     t.name = "t";
     t.limits = (char **)lims;
     t.nlimits = 1;
-    assert_int_equal(sluice_engine_set_type(e, &t, msg, sizeof msg), SLUICE_ENOTFOUND);
+    assert_int_equal(sluice_engine_set_type(e, &t, T0, msg, sizeof msg), SLUICE_ENOTFOUND);
     assert_non_null(strstr(msg, "nope"));
     assert_int_equal(ev.n[SLUICE_EVENT_UNKNOWN_LIMIT], 1);
     assert_string_equal(ev.last_limit[SLUICE_EVENT_UNKNOWN_LIMIT], "nope");
@@ -509,13 +510,13 @@ static void test_limit_replace_and_delete(void **unused)
     assert_int_equal(fx_poll(e, T0 + SEC, 8, out), 1);
     assert_int_equal(out[0].id, b);
     /* A named limit cannot go; an unnamed one can. */
-    assert_int_equal(sluice_engine_del_limit(e, "r"), SLUICE_ESTATE);
-    assert_int_equal(sluice_engine_del_limit(e, "a_first"), SLUICE_OK);
-    assert_int_equal(sluice_engine_del_limit(e, "a_first"), SLUICE_ENOTFOUND);
+    assert_int_equal(sluice_engine_del_limit(e, "r", T0 + SEC), SLUICE_ESTATE);
+    assert_int_equal(sluice_engine_del_limit(e, "a_first", T0 + SEC), SLUICE_OK);
+    assert_int_equal(sluice_engine_del_limit(e, "a_first", T0 + SEC), SLUICE_ENOTFOUND);
     /* Retype without the limit, then remove it while old tasks still refer to it. */
     fx_type(e, "t", NULL);
     fx_submit(e, "other", NULL, T0 + SEC);
-    assert_int_equal(sluice_engine_del_limit(e, "r"), SLUICE_OK);
+    assert_int_equal(sluice_engine_del_limit(e, "r", T0 + SEC), SLUICE_OK);
     assert_int_equal(sluice_engine_ack(e, b, 5, T0 + 2 * SEC), SLUICE_OK); /* skips the dead link */
     sluice_engine_free(e);
 }

@@ -95,7 +95,7 @@ static int set_type_rc(sluice_engine *e, const char *name, const char *const *li
     t.retry.max_ns = backoff_ns;
     t.retry.throttle_retries = throttle_retries;
     t.lease_ns = lease_ns;
-    return sluice_engine_set_type(e, &t, msg, sizeof msg);
+    return sluice_engine_set_type(e, &t, T0, msg, sizeof msg);
 }
 
 static void set_type(sluice_engine *e, const char *name, const char *const *limits,
@@ -129,16 +129,16 @@ static int policies_rc(sluice_engine *e)
     p.def.burst = 1;
     p.key_source = SLUICE_KEY_PATH;
     p.key_path = "tenant";
-    rc = sluice_engine_set_limit(e, &p, msg, sizeof msg);
+    rc = sluice_engine_set_limit(e, &p, T0, msg, sizeof msg);
     if (rc == SLUICE_OK) {
         fx_limit(&p, "breaker", SLUICE_RATE, 1, MIN);
         p.overflow = SLUICE_OVERFLOW_REJECT;
         p.key_source = SLUICE_KEY_EXPLICIT;
-        rc = sluice_engine_set_limit(e, &p, msg, sizeof msg);
+        rc = sluice_engine_set_limit(e, &p, T0, msg, sizeof msg);
     }
     if (rc == SLUICE_OK) {
         fx_limit(&p, "conc", SLUICE_CONCURRENCY, 1, 0);
-        rc = sluice_engine_set_limit(e, &p, msg, sizeof msg);
+        rc = sluice_engine_set_limit(e, &p, T0, msg, sizeof msg);
     }
     if (rc == SLUICE_OK)
         rc = set_type_rc(e, "sync", sync_l, 3, 5 * MIN, 1, 50 * SEC);
@@ -472,7 +472,7 @@ static void test_round_trip(void **unused)
     assert_int_equal(poll_type(a, "sync", T0, 8, out), 3);
     assert_int_equal(fx_state(a, s2), SLUICE_TASK_PARKED);
     assert_int_equal(sluice_engine_ack(a, s1, -1, T0), SLUICE_OK);
-    assert_int_equal(sluice_engine_fail(a, g, 0, "flaky", T0), SLUICE_OK);
+    assert_int_equal(sluice_engine_fail(a, g, SLUICE_FAIL_MODE_RETRY, "flaky", T0), SLUICE_OK);
 
     /* Running across the restore, holding the one concurrency slot. */
     run = submit_full(a, "job", "{\"j\":1}", NULL, NULL, 0, 0, 0, T0);
@@ -621,7 +621,7 @@ static void test_round_trip(void **unused)
     assert_memory_equal(spec.payload, "{\"s\":\"h\"}", spec.payload_len);
     assert_int_equal(sluice_engine_recurring_info(b, "hourly", &ri), SLUICE_OK);
     assert_int_equal(ri.next_ns, T0 + HOUR);
-    assert_int_equal(sluice_engine_del_recurring(b, "fast"), SLUICE_OK);
+    assert_int_equal(sluice_engine_del_recurring(b, "fast", restore_at + SEC), SLUICE_OK);
     assert_int_equal(fx_state(b, f2), SLUICE_TASK_CANCELLED);
     assert_int_equal(fx_state(b, o_h), SLUICE_TASK_QUEUED);
 
@@ -677,7 +677,8 @@ static void test_on_change_kinds(void **unused)
     EXPECT_CHANGED(c, id);
     assert_int_equal(export_of(e, id).lease_until_ns, until);
     /* retry: queued, not_before the backoff's end */
-    assert_int_equal(sluice_engine_fail(e, id, 0, "again", T0 + 2 * SEC), SLUICE_OK);
+    assert_int_equal(sluice_engine_fail(e, id, SLUICE_FAIL_MODE_RETRY, "again", T0 + 2 * SEC),
+                     SLUICE_OK);
     EXPECT_CHANGED(c, id);
     r = export_of(e, id);
     assert_int_equal(r.state, SLUICE_TASK_QUEUED);
@@ -709,7 +710,8 @@ static void test_on_change_kinds(void **unused)
     id3 = submit_full(e, "work", NULL, NULL, NULL, 0, 0, 0, T0 + 15 * SEC);
     assert_int_equal(poll_type(e, "work", T0 + 15 * SEC, 8, out), 1);
     c->n = 0;
-    assert_int_equal(sluice_engine_fail(e, id3, 1, "gone", T0 + 15 * SEC), SLUICE_OK);
+    assert_int_equal(sluice_engine_fail(e, id3, SLUICE_FAIL_MODE_DEAD, "gone", T0 + 15 * SEC),
+                     SLUICE_OK);
     EXPECT_CHANGED(c, id3);
     assert_int_equal(export_of(e, id3).fail_reason, SLUICE_FAIL_DEAD);
     /* failed by a limit's denial */
@@ -742,7 +744,7 @@ static void test_on_change_kinds(void **unused)
     sc.n = 0;
     occ = c->ids[c->n - 1];
     c->n = 0;
-    assert_int_equal(sluice_engine_del_recurring(e, "s"), SLUICE_OK);
+    assert_int_equal(sluice_engine_del_recurring(e, "s", T0 + 3 * MIN + SEC), SLUICE_OK);
     EXPECT_CHANGED(c, occ); /* cancelled, and no longer of the series */
     assert_true(series_changed(&sc, "s"));
     assert_int_equal(sluice_engine_recurring_state(e, "s", &spec, NULL, NULL), SLUICE_ENOTFOUND);
@@ -903,7 +905,7 @@ static void test_series_restore(void **unused)
     assert_int_equal(sluice_engine_recurring_state(a, "c", &spec, &runs, &skipped), SLUICE_OK);
     assert_int_equal(sluice_engine_restore_recurring(b, &spec, runs, skipped, T0, msg, sizeof msg),
                      SLUICE_EEXIST);
-    assert_int_equal(sluice_engine_del_recurring(b, "c"), SLUICE_OK);
+    assert_int_equal(sluice_engine_del_recurring(b, "c", T0 + 10 * SEC), SLUICE_OK);
     assert_int_equal(sluice_engine_restore_recurring(b, &spec, -1, 0, T0, msg, sizeof msg),
                      SLUICE_EINVAL);
     sluice_engine_free(b);
@@ -1090,9 +1092,12 @@ static void p_step(pworld *w)
             assert_int_equal(sluice_engine_ack(w->e, id, -1, w->now), SLUICE_OK);
     } else if (r < 72) {
         if ((id = p_pick(w, SLUICE_TASK_RUNNING, 0)) != 0)
-            assert_int_equal(
-                sluice_engine_fail(w->e, id, rng_range(&w->rng, 0, 9) == 0, "x", w->now),
-                SLUICE_OK);
+            assert_int_equal(sluice_engine_fail(w->e, id,
+                                                rng_range(&w->rng, 0, 9) == 0
+                                                    ? SLUICE_FAIL_MODE_DEAD
+                                                    : SLUICE_FAIL_MODE_RETRY,
+                                                "x", w->now),
+                             SLUICE_OK);
     } else if (r < 76) {
         if ((id = p_pick(w, SLUICE_TASK_QUEUED, SLUICE_TASK_PARKED)) != 0)
             assert_int_equal(sluice_engine_cancel(w->e, id, w->now), SLUICE_OK);
@@ -1103,7 +1108,7 @@ static void p_step(pworld *w)
         const char *name = rng_range(&w->rng, 0, 1) ? "sa" : "sb";
 
         if (rng_range(&w->rng, 0, 2) == 0)
-            sluice_engine_del_recurring(w->e, name);
+            sluice_engine_del_recurring(w->e, name, w->now);
         else
             add_series(w->e, name, rng_range(&w->rng, 0, 1) ? "plain" : "work",
                        rng_range(&w->rng, 3, 20) * SEC, NULL, NULL, rng_range(&w->rng, 0, 4),
@@ -1316,7 +1321,8 @@ static void test_oom_restore(void **unused)
     add_series(a, "s", "plain", MIN, NULL, NULL, 0, T0);
     assert_int_equal(sluice_engine_tick(a, T0), SLUICE_OK);
     assert_int_equal(sluice_engine_poll(a, NULL, 0, 8, T0, out), 4); /* sync, job, mail, s */
-    assert_int_equal(sluice_engine_fail(a, out[3].id, 1, "dead", T0), SLUICE_OK);
+    assert_int_equal(sluice_engine_fail(a, out[3].id, SLUICE_FAIL_MODE_DEAD, "dead", T0),
+                     SLUICE_OK);
     for (uint64_t id = 1; id <= 7; id++) {
         sluice_task_record r = export_of(a, id);
 

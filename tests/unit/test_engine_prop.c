@@ -134,7 +134,8 @@ static void setup(world *w, uint64_t seed)
                 tp.retry.backoff = SLUICE_BACKOFF_FIXED;
                 tp.retry.base_ns = 500 * MS;
                 tp.retry.throttle_retries = w->throttle[t];
-                assert_int_equal(sluice_engine_set_type(w->e, &tp, msg, sizeof msg), SLUICE_OK);
+                assert_int_equal(sluice_engine_set_type(w->e, &tp, w->now, msg, sizeof msg),
+                                 SLUICE_OK);
             }
         }
     }
@@ -392,7 +393,10 @@ static void finish_running(world *w, mtask *m, int fail, int dead)
         m->state = M_DONE;
         return;
     }
-    assert_int_equal(sluice_engine_fail(w->e, m->id, dead, "x", w->now), SLUICE_OK);
+    assert_int_equal(sluice_engine_fail(w->e, m->id,
+                                        dead ? SLUICE_FAIL_MODE_DEAD : SLUICE_FAIL_MODE_RETRY, "x",
+                                        w->now),
+                     SLUICE_OK);
     release(w, m);
     if (dead || m->attempt >= 3) {
         m->state = M_FAILED;
@@ -556,14 +560,14 @@ static int oom_cycle(void)
     fx_limit(&p, "rate", SLUICE_RATE, 2, MIN);
     p.key_source = SLUICE_KEY_PATH;
     p.key_path = "tenant";
-    TRY(sluice_engine_set_limit(e, &p, msg, sizeof msg));
+    TRY(sluice_engine_set_limit(e, &p, T0, msg, sizeof msg));
     fx_limit(&p, "conc", SLUICE_CONCURRENCY, 1, 0);
-    TRY(sluice_engine_set_limit(e, &p, msg, sizeof msg));
+    TRY(sluice_engine_set_limit(e, &p, T0, msg, sizeof msg));
     sluice_type_policy_init(&t);
     t.name = "job";
     t.limits = (char **)lims;
     t.nlimits = 2;
-    TRY(sluice_engine_set_type(e, &t, msg, sizeof msg));
+    TRY(sluice_engine_set_type(e, &t, T0, msg, sizeof msg));
     memset(&s, 0, sizeof s);
     s.type = "job";
     s.payload = "{\"tenant\":\"a-rather-long-tenant-name-that-needs-its-own-allocation\"}";
@@ -590,7 +594,7 @@ static int oom_cycle(void)
     TRY(rc);
     check_counts(e);
     if (rc > 0)
-        TRY(sluice_engine_fail(e, out[0].id, 0, "retry me", T0 + 2 * SEC));
+        TRY(sluice_engine_fail(e, out[0].id, SLUICE_FAIL_MODE_RETRY, "retry me", T0 + 2 * SEC));
     memset(&r, 0, sizeof r);
     r.name = "every-minute";
     r.type = "untyped";
@@ -599,9 +603,9 @@ static int oom_cycle(void)
     TRY(sluice_engine_tick(e, T0 + 2 * MIN));
     TRY(sluice_engine_poll(e, NULL, 0, 8, T0 + 2 * MIN, out));
     check_counts(e);
-    TRY(sluice_engine_del_recurring(e, "every-minute"));
+    TRY(sluice_engine_del_recurring(e, "every-minute", T0 + 2 * MIN));
     fx_limit(&p, "rate", SLUICE_RATE, 5, MIN);
-    TRY(sluice_engine_set_limit(e, &p, msg, sizeof msg));
+    TRY(sluice_engine_set_limit(e, &p, T0 + 2 * MIN, msg, sizeof msg));
     TRY(sluice_engine_tick(e, T0 + 3 * MIN));
 out:
     if (e)

@@ -163,13 +163,14 @@ static void test_started_occurrence_retries(void **unused)
     t.name = "job";
     t.retry.backoff = SLUICE_BACKOFF_FIXED;
     t.retry.base_ns = SEC;
-    assert_int_equal(sluice_engine_set_type(e, &t, msg, sizeof msg), SLUICE_OK);
+    assert_int_equal(sluice_engine_set_type(e, &t, T0, msg, sizeof msg), SLUICE_OK);
     add(e, "s", "job", 100 * SEC, NULL, T0 + 50 * SEC, 1, T0);
     assert_int_equal(fx_poll(e, T0, 4, out), 1);
-    assert_int_equal(sluice_engine_fail(e, out[0].id, 0, NULL, T0), SLUICE_OK);
+    assert_int_equal(sluice_engine_fail(e, out[0].id, SLUICE_FAIL_MODE_RETRY, NULL, T0), SLUICE_OK);
     assert_int_equal(fx_poll(e, T0 + SEC, 4, out), 1);
     assert_int_equal(out[0].attempt, 2);
-    assert_int_equal(sluice_engine_fail(e, out[0].id, 0, NULL, T0 + 60 * SEC), SLUICE_OK);
+    assert_int_equal(sluice_engine_fail(e, out[0].id, SLUICE_FAIL_MODE_RETRY, NULL, T0 + 60 * SEC),
+                     SLUICE_OK);
     /* After the series' end too. */
     assert_int_equal(fx_poll(e, T0 + 61 * SEC, 4, out), 1);
     assert_int_equal(out[0].attempt, 3);
@@ -208,12 +209,12 @@ static void test_delete_cancels_queued(void **unused)
     assert_int_equal(sluice_engine_tick(e, T0), SLUICE_OK);
     sluice_engine_get_stats(e, &st);
     assert_int_equal(st.queued, 1);
-    assert_int_equal(sluice_engine_del_recurring(e, "s"), SLUICE_OK);
+    assert_int_equal(sluice_engine_del_recurring(e, "s", T0), SLUICE_OK);
     sluice_engine_get_stats(e, &st);
     assert_int_equal(st.queued, 0);
     assert_int_equal(st.cancelled, 1);
     assert_int_equal(sluice_engine_recurring_info(e, "s", &ri), SLUICE_ENOTFOUND);
-    assert_int_equal(sluice_engine_del_recurring(e, "s"), SLUICE_ENOTFOUND);
+    assert_int_equal(sluice_engine_del_recurring(e, "s", T0), SLUICE_ENOTFOUND);
     /* Re-adding a name replaces the series. */
     add(e, "s", "job", 10 * SEC, NULL, 0, 0, T0);
     add(e, "s", "job", 20 * SEC, NULL, 0, 0, T0 + SEC);

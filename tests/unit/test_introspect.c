@@ -91,10 +91,13 @@ static void test_type_counters(void **unused)
             assert_int_equal(sluice_engine_ack(e, d[i].id, -1, T0 + MS), SLUICE_OK);
             acked++;
         } else if (failed == 0) {
-            assert_int_equal(sluice_engine_fail(e, d[i].id, 0, "flaky", T0 + MS), SLUICE_OK);
+            assert_int_equal(
+                sluice_engine_fail(e, d[i].id, SLUICE_FAIL_MODE_RETRY, "flaky", T0 + MS),
+                SLUICE_OK);
             failed++;
         } else if (failed == 1) {
-            assert_int_equal(sluice_engine_fail(e, d[i].id, 1, "dead", T0 + MS), SLUICE_OK);
+            assert_int_equal(sluice_engine_fail(e, d[i].id, SLUICE_FAIL_MODE_DEAD, "dead", T0 + MS),
+                             SLUICE_OK);
             failed++;
         }
     }

@@ -431,7 +431,7 @@ static int commit_task(store *s, uint64_t id, size_t len)
     rc = store_put_task(s, &r);
     if (rc)
         return rc;
-    return store_commit(s);
+    return store_commit(s, monotonic_ms());
 }
 
 static void assert_check_ok(store *s)
@@ -552,7 +552,7 @@ static void sample_put(store *s, const sample *x)
     assert_int_equal(store_put_recurring(s, &x->recs[0], 0, 0), 0);
     assert_int_equal(store_put_meta(s, "clock_ns", 123456789), 0);
     assert_int_equal(store_put_meta(s, "a.neg", -1), 0);
-    assert_int_equal(store_commit(s), 0);
+    assert_int_equal(store_commit(s, monotonic_ms()), 0);
 }
 
 static void sample_verify(store *s, const sample *x)
@@ -635,7 +635,7 @@ static void test_replace_and_delete(void **state)
     assert_int_equal(store_put_limit(s, "y", "why"), 0);
     assert_int_equal(store_put_recurring(s, &rec, 1, 0), 0);
     assert_int_equal(store_put_meta(s, "m", 1), 0);
-    assert_int_equal(store_commit(s), 0);
+    assert_int_equal(store_commit(s, monotonic_ms()), 0);
 
     /* Put twice = replace, in the same transaction and across transactions. */
     a.state = SLUICE_TASK_RUNNING;
@@ -655,7 +655,7 @@ static void test_replace_and_delete(void **state)
     assert_int_equal(store_del_task(s, 2), 0);
     assert_int_equal(store_del_task(s, 99), 0); /* absent: not an error */
     assert_int_equal(store_del_key(s, "x", "k2", 2), 0);
-    assert_int_equal(store_commit(s), 0);
+    assert_int_equal(store_commit(s, monotonic_ms()), 0);
 
     l = load_all(s);
     assert_int_equal(l->ntasks, 1);
@@ -676,7 +676,7 @@ static void test_replace_and_delete(void **state)
     assert_int_equal(store_del_limit_keys(s, "x"), 0);
     assert_int_equal(store_del_limit(s, "y"), 0);
     assert_int_equal(store_del_recurring(s, "r"), 0);
-    assert_int_equal(store_commit(s), 0);
+    assert_int_equal(store_commit(s, monotonic_ms()), 0);
     store_close(s);
 
     s = open_store(data_dir(state), STORE_ALWAYS, 0);
@@ -717,7 +717,7 @@ static void test_load_order(void **state)
             assert_int_equal(store_put_recurring(s, &rec, 0, 0), 0);
         }
     }
-    assert_int_equal(store_commit(s), 0);
+    assert_int_equal(store_commit(s, monotonic_ms()), 0);
 
     l = load_all(s);
     for (i = 1; i < l->nkinds; i++)
@@ -769,7 +769,7 @@ static void test_uncommitted_not_seen(void **state)
     assert_int_equal(store_put_task(s, &r), 0);
     assert_int_equal(store_del_task(s, 1), 0);
     store_rollback(s);
-    assert_int_equal(store_commit(s), SLUICE_ESTATE); /* nothing open any more */
+    assert_int_equal(store_commit(s, monotonic_ms()), SLUICE_ESTATE); /* nothing open any more */
     /* Left open at close. */
     r.id = 3;
     assert_int_equal(store_begin(s), 0);
@@ -791,11 +791,11 @@ static void test_misuse(void **state)
 
     assert_int_equal(store_put_task(s, &r), SLUICE_ESTATE);
     assert_string_equal(store_error(s), "no transaction is open");
-    assert_int_equal(store_commit(s), SLUICE_ESTATE);
+    assert_int_equal(store_commit(s, monotonic_ms()), SLUICE_ESTATE);
     assert_int_equal(store_begin(s), 0);
     assert_int_equal(store_begin(s), SLUICE_ESTATE);
     assert_int_equal(store_put_task(s, &r), 0); /* the open transaction is unharmed */
-    assert_int_equal(store_commit(s), 0);
+    assert_int_equal(store_commit(s, monotonic_ms()), 0);
     store_rollback(s); /* nothing open: no-op */
     assert_int_equal(store_begin(NULL), SLUICE_EINVAL);
     assert_int_equal(store_load(s, NULL, NULL), SLUICE_EINVAL);
@@ -815,7 +815,7 @@ static void test_failed_put_fails_transaction(void **state)
     assert_int_equal(store_put_task(s, &good), 0);
     assert_int_equal(store_put_task(s, &bad), SLUICE_EINVAL);
     assert_int_equal(store_put_meta(s, "m", 1), SLUICE_EINVAL);
-    assert_int_equal(store_commit(s), SLUICE_EINVAL);
+    assert_int_equal(store_commit(s, monotonic_ms()), SLUICE_EINVAL);
     /* Reserved meta names. */
     assert_int_equal(store_begin(s), 0);
     assert_int_equal(store_put_meta(s, "store.schema_version", 99), SLUICE_EINVAL);
@@ -826,7 +826,7 @@ static void test_failed_put_fails_transaction(void **state)
     assert_int_equal(store_begin(s), 0);
     good.id = 3;
     assert_int_equal(store_put_task(s, &good), 0);
-    assert_int_equal(store_commit(s), 0);
+    assert_int_equal(store_commit(s, monotonic_ms()), 0);
     store_close(s);
 
     s = open_store(data_dir(state), STORE_ALWAYS, 0);
@@ -858,7 +858,7 @@ static void test_none(void **state)
     assert_int_equal(store_del_limit_keys(s, "api"), 0);
     assert_int_equal(store_del_limit(s, "api"), 0);
     assert_int_equal(store_del_recurring(s, "tick"), 0);
-    assert_int_equal(store_commit(s), 0);
+    assert_int_equal(store_commit(s, monotonic_ms()), 0);
     l = load_all(s);
     assert_int_equal(l->nkinds, 0);
     loaded_free(l);
@@ -885,6 +885,38 @@ static void test_always_syncs_each_commit(void **state)
     syncs = faultvfs_syncs();
     assert_int_equal(store_sync(s), 0);
     assert_int_equal(faultvfs_syncs(), syncs);
+    store_close(s);
+}
+
+/* One transaction holding task id, committed at the caller's now_ms. */
+static void commit_task_at(store *s, uint64_t id, int64_t now_ms)
+{
+    sluice_task_record r = plain_task(id, "x", 1);
+
+    assert_int_equal(store_begin(s), 0);
+    assert_int_equal(store_put_task(s, &r), 0);
+    assert_int_equal(store_commit(s, now_ms), 0);
+}
+
+/* The store reads no clock: the STORE_BATCH countdown starts at the now_ms given to the first
+ * commit after a sync, on a simulated clock far from the machine's (and nowhere near it). */
+static void test_batch_schedule_uses_time_given(void **state)
+{
+    const int64_t t = INT64_C(5) * 1000 * 1000 * 1000; /* ms; no real monotonic clock reads this */
+    store *s = open_store(data_dir(state), STORE_BATCH, 0);
+
+    commit_task_at(s, 1, t);
+    assert_int_equal(store_sync_due_ms(s, t), 100); /* batch_ms from the commit's time */
+    assert_int_equal(store_sync_due_ms(s, t + 40), 60);
+    commit_task_at(s, 2, t + 70); /* a later commit does not restart the countdown */
+    assert_int_equal(store_sync_due_ms(s, t + 70), 30);
+    assert_int_equal(store_sync_due_ms(s, t + 100), 0);
+    assert_int_equal(store_sync_due_ms(s, t + 5000), 0); /* overdue */
+    assert_int_equal(store_sync(s), 0);
+    assert_int_equal(store_sync_due_ms(s, t + 5000), -1);
+    commit_task_at(s, 3, t + 6000); /* the next batch starts at its own first commit */
+    assert_int_equal(store_sync_due_ms(s, t + 6000), 100);
+    assert_int_equal(store_sync_due_ms(s, t + 6099), 1);
     store_close(s);
 }
 
@@ -1202,7 +1234,7 @@ static void crash_child(const char *dir, int fd)
 
         if (store_begin(s) || store_put_task(s, &r) ||
             store_put_key(s, "lim", (const char *)&k, sizeof k, payload, 40) ||
-            store_put_meta(s, "last", (int64_t)k) || store_commit(s))
+            store_put_meta(s, "last", (int64_t)k) || store_commit(s, monotonic_ms()))
             _exit(3);
         if (write(fd, &k, sizeof k) != (ssize_t)sizeof k)
             _exit(4);
@@ -1347,8 +1379,8 @@ static int oom_body(void *p)
     rc = store_open(&o, &s, msg, sizeof msg);
     if (rc)
         return rc;
-    if ((rc = store_begin(s)) || (rc = store_put_task(s, &r)) || (rc = store_commit(s)) ||
-        (rc = store_load(s, &cb, &n))) {
+    if ((rc = store_begin(s)) || (rc = store_put_task(s, &r)) ||
+        (rc = store_commit(s, monotonic_ms())) || (rc = store_load(s, &cb, &n))) {
         store_close(s);
         return rc;
     }
@@ -1381,6 +1413,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_none, setup, teardown),
         cmocka_unit_test_setup_teardown(test_always_syncs_each_commit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_syncs_on_store_sync, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_schedule_uses_time_given, setup, teardown),
         cmocka_unit_test_setup_teardown(test_env_selects_fault_vfs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_creates_directory, setup, teardown),

@@ -609,7 +609,9 @@ static int complete(run *x, const busy *b, int64_t now)
         return 0; /* its lease expired first: the engine took the task back, the work is lost */
     simkeys_release(x->r, t, now);
     if (w->failure_rate > 0 && sim_rand_unit(x->p) < w->failure_rate) {
-        rc = sluice_engine_fail(x->e, t->id, w->failure_mode == SCENARIO_FAIL_DEAD,
+        rc = sluice_engine_fail(x->e, t->id,
+                                w->failure_mode == SCENARIO_FAIL_DEAD ? SLUICE_FAIL_MODE_DEAD
+                                                                      : SLUICE_FAIL_MODE_RETRY,
                                 "simulated failure", T0 + now);
         if (rc != 0)
             return 0; /* the engine took the task back meanwhile */
@@ -899,7 +901,7 @@ int simrun_run(const scenario *sc, const sluice_config *cfg, simrun_result **out
         goto fail;
     }
     sluice_engine_on_event(x.e, on_event, r);
-    rc = sluice_config_apply(cfg, x.e, msg, msglen);
+    rc = sluice_config_apply(cfg, x.e, T0, msg, msglen);
     if (rc == 0)
         rc = add_series(&x);
     if (rc == 0)
