@@ -275,3 +275,32 @@ int sluice_engine_top_parked(const sluice_engine *e, const char *name, sluice_pa
     }
     return (int)n;
 }
+
+/* ---- A task's charges -------------------------------------------------------------------- */
+
+int sluice_engine_task_charges(const sluice_engine *e, uint64_t id, sluice_charge *out, size_t max)
+{
+    const task *t = task_by_id(e, id);
+
+    if (!t)
+        return SLUICE_ENOTFOUND;
+    for (uint16_t i = 0; i < t->nlinks && i < max; i++) {
+        const task_link *l = &t->links[i];
+        const sluice_limit_policy *p = &l->lim->pol;
+        sluice_charge *c = &out[i];
+
+        memset(c, 0, sizeof *c);
+        c->limit = p->name;
+        c->tier = p->ntiers > 0 && l->tier < p->ntiers ? p->tiers[l->tier].name : NULL;
+        c->key = l->key;
+        c->keylen = l->keylen;
+        c->kind = sluice_limit_get_def(registry_core(l->lim, l->tier))->kind;
+        c->units = l->units;
+        c->charged = (l->flags & LINK_CHARGED) != 0;
+        /* As gate_settle decides: task-unit links and quotas, while the limit lives. */
+        c->settles = c->charged && !l->lim->dead &&
+                     ((l->flags & LINK_SETTLE) != 0 || c->kind == SLUICE_QUOTA);
+        c->held = l->lease_id != 0;
+    }
+    return (int)t->nlinks;
+}
