@@ -23,7 +23,7 @@
 #include "cli/sim/simulate.h"
 
 #define MINUTE_NS (60 * SLUICE_NS_PER_SEC)
-#define KEY_BUF   1024 /* longest key kept for the report */
+#define KEY_BUF   1024 /* longest list of a task's keys kept for its report line */
 
 /* Makes room for `need` elements of `size` bytes in *p (capacity *cap). Returns 0 or -1. */
 int sim_grow(void **p, size_t *cap, size_t need, size_t size)
