@@ -628,6 +628,51 @@ static void test_agrees_with_engine(void **unused)
     sluice_free(long_key);
 }
 
+/* Grants and held units follow the engine's own counters: a first delivery is charged, a
+ * redelivery after a lost lease and a retry under throttle_retries false are not, and every
+ * concurrency unit taken is given back (ack, fail or lease expiry) by the end. */
+static void test_counts_follow_engine(void **unused)
+{
+    fixture f;
+    simrun_result *r;
+    size_t grants_api = 0, grants_slots = 0;
+
+    (void)unused;
+    load(&f, "limits:\n"
+             "  api: {rate: 600/1m, key: explicit}\n"
+             "  slots: {concurrency: 2}\n"
+             "types:\n"
+             "  job:\n"
+             "    limits: [api, slots]\n"
+             "    lease: 3s\n"
+             "    retry: {max_attempts: 5, backoff: fixed, base: 1s, throttle_retries: false}\n"
+             "scenario:\n"
+             "  seed: 9\n"
+             "  arrivals:\n"
+             "    - {type: job, count: 40, from: 0s, until: 40s, key: [a, b]}\n"
+             "  workers:\n"
+             "    - {count: 3, service: 1s..5s, failure_rate: 0.3}\n");
+    r = run_ok(&f);
+    assert_false(r->stopped);
+    assert_true(r->stats.redelivered > 0);
+    assert_true(r->stats.retried > 0);
+    for (size_t i = 0; i < r->nseries; i++) {
+        const simrun_series *s = &r->series[i];
+
+        if (strcmp(s->limit, "api") == 0) {
+            grants_api += s->n;
+        } else {
+            grants_slots += s->n;
+            assert_int_equal(s->held, 0);
+            assert_true(s->held_peak <= 2);
+        }
+    }
+    assert_int_equal(grants_api, r->stats.delivered - r->stats.redelivered - r->stats.retried);
+    assert_int_equal(grants_slots, grants_api);
+    simrun_result_free(r);
+    unload(&f);
+}
+
 /* simrun_max_in against a brute-force count over every interval that starts at a grant. */
 static void test_max_in_property(void **unused)
 {
@@ -836,6 +881,7 @@ int main(void)
         cmocka_unit_test(test_payload),
         cmocka_unit_test(test_simrun_oom),
         cmocka_unit_test(test_agrees_with_engine),
+        cmocka_unit_test(test_counts_follow_engine),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
