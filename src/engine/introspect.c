@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Introspection for monitoring: per-type counters and tasks by state, per-limit figures, and the
- * keys of a limit with the most parked tasks. See introspect.h for the counters and engine.h
- * ("Introspection") for the calls.
+ * Introspection for monitoring: per-type counters and tasks by state, per-limit figures, the
+ * keys of a limit with the most parked tasks, and what a task's grant charged on each link of
+ * its chain (read straight from its links). See introspect.h for the counters and engine.h
+ * ("Introspection", sluice_engine_task_charges) for the calls.
  *
  * Figures that the engine does not keep as it goes are computed by a walk when asked: tasks by
  * state per type walk every task kept (O(tasks)), a limit's parked figures walk its wait queues

@@ -3,7 +3,9 @@
  * Tests of the scenario mode of `sluice simulate`: the SVG builder (pure: well-formed output,
  * escaping of any key, the legend, the axes, out-of-memory sweep), the scenario templates, and
  * the simulation loop on tiny scenarios written here (seed 003's timeline, rejections, retries,
- * determinism, the sliding-window figure against a brute-force reference), with its reports.
+ * determinism, the sliding-window figure against a brute-force reference), with its reports,
+ * and its agreement with the engine: the keys, grants and held units it shows are those the
+ * engine reports (sluice_engine_task_charges), refused tasks add none.
  *
  * svg.c, payload.c, scenario.c, keys.c, run.c, chart.c and report.c (src/cli/sim/) belong to the
  * sluice binary, not to libsluice, so they are compiled into this test directly.
