@@ -114,6 +114,11 @@ typedef struct sluice_delivery {
     size_t payload_len;
     int attempt;            /* 1 for the first delivery */
     int64_t lease_until_ns; /* redelivered to another worker after this unless acked/touched */
+    int charged;            /* 1: this grant charged every limit of the task's chain (a first
+                             * delivery, or a retry under throttle_retries); 0: it redeemed a
+                             * grant the task held (redelivery after a lost lease) or is a retry
+                             * under throttle_retries 0, and took its concurrency units only.
+                             * What was charged, per limit: sluice_engine_task_charges */
 } sluice_delivery;
 
 /* A snapshot of one task. Borrowed pointers as for sluice_delivery. */
@@ -268,6 +273,37 @@ int sluice_engine_task_info(const sluice_engine *e, uint64_t id, sluice_task_inf
  * changes nothing (see Time). */
 int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
                           sluice_explanation *out);
+
+/* One limit of a task's chain: the key, tier and units the engine resolved at submit, and what
+ * the task's grant holds on it. This is the engine's own account of a charge, for anything that
+ * shows or mirrors one (the simulator's series, the admin API, a shared store): callers never
+ * resolve keys, tiers or units themselves.
+ * Borrowed pointers, valid until the next call that changes the engine (one that finishes a
+ * task may forget another). */
+typedef struct sluice_charge {
+    const char *limit;      /* the limit's name */
+    const char *tier;       /* the tier chosen for this task, or NULL when the limit has none */
+    const char *key;        /* the key, keylen bytes, NUL-terminated; "" is the limit's global
+                             * key (no key, or a missing one under missing_key: global) */
+    size_t keylen;          /* bytes of key */
+    sluice_limit_kind kind; /* of the tier's definition (the limit's when untiered) */
+    int64_t units;          /* units asked of this limit: fixed by it, read from the input, or
+                             * the task's own */
+    int charged;            /* 1: the task's grant (its last one, once finished) charged these
+                             * units to a rate, window, sliding or quota key. Kept across a lost
+                             * lease (the redelivery redeems the grant); cleared by a fail, since
+                             * a retry pays again (or not, under throttle_retries 0) */
+    int settles;            /* 1: charged, and an ack's cost replaces these units with the cost
+                             * (units from the task or its input, or a quota) */
+    int held;               /* 1: a concurrency lease holds these units now (RUNNING only); an
+                             * ack, a fail or the lease's expiry gives them back */
+} sluice_charge;
+
+/* Fills out[0..max) with the links of task id's chain, in its type's order (a limit removed
+ * since is still listed: its name stays readable while the task is kept). Returns the number of
+ * links the chain has (which may exceed max: call again with room for all), or SLUICE_ENOTFOUND
+ * (never existed, or forgotten). Reads only: changes nothing. */
+int sluice_engine_task_charges(const sluice_engine *e, uint64_t id, sluice_charge *out, size_t max);
 
 /* ---- Recurring tasks ----------------------------------------------------------------------- */
 

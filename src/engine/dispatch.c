@@ -73,7 +73,9 @@ static void fail_by_limit(sluice_engine *e, task *t, sluice_fail_reason reason, 
     emit_for(e, SLUICE_EVENT_REJECTED, t, link, 0, now);
 }
 
-static void deliver(sluice_engine *e, task *t, int64_t now, sluice_delivery *out)
+/* Hands t out at now; charged says whether its grant charged the whole chain (see
+ * sluice_delivery.charged). */
+static void deliver(sluice_engine *e, task *t, int64_t now, int charged, sluice_delivery *out)
 {
     if (recurring_pending(t))
         recurring_started(e, t);
@@ -91,6 +93,7 @@ static void deliver(sluice_engine *e, task *t, int64_t now, sluice_delivery *out
     out->payload_len = t->payload ? t->payload_len : 2;
     out->attempt = t->attempt;
     out->lease_until_ns = t->due_ns;
+    out->charged = charged;
     engine_changed(e, t->id);
 }
 
@@ -98,6 +101,8 @@ static void deliver(sluice_engine *e, task *t, int64_t now, sluice_delivery *out
  * SLUICE_ENOMEM with t still QUEUED and in no heap. */
 static int poll_one(sluice_engine *e, task *t, int64_t now, sluice_delivery *out)
 {
+    /* A task holding a grant, or on a free retry, asks its concurrency links only. */
+    int charged = (t->flags & (TASK_HOLDS_GRANT | TASK_FREE_RETRY)) == 0;
     gate_result r;
     uint16_t link;
     waitq *q;
@@ -130,7 +135,7 @@ static int poll_one(sluice_engine *e, task *t, int64_t now, sluice_delivery *out
     }
     switch (r.verdict) {
     case GATE_GRANTED:
-        deliver(e, t, now, out);
+        deliver(e, t, now, charged, out);
         return POLL_DELIVERED;
     case GATE_PARK: {
         int64_t wake = add_sat(now, r.retry_after_ns);

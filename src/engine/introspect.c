@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Introspection for monitoring: per-type counters and tasks by state, per-limit figures, and the
- * keys of a limit with the most parked tasks. See introspect.h for the counters and engine.h
- * ("Introspection") for the calls.
+ * Introspection for monitoring: per-type counters and tasks by state, per-limit figures, the
+ * keys of a limit with the most parked tasks, and what a task's grant charged on each link of
+ * its chain (read straight from its links). See introspect.h for the counters and engine.h
+ * ("Introspection", sluice_engine_task_charges) for the calls.
  *
  * Figures that the engine does not keep as it goes are computed by a walk when asked: tasks by
  * state per type walk every task kept (O(tasks)), a limit's parked figures walk its wait queues
@@ -274,4 +275,33 @@ int sluice_engine_top_parked(const sluice_engine *e, const char *name, sluice_pa
         out[at] = k;
     }
     return (int)n;
+}
+
+/* ---- A task's charges -------------------------------------------------------------------- */
+
+int sluice_engine_task_charges(const sluice_engine *e, uint64_t id, sluice_charge *out, size_t max)
+{
+    const task *t = task_by_id(e, id);
+
+    if (!t)
+        return SLUICE_ENOTFOUND;
+    for (uint16_t i = 0; i < t->nlinks && i < max; i++) {
+        const task_link *l = &t->links[i];
+        const sluice_limit_policy *p = &l->lim->pol;
+        sluice_charge *c = &out[i];
+
+        memset(c, 0, sizeof *c);
+        c->limit = p->name;
+        c->tier = p->ntiers > 0 && l->tier < p->ntiers ? p->tiers[l->tier].name : NULL;
+        c->key = l->key;
+        c->keylen = l->keylen;
+        c->kind = sluice_limit_get_def(registry_core(l->lim, l->tier))->kind;
+        c->units = l->units;
+        c->charged = (l->flags & LINK_CHARGED) != 0;
+        /* As gate_settle decides: task-unit links and quotas, while the limit lives. */
+        c->settles = c->charged && !l->lim->dead &&
+                     ((l->flags & LINK_SETTLE) != 0 || c->kind == SLUICE_QUOTA);
+        c->held = l->lease_id != 0;
+    }
+    return (int)t->nlinks;
 }

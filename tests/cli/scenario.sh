@@ -151,6 +151,46 @@ check "seed000: 10 llm calls as they arrive, every 2 s" "0 2 4 6 8 10 12 14 16 1
   "$(printf '%s\n' "$llm" | head -n 10 | xargs)"
 check "seed000: then paced: 30 calls by 120 s" 120 "$(printf '%s\n' "$llm" | tail -n 1)"
 
+# ---- The simulator counts what the engine charged, nothing else --------------------------------
+
+# A units value of 0, a missing team (seats has no missing_key: global) and a tier value no tier
+# matches are refused by the engine: no key of theirs may appear in the report. A missing org
+# under missing_key: global is charged on the global key.
+cat >"$tmp/agree.yaml" <<'YAML'
+limits:
+  tokens: {rate: 100/1m, key: input.user, units: input.tokens}
+  calls: {rate: 10/1m, key: input.org, missing_key: global}
+  seats: {rate: 10/1m, key: input.team}
+  size:
+    tier:
+      field: input.agents
+      tiers:
+        - {name: small, max: 2, rate: 20/1m}
+        - {name: big, min: 5, rate: 5/1m}
+types:
+  job: {limits: [tokens, calls, seats, size]}
+scenario:
+  arrivals:
+    - {type: job, count: 3, payload: {user: ann, org: acme, team: red, tokens: 5, agents: 1}}
+    - {type: job, count: 2, at: 1s, payload: {user: bob, org: acme, team: red, tokens: 0, agents: 1}}
+    - {type: job, count: 2, at: 2s, payload: {user: cy, team: blue, tokens: 7, agents: 6}}
+    - {type: job, count: 1, at: 3s, payload: {user: fay, org: acme, tokens: 1, agents: 1}}
+    - {type: job, count: 1, at: 3s, payload: {user: gus, org: acme, team: red, tokens: 1, agents: 3}}
+YAML
+run simulate "$tmp/agree.yaml"
+check "agree: status" 0 "$rc"
+contains "agree: refusals counted" "$out" "9 submitted: 5 done, 0 failed, 0 rejected, 4 refused"
+contains "agree: units from the input" "$out" "tokens: 15 units in any 1m"
+check "agree: no key of a refused task (bob, fay, gus)" 0 \
+  "$(printf '%s\n' "$out" | grep -c -E '^tokens +- +(bob|fay|gus) ')"
+check "agree: no global seats key (no missing_key: global)" 0 \
+  "$(printf '%s\n' "$out" | grep -c -E '^seats +- +\(global\) ')"
+check "agree: no untiered size row" 0 "$(printf '%s\n' "$out" | grep -c -E '^size +- ')"
+check "agree: missing_key: global charges the global key" 1 \
+  "$(printf '%s\n' "$out" | grep -c -E '^calls +- +\(global\) +2 ')"
+run simulate "$tmp/agree.yaml" --format csv
+check "agree: a refused task lists no keys" 4 "$(printf '%s\n' "$out" | grep -c ',job,,refused$')"
+
 # ---- --svg ------------------------------------------------------------------------------------
 
 for f in "$examples"/seed*.yaml; do

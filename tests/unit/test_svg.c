@@ -3,7 +3,9 @@
  * Tests of the scenario mode of `sluice simulate`: the SVG builder (pure: well-formed output,
  * escaping of any key, the legend, the axes, out-of-memory sweep), the scenario templates, and
  * the simulation loop on tiny scenarios written here (seed 003's timeline, rejections, retries,
- * determinism, the sliding-window figure against a brute-force reference), with its reports.
+ * determinism, the sliding-window figure against a brute-force reference), with its reports,
+ * and its agreement with the engine: the keys, grants and held units it shows are those the
+ * engine reports (sluice_engine_task_charges), refused tasks add none.
  *
  * svg.c, payload.c, scenario.c, keys.c, run.c, chart.c and report.c (src/cli/sim/) belong to the
  * sluice binary, not to libsluice, so they are compiled into this test directly.
@@ -490,6 +492,189 @@ static void test_deterministic(void **unused)
     unload(&f);
 }
 
+/* The series of (limit, tier, key) in r, or NULL. */
+static const simrun_series *find_series(const simrun_result *r, const char *limit, const char *tier,
+                                        const char *key)
+{
+    for (size_t i = 0; i < r->nseries; i++) {
+        const simrun_series *s = &r->series[i];
+
+        if (strcmp(s->limit, limit) == 0 && strcmp(s->key, key) == 0 &&
+            ((!tier && !s->tier) || (tier && s->tier && strcmp(tier, s->tier) == 0)))
+            return s;
+    }
+    return NULL;
+}
+
+/* The simulator counts what the engine charged and nothing else. Where it used to resolve links
+ * itself it disagreed with the engine: a bad units value (0, or not a number), a missing key
+ * under a limit without missing_key: global, a key of the wrong kind, or a tier value no tier
+ * matches were refused by the engine but still added a key (with 1 unit, or on the global key,
+ * or untiered) to the simulator's report; a key of 1 KiB or more was counted on the global key;
+ * the occurrences of two recurring series of one type were all counted on the first series'
+ * key. */
+static void test_agrees_with_engine(void **unused)
+{
+    fixture f;
+    simrun_result *r;
+    char *yaml, *long_key;
+    size_t n = 0;
+    const simrun_series *s;
+
+    (void)unused;
+    long_key = sluice_malloc(1101);
+    assert_non_null(long_key);
+    memset(long_key, 'k', 1100);
+    long_key[1100] = '\0';
+    yaml = sluice_malloc(4096);
+    assert_non_null(yaml);
+    snprintf(yaml, 4096,
+             "limits:\n"
+             "  tokens: {rate: 100/1m, key: input.user, units: input.tokens}\n"
+             "  calls: {rate: 10/1m, key: input.org, missing_key: global}\n"
+             "  seats: {rate: 10/1m, key: input.team}\n"
+             "  size:\n"
+             "    tier:\n"
+             "      field: input.agents\n"
+             "      tiers:\n"
+             "        - {name: small, max: 2, rate: 20/1m}\n"
+             "        - {name: big, min: 5, rate: 5/1m}\n"
+             "  api: {rate: 10/1m, key: explicit}\n"
+             "types:\n"
+             "  job: {limits: [tokens, calls, seats, size]}\n"
+             "  sync: {limits: [api]}\n"
+             "scenario:\n"
+             "  duration: 150s\n"
+             "  arrivals:\n"
+             "    - {type: job, count: 3, payload: {user: ann, org: acme, team: red, tokens: 5,\n"
+             "                                      agents: 1}}\n"
+             "    - {type: job, count: 2, at: 1s, payload: {user: bob, org: acme, team: red,\n"
+             "                                              tokens: 0, agents: 1}}\n"
+             "    - {type: job, count: 1, at: 1s, payload: {user: dan, org: acme, team: red,\n"
+             "                                              tokens: many, agents: 1}}\n"
+             "    - {type: job, count: 2, at: 2s, payload: {user: cy, team: blue, tokens: 7,\n"
+             "                                              agents: 6}}\n"
+             "    - {type: job, count: 1, at: 3s, payload: {user: eve, org: {id: 1}, team: blue,\n"
+             "                                              tokens: 1, agents: 1}}\n"
+             "    - {type: job, count: 1, at: 3s, payload: {user: fay, org: acme, tokens: 1,\n"
+             "                                              agents: 1}}\n"
+             "    - {type: job, count: 1, at: 3s, payload: {user: gus, org: acme, team: red,\n"
+             "                                              tokens: 1, agents: 3}}\n"
+             "    - {type: job, count: 2, at: 4s, payload: {user: %s, org: acme, team: red,\n"
+             "                                              tokens: 2, agents: 0}}\n"
+             "  recurring:\n"
+             "    - {name: r1, type: sync, every: 1m, key: a}\n"
+             "    - {name: r2, type: sync, every: 1m, key: b}\n",
+             long_key);
+    load(&f, yaml);
+    r = run_ok(&f);
+
+    /* bob (units 0), dan (units "many"), eve (an org that is not a string), fay (no team, and
+     * seats has no missing_key: global) and gus (3 agents: no tier) are refused by the engine:
+     * they have no links and add no key. */
+    for (size_t i = 0; i < r->ntasks; i++) {
+        const simrun_task *t = &r->tasks[i];
+
+        if (t->outcome == SIMRUN_REFUSED) {
+            assert_int_equal(t->nlinks, 0);
+            assert_string_equal(t->key, "");
+            n++;
+        } else if (t->stream != SIMRUN_RECURRING) {
+            assert_int_equal(t->outcome, SIMRUN_DONE);
+            assert_int_equal(t->nlinks, 4);
+        }
+    }
+    assert_int_equal(n, 6);
+    assert_int_equal(r->refused, 6);
+    for (size_t i = 0; i < r->nseries; i++)
+        assert_true(r->series[i].n > 0); /* every key shown was charged */
+    assert_null(find_series(r, "tokens", NULL, "bob"));
+    assert_null(find_series(r, "tokens", NULL, "dan"));
+    assert_null(find_series(r, "seats", NULL, ""));
+    assert_null(find_series(r, "size", NULL, ""));
+
+    /* The units read from the input, the global key of missing_key: global, the tier chosen. */
+    s = find_series(r, "tokens", NULL, "ann");
+    assert_non_null(s);
+    assert_int_equal(s->n, 3);
+    assert_int_equal(s->cum[s->n - 1], 15);
+    s = find_series(r, "calls", NULL, "");
+    assert_non_null(s);
+    assert_int_equal(s->n, 2); /* cy's two tasks, which name no org */
+    s = find_series(r, "size", "big", "");
+    assert_non_null(s);
+    assert_int_equal(s->n, 2);
+    assert_int_equal(s->def.limit, 5);
+    s = find_series(r, "size", "small", "");
+    assert_non_null(s);
+    assert_int_equal(s->n, 5);
+
+    /* A long key is a key like any other. */
+    s = find_series(r, "tokens", NULL, long_key);
+    assert_non_null(s);
+    assert_int_equal(s->n, 2);
+    assert_int_equal(s->cum[s->n - 1], 4);
+    assert_null(find_series(r, "tokens", NULL, ""));
+
+    /* Each recurring series on its own key: occurrences at 0 s, 60 s and 120 s. */
+    s = find_series(r, "api", NULL, "a");
+    assert_non_null(s);
+    assert_int_equal(s->n, 3);
+    s = find_series(r, "api", NULL, "b");
+    assert_non_null(s);
+    assert_int_equal(s->n, 3);
+
+    simrun_result_free(r);
+    unload(&f);
+    sluice_free(yaml);
+    sluice_free(long_key);
+}
+
+/* Grants and held units follow the engine's own counters: a first delivery is charged, a
+ * redelivery after a lost lease and a retry under throttle_retries false are not, and every
+ * concurrency unit taken is given back (ack, fail or lease expiry) by the end. */
+static void test_counts_follow_engine(void **unused)
+{
+    fixture f;
+    simrun_result *r;
+    size_t grants_api = 0, grants_slots = 0;
+
+    (void)unused;
+    load(&f, "limits:\n"
+             "  api: {rate: 600/1m, key: explicit}\n"
+             "  slots: {concurrency: 2}\n"
+             "types:\n"
+             "  job:\n"
+             "    limits: [api, slots]\n"
+             "    lease: 3s\n"
+             "    retry: {max_attempts: 5, backoff: fixed, base: 1s, throttle_retries: false}\n"
+             "scenario:\n"
+             "  seed: 9\n"
+             "  arrivals:\n"
+             "    - {type: job, count: 40, from: 0s, until: 40s, key: [a, b]}\n"
+             "  workers:\n"
+             "    - {count: 3, service: 1s..5s, failure_rate: 0.3}\n");
+    r = run_ok(&f);
+    assert_false(r->stopped);
+    assert_true(r->stats.redelivered > 0);
+    assert_true(r->stats.retried > 0);
+    for (size_t i = 0; i < r->nseries; i++) {
+        const simrun_series *s = &r->series[i];
+
+        if (strcmp(s->limit, "api") == 0) {
+            grants_api += s->n;
+        } else {
+            grants_slots += s->n;
+            assert_int_equal(s->held, 0);
+            assert_true(s->held_peak <= 2);
+        }
+    }
+    assert_int_equal(grants_api, r->stats.delivered - r->stats.redelivered - r->stats.retried);
+    assert_int_equal(grants_slots, grants_api);
+    simrun_result_free(r);
+    unload(&f);
+}
+
 /* simrun_max_in against a brute-force count over every interval that starts at a grant. */
 static void test_max_in_property(void **unused)
 {
@@ -681,14 +866,24 @@ static void test_payload(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_render),          cmocka_unit_test(test_escaping),
-        cmocka_unit_test(test_legend),          cmocka_unit_test(test_axes),
-        cmocka_unit_test(test_einval),          cmocka_unit_test(test_svg_oom),
-        cmocka_unit_test(test_templates),       cmocka_unit_test(test_seed003_timeline),
-        cmocka_unit_test(test_reject),          cmocka_unit_test(test_deterministic),
-        cmocka_unit_test(test_max_in_property), cmocka_unit_test(test_reports),
-        cmocka_unit_test(test_scenario_errors), cmocka_unit_test(test_rate_arrivals),
-        cmocka_unit_test(test_payload),         cmocka_unit_test(test_simrun_oom),
+        cmocka_unit_test(test_render),
+        cmocka_unit_test(test_escaping),
+        cmocka_unit_test(test_legend),
+        cmocka_unit_test(test_axes),
+        cmocka_unit_test(test_einval),
+        cmocka_unit_test(test_svg_oom),
+        cmocka_unit_test(test_templates),
+        cmocka_unit_test(test_seed003_timeline),
+        cmocka_unit_test(test_reject),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_max_in_property),
+        cmocka_unit_test(test_reports),
+        cmocka_unit_test(test_scenario_errors),
+        cmocka_unit_test(test_rate_arrivals),
+        cmocka_unit_test(test_payload),
+        cmocka_unit_test(test_simrun_oom),
+        cmocka_unit_test(test_agrees_with_engine),
+        cmocka_unit_test(test_counts_follow_engine),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -51,15 +51,8 @@ static svg_point *mem_points(chart_mem *m, size_t n)
 {
     svg_point *p;
 
-    if (m->npts == m->cap) {
-        size_t nc = m->cap ? m->cap * 2 : 16;
-        svg_point **np = sluice_realloc(m->pts, nc * sizeof(*np));
-
-        if (!np)
-            return NULL;
-        m->pts = np;
-        m->cap = nc;
-    }
+    if (sim_grow((void **)&m->pts, &m->cap, m->npts + 1, sizeof(*m->pts)) != 0)
+        return NULL;
     p = sluice_malloc((n ? n : 1) * sizeof(*p));
     if (p)
         m->pts[m->npts++] = p;
@@ -77,15 +70,8 @@ static char *mem_printf(chart_mem *m, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
-    if (m->nstrs == m->scap) {
-        size_t nc = m->scap ? m->scap * 2 : 16;
-        char **ns = sluice_realloc(m->strs, nc * sizeof(*ns));
-
-        if (!ns)
-            return NULL;
-        m->strs = ns;
-        m->scap = nc;
-    }
+    if (sim_grow((void **)&m->strs, &m->scap, m->nstrs + 1, sizeof(*m->strs)) != 0)
+        return NULL;
     s = sluice_memdup0(buf, strlen(buf));
     if (s)
         m->strs[m->nstrs++] = s;

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The keys of a simulation (see keys.h): the series of units granted per limit, tier and key,
- * their index, the resolution of a task's keys, and the figures of the report.
+ * their index, the engine's charges recorded on them, and the figures of the report.
  *
  * A series is two parallel arrays, grant times and cumulative units, appended in time order (the
  * simulated clock never goes back), so "the most units in any interval of length w" is one pass
  * with two pointers. Concurrency series also keep the units held over time, a point per change.
+ *
+ * Links, grants and held units come from sluice_engine_task_charges only: a task's links are
+ * read once, when the engine accepted it (they never change afterwards: a same-task-key submit
+ * replaces the payload, not the links), and their charged and held flags at every delivery and
+ * just before every release.
  */
 #include "cli/sim/keys.h"
 
@@ -13,12 +18,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/sim/simulate.h"
 #include "base/alloc.h"
-#include "engine/dotpath.h"
+#include "base/hash.h"
+#include "cli/sim/simulate.h"
 
 #define MINUTE_NS (60 * SLUICE_NS_PER_SEC)
-#define KEY_BUF   1024 /* longest key kept for the report */
+#define KEY_BUF   1024 /* longest list of a task's keys kept for its report line */
 
 /* Makes room for `need` elements of `size` bytes in *p (capacity *cap). Returns 0 or -1. */
 int sim_grow(void **p, size_t *cap, size_t need, size_t size)
@@ -41,92 +46,80 @@ int sim_grow(void **p, size_t *cap, size_t need, size_t size)
     return 0;
 }
 
-static uint64_t hash_bytes(uint64_t h, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= UINT64_C(0x100000001b3);
-    }
-    return h;
-}
-
 /* ---- Series ------------------------------------------------------------------------------- */
+
+/* What a series is looked up by: a link as the engine reported it, in the result r. */
+typedef struct series_ref {
+    const simrun_result *r;
+    const sluice_charge *c;
+} series_ref;
 
 static uint64_t series_hash(const char *limit, const char *tier, const char *key, size_t keylen)
 {
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    uint64_t h = hash_bytes(limit, strlen(limit));
 
-    h = hash_bytes(h, limit, strlen(limit) + 1);
-    h = hash_bytes(h, tier ? tier : "", tier ? strlen(tier) + 1 : 1);
-    return hash_bytes(h, key, keylen);
+    if (tier)
+        h = hash_bytes_seeded(tier, strlen(tier), h);
+    return hash_bytes_seeded(key, keylen, hash_mix(h));
 }
 
-static int series_match(const simrun_series *s, const char *limit, const char *tier,
-                        const char *key, size_t keylen)
+/* ptab_eq_fn: p is a series index + 1, key a series_ref. */
+static int series_eq(const void *p, const void *key)
 {
-    return strcmp(s->limit, limit) == 0 &&
-           ((!s->tier && !tier) || (s->tier && tier && strcmp(s->tier, tier) == 0)) &&
-           strlen(s->key) == keylen && memcmp(s->key, key, keylen) == 0;
+    const series_ref *ref = key;
+    const simrun_series *s = &ref->r->series[(uintptr_t)p - 1];
+    const sluice_charge *c = ref->c;
+
+    return strcmp(s->limit, c->limit) == 0 &&
+           ((!s->tier && !c->tier) || (s->tier && c->tier && strcmp(s->tier, c->tier) == 0)) &&
+           strlen(s->key) == c->keylen && memcmp(s->key, c->key, c->keylen) == 0;
 }
 
-static int series_rehash(simrun_result *r)
+/* The definition enforced on the keys of link c: its tier's, or its limit's. */
+static void series_def(const sluice_engine *e, const sluice_charge *c, simrun_series *s)
 {
-    simkeys *k = simrun_keys(r);
-    size_t ncap = k->cap ? k->cap * 2 : 256;
-    uint32_t *slot = sluice_calloc(ncap, sizeof(*slot));
+    const sluice_limit_policy *pol = sluice_engine_get_limit(e, c->limit, NULL);
 
-    if (!slot)
-        return -1;
-    for (size_t i = 0; i < r->nseries; i++) {
-        const simrun_series *s = &r->series[i];
-        size_t h = (size_t)(series_hash(s->limit, s->tier, s->key, strlen(s->key)) & (ncap - 1));
-
-        while (slot[h] != 0)
-            h = (h + 1) & (ncap - 1);
-        slot[h] = (uint32_t)i + 1;
+    memset(&s->def, 0, sizeof(s->def));
+    s->def.kind = c->kind;
+    if (!pol)
+        return; /* removed since: only its kind is known */
+    s->def = pol->def;
+    s->overflow = pol->overflow;
+    for (size_t i = 0; c->tier && i < pol->ntiers; i++) {
+        if (strcmp(pol->tiers[i].name, c->tier) == 0)
+            s->def = pol->tiers[i].def;
     }
-    sluice_free(k->slot);
-    k->slot = slot;
-    k->cap = ncap;
-    return 0;
 }
 
-/* Returns the index of the series of (limit, tier, key), adding it when new; -1 when out of
- * memory. */
-static long series_get(simrun_result *r, const sluice_limit_policy *pol, const sluice_tier *tier,
-                       const char *key, size_t keylen)
+/* Returns the index of the series of link c, adding it when new; -1 when out of memory. */
+static long series_get(simrun_result *r, const sluice_engine *e, const sluice_charge *c)
 {
     simkeys *k = simrun_keys(r);
-    const char *tname = tier ? tier->name : NULL;
+    uint64_t h = series_hash(c->limit, c->tier, c->key, c->keylen);
+    series_ref ref = {r, c};
+    void *found = ptab_find(&k->index, h, &ref, series_eq);
     simrun_series *s;
-    size_t h;
 
-    if ((r->nseries + 1) * 2 > k->cap && series_rehash(r) != 0)
-        return -1;
-    h = (size_t)(series_hash(pol->name, tname, key, keylen) & (k->cap - 1));
-    while (k->slot[h] != 0) {
-        s = &r->series[k->slot[h] - 1];
-        if (series_match(s, pol->name, tname, key, keylen))
-            return (long)k->slot[h] - 1;
-        h = (h + 1) & (k->cap - 1);
-    }
-    if (sim_grow((void **)&r->series, &k->series_cap, r->nseries + 1, sizeof(*r->series)) != 0)
+    if (found)
+        return (long)((uintptr_t)found - 1);
+    if (ptab_reserve(&k->index, 1) != 0 ||
+        sim_grow((void **)&r->series, &k->series_cap, r->nseries + 1, sizeof(*r->series)) != 0)
         return -1;
     s = &r->series[r->nseries];
     memset(s, 0, sizeof(*s));
-    s->limit = sluice_memdup0(pol->name, strlen(pol->name));
-    s->tier = tname ? sluice_memdup0(tname, strlen(tname)) : NULL;
-    s->key = sluice_memdup0(key, keylen);
-    if (!s->limit || !s->key || (tname && !s->tier)) {
+    s->limit = sluice_memdup0(c->limit, strlen(c->limit));
+    s->tier = c->tier ? sluice_memdup0(c->tier, strlen(c->tier)) : NULL;
+    s->key = sluice_memdup0(c->key, c->keylen);
+    if (!s->limit || !s->key || (c->tier && !s->tier)) {
         sluice_free(s->limit);
         sluice_free(s->tier);
         sluice_free(s->key);
         return -1;
     }
-    s->def = tier ? tier->def : pol->def;
-    s->overflow = pol->overflow;
+    series_def(e, c, s);
     s->max_minute = -1;
-    k->slot[h] = (uint32_t)r->nseries + 1;
+    ptab_insert(&k->index, h, (void *)(uintptr_t)(r->nseries + 1)); /* reserved */
     return (long)r->nseries++;
 }
 
@@ -153,6 +146,7 @@ static void held_point(simrun_series *s, int64_t now)
     s->held_v[s->nheld++] = s->held;
 }
 
+/* Appends a grant of units at now to series s. Returns 0 or -1 when out of memory. */
 static int series_grant(simrun_series *s, int64_t now, int64_t units)
 {
     size_t cap = s->cap;
@@ -172,13 +166,16 @@ static int series_grant(simrun_series *s, int64_t now, int64_t units)
     s->n++;
     if (units != 1)
         s->weighted = 1;
-    if (s->def.kind == SLUICE_CONCURRENCY) {
-        s->held += units;
-        if (s->held > s->held_peak)
-            s->held_peak = s->held;
-        held_point(s, now);
-    }
     return 0;
+}
+
+/* Adds delta units (negative: given back) to those held on concurrency series s at now. */
+static void series_hold(simrun_series *s, int64_t now, int64_t delta)
+{
+    s->held = s->held + delta > 0 ? s->held + delta : 0;
+    if (s->held > s->held_peak)
+        s->held_peak = s->held;
+    held_point(s, now);
 }
 
 int64_t simrun_max_in(const simrun_series *s, int64_t w_ns)
@@ -231,84 +228,52 @@ static int64_t max_in_calendar(const simrun_series *s)
     return best;
 }
 
-/* ---- Resolution (as engine/resolve.c) ----------------------------------------------------- */
+/* ---- The engine's charges ------------------------------------------------------------------- */
 
-static const sluice_tier *choose_tier(const sluice_limit_policy *pol, const json_t *input)
+/* Reads the charges of task id into the index's scratch. Returns how many links it has (0 when
+ * the engine forgot it), or -1 when out of memory. */
+static long read_charges(simkeys *k, const sluice_engine *e, uint64_t id)
 {
-    char buf[KEY_BUF];
-    size_t len;
-    int64_t v;
+    int n = sluice_engine_task_charges(e, id, k->ch, k->ch_cap);
 
-    if (pol->ntiers == 0 || !pol->tier_path)
-        return NULL;
-    if (pol->tiers[0].equals) {
-        if (dotpath_extract(input, pol->tier_path, buf, sizeof(buf), &len) != 0)
-            return NULL;
-        for (size_t i = 0; i < pol->ntiers; i++) {
-            if (pol->tiers[i].equals && strlen(pol->tiers[i].equals) == len &&
-                memcmp(pol->tiers[i].equals, buf, len) == 0)
-                return &pol->tiers[i];
-        }
-        return NULL;
+    if (n < 0)
+        return 0;
+    if ((size_t)n > k->ch_cap) {
+        if (sim_grow((void **)&k->ch, &k->ch_cap, (size_t)n, sizeof(*k->ch)) != 0)
+            return -1;
+        n = sluice_engine_task_charges(e, id, k->ch, k->ch_cap);
     }
-    if (dotpath_number(input, pol->tier_path, &v) != 0)
-        return NULL;
-    for (size_t i = 0; i < pol->ntiers; i++) {
-        if (!pol->tiers[i].equals && pol->tiers[i].min <= v && v <= pol->tiers[i].max)
-            return &pol->tiers[i];
-    }
-    return NULL;
+    return n;
 }
 
-/* Resolves the links of task t (type tp, explicit key, payload input, own units) into the
- * result's link table, and writes its display key. Returns 0 or -1 when out of memory. */
-int simkeys_resolve(simrun_result *r, sluice_engine *e, const sluice_type_policy *tp,
-                    simrun_task *t, const char *xkey, const json_t *input, int64_t units)
+int simkeys_links(simrun_result *r, const sluice_engine *e, simrun_task *t, const char *xkey)
 {
     simkeys *k = simrun_keys(r);
-    char disp[KEY_BUF], buf[KEY_BUF];
+    long n = read_charges(k, e, t->id);
+    char disp[KEY_BUF];
     size_t dlen = 0;
 
+    if (n < 0)
+        return -1;
     disp[0] = '\0';
     t->links = (uint32_t)r->nlinks;
     t->nlinks = 0;
-    for (size_t i = 0; tp && i < tp->nlimits; i++) {
-        const sluice_limit_policy *pol = sluice_engine_get_limit(e, tp->limits[i], NULL);
-        const sluice_tier *tier;
-        const char *key = "";
-        size_t keylen = 0;
-        int64_t u = units, v;
-        long si;
+    for (long i = 0; i < n; i++) {
+        const sluice_charge *c = &k->ch[i];
+        long si = series_get(r, e, c);
 
-        if (!pol)
-            continue;
-        tier = choose_tier(pol, input);
-        if (pol->key_source == SLUICE_KEY_EXPLICIT && xkey) {
-            key = xkey;
-            keylen = strlen(xkey);
-        } else if (pol->key_source == SLUICE_KEY_PATH &&
-                   dotpath_extract(input, pol->key_path, buf, sizeof(buf), &keylen) == 0) {
-            key = buf;
-        } else {
-            keylen = 0;
-        }
-        if (pol->units_source == SLUICE_UNITS_FIXED)
-            u = pol->units_fixed;
-        else if (pol->units_source == SLUICE_UNITS_PATH)
-            u = dotpath_number(input, pol->units_path, &v) == 0 && v > 0 ? v : 1;
-        si = series_get(r, pol, tier, key, keylen);
         if (si < 0 ||
             sim_grow((void **)&r->links, &k->link_cap, r->nlinks + 1, sizeof(*r->links)) != 0)
             return -1;
         r->links[r->nlinks].series = (uint32_t)si;
-        r->links[r->nlinks].units = u;
+        r->links[r->nlinks].units = c->units;
         r->nlinks++;
         t->nlinks++;
-        if (keylen > 0 && dlen + keylen + 2 < sizeof(disp)) {
+        if (c->keylen > 0 && dlen + c->keylen + 2 < sizeof(disp)) {
             if (dlen > 0)
                 disp[dlen++] = ',';
-            memcpy(disp + dlen, key, keylen);
-            dlen += keylen;
+            memcpy(disp + dlen, c->key, c->keylen);
+            dlen += c->keylen;
             disp[dlen] = '\0';
         }
     }
@@ -321,46 +286,38 @@ int simkeys_resolve(simrun_result *r, sluice_engine *e, const sluice_type_policy
     return t->key ? 0 : -1;
 }
 
-/* Records a grant of task t at now on every series of its chain. */
-int simkeys_grant(simrun_result *r, const simrun_task *t, int64_t now)
+int simkeys_delivered(simrun_result *r, const sluice_engine *e, const simrun_task *t, int charged,
+                      int64_t now)
 {
-    for (uint32_t i = 0; i < t->nlinks; i++) {
-        const simrun_link *l = &r->links[t->links + i];
+    simkeys *k = simrun_keys(r);
+    long n = read_charges(k, e, t->id);
 
-        if (series_grant(&r->series[l->series], now, l->units) != 0)
+    if (n < 0)
+        return -1;
+    for (long i = 0; i < n && (uint32_t)i < t->nlinks; i++) {
+        const sluice_charge *c = &k->ch[i];
+        simrun_series *s = &r->series[r->links[t->links + i].series];
+
+        if (charged && (c->charged || c->held) && series_grant(s, now, c->units) != 0)
             return -1;
+        if (c->held)
+            series_hold(s, now, c->units);
     }
     return 0;
 }
 
-/* Takes the concurrency units of task t again (a redelivery after its lease expired). */
-void simkeys_hold(simrun_result *r, const simrun_task *t, int64_t now)
+int simkeys_release(simrun_result *r, const sluice_engine *e, const simrun_task *t, int64_t now)
 {
-    for (uint32_t i = 0; i < t->nlinks; i++) {
-        const simrun_link *l = &r->links[t->links + i];
-        simrun_series *s = &r->series[l->series];
+    simkeys *k = simrun_keys(r);
+    long n = read_charges(k, e, t->id);
 
-        if (s->def.kind == SLUICE_CONCURRENCY) {
-            s->held += l->units;
-            if (s->held > s->held_peak)
-                s->held_peak = s->held;
-            held_point(s, now);
-        }
+    if (n < 0)
+        return -1;
+    for (long i = 0; i < n && (uint32_t)i < t->nlinks; i++) {
+        if (k->ch[i].held)
+            series_hold(&r->series[r->links[t->links + i].series], now, -k->ch[i].units);
     }
-}
-
-/* Gives back the concurrency units task t held. */
-void simkeys_release(simrun_result *r, const simrun_task *t, int64_t now)
-{
-    for (uint32_t i = 0; i < t->nlinks; i++) {
-        const simrun_link *l = &r->links[t->links + i];
-        simrun_series *s = &r->series[l->series];
-
-        if (s->def.kind == SLUICE_CONCURRENCY) {
-            s->held = s->held > l->units ? s->held - l->units : 0;
-            held_point(s, now);
-        }
-    }
+    return 0;
 }
 
 void simkeys_figures(simrun_result *r)
@@ -450,7 +407,8 @@ size_t *simkeys_order(const simrun_result *r)
 
 void simkeys_free(simkeys *k)
 {
-    sluice_free(k->slot);
-    k->slot = NULL;
-    k->cap = 0;
+    ptab_free(&k->index);
+    sluice_free(k->ch);
+    k->ch = NULL;
+    k->ch_cap = 0;
 }

@@ -10,36 +10,36 @@
  * The run ends when nothing is left to happen (no arrivals, no busy worker, nothing queued,
  * parked or delayed), at the scenario's duration, or at the 30-day cap.
  *
- * The keys a grant counts on are resolved at submit by keys.c. A task the gate fails without
- * a worker ever seeing it (overflow reject, a slot past the horizon) is found by watching the
- * engine's failure counter and asking sluice_engine_task_info about the tasks not started yet.
+ * What a grant counts on (its limits' keys, tiers and units, whether it charged them, the
+ * concurrency units a task holds) is the engine's own report, read by keys.c
+ * (sluice_engine_task_charges): the simulator resolves nothing itself. A task the gate fails
+ * without a worker ever seeing it (overflow reject, a slot past the horizon) is found by watching
+ * the engine's failure counter and asking sluice_engine_task_info about the tasks not started yet.
  * A worker slower than its task's lease loses the task, as in production: a heap entry at the
  * lease's expiry gives back its concurrency units, and the engine delivers it again.
  */
 #include "cli/sim/run.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
+#include "base/alloc.h"
+#include "base/hash.h"
+#include "base/heap.h"
+#include "base/ptab.h"
 #include "cli/sim/keys.h"
 #include "cli/sim/simulate.h"
-#include "base/alloc.h"
 #include "sluice/error.h"
 
 #define KEY_MAX 1024 /* longest key kept for the report */
 
 /* ---- Small containers --------------------------------------------------------------------- */
-
-static uint64_t hash_id(uint64_t id)
-{
-    id ^= id >> 33;
-    id *= UINT64_C(0xff51afd7ed558ccd);
-    id ^= id >> 33;
-    return id;
-}
 
 /* One arrival, before it is submitted. */
 typedef struct arrival {
@@ -51,10 +51,12 @@ typedef struct arrival {
 /* The pool of a heap entry that is not a worker but the expiry of a task's lease. */
 #define LEASE_EXPIRY UINT32_MAX
 
-/* One worker busy until t_ns with a task (or a lease expiring then). */
+/* One worker busy until t_ns with a task (or a lease expiring then): an entry of the completion
+ * heap, allocated when pushed and freed when popped. */
 typedef struct busy {
     int64_t t_ns;
     uint64_t seq; /* ties broken by start order, so the run is deterministic */
+    size_t hidx;  /* position in the completion heap */
     uint32_t task;
     uint32_t gen;
     uint32_t pool;
@@ -62,17 +64,13 @@ typedef struct busy {
 
 /* The private part of a result, and the state of a run. */
 typedef struct simrun_priv {
-    /* engine id -> task index + 1, open addressing */
-    uint64_t *ids;
-    uint32_t *idx;
-    size_t idcap, idn;
+    ptab ids;     /* engine id -> task index + 1 (as a pointer), filed under hash_mix(id) */
     simkeys keys; /* the index of the result's series */
     /* capacities of the result's arrays */
     size_t task_cap, sample_cap;
     /* the run */
-    busy *heap;
-    size_t nheap, heap_cap;
-    uint64_t seq;
+    heap busy;            /* busy entries, earliest first */
+    uint64_t seq;         /* the next busy entry's tie-breaker */
     size_t *free_workers; /* per pool */
     uint32_t *pending;    /* tasks not started (or waiting for a retry) */
     size_t npending, pending_cap;
@@ -115,62 +113,36 @@ static double sim_rand_unit(simrun_priv *p)
 
 /* ---- Tasks and ids ------------------------------------------------------------------------ */
 
-static int id_put(simrun_priv *p, uint64_t id, uint32_t task)
+/* What the id table looks a task up by. */
+typedef struct id_ref {
+    const simrun_result *r;
+    uint64_t id;
+} id_ref;
+
+/* ptab_eq_fn: p is a task index + 1, key an id_ref. */
+static int id_eq(const void *p, const void *key)
 {
-    if ((p->idn + 1) * 2 > p->idcap) {
-        size_t ncap = p->idcap ? p->idcap * 2 : 1024;
-        uint64_t *nids = sluice_calloc(ncap, sizeof(*nids));
-        uint32_t *nidx = sluice_calloc(ncap, sizeof(*nidx));
+    const id_ref *ref = key;
 
-        if (!nids || !nidx) {
-            sluice_free(nids);
-            sluice_free(nidx);
-            return -1;
-        }
-        for (size_t i = 0; i < p->idcap; i++) {
-            size_t h;
+    return ref->r->tasks[(uintptr_t)p - 1].id == ref->id;
+}
 
-            if (p->ids[i] == 0)
-                continue;
-            h = (size_t)(hash_id(p->ids[i]) & (ncap - 1));
-            while (nids[h] != 0)
-                h = (h + 1) & (ncap - 1);
-            nids[h] = p->ids[i];
-            nidx[h] = p->idx[i];
-        }
-        sluice_free(p->ids);
-        sluice_free(p->idx);
-        p->ids = nids;
-        p->idx = nidx;
-        p->idcap = ncap;
-    }
-    {
-        size_t h = (size_t)(hash_id(id) & (p->idcap - 1));
+/* Files task index `task` (whose id is not in the table yet) under its engine id. */
+static int id_put(simrun_result *r, uint64_t id, uint32_t task)
+{
+    simrun_priv *p = r->priv;
 
-        while (p->ids[h] != 0 && p->ids[h] != id)
-            h = (h + 1) & (p->idcap - 1);
-        if (p->ids[h] == 0)
-            p->idn++;
-        p->ids[h] = id;
-        p->idx[h] = task + 1;
-    }
-    return 0;
+    return ptab_insert(&p->ids, hash_mix(id), (void *)(uintptr_t)(task + 1)) == 0 ? 0 : -1;
 }
 
 /* Returns the task index of an engine id, or -1. */
-static long id_get(const simrun_priv *p, uint64_t id)
+static long id_get(const simrun_result *r, uint64_t id)
 {
-    size_t h;
+    const simrun_priv *p = r->priv;
+    id_ref ref = {r, id};
+    void *found = id == 0 ? NULL : ptab_find(&p->ids, hash_mix(id), &ref, id_eq);
 
-    if (p->idcap == 0 || id == 0)
-        return -1;
-    h = (size_t)(hash_id(id) & (p->idcap - 1));
-    while (p->ids[h] != 0) {
-        if (p->ids[h] == id)
-            return (long)p->idx[h] - 1;
-        h = (h + 1) & (p->idcap - 1);
-    }
-    return -1;
+    return found ? (long)((uintptr_t)found - 1) : -1;
 }
 
 static simrun_task *new_task(simrun_result *r)
@@ -197,47 +169,35 @@ static int pending_add(simrun_priv *p, uint32_t task)
 
 /* ---- The completion heap ------------------------------------------------------------------ */
 
-static int busy_less(const busy *a, const busy *b)
+static int busy_less(const void *a, const void *b)
 {
-    return a->t_ns < b->t_ns || (a->t_ns == b->t_ns && a->seq < b->seq);
+    const busy *x = a, *y = b;
+
+    return x->t_ns < y->t_ns || (x->t_ns == y->t_ns && x->seq < y->seq);
 }
 
-static int heap_push(simrun_priv *p, busy b)
+/* Pushes a copy of b, numbered after every entry pushed before. Returns 0 or -1. */
+static int busy_push(simrun_priv *p, const busy *b)
 {
-    size_t i;
+    busy *copy;
 
-    if (sim_grow((void **)&p->heap, &p->heap_cap, p->nheap + 1, sizeof(*p->heap)) != 0)
+    if (heap_reserve(&p->busy, p->busy.n + 1) != 0)
         return -1;
-    b.seq = p->seq++;
-    i = p->nheap++;
-    while (i > 0 && busy_less(&b, &p->heap[(i - 1) / 2])) {
-        p->heap[i] = p->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    p->heap[i] = b;
+    copy = sluice_malloc(sizeof(*copy));
+    if (!copy)
+        return -1;
+    *copy = *b;
+    copy->seq = p->seq++;
+    heap_push(&p->busy, copy); /* reserved */
     return 0;
 }
 
-static busy heap_pop(simrun_priv *p)
+/* The time of the earliest busy entry, or INT64_MAX when there is none. */
+static int64_t busy_next(const simrun_priv *p)
 {
-    busy top = p->heap[0], last = p->heap[--p->nheap];
-    size_t i = 0;
+    const busy *top = heap_top(&p->busy);
 
-    for (;;) {
-        size_t c = 2 * i + 1;
-
-        if (c >= p->nheap)
-            break;
-        if (c + 1 < p->nheap && busy_less(&p->heap[c + 1], &p->heap[c]))
-            c++;
-        if (!busy_less(&p->heap[c], &last))
-            break;
-        p->heap[i] = p->heap[c];
-        i = c;
-    }
-    if (p->nheap > 0)
-        p->heap[i] = last;
-    return top;
+    return top ? top->t_ns : INT64_MAX;
 }
 
 /* ---- Arrivals ----------------------------------------------------------------------------- */
@@ -391,9 +351,6 @@ static int submit(run *x, const arrival *a, int64_t now)
     t->type = s->type;
     t->arrival_ns = now;
     t->units = s->units;
-    if (simkeys_resolve(r, x->e, sluice_engine_get_type(x->e, s->type), t, spec.key ? key : NULL,
-                        payload, s->units) != 0)
-        goto fail_oom;
     memset(&err, 0, sizeof(err));
     rc = sluice_engine_submit(x->e, &spec, T0 + now, &t->id, &err);
     if (rc == SLUICE_ENOMEM)
@@ -409,7 +366,7 @@ static int submit(run *x, const arrival *a, int64_t now)
             snprintf(r->first_refusal, sizeof(r->first_refusal), "%s",
                      err.message[0] ? err.message : sluice_strerror(rc));
     } else {
-        long known = id_get(x->p, t->id);
+        long known = id_get(r, t->id);
 
         if (known >= 0) {
             /* The same task key replaced a queued or parked task's payload: it is that task. */
@@ -417,10 +374,13 @@ static int submit(run *x, const arrival *a, int64_t now)
             t->end_ns = now;
             t->why = sluice_memdup0("replaced an earlier task", 24);
             t->id = 0;
-        } else if (id_put(x->p, t->id, ti) != 0 || pending_add(x->p, ti) != 0) {
+        } else if (id_put(r, t->id, ti) != 0 || pending_add(x->p, ti) != 0) {
             goto fail_oom;
         }
     }
+    /* The keys it is limited on, as the engine resolved them (none when it was refused). */
+    if (simkeys_links(r, x->e, &r->tasks[ti], spec.key ? key : NULL) != 0)
+        goto fail_oom;
     free(text);
     json_decref(payload);
     return 0;
@@ -436,12 +396,9 @@ static long adopt(run *x, const sluice_delivery *d)
     simrun_result *r = x->r;
     simrun_priv *p = x->p;
     sluice_task_info info;
-    const char *type = NULL;
-    json_t *input;
+    const char *type = NULL, *key = NULL;
     simrun_task *t;
     uint32_t ti;
-
-    const char *key = NULL;
 
     /* Deliveries do not name their series: the first series of the type stands for it. */
     for (size_t i = x->sc->nrecurring; i-- > 0;) {
@@ -478,14 +435,7 @@ static long adopt(run *x, const sluice_delivery *d)
     t->arrival_ns = -1;
     if (sluice_engine_task_info(x->e, d->id, &info) == 0)
         t->arrival_ns = info.submitted_ns - T0;
-    input = json_loadb(d->payload ? d->payload : "{}", d->payload ? d->payload_len : 2, 0, NULL);
-    if (simkeys_resolve(r, x->e, sluice_engine_get_type(x->e, d->type), &r->tasks[ti], key, input,
-                        1) != 0) {
-        json_decref(input);
-        return -1;
-    }
-    json_decref(input);
-    if (id_put(p, d->id, ti) != 0)
+    if (simkeys_links(r, x->e, t, key) != 0 || id_put(r, d->id, ti) != 0)
         return -1;
     return (long)ti;
 }
@@ -495,10 +445,11 @@ static int start(run *x, size_t pi, const sluice_delivery *d, int64_t now)
 {
     const scenario_workers *w = &x->sc->workers[pi];
     simrun_result *r = x->r;
-    long ti = id_get(x->p, d->id);
+    long ti = id_get(r, d->id);
     simrun_task *t;
     busy b;
 
+    memset(&b, 0, sizeof(b));
     if (ti < 0)
         ti = adopt(x, d);
     if (ti < 0)
@@ -508,22 +459,11 @@ static int start(run *x, size_t pi, const sluice_delivery *d, int64_t now)
         t->start_ns = now;
         if (t->arrival_ns < 0)
             t->arrival_ns = now;
-        if (simkeys_grant(r, t, now) != 0)
-            return oom(x);
-    } else if (t->outcome == SIMRUN_RETRYING) {
-        const sluice_type_policy *tp = sluice_engine_get_type(x->e, t->type);
-
-        if (!tp || tp->retry.throttle_retries) {
-            if (simkeys_grant(r, t, now) != 0)
-                return oom(x);
-        } else {
-            simkeys_hold(r, t, now); /* a free retry still takes its concurrency units */
-        }
     }
-    /* else RUNNING: its lease expired and it is delivered again; the grant is redeemed, the
-     * concurrency units are taken again. */
-    if (t->outcome == SIMRUN_RUNNING && t->lease_lost)
-        simkeys_hold(r, t, now);
+    /* The engine says what this grant charged: the whole chain, or (a redelivery after a lost
+     * lease, a retry under throttle_retries 0) the concurrency units only. */
+    if (simkeys_delivered(r, x->e, t, d->charged, now) != 0)
+        return oom(x);
     t->lease_lost = 0;
     t->outcome = SIMRUN_RUNNING;
     t->attempts = d->attempt > t->attempts ? d->attempt : t->attempts + 1;
@@ -532,14 +472,13 @@ static int start(run *x, size_t pi, const sluice_delivery *d, int64_t now)
     b.task = (uint32_t)ti;
     b.gen = t->gen;
     b.pool = (uint32_t)pi;
-    b.seq = 0;
-    if (heap_push(x->p, b) != 0)
+    if (busy_push(x->p, &b) != 0)
         return oom(x);
     if (d->lease_until_ns > 0 && d->lease_until_ns - T0 < b.t_ns) {
         /* The work outlasts the lease: the engine takes the task back at its expiry. */
         b.t_ns = d->lease_until_ns - T0;
         b.pool = LEASE_EXPIRY;
-        if (heap_push(x->p, b) != 0)
+        if (busy_push(x->p, &b) != 0)
             return oom(x);
     }
     x->p->free_workers[pi]--;
@@ -597,8 +536,10 @@ static int complete(run *x, const busy *b, int64_t now)
     int rc;
 
     if (b->pool == LEASE_EXPIRY) {
+        /* Before the engine's tick at this instant takes the task back: its leases still hold. */
         if (t->gen == b->gen && t->outcome == SIMRUN_RUNNING && !t->lease_lost) {
-            simkeys_release(x->r, t, now);
+            if (simkeys_release(x->r, x->e, t, now) != 0)
+                return oom(x);
             t->lease_lost = 1;
         }
         return 0;
@@ -607,7 +548,8 @@ static int complete(run *x, const busy *b, int64_t now)
     x->p->free_workers[b->pool]++;
     if (t->gen != b->gen || t->outcome != SIMRUN_RUNNING || t->lease_lost)
         return 0; /* its lease expired first: the engine took the task back, the work is lost */
-    simkeys_release(x->r, t, now);
+    if (simkeys_release(x->r, x->e, t, now) != 0)
+        return oom(x);
     if (w->failure_rate > 0 && sim_rand_unit(x->p) < w->failure_rate) {
         rc = sluice_engine_fail(x->e, t->id,
                                 w->failure_mode == SCENARIO_FAIL_DEAD ? SLUICE_FAIL_MODE_DEAD
@@ -764,7 +706,7 @@ static int idle_but_series(const run *x)
 {
     sluice_engine_stats st;
 
-    if (x->next_arrival < x->sc->total || x->p->nheap > 0)
+    if (x->next_arrival < x->sc->total || x->p->busy.n > 0)
         return 0;
     sluice_engine_get_stats(x->e, &st);
     return st.queued == 0 && st.parked == 0 && st.running == 0 && st.delayed == 0;
@@ -785,10 +727,11 @@ static int loop(run *x)
     for (;;) {
         int64_t next = INT64_MAX, wake;
 
-        while (x->p->nheap > 0 && x->p->heap[0].t_ns <= now) {
-            busy b = heap_pop(x->p);
+        while (busy_next(x->p) <= now) {
+            busy *b = heap_pop(&x->p->busy);
 
-            rc = complete(x, &b, now);
+            rc = complete(x, b, now);
+            sluice_free(b);
             if (rc != 0)
                 return rc;
         }
@@ -814,8 +757,8 @@ static int loop(run *x)
 
         if (x->next_arrival < sc->total)
             next = x->arr[x->next_arrival].t_ns;
-        if (x->p->nheap > 0 && x->p->heap[0].t_ns < next)
-            next = x->p->heap[0].t_ns;
+        if (busy_next(x->p) < next)
+            next = busy_next(x->p);
         wake = sluice_engine_next_wake(x->e);
         if (wake != SLUICE_NEVER && wake - T0 < next)
             next = wake - T0 > now ? wake - T0 : now + 1;
@@ -879,6 +822,9 @@ int simrun_run(const scenario *sc, const sluice_config *cfg, simrun_result **out
         rc = oom(&x);
         goto fail;
     }
+    ptab_init(&x.p->ids);
+    ptab_init(&x.p->keys.index);
+    heap_init(&x.p->busy, busy_less, offsetof(busy, hidx));
     x.p->rng = (sc->seed ^ UINT64_C(0x9e3779b97f4a7c15)) | 1;
     for (int i = 0; i < 8; i++)
         sim_rand(x.p);
@@ -951,10 +897,13 @@ void simrun_result_free(simrun_result *r)
     sluice_free(r->series);
     sluice_free(r->samples);
     if (p) {
-        sluice_free(p->ids);
-        sluice_free(p->idx);
+        busy *b;
+
+        ptab_free(&p->ids);
         simkeys_free(&p->keys);
-        sluice_free(p->heap);
+        while ((b = heap_pop(&p->busy)) != NULL)
+            sluice_free(b);
+        heap_free(&p->busy);
         sluice_free(p->free_workers);
         sluice_free(p->pending);
         for (size_t i = 0; i < p->ntypes_owned; i++)
