@@ -213,14 +213,15 @@ static void retry_case(int throttle)
     setup_chain(e, throttle);
     a = fx_submit(e, "job", "{\"agents\":0,\"user\":\"ann\",\"tokens\":5}", T0);
     assert_int_equal(fx_poll(e, T0, 4, d), 1);
-    assert_int_equal(sluice_engine_fail(e, a, 0, "boom", T0 + SEC), SLUICE_OK);
+    assert_int_equal(sluice_engine_fail(e, a, SLUICE_FAIL_MODE_RETRY, "boom", T0 + SEC), SLUICE_OK);
     check_flags(e, a, 0, 0);
     assert_int_equal(fx_poll(e, T0 + 10 * SEC, 4, d), 1); /* after the 1 s backoff */
     assert_int_equal(d[0].id, a);
     assert_int_equal(d[0].charged, throttle);
     check_flags(e, a, throttle, 1);
     /* A dead fail gives the lease back; a finished task still lists its links. */
-    assert_int_equal(sluice_engine_fail(e, a, 1, NULL, T0 + 11 * SEC), SLUICE_OK);
+    assert_int_equal(sluice_engine_fail(e, a, SLUICE_FAIL_MODE_DEAD, NULL, T0 + 11 * SEC),
+                     SLUICE_OK);
     assert_int_equal(fx_state(e, a), SLUICE_TASK_FAILED);
     check_flags(e, a, 0, 0);
     sluice_engine_free(e);
@@ -266,7 +267,7 @@ static void test_quota_and_removed_limit(void **unused)
     assert_int_equal(c[1].settles, 1);
 
     fx_type(e, "t", NULL);
-    assert_int_equal(sluice_engine_del_limit(e, "gone"), SLUICE_OK);
+    assert_int_equal(sluice_engine_del_limit(e, "gone", T0 + 2 * SEC), SLUICE_OK);
     assert_int_equal(sluice_engine_task_charges(e, a, c, 2), 2);
     check_link(&c[1], "gone", NULL, "", SLUICE_RATE, 1);
     assert_int_equal(c[1].charged, 1);
