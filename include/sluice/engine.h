@@ -250,6 +250,16 @@ typedef enum sluice_fail_mode {
 int sluice_engine_fail(sluice_engine *e, uint64_t id, sluice_fail_mode mode, const char *message,
                        int64_t now_ns);
 
+/* Fails a running task because the service it called refused it for now (an HTTP 429 with
+ * Retry-After): the task is retried no earlier than retry_after_ns from now_ns, or after the
+ * type's backoff when that is later. Such a failure never ends the task for want of attempts
+ * (the task did not fail; the upstream asked for time), though its delivery still counts in
+ * `attempt`; the retry pays its limits again as any retry does under throttle_retries.
+ * retry_after_ns must be >= 0. message may be NULL. Returns 0, SLUICE_EINVAL, SLUICE_ENOTFOUND or
+ * SLUICE_ESTATE. */
+int sluice_engine_fail_retry_after(sluice_engine *e, uint64_t id, int64_t retry_after_ns,
+                                   const char *message, int64_t now_ns);
+
 /* Cancels a queued or parked task. Returns 0, SLUICE_ENOTFOUND, or SLUICE_ESTATE (running or
  * finished). */
 int sluice_engine_cancel(sluice_engine *e, uint64_t id, int64_t now_ns);

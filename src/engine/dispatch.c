@@ -232,8 +232,10 @@ static int64_t backoff(const sluice_retry_policy *r, int attempt)
     return d;
 }
 
-int sluice_engine_fail(sluice_engine *e, uint64_t id, sluice_fail_mode mode, const char *message,
-                       int64_t now_ns)
+/* Fails running task id. retry_after_ns < 0: an ordinary failure, as mode says; >= 0: the
+ * upstream asked for that much time, so the task retries no earlier, whatever its attempts. */
+static int fail_task(sluice_engine *e, uint64_t id, sluice_fail_mode mode, int64_t retry_after_ns,
+                     const char *message, int64_t now_ns)
 {
     int64_t now = now_ns;
     const sluice_retry_policy *retry;
@@ -261,7 +263,7 @@ int sluice_engine_fail(sluice_engine *e, uint64_t id, sluice_fail_mode mode, con
     retry = &t->type->pol.retry;
     if (mode == SLUICE_FAIL_MODE_DEAD) {
         engine_finish(e, t, SLUICE_TASK_FAILED, SLUICE_FAIL_DEAD, LINK_NONE, 0, now);
-    } else if (t->attempt >= retry->max_attempts) {
+    } else if (retry_after_ns < 0 && t->attempt >= retry->max_attempts) {
         engine_finish(e, t, SLUICE_TASK_FAILED, SLUICE_FAIL_ATTEMPTS, LINK_NONE, 0, now);
     } else {
         t->state = SLUICE_TASK_QUEUED;
@@ -269,6 +271,8 @@ int sluice_engine_fail(sluice_engine *e, uint64_t id, sluice_fail_mode mode, con
         if (!retry->throttle_retries)
             t->flags |= TASK_FREE_RETRY;
         t->due_ns = add_sat(now, backoff(retry, t->attempt));
+        if (retry_after_ns >= 0 && add_sat(now, retry_after_ns) > t->due_ns)
+            t->due_ns = add_sat(now, retry_after_ns);
         /* Not delivered before its backoff ends: its record (and task_info) say so. */
         if (t->due_ns > t->not_before_ns)
             t->not_before_ns = t->due_ns;
@@ -280,6 +284,20 @@ int sluice_engine_fail(sluice_engine *e, uint64_t id, sluice_fail_mode mode, con
     }
     engine_trim_finished(e);
     return SLUICE_OK;
+}
+
+int sluice_engine_fail(sluice_engine *e, uint64_t id, sluice_fail_mode mode, const char *message,
+                       int64_t now_ns)
+{
+    return fail_task(e, id, mode, -1, message, now_ns);
+}
+
+int sluice_engine_fail_retry_after(sluice_engine *e, uint64_t id, int64_t retry_after_ns,
+                                   const char *message, int64_t now_ns)
+{
+    if (retry_after_ns < 0)
+        return SLUICE_EINVAL;
+    return fail_task(e, id, SLUICE_FAIL_MODE_RETRY, retry_after_ns, message, now_ns);
 }
 
 void engine_cancel_task(sluice_engine *e, task *t, int64_t now_ns)

@@ -31,6 +31,10 @@
 #define NAME_BUF 256
 /* Longest TASK.FAIL REASON. TASK.INFO shows its first 127 bytes. */
 #define REASON_BUF 1024
+
+/* Longest RETRY_AFTER a worker may pass on from an upstream: 30 days, past any real
+ * Retry-After, and far from overflowing when turned into nanoseconds. */
+#define MAX_RETRY_AFTER_MS (30LL * 24 * 3600 * 1000)
 /* Most tasks one TASK.GET may take (COUNT), and the longest it may block (TIMEOUT, ms). */
 #define TASK_MAX_COUNT      1000
 #define TASK_MAX_TIMEOUT_MS INT64_C(2147483647)
@@ -459,7 +463,7 @@ void cmd_task_fail(conn *c, const resp_command *cmd)
     sluice_task_info ti;
     sluice_fail_mode mode = SLUICE_FAIL_MODE_RETRY;
     int has_reason = 0;
-    int64_t attempt = 0;
+    int64_t attempt = 0, retry_after_ms = -1;
     uint64_t id;
     int rc;
 
@@ -467,7 +471,12 @@ void cmd_task_fail(conn *c, const resp_command *cmd)
         const char *a = cmd->argv[i];
         size_t alen = cmd->argvlen[i];
 
-        if (command_arg_is(a, alen, "retry")) {
+        if (command_arg_is(a, alen, "retry_after") && i + 1 < cmd->argc) {
+            if (int_arg(c, "RETRY_AFTER", cmd->argv[i + 1], cmd->argvlen[i + 1], 0,
+                        MAX_RETRY_AFTER_MS, &retry_after_ms) != 0)
+                return;
+            i++;
+        } else if (command_arg_is(a, alen, "retry")) {
             mode = SLUICE_FAIL_MODE_RETRY;
         } else if (command_arg_is(a, alen, "dead")) {
             mode = SLUICE_FAIL_MODE_DEAD;
@@ -487,13 +496,23 @@ void cmd_task_fail(conn *c, const resp_command *cmd)
             i++;
         } else {
             resp_error(conn_out(c), "WRONGARGS",
-                       "syntax error: TASK.FAIL id [RETRY|DEAD] [REASON text] [ATTEMPT n]");
+                       "syntax error: TASK.FAIL id [RETRY|DEAD] [RETRY_AFTER ms] [REASON text] "
+                       "[ATTEMPT n]");
             return;
         }
     }
+    if (retry_after_ms >= 0 && mode == SLUICE_FAIL_MODE_DEAD) {
+        resp_error(conn_out(c), "WRONGARGS",
+                   "RETRY_AFTER retries the task: it cannot go with DEAD");
+        return;
+    }
     if (id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0 || attempt_check(c, id, attempt) != 0)
         return;
-    rc = sluice_engine_fail(s->engine, id, mode, has_reason ? reason : NULL, server_now(s));
+    if (retry_after_ms >= 0)
+        rc = sluice_engine_fail_retry_after(s->engine, id, retry_after_ms * SLUICE_NS_PER_MS,
+                                            has_reason ? reason : NULL, server_now(s));
+    else
+        rc = sluice_engine_fail(s->engine, id, mode, has_reason ? reason : NULL, server_now(s));
     if (rc != 0) {
         reply_not_running(c, rc, id);
         return;

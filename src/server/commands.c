@@ -60,7 +60,7 @@ const command_def command_table[] = {
     {"task.ack", -2, CMD_WRITE | CMD_FAST, cmd_task_ack,
      "TASK.ACK id [COST n] [ATTEMPT n]: complete a running task"},
     {"task.fail", -2, CMD_WRITE | CMD_FAST, cmd_task_fail,
-     "TASK.FAIL id [RETRY|DEAD] [REASON text] [ATTEMPT n]: fail a running task"},
+     "TASK.FAIL id [RETRY|DEAD] [RETRY_AFTER ms] [REASON text] [ATTEMPT n]: fail a running task"},
     {"task.cancel", 2, CMD_WRITE | CMD_FAST, cmd_task_cancel,
      "TASK.CANCEL id: cancel a queued or parked task"},
     {"task.touch", -2, CMD_WRITE | CMD_FAST, cmd_task_touch,

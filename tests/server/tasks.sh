@@ -149,6 +149,20 @@ done
 check "attempt 3 delivered" "3" "$(word "$(cli TASK.GET plain TIMEOUT 3000)" 4)"
 check "FAIL attempt 3: failed" "failed" "$(cli TASK.FAIL "$id2")"
 check "fail_reason attempts" "attempts" "$(field TASK.INFO "$id2" fail_reason)"
+# RETRY_AFTER: the upstream's 429 holds the retry back and uses up no attempt (plain allows 3).
+id3=$(cli TASK.ADD plain '{}')
+for a in 1 2 3; do
+  cli TASK.GET plain TIMEOUT 3000 >/dev/null
+  before=$(date +%s%3N)
+  check "FAIL RETRY_AFTER $a retries" "queued" "$(cli TASK.FAIL "$id3" RETRY_AFTER 300 REASON 429)"
+  nb=$(field TASK.INFO "$id3" not_before_ms)
+  check "not before its Retry-After ($a)" "yes" "$([ "$nb" -ge $((before + 300 - 20)) ] && echo yes)"
+done
+check "after three 429s it is delivered a fourth time" "4" "$(word "$(cli TASK.GET plain TIMEOUT 5000)" 4)"
+contains "RETRY_AFTER with DEAD" "WRONGARGS RETRY_AFTER retries the task" \
+  "$(cli TASK.FAIL "$id3" DEAD RETRY_AFTER 10)"
+contains "RETRY_AFTER negative" "WRONGARGS" "$(cli TASK.FAIL "$id3" RETRY_AFTER -1)"
+check "ACK after the 429s" "OK" "$(cli TASK.ACK "$id3")"
 
 # ---- A concurrency limit: the second waits for the first's ack ---------------------------------
 
@@ -272,7 +286,7 @@ contains "TASK.ACK unknown" "NOTASK no task 999999" "$(cli TASK.ACK 999999)"
 q1=$(cli TASK.ADD plain '{}')
 contains "TASK.ACK a queued task: NOLEASE" "NOLEASE task $q1 is queued, not running" "$(cli TASK.ACK "$q1")"
 contains "TASK.FAIL arity" "WRONGARGS wrong number of arguments for 'task.fail' command" "$(cli TASK.FAIL)"
-contains "TASK.FAIL syntax" "WRONGARGS syntax error: TASK.FAIL id [RETRY|DEAD] [REASON text]" \
+contains "TASK.FAIL syntax" "WRONGARGS syntax error: TASK.FAIL id [RETRY|DEAD] [RETRY_AFTER ms] [REASON text]" \
   "$(cli TASK.FAIL "$q1" LATER)"
 contains "TASK.FAIL unknown" "NOTASK" "$(cli TASK.FAIL 999999)"
 contains "TASK.FAIL a queued task" "NOLEASE" "$(cli TASK.FAIL "$q1" DEAD)"

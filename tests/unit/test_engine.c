@@ -313,6 +313,49 @@ static void test_retry_fixed_backoff_and_attempts(void **unused)
     sluice_engine_free(e);
 }
 
+/* A worker told by its upstream to come back later: the retry waits at least that long (or the
+ * backoff, when longer), and such failures never use up the task's attempts. */
+static void test_retry_after_upstream(void **unused)
+{
+    sluice_engine *e = fx_engine(NULL);
+    sluice_type_policy t;
+    sluice_delivery out[2];
+    char msg[128];
+    uint64_t id;
+    int64_t now = T0;
+
+    (void)unused;
+    sluice_type_policy_init(&t);
+    t.name = "t";
+    t.retry.max_attempts = 2;
+    t.retry.backoff = SLUICE_BACKOFF_FIXED;
+    t.retry.base_ns = 5 * SEC;
+    assert_int_equal(sluice_engine_set_type(e, &t, T0, msg, sizeof msg), SLUICE_OK);
+    id = fx_submit(e, "t", NULL, T0);
+    /* Four 429s in a row, past max_attempts: the task keeps coming back. */
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(fx_poll(e, now, 2, out), 1);
+        assert_int_equal(out[0].attempt, i + 1);
+        assert_int_equal(sluice_engine_fail_retry_after(e, id, 30 * SEC, "429", now), SLUICE_OK);
+        assert_int_equal(fx_state(e, id), SLUICE_TASK_QUEUED);
+        assert_int_equal(fx_poll(e, now + 30 * SEC - 1, 2, out), 0);
+        now += 30 * SEC;
+    }
+    /* A Retry-After shorter than the backoff: the backoff wins. */
+    assert_int_equal(fx_poll(e, now, 2, out), 1);
+    assert_int_equal(sluice_engine_fail_retry_after(e, id, SEC, NULL, now), SLUICE_OK);
+    assert_int_equal(fx_poll(e, now + 5 * SEC - 1, 2, out), 0);
+    assert_int_equal(fx_poll(e, now + 5 * SEC, 2, out), 1);
+    now += 5 * SEC;
+    assert_int_equal(sluice_engine_fail_retry_after(e, id, -1, NULL, now), SLUICE_EINVAL);
+    assert_int_equal(fx_state(e, id), SLUICE_TASK_RUNNING);
+    /* An ordinary failure still ends it: its deliveries are past max_attempts. */
+    assert_int_equal(sluice_engine_fail(e, id, SLUICE_FAIL_MODE_RETRY, NULL, now), SLUICE_OK);
+    assert_int_equal(fx_state(e, id), SLUICE_TASK_FAILED);
+    assert_int_equal(sluice_engine_fail_retry_after(e, id, SEC, NULL, now), SLUICE_ESTATE);
+    sluice_engine_free(e);
+}
+
 static void test_retry_exponential_and_dead(void **unused)
 {
     sluice_engine *e = fx_engine(NULL);
@@ -809,6 +852,7 @@ int main(void)
         cmocka_unit_test(test_touch_extends_lease),
         cmocka_unit_test(test_retry_fixed_backoff_and_attempts),
         cmocka_unit_test(test_retry_exponential_and_dead),
+        cmocka_unit_test(test_retry_after_upstream),
         cmocka_unit_test(test_retry_throttle_on),
         cmocka_unit_test(test_retry_throttle_off),
         cmocka_unit_test(test_cancel_while_parked),
