@@ -176,6 +176,7 @@ void sluice_engine_free(sluice_engine *e)
     registry_free(e);
     gate_free(e);
     events_free(e->ev);
+    feed_free(e->feed);
     sluice_free(e->kbuf);
     sluice_free(e);
 }
@@ -190,12 +191,20 @@ void sluice_engine_on_event(sluice_engine *e, sluice_event_fn fn, void *arg)
 int sluice_engine_set_limit(sluice_engine *e, const sluice_limit_policy *p, char *msg,
                             size_t msglen)
 {
-    return registry_set_limit(e, p, msg, msglen);
+    int rc = registry_set_limit(e, p, msg, msglen);
+
+    if (rc == SLUICE_OK)
+        feed_limit_replaced(e, p->name, 0);
+    return rc;
 }
 
 int sluice_engine_del_limit(sluice_engine *e, const char *name)
 {
-    return registry_del_limit(e, name);
+    int rc = registry_del_limit(e, name);
+
+    if (rc == SLUICE_OK)
+        feed_limit_replaced(e, name, 1);
+    return rc;
 }
 
 const sluice_limit_policy *sluice_engine_get_limit(const sluice_engine *e, const char *name,

@@ -1,22 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The dirty set (see dirty.h): a set of task ids and five small maps keyed by bytes.
+ * A change set (see changeset.h): a set of task ids and five small maps keyed by bytes.
  *
  * Task ids live in an open-addressing table of uint64 (0 marks an empty slot: ids start at 1).
  * Every other part is a `bmap`: entries kept in insertion order in an array (so a walk is a
  * scan of it), indexed by an open-addressing table of entry numbers. An entry can be killed (a
  * purged key state) without being unlinked; a later upsert of the same bytes revives it. Both
- * kinds of table double when half full; dirty_clear empties them and gives back the memory of
+ * kinds of table double when half full; changeset_clear empties them and gives back the memory of
  * a table grown past KEEP_SLOTS, so a burst does not pin memory for good.
  */
-#include "server/dirty.h"
+#include "engine/changeset.h"
 
 #include <string.h>
 
 #include "base/alloc.h"
 #include "sluice/error.h"
 
-/* Tables larger than this are freed rather than kept empty by dirty_clear. */
+/* Tables larger than this are freed rather than kept empty by changeset_clear. */
 #define KEEP_SLOTS 4096u
 
 /* ---- A set of task ids ------------------------------------------------------------------- */
@@ -95,7 +95,7 @@ typedef struct bentry {
     size_t idlen;  /* key states: bytes of the limit id at the front of k */
     void *v;       /* owned value bytes, or NULL */
     size_t vlen;   /* bytes of v */
-    int op;        /* limits: the dirty_limit_op */
+    int op;        /* limits: the sluice_limit_def_op */
     int live;      /* 0: killed (skipped by walks, revived by an upsert) */
     uint64_t hash; /* of the key bytes */
 } bentry;
@@ -269,9 +269,9 @@ static const bentry *bmap_next(const bmap *m, size_t *pos)
     return NULL;
 }
 
-/* ---- The dirty set ----------------------------------------------------------------------- */
+/* ---- The change set ------------------------------------------------------------------------ */
 
-struct dirty {
+struct sluice_changes {
     idset tasks; /* task ids */
     bmap series; /* series names */
     bmap limits; /* limit names: op and spec */
@@ -280,13 +280,13 @@ struct dirty {
     bmap known;  /* limit ids that may have key rows in the store (not cleared) */
 };
 
-int dirty_new(dirty **out)
+int changeset_new(changeset **out)
 {
     *out = sluice_calloc(1, sizeof **out);
     return *out ? SLUICE_OK : SLUICE_ENOMEM;
 }
 
-void dirty_free(dirty *d)
+void changeset_free(changeset *d)
 {
     if (!d)
         return;
@@ -299,19 +299,19 @@ void dirty_free(dirty *d)
     sluice_free(d);
 }
 
-int dirty_add_task(dirty *d, uint64_t id)
+int changeset_add_task(changeset *d, uint64_t id)
 {
     if (id == 0)
         return SLUICE_EINVAL;
     return idset_add(&d->tasks, id);
 }
 
-int dirty_add_series(dirty *d, const char *name)
+int changeset_add_series(changeset *d, const char *name)
 {
     return bmap_upsert(&d->series, name, strlen(name), strlen(name)) ? SLUICE_OK : SLUICE_ENOMEM;
 }
 
-int dirty_set_limit(dirty *d, const char *name, dirty_limit_op op, const char *spec)
+int changeset_set_limit(changeset *d, const char *name, sluice_limit_def_op op, const char *spec)
 {
     size_t len = strlen(name);
     uint64_t h = bytes_hash(name, len);
@@ -320,8 +320,8 @@ int dirty_set_limit(dirty *d, const char *name, dirty_limit_op op, const char *s
 
     if (!e)
         return SLUICE_ENOMEM;
-    if (bentry_set(e, op == DIRTY_LIMIT_SET && spec ? spec : NULL,
-                   op == DIRTY_LIMIT_SET && spec ? strlen(spec) + 1 : 0) != SLUICE_OK) {
+    if (bentry_set(e, op == SLUICE_LIMIT_DEF_SET && spec ? spec : NULL,
+                   op == SLUICE_LIMIT_DEF_SET && spec ? strlen(spec) + 1 : 0) != SLUICE_OK) {
         if (!existed)
             bentry_kill(&d->limits, e); /* leave no half-made entry behind */
         return SLUICE_ENOMEM;
@@ -330,13 +330,13 @@ int dirty_set_limit(dirty *d, const char *name, dirty_limit_op op, const char *s
     return SLUICE_OK;
 }
 
-int dirty_note_stored(dirty *d, const char *id)
+int changeset_note_stored(changeset *d, const char *id)
 {
     return bmap_upsert(&d->known, id, strlen(id), strlen(id)) ? SLUICE_OK : SLUICE_ENOMEM;
 }
 
-int dirty_put_key(dirty *d, const char *id, const char *key, size_t keylen, const void *state,
-                  size_t len)
+int changeset_put_key(changeset *d, const char *id, const char *key, size_t keylen,
+                      const void *state, size_t len)
 {
     size_t idlen = strlen(id), klen = idlen + 1 + keylen;
     char stack[512], *k = klen <= sizeof stack ? stack : sluice_malloc(klen);
@@ -349,7 +349,7 @@ int dirty_put_key(dirty *d, const char *id, const char *key, size_t keylen, cons
     k[idlen] = '\0';
     if (keylen)
         memcpy(k + idlen + 1, key, keylen);
-    if (dirty_note_stored(d, id) != SLUICE_OK)
+    if (changeset_note_stored(d, id) != SLUICE_OK)
         goto done;
     e = bmap_upsert(&d->keys, k, klen, idlen);
     if (e)
@@ -368,7 +368,7 @@ static int id_of(const char *id, size_t idlen, const char *name, size_t nlen)
     return idlen >= nlen && memcmp(id, name, nlen) == 0 && (idlen == nlen || id[nlen] == '/');
 }
 
-int dirty_purge_limit(dirty *d, const char *name)
+int changeset_purge_limit(changeset *d, const char *name)
 {
     size_t nlen = strlen(name), pos = 0;
     const bentry *e;
@@ -388,7 +388,7 @@ int dirty_purge_limit(dirty *d, const char *name)
     return SLUICE_OK;
 }
 
-int dirty_next_task(const dirty *d, size_t *pos, uint64_t *id)
+int changeset_next_task(const changeset *d, size_t *pos, uint64_t *id)
 {
     while (*pos < d->tasks.cap) {
         uint64_t v = d->tasks.slots[(*pos)++];
@@ -401,7 +401,7 @@ int dirty_next_task(const dirty *d, size_t *pos, uint64_t *id)
     return 0;
 }
 
-int dirty_next_series(const dirty *d, size_t *pos, const char **name)
+int changeset_next_series(const changeset *d, size_t *pos, const char **name)
 {
     const bentry *e = bmap_next(&d->series, pos);
 
@@ -411,20 +411,20 @@ int dirty_next_series(const dirty *d, size_t *pos, const char **name)
     return 1;
 }
 
-int dirty_next_limit(const dirty *d, size_t *pos, const char **name, dirty_limit_op *op,
-                     const char **spec)
+int changeset_next_limit(const changeset *d, size_t *pos, const char **name,
+                         sluice_limit_def_op *op, const char **spec)
 {
     const bentry *e = bmap_next(&d->limits, pos);
 
     if (!e)
         return 0;
     *name = e->k;
-    *op = (dirty_limit_op)e->op;
+    *op = (sluice_limit_def_op)e->op;
     *spec = e->v;
     return 1;
 }
 
-int dirty_next_purge(const dirty *d, size_t *pos, const char **id)
+int changeset_next_purge(const changeset *d, size_t *pos, const char **id)
 {
     const bentry *e = bmap_next(&d->purges, pos);
 
@@ -434,8 +434,8 @@ int dirty_next_purge(const dirty *d, size_t *pos, const char **id)
     return 1;
 }
 
-int dirty_next_key(const dirty *d, size_t *pos, const char **id, const char **key, size_t *keylen,
-                   const void **state, size_t *len)
+int changeset_next_key(const changeset *d, size_t *pos, const char **id, const char **key,
+                       size_t *keylen, const void **state, size_t *len)
 {
     const bentry *e = bmap_next(&d->keys, pos);
 
@@ -449,30 +449,57 @@ int dirty_next_key(const dirty *d, size_t *pos, const char **id, const char **ke
     return 1;
 }
 
-void dirty_get_counts(const dirty *d, dirty_counts *out)
+void changeset_get_counts(const changeset *d, sluice_changes_counts *out)
 {
     out->tasks = d->tasks.n;
     out->series = d->series.live;
     out->limits = d->limits.live;
     out->purges = d->purges.live;
     out->keys = d->keys.live;
+    out->lost = 0;
 }
 
-int dirty_has_changes(const dirty *d)
+int changeset_has_changes(const changeset *d)
 {
     return d->tasks.n || d->series.live || d->limits.live || d->purges.live;
 }
 
-int dirty_is_empty(const dirty *d)
+int changeset_is_empty(const changeset *d)
 {
-    return !dirty_has_changes(d) && d->keys.live == 0;
+    return !changeset_has_changes(d) && d->keys.live == 0;
 }
 
-void dirty_clear(dirty *d)
+void changeset_clear(changeset *d)
 {
     idset_clear(&d->tasks);
     bmap_clear(&d->series);
     bmap_clear(&d->limits);
     bmap_clear(&d->purges);
     bmap_clear(&d->keys);
+}
+
+int changeset_merge(changeset *dst, const changeset *src)
+{
+    const bentry *e;
+    size_t pos;
+    uint64_t id;
+
+    /* Purges first: they delete what dst recorded before them, never what src adds after. */
+    for (pos = 0; (e = bmap_next(&src->purges, &pos)) != NULL;)
+        if (changeset_purge_limit(dst, e->k) != SLUICE_OK)
+            return SLUICE_ENOMEM;
+    for (pos = 0; (e = bmap_next(&src->keys, &pos)) != NULL;)
+        if (changeset_put_key(dst, e->k, e->k + e->idlen + 1, e->klen - e->idlen - 1, e->v,
+                              e->vlen) != SLUICE_OK)
+            return SLUICE_ENOMEM;
+    for (pos = 0; (e = bmap_next(&src->limits, &pos)) != NULL;)
+        if (changeset_set_limit(dst, e->k, (sluice_limit_def_op)e->op, e->v) != SLUICE_OK)
+            return SLUICE_ENOMEM;
+    for (pos = 0; (e = bmap_next(&src->series, &pos)) != NULL;)
+        if (changeset_add_series(dst, e->k) != SLUICE_OK)
+            return SLUICE_ENOMEM;
+    for (pos = 0; changeset_next_task(src, &pos, &id);)
+        if (changeset_add_task(dst, id) != SLUICE_OK)
+            return SLUICE_ENOMEM;
+    return SLUICE_OK;
 }
