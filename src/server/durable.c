@@ -287,10 +287,10 @@ int durable_commit(durable *d)
         release_held(d);
         return 0;
     }
-    t0 = read_clock(CLOCK_MONOTONIC);
     /* The batch is the union of everything not yet confirmed: after a failed commit, what that
      * one tried is yielded again with what changed since. */
     rc = sluice_engine_changes(d->srv->engine, &c);
+    t0 = read_clock(CLOCK_MONOTONIC);
     if (rc != 0) {
         why = "out of memory collecting the changes";
     } else {
