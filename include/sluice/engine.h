@@ -436,9 +436,10 @@ typedef struct sluice_changes_counts {
 int sluice_engine_changes_start(sluice_engine *e);
 
 /* Hands out the batch of every change recorded since the last confirmed pull (with the keys
- * drained from every limit now), in *out, borrowed: valid until the next call into the engine.
- * Returns 0, SLUICE_ENOMEM (*out NULL; nothing lost: call again later), or SLUICE_ESTATE when the
- * feed is not started. */
+ * drained from every limit now), in *out, borrowed: valid until the next call into the engine
+ * (a consumer that writes asynchronously copies it first). Returns 0, SLUICE_ENOMEM (*out NULL;
+ * nothing lost: call again later), or SLUICE_ESTATE when the feed is not started. A limit whose
+ * keys cannot be drained for lack of memory keeps them recorded for the next pull. */
 int sluice_engine_changes(sluice_engine *e, const sluice_changes **out);
 
 /* The consumer wrote the batch of the last sluice_engine_changes durably: forget it. Changes
