@@ -377,19 +377,6 @@ typedef struct sluice_task_record {
     const char *fail_message;       /* FAILED: the worker's or the engine's reason, or NULL */
 } sluice_task_record;
 
-/* Tells fn the id of every task that was created, changed or forgotten, as it happens, so a
- * store can write the tasks changed during one loop turn in one transaction (looking each up
- * with sluice_engine_export_task; SLUICE_ENOTFOUND then means: delete it). fn must not call
- * back into the engine. Reported: a submit or a recurring occurrence (created), a payload
- * replaced by task key, a delivery (RUNNING, attempt, lease, grant), a touch (lease), a lost
- * lease (QUEUED holding its grant), a fail (retry with its backoff, or FAILED), an ack, a cancel,
- * a failure by a limit or a skip, an occurrence detached from its removed series, and a finished
- * task forgotten by the finished FIFO. Not reported: moves between QUEUED and PARKED (both come
- * back QUEUED) and a delayed task coming due (its record is unchanged). The same id may be
- * reported several times in one turn. sluice_engine_free reports nothing. fn NULL stops the
- * reports (the default; the engine then pays one test per change). */
-void sluice_engine_on_change(sluice_engine *e, void (*fn)(uint64_t id, void *arg), void *arg);
-
 /* Fills *out with a task's durable record. Returns 0 or SLUICE_ENOTFOUND. Exported as: payload,
  * key and task_key NULL when none; not_before_ns as sluice_task_info's (its delay, or a retry's
  * backoff end); lease_until_ns for RUNNING only; granted 1 for RUNNING and for a task that
@@ -410,8 +397,8 @@ int sluice_engine_export_task(const sluice_engine *e, uint64_t id, sluice_task_r
  * granted) without a lease on that limit, over-subscribing it until it ends; an occurrence is
  * linked to its series when a series of that name exists (restore the series first), else it
  * stands alone; the caps max_tasks and max_parked are not applied; a restored unfinished task
- * counts as submitted in the stats. Nothing is reported to the on_change hook for the task
- * restored (finished tasks trimmed past max_finished are reported forgotten). All or nothing:
+ * counts as submitted in the stats. Nothing is recorded in the change feed for the task
+ * restored (finished tasks trimmed past max_finished are recorded as forgotten). All or nothing:
  * on an error the engine is unchanged. */
 int sluice_engine_restore_task(sluice_engine *e, const sluice_task_record *r, int64_t now_ns,
                                sluice_submit_error *err);
@@ -428,19 +415,12 @@ int sluice_engine_recurring_state(const sluice_engine *e, const char *name,
  * or limits are gone fails with that error and msg). The series resumes at its first schedule
  * point at or after now_ns (points that passed while the process was down are neither run nor
  * counted), or never when its runs reached max_runs; restore it before its occurrences, which
- * then re-link to it (and move its next point past theirs, so no point runs twice). Reports
- * nothing to the series hook. Returns 0, SLUICE_EEXIST (a series of that name exists),
+ * then re-link to it (and move its next point past theirs, so no point runs twice). Records
+ * nothing in the change feed. Returns 0, SLUICE_EEXIST (a series of that name exists),
  * SLUICE_EINVAL (also for negative counters), SLUICE_ENOTFOUND, SLUICE_ENOMEM. */
 int sluice_engine_restore_recurring(sluice_engine *e, const sluice_recurring_spec *spec,
                                     int64_t runs, int64_t skipped, int64_t now_ns, char *msg,
                                     size_t msglen);
-
-/* Tells fn the name of every series added (or replaced), removed, or whose runs or skipped
- * counter changed, so a store can write it with sluice_engine_recurring_state (SLUICE_ENOTFOUND:
- * delete it). The name is borrowed for the call only; fn must not call back into the engine.
- * fn NULL stops the reports. */
-void sluice_engine_on_series_change(sluice_engine *e, void (*fn)(const char *name, void *arg),
-                                    void *arg);
 
 /* Calls fn for every core limit (the object whose key state sluice_limit_track_changes,
  * sluice_limit_drain and sluice_limit_import work on) of every named limit, in name order, with
@@ -462,6 +442,114 @@ uint64_t sluice_engine_last_id(const sluice_engine *e);
  * could not restore, or finished ones it forgot) are never issued again. Never lowers the
  * counter. */
 void sluice_engine_reserve_ids(sluice_engine *e, uint64_t id);
+
+/* ---- The change feed --------------------------------------------------------------------- */
+
+/*
+ * What changed since the consumer last wrote it, for a store that keeps the engine across
+ * restarts: the server's own (durable.c, one SQLite transaction per loop turn) or a shared one.
+ * The engine records; the consumer pulls a batch, writes it, and confirms. Off until
+ * sluice_engine_changes_start (then the engine pays a set insert per change).
+ *
+ * A batch holds, each once, with the latest value:
+ * - task ids whose durable record was created, changed or forgotten: export each with
+ *   sluice_engine_export_task (SLUICE_ENOTFOUND: delete it). Recorded: a submit or a recurring
+ *   occurrence, a payload replaced by task key, a delivery (RUNNING, attempt, lease, grant), a
+ *   touch, a lost lease, a fail (retry or FAILED), an ack, a cancel, a failure by a limit or a
+ *   skip, an occurrence detached from its removed series, a finished task forgotten by the
+ *   finished FIFO. Not recorded: moves between QUEUED and PARKED (both come back QUEUED) and a
+ *   delayed task coming due (its record is unchanged);
+ * - recurring series added, replaced, removed or recounted: read each with
+ *   sluice_engine_recurring_state (SLUICE_ENOTFOUND: delete it);
+ * - runtime limit definitions (SLUICE_LIMIT_DEF_*): a limit replaced or removed records DROP
+ *   itself; the caller that knows the definition's text records SET or GONE over it with
+ *   sluice_engine_changes_limit_def;
+ * - purges: limit ids ("name", "name/tier") whose stored key states are to be deleted, because
+ *   the limit was replaced or removed; expanded to every id of the limit the feed has yielded;
+ * - limiter key states charged, settled, reset or forgotten (by the sweep, a reset or a
+ *   replacement) since the last pull, as blobs for sluice_limit_import (NULL: delete the key).
+ *
+ * Ensures:
+ * - a change made at any time is in the next batch pulled after it (a change made while a batch
+ *   is out is not in that batch, and sluice_engine_changes_done does not forget it);
+ * - a batch not confirmed is yielded again, merged with what changed since (the union, latest
+ *   value winning): a failed write loses nothing;
+ * - within a batch, writing the limit definitions, then the purges, then the key states, then
+ *   series and tasks reproduces the engine's order: a purge never deletes a key state recorded
+ *   after it, and no key state of a replaced limit is yielded after its purge;
+ * - running out of memory while recording loses that one change (counted in
+ *   sluice_changes_counts.lost); while pulling, returns SLUICE_ENOMEM with nothing lost.
+ */
+
+/* What a store does with a runtime limit definition. */
+typedef enum sluice_limit_def_op {
+    SLUICE_LIMIT_DEF_SET = 1, /* store the spec text: re-applied at start over the file's version */
+    SLUICE_LIMIT_DEF_GONE,    /* store a tombstone: the limit is removed again at start */
+    SLUICE_LIMIT_DEF_DROP,    /* delete the stored row: the configuration file's version applies */
+} sluice_limit_def_op;
+
+/* A batch of changes, borrowed from the engine (see sluice_engine_changes). */
+typedef struct sluice_changes sluice_changes;
+
+/* Sizes of a batch's parts, and the changes lost to out-of-memory since the feed started. */
+typedef struct sluice_changes_counts {
+    size_t tasks, series, limits, purges, keys;
+    uint64_t lost;
+} sluice_changes_counts;
+
+/* Starts recording changes (idempotent): from now on every change above is recorded, and every
+ * limit's key changes are tracked, including limits added or replaced later. Returns 0 or
+ * SLUICE_ENOMEM (nothing started). */
+int sluice_engine_changes_start(sluice_engine *e);
+
+/* Hands out the batch of every change recorded since the last confirmed pull (with the keys
+ * drained from every limit now), in *out, borrowed: valid until the next call into the engine
+ * (a consumer that writes asynchronously copies it first). Returns 0, SLUICE_ENOMEM (*out NULL;
+ * nothing lost: call again later), or SLUICE_ESTATE when the feed is not started. A limit whose
+ * keys cannot be drained for lack of memory keeps them recorded for the next pull. */
+int sluice_engine_changes(sluice_engine *e, const sluice_changes **out);
+
+/* The consumer wrote the batch of the last sluice_engine_changes durably: forget it. Changes
+ * recorded since that pull stay for the next one. Without a pull out, does nothing. */
+void sluice_engine_changes_done(sluice_engine *e);
+
+/* Records a runtime definition of limit `name` for the store: its spec text (SET), or spec NULL
+ * for a tombstone (GONE: a limit the configuration file declares was removed at runtime). Call
+ * after the engine call that installed or removed it. Returns 0, SLUICE_ENOMEM (counted as lost)
+ * or SLUICE_ESTATE when the feed is not started. */
+int sluice_engine_changes_limit_def(sluice_engine *e, const char *name, const char *spec);
+
+/* For recovery: key `key` of limit id `id` is in the store and is to be deleted unless its limit
+ * tracks it again before the next pull (sluice_limit_import of a state still worth keeping
+ * records it as changed, and its state then replaces the deletion). forget_keys: every stored
+ * key state of limit id `id` is to be deleted (its limit or tier is gone). Returns 0,
+ * SLUICE_ENOMEM or SLUICE_ESTATE (feed not started). */
+int sluice_engine_changes_forget_key(sluice_engine *e, const char *id, const char *key,
+                                     size_t keylen);
+int sluice_engine_changes_forget_keys(sluice_engine *e, const char *id);
+
+/* How many changes a client could be waiting for (tasks, series, limit definitions, purges;
+ * not key states) were recorded since the feed started: a command that moved it changed
+ * something durable. */
+uint64_t sluice_engine_changes_seq(const sluice_engine *e);
+
+/* Sizes of what the next pull would yield, key states not yet drained aside, plus the batch out
+ * (NULL e or a feed not started: zeros). */
+void sluice_engine_changes_count(const sluice_engine *e, sluice_changes_counts *out);
+
+/* Walks one part of a batch; *pos starts at 0. Each returns 1 and fills the out-parameters
+ * (borrowed like the batch) with the next entry, or 0 at the end. A key's state is NULL (len 0)
+ * for a deletion; a limit's spec is NULL unless op is SET. */
+int sluice_changes_next_task(const sluice_changes *c, size_t *pos, uint64_t *id);
+int sluice_changes_next_series(const sluice_changes *c, size_t *pos, const char **name);
+int sluice_changes_next_limit(const sluice_changes *c, size_t *pos, const char **name,
+                              sluice_limit_def_op *op, const char **spec);
+int sluice_changes_next_purge(const sluice_changes *c, size_t *pos, const char **id);
+int sluice_changes_next_key(const sluice_changes *c, size_t *pos, const char **id, const char **key,
+                            size_t *keylen, const void **state, size_t *len);
+
+/* Returns 1 when the batch holds a change a client may wait for (anything but key states). */
+int sluice_changes_has_changes(const sluice_changes *c);
 
 /* ---- Figures ------------------------------------------------------------------------------- */
 

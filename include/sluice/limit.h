@@ -221,8 +221,9 @@ size_t sluice_limit_sweep(sluice_limit *lim, int64_t now_ns, size_t budget);
  * record after a 16-byte header). */
 #define SLUICE_KEY_STATE_MAX 64
 
-/* Starts (on != 0) or stops recording which keys are charged, for sluice_limit_drain. Costs one
- * extra hash lookup per charging decision while on. */
+/* Starts (on != 0) or stops recording which keys are charged, settled, reset or forgotten (by
+ * sluice_limit_sweep too), for sluice_limit_drain. Costs one extra hash lookup per charging
+ * decision while on. */
 void sluice_limit_track_changes(sluice_limit *lim, int on);
 
 /* Calls fn once for every key charged (or forgotten, reset, settled) since the previous drain,

@@ -751,12 +751,67 @@ int sluice_limit_reset(sluice_limit *lim, const char *key, size_t keylen)
     return keytab_delete(lim->keys, nk.key, nk.len, destroy_state, lim);
 }
 
+/* Keys forgotten per round of a tracked sweep (their copies live on the stack). */
+#define SWEEP_CHUNK 64
+
+/* The sweep while changes are tracked: every key it forgets must be recorded as changed (a store
+ * then deletes it), and keytab_sweep's callbacks are not told keys. So visit up to `budget`
+ * entries from where the last tracked sweep stopped (at most one pass), record the idle ones,
+ * then delete them. Out of memory keeps the key it was recording (forgotten by a later sweep):
+ * no key leaves the table unrecorded. Returns how many keys were forgotten. */
+static size_t sweep_tracked(sluice_limit *lim, size_t budget)
+{
+    size_t removed = 0, count = keytab_count(lim->keys);
+    int stop = 0;
+
+    if (budget > count)
+        budget = count;
+    while (budget > 0 && !stop) {
+        char *keys[SWEEP_CHUNK];
+        size_t lens[SWEEP_CHUNK], n = 0;
+        int wrapped = 0;
+
+        while (budget > 0 && n < SWEEP_CHUNK) {
+            const char *key;
+            size_t keylen;
+            void *value, *mark;
+
+            if (!keytab_next(lim->keys, &lim->sweep_pos, &key, &keylen, &value)) {
+                lim->sweep_pos = 0;
+                if (wrapped) {
+                    stop = 1; /* the table is empty */
+                    break;
+                }
+                wrapped = 1;
+                continue;
+            }
+            budget--;
+            if (!state_idle(value, lim))
+                continue;
+            keys[n] = sluice_memdup0(key, keylen);
+            if (!keys[n] || keytab_upsert(lim->changed, key, keylen, &mark, NULL) != SLUICE_OK) {
+                sluice_free(keys[n]);
+                stop = 1;
+                break;
+            }
+            lens[n++] = keylen;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (keytab_delete(lim->keys, keys[i], lens[i], destroy_state, lim) == SLUICE_OK)
+                removed++;
+            sluice_free(keys[i]);
+        }
+    }
+    return removed;
+}
+
 size_t sluice_limit_sweep(sluice_limit *lim, int64_t now_ns, size_t budget)
 {
     size_t n;
 
     lim->sweep_now_ns = limit_clamp_now(lim, now_ns);
-    n = keytab_sweep(lim->keys, budget, state_idle, destroy_state, lim);
+    n = lim->changed ? sweep_tracked(lim, budget)
+                     : keytab_sweep(lim->keys, budget, state_idle, destroy_state, lim);
     lim->stats.forgotten += n;
     if (lim->reservations)
         keytab_sweep(lim->reservations, budget, reservation_stale, NULL, lim);

@@ -29,6 +29,7 @@ struct sluice_limit {
     keytab *changed;      /* keys charged since the last drain (NULL: not tracking) */
     int64_t last_now_ns;  /* newest time seen: the clock clamp */
     int64_t sweep_now_ns; /* `now` of the sweep in progress, for the idle callbacks */
+    size_t sweep_pos;     /* where the next sweep resumes while changes are tracked */
     sluice_limit_stats stats;
 };
 

@@ -169,6 +169,7 @@ void sluice_engine_free(sluice_engine *e)
     registry_free(e);
     gate_free(e);
     events_free(e->ev);
+    feed_free(e->feed);
     sluice_free(e->kbuf);
     sluice_free(e);
 }
@@ -183,12 +184,20 @@ void sluice_engine_on_event(sluice_engine *e, sluice_event_fn fn, void *arg)
 int sluice_engine_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t now_ns,
                             char *msg, size_t msglen)
 {
-    return registry_set_limit(e, p, now_ns, msg, msglen);
+    int rc = registry_set_limit(e, p, now_ns, msg, msglen);
+
+    if (rc == SLUICE_OK)
+        feed_limit_replaced(e, p->name, 0);
+    return rc;
 }
 
 int sluice_engine_del_limit(sluice_engine *e, const char *name, int64_t now_ns)
 {
-    return registry_del_limit(e, name, now_ns);
+    int rc = registry_del_limit(e, name, now_ns);
+
+    if (rc == SLUICE_OK)
+        feed_limit_replaced(e, name, 1);
+    return rc;
 }
 
 const sluice_limit_policy *sluice_engine_get_limit(const sluice_engine *e, const char *name,

@@ -25,6 +25,7 @@
 
 #include "engine/cron.h"
 #include "engine/events.h"
+#include "engine/feed.h"
 #include "base/heap.h"
 #include "engine/introspect.h"
 #include "base/ptab.h"
@@ -186,20 +187,15 @@ struct sluice_engine {
     size_t ndelayed;        /* QUEUED in the timer heap */
     size_t task_bytes;      /* blocks and payloads of unfinished tasks */
     sluice_engine_stats st; /* the counters (state counts are filled in by get_stats) */
-    /* Persistence hooks (NULL: nothing is reported, at the cost of one test per change). */
-    void (*change_fn)(uint64_t id, void *arg);             /* a task's record changed */
-    void *change_arg;                                      /* its argument */
-    void (*series_change_fn)(const char *name, void *arg); /* a series was added, removed or
-                                                            * its counters changed */
-    void *series_change_arg;                               /* its argument */
+    struct feed *feed;      /* the change feed (feed.h); NULL until started */
 };
 
-/* Tells the store hook that the durable record of task `id` changed (or that the task was
- * forgotten). Called after the change, so that an export from the hook's caller sees it. */
+/* Records in the change feed that the durable record of task `id` changed (or that the task was
+ * forgotten). Called after the change, so that an export at the next pull sees it. */
 static inline void engine_changed(const sluice_engine *e, uint64_t id)
 {
-    if (e->change_fn)
-        e->change_fn(id, e->change_arg);
+    if (e->feed)
+        feed_task(e->feed, id);
 }
 
 /* Emits an event through the aggregator (best effort: running out of memory there delivers it

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Persistence hooks: what a store needs to keep an engine across restarts, without the engine
- * doing any I/O. The engine reports the id of every task whose durable record changed (see
- * engine_changed() and its callers) and the name of every series added, removed or recounted; the
- * store exports those records when it writes, and restores them into a fresh engine at start.
+ * doing any I/O. The change feed (feed.c) records the id of every task whose durable record
+ * changed (see engine_changed() and its callers) and the name of every series added, removed or
+ * recounted; the store exports those records when it writes, and restores them into a fresh
+ * engine at start.
  *
  * What is durable is sluice_task_record: nothing of the gate's transient bookkeeping (which
  * wait queue a task is parked on, its lease ids, which links the current grant charged) is kept.
@@ -34,19 +35,6 @@
 
 /* Links resolved without allocating. */
 #define STACK_LINKS 8
-
-void sluice_engine_on_change(sluice_engine *e, void (*fn)(uint64_t id, void *arg), void *arg)
-{
-    e->change_fn = fn;
-    e->change_arg = fn ? arg : NULL;
-}
-
-void sluice_engine_on_series_change(sluice_engine *e, void (*fn)(const char *name, void *arg),
-                                    void *arg)
-{
-    e->series_change_fn = fn;
-    e->series_change_arg = fn ? arg : NULL;
-}
 
 /* ---- Export ---------------------------------------------------------------------------------- */
 

@@ -75,11 +75,11 @@ static void series_free(series *s)
     sluice_free(s);
 }
 
-/* Tells the store hook that a series was added, removed or its counters changed. */
+/* Records in the change feed that a series was added, removed or its counters changed. */
 static void series_changed(const sluice_engine *e, const series *s)
 {
-    if (e->series_change_fn)
-        e->series_change_fn(s->name, e->series_change_arg);
+    if (e->feed)
+        feed_series(e->feed, s->name);
 }
 
 /* The schedule point after `after`, or SLUICE_NEVER (none, or past the end). */

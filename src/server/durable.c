@@ -1,18 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Durability of the server (see durable.h): the engine hooks that fill the dirty set, the
- * per-turn commit, held replies and their release or failure, the limiter-key timer, the batch
- * sync timer, the final commit at a graceful stop, and INFO's persistence section. Recovery at
- * start is durable_load.c.
+ * Durability of the server (see durable.h): a copier from the engine's change feed
+ * (sluice_engine_changes) to the store, one transaction per loop turn, held replies and their
+ * release or failure, the limiter-key timer, the batch sync timer, the final commit at a graceful
+ * stop, and INFO's persistence section. Recovery at start is durable_load.c.
  *
  * Invariants:
  * - a held reply leaves only after the commit that follows it: released when that commit
  *   succeeded, replaced by -IOERR when it failed (the server never says "done" for a change that
- *   may not be durable; the change stays in memory and dirty, and the next commit retries it);
- * - the dirty set is cleared only by a successful commit, so nothing reported is ever dropped
- *   (out of memory while recording aside, which is logged and counted);
+ *   may not be durable; the change stays in memory and in the feed, and the next commit retries
+ *   it);
+ * - the feed's batch is confirmed (sluice_engine_changes_done) only after a successful commit,
+ *   so nothing recorded is ever dropped (out of memory while recording aside, which the engine
+ *   counts);
  * - a failed fsync is never retried as if it had proved anything: the next commit is a new
- *   transaction that writes everything still dirty again.
+ *   transaction that writes the whole unconfirmed batch (the union of what failed and what
+ *   changed since) again.
  *
  * Commit errors are logged when they start and when they stop (not once per turn), so a full
  * disk does not flood the log.
@@ -57,46 +60,13 @@ static durable *state_of(const server *s)
     return s ? s->durable_state : NULL;
 }
 
-/* An out-of-memory failure of the dirty set: the change will not be written unless it is
- * reported again. Rare and logged; INFO counts it. */
-static void lost(durable *d, const char *what)
+/* A runtime limit definition could not be recorded for lack of memory (the engine counts it as
+ * lost): it will not be written unless it changes again. Rare and logged. */
+static void lost(const char *what)
 {
-    d->untracked++;
     log_error("persistence: out of memory recording a change (%s); it is not written until it "
               "changes again",
               what);
-}
-
-static void on_task_change(uint64_t id, void *arg)
-{
-    durable *d = arg;
-
-    d->changes++;
-    if (dirty_add_task(d->dirty, id) != SLUICE_OK)
-        lost(d, "a task");
-}
-
-static void on_series_change(const char *name, void *arg)
-{
-    durable *d = arg;
-
-    d->changes++;
-    if (dirty_add_series(d->dirty, name) != SLUICE_OK)
-        lost(d, "a recurring series");
-}
-
-static int track_one(const char *id, sluice_limit *lim, void *arg)
-{
-    (void)id;
-    (void)arg;
-    sluice_limit_track_changes(lim, 1);
-    return 0;
-}
-
-/* Turns change tracking on for every core limit (new ones after a replacement have it off). */
-static void track_all(durable *d)
-{
-    sluice_engine_visit_limits(d->srv->engine, track_one, NULL);
 }
 
 void durable_limit_set(server *s, const char *name, const char *spec)
@@ -105,10 +75,8 @@ void durable_limit_set(server *s, const char *name, const char *spec)
 
     if (!d || !d->st)
         return;
-    d->changes++;
-    if (dirty_set_limit(d->dirty, name, DIRTY_LIMIT_SET, spec) != SLUICE_OK)
-        lost(d, "a limit definition");
-    track_all(d);
+    if (sluice_engine_changes_limit_def(s->engine, name, spec) == SLUICE_ENOMEM)
+        lost("a limit definition");
 }
 
 void durable_limit_del(server *s, const char *name)
@@ -117,63 +85,11 @@ void durable_limit_del(server *s, const char *name)
 
     if (!d || !d->st)
         return;
-    d->changes++;
-    /* A limit the file declares needs a tombstone, or the file brings it back at the next start;
-     * any other one just loses its stored row. */
-    if (dirty_set_limit(d->dirty, name,
-                        s->has_config && sluice_config_find_limit(&s->config, name)
-                            ? DIRTY_LIMIT_GONE
-                            : DIRTY_LIMIT_DROP,
-                        NULL) != SLUICE_OK)
-        lost(d, "a limit removal");
-}
-
-void durable_limit_replaced(server *s, const char *name)
-{
-    durable *d = state_of(s);
-
-    if (!d || !d->st)
-        return;
-    d->changes++;
-    if (dirty_purge_limit(d->dirty, name) != SLUICE_OK ||
-        dirty_set_limit(d->dirty, name, DIRTY_LIMIT_DROP, NULL) != SLUICE_OK)
-        lost(d, "a limit replacement");
-    track_all(d);
-}
-
-/* ---- Draining limiter keys --------------------------------------------------------------- */
-
-typedef struct drain_walk {
-    durable *d;
-    const char *id;
-    int failed; /* a limit's drain ran out of memory (its keys stay recorded in it) */
-} drain_walk;
-
-static int drain_key(const char *key, size_t keylen, const void *state, size_t len, void *arg)
-{
-    drain_walk *w = arg;
-
-    return dirty_put_key(w->d->dirty, w->id, key, keylen, state, len);
-}
-
-static int drain_one(const char *id, sluice_limit *lim, void *arg)
-{
-    drain_walk *w = arg;
-
-    w->id = id;
-    sluice_limit_track_changes(lim, 1);
-    /* A failure leaves this limit's keys recorded for the next drain; go on with the others. */
-    if (sluice_limit_drain(lim, drain_key, w) != SLUICE_OK)
-        w->failed = 1;
-    return 0;
-}
-
-int durable_drain_keys(durable *d)
-{
-    drain_walk w = {d, NULL, 0};
-
-    sluice_engine_visit_limits(d->srv->engine, drain_one, &w);
-    return w.failed ? SLUICE_ENOMEM : SLUICE_OK;
+    /* The engine recorded the removal (the stored row is dropped). A limit the file declares
+     * needs a tombstone over that, or the file brings it back at the next start. */
+    if (s->has_config && sluice_config_find_limit(&s->config, name) &&
+        sluice_engine_changes_limit_def(s->engine, name, NULL) == SLUICE_ENOMEM)
+        lost("a limit removal");
 }
 
 /* ---- Held replies ------------------------------------------------------------------------ */
@@ -182,14 +98,15 @@ uint64_t durable_changes(const server *s)
 {
     const durable *d = state_of(s);
 
-    return d ? d->changes : 0;
+    return d && d->st ? sluice_engine_changes_seq(s->engine) : 0;
 }
 
 void durable_after_command(conn *c, uint64_t before, size_t mark)
 {
     durable *d = state_of(c->srv);
 
-    if (!d || !d->st || d->changes == before || c->out.failed || c->out.len <= mark)
+    if (!d || !d->st || sluice_engine_changes_seq(c->srv->engine) == before || c->out.failed ||
+        c->out.len <= mark)
         return;
     if (d->nheld == d->held_cap) {
         size_t cap = d->held_cap ? d->held_cap * 2 : 64;
@@ -311,32 +228,34 @@ static void release_held(durable *d)
 
 static void arm_sync(durable *d);
 
-/* Writes the dirty set and the meta inside an open transaction. Returns 0 or the error. */
-static int write_dirty(durable *d)
+/* Writes a batch of the engine's change feed and the meta inside an open transaction. Returns 0
+ * or the error. The order is the feed's (see include/sluice/engine.h): definitions, purges, key
+ * states, series, tasks. */
+static int write_batch(durable *d, const sluice_changes *c)
 {
     sluice_engine *e = d->srv->engine;
     store *st = d->st;
     const char *name, *spec, *id, *key;
     const void *state;
     size_t pos, keylen, len;
-    dirty_limit_op op;
+    sluice_limit_def_op op;
     uint64_t tid;
     int rc = 0;
 
-    for (pos = 0; rc == 0 && dirty_next_limit(d->dirty, &pos, &name, &op, &spec);) {
-        if (op == DIRTY_LIMIT_SET)
+    for (pos = 0; rc == 0 && sluice_changes_next_limit(c, &pos, &name, &op, &spec);) {
+        if (op == SLUICE_LIMIT_DEF_SET)
             rc = store_put_limit(st, name, spec ? spec : "");
-        else if (op == DIRTY_LIMIT_GONE)
+        else if (op == SLUICE_LIMIT_DEF_GONE)
             rc = store_put_limit(st, name, ""); /* a tombstone: removed again at start */
         else
             rc = store_del_limit(st, name);
     }
-    for (pos = 0; rc == 0 && dirty_next_purge(d->dirty, &pos, &id);)
+    for (pos = 0; rc == 0 && sluice_changes_next_purge(c, &pos, &id);)
         rc = store_del_limit_keys(st, id);
-    for (pos = 0; rc == 0 && dirty_next_key(d->dirty, &pos, &id, &key, &keylen, &state, &len);)
+    for (pos = 0; rc == 0 && sluice_changes_next_key(c, &pos, &id, &key, &keylen, &state, &len);)
         rc = state ? store_put_key(st, id, key, keylen, state, len)
                    : store_del_key(st, id, key, keylen);
-    for (pos = 0; rc == 0 && dirty_next_series(d->dirty, &pos, &name);) {
+    for (pos = 0; rc == 0 && sluice_changes_next_series(c, &pos, &name);) {
         sluice_recurring_spec rs;
         int64_t runs, skipped;
 
@@ -345,7 +264,7 @@ static int write_dirty(durable *d)
         else
             rc = store_del_recurring(st, name);
     }
-    for (pos = 0; rc == 0 && dirty_next_task(d->dirty, &pos, &tid);) {
+    for (pos = 0; rc == 0 && sluice_changes_next_task(c, &pos, &tid);) {
         sluice_task_record r;
 
         if (sluice_engine_export_task(e, tid, &r) == SLUICE_OK)
@@ -362,6 +281,8 @@ static int write_dirty(durable *d)
 
 int durable_commit(durable *d)
 {
+    const sluice_changes *c;
+    const char *why = NULL; /* a failure before the store was asked: its reason */
     int64_t t0;
     int rc;
 
@@ -369,21 +290,27 @@ int durable_commit(durable *d)
         release_held(d);
         return 0;
     }
-    durable_drain_keys(d);
+    /* The batch is the union of everything not yet confirmed: after a failed commit, what that
+     * one tried is yielded again with what changed since. */
+    rc = sluice_engine_changes(d->srv->engine, &c);
     t0 = read_clock(CLOCK_MONOTONIC);
-    rc = store_begin(d->st);
-    if (rc == 0)
-        rc = write_dirty(d);
-    if (rc == 0)
-        rc = store_commit(d->st, server_now(d->srv) / SLUICE_NS_PER_MS);
-    else
-        store_rollback(d->st);
+    if (rc != 0) {
+        why = "out of memory collecting the changes";
+    } else {
+        rc = store_begin(d->st);
+        if (rc == 0)
+            rc = write_batch(d, c);
+        if (rc == 0)
+            rc = store_commit(d->st, server_now(d->srv) / SLUICE_NS_PER_MS);
+        else
+            store_rollback(d->st);
+    }
     prom_hist_observe(&d->srv->counters.store_commit,
                       (double)(read_clock(CLOCK_MONOTONIC) - t0) / 1e9);
     if (rc == 0) {
         d->commits++;
         d->last_commit_ns = server_now(d->srv);
-        dirty_clear(d->dirty);
+        sluice_engine_changes_done(d->srv->engine); /* only now: the batch is durable */
         if (!d->last_ok)
             log_warn("persistence: commits succeed again (%" PRIu64 " failed so far)",
                      d->failed_commits);
@@ -393,8 +320,8 @@ int durable_commit(durable *d)
         return 0;
     }
     d->failed_commits++;
-    d->changes_at_failure = d->changes;
-    snprintf(d->last_error, sizeof d->last_error, "%s", store_error(d->st));
+    d->changes_at_failure = sluice_engine_changes_seq(d->srv->engine);
+    snprintf(d->last_error, sizeof d->last_error, "%s", why ? why : store_error(d->st));
     if (d->last_ok)
         log_error("persistence: commit failed: %s; %zu replies get -IOERR, the changes stay in "
                   "memory and are written by the next commit",
@@ -405,6 +332,28 @@ int durable_commit(durable *d)
     return rc;
 }
 
+/* Returns 1 when the feed holds a change a client may wait for (anything but key states). */
+static int has_changes(const sluice_engine *e)
+{
+    sluice_changes_counts n;
+
+    sluice_engine_changes_count(e, &n);
+    return n.tasks || n.series || n.limits || n.purges;
+}
+
+/* Returns 1 when the feed holds anything to write, key states included (draining the limiters'
+ * keys into it: pulling a batch without confirming it loses nothing). */
+static int has_anything(durable *d)
+{
+    const sluice_changes *c;
+    sluice_changes_counts n;
+
+    if (sluice_engine_changes(d->srv->engine, &c) != SLUICE_OK)
+        return 1; /* let the commit try, and say why it cannot */
+    sluice_engine_changes_count(d->srv->engine, &n);
+    return n.tasks || n.series || n.limits || n.purges || n.keys;
+}
+
 void durable_turn(server *s)
 {
     durable *d = state_of(s);
@@ -412,12 +361,12 @@ void durable_turn(server *s)
     if (!d)
         return;
     if (!d->nheld) {
-        if (!d->st || !dirty_has_changes(d->dirty))
+        if (!d->st || !has_changes(s->engine))
             return;
         /* After a failure, changes nobody waits for are retried by the key timer (every
          * DURABLE_KEYS_MS) rather than by every turn: a full disk must not cost THROTTLE a
          * failing transaction per turn. */
-        if (!d->last_ok && d->changes == d->changes_at_failure)
+        if (!d->last_ok && sluice_engine_changes_seq(s->engine) == d->changes_at_failure)
             return;
     }
     durable_commit(d);
@@ -431,8 +380,7 @@ static void on_keys_timer(uv_timer_t *t)
 {
     durable *d = t->data;
 
-    durable_drain_keys(d);
-    if (!dirty_is_empty(d->dirty))
+    if (has_anything(d))
         durable_commit(d);
 }
 
@@ -469,7 +417,6 @@ static void arm_sync(durable *d)
 
 static void free_state(durable *d)
 {
-    dirty_free(d->dirty);
     sluice_free(d->held);
     sluice_free(d);
 }
@@ -488,7 +435,7 @@ int durable_open(server *s, char *msg, size_t msglen)
     store_options so;
     int rc;
 
-    if (!d || dirty_new(&d->dirty) != SLUICE_OK) {
+    if (!d) {
         sluice_free(d);
         snprintf(msg, msglen, "out of memory");
         return SLUICE_ENOMEM;
@@ -503,21 +450,19 @@ int durable_open(server *s, char *msg, size_t msglen)
         so.batch_ms = s->opt.batch_ms > 0 ? s->opt.batch_ms : 100;
         so.fault_vfs = s->opt.debug_commands;
         rc = store_open(&so, &d->st, msg, msglen);
-        if (rc == 0) {
-            /* Hooks first: a restore that trims old finished tasks reports them, so the store
-             * forgets them too. */
-            sluice_engine_on_change(s->engine, on_task_change, d);
-            sluice_engine_on_series_change(s->engine, on_series_change, d);
-            rc = durable_load(d, msg, msglen);
+        /* The feed first: a restore that trims old finished tasks records them, so the store
+         * forgets them too. */
+        if (rc == 0 && sluice_engine_changes_start(s->engine) != SLUICE_OK) {
+            snprintf(msg, msglen, "out of memory");
+            rc = SLUICE_ENOMEM;
         }
+        if (rc == 0)
+            rc = durable_load(d, msg, msglen);
         if (rc != 0) {
-            sluice_engine_on_change(s->engine, NULL, NULL);
-            sluice_engine_on_series_change(s->engine, NULL, NULL);
             store_close(d->st);
             free_state(d);
             return rc;
         }
-        track_all(d);
     }
     s->durable_state = d;
     uv_timer_init(&s->loop, &d->keys_timer);
@@ -525,8 +470,8 @@ int durable_open(server *s, char *msg, size_t msglen)
     d->keys_timer.data = d->sync_timer.data = d;
     d->handles = 2;
     if (d->st) {
-        /* What recovery left dirty (finished tasks the engine forgot, keys to delete). */
-        if (!dirty_is_empty(d->dirty) && durable_commit(d) != 0)
+        /* What recovery left in the feed (finished tasks the engine forgot, keys to delete). */
+        if (has_anything(d) && durable_commit(d) != 0)
             log_warn("persistence: the first commit failed: %s", d->last_error);
         uv_timer_start(&d->keys_timer, on_keys_timer, DURABLE_KEYS_MS, DURABLE_KEYS_MS);
         /* Neither timer keeps a stopping loop alive: durable_close does the last commit. */
@@ -544,8 +489,7 @@ void durable_close(server *s)
         return;
     d->closing = 1;
     if (d->st) {
-        durable_drain_keys(d);
-        if (!dirty_is_empty(d->dirty) || d->nheld)
+        if (d->nheld || has_anything(d))
             durable_commit(d);
         if (!d->last_ok)
             log_error("persistence: the last commit failed (%s); changes since the last good "
@@ -553,8 +497,6 @@ void durable_close(server *s)
                       d->last_error);
         if (d->mode == STORE_BATCH && store_sync(d->st) != 0)
             log_error("persistence: the final sync failed: %s", store_error(d->st));
-        sluice_engine_on_change(s->engine, NULL, NULL);
-        sluice_engine_on_series_change(s->engine, NULL, NULL);
         store_close(d->st);
         d->st = NULL;
         log_info("persistence: %" PRIu64 " commits, %" PRIu64 " failed; store closed", d->commits,
@@ -576,14 +518,14 @@ static const char *mode_name(store_durability m)
 void durable_info(server *s, char *buf, size_t len)
 {
     const durable *d = state_of(s);
-    dirty_counts dc = {0};
+    sluice_changes_counts dc;
     int64_t ago = -1;
 
     if (!d) {
         snprintf(buf, len, "# Persistence\r\ndurability:none\r\n");
         return;
     }
-    dirty_get_counts(d->dirty, &dc);
+    sluice_engine_changes_count(s->engine, &dc);
     if (d->last_commit_ns > 0)
         ago = (server_now(s) - d->last_commit_ns) / SLUICE_NS_PER_MS;
     snprintf(buf, len,
@@ -600,7 +542,7 @@ void durable_info(server *s, char *buf, size_t len)
              mode_name(d->mode), d->st && s->opt.data_dir ? s->opt.data_dir : "",
              d->mode == STORE_BATCH ? s->opt.batch_ms : 0, DURABLE_KEYS_MS, d->last_ok, ago,
              d->commits, d->failed_commits, d->syncs, d->failed_syncs, d->ioerr_replies, dc.tasks,
-             dc.series, dc.limits + dc.purges, dc.keys, d->nheld, d->untracked, d->last_error,
+             dc.series, dc.limits + dc.purges, dc.keys, d->nheld, dc.lost, d->last_error,
              d->rec.tasks, d->rec.unrestorable, d->rec.keys, d->rec.keys_dropped, d->rec.limits,
              d->rec.series, d->rec.series_failed, d->rec.ms);
 }

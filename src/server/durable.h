@@ -5,16 +5,17 @@
  * timer, the batch sync timer, and the server clock's base. docs/durability.md tells the user's
  * side of it.
  *
- * The per-turn commit: the engine reports every task whose durable record changed
- * (sluice_engine_on_change) and every recurring series (sluice_engine_on_series_change); LIMIT.SET,
- * LIMIT.DEL and limit replacements report themselves (durable_limit_*). Each report lands in the
- * dirty set (dirty.h) and bumps a change counter. A command that bumped the counter and wrote a
- * reply has that reply held (conn_hold) from the byte it started at. At the end of the turn,
- * before replies are flushed, durable_turn drains the limiters' changed keys into the dirty set
- * and writes all of it in one transaction; on success the held replies are released, on failure
- * each held reply is replaced by `-IOERR <reason>` and released, and everything stays dirty for
- * the next turn's transaction. So many clients share one fsync, and no client is told "done" for
- * a change that may not be on disk.
+ * The per-turn commit copies the engine's change feed (sluice_engine_changes, "The change feed" in
+ * include/sluice/engine.h) to the store: the engine records every task, series, limit replacement
+ * and limiter key that changed; LIMIT.SET and LIMIT.DEL add the definition's text
+ * (durable_limit_*). A command that moved the feed's counter (sluice_engine_changes_seq) and wrote
+ * a reply has that reply held (conn_hold) from the byte it started at. At the end of the turn,
+ * before replies are flushed, durable_turn pulls the feed's batch and writes all of it in one
+ * transaction; on success it confirms the batch (sluice_engine_changes_done) and releases the
+ * held replies, on failure each held reply is replaced by `-IOERR <reason>` and released, and the
+ * batch stays unconfirmed, so the next turn's transaction writes it again with what changed
+ * since. So many clients share one fsync, and no client is told "done" for a change that may not
+ * be on disk.
  *
  * Limiter state alone (THROTTLE traffic) never makes a turn commit: a timer drains and commits it
  * every DURABLE_KEYS_MS, and the graceful stop commits the rest.
@@ -47,15 +48,15 @@ int64_t durable_clock_offset(int64_t floor_ns);
  * memory only) and recovers everything it holds into the engine, in this order: the clock floor,
  * runtime limit definitions (over the configuration file's), recurring series, limiter key state,
  * then tasks. A task that cannot be restored (its type or limit is gone) stays in the store, is
- * logged and counted. Installs the engine hooks and the timers. Call after the engine has its
+ * logged and counted. Starts the engine's change feed and the timers. Call after the engine has its
  * configuration and the loop is initialised, before listening. Returns 0, or an error with a
  * one-line msg (the directory cannot be opened or is locked, the database is corrupt, out of
  * memory); then nothing is attached. */
 int durable_open(server *s, char *msg, size_t msglen);
 
-/* Writes whatever is still dirty (the limiters' keys included), syncs a batch store, closes the
- * store and the timers. The state is freed once the timers' close callbacks ran (the caller runs
- * the loop). Idempotent; accepts a server without durable state. */
+/* Writes whatever the change feed still holds (the limiters' keys included), syncs a batch store,
+ * closes the store and the timers. The state is freed once the timers' close callbacks ran (the
+ * caller runs the loop). Idempotent; accepts a server without durable state. */
 void durable_close(server *s);
 
 /* The change counter (0 without durable state), read before a command runs. */
@@ -65,19 +66,19 @@ uint64_t durable_changes(const server *s);
  * a reply at or after `mark` in conn_out(c), holds that reply until the turn's commit. */
 void durable_after_command(conn *c, uint64_t before, size_t mark);
 
-/* The end of a loop turn, before replies are flushed: commits the dirty set when a change or a
+/* The end of a loop turn, before replies are flushed: commits the change feed when a change or a
  * held reply waits, then releases (or fails) the held replies. */
 void durable_turn(server *s);
 
 /* A client is closing: forget its held replies (they are dropped with it). */
 void durable_conn_closed(conn *c);
 
-/* LIMIT.SET stored `spec` for `name`; LIMIT.DEL removed `name`; the limit `name` was replaced or
- * removed by any means (its key state restarts: stored keys are deleted, and a stored runtime
- * definition is dropped unless LIMIT.SET/DEL records one right after). */
+/* LIMIT.SET stored `spec` for `name`; LIMIT.DEL removed `name`. Call after the engine call (which
+ * recorded the replacement or removal itself: the stored key state restarts and a stored runtime
+ * definition is dropped), to record the definition's text (SET) or a tombstone (DEL of a limit
+ * the configuration file declares) over that. */
 void durable_limit_set(server *s, const char *name, const char *spec);
 void durable_limit_del(server *s, const char *name);
-void durable_limit_replaced(server *s, const char *name);
 
 /* Writes INFO's "# Persistence" section (lines ending in \r\n) into buf, NUL-terminated. */
 void durable_info(server *s, char *buf, size_t len);

@@ -11,7 +11,6 @@
 
 #include <uv.h>
 
-#include "server/dirty.h"
 #include "server/durable.h"
 #include "store/store.h"
 
@@ -45,12 +44,10 @@ typedef struct durable {
     server *srv;
     store *st;                   /* NULL: memory only */
     store_durability mode;       /* STORE_NONE when st is NULL */
-    dirty *dirty;                /* what the next commit writes */
-    uint64_t changes;            /* bumped by every change a client may wait for */
-    uint64_t changes_at_failure; /* `changes` when the last commit failed */
+    uint64_t changes_at_failure; /* the feed's sluice_engine_changes_seq at the last failure */
     durable_held *held;          /* replies held until the next commit */
     size_t nheld, held_cap;      /* entries used and allocated */
-    uv_timer_t keys_timer;       /* drains and commits limiter keys every DURABLE_KEYS_MS */
+    uv_timer_t keys_timer;       /* commits changed limiter keys every DURABLE_KEYS_MS */
     uv_timer_t sync_timer;       /* STORE_BATCH: store_sync when due */
     int handles;                 /* timer handles initialised and not yet closed */
     int closing;                 /* durable_close ran */
@@ -59,7 +56,6 @@ typedef struct durable {
     uint64_t failed_commits;      /* transactions that failed */
     uint64_t syncs, failed_syncs; /* STORE_BATCH syncs */
     uint64_t ioerr_replies;       /* held replies turned into -IOERR */
-    uint64_t untracked;           /* changes lost to out-of-memory in the dirty set (logged) */
     int last_ok;                  /* 1 when the last commit succeeded (or none was tried) */
     int64_t last_commit_ns;       /* server clock of the last successful commit */
     char last_error[256];         /* the last commit or sync error, "" when none */
@@ -70,13 +66,9 @@ typedef struct durable {
  * msg. */
 int durable_load(durable *d, char *msg, size_t msglen);
 
-/* durable.c: drains every core limit's changed keys into the dirty set (turning tracking on for
- * limits that were replaced). Returns 0 or SLUICE_ENOMEM (the keys not drained stay recorded in
- * their limits). */
-int durable_drain_keys(durable *d);
-
-/* durable.c: writes the dirty set and the meta in one transaction; see durable_turn. Returns 0 or
- * the store's error. Held replies are released either way. */
+/* durable.c: writes the engine's change feed (sluice_engine_changes) and the meta in one
+ * transaction, and confirms the batch when it committed; see durable_turn. Returns 0 or the
+ * error. Held replies are released either way. */
 int durable_commit(durable *d);
 
 #endif

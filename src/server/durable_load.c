@@ -75,7 +75,7 @@ static int fatal(loader *l, int rc, const char *what)
 }
 
 /* A runtime definition (LIMIT.SET) over the file's, or a tombstone (LIMIT.DEL): spec "". */
-static int on_limit(const char *name, const char *spec, void *arg)
+static int apply_limit(const char *name, const char *spec, void *arg)
 {
     loader *l = arg;
     durable *d = l->d;
@@ -126,6 +126,19 @@ static int on_limit(const char *name, const char *spec, void *arg)
     return 0;
 }
 
+static int on_limit(const char *name, const char *spec, void *arg)
+{
+    loader *l = arg;
+    int rc = apply_limit(name, spec, arg);
+
+    /* Applying it records a replacement in the engine's feed, which drops the stored row: record
+     * the row as it is over that (the first commit rewrites it unchanged). */
+    if (rc == 0 &&
+        sluice_engine_changes_limit_def(l->s->engine, name, spec[0] ? spec : NULL) == SLUICE_ENOMEM)
+        rc = fatal(l, SLUICE_ENOMEM, "a stored limit");
+    return rc;
+}
+
 static int on_recurring(const sluice_recurring_spec *spec, int64_t runs, int64_t skipped, void *arg)
 {
     loader *l = arg;
@@ -156,20 +169,18 @@ static int on_key(const char *id, const char *key, size_t keylen, const void *st
     int rc;
 
     d->rec.keys++;
-    if (dirty_note_stored(d->dirty, id) != SLUICE_OK)
-        return fatal(l, SLUICE_ENOMEM, "a key state");
     if (!lim) {
         /* Its limit (or tier) is gone: forget what is stored for it. */
         d->rec.keys_dropped++;
-        return dirty_purge_limit(d->dirty, id) == SLUICE_OK
+        return sluice_engine_changes_forget_keys(l->s->engine, id) == SLUICE_OK
                    ? 0
                    : fatal(l, SLUICE_ENOMEM, "a key state");
     }
     /* Every key read is rewritten by the first commit: deleted unless the import kept it (a kept
-     * key is recorded as changed by the tracking limit, and its drained state replaces the
-     * deletion). So states that expired while the process was down leave the store. */
-    sluice_limit_track_changes(lim, 1);
-    if (dirty_put_key(d->dirty, id, key, keylen, NULL, 0) != SLUICE_OK)
+     * key is recorded as changed by its limit, which the feed tracks, and its state drained at
+     * the first pull replaces the deletion). So states that expired while the process was down
+     * leave the store. */
+    if (sluice_engine_changes_forget_key(l->s->engine, id, key, keylen) != SLUICE_OK)
         return fatal(l, SLUICE_ENOMEM, "a key state");
     rc = sluice_limit_import(lim, key, keylen, state, len, load_now(l));
     if (rc == SLUICE_ENOMEM)

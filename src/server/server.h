@@ -173,7 +173,7 @@ struct server {
     void *cell_state;    /* cmd_throttle.c: CL.THROTTLE limits cache */
     void *task_state;    /* cmd_task.c (TASK.*), when present */
     void *admin_state;   /* admin.c: the admin port, NULL when off */
-    void *durable_state; /* durable.c: the store, the dirty set, held replies */
+    void *durable_state; /* durable.c: the store, the commit state, held replies */
 
     /* Commands by name, errors by code, store commit latency (the admin port's /metrics). */
     server_counters counters;

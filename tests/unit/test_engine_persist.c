@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tests of the engine's persistence hooks (on_change, export, restore, series state), on a
- * simulated clock.
+ * Tests of the engine's persistence (the change feed's tasks and series, export, restore, series
+ * state), on a simulated clock.
  *
  * The round trip builds an engine with tasks in every state (done, cancelled, failed by a
  * denial, queued with every field set, delayed, parked, running, running with a lease that ends
@@ -12,7 +12,7 @@
  * re-paced by the restored limiter state, the running one holds its concurrency slot again, new
  * ids follow the restored ones, the task key map and the series counters are back.
  *
- * The change hook is checked kind by kind against a list, and by a property test: a store kept
+ * The change feed is checked kind by kind against a list, and by a property test: a store kept
  * only from the reported ids must always equal a full export (so nothing changes unreported),
  * and a restore of that store into a fresh engine gives back the same tasks. An out-of-memory
  * sweep checks that a restore is all or nothing.
@@ -25,51 +25,115 @@
 
 /* ---- Helpers --------------------------------------------------------------------------------- */
 
-/* Ids reported by the change hook, in order. */
+/* Task ids yielded by the change feed, in the order pulled. */
 typedef struct changes {
     uint64_t ids[8192];
     size_t n;
 } changes;
 
-static void on_change(uint64_t id, void *arg)
-{
-    changes *c = arg;
+/* Names yielded by the change feed. */
+typedef struct series_changes {
+    char names[64][32];
+    size_t n;
+} series_changes;
 
-    assert_true(c->n < sizeof c->ids / sizeof c->ids[0]);
-    c->ids[c->n++] = id;
+/* Limiter key states saved by the round trip (keep_key, below). */
+typedef struct key_store key_store;
+static int keep_key(const char *key, size_t keylen, const void *state, size_t len, void *arg);
+static void set_key_limit(key_store *ks, const char *id);
+
+/* Engines whose feed a test reads, each into its lists (any may be NULL). */
+static struct watcher {
+    sluice_engine *e;
+    changes *c;
+    series_changes *sc;
+    key_store *ks; /* the key states of limits "tenant" and "breaker" */
+} watchers[4];
+
+/* Pulls every watched engine's feed into its lists and confirms it, as a store's loop turn does.
+ * Key states and limits are left to the tests that look at them. */
+static void sync_all(void)
+{
+    for (size_t w = 0; w < sizeof watchers / sizeof watchers[0]; w++) {
+        const sluice_changes *batch;
+        const char *name, *key;
+        const void *state;
+        size_t pos, keylen, len;
+        uint64_t id;
+
+        if (!watchers[w].e)
+            continue;
+        assert_int_equal(sluice_engine_changes(watchers[w].e, &batch), SLUICE_OK);
+        for (pos = 0; sluice_changes_next_task(batch, &pos, &id);)
+            if (watchers[w].c) {
+                assert_true(watchers[w].c->n < sizeof watchers[w].c->ids / sizeof(uint64_t));
+                watchers[w].c->ids[watchers[w].c->n++] = id;
+            }
+        for (pos = 0; watchers[w].ks &&
+                      sluice_changes_next_key(batch, &pos, &name, &key, &keylen, &state, &len);)
+            if (strcmp(name, "tenant") == 0 || strcmp(name, "breaker") == 0) {
+                set_key_limit(watchers[w].ks, name);
+                keep_key(key, keylen, state, len, watchers[w].ks);
+            }
+        for (pos = 0; sluice_changes_next_series(batch, &pos, &name);)
+            if (watchers[w].sc) {
+                series_changes *sc = watchers[w].sc;
+
+                assert_true(sc->n < 64);
+                snprintf(sc->names[sc->n++], sizeof sc->names[0], "%s", name);
+            }
+        sluice_engine_changes_done(watchers[w].e);
+    }
 }
 
-static int changed(const changes *c, uint64_t id)
+/* Starts e's feed and reads it into c and sc from now on (c NULL, sc NULL: stop reading e's). */
+static void watch(sluice_engine *e, changes *c, series_changes *sc)
 {
+    struct watcher *free_slot = NULL;
+
+    sync_all();
+    assert_int_equal(sluice_engine_changes_start(e), SLUICE_OK);
+    for (size_t w = 0; w < sizeof watchers / sizeof watchers[0]; w++) {
+        if (watchers[w].e == e) {
+            watchers[w].c = c ? c : watchers[w].c;
+            watchers[w].sc = sc ? sc : watchers[w].sc;
+            if (!c && !sc)
+                watchers[w].e = NULL;
+            return;
+        }
+        if (!watchers[w].e && !free_slot)
+            free_slot = &watchers[w];
+    }
+    assert_non_null(free_slot);
+    if (c || sc)
+        *free_slot = (struct watcher){e, c, sc, NULL};
+}
+
+/* Before an engine a test watched is freed. */
+static void unwatch_all(void)
+{
+    memset(watchers, 0, sizeof watchers);
+}
+
+static int changed(changes *c, uint64_t id)
+{
+    sync_all();
     for (size_t i = 0; i < c->n; i++)
         if (c->ids[i] == id)
             return 1;
     return 0;
 }
 
-/* Checks that id was reported since the last check, then forgets the list. */
+/* Checks that id was yielded since the last check, then forgets the list. */
 #define EXPECT_CHANGED(c, id)                                                                      \
     do {                                                                                           \
         assert_true(changed((c), (id)));                                                           \
         (c)->n = 0;                                                                                \
     } while (0)
 
-/* Names reported by the series hook. */
-typedef struct series_changes {
-    char names[64][32];
-    size_t n;
-} series_changes;
-
-static void on_series(const char *name, void *arg)
+static int series_changed(series_changes *c, const char *name)
 {
-    series_changes *c = arg;
-
-    assert_true(c->n < 64);
-    snprintf(c->names[c->n++], sizeof c->names[0], "%s", name);
-}
-
-static int series_changed(const series_changes *c, const char *name)
-{
+    sync_all();
     for (size_t i = 0; i < c->n; i++)
         if (strcmp(c->names[i], name) == 0)
             return 1;
@@ -354,11 +418,16 @@ typedef struct key_blob {
     size_t len;
 } key_blob;
 
-typedef struct key_store {
+struct key_store {
     key_blob b[32];
     size_t n;
     const char *limit; /* the limit being drained */
-} key_store;
+};
+
+static void set_key_limit(key_store *ks, const char *id)
+{
+    ks->limit = id;
+}
 
 static int keep_key(const char *key, size_t keylen, const void *state, size_t len, void *arg)
 {
@@ -392,10 +461,11 @@ static sluice_limit *core_of(const sluice_engine *e, const char *limit)
     return live;
 }
 
-static void drain_keys(sluice_engine *e, const char *limit, key_store *ks)
+/* Saves the key states the change feed yields for the watched engines' limits (a round trip
+ * watches "tenant" and "breaker"). */
+static void drain_keys(void)
 {
-    ks->limit = limit;
-    assert_int_equal(sluice_limit_drain(core_of(e, limit), keep_key, ks), 0);
+    sync_all();
 }
 
 static void import_keys(sluice_engine *e, const key_store *ks, int64_t now)
@@ -446,9 +516,8 @@ static void test_round_trip(void **unused)
     assert_non_null(cb);
     memset(&ks, 0, sizeof ks);
     policies(a);
-    sluice_limit_track_changes(core_of(a, "tenant"), 1);
-    sluice_limit_track_changes(core_of(a, "breaker"), 1);
-    sluice_engine_on_change(a, on_change, ca);
+    watch(a, ca, NULL);
+    watchers[0].ks = &ks; /* the feed tracks every limit's keys; the trip saves these two */
 
     /* Finished: done, cancelled, failed by a denial (m2: breaker allows one a minute). */
     done = submit_full(a, "plain", "{\"n\":\"a\"}", NULL, "tk-a", 0, 0, 0, T0);
@@ -534,22 +603,22 @@ static void test_round_trip(void **unused)
         r = export_of(a, id);
         rec_copy(&recs[id], &r);
     }
-    drain_keys(a, "tenant", &ks);
-    drain_keys(a, "breaker", &ks);
+    drain_keys();
     assert_true(ks.n >= 4); /* acme, beta, gamma, wf-1 */
 
     /* A fresh engine with the same policies: series first, then keys, then tasks (by id). */
     b = strict_engine(0);
     policies(b);
     memset(&sb, 0, sizeof sb);
-    sluice_engine_on_change(b, on_change, cb);
-    sluice_engine_on_series_change(b, on_series, &sb);
+    watch(b, cb, &sb);
     restore_series_from(b, a, "hourly", restore_at);
     restore_series_from(b, a, "fast", restore_at);
     import_keys(b, &ks, restore_at);
     for (uint64_t id = last; id >= 1; id--) /* any order will do */
         restore_ok(b, &recs[id], restore_at);
+    sync_all();
     assert_int_equal(cb->n, 0); /* restoring reports nothing */
+    sync_all();
     assert_int_equal(sb.n, 0);
 
     /* Same ids, mapped states, same contents. */
@@ -639,13 +708,14 @@ static void test_round_trip(void **unused)
         rec_clear(&recs[id]);
     free(ca);
     free(cb);
+    unwatch_all();
     sluice_engine_free(a);
     sluice_engine_free(b);
 }
 
 /* ---- The change hook, kind by kind ----------------------------------------------------------- */
 
-static void test_on_change_kinds(void **unused)
+static void test_feed_kinds(void **unused)
 {
     sluice_engine *e = strict_engine(1); /* keeps one finished task */
     changes *c = calloc(1, sizeof *c);
@@ -660,8 +730,7 @@ static void test_on_change_kinds(void **unused)
     assert_non_null(c);
     memset(&sc, 0, sizeof sc);
     policies(e);
-    sluice_engine_on_change(e, on_change, c);
-    sluice_engine_on_series_change(e, on_series, &sc);
+    watch(e, c, &sc);
 
     /* created */
     id = submit_full(e, "work", "{\"v\":1}", NULL, "k", 0, 0, 0, T0);
@@ -695,12 +764,14 @@ static void test_on_change_kinds(void **unused)
     assert_int_equal(r.granted, 1);
     /* done */
     assert_int_equal(poll_type(e, "work", T0 + 13 * SEC, 8, out), 1);
+    sync_all();
     c->n = 0;
     assert_int_equal(sluice_engine_ack(e, id, -1, T0 + 14 * SEC), SLUICE_OK);
     EXPECT_CHANGED(c, id);
     assert_int_equal(export_of(e, id).state, SLUICE_TASK_DONE);
     /* cancelled; and the done task is forgotten (max_finished 1): the store deletes it */
     id2 = submit_full(e, "work", NULL, NULL, NULL, 0, 0, 0, T0 + 14 * SEC);
+    sync_all();
     c->n = 0;
     assert_int_equal(sluice_engine_cancel(e, id2, T0 + 14 * SEC), SLUICE_OK);
     assert_true(changed(c, id));
@@ -709,6 +780,7 @@ static void test_on_change_kinds(void **unused)
     /* failed by the worker (dead) */
     id3 = submit_full(e, "work", NULL, NULL, NULL, 0, 0, 0, T0 + 15 * SEC);
     assert_int_equal(poll_type(e, "work", T0 + 15 * SEC, 8, out), 1);
+    sync_all();
     c->n = 0;
     assert_int_equal(sluice_engine_fail(e, id3, SLUICE_FAIL_MODE_DEAD, "gone", T0 + 15 * SEC),
                      SLUICE_OK);
@@ -717,6 +789,7 @@ static void test_on_change_kinds(void **unused)
     /* failed by a limit's denial */
     m1 = submit_full(e, "mail", NULL, "wf", NULL, 0, 0, 0, T0 + 16 * SEC);
     m2 = submit_full(e, "mail", NULL, "wf", NULL, 0, 0, 0, T0 + 16 * SEC);
+    sync_all();
     c->n = 0;
     assert_int_equal(poll_type(e, "mail", T0 + 16 * SEC, 8, out), 1);
     assert_true(changed(c, m1));
@@ -727,34 +800,44 @@ static void test_on_change_kinds(void **unused)
     /* series: added, an occurrence created, a run counted, a point skipped, removed */
     add_series(e, "s", "work", MIN, NULL, NULL, 0, T0 + MIN);
     assert_true(series_changed(&sc, "s"));
+    sync_all();
     sc.n = 0;
+    sync_all();
     c->n = 0;
     assert_int_equal(sluice_engine_tick(e, T0 + MIN), SLUICE_OK);
+    sync_all();
     assert_int_equal(c->n, 1);
     occ = c->ids[0];
     EXPECT_CHANGED(c, occ);
     assert_string_equal(export_of(e, occ).series, "s");
     assert_int_equal(poll_type(e, "work", T0 + MIN, 8, out), 1);
     assert_true(series_changed(&sc, "s")); /* runs 1 */
+    sync_all();
     sc.n = 0;
     assert_int_equal(sluice_engine_ack(e, occ, -1, T0 + MIN), SLUICE_OK);
+    sync_all();
     assert_int_equal(sc.n, 0); /* nothing of the series changed */
     assert_int_equal(sluice_engine_tick(e, T0 + 3 * MIN + SEC), SLUICE_OK); /* missed T0+2min */
     assert_true(series_changed(&sc, "s"));
+    sync_all();
     sc.n = 0;
+    sync_all();
     occ = c->ids[c->n - 1];
+    sync_all();
     c->n = 0;
     assert_int_equal(sluice_engine_del_recurring(e, "s", T0 + 3 * MIN + SEC), SLUICE_OK);
     EXPECT_CHANGED(c, occ); /* cancelled, and no longer of the series */
     assert_true(series_changed(&sc, "s"));
     assert_int_equal(sluice_engine_recurring_state(e, "s", &spec, NULL, NULL), SLUICE_ENOTFOUND);
 
-    /* No hook: nothing is called. */
-    sluice_engine_on_change(e, NULL, NULL);
-    sluice_engine_on_series_change(e, NULL, NULL);
+    /* A pull confirmed is not yielded again; what changes after it is. */
+    sync_all();
     c->n = 0;
-    submit_full(e, "work", NULL, NULL, NULL, 0, 0, 0, T0 + 4 * MIN);
+    sync_all();
     assert_int_equal(c->n, 0);
+    id = submit_full(e, "work", NULL, NULL, NULL, 0, 0, 0, T0 + 4 * MIN);
+    EXPECT_CHANGED(c, id);
+    unwatch_all();
     free(c);
     sluice_engine_free(e);
 }
@@ -954,6 +1037,7 @@ static struct {
 /* Writes what the hook reported since the last flush, as a store's loop turn does. */
 static void p_flush(pworld *w)
 {
+    sync_all();
     for (size_t i = 0; i < w->c->n; i++) {
         uint64_t id = w->c->ids[i];
         sluice_task_record r;
@@ -1145,11 +1229,11 @@ static void run_persist_property(uint64_t seed, int steps)
     w->now = T0;
     w->e = strict_engine(40);
     policies(w->e);
-    sluice_engine_on_change(w->e, on_change, w->c);
-    sluice_engine_on_series_change(w->e, on_series, &w->sc);
+    watch(w->e, w->c, &w->sc);
     for (int i = 0; i < steps; i++) {
         p_step(w);
         p_flush(w);
+        sync_all();
         w->sc.n = 0;
         if (i % 8 == 0)
             p_check_store(w);
@@ -1159,7 +1243,7 @@ static void run_persist_property(uint64_t seed, int steps)
     /* Restore the store into a fresh engine, a while later: series first, then tasks by id. */
     b = strict_engine(40);
     policies(b);
-    sluice_engine_on_change(b, on_change, cb);
+    watch(b, cb, NULL);
     {
         static const char *const names[] = {"sa", "sb"};
         sluice_recurring_spec spec;
@@ -1173,6 +1257,7 @@ static void run_persist_property(uint64_t seed, int steps)
             restore_ok(b, &w->store[id], w->now + gap);
             kept++;
         }
+    sync_all();
     assert_int_equal(cb->n, 0);
     check_counts(b);
     /* The same set of (id, state after the mapping, payload), and nothing else. */
@@ -1192,7 +1277,7 @@ static void run_persist_property(uint64_t seed, int steps)
             p_totals.parked++;
     }
     /* The restored engine works on: workers drain it until nothing is left unfinished. */
-    sluice_engine_on_change(b, NULL, NULL);
+    watch(b, NULL, NULL);
     {
         int64_t now = w->now + gap;
         sluice_engine_stats st;
@@ -1222,6 +1307,7 @@ static void run_persist_property(uint64_t seed, int steps)
     for (uint64_t id = 1; id <= w->max_id; id++)
         if (w->present[id])
             rec_clear(&w->store[id]);
+    unwatch_all();
     sluice_engine_free(b);
     sluice_engine_free(w->e);
     free(cb);
@@ -1343,7 +1429,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_on_change_kinds),
+        cmocka_unit_test(test_feed_kinds),
         cmocka_unit_test(test_restore_errors),
         cmocka_unit_test(test_series_restore),
         cmocka_unit_test(test_property_store_follows_engine),

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tests of the dirty set (src/server/dirty.c), the bookkeeping of what the next commit writes,
- * and of the engine's limit ids (src/engine/persist_limits.c) that name its key states.
+ * Tests of the change set (src/engine/changeset.c), the container behind the engine's change
+ * feed (whose contract test_persist_feed.c tests), and of the engine's limit ids
+ * (src/engine/persist_limits.c) that name its key states.
  *
- * The dirty set: each part dedups and keeps the latest value; a purge drops the key states
+ * The change set: each part dedups and keeps the latest value; a purge drops the key states
  * recorded for the purged limit and its tiers but not for a limit whose name merely starts the
  * same, and queues every id known to have rows; clear keeps the known ids. A property test runs
  * random operations against a tiny reference model and compares every walk with it. An
@@ -15,137 +16,137 @@
  */
 #include "engine_fixture.h"
 
-#include "server/dirty.h"
+#include "engine/changeset.h"
 #include "testutil.h"
 
 /* ---- Helpers ----------------------------------------------------------------------------- */
 
-static size_t count_tasks(const dirty *d)
+static size_t count_tasks(const changeset *d)
 {
     size_t pos = 0, n = 0;
     uint64_t id;
 
-    while (dirty_next_task(d, &pos, &id))
+    while (changeset_next_task(d, &pos, &id))
         n++;
     return n;
 }
 
-static int has_task(const dirty *d, uint64_t want)
+static int has_task(const changeset *d, uint64_t want)
 {
     size_t pos = 0;
     uint64_t id;
 
-    while (dirty_next_task(d, &pos, &id))
+    while (changeset_next_task(d, &pos, &id))
         if (id == want)
             return 1;
     return 0;
 }
 
 /* The state recorded for (id, key): 1 and *state/len, or 0 when none. */
-static int find_key(const dirty *d, const char *lid, const char *key, const void **state,
+static int find_key(const changeset *d, const char *lid, const char *key, const void **state,
                     size_t *len)
 {
     size_t pos = 0, keylen;
     const char *i, *k;
 
-    while (dirty_next_key(d, &pos, &i, &k, &keylen, state, len))
+    while (changeset_next_key(d, &pos, &i, &k, &keylen, state, len))
         if (strcmp(i, lid) == 0 && keylen == strlen(key) && memcmp(k, key, keylen) == 0)
             return 1;
     return 0;
 }
 
-static int has_purge(const dirty *d, const char *want)
+static int has_purge(const changeset *d, const char *want)
 {
     size_t pos = 0;
     const char *id;
 
-    while (dirty_next_purge(d, &pos, &id))
+    while (changeset_next_purge(d, &pos, &id))
         if (strcmp(id, want) == 0)
             return 1;
     return 0;
 }
 
-/* ---- The dirty set ----------------------------------------------------------------------- */
+/* ---- The changeset set ----------------------------------------------------------------------- */
 
 static void test_tasks_and_series(void **unused)
 {
-    dirty *d = NULL;
-    dirty_counts dc;
+    changeset *d = NULL;
+    sluice_changes_counts dc;
     size_t pos = 0;
     const char *name;
 
     (void)unused;
-    assert_int_equal(dirty_new(&d), SLUICE_OK);
-    assert_true(dirty_is_empty(d));
-    assert_false(dirty_has_changes(d));
+    assert_int_equal(changeset_new(&d), SLUICE_OK);
+    assert_true(changeset_is_empty(d));
+    assert_false(changeset_has_changes(d));
     for (uint64_t id = 1; id <= 1000; id++) {
-        assert_int_equal(dirty_add_task(d, id), SLUICE_OK);
-        assert_int_equal(dirty_add_task(d, id), SLUICE_OK); /* the same turn reports it again */
+        assert_int_equal(changeset_add_task(d, id), SLUICE_OK);
+        assert_int_equal(changeset_add_task(d, id), SLUICE_OK); /* the same turn reports it again */
     }
-    assert_int_equal(dirty_add_task(d, 0), SLUICE_EINVAL);
+    assert_int_equal(changeset_add_task(d, 0), SLUICE_EINVAL);
     assert_int_equal(count_tasks(d), 1000);
     assert_true(has_task(d, 1) && has_task(d, 777) && has_task(d, 1000));
     assert_false(has_task(d, 1001));
-    assert_int_equal(dirty_add_series(d, "nightly"), SLUICE_OK);
-    assert_int_equal(dirty_add_series(d, "nightly"), SLUICE_OK);
-    assert_int_equal(dirty_next_series(d, &pos, &name), 1);
+    assert_int_equal(changeset_add_series(d, "nightly"), SLUICE_OK);
+    assert_int_equal(changeset_add_series(d, "nightly"), SLUICE_OK);
+    assert_int_equal(changeset_next_series(d, &pos, &name), 1);
     assert_string_equal(name, "nightly");
-    assert_int_equal(dirty_next_series(d, &pos, &name), 0);
-    dirty_get_counts(d, &dc);
+    assert_int_equal(changeset_next_series(d, &pos, &name), 0);
+    changeset_get_counts(d, &dc);
     assert_int_equal(dc.tasks, 1000);
     assert_int_equal(dc.series, 1);
-    assert_true(dirty_has_changes(d));
-    dirty_clear(d);
-    assert_true(dirty_is_empty(d));
+    assert_true(changeset_has_changes(d));
+    changeset_clear(d);
+    assert_true(changeset_is_empty(d));
     assert_int_equal(count_tasks(d), 0);
-    assert_int_equal(dirty_add_task(d, 5), SLUICE_OK); /* usable after a clear */
+    assert_int_equal(changeset_add_task(d, 5), SLUICE_OK); /* usable after a clear */
     assert_int_equal(count_tasks(d), 1);
-    dirty_free(d);
-    dirty_free(NULL);
+    changeset_free(d);
+    changeset_free(NULL);
 }
 
 static void test_limits_latest_wins(void **unused)
 {
-    dirty *d = NULL;
+    changeset *d = NULL;
     size_t pos = 0;
     const char *name, *spec;
-    dirty_limit_op op;
+    sluice_limit_def_op op;
 
     (void)unused;
-    assert_int_equal(dirty_new(&d), SLUICE_OK);
-    assert_int_equal(dirty_set_limit(d, "api", DIRTY_LIMIT_SET, "rate=1/1s"), SLUICE_OK);
-    assert_int_equal(dirty_set_limit(d, "api", DIRTY_LIMIT_SET, "rate=2/1s"), SLUICE_OK);
-    assert_int_equal(dirty_set_limit(d, "old", DIRTY_LIMIT_SET, "rate=3/1s"), SLUICE_OK);
-    assert_int_equal(dirty_set_limit(d, "old", DIRTY_LIMIT_GONE, NULL), SLUICE_OK);
-    assert_int_equal(dirty_next_limit(d, &pos, &name, &op, &spec), 1);
+    assert_int_equal(changeset_new(&d), SLUICE_OK);
+    assert_int_equal(changeset_set_limit(d, "api", SLUICE_LIMIT_DEF_SET, "rate=1/1s"), SLUICE_OK);
+    assert_int_equal(changeset_set_limit(d, "api", SLUICE_LIMIT_DEF_SET, "rate=2/1s"), SLUICE_OK);
+    assert_int_equal(changeset_set_limit(d, "old", SLUICE_LIMIT_DEF_SET, "rate=3/1s"), SLUICE_OK);
+    assert_int_equal(changeset_set_limit(d, "old", SLUICE_LIMIT_DEF_GONE, NULL), SLUICE_OK);
+    assert_int_equal(changeset_next_limit(d, &pos, &name, &op, &spec), 1);
     assert_string_equal(name, "api");
-    assert_int_equal(op, DIRTY_LIMIT_SET);
+    assert_int_equal(op, SLUICE_LIMIT_DEF_SET);
     assert_string_equal(spec, "rate=2/1s");
-    assert_int_equal(dirty_next_limit(d, &pos, &name, &op, &spec), 1);
+    assert_int_equal(changeset_next_limit(d, &pos, &name, &op, &spec), 1);
     assert_string_equal(name, "old");
-    assert_int_equal(op, DIRTY_LIMIT_GONE);
+    assert_int_equal(op, SLUICE_LIMIT_DEF_GONE);
     assert_null(spec);
-    assert_int_equal(dirty_next_limit(d, &pos, &name, &op, &spec), 0);
-    assert_true(dirty_has_changes(d));
-    dirty_free(d);
+    assert_int_equal(changeset_next_limit(d, &pos, &name, &op, &spec), 0);
+    assert_true(changeset_has_changes(d));
+    changeset_free(d);
 }
 
 static void test_keys_and_purges(void **unused)
 {
-    dirty *d = NULL;
+    changeset *d = NULL;
     const void *state;
     size_t len;
-    dirty_counts dc;
+    sluice_changes_counts dc;
 
     (void)unused;
-    assert_int_equal(dirty_new(&d), SLUICE_OK);
-    assert_int_equal(dirty_put_key(d, "api", "k1", 2, "AAAA", 4), SLUICE_OK);
-    assert_int_equal(dirty_put_key(d, "api", "k1", 2, "BB", 2), SLUICE_OK); /* latest wins */
-    assert_int_equal(dirty_put_key(d, "api", "k2", 2, NULL, 0), SLUICE_OK); /* a deletion */
-    assert_int_equal(dirty_put_key(d, "api2", "k1", 2, "CC", 2), SLUICE_OK);
-    assert_int_equal(dirty_put_key(d, "plan/free", "u\0x", 3, "DD", 2), SLUICE_OK);
-    assert_false(dirty_has_changes(d)); /* key states alone: the timer's business */
-    assert_false(dirty_is_empty(d));
+    assert_int_equal(changeset_new(&d), SLUICE_OK);
+    assert_int_equal(changeset_put_key(d, "api", "k1", 2, "AAAA", 4), SLUICE_OK);
+    assert_int_equal(changeset_put_key(d, "api", "k1", 2, "BB", 2), SLUICE_OK); /* latest wins */
+    assert_int_equal(changeset_put_key(d, "api", "k2", 2, NULL, 0), SLUICE_OK); /* a deletion */
+    assert_int_equal(changeset_put_key(d, "api2", "k1", 2, "CC", 2), SLUICE_OK);
+    assert_int_equal(changeset_put_key(d, "plan/free", "u\0x", 3, "DD", 2), SLUICE_OK);
+    assert_false(changeset_has_changes(d)); /* key states alone: the timer's business */
+    assert_false(changeset_is_empty(d));
     assert_true(find_key(d, "api", "k1", &state, &len));
     assert_int_equal(len, 2);
     assert_memory_equal(state, "BB", 2);
@@ -154,59 +155,59 @@ static void test_keys_and_purges(void **unused)
     assert_int_equal(len, 0);
 
     /* Purging "api" drops its keys, not those of "api2". */
-    assert_int_equal(dirty_purge_limit(d, "api"), SLUICE_OK);
+    assert_int_equal(changeset_purge_limit(d, "api"), SLUICE_OK);
     assert_false(find_key(d, "api", "k1", &state, &len));
     assert_false(find_key(d, "api", "k2", &state, &len));
     assert_true(find_key(d, "api2", "k1", &state, &len));
     assert_true(has_purge(d, "api"));
     assert_false(has_purge(d, "api2"));
-    assert_true(dirty_has_changes(d));
+    assert_true(changeset_has_changes(d));
 
     /* A tiered limit: its tiers' ids are purged with it, once known. */
-    assert_int_equal(dirty_note_stored(d, "plan/pro"), SLUICE_OK);
-    assert_int_equal(dirty_purge_limit(d, "plan"), SLUICE_OK);
+    assert_int_equal(changeset_note_stored(d, "plan/pro"), SLUICE_OK);
+    assert_int_equal(changeset_purge_limit(d, "plan"), SLUICE_OK);
     assert_true(has_purge(d, "plan"));
     assert_true(has_purge(d, "plan/free"));
     assert_true(has_purge(d, "plan/pro"));
     assert_false(find_key(d, "plan/free", "u\0x", &state, &len));
 
     /* A key recorded after the purge (the new limit's) is written after it: it stays. */
-    assert_int_equal(dirty_put_key(d, "api", "k3", 2, "EE", 2), SLUICE_OK);
+    assert_int_equal(changeset_put_key(d, "api", "k3", 2, "EE", 2), SLUICE_OK);
     assert_true(find_key(d, "api", "k3", &state, &len));
-    dirty_get_counts(d, &dc);
+    changeset_get_counts(d, &dc);
     assert_int_equal(dc.keys, 2); /* api2/k1 and api/k3 */
 
     /* A clear forgets the changes, not which ids have rows. */
-    dirty_clear(d);
-    assert_true(dirty_is_empty(d));
-    assert_int_equal(dirty_purge_limit(d, "api"), SLUICE_OK);
+    changeset_clear(d);
+    assert_true(changeset_is_empty(d));
+    assert_int_equal(changeset_purge_limit(d, "api"), SLUICE_OK);
     assert_true(has_purge(d, "api"));
-    assert_int_equal(dirty_purge_limit(d, "api2"), SLUICE_OK);
+    assert_int_equal(changeset_purge_limit(d, "api2"), SLUICE_OK);
     assert_true(has_purge(d, "api2"));
     /* Forgotten by the purges: purging again queues only the names themselves. */
-    dirty_clear(d);
-    assert_int_equal(dirty_purge_limit(d, "plan"), SLUICE_OK);
+    changeset_clear(d);
+    assert_int_equal(changeset_purge_limit(d, "plan"), SLUICE_OK);
     assert_true(has_purge(d, "plan"));
     assert_false(has_purge(d, "plan/pro"));
-    dirty_free(d);
+    changeset_free(d);
 }
 
 /* A key put again after its purge in the same set: revived, with the new state only. */
 static void test_key_revived(void **unused)
 {
-    dirty *d = NULL;
+    changeset *d = NULL;
     const void *state;
     size_t len;
 
     (void)unused;
-    assert_int_equal(dirty_new(&d), SLUICE_OK);
-    assert_int_equal(dirty_put_key(d, "a", "k", 1, "old", 3), SLUICE_OK);
-    assert_int_equal(dirty_purge_limit(d, "a"), SLUICE_OK);
-    assert_int_equal(dirty_put_key(d, "a", "k", 1, "new!", 4), SLUICE_OK);
+    assert_int_equal(changeset_new(&d), SLUICE_OK);
+    assert_int_equal(changeset_put_key(d, "a", "k", 1, "old", 3), SLUICE_OK);
+    assert_int_equal(changeset_purge_limit(d, "a"), SLUICE_OK);
+    assert_int_equal(changeset_put_key(d, "a", "k", 1, "new!", 4), SLUICE_OK);
     assert_true(find_key(d, "a", "k", &state, &len));
     assert_int_equal(len, 4);
     assert_memory_equal(state, "new!", 4);
-    dirty_free(d);
+    changeset_free(d);
 }
 
 /* ---- Property: random operations against a reference model -------------------------------- */
@@ -230,18 +231,18 @@ static void test_property(void **unused)
     (void)unused;
     rng_seed(&rng, 20251114);
     for (int round = 0; round < 200; round++) {
-        dirty *d = NULL;
+        changeset *d = NULL;
         model m;
 
         memset(&m, 0, sizeof m);
-        assert_int_equal(dirty_new(&d), SLUICE_OK);
+        assert_int_equal(changeset_new(&d), SLUICE_OK);
         for (int step = 0; step < 300; step++) {
             int op = (int)rng_range(&rng, 0, 9);
 
             if (op < 4) {
                 uint64_t id = (uint64_t)rng_range(&rng, 1, MODEL_IDS);
 
-                assert_int_equal(dirty_add_task(d, id), SLUICE_OK);
+                assert_int_equal(changeset_add_task(d, id), SLUICE_OK);
                 m.task[id] = 1;
             } else if (op < 8) {
                 int l = (int)rng_range(&rng, 0, MODEL_LIMS - 1);
@@ -252,8 +253,8 @@ static void test_property(void **unused)
                 snprintf(key, sizeof key, "k%d", k);
                 if (v <= 0)
                     v = -1;
-                assert_int_equal(dirty_put_key(d, lim_ids[l], key, strlen(key), v > 0 ? &st : NULL,
-                                               v > 0 ? 1 : 0),
+                assert_int_equal(changeset_put_key(d, lim_ids[l], key, strlen(key),
+                                                   v > 0 ? &st : NULL, v > 0 ? 1 : 0),
                                  SLUICE_OK);
                 m.key[l][k] = v;
             } else if (op == 8) {
@@ -261,7 +262,7 @@ static void test_property(void **unused)
                 int which = (int)rng_range(&rng, 0, 2);
                 const char *name = which == 0 ? "a" : which == 1 ? "b" : "ab";
 
-                assert_int_equal(dirty_purge_limit(d, name), SLUICE_OK);
+                assert_int_equal(changeset_purge_limit(d, name), SLUICE_OK);
                 for (int l = 0; l < MODEL_LIMS; l++) {
                     int match = strcmp(lim_ids[l], name) == 0 ||
                                 (strncmp(lim_ids[l], name, strlen(name)) == 0 &&
@@ -272,7 +273,7 @@ static void test_property(void **unused)
                             m.key[l][k] = 0;
                 }
             } else {
-                dirty_clear(d);
+                changeset_clear(d);
                 memset(m.task, 0, sizeof m.task);
                 memset(m.key, 0, sizeof m.key);
             }
@@ -302,11 +303,11 @@ static void test_property(void **unused)
                     }
                     n += m.key[l][k] != 0;
                 }
-            dirty_counts dc;
-            dirty_get_counts(d, &dc);
+            sluice_changes_counts dc;
+            changeset_get_counts(d, &dc);
             assert_int_equal(dc.keys, n);
         }
-        dirty_free(d);
+        changeset_free(d);
     }
 }
 
@@ -314,32 +315,32 @@ static void test_property(void **unused)
 
 static int oom_body(void *arg)
 {
-    dirty *d = NULL;
+    changeset *d = NULL;
     int rc;
 
     (void)arg;
-    rc = dirty_new(&d);
+    rc = changeset_new(&d);
     if (rc != SLUICE_OK)
         return rc;
     for (uint64_t id = 1; id <= 100 && rc == SLUICE_OK; id++)
-        rc = dirty_add_task(d, id);
+        rc = changeset_add_task(d, id);
     if (rc == SLUICE_OK)
-        rc = dirty_add_series(d, "s");
+        rc = changeset_add_series(d, "s");
     if (rc == SLUICE_OK)
-        rc = dirty_set_limit(d, "api", DIRTY_LIMIT_SET, "rate=1/1s");
+        rc = changeset_set_limit(d, "api", SLUICE_LIMIT_DEF_SET, "rate=1/1s");
     for (int i = 0; i < 50 && rc == SLUICE_OK; i++) {
         char key[16];
 
         snprintf(key, sizeof key, "key-%d", i);
-        rc = dirty_put_key(d, i % 2 ? "api" : "plan/pro", key, strlen(key), "xyz", 3);
+        rc = changeset_put_key(d, i % 2 ? "api" : "plan/pro", key, strlen(key), "xyz", 3);
     }
     if (rc == SLUICE_OK)
-        rc = dirty_purge_limit(d, "plan");
+        rc = changeset_purge_limit(d, "plan");
     if (rc == SLUICE_OK)
-        dirty_clear(d);
+        changeset_clear(d);
     if (rc == SLUICE_OK)
-        rc = dirty_add_task(d, 7);
-    dirty_free(d);
+        rc = changeset_add_task(d, 7);
+    changeset_free(d);
     return rc;
 }
 

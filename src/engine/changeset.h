@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The dirty set: everything that changed in memory and is not yet in the store, waiting for the
- * next commit (durable.c writes it in one transaction per loop turn, and clears it only when that
- * transaction committed). Pure bookkeeping: no I/O, no clock.
+ * A change set: the container behind the engine's change feed (feed.c, sluice_engine_changes):
+ * what changed in memory and is not yet confirmed written by the feed's consumer (the server's
+ * durable.c, or a shared store). The feed keeps two: the changes recorded since the last pull,
+ * and the batch handed out and not yet confirmed, into which the first is merged at each pull.
+ * Pure bookkeeping: no I/O, no clock.
  *
  * What it holds:
  * - task ids whose durable record changed (the store exports each at commit time; a task that is
@@ -25,72 +27,68 @@
  * commit. Memory goes through the replaceable allocator; an allocation failure returns
  * SLUICE_ENOMEM and leaves the set as it was.
  */
-#ifndef SLUICE_SERVER_DIRTY_H
-#define SLUICE_SERVER_DIRTY_H
+#ifndef SLUICE_ENGINE_CHANGESET_H
+#define SLUICE_ENGINE_CHANGESET_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* What a commit does with a runtime limit definition. */
-typedef enum dirty_limit_op {
-    DIRTY_LIMIT_SET = 1, /* store the spec text: re-applied at start over the file's version */
-    DIRTY_LIMIT_GONE,    /* store a tombstone: the limit is removed again at start */
-    DIRTY_LIMIT_DROP,    /* delete the stored row: the configuration file's version applies */
-} dirty_limit_op;
+#include "sluice/engine.h"
 
-typedef struct dirty dirty;
-
-/* Sizes of the parts of a dirty set. */
-typedef struct dirty_counts {
-    size_t tasks, series, limits, purges, keys;
-} dirty_counts;
+typedef struct sluice_changes changeset; /* the public batch type is a change set */
 
 /* Creates an empty set. Returns 0 and *out, or SLUICE_ENOMEM. */
-int dirty_new(dirty **out);
+int changeset_new(changeset **out);
 
 /* Frees the set. Accepts NULL. */
-void dirty_free(dirty *d);
+void changeset_free(changeset *d);
 
 /* Records a change. Each returns 0 or SLUICE_ENOMEM (the set unchanged). Recording the same
  * task or series twice keeps one entry; a limit's later operation replaces its earlier one; a
  * key's later state replaces its earlier one (state NULL, len 0: delete the key). */
-int dirty_add_task(dirty *d, uint64_t id);
-int dirty_add_series(dirty *d, const char *name);
-int dirty_set_limit(dirty *d, const char *name, dirty_limit_op op, const char *spec);
-int dirty_put_key(dirty *d, const char *id, const char *key, size_t keylen, const void *state,
-                  size_t len);
+int changeset_add_task(changeset *d, uint64_t id);
+int changeset_add_series(changeset *d, const char *name);
+int changeset_set_limit(changeset *d, const char *name, sluice_limit_def_op op, const char *spec);
+int changeset_put_key(changeset *d, const char *id, const char *key, size_t keylen,
+                      const void *state, size_t len);
 
 /* Records that the store may hold key rows for limit id `id` (read back at start, or written
- * by dirty_put_key, which notes its id itself). Returns 0 or SLUICE_ENOMEM. */
-int dirty_note_stored(dirty *d, const char *id);
+ * by changeset_put_key, which notes its id itself). Returns 0 or SLUICE_ENOMEM. */
+int changeset_note_stored(changeset *d, const char *id);
 
 /* The key state of limit `name` is to be deleted: every known id of it ("name" and each
  * "name/...") is queued for deletion and forgotten, and the key states recorded for them are
  * dropped. Returns 0, or SLUICE_ENOMEM with nothing dropped or forgotten (some deletions may be
  * queued already: harmless, they delete what is to be deleted anyway). */
-int dirty_purge_limit(dirty *d, const char *name);
+int changeset_purge_limit(changeset *d, const char *name);
 
 /* Walks one part; *pos starts at 0. Each returns 1 and fills the out-parameters with the next
  * entry, or 0 at the end. */
-int dirty_next_task(const dirty *d, size_t *pos, uint64_t *id);
-int dirty_next_series(const dirty *d, size_t *pos, const char **name);
-int dirty_next_limit(const dirty *d, size_t *pos, const char **name, dirty_limit_op *op,
-                     const char **spec);
-int dirty_next_purge(const dirty *d, size_t *pos, const char **id);
-int dirty_next_key(const dirty *d, size_t *pos, const char **id, const char **key, size_t *keylen,
-                   const void **state, size_t *len);
+int changeset_next_task(const changeset *d, size_t *pos, uint64_t *id);
+int changeset_next_series(const changeset *d, size_t *pos, const char **name);
+int changeset_next_limit(const changeset *d, size_t *pos, const char **name,
+                         sluice_limit_def_op *op, const char **spec);
+int changeset_next_purge(const changeset *d, size_t *pos, const char **id);
+int changeset_next_key(const changeset *d, size_t *pos, const char **id, const char **key,
+                       size_t *keylen, const void **state, size_t *len);
 
 /* Counts each part. */
-void dirty_get_counts(const dirty *d, dirty_counts *out);
+void changeset_get_counts(const changeset *d, sluice_changes_counts *out);
 
 /* Returns 1 when nothing is recorded (known ids aside). */
-int dirty_is_empty(const dirty *d);
+int changeset_is_empty(const changeset *d);
 
 /* Returns 1 when tasks, series, limits or purges are recorded: a change a client may be waiting
  * on, as opposed to key states only (which a timer writes). */
-int dirty_has_changes(const dirty *d);
+int changeset_has_changes(const changeset *d);
+
+/* Records every change of src into dst, as if each had been recorded into dst after what dst
+ * holds: src's purges first (dropping dst's key states of those limits), then its key states,
+ * limit definitions, series and tasks. Returns 0, or SLUICE_ENOMEM with part of src recorded
+ * (merging it again later is harmless: each part dedups and the latest value wins). */
+int changeset_merge(changeset *dst, const changeset *src);
 
 /* Forgets every recorded change after a commit wrote them all (known ids stay). */
-void dirty_clear(dirty *d);
+void changeset_clear(changeset *d);
 
 #endif

@@ -1,90 +1,110 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The dirty set (see dirty.h): a set of task ids and five small maps keyed by bytes.
- *
- * Task ids live in an open-addressing table of uint64 (0 marks an empty slot: ids start at 1).
- * Every other part is a `bmap`: entries kept in insertion order in an array (so a walk is a
- * scan of it), indexed by an open-addressing table of entry numbers. An entry can be killed (a
- * purged key state) without being unlinked; a later upsert of the same bytes revives it. Both
- * kinds of table double when half full; dirty_clear empties them and gives back the memory of
- * a table grown past KEEP_SLOTS, so a burst does not pin memory for good.
+ * A change set (see changeset.h): a set of task ids and five small maps keyed by bytes, each an
+ * array in insertion order (so a walk is a scan of it) indexed by a pointer table (base/ptab.h)
+ * whose "pointers" are entry numbers + 1, hashed with base/hash.h. An entry of a map can be
+ * killed (a purged key state) without being unlinked; a later upsert of the same bytes revives
+ * it. changeset_clear empties every part and gives back the memory of an index grown past
+ * KEEP_SLOTS, so a burst does not pin memory for good.
  */
-#include "server/dirty.h"
+#include "engine/changeset.h"
 
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/hash.h"
+#include "base/ptab.h"
 #include "sluice/error.h"
 
-/* Tables larger than this are freed rather than kept empty by dirty_clear. */
+/* Indexes larger than this are freed rather than kept empty by changeset_clear. */
 #define KEEP_SLOTS 4096u
+
+/* An entry number as the pointer a ptab files (0 would be the empty slot: numbers start at 1). */
+#define AS_REF(i) ((void *)(uintptr_t)((i) + 1))
+#define REF_AT(p) ((size_t)(uintptr_t)(p)-1)
+
+/* Empties an index before its entries are dropped, when it grew past KEEP_SLOTS (a small one
+ * is emptied entry by entry by its owner, which keeps its slots for the next turn). Returns 1
+ * when it did. */
+static int index_drop_if_big(ptab *t)
+{
+    if (t->cap <= KEEP_SLOTS)
+        return 0;
+    ptab_free(t);
+    ptab_init(t);
+    return 1;
+}
 
 /* ---- A set of task ids ------------------------------------------------------------------- */
 
 typedef struct idset {
-    uint64_t *slots; /* 0 = empty */
-    size_t cap;      /* a power of two, or 0 */
-    size_t n;
+    uint64_t *ids;    /* in insertion order */
+    uint64_t *hashes; /* hash_mix of each id */
+    size_t n, cap;    /* ids held and allocated */
+    ptab index;       /* entry numbers + 1, by hash */
 } idset;
 
-static size_t id_slot(uint64_t id, size_t cap)
+/* What an index lookup compares an entry with. */
+typedef struct id_probe {
+    const idset *s;
+    uint64_t id;
+} id_probe;
+
+static int id_eq(const void *p, const void *key)
 {
-    id ^= id >> 33;
-    id *= 0xff51afd7ed558ccdull;
-    id ^= id >> 33;
-    return (size_t)id & (cap - 1);
-}
+    const id_probe *q = key;
 
-static int idset_grow(idset *s)
-{
-    size_t cap = s->cap ? s->cap * 2 : 64;
-    uint64_t *slots = sluice_calloc(cap, sizeof *slots);
-
-    if (!slots)
-        return SLUICE_ENOMEM;
-    for (size_t i = 0; i < s->cap; i++) {
-        size_t at;
-
-        if (!s->slots[i])
-            continue;
-        for (at = id_slot(s->slots[i], cap); slots[at]; at = (at + 1) & (cap - 1))
-            ;
-        slots[at] = s->slots[i];
-    }
-    sluice_free(s->slots);
-    s->slots = slots;
-    s->cap = cap;
-    return SLUICE_OK;
+    return q->s->ids[REF_AT(p)] == q->id;
 }
 
 static int idset_add(idset *s, uint64_t id)
 {
-    size_t at;
+    uint64_t h = hash_mix(id);
+    id_probe q = {s, id};
 
-    if (s->cap) {
-        for (at = id_slot(id, s->cap); s->slots[at]; at = (at + 1) & (s->cap - 1))
-            if (s->slots[at] == id)
-                return SLUICE_OK;
-    }
-    if ((s->n + 1) * 2 > s->cap && idset_grow(s) != SLUICE_OK)
+    if (ptab_find(&s->index, h, &q, id_eq))
+        return SLUICE_OK;
+    if (ptab_reserve(&s->index, 1) != SLUICE_OK)
         return SLUICE_ENOMEM;
-    for (at = id_slot(id, s->cap); s->slots[at]; at = (at + 1) & (s->cap - 1))
-        ;
-    s->slots[at] = id;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        uint64_t *ids = sluice_realloc(s->ids, cap * sizeof *ids);
+
+        if (!ids)
+            return SLUICE_ENOMEM;
+        s->ids = ids;
+        ids = sluice_realloc(s->hashes, cap * sizeof *ids);
+        if (!ids)
+            return SLUICE_ENOMEM; /* ids grew alone: harmless, cap is the smaller */
+        s->hashes = ids;
+        s->cap = cap;
+    }
+    s->ids[s->n] = id;
+    s->hashes[s->n] = h;
+    (void)ptab_insert(&s->index, h, AS_REF(s->n)); /* reserved: cannot fail */
     s->n++;
     return SLUICE_OK;
 }
 
 static void idset_clear(idset *s)
 {
-    if (s->cap > KEEP_SLOTS) {
-        sluice_free(s->slots);
-        s->slots = NULL;
-        s->cap = 0;
-    } else if (s->n) {
-        memset(s->slots, 0, s->cap * sizeof *s->slots);
-    }
+    if (!index_drop_if_big(&s->index))
+        for (size_t i = 0; i < s->n; i++)
+            (void)ptab_remove(&s->index, s->hashes[i], AS_REF(i));
     s->n = 0;
+    if (s->cap > KEEP_SLOTS) {
+        sluice_free(s->ids);
+        sluice_free(s->hashes);
+        s->ids = s->hashes = NULL;
+        s->cap = 0;
+    }
+}
+
+static void idset_free(idset *s)
+{
+    ptab_free(&s->index);
+    sluice_free(s->ids);
+    sluice_free(s->hashes);
 }
 
 /* ---- A map keyed by bytes ---------------------------------------------------------------- */
@@ -95,67 +115,45 @@ typedef struct bentry {
     size_t idlen;  /* key states: bytes of the limit id at the front of k */
     void *v;       /* owned value bytes, or NULL */
     size_t vlen;   /* bytes of v */
-    int op;        /* limits: the dirty_limit_op */
+    int op;        /* limits: the sluice_limit_def_op */
     int live;      /* 0: killed (skipped by walks, revived by an upsert) */
     uint64_t hash; /* of the key bytes */
 } bentry;
 
 typedef struct bmap {
-    bentry *ents;    /* in insertion order */
-    size_t n, cap;   /* entries used and allocated */
-    size_t live;     /* entries alive */
-    uint32_t *slots; /* entry index + 1, 0 = empty */
-    size_t nslots;   /* a power of two, or 0 */
+    bentry *ents;  /* in insertion order */
+    size_t n, cap; /* entries used and allocated */
+    size_t live;   /* entries alive */
+    ptab index;    /* entry numbers + 1, by hash */
 } bmap;
 
-static uint64_t bytes_hash(const char *p, size_t len)
-{
-    uint64_t h = 14695981039346656037ull;
+typedef struct bytes_probe {
+    const bmap *m;
+    const char *k;
+    size_t klen;
+} bytes_probe;
 
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 1099511628211ull;
-    }
-    return h;
+static int bytes_eq(const void *p, const void *key)
+{
+    const bytes_probe *q = key;
+    const bentry *e = &q->m->ents[REF_AT(p)];
+
+    return e->klen == q->klen && memcmp(e->k, q->k, q->klen) == 0;
 }
 
 static bentry *bmap_find(const bmap *m, const char *k, size_t klen, uint64_t h)
 {
-    if (!m->nslots)
-        return NULL;
-    for (size_t at = (size_t)h & (m->nslots - 1); m->slots[at]; at = (at + 1) & (m->nslots - 1)) {
-        bentry *e = &m->ents[m->slots[at] - 1];
+    bytes_probe q = {m, k, klen};
+    void *p = ptab_find(&m->index, h, &q, bytes_eq);
 
-        if (e->hash == h && e->klen == klen && memcmp(e->k, k, klen) == 0)
-            return e;
-    }
-    return NULL;
-}
-
-static int bmap_reindex(bmap *m, size_t nslots)
-{
-    uint32_t *slots = sluice_calloc(nslots, sizeof *slots);
-
-    if (!slots)
-        return SLUICE_ENOMEM;
-    for (size_t i = 0; i < m->n; i++) {
-        size_t at = (size_t)m->ents[i].hash & (nslots - 1);
-
-        while (slots[at])
-            at = (at + 1) & (nslots - 1);
-        slots[at] = (uint32_t)(i + 1);
-    }
-    sluice_free(m->slots);
-    m->slots = slots;
-    m->nslots = nslots;
-    return SLUICE_OK;
+    return p ? &m->ents[REF_AT(p)] : NULL;
 }
 
 /* Finds or adds the entry of k (made of an id of idlen bytes, and for key states a NUL and the
  * key); a new or revived entry is live with no value. Returns NULL when out of memory. */
 static bentry *bmap_upsert(bmap *m, const char *k, size_t klen, size_t idlen)
 {
-    uint64_t h = bytes_hash(k, klen);
+    uint64_t h = hash_bytes(k, klen);
     bentry *e = bmap_find(m, k, klen, h);
     char *copy;
 
@@ -166,9 +164,7 @@ static bentry *bmap_upsert(bmap *m, const char *k, size_t klen, size_t idlen)
         }
         return e;
     }
-    if (m->n >= UINT32_MAX - 1)
-        return NULL;
-    if ((m->n + 1) * 2 > m->nslots && bmap_reindex(m, m->nslots ? m->nslots * 2 : 64) != 0)
+    if (ptab_reserve(&m->index, 1) != SLUICE_OK)
         return NULL;
     if (m->n == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 32;
@@ -189,15 +185,9 @@ static bentry *bmap_upsert(bmap *m, const char *k, size_t klen, size_t idlen)
     e->idlen = idlen;
     e->hash = h;
     e->live = 1;
+    (void)ptab_insert(&m->index, h, AS_REF(m->n)); /* reserved: cannot fail */
     m->n++;
     m->live++;
-    {
-        size_t at = (size_t)h & (m->nslots - 1);
-
-        while (m->slots[at])
-            at = (at + 1) & (m->nslots - 1);
-        m->slots[at] = (uint32_t)m->n;
-    }
     return e;
 }
 
@@ -232,28 +222,26 @@ static void bentry_kill(bmap *m, bentry *e)
 
 static void bmap_clear(bmap *m)
 {
+    if (!index_drop_if_big(&m->index))
+        for (size_t i = 0; i < m->n; i++)
+            (void)ptab_remove(&m->index, m->ents[i].hash, AS_REF(i));
     for (size_t i = 0; i < m->n; i++) {
         sluice_free(m->ents[i].k);
         sluice_free(m->ents[i].v);
     }
     m->n = 0;
     m->live = 0;
-    if (m->nslots > KEEP_SLOTS) {
-        sluice_free(m->slots);
+    if (m->cap > KEEP_SLOTS) {
         sluice_free(m->ents);
-        m->slots = NULL;
         m->ents = NULL;
-        m->nslots = 0;
         m->cap = 0;
-    } else if (m->nslots) {
-        memset(m->slots, 0, m->nslots * sizeof *m->slots);
     }
 }
 
 static void bmap_free(bmap *m)
 {
     bmap_clear(m);
-    sluice_free(m->slots);
+    ptab_free(&m->index);
     sluice_free(m->ents);
 }
 
@@ -269,9 +257,9 @@ static const bentry *bmap_next(const bmap *m, size_t *pos)
     return NULL;
 }
 
-/* ---- The dirty set ----------------------------------------------------------------------- */
+/* ---- The change set ------------------------------------------------------------------------ */
 
-struct dirty {
+struct sluice_changes {
     idset tasks; /* task ids */
     bmap series; /* series names */
     bmap limits; /* limit names: op and spec */
@@ -280,17 +268,17 @@ struct dirty {
     bmap known;  /* limit ids that may have key rows in the store (not cleared) */
 };
 
-int dirty_new(dirty **out)
+int changeset_new(changeset **out)
 {
     *out = sluice_calloc(1, sizeof **out);
     return *out ? SLUICE_OK : SLUICE_ENOMEM;
 }
 
-void dirty_free(dirty *d)
+void changeset_free(changeset *d)
 {
     if (!d)
         return;
-    sluice_free(d->tasks.slots);
+    idset_free(&d->tasks);
     bmap_free(&d->series);
     bmap_free(&d->limits);
     bmap_free(&d->purges);
@@ -299,29 +287,29 @@ void dirty_free(dirty *d)
     sluice_free(d);
 }
 
-int dirty_add_task(dirty *d, uint64_t id)
+int changeset_add_task(changeset *d, uint64_t id)
 {
     if (id == 0)
         return SLUICE_EINVAL;
     return idset_add(&d->tasks, id);
 }
 
-int dirty_add_series(dirty *d, const char *name)
+int changeset_add_series(changeset *d, const char *name)
 {
     return bmap_upsert(&d->series, name, strlen(name), strlen(name)) ? SLUICE_OK : SLUICE_ENOMEM;
 }
 
-int dirty_set_limit(dirty *d, const char *name, dirty_limit_op op, const char *spec)
+int changeset_set_limit(changeset *d, const char *name, sluice_limit_def_op op, const char *spec)
 {
     size_t len = strlen(name);
-    uint64_t h = bytes_hash(name, len);
+    uint64_t h = hash_bytes(name, len);
     int existed = bmap_find(&d->limits, name, len, h) != NULL;
     bentry *e = bmap_upsert(&d->limits, name, len, len);
 
     if (!e)
         return SLUICE_ENOMEM;
-    if (bentry_set(e, op == DIRTY_LIMIT_SET && spec ? spec : NULL,
-                   op == DIRTY_LIMIT_SET && spec ? strlen(spec) + 1 : 0) != SLUICE_OK) {
+    if (bentry_set(e, op == SLUICE_LIMIT_DEF_SET && spec ? spec : NULL,
+                   op == SLUICE_LIMIT_DEF_SET && spec ? strlen(spec) + 1 : 0) != SLUICE_OK) {
         if (!existed)
             bentry_kill(&d->limits, e); /* leave no half-made entry behind */
         return SLUICE_ENOMEM;
@@ -330,13 +318,13 @@ int dirty_set_limit(dirty *d, const char *name, dirty_limit_op op, const char *s
     return SLUICE_OK;
 }
 
-int dirty_note_stored(dirty *d, const char *id)
+int changeset_note_stored(changeset *d, const char *id)
 {
     return bmap_upsert(&d->known, id, strlen(id), strlen(id)) ? SLUICE_OK : SLUICE_ENOMEM;
 }
 
-int dirty_put_key(dirty *d, const char *id, const char *key, size_t keylen, const void *state,
-                  size_t len)
+int changeset_put_key(changeset *d, const char *id, const char *key, size_t keylen,
+                      const void *state, size_t len)
 {
     size_t idlen = strlen(id), klen = idlen + 1 + keylen;
     char stack[512], *k = klen <= sizeof stack ? stack : sluice_malloc(klen);
@@ -349,7 +337,7 @@ int dirty_put_key(dirty *d, const char *id, const char *key, size_t keylen, cons
     k[idlen] = '\0';
     if (keylen)
         memcpy(k + idlen + 1, key, keylen);
-    if (dirty_note_stored(d, id) != SLUICE_OK)
+    if (changeset_note_stored(d, id) != SLUICE_OK)
         goto done;
     e = bmap_upsert(&d->keys, k, klen, idlen);
     if (e)
@@ -368,7 +356,7 @@ static int id_of(const char *id, size_t idlen, const char *name, size_t nlen)
     return idlen >= nlen && memcmp(id, name, nlen) == 0 && (idlen == nlen || id[nlen] == '/');
 }
 
-int dirty_purge_limit(dirty *d, const char *name)
+int changeset_purge_limit(changeset *d, const char *name)
 {
     size_t nlen = strlen(name), pos = 0;
     const bentry *e;
@@ -388,20 +376,15 @@ int dirty_purge_limit(dirty *d, const char *name)
     return SLUICE_OK;
 }
 
-int dirty_next_task(const dirty *d, size_t *pos, uint64_t *id)
+int changeset_next_task(const changeset *d, size_t *pos, uint64_t *id)
 {
-    while (*pos < d->tasks.cap) {
-        uint64_t v = d->tasks.slots[(*pos)++];
-
-        if (v) {
-            *id = v;
-            return 1;
-        }
-    }
-    return 0;
+    if (*pos >= d->tasks.n)
+        return 0;
+    *id = d->tasks.ids[(*pos)++];
+    return 1;
 }
 
-int dirty_next_series(const dirty *d, size_t *pos, const char **name)
+int changeset_next_series(const changeset *d, size_t *pos, const char **name)
 {
     const bentry *e = bmap_next(&d->series, pos);
 
@@ -411,20 +394,20 @@ int dirty_next_series(const dirty *d, size_t *pos, const char **name)
     return 1;
 }
 
-int dirty_next_limit(const dirty *d, size_t *pos, const char **name, dirty_limit_op *op,
-                     const char **spec)
+int changeset_next_limit(const changeset *d, size_t *pos, const char **name,
+                         sluice_limit_def_op *op, const char **spec)
 {
     const bentry *e = bmap_next(&d->limits, pos);
 
     if (!e)
         return 0;
     *name = e->k;
-    *op = (dirty_limit_op)e->op;
+    *op = (sluice_limit_def_op)e->op;
     *spec = e->v;
     return 1;
 }
 
-int dirty_next_purge(const dirty *d, size_t *pos, const char **id)
+int changeset_next_purge(const changeset *d, size_t *pos, const char **id)
 {
     const bentry *e = bmap_next(&d->purges, pos);
 
@@ -434,8 +417,8 @@ int dirty_next_purge(const dirty *d, size_t *pos, const char **id)
     return 1;
 }
 
-int dirty_next_key(const dirty *d, size_t *pos, const char **id, const char **key, size_t *keylen,
-                   const void **state, size_t *len)
+int changeset_next_key(const changeset *d, size_t *pos, const char **id, const char **key,
+                       size_t *keylen, const void **state, size_t *len)
 {
     const bentry *e = bmap_next(&d->keys, pos);
 
@@ -449,30 +432,57 @@ int dirty_next_key(const dirty *d, size_t *pos, const char **id, const char **ke
     return 1;
 }
 
-void dirty_get_counts(const dirty *d, dirty_counts *out)
+void changeset_get_counts(const changeset *d, sluice_changes_counts *out)
 {
     out->tasks = d->tasks.n;
     out->series = d->series.live;
     out->limits = d->limits.live;
     out->purges = d->purges.live;
     out->keys = d->keys.live;
+    out->lost = 0;
 }
 
-int dirty_has_changes(const dirty *d)
+int changeset_has_changes(const changeset *d)
 {
     return d->tasks.n || d->series.live || d->limits.live || d->purges.live;
 }
 
-int dirty_is_empty(const dirty *d)
+int changeset_is_empty(const changeset *d)
 {
-    return !dirty_has_changes(d) && d->keys.live == 0;
+    return !changeset_has_changes(d) && d->keys.live == 0;
 }
 
-void dirty_clear(dirty *d)
+void changeset_clear(changeset *d)
 {
     idset_clear(&d->tasks);
     bmap_clear(&d->series);
     bmap_clear(&d->limits);
     bmap_clear(&d->purges);
     bmap_clear(&d->keys);
+}
+
+int changeset_merge(changeset *dst, const changeset *src)
+{
+    const bentry *e;
+    size_t pos;
+    uint64_t id;
+
+    /* Purges first: they delete what dst recorded before them, never what src adds after. */
+    for (pos = 0; (e = bmap_next(&src->purges, &pos)) != NULL;)
+        if (changeset_purge_limit(dst, e->k) != SLUICE_OK)
+            return SLUICE_ENOMEM;
+    for (pos = 0; (e = bmap_next(&src->keys, &pos)) != NULL;)
+        if (changeset_put_key(dst, e->k, e->k + e->idlen + 1, e->klen - e->idlen - 1, e->v,
+                              e->vlen) != SLUICE_OK)
+            return SLUICE_ENOMEM;
+    for (pos = 0; (e = bmap_next(&src->limits, &pos)) != NULL;)
+        if (changeset_set_limit(dst, e->k, (sluice_limit_def_op)e->op, e->v) != SLUICE_OK)
+            return SLUICE_ENOMEM;
+    for (pos = 0; (e = bmap_next(&src->series, &pos)) != NULL;)
+        if (changeset_add_series(dst, e->k) != SLUICE_OK)
+            return SLUICE_ENOMEM;
+    for (pos = 0; changeset_next_task(src, &pos, &id);)
+        if (changeset_add_task(dst, id) != SLUICE_OK)
+            return SLUICE_ENOMEM;
+    return SLUICE_OK;
 }

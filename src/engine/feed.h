@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The change feed (see "The change feed" in include/sluice/engine.h): the engine's record of
+ * what changed since its consumer last confirmed a write, kept in two change sets (changeset.h):
+ * `pending`, what was recorded since the last pull, and `batch`, what the last pull handed out
+ * and the consumer has not confirmed. A pull merges pending into batch and drains the limiters'
+ * changed keys into it; a confirmation clears batch. So a change recorded while a batch is out
+ * waits in pending, and a batch that fails to be written is yielded again with what followed.
+ *
+ * The engine's modules record through the feed_* calls below, which cost one test when the feed
+ * is off (e->feed NULL, the default).
+ */
+#ifndef SLUICE_ENGINE_FEED_H
+#define SLUICE_ENGINE_FEED_H
+
+#include <stdint.h>
+
+#include "engine/changeset.h"
+#include "sluice/engine.h"
+
+typedef struct feed {
+    changeset *pending; /* recorded since the last pull */
+    changeset *batch;   /* handed out by the last pull and not confirmed (empty when none) */
+    int out;            /* 1 while a batch is out (pulled, not confirmed) */
+    uint64_t seq;       /* changes a client may wait for, recorded since the start */
+    uint64_t lost;      /* changes lost to out-of-memory while recording */
+} feed;
+
+/* The durable record of task `id` changed, or the task was forgotten. Called after the change. */
+void feed_task(feed *f, uint64_t id);
+
+/* Series `name` was added, replaced, removed or recounted. */
+void feed_series(feed *f, const char *name);
+
+/* Limit `name` was replaced (or removed: gone 1): its stored key states are purged and its
+ * runtime definition dropped (unless the caller records one over it), and the new limit's key
+ * changes are tracked. */
+void feed_limit_replaced(sluice_engine *e, const char *name, int gone);
+
+/* Frees the feed. Accepts NULL. */
+void feed_free(feed *f);
+
+#endif
