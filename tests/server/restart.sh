@@ -90,7 +90,9 @@ within "after SIGTERM: retry_after about one slot" 1 2000 "$(word "$out" 4)"
 for i in 1 2 3 4 5; do
   cli THROTTLE burst5 k2 >/dev/null
 done
-sleep 0.4 # past the key timer (100 ms): the state is on disk
+# The key timer (100 ms) writes the state: wait until nothing is left to write, then crash.
+keys_written() { [ "$(info dirty_keys)" = 0 ] && [ "$(info last_commit_ok)" = 1 ]; }
+wait_until "the key state is on disk" 20 keys_written
 crash
 start_single
 out=$(cli THROTTLE burst5 k2)

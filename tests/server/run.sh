@@ -366,7 +366,9 @@ sleep 0.1
 out=$(raw $S 'PING\r\n')
 check "max clients" "-ERR max number of clients reached" "$out"
 exec 4<&- 5<&- 6<&-
-sleep 0.1
+# The server frees the slots when it reads the closes: wait for that, however long it takes.
+pong() { [ "$(cli $S PING)" = PONG ]; }
+wait_until "the closed connections are noticed" 20 pong
 check "room again" "PONG" "$(cli $S PING)"
 stop small
 check "small: SIGTERM exits 0" "0" "$stop_rc"
