@@ -66,6 +66,8 @@ static int setup_doc(void **state)
 static int teardown_doc(void **state)
 {
     json_decref(*state);
+    /* A failed locale test must not leave its ',' decimal point to the tests after it. */
+    setlocale(LC_NUMERIC, "C");
     return 0;
 }
 
