@@ -46,10 +46,8 @@ static void debug_fault(conn *c, const resp_command *cmd)
             goto syntax;
     } else if (cmd->argc == 4 &&
                (command_arg_is(what, wlen, "write") || command_arg_is(what, wlen, "sync"))) {
-        if (command_parse_int(cmd->argv[3], cmd->argvlen[3], &n) != 0 || n < 0 || n > 1000000) {
-            resp_error(conn_out(c), "WRONGARGS", "n must be an integer from 0 to 1000000");
+        if (command_int_arg(c, "n", cmd->argv[3], cmd->argvlen[3], 0, 1000000, &n) != 0)
             return;
-        }
         if (command_arg_is(what, wlen, "write"))
             faultvfs_fail_write((long)n);
         else
@@ -80,12 +78,8 @@ void cmd_debug(conn *c, const resp_command *cmd)
     if (command_arg_is(sub, sublen, "fault") && cmd->argc >= 3) {
         debug_fault(c, cmd);
     } else if (command_arg_is(sub, sublen, "sleep") && cmd->argc == 3) {
-        if (command_parse_int(cmd->argv[2], cmd->argvlen[2], &ms) != 0 || ms < 0 ||
-            ms > SLEEP_MAX_MS) {
-            resp_error(conn_out(c), "WRONGARGS", "ms must be an integer from 0 to %d",
-                       SLEEP_MAX_MS);
+        if (command_int_arg(c, "ms", cmd->argv[2], cmd->argvlen[2], 0, SLEEP_MAX_MS, &ms) != 0)
             return;
-        }
         struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
         while (nanosleep(&ts, &ts) != 0)
             ;

@@ -26,8 +26,6 @@
 #include "sluice/policy_spec.h"
 #include "sluice/spec.h"
 
-/* Longest limit or type name looked up (longer ones cannot exist). */
-#define NAME_BUF 256
 /* Longest LIMIT.SET spec. */
 #define SPEC_BUF 4096
 /* Links of a chain held on the stack; longer chains are allocated. */
@@ -157,12 +155,12 @@ void cmd_limit_bump(server *s, const char *name)
 /* Copies a name argument; replies NOLIMIT and returns -1 when it cannot name anything. */
 static int name_arg(conn *c, const char *s, size_t len, char *buf)
 {
-    if (command_arg_str(s, len, buf, NAME_BUF) == 0)
+    if (command_arg_str(s, len, buf, COMMAND_NAME_BUF) == 0)
         return 0;
     resp_error(conn_out(c), "NOLIMIT",
                "no limit named that (names are at most %d bytes of "
                "A-Z a-z 0-9 _ . : -)",
-               NAME_BUF - 1);
+               COMMAND_NAME_BUF - 1);
     return -1;
 }
 
@@ -173,16 +171,6 @@ static int key_arg(conn *c, size_t len)
         return 0;
     resp_error(conn_out(c), "WRONGARGS", "key of %zu bytes is longer than the maximum of %zu", len,
                c->srv->opt.max_key_len);
-    return -1;
-}
-
-/* Parses a positive integer option value; replies WRONGARGS and returns -1 otherwise. */
-static int positive_arg(conn *c, const char *what, const char *s, size_t len, int64_t max,
-                        int64_t *out)
-{
-    if (command_parse_int(s, len, out) == 0 && *out >= 1 && *out <= max)
-        return 0;
-    resp_error(conn_out(c), "WRONGARGS", "%s must be an integer from 1 to %" PRId64, what, max);
     return -1;
 }
 
@@ -332,7 +320,7 @@ done:
 void cmd_throttle(conn *c, const resp_command *cmd)
 {
     server *s = c->srv;
-    char name[NAME_BUF];
+    char name[COMMAND_NAME_BUF];
     const sluice_limit_policy *p;
     sluice_limit *live = NULL;
     sluice_chain_link link;
@@ -345,8 +333,8 @@ void cmd_throttle(conn *c, const resp_command *cmd)
         if (command_arg_is(cmd->argv[i], cmd->argvlen[i], "peek")) {
             flags |= SLUICE_PEEK;
         } else if (command_arg_is(cmd->argv[i], cmd->argvlen[i], "units") && i + 1 < cmd->argc) {
-            if (positive_arg(c, "UNITS", cmd->argv[i + 1], cmd->argvlen[i + 1], SLUICE_MAX_PERMITS,
-                             &units) != 0)
+            if (command_int_arg(c, "UNITS", cmd->argv[i + 1], cmd->argvlen[i + 1], 1,
+                                SLUICE_MAX_PERMITS, &units) != 0)
                 return;
             i++;
         } else {
@@ -383,7 +371,7 @@ void cmd_throttle(conn *c, const resp_command *cmd)
 
 /* A parsed lease handle "NAME/GEN/ID". */
 typedef struct lease_handle {
-    char name[NAME_BUF];
+    char name[COMMAND_NAME_BUF];
     uint64_t gen, id;
 } lease_handle;
 
@@ -444,14 +432,14 @@ static int lease_options(conn *c, const resp_command *cmd, size_t from, int allo
 {
     for (size_t i = from; i < cmd->argc; i++) {
         if (command_arg_is(cmd->argv[i], cmd->argvlen[i], "ttl") && i + 1 < cmd->argc) {
-            if (positive_arg(c, "TTL", cmd->argv[i + 1], cmd->argvlen[i + 1],
-                             SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_MS, ttl_ms) != 0)
+            if (command_int_arg(c, "TTL", cmd->argv[i + 1], cmd->argvlen[i + 1], 1,
+                                SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_MS, ttl_ms) != 0)
                 return -1;
             i++;
         } else if (allow_units && command_arg_is(cmd->argv[i], cmd->argvlen[i], "units") &&
                    i + 1 < cmd->argc) {
-            if (positive_arg(c, "UNITS", cmd->argv[i + 1], cmd->argvlen[i + 1], SLUICE_MAX_PERMITS,
-                             units) != 0)
+            if (command_int_arg(c, "UNITS", cmd->argv[i + 1], cmd->argvlen[i + 1], 1,
+                                SLUICE_MAX_PERMITS, units) != 0)
                 return -1;
             i++;
         } else {
@@ -467,7 +455,7 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
 {
     server *s = c->srv;
     resp_writer *w = conn_out(c);
-    char name[NAME_BUF];
+    char name[COMMAND_NAME_BUF];
     const sluice_limit_policy *p;
     sluice_limit *live = NULL;
     sluice_chain_link link;
@@ -501,7 +489,7 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
         return;
     }
     if (!d.allowed) {
-        char keybuf[NAME_BUF];
+        char keybuf[COMMAND_NAME_BUF];
         sluice_denial den = {.reason = SLUICE_FAIL_RATELIMITED,
                              .limit = name,
                              .kind = "concurrency",
@@ -573,7 +561,7 @@ void cmd_lease_release(conn *c, const resp_command *cmd)
 void cmd_limit_set(conn *c, const resp_command *cmd)
 {
     server *s = c->srv;
-    char name[NAME_BUF], spec[SPEC_BUF], msg[512];
+    char name[COMMAND_NAME_BUF], spec[SPEC_BUF], msg[512];
     const sluice_limit_policy *old;
     sluice_limit_policy p;
     int rc;
@@ -637,7 +625,7 @@ static void policy_text(const sluice_limit_policy *p, char *buf, size_t len)
 void cmd_limit_get(conn *c, const resp_command *cmd)
 {
     resp_writer *w = conn_out(c);
-    char name[NAME_BUF], text[SLUICE_POLICY_SPEC_MAX_LEN];
+    char name[COMMAND_NAME_BUF], text[SLUICE_POLICY_SPEC_MAX_LEN];
     const sluice_limit_policy *p;
     sluice_limit *live = NULL;
     sluice_limit_stats st;
@@ -701,7 +689,7 @@ void cmd_limit_list(conn *c, const resp_command *cmd)
 void cmd_limit_del(conn *c, const resp_command *cmd)
 {
     server *s = c->srv;
-    char name[NAME_BUF];
+    char name[COMMAND_NAME_BUF];
     int rc;
 
     if (name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0)
@@ -728,7 +716,7 @@ void cmd_limit_del(conn *c, const resp_command *cmd)
 void cmd_limit_reset(conn *c, const resp_command *cmd)
 {
     server *s = c->srv;
-    char name[NAME_BUF], msg[256];
+    char name[COMMAND_NAME_BUF], msg[256];
     const sluice_limit_policy *p;
     sluice_limit *live = NULL;
     int rc;

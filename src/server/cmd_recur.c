@@ -11,32 +11,19 @@
  * and RECUR.DEL are answered once the change is committed (durable.h), and a series comes back
  * after a restart with its run counters, resuming at its first schedule point after the restart.
  */
-#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "server/commands.h"
 #include "sluice/error.h"
 
-/* Longest series or type name, and cron expression, accepted. */
-#define NAME_BUF 256
+/* Longest cron expression accepted. */
 #define CRON_BUF 256
-
-/* Parses an integer option in [min, max]; replies WRONGARGS and returns -1 otherwise. */
-static int int_opt(conn *c, const char *what, const char *s, size_t len, int64_t min, int64_t max,
-                   int64_t *out)
-{
-    if (command_parse_int(s, len, out) == 0 && *out >= min && *out <= max)
-        return 0;
-    resp_error(conn_out(c), "WRONGARGS", "%s must be an integer from %" PRId64 " to %" PRId64, what,
-               min, max);
-    return -1;
-}
 
 void cmd_recur_add(conn *c, const resp_command *cmd)
 {
     server *s = c->srv;
-    char name[NAME_BUF], type[NAME_BUF], cron[CRON_BUF], msg[256];
+    char name[COMMAND_NAME_BUF], type[COMMAND_NAME_BUF], cron[CRON_BUF], msg[256];
     sluice_recurring_spec spec;
     int64_t v;
     int rc;
@@ -46,7 +33,7 @@ void cmd_recur_add(conn *c, const resp_command *cmd)
         command_arg_str(cmd->argv[2], cmd->argvlen[2], type, sizeof type) != 0 || !name[0] ||
         !type[0]) {
         resp_error(conn_out(c), "WRONGARGS", "a series or type name is 1 to %d bytes",
-                   NAME_BUF - 1);
+                   COMMAND_NAME_BUF - 1);
         return;
     }
     if (cmd->argvlen[3] > s->opt.max_payload_len) {
@@ -66,7 +53,8 @@ void cmd_recur_add(conn *c, const resp_command *cmd)
         if (!val)
             goto syntax;
         if (command_arg_is(a, alen, "every")) {
-            if (int_opt(c, "EVERY", val, vlen, 1, SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_MS, &v) != 0)
+            if (command_int_arg(c, "EVERY", val, vlen, 1, SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_MS,
+                                &v) != 0)
                 return;
             spec.interval_ns = v * SLUICE_NS_PER_MS;
         } else if (command_arg_is(a, alen, "cron")) {
@@ -84,15 +72,15 @@ void cmd_recur_add(conn *c, const resp_command *cmd)
             spec.key = val;
             spec.key_len = vlen;
         } else if (command_arg_is(a, alen, "start")) {
-            if (int_opt(c, "START", val, vlen, 0, INT64_MAX / SLUICE_NS_PER_MS, &v) != 0)
+            if (command_int_arg(c, "START", val, vlen, 0, INT64_MAX / SLUICE_NS_PER_MS, &v) != 0)
                 return;
             spec.start_ns = v * SLUICE_NS_PER_MS;
         } else if (command_arg_is(a, alen, "end")) {
-            if (int_opt(c, "END", val, vlen, 0, INT64_MAX / SLUICE_NS_PER_MS, &v) != 0)
+            if (command_int_arg(c, "END", val, vlen, 0, INT64_MAX / SLUICE_NS_PER_MS, &v) != 0)
                 return;
             spec.end_ns = v * SLUICE_NS_PER_MS;
         } else if (command_arg_is(a, alen, "max")) {
-            if (int_opt(c, "MAX", val, vlen, 0, INT64_MAX, &spec.max_runs) != 0)
+            if (command_int_arg(c, "MAX", val, vlen, 0, INT64_MAX, &spec.max_runs) != 0)
                 return;
         } else {
             goto syntax;
@@ -114,7 +102,7 @@ syntax:
 
 void cmd_recur_del(conn *c, const resp_command *cmd)
 {
-    char name[NAME_BUF];
+    char name[COMMAND_NAME_BUF];
 
     if (command_arg_str(cmd->argv[1], cmd->argvlen[1], name, sizeof name) != 0 ||
         sluice_engine_del_recurring(c->srv->engine, name, server_now(c->srv)) != 0) {
@@ -128,7 +116,7 @@ void cmd_recur_del(conn *c, const resp_command *cmd)
 void cmd_recur_info(conn *c, const resp_command *cmd)
 {
     resp_writer *w = conn_out(c);
-    char name[NAME_BUF];
+    char name[COMMAND_NAME_BUF];
     sluice_recurring_info ri;
 
     if (command_arg_str(cmd->argv[1], cmd->argvlen[1], name, sizeof name) != 0 ||
@@ -142,5 +130,5 @@ void cmd_recur_info(conn *c, const resp_command *cmd)
     resp_bulk_str(w, "skipped");
     resp_int(w, ri.skipped);
     resp_bulk_str(w, "next_ms");
-    resp_int(w, ri.next_ns == SLUICE_NEVER ? -1 : ri.next_ns / SLUICE_NS_PER_MS);
+    resp_int(w, command_time_ms(ri.next_ns));
 }

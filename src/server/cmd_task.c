@@ -27,8 +27,6 @@
 #include "server/commands.h"
 #include "sluice/error.h"
 
-/* Longest task type name accepted (longer ones cannot exist). */
-#define NAME_BUF 256
 /* Longest TASK.FAIL REASON. TASK.INFO shows its first 127 bytes. */
 #define REASON_BUF 1024
 
@@ -68,37 +66,13 @@ void cmd_task_free(server *s)
 
 /* ---- Shared argument handling ------------------------------------------------------------ */
 
-/* Parses an integer option value in [min, max]; replies WRONGARGS and returns -1 otherwise. */
-static int int_arg(conn *c, const char *what, const char *s, size_t len, int64_t min, int64_t max,
-                   int64_t *out)
-{
-    if (command_parse_int(s, len, out) == 0 && *out >= min && *out <= max)
-        return 0;
-    resp_error(conn_out(c), "WRONGARGS", "%s must be an integer from %" PRId64 " to %" PRId64, what,
-               min, max);
-    return -1;
-}
-
-/* Parses a task id (a positive decimal integer); replies WRONGARGS and returns -1 otherwise. */
-static int id_arg(conn *c, const char *s, size_t len, uint64_t *id)
-{
-    int64_t v;
-
-    if (command_parse_int(s, len, &v) == 0 && v > 0) {
-        *id = (uint64_t)v;
-        return 0;
-    }
-    resp_error(conn_out(c), "WRONGARGS", "a task id is a positive decimal integer");
-    return -1;
-}
-
-/* Checks a type name argument: 1 to NAME_BUF - 1 bytes, no NUL. Returns 0, or -1 after
+/* Checks a type name argument: 1 to COMMAND_NAME_BUF - 1 bytes, no NUL. Returns 0, or -1 after
  * replying WRONGARGS. */
 static int type_arg(conn *c, const char *s, size_t len)
 {
-    if (len > 0 && len < NAME_BUF && !memchr(s, '\0', len))
+    if (len > 0 && len < COMMAND_NAME_BUF && !memchr(s, '\0', len))
         return 0;
-    resp_error(conn_out(c), "WRONGARGS", "a task type name is 1 to %d bytes", NAME_BUF - 1);
+    resp_error(conn_out(c), "WRONGARGS", "a task type name is 1 to %d bytes", COMMAND_NAME_BUF - 1);
     return -1;
 }
 
@@ -113,12 +87,6 @@ static int key_arg(conn *c, const char *what, size_t len)
     resp_error(conn_out(c), "WRONGARGS", "%s of %zu bytes: it must be 1 to %zu bytes", what, len,
                max);
     return -1;
-}
-
-/* Unix time in ms of an engine time (ns), for replies. */
-static int64_t unix_ms(int64_t ns)
-{
-    return ns / SLUICE_NS_PER_MS;
 }
 
 /* Replies -NOTASK for an id the engine does not know. */
@@ -194,10 +162,10 @@ void cmd_task_add(conn *c, const resp_command *cmd)
             spec.key = val;
             spec.key_len = vlen;
         } else if (command_arg_is(a, alen, "units")) {
-            if (int_arg(c, "UNITS", val, vlen, 1, SLUICE_MAX_PERMITS, &spec.units) != 0)
+            if (command_int_arg(c, "UNITS", val, vlen, 1, SLUICE_MAX_PERMITS, &spec.units) != 0)
                 return;
         } else if (command_arg_is(a, alen, "priority")) {
-            if (int_arg(c, "PRIORITY", val, vlen, INT_MIN, INT_MAX, &v) != 0)
+            if (command_int_arg(c, "PRIORITY", val, vlen, INT_MIN, INT_MAX, &v) != 0)
                 return;
             spec.has_priority = 1;
             spec.priority = (int)v;
@@ -207,8 +175,8 @@ void cmd_task_add(conn *c, const resp_command *cmd)
             spec.task_key = val;
             spec.task_key_len = vlen;
         } else if (command_arg_is(a, alen, "delay")) {
-            if (int_arg(c, "DELAY", val, vlen, 0, SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_MS,
-                        &delay_ms) != 0)
+            if (command_int_arg(c, "DELAY", val, vlen, 0, SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_MS,
+                                &delay_ms) != 0)
                 return;
         } else {
             goto syntax;
@@ -278,7 +246,7 @@ static void reply_delivery(resp_writer *w, const sluice_delivery *d)
     resp_int(w, d->attempt);
     if (map)
         resp_bulk_str(w, "lease_until_ms");
-    resp_int(w, unix_ms(d->lease_until_ns));
+    resp_int(w, command_time_ms(d->lease_until_ns));
 }
 
 /* Polls for up to count tasks of the types and replies with them when there are any. Returns
@@ -378,12 +346,12 @@ void cmd_task_get(conn *c, const resp_command *cmd)
         if (i + 1 >= cmd->argc) {
             goto syntax;
         } else if (command_arg_is(a, alen, "count")) {
-            if (int_arg(c, "COUNT", cmd->argv[i + 1], cmd->argvlen[i + 1], 1, TASK_MAX_COUNT,
-                        &count) != 0)
+            if (command_int_arg(c, "COUNT", cmd->argv[i + 1], cmd->argvlen[i + 1], 1,
+                                TASK_MAX_COUNT, &count) != 0)
                 return;
         } else if (command_arg_is(a, alen, "timeout")) {
-            if (int_arg(c, "TIMEOUT", cmd->argv[i + 1], cmd->argvlen[i + 1], 0, TASK_MAX_TIMEOUT_MS,
-                        &timeout_ms) != 0)
+            if (command_int_arg(c, "TIMEOUT", cmd->argv[i + 1], cmd->argvlen[i + 1], 0,
+                                TASK_MAX_TIMEOUT_MS, &timeout_ms) != 0)
                 return;
         } else {
             goto syntax;
@@ -431,19 +399,20 @@ void cmd_task_ack(conn *c, const resp_command *cmd)
         size_t alen = cmd->argvlen[i];
 
         if (i + 1 < cmd->argc && command_arg_is(a, alen, "cost")) {
-            if (int_arg(c, "COST", cmd->argv[i + 1], cmd->argvlen[i + 1], 0, SLUICE_MAX_PERMITS,
-                        &cost) != 0)
+            if (command_int_arg(c, "COST", cmd->argv[i + 1], cmd->argvlen[i + 1], 0,
+                                SLUICE_MAX_PERMITS, &cost) != 0)
                 return;
         } else if (i + 1 < cmd->argc && command_arg_is(a, alen, "attempt")) {
-            if (int_arg(c, "ATTEMPT", cmd->argv[i + 1], cmd->argvlen[i + 1], 1, INT32_MAX,
-                        &attempt) != 0)
+            if (command_int_arg(c, "ATTEMPT", cmd->argv[i + 1], cmd->argvlen[i + 1], 1, INT32_MAX,
+                                &attempt) != 0)
                 return;
         } else {
             resp_error(conn_out(c), "WRONGARGS", "syntax error: TASK.ACK id [COST n] [ATTEMPT n]");
             return;
         }
     }
-    if (id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0 || attempt_check(c, id, attempt) != 0)
+    if (command_id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0 ||
+        attempt_check(c, id, attempt) != 0)
         return;
     rc = sluice_engine_ack(s->engine, id, cost, server_now(s));
     if (rc != 0) {
@@ -472,8 +441,8 @@ void cmd_task_fail(conn *c, const resp_command *cmd)
         size_t alen = cmd->argvlen[i];
 
         if (command_arg_is(a, alen, "retry_after") && i + 1 < cmd->argc) {
-            if (int_arg(c, "RETRY_AFTER", cmd->argv[i + 1], cmd->argvlen[i + 1], 0,
-                        MAX_RETRY_AFTER_MS, &retry_after_ms) != 0)
+            if (command_int_arg(c, "RETRY_AFTER", cmd->argv[i + 1], cmd->argvlen[i + 1], 0,
+                                MAX_RETRY_AFTER_MS, &retry_after_ms) != 0)
                 return;
             i++;
         } else if (command_arg_is(a, alen, "retry")) {
@@ -490,8 +459,8 @@ void cmd_task_fail(conn *c, const resp_command *cmd)
             has_reason = 1;
             i++;
         } else if (command_arg_is(a, alen, "attempt") && i + 1 < cmd->argc) {
-            if (int_arg(c, "ATTEMPT", cmd->argv[i + 1], cmd->argvlen[i + 1], 1, INT32_MAX,
-                        &attempt) != 0)
+            if (command_int_arg(c, "ATTEMPT", cmd->argv[i + 1], cmd->argvlen[i + 1], 1, INT32_MAX,
+                                &attempt) != 0)
                 return;
             i++;
         } else {
@@ -506,7 +475,8 @@ void cmd_task_fail(conn *c, const resp_command *cmd)
                    "RETRY_AFTER retries the task: it cannot go with DEAD");
         return;
     }
-    if (id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0 || attempt_check(c, id, attempt) != 0)
+    if (command_id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0 ||
+        attempt_check(c, id, attempt) != 0)
         return;
     if (retry_after_ms >= 0)
         rc = sluice_engine_fail_retry_after(s->engine, id, retry_after_ms * SLUICE_NS_PER_MS,
@@ -532,7 +502,7 @@ void cmd_task_cancel(conn *c, const resp_command *cmd)
     uint64_t id;
     int rc;
 
-    if (id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0)
+    if (command_id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0)
         return;
     rc = sluice_engine_cancel(s->engine, id, server_now(s));
     if (rc == 0) {
@@ -568,9 +538,10 @@ void cmd_task_touch(conn *c, const resp_command *cmd)
         return;
     }
     if (cmd->argc == 4 &&
-        int_arg(c, "ATTEMPT", cmd->argv[3], cmd->argvlen[3], 1, INT32_MAX, &attempt) != 0)
+        command_int_arg(c, "ATTEMPT", cmd->argv[3], cmd->argvlen[3], 1, INT32_MAX, &attempt) != 0)
         return;
-    if (id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0 || attempt_check(c, id, attempt) != 0)
+    if (command_id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0 ||
+        attempt_check(c, id, attempt) != 0)
         return;
     rc = sluice_engine_touch(s->engine, id, server_now(s), &until);
     if (rc != 0) {
@@ -578,7 +549,7 @@ void cmd_task_touch(conn *c, const resp_command *cmd)
         return;
     }
     server_engine_changed(s);
-    resp_int(conn_out(c), unix_ms(until));
+    resp_int(conn_out(c), command_time_ms(until));
 }
 
 /* ---- TASK.INFO, TASK.EXPLAIN ------------------------------------------------------------- */
@@ -611,7 +582,7 @@ void cmd_task_info(conn *c, const resp_command *cmd)
     uint64_t id;
     int failed, by_limit;
 
-    if (id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0)
+    if (command_id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0)
         return;
     if (sluice_engine_task_info(c->srv->engine, id, &ti) != 0) {
         reply_notask(c, id);
@@ -629,9 +600,10 @@ void cmd_task_info(conn *c, const resp_command *cmd)
     field_int(w, "priority", 1, ti.priority);
     field_int(w, "units", 1, ti.units);
     field_int(w, "attempt", 1, ti.attempt);
-    field_int(w, "submitted_ms", 1, unix_ms(ti.submitted_ns));
-    field_int(w, "not_before_ms", 1, unix_ms(ti.not_before_ns));
-    field_int(w, "lease_until_ms", ti.state == SLUICE_TASK_RUNNING, unix_ms(ti.lease_until_ns));
+    field_int(w, "submitted_ms", 1, command_time_ms(ti.submitted_ns));
+    field_int(w, "not_before_ms", 1, command_time_ms(ti.not_before_ns));
+    field_int(w, "lease_until_ms", ti.state == SLUICE_TASK_RUNNING,
+              command_time_ms(ti.lease_until_ns));
     field_str(w, "fail_reason", failed ? sluice_fail_reason_name(d->reason) : NULL);
     field_str(w, "fail_message", failed ? ti.fail_message : NULL);
     /* The denial, as seed 004 names its fields, when a limit failed the task. */
@@ -644,12 +616,6 @@ void cmd_task_info(conn *c, const resp_command *cmd)
     field_int(w, "retry_after_ms", by_limit, command_ns_to_ms(d->retry_after_ns));
 }
 
-/* An absolute time for EXPLAIN: Unix ms, -1 for never. */
-static int64_t when_ms(int64_t ns)
-{
-    return ns == SLUICE_NEVER ? -1 : unix_ms(ns);
-}
-
 void cmd_task_explain(conn *c, const resp_command *cmd)
 {
     server *s = c->srv;
@@ -658,7 +624,7 @@ void cmd_task_explain(conn *c, const resp_command *cmd)
     uint64_t id;
     int parked;
 
-    if (id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0)
+    if (command_id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0)
         return;
     if (sluice_engine_explain(s->engine, id, server_now(s), &ex) != 0) {
         reply_notask(c, id);
@@ -671,7 +637,8 @@ void cmd_task_explain(conn *c, const resp_command *cmd)
     field_str(w, "key", parked ? ex.key : NULL);
     field_int(w, "position", parked, (int64_t)ex.position);
     field_int(w, "queue_length", parked, (int64_t)ex.queue_length);
-    field_int(w, "wake_ms", parked, when_ms(ex.wake_ns));
-    field_int(w, "estimated_start_ms", ex.estimated_start_ns != 0, when_ms(ex.estimated_start_ns));
+    field_int(w, "wake_ms", parked, command_time_ms(ex.wake_ns));
+    field_int(w, "estimated_start_ms", ex.estimated_start_ns != 0,
+              command_time_ms(ex.estimated_start_ns));
     field_str(w, "text", ex.text);
 }

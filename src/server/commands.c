@@ -325,6 +325,11 @@ int64_t command_ns_to_ms(int64_t ns)
     return ns / SLUICE_NS_PER_MS + (ns % SLUICE_NS_PER_MS != 0);
 }
 
+int64_t command_time_ms(int64_t ns)
+{
+    return ns == SLUICE_NEVER ? -1 : ns / SLUICE_NS_PER_MS;
+}
+
 void reply_ratelimited(conn *c, const sluice_denial *d)
 {
     /* Keys are encoded up to 256 bytes: a denial line stays short. */
@@ -383,4 +388,26 @@ int command_arg_str(const char *s, size_t len, char *buf, size_t buflen)
     memcpy(buf, s, len);
     buf[len] = '\0';
     return 0;
+}
+
+int command_int_arg(conn *c, const char *what, const char *s, size_t len, int64_t min, int64_t max,
+                    int64_t *out)
+{
+    if (command_parse_int(s, len, out) == 0 && *out >= min && *out <= max)
+        return 0;
+    resp_error(conn_out(c), "WRONGARGS", "%s must be an integer from %" PRId64 " to %" PRId64, what,
+               min, max);
+    return -1;
+}
+
+int command_id_arg(conn *c, const char *s, size_t len, uint64_t *id)
+{
+    int64_t v;
+
+    if (command_parse_int(s, len, &v) == 0 && v > 0) {
+        *id = (uint64_t)v;
+        return 0;
+    }
+    resp_error(conn_out(c), "WRONGARGS", "a task id is a positive decimal integer");
+    return -1;
 }

@@ -95,6 +95,23 @@ int command_arg_is(const char *s, size_t len, const char *word);
 /* Converts a duration in ns to ms for a reply, rounded up; SLUICE_NEVER stays -1. */
 int64_t command_ns_to_ms(int64_t ns);
 
+/* An engine time (ns since the Unix epoch) as Unix ms for a reply, truncated; SLUICE_NEVER is
+ * -1. */
+int64_t command_time_ms(int64_t ns);
+
+/* Room for the longest name a command takes (limit, task type, recurring series), its NUL
+ * included: longer names cannot exist, so a longer argument names nothing. */
+#define COMMAND_NAME_BUF 256
+
+/* Parses an integer argument in [min, max] into *out. Returns 0, or -1 after replying
+ * "-WRONGARGS <what> must be an integer from <min> to <max>". */
+int command_int_arg(conn *c, const char *what, const char *s, size_t len, int64_t min, int64_t max,
+                    int64_t *out);
+
+/* Parses a task id (a positive decimal integer) into *id. Returns 0, or -1 after replying
+ * "-WRONGARGS a task id is a positive decimal integer". */
+int command_id_arg(conn *c, const char *s, size_t len, uint64_t *id);
+
 /* ---- Handlers (cmd_server.c) ------------------------------------------------------------- */
 void cmd_ping(conn *c, const resp_command *cmd);
 void cmd_echo(conn *c, const resp_command *cmd);

@@ -2,9 +2,9 @@
 /*
  * RESP: the Redis protocol, as spoken on sluice's data port.
  *
- * The reader is a pure parser: it is fed bytes as they arrive and hands back whole commands
- * (an array of arguments), doing no I/O. It understands the two request forms Redis accepts:
- * multibulk (`*2\r\n$4\r\nPING\r\n$2\r\nhi\r\n`) and inline (`PING hi\r\n`, for telnet).
+ * The reader (resp_read.c) is a pure parser: it is fed bytes as they arrive and hands back whole
+ * commands (an array of arguments), doing no I/O. It understands the two request forms Redis
+ * accepts: multibulk (`*2\r\n$4\r\nPING\r\n$2\r\nhi\r\n`) and inline (`PING hi\r\n`, for telnet).
  *
  * Invariants:
  * - Nothing is allocated from a declared length before the bytes arrive: a `$1000000000` header
@@ -14,8 +14,8 @@
  *   error); the connection sends the error and closes.
  * - Arguments are binary-safe (NUL bytes allowed).
  *
- * The writer appends replies to a growable buffer: RESP2 types, and the RESP3 types a client
- * asks for with HELLO 3 (maps, booleans, doubles, null).
+ * The writer (resp_write.c) appends replies to a growable buffer: RESP2 types, and the RESP3 types
+ * a client asks for with HELLO 3 (maps, booleans, doubles, null).
  */
 #ifndef SLUICE_SERVER_RESP_H
 #define SLUICE_SERVER_RESP_H

@@ -12,6 +12,7 @@
 // id is odd. Controls, for tests:
 //
 //   POST /__mock/down?ms=N   the server "goes away" for N ms (connections dropped, SSE closed)
+//   POST /__mock/up          it comes back now, however long the outage was meant to last
 //
 // Usage: node mock-server.js [--port N] [--port-file F] [--limits N] [--password P] [--root DIR]
 'use strict';
@@ -202,6 +203,11 @@ function main() {
       res.writeHead(204).end();
       for (const r of sim.listeners) r.destroy();
       sim.listeners.clear();
+      return;
+    }
+    if (p === '/__mock/up' && req.method === 'POST') {
+      downUntil = 0;
+      res.writeHead(204).end();
       return;
     }
     if (Date.now() < downUntil) { req.socket.destroy(); return; }

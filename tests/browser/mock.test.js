@@ -104,10 +104,12 @@ test('dashboard against the mock server', { timeout: 180000 }, async (t) => {
   });
 
   await t.test('the server goes away and comes back', async () => {
-    await fetch(`${base}/__mock/down?ms=4000`, { method: 'POST' });
-    await page.waitForSelector('body[data-conn="down"]', { timeout: 6000 });
+    /* Down until the page has seen it (however slow the machine), then back. */
+    await fetch(`${base}/__mock/down?ms=120000`, { method: 'POST' });
+    await page.waitForSelector('body[data-conn="down"]', { timeout: 30000 });
     assert.equal((await page.textContent('#conn-text')).trim(), 'disconnected — retrying');
-    await page.waitForSelector('body[data-conn="live"]', { timeout: 12000 });
+    await fetch(`${base}/__mock/up`, { method: 'POST' });
+    await page.waitForSelector('body[data-conn="live"]', { timeout: 30000 });
   });
 
   await t.test('a narrow screen keeps the table usable', async () => {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer target of the RESP reader (src/server/resp.c). The checks live in resp_harness.c,
+ * libFuzzer target of the RESP reader (src/server/resp_read.c). The checks live in resp_harness.c,
  * which test_resp_corpus also runs over the seed corpus (tests/fuzz/corpus/resp/) in every build;
  * this file only turns a broken invariant into a crash the fuzzer records.
  *

@@ -120,19 +120,33 @@ check "DEBUG FAULT CLEAR" "OK" "$(cli DEBUG FAULT CLEAR)"
 
 # ---- Group commit: one commit for many clients ------------------------------------------------
 
+# resp ARGS...: ARGS as one RESP command (multibulk), for a raw connection.
+resp() {
+  printf '*%d\r\n' $#
+  for a in "$@"; do printf '$%d\r\n%s\r\n' ${#a} "$a"; done
+}
 before=$(info commits)
-redis-cli -p "$P" DEBUG SLEEP 1000 >/dev/null &
-sleeper=$!
-sleep 0.1 # the loop is asleep now; these arrive together and run in one turn
-clients=()
-for i in $(seq 1 20); do
-  redis-cli -p "$P" TASK.ADD t "{\"g\":$i}" >"$tmp/g$i" &
-  clients+=($!)
+# The 21 connections are open first; then, in one go, the first puts the loop to sleep and the
+# other 20 send a TASK.ADD each. They wait in the socket buffers while the loop sleeps and run
+# together after it, however slowly this script (no process started in between) runs.
+fds=()
+for i in $(seq 0 20); do
+  exec {fd}<>"/dev/tcp/127.0.0.1/$P"
+  fds+=("$fd")
 done
-wait "$sleeper" "${clients[@]}"
+resp DEBUG SLEEP 1000 >&"${fds[0]}"
+for i in $(seq 1 20); do resp TASK.ADD t "{\"g\":$i}" >&"${fds[$i]}"; done
+for i in $(seq 0 20); do
+  IFS= read -r -t 30 line <&"${fds[$i]}"
+  echo "${line%$'\r'}" | sed 's/^://' >"$tmp/g$i"
+  fd=${fds[$i]}
+  exec {fd}>&-
+done
+check "group commit: the sleeper" "+OK" "$(cat "$tmp/g0")"
 after=$(info commits)
 ids=$(for i in $(seq 1 20); do cat "$tmp/g$i"; done | sort -u | grep -c '^[0-9][0-9]*$')
 check "group commit: 20 clients answered with ids" 20 "$ids"
+echo "# group commit: $((after - before)) commits"
 within "group commit: far fewer commits than clients" 1 6 $((after - before))
 
 # ---- After a restart: every task present once ---------------------------------------------------

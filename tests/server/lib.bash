@@ -51,6 +51,24 @@ word() { echo "$1" | awk -v n="$2" '{ print $n }'; }
 cli() { redis-cli -p "$P" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
 # field COMMAND ID NAME: one field of a map reply (TASK.INFO, TASK.EXPLAIN).
 field() { redis-cli -p "$P" "$1" "$2" | awk -v f="$3" 'NR % 2 == 1 { k = $0 } NR % 2 == 0 && k == f { print; exit }'; }
+# wait_until WHAT SECONDS COMMAND...: runs COMMAND until it succeeds, at most SECONDS (a deadline,
+# not a pace: it returns as soon as COMMAND does, so a busy machine only makes it wait longer).
+# Counts a failure when the deadline passes. Use it instead of a sleep before a check.
+wait_until() {
+  local what=$1 secs=$2 deadline=$(($(date +%s%3N) + $2 * 1000))
+  shift 2
+  until "$@"; do
+    if [ "$(date +%s%3N)" -gt "$deadline" ]; then
+      bad "$what: not within $secs s"
+      return 1
+    fi
+    sleep 0.02
+  done
+}
+# blocked_is N: the server on $P has N clients blocked (a TASK.GET waiting).
+blocked_is() {
+  [ "$(redis-cli -p "$P" INFO clients | tr -d '\r' | awk -F: '$1 == "blocked_clients" { print $2 }')" = "$1" ]
+}
 
 # start NAME ARGS...: starts a server with its own data directory, sets port_NAME and pid_NAME.
 # (Scripts that need another set-up define their own start and stop after sourcing this file.)

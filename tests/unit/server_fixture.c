@@ -16,6 +16,8 @@
 #include <cmocka.h>
 #include <sys/wait.h>
 
+#include "testutil.h"
+
 static const char *const fixture_files[] = {"port", "log", "sluice.yaml"};
 
 void server_fixture_sleep_ms(long ms)
@@ -40,13 +42,11 @@ static int write_config(const char *path, const char *yaml)
 
 int server_fixture_start(server_fixture *f, const char *config_yaml)
 {
-    const char *bin = getenv("SLUICE_BIN");
+    const char *bin = test_sluice_bin();
     char portfile[128], logfile[128], conffile[128];
 
-    if (!bin) {
-        fprintf(stderr, "SLUICE_BIN is not set\n");
+    if (!bin)
         return -1;
-    }
     snprintf(f->dir, sizeof(f->dir), "/tmp/sluice-fixture-XXXXXX");
     if (!mkdtemp(f->dir))
         return -1;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The real `sluice serve` for tests that drive it with hiredis: started from $SLUICE_BIN on an
- * ephemeral loopback port, memory only (--durability none), in a fresh temporary directory, and
- * stopped with SIGTERM, after which it must exit 0.
+ * The real `sluice serve` for tests that drive it with hiredis: started from test_sluice_bin()
+ * ($SLUICE_BIN, else the sluice beside the test binary) on an ephemeral loopback port, memory only
+ * (--durability none), in a fresh temporary directory, and stopped with SIGTERM, after which it
+ * must exit 0.
  */
 #ifndef SLUICE_SERVER_FIXTURE_H
 #define SLUICE_SERVER_FIXTURE_H

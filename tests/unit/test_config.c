@@ -30,14 +30,10 @@
 
 static char msg[1024];
 
-/* The example file's path, from the build (CTest sets SLUICE_SOURCE_DIR). */
+/* The example file's path in the source tree (see test_source_path). */
 static const char *example_path(void)
 {
-    static char path[4096];
-    const char *dir = getenv("SLUICE_SOURCE_DIR");
-
-    snprintf(path, sizeof(path), "%s/examples/sluice.yaml", dir ? dir : ".");
-    return path;
+    return test_source_path("examples/sluice.yaml");
 }
 
 /* Reads the example file into a malloc'd buffer. */

@@ -66,6 +66,8 @@ static int setup_doc(void **state)
 static int teardown_doc(void **state)
 {
     json_decref(*state);
+    /* A failed locale test must not leave its ',' decimal point to the tests after it. */
+    setlocale(LC_NUMERIC, "C");
     return 0;
 }
 
@@ -512,19 +514,61 @@ static void test_extract_deep(void **state)
     json_decref(root);
 }
 
-/* The decimal point is '.' whatever LC_NUMERIC says (when a comma locale is installed). */
+/* A locale whose decimal point is ',', built with glibc's localedef (Debian's libc-bin, which is
+ * Essential, so every machine that builds sluice has it) into dir from a two-character charmap and
+ * an LC_NUMERIC section, then selected through LOCPATH. localedef complains about everything the
+ * source leaves out (hence -c and no output); what counts is that setlocale then reports ','.
+ * Returns 1 when LC_NUMERIC is set to it. */
+static int use_built_comma_locale(const char *dir)
+{
+    char path[256], cmd[1024];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/numeric.src", dir);
+    if (!(f = fopen(path, "w")))
+        return 0;
+    fputs("LC_NUMERIC\ndecimal_point \"<U002C>\"\nthousands_sep \"\"\ngrouping -1\n"
+          "END LC_NUMERIC\n",
+          f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/charmap.src", dir);
+    if (!(f = fopen(path, "w")))
+        return 0;
+    fputs("<code_set_name> SLUICE-COMMA\n<comment_char> %\n<escape_char> /\nCHARMAP\n"
+          "<U002C> /x2c COMMA\n<U002E> /x2e FULL STOP\nEND CHARMAP\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "localedef -c -i %s/numeric.src -f %s/charmap.src %s/sluice_comma >/dev/null 2>&1",
+             dir, dir, dir);
+    (void)system(cmd);
+    if (setenv("LOCPATH", dir, 1) != 0)
+        return 0;
+    return setlocale(LC_NUMERIC, "sluice_comma") != NULL;
+}
+
+/* The decimal point is '.' whatever LC_NUMERIC says. The comma locale is built by the test (or,
+ * failing that, an installed one is used), so that this never depends on which locales the
+ * machine happens to have; when neither works the test fails, it does not skip. */
 static void test_extract_locale_independent(void **state)
 {
     static const char *const comma_locales[] = {"de_DE.UTF-8", "fr_FR.UTF-8", "de_DE", "fr_FR"};
     const json_t *doc = *state;
-    int found = 0;
+    char dir[] = "/tmp/sluice-locale-XXXXXX", cmd[64];
+    int found;
 
+    assert_non_null(mkdtemp(dir));
+    found = use_built_comma_locale(dir);
+    unsetenv("LOCPATH");
     for (size_t i = 0; i < sizeof comma_locales / sizeof comma_locales[0] && !found; i++)
         found = setlocale(LC_NUMERIC, comma_locales[i]) != NULL;
-    if (!found) {
-        setlocale(LC_NUMERIC, "C");
-        skip();
-    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    (void)system(cmd);
+    if (!found)
+        fail_msg("no locale with a ',' decimal point: localedef (Debian libc-bin) could not build "
+                 "one and none is installed (Debian locales: localedef -i de_DE -f UTF-8 "
+                 "de_DE.UTF-8)");
+    assert_string_equal(localeconv()->decimal_point, ",");
     expect_key(doc, "halves", "2.5");
     expect_key(doc, "ratio", "0.1");
     setlocale(LC_NUMERIC, "C");

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the RESP reader and writer (src/server/resp.c).
+ * Unit tests of the RESP reader and writer (src/server/resp_read.c, resp_write.c).
  *
  * The reader is checked on every request form (multibulk, inline with its quoting rules, empty
  * lines, `*0`/`*-1`), on pipelines, binary arguments, and on the protocol abuses Redis's own

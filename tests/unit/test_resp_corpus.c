@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Replays the RESP fuzz corpus (tests/fuzz/corpus/resp/, found through $SLUICE_SOURCE_DIR, which
- * CTest sets) through the fuzz harness (tests/fuzz/resp_harness.c), so that every seed and every
+ * Replays the RESP fuzz corpus (tests/fuzz/corpus/resp/ in the source tree, see test_source_path)
+ * through the fuzz harness (tests/fuzz/resp_harness.c), so that every seed and every
  * input the fuzzer once found is checked by the normal test run, with any compiler. Each file is
  * run as is and again under every split mode and both limit sets (its control byte replaced).
  */
@@ -17,10 +17,7 @@
 #include <dirent.h>
 
 #include "resp_harness.h"
-
-#ifndef SLUICE_SOURCE_DIR_DEFAULT
-#define SLUICE_SOURCE_DIR_DEFAULT "."
-#endif
+#include "testutil.h"
 
 #define MIN_CORPUS_FILES 20
 #define CORPUS_MAX_INPUT (1u << 20) /* corpus files are small; anything larger is a mistake */
@@ -52,16 +49,13 @@ static void run_one(const char *name, const uint8_t *data, size_t size)
 
 static void test_corpus(void **state)
 {
-    const char *src = getenv("SLUICE_SOURCE_DIR");
     char dir[4096], path[4096 + 256];
     DIR *d;
     struct dirent *e;
     size_t nfiles = 0;
 
     (void)state;
-    if (!src || !*src)
-        src = SLUICE_SOURCE_DIR_DEFAULT;
-    snprintf(dir, sizeof dir, "%s/tests/fuzz/corpus/resp", src);
+    snprintf(dir, sizeof dir, "%s", test_source_path("tests/fuzz/corpus/resp"));
     d = opendir(dir);
     if (!d)
         fail_msg("cannot open the corpus directory %s", dir);

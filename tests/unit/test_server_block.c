@@ -141,6 +141,7 @@ static int connect_client(void)
 {
     struct sockaddr_in a;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
+    size_t before = srv->nclients;
 
     assert_true(fd >= 0);
     memset(&a, 0, sizeof(a));
@@ -148,9 +149,11 @@ static int connect_client(void)
     a.sin_port = htons((uint16_t)srv->port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    /* Wait until the server has accepted it. */
-    for (int i = 0; i < 500 && srv->nclients == 0; i++)
+    /* Wait until the server has accepted it (this one, not only the first: the actions pick the
+     * newest client). A deadline, not a pace. */
+    for (int i = 0; i < 5000 && srv->nclients == before; i++)
         sleep_ms(2);
+    assert_true(srv->nclients > before);
     sleep_ms(20);
     return fd;
 }

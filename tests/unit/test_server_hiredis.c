@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The real server driven by a real client library: starts `sluice serve --port 0` (the binary
- * named by $SLUICE_BIN, set by CTest) in a temporary directory and talks to it with hiredis:
+ * that test_sluice_bin() finds) in a temporary directory and talks to it with hiredis:
  * many connections at once, a pipeline of 10,000 commands, THROTTLE correctness across clients
  * (a 100/s limit never grants more than burst + elapsed/T), CL.THROTTLE, leases, and error
  * replies parsed field by field. The server is stopped with SIGTERM and must exit 0.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The TASK.* commands over the wire with a real client library: starts `sluice serve --port 0`
- * (the binary named by $SLUICE_BIN, set by CTest) with a configuration of task types in a
+ * (the binary that test_sluice_bin() finds) with a configuration of task types in a
  * temporary directory, and drives it with hiredis.
  *
  * Checked: a worker that disappears keeps its task until the lease expires, then the task goes to

@@ -282,6 +282,11 @@ static void test_encode_and_ms(void **unused)
     assert_int_equal(command_ns_to_ms(MS), 1);
     assert_int_equal(command_ns_to_ms(MS + 1), 2);
     assert_int_equal(command_ns_to_ms(SLUICE_NEVER), -1);
+    /* Absolute times are truncated to the ms, unlike the durations above (rounded up). */
+    assert_int_equal(command_time_ms(0), 0);
+    assert_int_equal(command_time_ms(MS - 1), 0);
+    assert_int_equal(command_time_ms(1700000000123 * MS + MS / 2), 1700000000123);
+    assert_int_equal(command_time_ms(SLUICE_NEVER), -1);
     assert_true(command_arg_is("PeEk", 4, "peek"));
     assert_false(command_arg_is("peeks", 5, "peek"));
 }

@@ -7,9 +7,12 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
+#include <unistd.h>
 
 #include "sluice/alloc.h"
 #include "sluice/error.h"
@@ -125,4 +128,54 @@ int64_t rng_range(test_rng *r, int64_t lo, int64_t hi)
     uint64_t span = (uint64_t)(hi - lo) + 1;
 
     return lo + (int64_t)(rng_next(r) % span);
+}
+
+/* testutil.c's own place in the source tree: __FILE__ ends with it when CMake compiles the file by
+ * its absolute path, which it does. */
+#define TESTUTIL_TAIL "/tests/unit/testutil.c"
+
+const char *test_source_path(const char *rel)
+{
+    static char path[4096];
+    const char *env = getenv("SLUICE_SOURCE_DIR");
+    const char *file = __FILE__;
+    size_t flen = strlen(file), tlen = strlen(TESTUTIL_TAIL);
+
+    if (env && *env)
+        snprintf(path, sizeof path, "%s/%s", env, rel);
+    else if (file[0] == '/' && flen > tlen && strcmp(file + flen - tlen, TESTUTIL_TAIL) == 0)
+        snprintf(path, sizeof path, "%.*s/%s", (int)(flen - tlen), file, rel);
+    else
+        snprintf(path, sizeof path, "./%s", rel);
+    if (access(path, R_OK) != 0)
+        fail_msg("%s is not there: set SLUICE_SOURCE_DIR to the sluice source tree (CTest does)",
+                 path);
+    return path;
+}
+
+const char *test_sluice_bin(void)
+{
+    static char path[4096];
+    const char *env = getenv("SLUICE_BIN");
+    ssize_t n;
+
+    if (env && *env) {
+        snprintf(path, sizeof path, "%s", env);
+    } else {
+        /* The directory of the running test binary, which is the build directory. */
+        n = readlink("/proc/self/exe", path, sizeof path - sizeof "sluice");
+        while (n > 0 && path[n - 1] != '/')
+            n--;
+        if (n <= 0)
+            n = 0;
+        snprintf(path + n, sizeof path - (size_t)n, "%s", n > 0 ? "sluice" : "./sluice");
+    }
+    if (access(path, X_OK) != 0) {
+        fprintf(stderr,
+                "the sluice binary %s is not there: build it, or set SLUICE_BIN to it (CTest "
+                "does)\n",
+                path);
+        return NULL;
+    }
+    return path;
 }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Shared test helpers: a counting allocator that can fail the Nth allocation (for out-of-memory
- * sweeps) and a deterministic random generator (for property tests that replay exactly).
+ * sweeps), a deterministic random generator (for property tests that replay exactly), and where
+ * the source tree and the sluice binary are, so that every test binary runs from any directory,
+ * under CTest or not.
  */
 #ifndef SLUICE_TESTUTIL_H
 #define SLUICE_TESTUTIL_H
@@ -35,5 +37,16 @@ void rng_seed(test_rng *r, uint64_t seed);
 uint64_t rng_next(test_rng *r);
 /* Uniform in [lo, hi] (inclusive). */
 int64_t rng_range(test_rng *r, int64_t lo, int64_t hi);
+
+/* The source tree (examples/, tests/fuzz/corpus/): $SLUICE_SOURCE_DIR when set (CTest sets it),
+ * else the tree testutil.c was compiled from (CMake compiles it by absolute path). Fails the
+ * running test, with a hint naming the variable, when that directory does not hold `rel`, a path
+ * the caller needs. Returns "DIR/rel" in a static buffer, valid until the next call. */
+const char *test_source_path(const char *rel);
+
+/* The sluice binary: $SLUICE_BIN when set (CTest sets it), else `sluice` beside the running test
+ * binary (both are built in the build directory). Returns NULL, with a hint on stderr, when it is
+ * not an executable file. The string is static. */
+const char *test_sluice_bin(void);
 
 #endif
