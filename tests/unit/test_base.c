@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tests of the small base helpers: saturating arithmetic (src/base/sat.h) and the grow helper
+ * (src/base/grow.h). Saturation is checked at and around every edge of the range against the
+ * exact result computed in 128 bits; growth is checked for its capacities, its overflow refusal
+ * and, under an out-of-memory sweep, for leaving the array unchanged and leaking nothing.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/alloc.h"
+#include "base/grow.h"
+#include "base/sat.h"
+#include "sluice/error.h"
+#include "testutil.h"
+
+/* ---- sat.h --------------------------------------------------------------------------------- */
+
+static int64_t clamp_i128(__int128 v)
+{
+    if (v > INT64_MAX)
+        return INT64_MAX;
+    if (v < INT64_MIN)
+        return INT64_MIN;
+    return (int64_t)v;
+}
+
+static uint64_t clamp_u128(__int128 v)
+{
+    if (v > (__int128)UINT64_MAX)
+        return UINT64_MAX;
+    if (v < 0)
+        return 0;
+    return (uint64_t)v;
+}
+
+static const int64_t edges_i[] = {
+    INT64_MIN,
+    INT64_MIN + 1,
+    INT64_MIN / 2,
+    -3037000500,
+    -3037000499,
+    -2,
+    -1,
+    0,
+    1,
+    2,
+    3037000499,
+    3037000500,
+    INT64_MAX / 2,
+    INT64_MAX / 2 + 1,
+    INT64_MAX - 1,
+    INT64_MAX,
+};
+
+static const uint64_t edges_u[] = {
+    0,          1, 2, 4294967295u, 4294967296u, UINT64_MAX / 2, UINT64_MAX / 2 + 1, UINT64_MAX - 1,
+    UINT64_MAX,
+};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static void test_sat_signed_edges(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < COUNT(edges_i); i++) {
+        for (size_t j = 0; j < COUNT(edges_i); j++) {
+            int64_t a = edges_i[i], b = edges_i[j];
+
+            assert_true(sat_add_i64(a, b) == clamp_i128((__int128)a + b));
+            assert_true(sat_sub_i64(a, b) == clamp_i128((__int128)a - b));
+            assert_true(sat_mul_i64(a, b) == clamp_i128((__int128)a * b));
+        }
+    }
+}
+
+static void test_sat_unsigned_edges(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < COUNT(edges_u); i++) {
+        for (size_t j = 0; j < COUNT(edges_u); j++) {
+            uint64_t a = edges_u[i], b = edges_u[j];
+
+            assert_true(sat_add_u64(a, b) == clamp_u128((__int128)a + b));
+            assert_true(sat_sub_u64(a, b) == clamp_u128((__int128)a - b));
+            /* a * b can exceed 128 signed bits only when both exceed 2^63; clamp first. */
+            if (a > UINT32_MAX && b > UINT32_MAX)
+                assert_true(sat_mul_u64(a, b) == UINT64_MAX);
+            else
+                assert_true(sat_mul_u64(a, b) == clamp_u128((__int128)a * b));
+        }
+    }
+}
+
+static void test_sat_random(void **state)
+{
+    test_rng r;
+
+    (void)state;
+    rng_seed(&r, 9);
+    for (int i = 0; i < 100000; i++) {
+        int64_t a = (int64_t)rng_next(&r) >> (rng_next(&r) % 64);
+        int64_t b = (int64_t)rng_next(&r) >> (rng_next(&r) % 64);
+        uint64_t ua = rng_next(&r) >> (rng_next(&r) % 64);
+        uint64_t ub = rng_next(&r) >> (rng_next(&r) % 64);
+
+        assert_true(sat_add_i64(a, b) == clamp_i128((__int128)a + b));
+        assert_true(sat_sub_i64(a, b) == clamp_i128((__int128)a - b));
+        assert_true(sat_mul_i64(a, b) == clamp_i128((__int128)a * b));
+        assert_true(sat_add_u64(ua, ub) == clamp_u128((__int128)ua + ub));
+        assert_true(sat_sub_u64(ua, ub) == clamp_u128((__int128)ua - ub));
+        if (ua <= UINT32_MAX || ub <= UINT32_MAX)
+            assert_true(sat_mul_u64(ua, ub) == clamp_u128((__int128)ua * ub));
+    }
+}
+
+/* ---- grow.h -------------------------------------------------------------------------------- */
+
+static void test_grow_capacities(void **state)
+{
+    int64_t *v = NULL;
+    size_t cap = 0;
+
+    (void)state;
+    assert_int_equal(grow_array(&v, &cap, 0, sizeof *v, 8), SLUICE_OK);
+    assert_null(v);
+    assert_int_equal(cap, 0);
+    assert_int_equal(grow_array(&v, &cap, 1, sizeof *v, 8), SLUICE_OK);
+    assert_non_null(v);
+    assert_int_equal(cap, 8);
+    for (size_t i = 0; i < 8; i++)
+        v[i] = (int64_t)i;
+    assert_int_equal(grow_array(&v, &cap, 8, sizeof *v, 8), SLUICE_OK);
+    assert_int_equal(cap, 8);
+    assert_int_equal(grow_array(&v, &cap, 9, sizeof *v, 8), SLUICE_OK);
+    assert_int_equal(cap, 16);
+    assert_int_equal(grow_array(&v, &cap, 100, sizeof *v, 8), SLUICE_OK);
+    assert_int_equal(cap, 128);
+    for (size_t i = 0; i < 8; i++)
+        assert_int_equal(v[i], (int64_t)i);
+    sluice_free(v);
+}
+
+static void test_grow_first_cap_larger_than_need(void **state)
+{
+    char *p = NULL;
+    size_t cap = 0;
+
+    (void)state;
+    assert_int_equal(grow_array(&p, &cap, 3, 1, 1024), SLUICE_OK);
+    assert_int_equal(cap, 1024);
+    sluice_free(p);
+    p = NULL;
+    cap = 0;
+    assert_int_equal(grow_array(&p, &cap, 5000, 1, 1024), SLUICE_OK);
+    assert_int_equal(cap, 8192);
+    sluice_free(p);
+}
+
+static void test_grow_refuses_overflow(void **state)
+{
+    uint64_t *v = NULL;
+    size_t cap = 0;
+
+    (void)state;
+    assert_int_equal(grow_array(&v, &cap, SIZE_MAX / 4, sizeof *v, 8), SLUICE_ENOMEM);
+    assert_null(v);
+    assert_int_equal(cap, 0);
+    assert_int_equal(grow_array(&v, &cap, SIZE_MAX, 1, 8), SLUICE_ENOMEM);
+    assert_null(v);
+    assert_int_equal(cap, 0);
+}
+
+/* Appends 1000 values one at a time; on failure the array must still be intact. */
+static int grow_body(void *arg)
+{
+    uint32_t *v = NULL;
+    size_t cap = 0, n = 0;
+    int rc = SLUICE_OK;
+
+    (void)arg;
+    for (uint32_t i = 0; i < 1000; i++) {
+        uint32_t *before = v;
+        size_t before_cap = cap;
+
+        rc = grow_array(&v, &cap, n + 1, sizeof *v, 4);
+        if (rc != SLUICE_OK) {
+            assert_ptr_equal(v, before);
+            assert_int_equal(cap, before_cap);
+            for (size_t k = 0; k < n; k++)
+                assert_int_equal(v[k], k);
+            break;
+        }
+        v[n++] = i;
+    }
+    sluice_free(v);
+    return rc;
+}
+
+static void test_grow_oom_sweep(void **state)
+{
+    long n;
+
+    (void)state;
+    n = oom_sweep(grow_body, NULL, 100);
+    /* 4, 8, ..., 1024: nine allocations, the tenth is never failed. */
+    assert_int_equal(n, 10);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sat_signed_edges),
+        cmocka_unit_test(test_sat_unsigned_edges),
+        cmocka_unit_test(test_sat_random),
+        cmocka_unit_test(test_grow_capacities),
+        cmocka_unit_test(test_grow_first_cap_larger_than_need),
+        cmocka_unit_test(test_grow_refuses_overflow),
+        cmocka_unit_test(test_grow_oom_sweep),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
