@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+#include "base/attr.h"
+
 /* The most input bytes any caller shows. */
 #define SLUICE_QUOTE_MAX 80
 
@@ -23,7 +25,6 @@ const char *sluice_quote(sluice_quoted *q, const char *s, size_t n, size_t max);
 
 /* Formats a message into msg (always NUL-terminated when msglen > 0). msg may be NULL, or
  * msglen 0, for a caller that wants no message. */
-void sluice_msgf(char *msg, size_t msglen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void sluice_msgf(char *msg, size_t msglen, const char *fmt, ...) SLUICE_PRINTF(3, 4);
 
 #endif

@@ -8,6 +8,7 @@
  * prefix, so editors and CI annotators that understand compiler output can jump to the line.
  * Usage errors are prefixed `sluice check:` like every other command's.
  */
+#include "base/attr.h"
 #include "cli/check.h"
 
 #include <inttypes.h>
@@ -44,10 +45,9 @@ typedef struct line {
 } line;
 
 #if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
+SLUICE_PRINTF(2, 3)
 #endif
-static void
-put(line *l, const char *fmt, ...)
+static void put(line *l, const char *fmt, ...)
 {
     va_list ap;
     int n;

@@ -5,6 +5,7 @@
  * The helpers read libyaml's nodes in place: scalars are byte ranges inside the document, so
  * nothing is copied or allocated here. Messages are written straight into the caller's buffer.
  */
+#include "base/attr.h"
 #include "config/yaml_walk.h"
 
 #include <ctype.h>
@@ -86,7 +87,7 @@ void yw_pop(ywalk *w, size_t saved)
 
 /* ---- Messages ---------------------------------------------------------------------------- */
 
-YW_PRINTF(5, 0)
+SLUICE_PRINTF(5, 0)
 static int vfail(ywalk *w, size_t line, size_t column, int rc, const char *fmt, va_list ap)
 {
     int n;

@@ -13,6 +13,7 @@
  *   sweep and the cap may drop idle entries at any time.
  * - A failed call (ENOMEM, EBUSY) charges nothing; it may leave fresh (idle) entries behind.
  */
+#include "base/attr.h"
 #include "sluice/limit.h"
 
 #include <stdarg.h>
@@ -67,8 +68,7 @@ const char *sluice_limit_kind_name(sluice_limit_kind kind)
 }
 
 /* Writes the explanation of a failed validation and returns rc. */
-__attribute__((format(printf, 4, 5))) static int invalid(char *msg, size_t msglen, int rc,
-                                                         const char *fmt, ...)
+SLUICE_PRINTF(4, 5) static int invalid(char *msg, size_t msglen, int rc, const char *fmt, ...)
 {
     va_list ap;
 

@@ -11,6 +11,7 @@
  * Messages quote the offending item and the whole spec, escaping control bytes and cutting long
  * quotes short, so that one stays one line and of bounded length whatever the input.
  */
+#include "base/attr.h"
 #include "sluice/spec.h"
 
 #include <inttypes.h>
@@ -20,12 +21,6 @@
 
 #include "sluice/error.h"
 #include "base/quote.h"
-
-#if defined(__GNUC__)
-#define SPEC_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define SPEC_PRINTF(f, a)
-#endif
 
 /* ---- Durations --------------------------------------------------------------------------- */
 
@@ -159,7 +154,7 @@ typedef struct spec_parser {
 } spec_parser;
 
 /* Writes a message and returns rc. */
-SPEC_PRINTF(3, 4) static int fail(spec_parser *p, int rc, const char *fmt, ...)
+SLUICE_PRINTF(3, 4) static int fail(spec_parser *p, int rc, const char *fmt, ...)
 {
     va_list ap;
 
@@ -485,7 +480,7 @@ typedef struct spec_out {
     int full; /* 1 once something was cut */
 } spec_out;
 
-SPEC_PRINTF(2, 3) static void out_printf(spec_out *o, const char *fmt, ...)
+SLUICE_PRINTF(2, 3) static void out_printf(spec_out *o, const char *fmt, ...)
 {
     va_list ap;
     int n;

@@ -10,6 +10,7 @@
  * library's time zone machinery nor time_t: any int64 nanosecond time works, including times
  * before 1970. A search costs at most CRON_SEARCH_DAYS cheap iterations, typically one or two.
  */
+#include "base/attr.h"
 #include "engine/cron.h"
 
 #include <stdarg.h>
@@ -25,12 +26,6 @@
 #define FIELD_COUNT 5
 #define DOW_FIELD   4
 #define DOM_FIELD   2
-
-#if defined(__GNUC__) || defined(__clang__)
-#define CRON_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
-#else
-#define CRON_PRINTF(fmt, args)
-#endif
 
 static const char *const month_names[] = {"JAN", "FEB", "MAR", "APR", "MAY", "JUN",
                                           "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"};
@@ -101,7 +96,7 @@ static size_t quote_len(size_t n)
 
 /* Writes `cron field N (name) "tok": ` and the formatted reason into ctx->msg, when there is
  * one. Returns SLUICE_EPARSE, so callers can `return fail(...)`. */
-CRON_PRINTF(4, 5)
+SLUICE_PRINTF(4, 5)
 static int fail(const struct parse_ctx *ctx, const char *tok, size_t toklen, const char *fmt, ...)
 {
     va_list ap;

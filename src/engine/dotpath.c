@@ -9,6 +9,7 @@
  * quote the path as the caller wrote it (with `input.` if it had one), so they can be shown to
  * the producer unchanged.
  */
+#include "base/attr.h"
 #include "engine/dotpath.h"
 
 #include <stdarg.h>
@@ -23,12 +24,6 @@
 #define QUOTE_MAX        128 /* bytes of a path or segment quoted in a message */
 #define NUMBER_TEXT_MAX  40  /* the longest integer or %.17g real text, with room to spare */
 
-#if defined(__GNUC__) || defined(__clang__)
-#define DOTPATH_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
-#else
-#define DOTPATH_PRINTF(fmt, args)
-#endif
-
 static int quote_len(size_t n)
 {
     return (int)(n > QUOTE_MAX ? QUOTE_MAX : n);
@@ -42,7 +37,7 @@ static void clear_msg(char *msg, size_t msglen)
 
 /* Writes `key path "PATH": ` and the formatted reason into msg, when there is one. Returns rc, so
  * callers can `return fail(...)`. */
-DOTPATH_PRINTF(5, 6)
+SLUICE_PRINTF(5, 6)
 static int fail(int rc, char *msg, size_t msglen, const char *path, const char *fmt, ...)
 {
     va_list ap;

@@ -15,6 +15,7 @@
  * Allocation goes through the replaceable allocator only; a copy that runs out of memory leaves
  * its destination cleared.
  */
+#include "base/attr.h"
 #include "sluice/policy.h"
 
 #include <inttypes.h>
@@ -28,12 +29,6 @@
 #include "sluice/error.h"
 #include "sluice/spec.h"
 #include "base/quote.h"
-
-#if defined(__GNUC__)
-#define POLICY_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define POLICY_PRINTF(f, a)
-#endif
 
 /* Defaults documented in policy.h. */
 #define DEFAULT_MAX_ATTEMPTS   3
@@ -199,7 +194,7 @@ fail:
 /* ---- Checks ------------------------------------------------------------------------------ */
 
 /* Writes the reason of a failed check, sets the fault and returns rc. */
-POLICY_PRINTF(6, 7)
+SLUICE_PRINTF(6, 7)
 static int fault(policy_fault *where, policy_field field, size_t index, char *msg, size_t msglen,
                  const char *fmt, ...)
 {

@@ -12,6 +12,7 @@
  * Messages quote the item at fault with control bytes escaped and long text cut short, so one
  * stays one line of bounded length whatever the input.
  */
+#include "base/attr.h"
 #include "sluice/policy_spec.h"
 
 #include <inttypes.h>
@@ -24,12 +25,6 @@
 #include "engine/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
-
-#if defined(__GNUC__)
-#define PSPEC_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define PSPEC_PRINTF(f, a)
-#endif
 
 /* Longest quoted text in a message, in input bytes. */
 #define QUOTE_MAX 64
@@ -63,7 +58,7 @@ static const char *quote(quoted *q, const char *s, size_t n)
     return q->s;
 }
 
-PSPEC_PRINTF(4, 5)
+SLUICE_PRINTF(4, 5)
 static int fail(int rc, char *msg, size_t msglen, const char *fmt, ...)
 {
     va_list ap;
@@ -310,7 +305,7 @@ fail:
 
 /* ---- Formatting -------------------------------------------------------------------------- */
 
-PSPEC_PRINTF(4, 5)
+SLUICE_PRINTF(4, 5)
 static void append(char *buf, size_t len, size_t *pos, const char *fmt, ...)
 {
     va_list ap;

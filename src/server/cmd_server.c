@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/attr.h"
 #include "base/alloc.h"
 #include "server/commands.h"
 #include "server/durable.h"
@@ -32,7 +33,7 @@ typedef struct sbuf {
     int failed;
 } sbuf;
 
-__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...)
+SLUICE_PRINTF(2, 3) static void sb_printf(sbuf *b, const char *fmt, ...)
 {
     va_list ap;
     int n;

@@ -14,6 +14,7 @@
  * streams with their responses) and starts closing the three libuv handles; admin_free frees
  * the state once the loop has finished those closes.
  */
+#include "base/attr.h"
 #include "server/admin/admin.h"
 
 #include <errno.h>
@@ -111,8 +112,7 @@ enum MHD_Result admin_reply_json(struct MHD_Connection *c, unsigned status, json
 }
 
 /* The {"error", "message"} document. NULL without memory. */
-__attribute__((format(printf, 2, 0))) static json_t *error_doc(const char *code, const char *fmt,
-                                                               va_list ap)
+SLUICE_PRINTF(2, 0) static json_t *error_doc(const char *code, const char *fmt, va_list ap)
 {
     char msg[512];
 
@@ -356,7 +356,7 @@ static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, soc
     return MHD_NO;
 }
 
-__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
+SLUICE_PRINTF(2, 0) static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char line[512];
     size_t n;

@@ -15,6 +15,7 @@
 #include <microhttpd.h>
 #include <uv.h>
 
+#include "base/attr.h"
 #include "server/admin/admin.h"
 #include "server/server.h"
 
@@ -87,7 +88,7 @@ enum MHD_Result admin_reply_json(struct MHD_Connection *c, unsigned status, json
 
 /* Queues {"error": code, "message": ...} with `status`. */
 enum MHD_Result admin_reply_error(struct MHD_Connection *c, unsigned status, const char *code,
-                                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+                                  const char *fmt, ...) SLUICE_PRINTF(4, 5);
 
 /* Queues `len` bytes taken over from body (a sluice_malloc block, freed with the response). */
 enum MHD_Result admin_reply_owned(struct MHD_Connection *c, unsigned status,
