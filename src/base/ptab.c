@@ -14,11 +14,21 @@ void ptab_init(ptab *t)
     t->slots = NULL;
     t->cap = 0;
     t->n = 0;
+    t->fixed = 0;
+}
+
+void ptab_init_fixed(ptab *t, ptab_slot *slots, size_t cap)
+{
+    t->slots = slots;
+    t->cap = cap;
+    t->n = 0;
+    t->fixed = 1;
 }
 
 void ptab_free(ptab *t)
 {
-    sluice_free(t->slots);
+    if (!t->fixed)
+        sluice_free(t->slots);
     ptab_init(t);
 }
 
@@ -37,6 +47,8 @@ static int grow(ptab *t, size_t need)
     size_t cap = t->cap ? t->cap : 16;
     ptab_slot *slots;
 
+    if (t->fixed)
+        return need > cap / 4 * 3 ? SLUICE_ENOMEM : SLUICE_OK;
     while (need > cap / 4 * 3) {
         if (cap > SIZE_MAX / 2 / sizeof *slots)
             return SLUICE_ENOMEM;

@@ -10,6 +10,8 @@
  * - Removing never shrinks the table, so an insert that follows a successful ptab_reserve()
  *   never allocates: callers reserve before they change anything, then commit without a chance
  *   of running out of memory.
+ * - A table made with ptab_init_fixed() lives in the caller's slots: it never allocates, never
+ *   grows (an insert past 3/4 of its slots fails) and ptab_free() leaves the slots alone.
  */
 #ifndef SLUICE_BASE_PTAB_H
 #define SLUICE_BASE_PTAB_H
@@ -25,7 +27,8 @@ typedef struct ptab_slot {
 typedef struct ptab {
     ptab_slot *slots; /* cap slots, cap a power of two (or 0) */
     size_t cap;
-    size_t n; /* objects held */
+    size_t n;  /* objects held */
+    int fixed; /* the slots are the caller's (ptab_init_fixed): never grown nor freed */
 } ptab;
 
 /* Returns non-zero when object p has the key `key` (whatever the caller's key type is). */
@@ -34,7 +37,12 @@ typedef int (*ptab_eq_fn)(const void *p, const void *key);
 /* An empty table (allocates nothing). */
 void ptab_init(ptab *t);
 
-/* Frees the slots (not the objects). */
+/* An empty table in the caller's `cap` zeroed slots (cap a power of two), for a table whose size
+ * is known when it is written, such as an index over a constant array: it holds at most
+ * cap / 4 * 3 objects and allocates nothing, so filing and finding cannot run out of memory. */
+void ptab_init_fixed(ptab *t, ptab_slot *slots, size_t cap);
+
+/* Frees the slots (not the objects; not the caller's slots of a fixed table) and empties t. */
 void ptab_free(ptab *t);
 
 /* Makes room for `more` insertions beyond the objects held. Returns 0 or SLUICE_ENOMEM

@@ -15,6 +15,8 @@
 
 #include "base/alloc.h"
 #include "base/grow.h"
+#include "base/hash.h"
+#include "base/ptab.h"
 #include "base/sat.h"
 #include "sluice/error.h"
 #include "testutil.h"
@@ -212,6 +214,41 @@ static void test_grow_oom_sweep(void **state)
     assert_int_equal(n, 10);
 }
 
+/* ---- ptab.h: the fixed table --------------------------------------------------------------- */
+
+static int int_eq(const void *p, const void *key)
+{
+    return *(const int *)p == *(const int *)key;
+}
+
+static void test_ptab_fixed(void **state)
+{
+    ptab_slot slots[16];
+    int v[16];
+    ptab t;
+
+    (void)state;
+    memset(slots, 0, sizeof slots);
+    oom_install(1); /* a fixed table never allocates */
+    ptab_init_fixed(&t, slots, 16);
+    for (int i = 0; i < 12; i++) {
+        v[i] = i;
+        assert_int_equal(ptab_insert(&t, hash_mix((uint64_t)i), &v[i]), SLUICE_OK);
+    }
+    v[12] = 12;
+    assert_int_equal(ptab_insert(&t, hash_mix(12), &v[12]), SLUICE_ENOMEM);
+    assert_int_equal(ptab_reserve(&t, 1), SLUICE_ENOMEM);
+    for (int i = 0; i < 12; i++)
+        assert_ptr_equal(ptab_find(&t, hash_mix((uint64_t)i), &i, int_eq), &v[i]);
+    assert_int_equal(ptab_remove(&t, hash_mix(3), &v[3]), SLUICE_OK);
+    assert_int_equal(ptab_insert(&t, hash_mix(12), &v[12]), SLUICE_OK);
+    assert_null(ptab_find(&t, hash_mix(3), &v[3], int_eq));
+    assert_int_equal(oom_allocations(), 0);
+    ptab_free(&t); /* leaves the caller's slots alone */
+    oom_uninstall();
+    assert_int_equal(t.cap, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -222,6 +259,7 @@ int main(void)
         cmocka_unit_test(test_grow_first_cap_larger_than_need),
         cmocka_unit_test(test_grow_refuses_overflow),
         cmocka_unit_test(test_grow_oom_sweep),
+        cmocka_unit_test(test_ptab_fixed),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
