@@ -75,6 +75,13 @@ int ptab_reserve(ptab *t, size_t more)
     return grow(t, t->n + more);
 }
 
+void ptab_clear(ptab *t)
+{
+    if (t->cap)
+        memset(t->slots, 0, t->cap * sizeof *t->slots);
+    t->n = 0;
+}
+
 void *ptab_find(const ptab *t, uint64_t hash, const void *key, ptab_eq_fn eq)
 {
     size_t mask, i;

@@ -49,6 +49,9 @@ void ptab_free(ptab *t);
  * (unchanged). */
 int ptab_reserve(ptab *t, size_t more);
 
+/* Removes every object, keeping the slots (O(slots)). */
+void ptab_clear(ptab *t);
+
 /* Finds the object filed under hash for which eq(p, key) holds; NULL when absent. */
 void *ptab_find(const ptab *t, uint64_t hash, const void *key, ptab_eq_fn eq);
 
