@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "base/attr.h"
+#include "base/ptab.h"
 #include "server/admin/admin.h"
 #include "server/server.h"
 
@@ -59,9 +60,7 @@ typedef struct admin {
     int stopping;
     int in_run; /* inside MHD_run: a kick just re-arms afterwards */
 
-    /* Tallies by limit name: open addressing, a power-of-two capacity. */
-    limit_tally **tallies;
-    size_t ntallies, tallies_cap;
+    ptab tallies; /* limit_tally * by the hash_bytes of their name (zeroed = empty) */
     uint64_t events[ADMIN_EVENT_KINDS]; /* every event, by kind */
 
     /* Event streams. */
