@@ -147,6 +147,25 @@ void heap_update(heap *h, void *item)
         sift_down(h, i, item);
 }
 
+void heap_trim(heap *h, size_t min_cap)
+{
+    void **items;
+    size_t cap;
+
+    if (h->n == 0) {
+        heap_free(h);
+        return;
+    }
+    if (h->cap <= min_cap || h->n > h->cap / 4)
+        return;
+    cap = h->cap / 2;
+    items = sluice_realloc(h->items, cap * sizeof *items);
+    if (!items)
+        return;
+    h->items = items;
+    h->cap = cap;
+}
+
 void *heap_at(const heap *h, size_t i)
 {
     return h->items[i];

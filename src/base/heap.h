@@ -11,7 +11,8 @@
  * - For every i > 0: !less(items[i], items[(i - 1) / 2]) (the top is the least item).
  * - For every item in the heap: *(size_t *)(item + idx_off) == its index in items.
  * - Removing never shrinks the array, so re-inserting an item just removed never allocates:
- *   callers rely on this to undo a step without a chance of running out of memory.
+ *   callers rely on this to undo a step without a chance of running out of memory. Only an
+ *   explicit heap_trim() gives memory back.
  */
 #ifndef SLUICE_ENGINE_HEAP_H
 #define SLUICE_ENGINE_HEAP_H
@@ -56,6 +57,12 @@ void heap_remove(heap *h, void *item);
 
 /* Restores the order after item's key changed (item must be in h). */
 void heap_update(heap *h, void *item);
+
+/* Gives memory back after removals, for a heap whose size swings: frees the array when the heap
+ * is empty, and halves it when it holds more than min_cap slots of which fewer than a quarter
+ * are used. Best effort: a failed shrink keeps the larger array. The next push after a trim may
+ * allocate again (the no-allocation promise after removals holds only until a trim). */
+void heap_trim(heap *h, size_t min_cap);
 
 /* Returns the item at position i (0 <= i < n), in array order (not sorted). */
 void *heap_at(const heap *h, size_t i);

@@ -13,7 +13,6 @@
  * Invariants:
  * - Every open group is in the map and in the heap exactly once, and is freed when it leaves
  *   both (at its flush, or in events_free()).
- * - heap[i]->end_ns >= heap[(i - 1) / 2]->end_ns for every i > 0.
  * - A group's summary has count 0 until a second event of its interval arrives; a summary is
  *   delivered only with count > 0.
  * - The heap array is freed when it empties, and the map frees its slots when it empties, so an
@@ -25,20 +24,24 @@
  */
 #include "engine/events.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/heap.h"
+#include "base/sat.h"
 #include "core/keytab.h"
 #include "sluice/error.h"
 #include "sluice/limit.h"
 
 #define IDENT_STACK_MAX 512 /* identities up to this many bytes are encoded on the stack */
-#define HEAP_MIN_CAP    8   /* slots of the heap when it is first allocated */
+#define HEAP_MIN_CAP    8   /* slots below which the heap's array is not halved */
 
 /* One open group: an interval that began with an event delivered at once. */
 typedef struct group {
     int64_t end_ns;   /* when the interval ends: the first event's now_ns + the interval */
+    size_t hidx;      /* position in the heap */
     sluice_event sum; /* the summary of the events after the first; strings point into ident */
     size_t ident_len; /* bytes of ident */
     char ident[];     /* the encoded identity (see the file comment) */
@@ -49,9 +52,7 @@ struct events {
     sluice_event_fn fn;  /* the sink; NULL drops events */
     void *arg;           /* passed to fn */
     keytab *groups;      /* encoded identity -> group * of every open group */
-    group **heap;        /* every open group, a min-heap on end_ns; NULL when empty */
-    size_t nheap;        /* groups in heap */
-    size_t heap_cap;     /* slots allocated in heap */
+    heap heap;           /* every open group, least end_ns first; no array when empty */
 };
 
 /* ---- Identities --------------------------------------------------------------------------- */
@@ -113,15 +114,6 @@ static const char *get_str(const char *p, const char **s)
 
 /* ---- Arithmetic --------------------------------------------------------------------------- */
 
-static int64_t add_sat(int64_t a, int64_t b)
-{
-    if (b > 0 && a > INT64_MAX - b)
-        return INT64_MAX;
-    if (b < 0 && a < INT64_MIN - b)
-        return INT64_MIN;
-    return a + b;
-}
-
 static uint64_t event_count(const sluice_event *e)
 {
     return e->count ? e->count : 1;
@@ -143,80 +135,9 @@ static void deliver_now(const events *ev, const sluice_event *e)
 
 /* ---- The heap ----------------------------------------------------------------------------- */
 
-static void heap_up(group **h, size_t i)
+static int group_less(const void *a, const void *b)
 {
-    group *g = h[i];
-
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-
-        if (h[parent]->end_ns <= g->end_ns)
-            break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = g;
-}
-
-static void heap_down(group **h, size_t n, size_t i)
-{
-    group *g = h[i];
-
-    for (;;) {
-        size_t child = 2 * i + 1;
-
-        if (child >= n)
-            break;
-        if (child + 1 < n && h[child + 1]->end_ns < h[child]->end_ns)
-            child++;
-        if (g->end_ns <= h[child]->end_ns)
-            break;
-        h[i] = h[child];
-        i = child;
-    }
-    h[i] = g;
-}
-
-/* Makes room for one more group. Returns 0 or SLUICE_ENOMEM (heap unchanged). */
-static int heap_reserve(events *ev)
-{
-    size_t cap;
-    group **h;
-
-    if (ev->nheap < ev->heap_cap)
-        return SLUICE_OK;
-    cap = ev->heap_cap ? ev->heap_cap * 2 : HEAP_MIN_CAP;
-    if (cap > SIZE_MAX / sizeof *h)
-        return SLUICE_ENOMEM;
-    h = sluice_realloc(ev->heap, cap * sizeof *h);
-    if (!h)
-        return SLUICE_ENOMEM;
-    ev->heap = h;
-    ev->heap_cap = cap;
-    return SLUICE_OK;
-}
-
-/* Frees the heap array once empty, and halves it when under a quarter full, so its size follows
- * the groups open. A failed shrink keeps the larger array. */
-static void heap_shrink(events *ev)
-{
-    size_t cap;
-    group **h;
-
-    if (ev->nheap == 0) {
-        sluice_free(ev->heap);
-        ev->heap = NULL;
-        ev->heap_cap = 0;
-        return;
-    }
-    if (ev->heap_cap <= HEAP_MIN_CAP || ev->nheap > ev->heap_cap / 4)
-        return;
-    cap = ev->heap_cap / 2;
-    h = sluice_realloc(ev->heap, cap * sizeof *h);
-    if (!h)
-        return;
-    ev->heap = h;
-    ev->heap_cap = cap;
+    return ((const group *)a)->end_ns < ((const group *)b)->end_ns;
 }
 
 /* ---- Groups ------------------------------------------------------------------------------- */
@@ -236,10 +157,10 @@ static void accumulate(group *g, const sluice_event *e)
         if (e->next_slot_ns > s->next_slot_ns)
             s->next_slot_ns = e->next_slot_ns;
     }
-    s->count = n > UINT64_MAX - s->count ? UINT64_MAX : s->count + n;
+    s->count = sat_add_u64(s->count, n);
     if (s->kind != SLUICE_EVENT_BUDGET)
-        s->wanted = add_sat(s->wanted, e->wanted);
-    s->granted = add_sat(s->granted, e->granted);
+        s->wanted = sat_add_i64(s->wanted, e->wanted);
+    s->granted = sat_add_i64(s->granted, e->granted);
 }
 
 /* Opens a group for e (identity ident, len bytes) at now_ns and delivers e at once. Returns 0,
@@ -252,7 +173,7 @@ static int open_group(events *ev, const sluice_event *e, const char *ident, size
     group *g;
     int rc;
 
-    rc = heap_reserve(ev);
+    rc = heap_reserve(&ev->heap, ev->heap.n + 1);
     if (rc != SLUICE_OK)
         return rc;
     if (len > SIZE_MAX - sizeof *g)
@@ -263,7 +184,7 @@ static int open_group(events *ev, const sluice_event *e, const char *ident, size
     memset(g, 0, sizeof *g);
     memcpy(g->ident, ident, len);
     g->ident_len = len;
-    g->end_ns = add_sat(now_ns, ev->interval_ns);
+    g->end_ns = sat_add_i64(now_ns, ev->interval_ns);
     g->sum.kind = e->kind;
     p = g->ident + sizeof(int);
     p = get_str(p, &g->sum.limit);
@@ -277,9 +198,7 @@ static int open_group(events *ev, const sluice_event *e, const char *ident, size
     if (rc != SLUICE_OK)
         goto fail_upsert;
     memcpy(value, &g, sizeof g);
-    ev->heap[ev->nheap] = g;
-    heap_up(ev->heap, ev->nheap);
-    ev->nheap++;
+    (void)heap_push(&ev->heap, g); /* reserved */
 
     deliver_now(ev, e);
     return SLUICE_OK;
@@ -305,6 +224,7 @@ int events_new(int64_t interval_ns, events **out)
     if (!ev)
         return SLUICE_ENOMEM;
     ev->interval_ns = interval_ns;
+    heap_init(&ev->heap, group_less, offsetof(group, hidx));
     rc = keytab_new(sizeof(group *), &ev->groups);
     if (rc != SLUICE_OK)
         goto fail_groups;
@@ -320,9 +240,9 @@ void events_free(events *ev)
 {
     if (!ev)
         return;
-    for (size_t i = 0; i < ev->nheap; i++)
-        sluice_free(ev->heap[i]);
-    sluice_free(ev->heap);
+    for (size_t i = 0; i < ev->heap.n; i++)
+        sluice_free(heap_at(&ev->heap, i));
+    heap_free(&ev->heap);
     keytab_free(ev->groups, NULL, NULL);
     sluice_free(ev);
 }
@@ -382,27 +302,26 @@ int events_flush(events *ev, int64_t now_ns)
 {
     if (!ev)
         return SLUICE_EINVAL;
-    while (ev->nheap > 0 && ev->heap[0]->end_ns <= now_ns) {
-        group *g = ev->heap[0];
+    for (;;) {
+        group *g = heap_top(&ev->heap);
 
-        ev->nheap--;
-        if (ev->nheap > 0) {
-            ev->heap[0] = ev->heap[ev->nheap];
-            heap_down(ev->heap, ev->nheap, 0);
-        }
+        if (!g || g->end_ns > now_ns)
+            break;
+        (void)heap_pop(&ev->heap);
         (void)keytab_delete(ev->groups, g->ident, g->ident_len, NULL, NULL);
         /* The group has left both structures, so a sink that looks at ev sees it gone. */
         if (g->sum.count > 0 && ev->fn)
             ev->fn(&g->sum, ev->arg);
         sluice_free(g);
     }
-    heap_shrink(ev);
+    /* The array follows the groups open, and is freed once none is. */
+    heap_trim(&ev->heap, HEAP_MIN_CAP);
     return SLUICE_OK;
 }
 
 int64_t events_next_flush(const events *ev)
 {
-    if (!ev || ev->nheap == 0)
-        return SLUICE_NEVER;
-    return ev->heap[0]->end_ns;
+    const group *g = ev ? heap_top(&ev->heap) : NULL;
+
+    return g ? g->end_ns : SLUICE_NEVER;
 }

@@ -16,6 +16,7 @@
 #include "base/alloc.h"
 #include "base/grow.h"
 #include "base/hash.h"
+#include "base/heap.h"
 #include "base/ptab.h"
 #include "base/sat.h"
 #include "sluice/error.h"
@@ -249,6 +250,50 @@ static void test_ptab_fixed(void **state)
     assert_int_equal(t.cap, 0);
 }
 
+/* ---- heap.h: trimming ------------------------------------------------------------------------ */
+
+typedef struct hitem {
+    int v;
+    size_t idx;
+} hitem;
+
+static int hitem_less(const void *a, const void *b)
+{
+    return ((const hitem *)a)->v < ((const hitem *)b)->v;
+}
+
+static void test_heap_trim(void **state)
+{
+    hitem it[100];
+    heap h;
+
+    (void)state;
+    heap_init(&h, hitem_less, offsetof(hitem, idx));
+    for (int i = 0; i < 100; i++) {
+        it[i].v = (i * 37) % 100;
+        assert_int_equal(heap_push(&h, &it[i]), SLUICE_OK);
+    }
+    assert_int_equal(h.cap, 128);
+    heap_trim(&h, 8); /* full enough: kept */
+    assert_int_equal(h.cap, 128);
+    for (int i = 0; i < 90; i++)
+        assert_int_equal(((hitem *)heap_pop(&h))->v, i);
+    heap_trim(&h, 8); /* 10 of 128: halved once */
+    assert_int_equal(h.cap, 64);
+    heap_trim(&h, 8);
+    assert_int_equal(h.cap, 32);
+    heap_trim(&h, 8); /* 10 of 32: kept */
+    assert_int_equal(h.cap, 32);
+    for (int i = 90; i < 100; i++)
+        assert_int_equal(((hitem *)heap_pop(&h))->v, i);
+    heap_trim(&h, 8); /* empty: freed */
+    assert_null(h.items);
+    assert_int_equal(h.cap, 0);
+    assert_int_equal(heap_push(&h, &it[0]), SLUICE_OK);
+    assert_ptr_equal(heap_top(&h), &it[0]);
+    heap_free(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -260,6 +305,7 @@ int main(void)
         cmocka_unit_test(test_grow_refuses_overflow),
         cmocka_unit_test(test_grow_oom_sweep),
         cmocka_unit_test(test_ptab_fixed),
+        cmocka_unit_test(test_heap_trim),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
