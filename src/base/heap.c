@@ -9,6 +9,7 @@
 
 #include "sluice/error.h"
 #include "base/alloc.h"
+#include "base/grow.h"
 
 static void set_index(const heap *h, void *item, size_t i)
 {
@@ -42,22 +43,7 @@ void heap_free(heap *h)
 
 int heap_reserve(heap *h, size_t n)
 {
-    size_t cap = h->cap ? h->cap : 8;
-    void **items;
-
-    if (n <= h->cap)
-        return SLUICE_OK;
-    while (cap < n) {
-        if (cap > SIZE_MAX / 2 / sizeof *items)
-            return SLUICE_ENOMEM;
-        cap *= 2;
-    }
-    items = sluice_realloc(h->items, cap * sizeof *items);
-    if (!items)
-        return SLUICE_ENOMEM;
-    h->items = items;
-    h->cap = cap;
-    return SLUICE_OK;
+    return grow_array(&h->items, &h->cap, n, sizeof *h->items, 8);
 }
 
 static void sift_up(heap *h, size_t i, void *item)

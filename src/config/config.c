@@ -25,6 +25,7 @@
 #include "config/config_limits.h"
 #include "config/yaml_walk.h"
 #include "base/alloc.h"
+#include "base/grow.h"
 #include "engine/policy_check.h"
 #include "sluice/error.h"
 
@@ -494,7 +495,7 @@ fail_load:
 static int read_file(const char *path, char **text, size_t *len, char *msg, size_t msglen)
 {
     FILE *f;
-    char *buf = NULL, *bigger;
+    char *buf = NULL;
     size_t cap = 0, n = 0, got;
     int rc = 0, err;
 
@@ -516,15 +517,12 @@ static int read_file(const char *path, char **text, size_t *len, char *msg, size
                 rc = SLUICE_EINVAL;
                 break;
             }
-            cap = cap ? cap * 2 : 4096;
-            bigger = sluice_realloc(buf, cap);
-            if (!bigger) {
+            if (grow_array(&buf, &cap, n + 1, 1, 4096) != SLUICE_OK) {
                 if (msg && msglen > 0)
                     snprintf(msg, msglen, "%s: out of memory", path);
                 rc = SLUICE_ENOMEM;
                 break;
             }
-            buf = bigger;
         }
         got = fread(buf + n, 1, cap - n, f);
         n += got;
