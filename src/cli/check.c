@@ -8,7 +8,6 @@
  * prefix, so editors and CI annotators that understand compiler output can jump to the line.
  * Usage errors are prefixed `sluice check:` like every other command's.
  */
-#include "base/attr.h"
 #include "cli/check.h"
 
 #include <inttypes.h>
@@ -16,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/attr.h"
 #include "sluice/config.h"
 #include "sluice/engine.h"
 #include "sluice/error.h"
@@ -44,9 +44,7 @@ typedef struct line {
     size_t len, pos;
 } line;
 
-#if defined(__GNUC__)
 SLUICE_PRINTF(2, 3)
-#endif
 static void put(line *l, const char *fmt, ...)
 {
     va_list ap;

@@ -13,15 +13,16 @@
  *   sweep and the cap may drop idle entries at any time.
  * - A failed call (ENOMEM, EBUSY) charges nothing; it may leave fresh (idle) entries behind.
  */
-#include "base/attr.h"
 #include "sluice/limit.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "base/attr.h"
 #include "sluice/error.h"
 #include "base/alloc.h"
+#include "base/quote.h"
 #include "gcra.h"
 #include "keyhash.h"
 #include "keytab.h"
@@ -72,11 +73,9 @@ SLUICE_PRINTF(4, 5) static int invalid(char *msg, size_t msglen, int rc, const c
 {
     va_list ap;
 
-    if (msg && msglen > 0) {
-        va_start(ap, fmt);
-        vsnprintf(msg, msglen, fmt, ap);
-        va_end(ap);
-    }
+    va_start(ap, fmt);
+    sluice_vmsgf(msg, msglen, fmt, ap);
+    va_end(ap);
     return rc;
 }
 

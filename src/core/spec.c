@@ -11,7 +11,6 @@
  * Messages quote the offending item and the whole spec, escaping control bytes and cutting long
  * quotes short, so that one stays one line and of bounded length whatever the input.
  */
-#include "base/attr.h"
 #include "sluice/spec.h"
 
 #include <inttypes.h>
@@ -19,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/attr.h"
 #include "sluice/error.h"
 #include "base/quote.h"
 
@@ -158,11 +158,9 @@ SLUICE_PRINTF(3, 4) static int fail(spec_parser *p, int rc, const char *fmt, ...
 {
     va_list ap;
 
-    if (p->msg && p->msglen > 0) {
-        va_start(ap, fmt);
-        vsnprintf(p->msg, p->msglen, fmt, ap);
-        va_end(ap);
-    }
+    va_start(ap, fmt);
+    sluice_vmsgf(p->msg, p->msglen, fmt, ap);
+    va_end(ap);
     return rc;
 }
 

@@ -10,13 +10,14 @@
  * library's time zone machinery nor time_t: any int64 nanosecond time works, including times
  * before 1970. A search costs at most CRON_SEARCH_DAYS cheap iterations, typically one or two.
  */
-#include "base/attr.h"
 #include "engine/cron.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "base/attr.h"
+#include "base/quote.h"
 #include "sluice/error.h"
 
 #define NS_PER_MIN  INT64_C(60000000000)
@@ -100,16 +101,11 @@ SLUICE_PRINTF(4, 5)
 static int fail(const struct parse_ctx *ctx, const char *tok, size_t toklen, const char *fmt, ...)
 {
     va_list ap;
-    int n;
 
-    if (!ctx->msg || ctx->msglen == 0)
-        return SLUICE_EPARSE;
-    n = snprintf(ctx->msg, ctx->msglen, "cron field %d (%s) \"%.*s\": ", ctx->field + 1,
-                 fields[ctx->field].name, (int)quote_len(toklen), tok);
-    if (n < 0 || (size_t)n >= ctx->msglen)
-        return SLUICE_EPARSE;
+    sluice_msgf(ctx->msg, ctx->msglen, "cron field %d (%s) \"%.*s\": ", ctx->field + 1,
+                fields[ctx->field].name, (int)quote_len(toklen), tok);
     va_start(ap, fmt);
-    vsnprintf(ctx->msg + n, ctx->msglen - (size_t)n, fmt, ap);
+    sluice_vmsgf_append(ctx->msg, ctx->msglen, fmt, ap);
     va_end(ap);
     return SLUICE_EPARSE;
 }

@@ -9,7 +9,6 @@
  * quote the path as the caller wrote it (with `input.` if it had one), so they can be shown to
  * the producer unchanged.
  */
-#include "base/attr.h"
 #include "engine/dotpath.h"
 
 #include <stdarg.h>
@@ -17,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/attr.h"
+#include "base/quote.h"
 #include "sluice/error.h"
 
 #define INPUT_PREFIX     "input."
@@ -41,15 +42,10 @@ SLUICE_PRINTF(5, 6)
 static int fail(int rc, char *msg, size_t msglen, const char *path, const char *fmt, ...)
 {
     va_list ap;
-    int n;
 
-    if (!msg || msglen == 0)
-        return rc;
-    n = snprintf(msg, msglen, "key path \"%.*s\": ", quote_len(strlen(path)), path);
-    if (n < 0 || (size_t)n >= msglen)
-        return rc;
+    sluice_msgf(msg, msglen, "key path \"%.*s\": ", quote_len(strlen(path)), path);
     va_start(ap, fmt);
-    vsnprintf(msg + n, msglen - (size_t)n, fmt, ap);
+    sluice_vmsgf_append(msg, msglen, fmt, ap);
     va_end(ap);
     return rc;
 }

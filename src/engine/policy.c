@@ -15,7 +15,6 @@
  * Allocation goes through the replaceable allocator only; a copy that runs out of memory leaves
  * its destination cleared.
  */
-#include "base/attr.h"
 #include "sluice/policy.h"
 
 #include <inttypes.h>
@@ -24,6 +23,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/attr.h"
 #include "engine/dotpath.h"
 #include "engine/policy_check.h"
 #include "sluice/error.h"
@@ -204,11 +204,9 @@ static int fault(policy_fault *where, policy_field field, size_t index, char *ms
         where->field = field;
         where->index = index;
     }
-    if (msg && msglen > 0) {
-        va_start(ap, fmt);
-        vsnprintf(msg, msglen, fmt, ap);
-        va_end(ap);
-    }
+    va_start(ap, fmt);
+    sluice_vmsgf(msg, msglen, fmt, ap);
+    va_end(ap);
     return SLUICE_EINVAL;
 }
 

@@ -12,7 +12,6 @@
  * Messages quote the item at fault with control bytes escaped and long text cut short, so one
  * stays one line of bounded length whatever the input.
  */
-#include "base/attr.h"
 #include "sluice/policy_spec.h"
 
 #include <inttypes.h>
@@ -21,6 +20,8 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/attr.h"
+#include "base/quote.h"
 #include "engine/dotpath.h"
 #include "engine/policy_check.h"
 #include "sluice/error.h"
@@ -63,11 +64,9 @@ static int fail(int rc, char *msg, size_t msglen, const char *fmt, ...)
 {
     va_list ap;
 
-    if (msg && msglen > 0) {
-        va_start(ap, fmt);
-        vsnprintf(msg, msglen, fmt, ap);
-        va_end(ap);
-    }
+    va_start(ap, fmt);
+    sluice_vmsgf(msg, msglen, fmt, ap);
+    va_end(ap);
     return rc;
 }
 

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/attr.h"
 #include "base/alloc.h"
+#include "base/attr.h"
 #include "base/grow.h"
 #include "server/commands.h"
 #include "server/durable.h"

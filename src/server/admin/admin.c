@@ -14,7 +14,6 @@
  * streams with their responses) and starts closing the three libuv handles; admin_free frees
  * the state once the loop has finished those closes.
  */
-#include "base/attr.h"
 #include "server/admin/admin.h"
 
 #include <errno.h>
@@ -28,6 +27,7 @@
 #include <sys/socket.h>
 
 #include "base/alloc.h"
+#include "base/attr.h"
 #include "server/admin/admin_impl.h"
 #include "server/admin/dash_assets.h"
 #include "server/log.h"
