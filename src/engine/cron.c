@@ -255,8 +255,7 @@ static int parse_field(const struct parse_ctx *ctx, const char *s, size_t n, uin
 
 static int set_msg(char *msg, size_t msglen, const char *text, size_t n, const char *reason)
 {
-    if (msg && msglen > 0)
-        snprintf(msg, msglen, "cron \"%.*s\": %s", (int)quote_len(n), text, reason);
+    sluice_msgf(msg, msglen, "cron \"%.*s\": %s", (int)quote_len(n), text, reason);
     return SLUICE_EPARSE;
 }
 
@@ -296,8 +295,7 @@ int cron_parse(const char *text, cron_schedule *out, char *msg, size_t msglen)
     if (out)
         memset(out, 0, sizeof *out);
     if (!text || !out) {
-        if (msg && msglen > 0)
-            snprintf(msg, msglen, "cron: no schedule given");
+        sluice_msgf(msg, msglen, "cron: no schedule given");
         return SLUICE_EINVAL;
     }
 

@@ -112,8 +112,7 @@ int dotpath_validate(const char *path, char *msg, size_t msglen)
 
     clear_msg(msg, msglen);
     if (!path) {
-        if (msg && msglen > 0)
-            snprintf(msg, msglen, "key path: none given");
+        sluice_msgf(msg, msglen, "key path: none given");
         return SLUICE_EINVAL;
     }
     if (!*path)
@@ -261,8 +260,7 @@ int dotpath_extract_msg(const json_t *input, const char *path, char *buf, size_t
 
     clear_msg(msg, msglen);
     if (!len) {
-        if (msg && msglen > 0)
-            snprintf(msg, msglen, "key path: no length out-parameter");
+        sluice_msgf(msg, msglen, "key path: no length out-parameter");
         return SLUICE_EINVAL;
     }
     *len = 0;
@@ -322,8 +320,7 @@ int dotpath_number_msg(const json_t *input, const char *path, int64_t *out, char
 
     clear_msg(msg, msglen);
     if (!out) {
-        if (msg && msglen > 0)
-            snprintf(msg, msglen, "key path: no out-parameter");
+        sluice_msgf(msg, msglen, "key path: no out-parameter");
         return SLUICE_EINVAL;
     }
     *out = 0;

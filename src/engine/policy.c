@@ -527,12 +527,10 @@ static int with_subject(int rc, const char *what, const char *name, const char *
 {
     sluice_quoted q;
 
-    if (msg && msglen > 0) {
-        if (name && policy_check_name(name, NULL, 0) == 0)
-            snprintf(msg, msglen, "%s %s: %s", what, show(&q, name), reason);
-        else
-            snprintf(msg, msglen, "%s: %s", what, reason);
-    }
+    if (name && policy_check_name(name, NULL, 0) == 0)
+        sluice_msgf(msg, msglen, "%s %s: %s", what, show(&q, name), reason);
+    else
+        sluice_msgf(msg, msglen, "%s: %s", what, reason);
     return rc;
 }
 
