@@ -18,6 +18,7 @@
 #include "base/hash.h"
 #include "base/heap.h"
 #include "base/ptab.h"
+#include "base/quote.h"
 #include "base/sat.h"
 #include "sluice/error.h"
 #include "testutil.h"
@@ -294,6 +295,36 @@ static void test_heap_trim(void **state)
     heap_free(&h);
 }
 
+/* ---- quote.h: the message formatter -------------------------------------------------------- */
+
+static void test_msgf(void **state)
+{
+    char m[12];
+
+    (void)state;
+    sluice_msgf(NULL, 10, "x%d", 1); /* no message wanted: nothing happens */
+    memset(m, '#', sizeof m);
+    sluice_msgf(m, 0, "x%d", 1);
+    assert_int_equal(m[0], '#');
+    sluice_msgf(m, sizeof m, "a %s", "long message");
+    assert_string_equal(m, "a long mess"); /* cut, NUL-terminated */
+
+    sluice_msgf(m, sizeof m, "ctx: ");
+    sluice_msgf_append(m, sizeof m, "%s", "why");
+    assert_string_equal(m, "ctx: why");
+    sluice_msgf_append(m, sizeof m, "%s", " and more");
+    assert_string_equal(m, "ctx: why an");
+
+    /* A prefix that fills the buffer is followed by nothing. */
+    sluice_msgf(m, sizeof m, "%s", "0123456789abcdef");
+    sluice_msgf_append(m, sizeof m, "%s", "reason");
+    assert_string_equal(m, "0123456789a");
+    sluice_msgf(m, sizeof m, "%s", "0123456789a"); /* exactly full */
+    sluice_msgf_append(m, sizeof m, "%s", "reason");
+    assert_string_equal(m, "0123456789a");
+    sluice_msgf_append(NULL, 0, "%s", "reason");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -306,6 +337,7 @@ int main(void)
         cmocka_unit_test(test_grow_oom_sweep),
         cmocka_unit_test(test_ptab_fixed),
         cmocka_unit_test(test_heap_trim),
+        cmocka_unit_test(test_msgf),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
