@@ -82,19 +82,6 @@ void ptab_clear(ptab *t)
     t->n = 0;
 }
 
-void *ptab_find(const ptab *t, uint64_t hash, const void *key, ptab_eq_fn eq)
-{
-    size_t mask, i;
-
-    if (!t->cap)
-        return NULL;
-    mask = t->cap - 1;
-    for (i = (size_t)hash & mask; t->slots[i].p; i = (i + 1) & mask)
-        if (t->slots[i].hash == hash && eq(t->slots[i].p, key))
-            return t->slots[i].p;
-    return NULL;
-}
-
 int ptab_insert(ptab *t, uint64_t hash, void *p)
 {
     int rc = grow(t, t->n + 1);

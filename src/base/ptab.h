@@ -52,8 +52,21 @@ int ptab_reserve(ptab *t, size_t more);
 /* Removes every object, keeping the slots (O(slots)). */
 void ptab_clear(ptab *t);
 
-/* Finds the object filed under hash for which eq(p, key) holds; NULL when absent. */
-void *ptab_find(const ptab *t, uint64_t hash, const void *key, ptab_eq_fn eq);
+/* Finds the object filed under hash for which eq(p, key) holds; NULL when absent. Inline, so
+ * that a lookup with a constant eq (every caller's) compiles to a loop with the comparison in it:
+ * the lookups of the command path (the command index, CL.THROTTLE's parameter sets) rely on it. */
+static inline void *ptab_find(const ptab *t, uint64_t hash, const void *key, ptab_eq_fn eq)
+{
+    size_t mask, i;
+
+    if (!t->cap)
+        return NULL;
+    mask = t->cap - 1;
+    for (i = (size_t)hash & mask; t->slots[i].p; i = (i + 1) & mask)
+        if (t->slots[i].hash == hash && eq(t->slots[i].p, key))
+            return t->slots[i].p;
+    return NULL;
+}
 
 /* Files p under hash (p must not be in the table). Returns 0 or SLUICE_ENOMEM (unchanged). */
 int ptab_insert(ptab *t, uint64_t hash, void *p);

@@ -40,14 +40,14 @@ typedef struct cell_state {
     ptab index; /* every used entry, filed under triple_key_hash; reserved for max entries */
 } cell_state;
 
-/* The lookup key of a triple: its three numbers, hashed as bytes. */
+/* The lookup key of a triple. */
 typedef struct triple_key {
     int64_t v[3]; /* max_burst, count, period */
 } triple_key;
 
 static uint64_t triple_key_hash(const triple_key *k)
 {
-    return hash_bytes(k->v, sizeof k->v);
+    return hash_words3((uint64_t)k->v[0], (uint64_t)k->v[1], (uint64_t)k->v[2]);
 }
 
 static uint64_t entry_hash(const cell_entry *e)

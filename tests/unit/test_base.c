@@ -251,6 +251,32 @@ static void test_ptab_fixed(void **state)
     assert_int_equal(t.cap, 0);
 }
 
+/* ---- hash.h ------------------------------------------------------------------------------- */
+
+static void test_hash_words3(void **state)
+{
+    /* Small triples, the workload it serves, never collide; the low bits spread evenly. */
+    enum { SLOTS = 1024 };
+    static uint64_t seen[21 * 21 * 21];
+    unsigned counts[SLOTS] = {0};
+    size_t n = 0;
+
+    (void)state;
+    for (uint64_t a = 0; a < 21; a++)
+        for (uint64_t b = 1; b < 22; b++)
+            for (uint64_t c = 1; c < 22; c++) {
+                uint64_t h = hash_words3(a, b * 1000, c * 60);
+
+                for (size_t k = 0; k < n; k++)
+                    assert_true(seen[k] != h);
+                seen[n++] = h;
+                counts[h % SLOTS]++;
+            }
+    for (size_t i = 0; i < SLOTS; i++)
+        assert_true(counts[i] < 30); /* 9 expected per slot */
+    assert_true(hash_words3(1, 2, 3) != hash_words3(3, 2, 1));
+}
+
 /* ---- heap.h: trimming ------------------------------------------------------------------------ */
 
 typedef struct hitem {
@@ -336,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_grow_refuses_overflow),
         cmocka_unit_test(test_grow_oom_sweep),
         cmocka_unit_test(test_ptab_fixed),
+        cmocka_unit_test(test_hash_words3),
         cmocka_unit_test(test_heap_trim),
         cmocka_unit_test(test_msgf),
     };
