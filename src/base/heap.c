@@ -135,16 +135,13 @@ void heap_update(heap *h, void *item)
 
 void heap_trim(heap *h, size_t min_cap)
 {
+    size_t cap = h->cap;
     void **items;
-    size_t cap;
 
-    if (h->n == 0) {
-        heap_free(h);
+    while (cap / 2 >= min_cap && cap / 2 > 0 && h->n < cap / 4)
+        cap /= 2;
+    if (cap == h->cap)
         return;
-    }
-    if (h->cap <= min_cap || h->n > h->cap / 4)
-        return;
-    cap = h->cap / 2;
     items = sluice_realloc(h->items, cap * sizeof *items);
     if (!items)
         return;

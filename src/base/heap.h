@@ -58,10 +58,11 @@ void heap_remove(heap *h, void *item);
 /* Restores the order after item's key changed (item must be in h). */
 void heap_update(heap *h, void *item);
 
-/* Gives memory back after removals, for a heap whose size swings: frees the array when the heap
- * is empty, and halves it when it holds more than min_cap slots of which fewer than a quarter
- * are used. Best effort: a failed shrink keeps the larger array. The next push after a trim may
- * allocate again (the no-allocation promise after removals holds only until a trim). */
+/* Gives memory back after removals, for a heap whose size swings: while fewer than a quarter of
+ * the slots are used, halves the array, never below min_cap slots (so a heap that empties and
+ * refills around a small size does not reallocate each time; heap_free() gives everything back).
+ * Best effort: a failed shrink keeps the larger array. The next push after a trim may allocate
+ * again (the no-allocation promise after removals holds only until a trim). */
 void heap_trim(heap *h, size_t min_cap);
 
 /* Returns the item at position i (0 <= i < n), in array order (not sorted). */

@@ -315,7 +315,10 @@ int events_flush(events *ev, int64_t now_ns)
         sluice_free(g);
     }
     /* The array follows the groups open, and is freed once none is. */
-    heap_trim(&ev->heap, HEAP_MIN_CAP);
+    if (ev->heap.n == 0)
+        heap_free(&ev->heap);
+    else
+        heap_trim(&ev->heap, HEAP_MIN_CAP);
     return SLUICE_OK;
 }
 

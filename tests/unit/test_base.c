@@ -305,17 +305,18 @@ static void test_heap_trim(void **state)
     assert_int_equal(h.cap, 128);
     for (int i = 0; i < 90; i++)
         assert_int_equal(((hitem *)heap_pop(&h))->v, i);
-    heap_trim(&h, 8); /* 10 of 128: halved once */
-    assert_int_equal(h.cap, 64);
-    heap_trim(&h, 8);
+    heap_trim(&h, 8); /* 10 of 128: halved until a quarter is used */
     assert_int_equal(h.cap, 32);
-    heap_trim(&h, 8); /* 10 of 32: kept */
+    heap_trim(&h, 8);
     assert_int_equal(h.cap, 32);
     for (int i = 90; i < 100; i++)
         assert_int_equal(((hitem *)heap_pop(&h))->v, i);
-    heap_trim(&h, 8); /* empty: freed */
+    heap_trim(&h, 16); /* empty: down to min_cap, not below */
+    assert_int_equal(h.cap, 16);
+    heap_trim(&h, 1); /* 0 < 4 / 4 still halves; 0 < 2 / 4 does not */
+    assert_int_equal(h.cap, 2);
+    heap_free(&h);
     assert_null(h.items);
-    assert_int_equal(h.cap, 0);
     assert_int_equal(heap_push(&h, &it[0]), SLUICE_OK);
     assert_ptr_equal(heap_top(&h), &it[0]);
     heap_free(&h);
