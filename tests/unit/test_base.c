@@ -175,7 +175,7 @@ static void test_grow_refuses_overflow(void **state)
     assert_int_equal(grow_array(&v, &cap, SIZE_MAX / 4, sizeof *v, 8), SLUICE_ENOMEM);
     assert_null(v);
     assert_int_equal(cap, 0);
-    assert_int_equal(grow_array(&v, &cap, SIZE_MAX, 1, 8), SLUICE_ENOMEM);
+    assert_int_equal(grow_array(&v, &cap, SIZE_MAX / 2 + 1, 2, 8), SLUICE_ENOMEM);
     assert_null(v);
     assert_int_equal(cap, 0);
 }
