@@ -3,20 +3,20 @@
  * Event aggregation (see events.h for the contract).
  *
  * Each open group is one allocation: its running summary followed, inline, by its identity
- * encoded as bytes, which is also its key in the group map (a keytab whose values are group
- * pointers). The encoding is the kind, then for each of limit, key and type either a 0 byte
- * (NULL) or a 1 byte followed by the string and its NUL, then for BUDGET the percent. C strings
- * hold no NUL, so the encoding is unambiguous, and the strings inside it are ready-made C strings
- * that the summary points to: a group copies its strings once, when it opens. A binary min-heap
- * on interval end says which group to flush next.
+ * encoded as bytes, which is also its key in the group map (a pointer table, filed under the
+ * hash_bytes of the identity). The encoding is the kind, then for each of limit, key and type
+ * either a 0 byte (NULL) or a 1 byte followed by the string and its NUL, then for BUDGET the
+ * percent. C strings hold no NUL, so the encoding is unambiguous, and the strings inside it are
+ * ready-made C strings that the summary points to: a group copies its strings once, when it opens.
+ * A binary min-heap on interval end says which group to flush next.
  *
  * Invariants:
  * - Every open group is in the map and in the heap exactly once, and is freed when it leaves
  *   both (at its flush, or in events_free()).
  * - A group's summary has count 0 until a second event of its interval arrives; a summary is
  *   delivered only with count > 0.
- * - The heap array is freed when it empties, and the map frees its slots when it empties, so an
- *   idle aggregator holds two small blocks whatever it saw before.
+ * - The heap array and the map's slots are freed when the last group leaves, so an idle
+ *   aggregator holds one small block whatever it saw before.
  *
  * Workload: under sustained throttling nearly every event belongs to a group already open, which
  * costs one encoding into a stack buffer and one hash lookup, and allocates nothing. Opening a
@@ -29,9 +29,10 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/hash.h"
 #include "base/heap.h"
+#include "base/ptab.h"
 #include "base/sat.h"
-#include "core/keytab.h"
 #include "sluice/error.h"
 #include "sluice/limit.h"
 
@@ -42,6 +43,7 @@
 typedef struct group {
     int64_t end_ns;   /* when the interval ends: the first event's now_ns + the interval */
     size_t hidx;      /* position in the heap */
+    uint64_t hash;    /* of ident: its key in the group map */
     sluice_event sum; /* the summary of the events after the first; strings point into ident */
     size_t ident_len; /* bytes of ident */
     char ident[];     /* the encoded identity (see the file comment) */
@@ -51,7 +53,7 @@ struct events {
     int64_t interval_ns; /* length of every interval, >= 1 */
     sluice_event_fn fn;  /* the sink; NULL drops events */
     void *arg;           /* passed to fn */
-    keytab *groups;      /* encoded identity -> group * of every open group */
+    ptab groups;         /* every open group, by identity; no slots when empty */
     heap heap;           /* every open group, least end_ns first; no array when empty */
 };
 
@@ -112,6 +114,20 @@ static const char *get_str(const char *p, const char **s)
     return p + strlen(p) + 1;
 }
 
+/* An identity being looked up. */
+typedef struct ident_key {
+    const char *p;
+    size_t len;
+} ident_key;
+
+static int group_eq(const void *pg, const void *key)
+{
+    const group *g = pg;
+    const ident_key *k = key;
+
+    return g->ident_len == k->len && memcmp(g->ident, k->p, k->len) == 0;
+}
+
 /* ---- Arithmetic --------------------------------------------------------------------------- */
 
 static uint64_t event_count(const sluice_event *e)
@@ -166,14 +182,16 @@ static void accumulate(group *g, const sluice_event *e)
 /* Opens a group for e (identity ident, len bytes) at now_ns and delivers e at once. Returns 0,
  * or SLUICE_ENOMEM with nothing changed and nothing delivered. */
 static int open_group(events *ev, const sluice_event *e, const char *ident, size_t len,
-                      int64_t now_ns)
+                      uint64_t hash, int64_t now_ns)
 {
     const char *p;
-    void *value;
     group *g;
     int rc;
 
+    /* Room in both structures first, so that filing the group cannot fail. */
     rc = heap_reserve(&ev->heap, ev->heap.n + 1);
+    if (rc == SLUICE_OK)
+        rc = ptab_reserve(&ev->groups, 1);
     if (rc != SLUICE_OK)
         return rc;
     if (len > SIZE_MAX - sizeof *g)
@@ -184,6 +202,7 @@ static int open_group(events *ev, const sluice_event *e, const char *ident, size
     memset(g, 0, sizeof *g);
     memcpy(g->ident, ident, len);
     g->ident_len = len;
+    g->hash = hash;
     g->end_ns = sat_add_i64(now_ns, ev->interval_ns);
     g->sum.kind = e->kind;
     p = g->ident + sizeof(int);
@@ -194,18 +213,11 @@ static int open_group(events *ev, const sluice_event *e, const char *ident, size
         g->sum.wanted = e->wanted;
     g->sum.summary = 1;
 
-    rc = keytab_upsert(ev->groups, g->ident, len, &value, NULL);
-    if (rc != SLUICE_OK)
-        goto fail_upsert;
-    memcpy(value, &g, sizeof g);
-    (void)heap_push(&ev->heap, g); /* reserved */
+    (void)ptab_insert(&ev->groups, hash, g); /* reserved */
+    (void)heap_push(&ev->heap, g);           /* reserved */
 
     deliver_now(ev, e);
     return SLUICE_OK;
-
-fail_upsert:
-    sluice_free(g);
-    return rc;
 }
 
 /* ---- The interface ------------------------------------------------------------------------ */
@@ -213,7 +225,6 @@ fail_upsert:
 int events_new(int64_t interval_ns, events **out)
 {
     events *ev;
-    int rc;
 
     if (!out)
         return SLUICE_EINVAL;
@@ -225,15 +236,9 @@ int events_new(int64_t interval_ns, events **out)
         return SLUICE_ENOMEM;
     ev->interval_ns = interval_ns;
     heap_init(&ev->heap, group_less, offsetof(group, hidx));
-    rc = keytab_new(sizeof(group *), &ev->groups);
-    if (rc != SLUICE_OK)
-        goto fail_groups;
+    ptab_init(&ev->groups);
     *out = ev;
     return SLUICE_OK;
-
-fail_groups:
-    sluice_free(ev);
-    return rc;
 }
 
 void events_free(events *ev)
@@ -243,7 +248,7 @@ void events_free(events *ev)
     for (size_t i = 0; i < ev->heap.n; i++)
         sluice_free(heap_at(&ev->heap, i));
     heap_free(&ev->heap);
-    keytab_free(ev->groups, NULL, NULL);
+    ptab_free(&ev->groups);
     sluice_free(ev);
 }
 
@@ -259,7 +264,9 @@ int events_emit(events *ev, const sluice_event *e, int64_t now_ns)
 {
     char stack[IDENT_STACK_MAX];
     char *ident = stack;
-    void *value;
+    ident_key key;
+    uint64_t hash;
+    group *g;
     size_t len;
     int rc;
 
@@ -276,15 +283,15 @@ int events_emit(events *ev, const sluice_event *e, int64_t now_ns)
         }
     }
     encode_ident(e, ident);
-    value = keytab_find(ev->groups, ident, len);
-    if (value) {
-        group *g;
-
-        memcpy(&g, value, sizeof g);
+    key.p = ident;
+    key.len = len;
+    hash = hash_bytes(ident, len);
+    g = ptab_find(&ev->groups, hash, &key, group_eq);
+    if (g) {
         accumulate(g, e);
         rc = SLUICE_OK;
     } else {
-        rc = open_group(ev, e, ident, len, now_ns);
+        rc = open_group(ev, e, ident, len, hash, now_ns);
     }
     if (ident != stack)
         sluice_free(ident);
@@ -308,17 +315,20 @@ int events_flush(events *ev, int64_t now_ns)
         if (!g || g->end_ns > now_ns)
             break;
         (void)heap_pop(&ev->heap);
-        (void)keytab_delete(ev->groups, g->ident, g->ident_len, NULL, NULL);
+        (void)ptab_remove(&ev->groups, g->hash, g);
         /* The group has left both structures, so a sink that looks at ev sees it gone. */
         if (g->sum.count > 0 && ev->fn)
             ev->fn(&g->sum, ev->arg);
         sluice_free(g);
     }
-    /* The array follows the groups open, and is freed once none is. */
-    if (ev->heap.n == 0)
+    /* The arrays follow the groups open, and are freed once none is (the map never shrinks
+     * otherwise: it is sized by the most groups open at once). */
+    if (ev->heap.n == 0) {
         heap_free(&ev->heap);
-    else
+        ptab_free(&ev->groups);
+    } else {
         heap_trim(&ev->heap, HEAP_MIN_CAP);
+    }
     return SLUICE_OK;
 }
 
