@@ -153,7 +153,8 @@ static void map_remove(lease_reg *r, const lease *l)
 
 /* ---- Expiry heap ----------------------------------------------------------------------------- */
 
-/* The heap's order: soonest expiry first, ties by id (so expiry order is deterministic). */
+/* The heap's order: soonest expiry first, ties by id (so expiry order is deterministic). Passed
+ * to the heap_*_by functions, so acquire, renew and release compare inline. */
 static int lease_before(const void *pa, const void *pb)
 {
     const lease *a = pa, *b = pb;
@@ -207,7 +208,7 @@ static void lease_forget(lease_reg *r, lease *l)
         l->key->held -= l->units;
         key_unlink(l->key, l);
     }
-    heap_remove(&r->expiry, l);
+    heap_remove_by(&r->expiry, l, lease_before);
     map_remove(r, l);
     sluice_free(l);
 }
@@ -256,7 +257,8 @@ static void reg_shrink(lease_reg *r)
         if (slots)
             map_rehash(r, slots, cap);
     }
-    heap_trim(&r->expiry, HEAP_MIN_CAP);
+    if (r->expiry.cap > HEAP_MIN_CAP && r->expiry.n < r->expiry.cap / 4)
+        heap_trim(&r->expiry, HEAP_MIN_CAP);
 }
 
 /* ---- Public functions ------------------------------------------------------------------------ */
@@ -349,8 +351,9 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
     l = sluice_calloc(1, sizeof *l);
     if (!l)
         goto fail_lease;
-    if (heap_reserve(&r->expiry, r->expiry.n < HEAP_MIN_CAP ? HEAP_MIN_CAP : r->expiry.n + 1) !=
-        SLUICE_OK)
+    if (r->expiry.n == r->expiry.cap &&
+        heap_reserve(&r->expiry, r->expiry.n < HEAP_MIN_CAP ? HEAP_MIN_CAP : r->expiry.n + 1) !=
+            SLUICE_OK)
         goto fail_heap;
 
     if (new_slots)
@@ -366,7 +369,7 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
     l->key = k;
     map_place(r->slots, r->map_cap, l);
     r->map_count++;
-    (void)heap_push(&r->expiry, l); /* reserved */
+    (void)heap_push_by(&r->expiry, l, lease_before); /* reserved */
     key_link(k, l);
     k->held += units;
 
@@ -397,7 +400,7 @@ int lease_renew(lease_reg *r, uint64_t lease_id, int64_t ttl_ns, int64_t now_ns,
     key_unlink(l->key, l);
     l->expires_ns = sat_add_i64(now_ns, ttl_ns);
     key_link(l->key, l);
-    heap_update(&r->expiry, l);
+    heap_update_by(&r->expiry, l, lease_before);
     if (expires_ns)
         *expires_ns = l->expires_ns;
     return SLUICE_OK;
