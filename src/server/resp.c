@@ -42,7 +42,6 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "base/grow.h"
 #include "sluice/error.h"
 
 #define RESP_DEFAULT_MAX_BULK   ((size_t)8 << 20)
@@ -215,10 +214,22 @@ int resp_reader_feed(resp_reader *r, const char *buf, size_t len)
     if (len == 0)
         return SLUICE_OK;
     rd_compact(r);
-    if (len > r->cap - r->len &&
-        (len > SIZE_MAX - r->len ||
-         grow_array(&r->buf, &r->cap, r->len + len, 1, RD_MIN_BUF) != SLUICE_OK))
-        return rd_fail(r, SLUICE_ENOMEM, "out of memory");
+    if (len > r->cap - r->len) {
+        size_t need, cap;
+        char *p;
+
+        if (len > SIZE_MAX - r->len)
+            return rd_fail(r, SLUICE_ENOMEM, "out of memory");
+        need = r->len + len;
+        cap = r->cap < RD_MIN_BUF ? RD_MIN_BUF : r->cap;
+        while (cap < need)
+            cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+        p = sluice_realloc(r->buf, cap);
+        if (!p)
+            return rd_fail(r, SLUICE_ENOMEM, "out of memory");
+        r->buf = p;
+        r->cap = cap;
+    }
     memcpy(r->buf + r->len, buf, len);
     r->len += len;
     return SLUICE_OK;
@@ -289,17 +300,29 @@ static const char *rd_check_multibulk(const resp_reader *r, size_t arg_len)
 /* Makes room for one more argument. Returns 0 or SLUICE_ENOMEM. */
 static int rd_grow_argv(resp_reader *r)
 {
-    size_t cap_off = r->argv_cap, cap_len = r->argv_cap, cap_argv = r->argv_cap;
+    size_t n;
+    void *p;
 
     if (r->argc < r->argv_cap)
         return SLUICE_OK;
+    n = r->argv_cap ? r->argv_cap * 2 : RD_MIN_ARGV;
+    if (n > SIZE_MAX / sizeof(size_t) || n > SIZE_MAX / sizeof(char *))
+        return SLUICE_ENOMEM;
     /* argv_cap grows only once all three arrays did, so a failure midway leaves a consistent
      * (if partly larger) set. */
-    if (grow_array(&r->off, &cap_off, r->argc + 1, sizeof(size_t), RD_MIN_ARGV) != SLUICE_OK ||
-        grow_array(&r->argvlen, &cap_len, r->argc + 1, sizeof(size_t), RD_MIN_ARGV) != SLUICE_OK ||
-        grow_array(&r->argv, &cap_argv, r->argc + 1, sizeof(char *), RD_MIN_ARGV) != SLUICE_OK)
+    p = sluice_realloc(r->off, n * sizeof(size_t));
+    if (!p)
         return SLUICE_ENOMEM;
-    r->argv_cap = cap_argv;
+    r->off = p;
+    p = sluice_realloc(r->argvlen, n * sizeof(size_t));
+    if (!p)
+        return SLUICE_ENOMEM;
+    r->argvlen = p;
+    p = sluice_realloc((void *)r->argv, n * sizeof(char *));
+    if (!p)
+        return SLUICE_ENOMEM;
+    r->argv = p;
+    r->argv_cap = n;
     return SLUICE_OK;
 }
 
@@ -617,15 +640,28 @@ void resp_writer_consume(resp_writer *w, size_t n)
 /* Makes room for extra more bytes (plus a NUL for vsnprintf). Returns 0, or -1 with failed set. */
 static int wr_reserve(resp_writer *w, size_t extra)
 {
+    size_t need, cap;
+    char *p;
+
     if (w->failed)
         return -1;
     if (extra < w->cap - w->len)
         return 0;
-    if (extra > SIZE_MAX - w->len - 1 ||
-        grow_array(&w->buf, &w->cap, w->len + extra + 1, 1, WR_MIN_BUF) != SLUICE_OK) {
+    if (extra > SIZE_MAX - w->len - 1) {
         w->failed = 1;
         return -1;
     }
+    need = w->len + extra + 1;
+    cap = w->cap < WR_MIN_BUF ? WR_MIN_BUF : w->cap;
+    while (cap < need)
+        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    p = sluice_realloc(w->buf, cap);
+    if (!p) {
+        w->failed = 1;
+        return -1;
+    }
+    w->buf = p;
+    w->cap = cap;
     return 0;
 }
 
