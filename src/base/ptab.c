@@ -14,11 +14,21 @@ void ptab_init(ptab *t)
     t->slots = NULL;
     t->cap = 0;
     t->n = 0;
+    t->fixed = 0;
+}
+
+void ptab_init_fixed(ptab *t, ptab_slot *slots, size_t cap)
+{
+    t->slots = slots;
+    t->cap = cap;
+    t->n = 0;
+    t->fixed = 1;
 }
 
 void ptab_free(ptab *t)
 {
-    sluice_free(t->slots);
+    if (!t->fixed)
+        sluice_free(t->slots);
     ptab_init(t);
 }
 
@@ -37,6 +47,8 @@ static int grow(ptab *t, size_t need)
     size_t cap = t->cap ? t->cap : 16;
     ptab_slot *slots;
 
+    if (t->fixed)
+        return need > cap / 4 * 3 ? SLUICE_ENOMEM : SLUICE_OK;
     while (need > cap / 4 * 3) {
         if (cap > SIZE_MAX / 2 / sizeof *slots)
             return SLUICE_ENOMEM;
@@ -63,17 +75,11 @@ int ptab_reserve(ptab *t, size_t more)
     return grow(t, t->n + more);
 }
 
-void *ptab_find(const ptab *t, uint64_t hash, const void *key, ptab_eq_fn eq)
+void ptab_clear(ptab *t)
 {
-    size_t mask, i;
-
-    if (!t->cap)
-        return NULL;
-    mask = t->cap - 1;
-    for (i = (size_t)hash & mask; t->slots[i].p; i = (i + 1) & mask)
-        if (t->slots[i].hash == hash && eq(t->slots[i].p, key))
-            return t->slots[i].p;
-    return NULL;
+    if (t->cap)
+        memset(t->slots, 0, t->cap * sizeof *t->slots);
+    t->n = 0;
 }
 
 int ptab_insert(ptab *t, uint64_t hash, void *p)

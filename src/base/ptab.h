@@ -10,6 +10,8 @@
  * - Removing never shrinks the table, so an insert that follows a successful ptab_reserve()
  *   never allocates: callers reserve before they change anything, then commit without a chance
  *   of running out of memory.
+ * - A table made with ptab_init_fixed() lives in the caller's slots: it never allocates, never
+ *   grows (an insert past 3/4 of its slots fails) and ptab_free() leaves the slots alone.
  */
 #ifndef SLUICE_BASE_PTAB_H
 #define SLUICE_BASE_PTAB_H
@@ -25,7 +27,8 @@ typedef struct ptab_slot {
 typedef struct ptab {
     ptab_slot *slots; /* cap slots, cap a power of two (or 0) */
     size_t cap;
-    size_t n; /* objects held */
+    size_t n;  /* objects held */
+    int fixed; /* the slots are the caller's (ptab_init_fixed): never grown nor freed */
 } ptab;
 
 /* Returns non-zero when object p has the key `key` (whatever the caller's key type is). */
@@ -34,15 +37,36 @@ typedef int (*ptab_eq_fn)(const void *p, const void *key);
 /* An empty table (allocates nothing). */
 void ptab_init(ptab *t);
 
-/* Frees the slots (not the objects). */
+/* An empty table in the caller's `cap` zeroed slots (cap a power of two), for a table whose size
+ * is known when it is written, such as an index over a constant array: it holds at most
+ * cap / 4 * 3 objects and allocates nothing, so filing and finding cannot run out of memory. */
+void ptab_init_fixed(ptab *t, ptab_slot *slots, size_t cap);
+
+/* Frees the slots (not the objects; not the caller's slots of a fixed table) and empties t. */
 void ptab_free(ptab *t);
 
 /* Makes room for `more` insertions beyond the objects held. Returns 0 or SLUICE_ENOMEM
  * (unchanged). */
 int ptab_reserve(ptab *t, size_t more);
 
-/* Finds the object filed under hash for which eq(p, key) holds; NULL when absent. */
-void *ptab_find(const ptab *t, uint64_t hash, const void *key, ptab_eq_fn eq);
+/* Removes every object, keeping the slots (O(slots)). */
+void ptab_clear(ptab *t);
+
+/* Finds the object filed under hash for which eq(p, key) holds; NULL when absent. Inline, so
+ * that a lookup with a constant eq (every caller's) compiles to a loop with the comparison in it:
+ * the lookups of the command path (the command index, CL.THROTTLE's parameter sets) rely on it. */
+static inline void *ptab_find(const ptab *t, uint64_t hash, const void *key, ptab_eq_fn eq)
+{
+    size_t mask, i;
+
+    if (!t->cap)
+        return NULL;
+    mask = t->cap - 1;
+    for (i = (size_t)hash & mask; t->slots[i].p; i = (i + 1) & mask)
+        if (t->slots[i].hash == hash && eq(t->slots[i].p, key))
+            return t->slots[i].p;
+    return NULL;
+}
 
 /* Files p under hash (p must not be in the table). Returns 0 or SLUICE_ENOMEM (unchanged). */
 int ptab_insert(ptab *t, uint64_t hash, void *p);

@@ -40,13 +40,39 @@ const char *sluice_quote(sluice_quoted *q, const char *s, size_t n, size_t max)
     return q->s;
 }
 
+void sluice_vmsgf(char *msg, size_t msglen, const char *fmt, va_list ap)
+{
+    if (!msg || msglen == 0)
+        return;
+    vsnprintf(msg, msglen, fmt, ap);
+}
+
 void sluice_msgf(char *msg, size_t msglen, const char *fmt, ...)
 {
     va_list ap;
 
+    va_start(ap, fmt);
+    sluice_vmsgf(msg, msglen, fmt, ap);
+    va_end(ap);
+}
+
+void sluice_vmsgf_append(char *msg, size_t msglen, const char *fmt, va_list ap)
+{
+    size_t len;
+
     if (!msg || msglen == 0)
         return;
+    len = strnlen(msg, msglen);
+    if (len + 1 >= msglen)
+        return; /* full (or cut): nothing more fits */
+    vsnprintf(msg + len, msglen - len, fmt, ap);
+}
+
+void sluice_msgf_append(char *msg, size_t msglen, const char *fmt, ...)
+{
+    va_list ap;
+
     va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
+    sluice_vmsgf_append(msg, msglen, fmt, ap);
     va_end(ap);
 }

@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One-line error messages: writing them into a caller's buffer, and quoting user input inside
- * them (the bytes between double quotes, control bytes as \xNN, quotes and backslashes escaped,
- * long input cut short with "..."), so that a message about any input stays one printable line.
+ * One-line error messages: writing them into a caller's buffer (the one message formatter), and
+ * quoting user input inside them (the bytes between double quotes, control bytes as \xNN, quotes
+ * and backslashes escaped, long input cut short with "..."), so that a message about any input
+ * stays one printable line.
  */
 #ifndef SLUICE_CORE_QUOTE_H
 #define SLUICE_CORE_QUOTE_H
 
+#include <stdarg.h>
 #include <stddef.h>
+
+#include "base/attr.h"
 
 /* The most input bytes any caller shows. */
 #define SLUICE_QUOTE_MAX 80
@@ -21,9 +25,21 @@ typedef struct sluice_quoted {
  * valid as long as q. */
 const char *sluice_quote(sluice_quoted *q, const char *s, size_t n, size_t max);
 
-/* Formats a message into msg (always NUL-terminated when msglen > 0). msg may be NULL, or
- * msglen 0, for a caller that wants no message. */
-void sluice_msgf(char *msg, size_t msglen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* The one message formatter. Every function that explains a failure takes a (char *msg,
+ * size_t msglen) pair and writes through these, so that the rules hold everywhere: msg may be
+ * NULL, or msglen 0, for a caller that wants no message; a message that does not fit is cut
+ * (never overflows) and is always NUL-terminated when msglen > 0. */
+
+/* Formats a message into msg. */
+void sluice_msgf(char *msg, size_t msglen, const char *fmt, ...) SLUICE_PRINTF(3, 4);
+
+/* sluice_msgf with a va_list, for a module's own "fail(rc, fmt, ...)" helper. */
+void sluice_vmsgf(char *msg, size_t msglen, const char *fmt, va_list ap) SLUICE_PRINTF(3, 0);
+
+/* Appends a formatted text to the message already in msg (a context prefix, then the reason).
+ * Does nothing when the message already fills msg, so a cut prefix is never followed by a
+ * reason. */
+void sluice_msgf_append(char *msg, size_t msglen, const char *fmt, ...) SLUICE_PRINTF(3, 4);
+void sluice_vmsgf_append(char *msg, size_t msglen, const char *fmt, va_list ap) SLUICE_PRINTF(3, 0);
 
 #endif

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/attr.h"
 #include "sluice/config.h"
 #include "sluice/engine.h"
 #include "sluice/error.h"
@@ -43,11 +44,8 @@ typedef struct line {
     size_t len, pos;
 } line;
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void
-put(line *l, const char *fmt, ...)
+SLUICE_PRINTF(2, 3)
+static void put(line *l, const char *fmt, ...)
 {
     va_list ap;
     int n;

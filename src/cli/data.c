@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
 #include "sluice/error.h"
 #include "store/store.h"
 
@@ -64,15 +65,8 @@ static int on_task(const sluice_task_record *r, void *arg)
         return problem(c, "a malformed task record", r->id);
     if (!r->task_key || r->state >= SLUICE_TASK_DONE)
         return 0;
-    if (c->nkeys == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 256;
-        char **k = sluice_realloc(c->task_keys, cap * sizeof *k);
-
-        if (!k)
-            return SLUICE_ENOMEM;
-        c->task_keys = k;
-        c->cap = cap;
-    }
+    if (grow_array(&c->task_keys, &c->cap, c->nkeys + 1, sizeof *c->task_keys, 256) != SLUICE_OK)
+        return SLUICE_ENOMEM;
     copy = sluice_malloc(sizeof(size_t) + r->task_key_len);
     if (!copy)
         return SLUICE_ENOMEM;

@@ -25,6 +25,8 @@
 #include "config/config_limits.h"
 #include "config/yaml_walk.h"
 #include "base/alloc.h"
+#include "base/quote.h"
+#include "base/grow.h"
 #include "engine/policy_check.h"
 #include "sluice/error.h"
 
@@ -433,8 +435,7 @@ int sluice_config_parse_ignoring(const char *text, size_t len, const char *name,
     memset(&cfg, 0, sizeof(cfg));
     sluice_engine_policy_init(&cfg.engine);
     if (!yaml_parser_initialize(&parser)) {
-        if (msg && msglen > 0)
-            snprintf(msg, msglen, "%s: out of memory", name ? name : NO_NAME);
+        sluice_msgf(msg, msglen, "%s: out of memory", name ? name : NO_NAME);
         return SLUICE_ENOMEM;
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)(text ? text : ""), len);
@@ -494,7 +495,7 @@ fail_load:
 static int read_file(const char *path, char **text, size_t *len, char *msg, size_t msglen)
 {
     FILE *f;
-    char *buf = NULL, *bigger;
+    char *buf = NULL;
     size_t cap = 0, n = 0, got;
     int rc = 0, err;
 
@@ -503,36 +504,29 @@ static int read_file(const char *path, char **text, size_t *len, char *msg, size
     f = fopen(path, "rb");
     if (!f) {
         err = errno;
-        if (msg && msglen > 0)
-            snprintf(msg, msglen, "%s: cannot open: %s", path, strerror(err));
+        sluice_msgf(msg, msglen, "%s: cannot open: %s", path, strerror(err));
         return err == ENOENT ? SLUICE_ENOTFOUND : SLUICE_EINVAL;
     }
     for (;;) {
         if (n == cap) {
             if (cap > SLUICE_CONFIG_MAX_BYTES) {
-                if (msg && msglen > 0)
-                    snprintf(msg, msglen, "%s: the file is larger than %zu bytes", path,
-                             (size_t)SLUICE_CONFIG_MAX_BYTES);
+                sluice_msgf(msg, msglen, "%s: the file is larger than %zu bytes", path,
+                            (size_t)SLUICE_CONFIG_MAX_BYTES);
                 rc = SLUICE_EINVAL;
                 break;
             }
-            cap = cap ? cap * 2 : 4096;
-            bigger = sluice_realloc(buf, cap);
-            if (!bigger) {
-                if (msg && msglen > 0)
-                    snprintf(msg, msglen, "%s: out of memory", path);
+            if (grow_array(&buf, &cap, n + 1, 1, 4096) != SLUICE_OK) {
+                sluice_msgf(msg, msglen, "%s: out of memory", path);
                 rc = SLUICE_ENOMEM;
                 break;
             }
-            buf = bigger;
         }
         got = fread(buf + n, 1, cap - n, f);
         n += got;
         if (got == 0) {
             if (ferror(f)) {
                 err = errno;
-                if (msg && msglen > 0)
-                    snprintf(msg, msglen, "%s: cannot read: %s", path, strerror(err));
+                sluice_msgf(msg, msglen, "%s: cannot read: %s", path, strerror(err));
                 rc = SLUICE_EINVAL;
             }
             break;

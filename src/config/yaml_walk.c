@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/attr.h"
 #include "engine/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
@@ -86,17 +87,12 @@ void yw_pop(ywalk *w, size_t saved)
 
 /* ---- Messages ---------------------------------------------------------------------------- */
 
-YW_PRINTF(5, 0)
+SLUICE_PRINTF(5, 0)
 static int vfail(ywalk *w, size_t line, size_t column, int rc, const char *fmt, va_list ap)
 {
-    int n;
-
-    if (!w->msg || w->msglen == 0)
-        return rc;
-    n = snprintf(w->msg, w->msglen, "%s:%zu:%zu: %s%s", w->file, line, column, w->path,
-                 w->pathlen > 0 ? ": " : "");
-    if (n >= 0 && (size_t)n < w->msglen)
-        vsnprintf(w->msg + n, w->msglen - (size_t)n, fmt, ap);
+    sluice_msgf(w->msg, w->msglen, "%s:%zu:%zu: %s%s", w->file, line, column, w->path,
+                w->pathlen > 0 ? ": " : "");
+    sluice_vmsgf_append(w->msg, w->msglen, fmt, ap);
     return rc;
 }
 

@@ -28,13 +28,8 @@
 #include <stdint.h>
 
 #include <yaml.h>
+#include "base/attr.h"
 #include "base/quote.h"
-
-#if defined(__GNUC__)
-#define YW_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define YW_PRINTF(f, a)
-#endif
 
 /* The state of one walk. */
 typedef struct ywalk {
@@ -58,10 +53,10 @@ void yw_pop(ywalk *w, size_t saved);
 
 /* Writes "FILE:LINE:COL: PATH: <message>" for the node (or, with a NULL node, line 1 column 1)
  * and returns rc. */
-YW_PRINTF(4, 5) int yw_fail(ywalk *w, const yaml_node_t *at, int rc, const char *fmt, ...);
+SLUICE_PRINTF(4, 5) int yw_fail(ywalk *w, const yaml_node_t *at, int rc, const char *fmt, ...);
 
 /* The same at a mark of libyaml (0-based line and column). */
-YW_PRINTF(4, 5) int yw_fail_mark(ywalk *w, yaml_mark_t mark, int rc, const char *fmt, ...);
+SLUICE_PRINTF(4, 5) int yw_fail_mark(ywalk *w, yaml_mark_t mark, int rc, const char *fmt, ...);
 
 /* The 1-based line of a node. */
 int yw_line(const yaml_node_t *node);

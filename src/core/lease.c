@@ -3,8 +3,9 @@
  * Concurrency leases: see lease.h.
  *
  * Every lease the registry remembers sits in two structures: an open-addressing map from lease id
- * to lease (linear probing, backward-shift deletion, load <= 3/4) and a binary min-heap ordered by
- * (expiry, id), each lease storing its heap index so release and renew fix it in O(log n). A live
+ * to lease (linear probing, backward-shift deletion, load <= 3/4) and a binary min-heap (base/heap)
+ * ordered by (expiry, id), each lease storing its heap index so release and renew fix it in
+ * O(log n). A live
  * lease also sits in its key's doubly-linked list, which is kept sorted by expiry: the earliest
  * expiry (retry_after) is its head, the latest (reset_after) its tail, and expired leases are
  * dropped from the head. Insertion walks back from the tail, so it is O(1) when a key's leases
@@ -27,9 +28,12 @@
  */
 #include "lease.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/heap.h"
+#include "base/sat.h"
 #include "sluice/error.h"
 
 #define MAP_MIN_CAP  ((size_t)16)
@@ -60,33 +64,17 @@ struct lease_reg {
     uint64_t next_id; /* id of the next lease issued */
     lease **slots;    /* id map: map_cap slots, NULL when empty */
     size_t map_cap;   /* 0 or a power of two */
-    size_t map_count; /* leases in the map (== heap_len) */
-    lease **heap;     /* min-heap on (expires_ns, id) */
-    size_t heap_len;
-    size_t heap_cap;
-    size_t nkeys; /* lease_keys allocated (for lease_bytes) */
+    size_t map_count; /* leases in the map (== expiry.n) */
+    heap expiry;      /* every lease, soonest (expires_ns, id) first */
+    size_t nkeys;     /* lease_keys allocated (for lease_bytes) */
 };
 
 /* ---- Time arithmetic ------------------------------------------------------------------------- */
 
-/* now + ttl, saturated at INT64_MAX / INT64_MIN. */
-static int64_t add_sat(int64_t a, int64_t b)
-{
-    if (b > 0 && a > INT64_MAX - b)
-        return INT64_MAX;
-    if (b < 0 && a < INT64_MIN - b)
-        return INT64_MIN;
-    return a + b;
-}
-
 /* The wait from now until t (t > now for a live lease); 0 when t <= now, saturated. */
 static int64_t wait_until(int64_t t, int64_t now)
 {
-    if (t <= now)
-        return 0;
-    if (now < 0 && t > INT64_MAX + now)
-        return INT64_MAX;
-    return t - now;
+    return t <= now ? 0 : sat_sub_i64(t, now);
 }
 
 /* ---- Id map ---------------------------------------------------------------------------------- */
@@ -165,72 +153,15 @@ static void map_remove(lease_reg *r, const lease *l)
 
 /* ---- Expiry heap ----------------------------------------------------------------------------- */
 
-static int heap_before(const lease *a, const lease *b)
+/* The heap's order: soonest expiry first, ties by id (so expiry order is deterministic). Passed
+ * to the heap_*_by functions, so acquire, renew and release compare inline. */
+static int lease_before(const void *pa, const void *pb)
 {
+    const lease *a = pa, *b = pb;
+
     if (a->expires_ns != b->expires_ns)
         return a->expires_ns < b->expires_ns;
     return a->id < b->id;
-}
-
-static void heap_set(lease_reg *r, size_t i, lease *l)
-{
-    r->heap[i] = l;
-    l->heap_idx = i;
-}
-
-static void heap_up(lease_reg *r, size_t i)
-{
-    lease *l = r->heap[i];
-
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-
-        if (!heap_before(l, r->heap[parent]))
-            break;
-        heap_set(r, i, r->heap[parent]);
-        i = parent;
-    }
-    heap_set(r, i, l);
-}
-
-static void heap_down(lease_reg *r, size_t i)
-{
-    lease *l = r->heap[i];
-
-    for (;;) {
-        size_t child = 2 * i + 1;
-
-        if (child >= r->heap_len)
-            break;
-        if (child + 1 < r->heap_len && heap_before(r->heap[child + 1], r->heap[child]))
-            child++;
-        if (!heap_before(r->heap[child], l))
-            break;
-        heap_set(r, i, r->heap[child]);
-        i = child;
-    }
-    heap_set(r, i, l);
-}
-
-/* Restores heap order around l after its expiry changed. */
-static void heap_fix(lease_reg *r, lease *l)
-{
-    size_t i = l->heap_idx;
-
-    heap_up(r, i);
-    if (l->heap_idx == i)
-        heap_down(r, i);
-}
-
-static void heap_remove(lease_reg *r, lease *l)
-{
-    size_t i = l->heap_idx;
-    lease *last = r->heap[--r->heap_len];
-
-    if (last == l)
-        return;
-    heap_set(r, i, last);
-    heap_fix(r, last);
 }
 
 /* ---- Key lists ------------------------------------------------------------------------------- */
@@ -277,7 +208,7 @@ static void lease_forget(lease_reg *r, lease *l)
         l->key->held -= l->units;
         key_unlink(l->key, l);
     }
-    heap_remove(r, l);
+    heap_remove_by(&r->expiry, l, lease_before);
     map_remove(r, l);
     sluice_free(l);
 }
@@ -326,19 +257,8 @@ static void reg_shrink(lease_reg *r)
         if (slots)
             map_rehash(r, slots, cap);
     }
-    if (r->heap_cap > HEAP_MIN_CAP && r->heap_len < r->heap_cap / 8) {
-        size_t cap = r->heap_cap / 2;
-        lease **heap;
-
-        while (cap > HEAP_MIN_CAP && r->heap_len < cap / 8)
-            cap /= 2;
-        heap = sluice_realloc(r->heap, cap * sizeof *heap);
-
-        if (heap) {
-            r->heap = heap;
-            r->heap_cap = cap;
-        }
-    }
+    if (r->expiry.cap > HEAP_MIN_CAP && r->expiry.n < r->expiry.cap / 4)
+        heap_trim(&r->expiry, HEAP_MIN_CAP);
 }
 
 /* ---- Public functions ------------------------------------------------------------------------ */
@@ -352,6 +272,7 @@ int lease_reg_new(lease_reg **out)
     if (!r)
         return SLUICE_ENOMEM;
     r->next_id = 1;
+    heap_init(&r->expiry, lease_before, offsetof(lease, heap_idx));
     *out = r;
     return SLUICE_OK;
 }
@@ -361,8 +282,8 @@ void lease_reg_free(lease_reg *r)
     if (!r)
         return;
     /* Detach live leases from their keys so that keys freed later hold nothing dangling. */
-    for (size_t i = 0; i < r->heap_len; i++) {
-        lease *l = r->heap[i];
+    for (size_t i = 0; i < r->expiry.n; i++) {
+        lease *l = heap_at(&r->expiry, i);
 
         if (l->key) {
             l->key->head = NULL;
@@ -371,7 +292,7 @@ void lease_reg_free(lease_reg *r)
         }
         sluice_free(l);
     }
-    sluice_free(r->heap);
+    heap_free(&r->expiry);
     sluice_free(r->slots);
     sluice_free(r);
 }
@@ -430,18 +351,10 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
     l = sluice_calloc(1, sizeof *l);
     if (!l)
         goto fail_lease;
-    if (r->heap_len == r->heap_cap) {
-        size_t cap = r->heap_cap ? r->heap_cap * 2 : HEAP_MIN_CAP;
-        lease **heap;
-
-        if (cap > SIZE_MAX / 2 / sizeof *heap)
-            goto fail_heap;
-        heap = sluice_realloc(r->heap, cap * sizeof *heap);
-        if (!heap)
-            goto fail_heap;
-        r->heap = heap;
-        r->heap_cap = cap;
-    }
+    if (r->expiry.n == r->expiry.cap &&
+        heap_reserve(&r->expiry, r->expiry.n < HEAP_MIN_CAP ? HEAP_MIN_CAP : r->expiry.n + 1) !=
+            SLUICE_OK)
+        goto fail_heap;
 
     if (new_slots)
         map_rehash(r, new_slots, new_map_cap);
@@ -451,14 +364,12 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
         r->nkeys++;
     }
     l->id = r->next_id++;
-    l->expires_ns = add_sat(now_ns, ttl_ns);
+    l->expires_ns = sat_add_i64(now_ns, ttl_ns);
     l->units = units;
     l->key = k;
     map_place(r->slots, r->map_cap, l);
     r->map_count++;
-    r->heap[r->heap_len] = l;
-    l->heap_idx = r->heap_len++;
-    heap_up(r, l->heap_idx);
+    (void)heap_push_by(&r->expiry, l, lease_before); /* reserved */
     key_link(k, l);
     k->held += units;
 
@@ -487,9 +398,9 @@ int lease_renew(lease_reg *r, uint64_t lease_id, int64_t ttl_ns, int64_t now_ns,
     if (!l || !l->key)
         return SLUICE_ESTALE;
     key_unlink(l->key, l);
-    l->expires_ns = add_sat(now_ns, ttl_ns);
+    l->expires_ns = sat_add_i64(now_ns, ttl_ns);
     key_link(l->key, l);
-    heap_fix(r, l);
+    heap_update_by(&r->expiry, l, lease_before);
     if (expires_ns)
         *expires_ns = l->expires_ns;
     return SLUICE_OK;
@@ -516,11 +427,15 @@ size_t lease_expire(lease_reg *r, int64_t now_ns, void (*fn)(uint64_t lease_id, 
 {
     size_t n = 0;
 
-    while (r->heap_len > 0 && r->heap[0]->expires_ns <= now_ns) {
-        lease *l = r->heap[0];
-        uint64_t id = l->id;
-        int live = l->key != NULL;
+    for (;;) {
+        lease *l = heap_top(&r->expiry);
+        uint64_t id;
+        int live;
 
+        if (!l || l->expires_ns > now_ns)
+            break;
+        id = l->id;
+        live = l->key != NULL;
         /* Forget first, so that fn sees the registry in its final state and may call into it. */
         lease_forget(r, l);
         if (live) {
@@ -561,6 +476,6 @@ size_t lease_bytes(const lease_reg *r)
 {
     if (!r)
         return 0;
-    return sizeof *r + r->map_cap * sizeof *r->slots + r->heap_cap * sizeof *r->heap +
+    return sizeof *r + r->map_cap * sizeof *r->slots + heap_bytes(&r->expiry) +
            r->map_count * sizeof(lease) + r->nkeys * sizeof(lease_key);
 }

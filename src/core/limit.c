@@ -19,8 +19,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/attr.h"
 #include "sluice/error.h"
 #include "base/alloc.h"
+#include "base/quote.h"
 #include "gcra.h"
 #include "keyhash.h"
 #include "keytab.h"
@@ -67,16 +69,13 @@ const char *sluice_limit_kind_name(sluice_limit_kind kind)
 }
 
 /* Writes the explanation of a failed validation and returns rc. */
-__attribute__((format(printf, 4, 5))) static int invalid(char *msg, size_t msglen, int rc,
-                                                         const char *fmt, ...)
+SLUICE_PRINTF(4, 5) static int invalid(char *msg, size_t msglen, int rc, const char *fmt, ...)
 {
     va_list ap;
 
-    if (msg && msglen > 0) {
-        va_start(ap, fmt);
-        vsnprintf(msg, msglen, fmt, ap);
-        va_end(ap);
-    }
+    va_start(ap, fmt);
+    sluice_vmsgf(msg, msglen, fmt, ap);
+    va_end(ap);
     return rc;
 }
 

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/sat.h"
 #include "core/limit_impl.h"
 #include "core/quota.h"
 #include "sluice/error.h"
@@ -34,7 +35,7 @@ int sluice_limit_quota_spent(const sluice_limit *lim, int64_t now_ns, int64_t *s
         /* A key whose period ended has spent nothing in the current one. */
         if (quota_idle(q, now_ns) || q->spent <= 0)
             continue;
-        sum = q->spent > INT64_MAX - sum ? INT64_MAX : sum + q->spent;
+        sum = sat_add_i64(sum, q->spent);
         n++;
     }
     *spent = sum;

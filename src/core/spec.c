@@ -18,14 +18,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/attr.h"
 #include "sluice/error.h"
 #include "base/quote.h"
-
-#if defined(__GNUC__)
-#define SPEC_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define SPEC_PRINTF(f, a)
-#endif
 
 /* ---- Durations --------------------------------------------------------------------------- */
 
@@ -159,15 +154,13 @@ typedef struct spec_parser {
 } spec_parser;
 
 /* Writes a message and returns rc. */
-SPEC_PRINTF(3, 4) static int fail(spec_parser *p, int rc, const char *fmt, ...)
+SLUICE_PRINTF(3, 4) static int fail(spec_parser *p, int rc, const char *fmt, ...)
 {
     va_list ap;
 
-    if (p->msg && p->msglen > 0) {
-        va_start(ap, fmt);
-        vsnprintf(p->msg, p->msglen, fmt, ap);
-        va_end(ap);
-    }
+    va_start(ap, fmt);
+    sluice_vmsgf(p->msg, p->msglen, fmt, ap);
+    va_end(ap);
     return rc;
 }
 
@@ -485,7 +478,7 @@ typedef struct spec_out {
     int full; /* 1 once something was cut */
 } spec_out;
 
-SPEC_PRINTF(2, 3) static void out_printf(spec_out *o, const char *fmt, ...)
+SLUICE_PRINTF(2, 3) static void out_printf(spec_out *o, const char *fmt, ...)
 {
     va_list ap;
     int n;

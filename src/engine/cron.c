@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/attr.h"
+#include "base/quote.h"
 #include "sluice/error.h"
 
 #define NS_PER_MIN  INT64_C(60000000000)
@@ -25,12 +27,6 @@
 #define FIELD_COUNT 5
 #define DOW_FIELD   4
 #define DOM_FIELD   2
-
-#if defined(__GNUC__) || defined(__clang__)
-#define CRON_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
-#else
-#define CRON_PRINTF(fmt, args)
-#endif
 
 static const char *const month_names[] = {"JAN", "FEB", "MAR", "APR", "MAY", "JUN",
                                           "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"};
@@ -101,20 +97,15 @@ static size_t quote_len(size_t n)
 
 /* Writes `cron field N (name) "tok": ` and the formatted reason into ctx->msg, when there is
  * one. Returns SLUICE_EPARSE, so callers can `return fail(...)`. */
-CRON_PRINTF(4, 5)
+SLUICE_PRINTF(4, 5)
 static int fail(const struct parse_ctx *ctx, const char *tok, size_t toklen, const char *fmt, ...)
 {
     va_list ap;
-    int n;
 
-    if (!ctx->msg || ctx->msglen == 0)
-        return SLUICE_EPARSE;
-    n = snprintf(ctx->msg, ctx->msglen, "cron field %d (%s) \"%.*s\": ", ctx->field + 1,
-                 fields[ctx->field].name, (int)quote_len(toklen), tok);
-    if (n < 0 || (size_t)n >= ctx->msglen)
-        return SLUICE_EPARSE;
+    sluice_msgf(ctx->msg, ctx->msglen, "cron field %d (%s) \"%.*s\": ", ctx->field + 1,
+                fields[ctx->field].name, (int)quote_len(toklen), tok);
     va_start(ap, fmt);
-    vsnprintf(ctx->msg + n, ctx->msglen - (size_t)n, fmt, ap);
+    sluice_vmsgf_append(ctx->msg, ctx->msglen, fmt, ap);
     va_end(ap);
     return SLUICE_EPARSE;
 }
@@ -264,8 +255,7 @@ static int parse_field(const struct parse_ctx *ctx, const char *s, size_t n, uin
 
 static int set_msg(char *msg, size_t msglen, const char *text, size_t n, const char *reason)
 {
-    if (msg && msglen > 0)
-        snprintf(msg, msglen, "cron \"%.*s\": %s", (int)quote_len(n), text, reason);
+    sluice_msgf(msg, msglen, "cron \"%.*s\": %s", (int)quote_len(n), text, reason);
     return SLUICE_EPARSE;
 }
 
@@ -305,8 +295,7 @@ int cron_parse(const char *text, cron_schedule *out, char *msg, size_t msglen)
     if (out)
         memset(out, 0, sizeof *out);
     if (!text || !out) {
-        if (msg && msglen > 0)
-            snprintf(msg, msglen, "cron: no schedule given");
+        sluice_msgf(msg, msglen, "cron: no schedule given");
         return SLUICE_EINVAL;
     }
 

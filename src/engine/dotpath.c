@@ -16,18 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/attr.h"
+#include "base/quote.h"
 #include "sluice/error.h"
 
 #define INPUT_PREFIX     "input."
 #define INPUT_PREFIX_LEN (sizeof INPUT_PREFIX - 1)
 #define QUOTE_MAX        128 /* bytes of a path or segment quoted in a message */
 #define NUMBER_TEXT_MAX  40  /* the longest integer or %.17g real text, with room to spare */
-
-#if defined(__GNUC__) || defined(__clang__)
-#define DOTPATH_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
-#else
-#define DOTPATH_PRINTF(fmt, args)
-#endif
 
 static int quote_len(size_t n)
 {
@@ -42,19 +38,14 @@ static void clear_msg(char *msg, size_t msglen)
 
 /* Writes `key path "PATH": ` and the formatted reason into msg, when there is one. Returns rc, so
  * callers can `return fail(...)`. */
-DOTPATH_PRINTF(5, 6)
+SLUICE_PRINTF(5, 6)
 static int fail(int rc, char *msg, size_t msglen, const char *path, const char *fmt, ...)
 {
     va_list ap;
-    int n;
 
-    if (!msg || msglen == 0)
-        return rc;
-    n = snprintf(msg, msglen, "key path \"%.*s\": ", quote_len(strlen(path)), path);
-    if (n < 0 || (size_t)n >= msglen)
-        return rc;
+    sluice_msgf(msg, msglen, "key path \"%.*s\": ", quote_len(strlen(path)), path);
     va_start(ap, fmt);
-    vsnprintf(msg + n, msglen - (size_t)n, fmt, ap);
+    sluice_vmsgf_append(msg, msglen, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -121,8 +112,7 @@ int dotpath_validate(const char *path, char *msg, size_t msglen)
 
     clear_msg(msg, msglen);
     if (!path) {
-        if (msg && msglen > 0)
-            snprintf(msg, msglen, "key path: none given");
+        sluice_msgf(msg, msglen, "key path: none given");
         return SLUICE_EINVAL;
     }
     if (!*path)
@@ -270,8 +260,7 @@ int dotpath_extract_msg(const json_t *input, const char *path, char *buf, size_t
 
     clear_msg(msg, msglen);
     if (!len) {
-        if (msg && msglen > 0)
-            snprintf(msg, msglen, "key path: no length out-parameter");
+        sluice_msgf(msg, msglen, "key path: no length out-parameter");
         return SLUICE_EINVAL;
     }
     *len = 0;
@@ -331,8 +320,7 @@ int dotpath_number_msg(const json_t *input, const char *path, int64_t *out, char
 
     clear_msg(msg, msglen);
     if (!out) {
-        if (msg && msglen > 0)
-            snprintf(msg, msglen, "key path: no out-parameter");
+        sluice_msgf(msg, msglen, "key path: no out-parameter");
         return SLUICE_EINVAL;
     }
     *out = 0;

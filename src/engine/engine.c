@@ -140,6 +140,7 @@ int sluice_engine_new(const sluice_engine_policy *policy, sluice_engine **out)
     ptab_init(&e->ids);
     ptab_init(&e->task_keys);
     ptab_init(&e->waitqs);
+    ptab_init(&e->acct_index);
     recurring_init(e);
     heap_init(&e->types_ready, ready_type_less, offsetof(etype, tidx));
     heap_init(&e->timers, task_less_due, offsetof(task, hidx));

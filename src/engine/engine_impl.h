@@ -140,7 +140,7 @@ typedef struct acct_entry {
     elimit *lim;
     const char *key;  /* borrowed from a task link, valid during the poll */
     size_t keylen;    /* bytes of key */
-    uint64_t hash;    /* of limit, tier and key */
+    uint64_t hash;    /* of limit, tier and key: its key in acct_index */
     const char *type; /* the first task type seen */
     uint16_t tier;    /* which core limit of lim */
     int64_t wanted;   /* tasks that asked it in this poll */
@@ -173,10 +173,10 @@ struct sluice_engine {
     size_t chain_cap;           /* entries of chain, decisions and chain_map */
     char *kbuf;                 /* resolve: extracted keys */
     size_t kbuf_cap;            /* bytes of kbuf */
-    acct_entry *acct;           /* poll: open-addressing THROTTLED accounting */
-    size_t acct_cap;            /* slots of acct (a power of two) */
-    size_t acct_n;              /* slots in use */
-    size_t *acct_used;          /* the slots in use, to clear them */
+    acct_entry *acct;           /* poll: THROTTLED accounting, entries in the order first seen */
+    size_t acct_cap;            /* entries allocated in acct */
+    size_t acct_n;              /* entries in use */
+    ptab acct_index;            /* acct's entries by limit, tier and key */
     /* Counts. */
     uint64_t next_id;       /* the last id given */
     uint64_t next_seq;      /* the last submission sequence given */

@@ -3,21 +3,20 @@
  * Event aggregation (see events.h for the contract).
  *
  * Each open group is one allocation: its running summary followed, inline, by its identity
- * encoded as bytes, which is also its key in the group map (a keytab whose values are group
- * pointers). The encoding is the kind, then for each of limit, key and type either a 0 byte
- * (NULL) or a 1 byte followed by the string and its NUL, then for BUDGET the percent. C strings
- * hold no NUL, so the encoding is unambiguous, and the strings inside it are ready-made C strings
- * that the summary points to: a group copies its strings once, when it opens. A binary min-heap
- * on interval end says which group to flush next.
+ * encoded as bytes, which is also its key in the group map (a pointer table, filed under the
+ * hash_bytes of the identity). The encoding is the kind, then for each of limit, key and type
+ * either a 0 byte (NULL) or a 1 byte followed by the string and its NUL, then for BUDGET the
+ * percent. C strings hold no NUL, so the encoding is unambiguous, and the strings inside it are
+ * ready-made C strings that the summary points to: a group copies its strings once, when it opens.
+ * A binary min-heap on interval end says which group to flush next.
  *
  * Invariants:
  * - Every open group is in the map and in the heap exactly once, and is freed when it leaves
  *   both (at its flush, or in events_free()).
- * - heap[i]->end_ns >= heap[(i - 1) / 2]->end_ns for every i > 0.
  * - A group's summary has count 0 until a second event of its interval arrives; a summary is
  *   delivered only with count > 0.
- * - The heap array is freed when it empties, and the map frees its slots when it empties, so an
- *   idle aggregator holds two small blocks whatever it saw before.
+ * - The heap array and the map's slots are freed when the last group leaves, so an idle
+ *   aggregator holds one small block whatever it saw before.
  *
  * Workload: under sustained throttling nearly every event belongs to a group already open, which
  * costs one encoding into a stack buffer and one hash lookup, and allocates nothing. Opening a
@@ -25,20 +24,26 @@
  */
 #include "engine/events.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "base/alloc.h"
-#include "core/keytab.h"
+#include "base/hash.h"
+#include "base/heap.h"
+#include "base/ptab.h"
+#include "base/sat.h"
 #include "sluice/error.h"
 #include "sluice/limit.h"
 
 #define IDENT_STACK_MAX 512 /* identities up to this many bytes are encoded on the stack */
-#define HEAP_MIN_CAP    8   /* slots of the heap when it is first allocated */
+#define HEAP_MIN_CAP    8   /* slots below which the heap's array is not halved */
 
 /* One open group: an interval that began with an event delivered at once. */
 typedef struct group {
     int64_t end_ns;   /* when the interval ends: the first event's now_ns + the interval */
+    size_t hidx;      /* position in the heap */
+    uint64_t hash;    /* of ident: its key in the group map */
     sluice_event sum; /* the summary of the events after the first; strings point into ident */
     size_t ident_len; /* bytes of ident */
     char ident[];     /* the encoded identity (see the file comment) */
@@ -48,10 +53,8 @@ struct events {
     int64_t interval_ns; /* length of every interval, >= 1 */
     sluice_event_fn fn;  /* the sink; NULL drops events */
     void *arg;           /* passed to fn */
-    keytab *groups;      /* encoded identity -> group * of every open group */
-    group **heap;        /* every open group, a min-heap on end_ns; NULL when empty */
-    size_t nheap;        /* groups in heap */
-    size_t heap_cap;     /* slots allocated in heap */
+    ptab groups;         /* every open group, by identity; no slots when empty */
+    heap heap;           /* every open group, least end_ns first; no array when empty */
 };
 
 /* ---- Identities --------------------------------------------------------------------------- */
@@ -111,16 +114,21 @@ static const char *get_str(const char *p, const char **s)
     return p + strlen(p) + 1;
 }
 
-/* ---- Arithmetic --------------------------------------------------------------------------- */
+/* An identity being looked up. */
+typedef struct ident_key {
+    const char *p;
+    size_t len;
+} ident_key;
 
-static int64_t add_sat(int64_t a, int64_t b)
+static int group_eq(const void *pg, const void *key)
 {
-    if (b > 0 && a > INT64_MAX - b)
-        return INT64_MAX;
-    if (b < 0 && a < INT64_MIN - b)
-        return INT64_MIN;
-    return a + b;
+    const group *g = pg;
+    const ident_key *k = key;
+
+    return g->ident_len == k->len && memcmp(g->ident, k->p, k->len) == 0;
 }
+
+/* ---- Arithmetic --------------------------------------------------------------------------- */
 
 static uint64_t event_count(const sluice_event *e)
 {
@@ -143,80 +151,9 @@ static void deliver_now(const events *ev, const sluice_event *e)
 
 /* ---- The heap ----------------------------------------------------------------------------- */
 
-static void heap_up(group **h, size_t i)
+static int group_less(const void *a, const void *b)
 {
-    group *g = h[i];
-
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-
-        if (h[parent]->end_ns <= g->end_ns)
-            break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = g;
-}
-
-static void heap_down(group **h, size_t n, size_t i)
-{
-    group *g = h[i];
-
-    for (;;) {
-        size_t child = 2 * i + 1;
-
-        if (child >= n)
-            break;
-        if (child + 1 < n && h[child + 1]->end_ns < h[child]->end_ns)
-            child++;
-        if (g->end_ns <= h[child]->end_ns)
-            break;
-        h[i] = h[child];
-        i = child;
-    }
-    h[i] = g;
-}
-
-/* Makes room for one more group. Returns 0 or SLUICE_ENOMEM (heap unchanged). */
-static int heap_reserve(events *ev)
-{
-    size_t cap;
-    group **h;
-
-    if (ev->nheap < ev->heap_cap)
-        return SLUICE_OK;
-    cap = ev->heap_cap ? ev->heap_cap * 2 : HEAP_MIN_CAP;
-    if (cap > SIZE_MAX / sizeof *h)
-        return SLUICE_ENOMEM;
-    h = sluice_realloc(ev->heap, cap * sizeof *h);
-    if (!h)
-        return SLUICE_ENOMEM;
-    ev->heap = h;
-    ev->heap_cap = cap;
-    return SLUICE_OK;
-}
-
-/* Frees the heap array once empty, and halves it when under a quarter full, so its size follows
- * the groups open. A failed shrink keeps the larger array. */
-static void heap_shrink(events *ev)
-{
-    size_t cap;
-    group **h;
-
-    if (ev->nheap == 0) {
-        sluice_free(ev->heap);
-        ev->heap = NULL;
-        ev->heap_cap = 0;
-        return;
-    }
-    if (ev->heap_cap <= HEAP_MIN_CAP || ev->nheap > ev->heap_cap / 4)
-        return;
-    cap = ev->heap_cap / 2;
-    h = sluice_realloc(ev->heap, cap * sizeof *h);
-    if (!h)
-        return;
-    ev->heap = h;
-    ev->heap_cap = cap;
+    return ((const group *)a)->end_ns < ((const group *)b)->end_ns;
 }
 
 /* ---- Groups ------------------------------------------------------------------------------- */
@@ -236,23 +173,25 @@ static void accumulate(group *g, const sluice_event *e)
         if (e->next_slot_ns > s->next_slot_ns)
             s->next_slot_ns = e->next_slot_ns;
     }
-    s->count = n > UINT64_MAX - s->count ? UINT64_MAX : s->count + n;
+    s->count = sat_add_u64(s->count, n);
     if (s->kind != SLUICE_EVENT_BUDGET)
-        s->wanted = add_sat(s->wanted, e->wanted);
-    s->granted = add_sat(s->granted, e->granted);
+        s->wanted = sat_add_i64(s->wanted, e->wanted);
+    s->granted = sat_add_i64(s->granted, e->granted);
 }
 
 /* Opens a group for e (identity ident, len bytes) at now_ns and delivers e at once. Returns 0,
  * or SLUICE_ENOMEM with nothing changed and nothing delivered. */
 static int open_group(events *ev, const sluice_event *e, const char *ident, size_t len,
-                      int64_t now_ns)
+                      uint64_t hash, int64_t now_ns)
 {
     const char *p;
-    void *value;
     group *g;
     int rc;
 
-    rc = heap_reserve(ev);
+    /* Room in both structures first, so that filing the group cannot fail. */
+    rc = heap_reserve(&ev->heap, ev->heap.n + 1);
+    if (rc == SLUICE_OK)
+        rc = ptab_reserve(&ev->groups, 1);
     if (rc != SLUICE_OK)
         return rc;
     if (len > SIZE_MAX - sizeof *g)
@@ -263,7 +202,8 @@ static int open_group(events *ev, const sluice_event *e, const char *ident, size
     memset(g, 0, sizeof *g);
     memcpy(g->ident, ident, len);
     g->ident_len = len;
-    g->end_ns = add_sat(now_ns, ev->interval_ns);
+    g->hash = hash;
+    g->end_ns = sat_add_i64(now_ns, ev->interval_ns);
     g->sum.kind = e->kind;
     p = g->ident + sizeof(int);
     p = get_str(p, &g->sum.limit);
@@ -273,20 +213,11 @@ static int open_group(events *ev, const sluice_event *e, const char *ident, size
         g->sum.wanted = e->wanted;
     g->sum.summary = 1;
 
-    rc = keytab_upsert(ev->groups, g->ident, len, &value, NULL);
-    if (rc != SLUICE_OK)
-        goto fail_upsert;
-    memcpy(value, &g, sizeof g);
-    ev->heap[ev->nheap] = g;
-    heap_up(ev->heap, ev->nheap);
-    ev->nheap++;
+    (void)ptab_insert(&ev->groups, hash, g); /* reserved */
+    (void)heap_push(&ev->heap, g);           /* reserved */
 
     deliver_now(ev, e);
     return SLUICE_OK;
-
-fail_upsert:
-    sluice_free(g);
-    return rc;
 }
 
 /* ---- The interface ------------------------------------------------------------------------ */
@@ -294,7 +225,6 @@ fail_upsert:
 int events_new(int64_t interval_ns, events **out)
 {
     events *ev;
-    int rc;
 
     if (!out)
         return SLUICE_EINVAL;
@@ -305,25 +235,20 @@ int events_new(int64_t interval_ns, events **out)
     if (!ev)
         return SLUICE_ENOMEM;
     ev->interval_ns = interval_ns;
-    rc = keytab_new(sizeof(group *), &ev->groups);
-    if (rc != SLUICE_OK)
-        goto fail_groups;
+    heap_init(&ev->heap, group_less, offsetof(group, hidx));
+    ptab_init(&ev->groups);
     *out = ev;
     return SLUICE_OK;
-
-fail_groups:
-    sluice_free(ev);
-    return rc;
 }
 
 void events_free(events *ev)
 {
     if (!ev)
         return;
-    for (size_t i = 0; i < ev->nheap; i++)
-        sluice_free(ev->heap[i]);
-    sluice_free(ev->heap);
-    keytab_free(ev->groups, NULL, NULL);
+    for (size_t i = 0; i < ev->heap.n; i++)
+        sluice_free(heap_at(&ev->heap, i));
+    heap_free(&ev->heap);
+    ptab_free(&ev->groups);
     sluice_free(ev);
 }
 
@@ -339,7 +264,9 @@ int events_emit(events *ev, const sluice_event *e, int64_t now_ns)
 {
     char stack[IDENT_STACK_MAX];
     char *ident = stack;
-    void *value;
+    ident_key key;
+    uint64_t hash;
+    group *g;
     size_t len;
     int rc;
 
@@ -356,15 +283,15 @@ int events_emit(events *ev, const sluice_event *e, int64_t now_ns)
         }
     }
     encode_ident(e, ident);
-    value = keytab_find(ev->groups, ident, len);
-    if (value) {
-        group *g;
-
-        memcpy(&g, value, sizeof g);
+    key.p = ident;
+    key.len = len;
+    hash = hash_bytes(ident, len);
+    g = ptab_find(&ev->groups, hash, &key, group_eq);
+    if (g) {
         accumulate(g, e);
         rc = SLUICE_OK;
     } else {
-        rc = open_group(ev, e, ident, len, now_ns);
+        rc = open_group(ev, e, ident, len, hash, now_ns);
     }
     if (ident != stack)
         sluice_free(ident);
@@ -382,27 +309,32 @@ int events_flush(events *ev, int64_t now_ns)
 {
     if (!ev)
         return SLUICE_EINVAL;
-    while (ev->nheap > 0 && ev->heap[0]->end_ns <= now_ns) {
-        group *g = ev->heap[0];
+    for (;;) {
+        group *g = heap_top(&ev->heap);
 
-        ev->nheap--;
-        if (ev->nheap > 0) {
-            ev->heap[0] = ev->heap[ev->nheap];
-            heap_down(ev->heap, ev->nheap, 0);
-        }
-        (void)keytab_delete(ev->groups, g->ident, g->ident_len, NULL, NULL);
+        if (!g || g->end_ns > now_ns)
+            break;
+        (void)heap_pop(&ev->heap);
+        (void)ptab_remove(&ev->groups, g->hash, g);
         /* The group has left both structures, so a sink that looks at ev sees it gone. */
         if (g->sum.count > 0 && ev->fn)
             ev->fn(&g->sum, ev->arg);
         sluice_free(g);
     }
-    heap_shrink(ev);
+    /* The arrays follow the groups open, and are freed once none is (the map never shrinks
+     * otherwise: it is sized by the most groups open at once). */
+    if (ev->heap.n == 0) {
+        heap_free(&ev->heap);
+        ptab_free(&ev->groups);
+    } else {
+        heap_trim(&ev->heap, HEAP_MIN_CAP);
+    }
     return SLUICE_OK;
 }
 
 int64_t events_next_flush(const events *ev)
 {
-    if (!ev || ev->nheap == 0)
-        return SLUICE_NEVER;
-    return ev->heap[0]->end_ns;
+    const group *g = ev ? heap_top(&ev->heap) : NULL;
+
+    return g ? g->end_ns : SLUICE_NEVER;
 }

@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
 #include "base/hash.h"
+#include "base/ptab.h"
 #include "engine/park.h"
 #include "engine/registry.h"
 #include "engine/task.h"
@@ -336,62 +338,53 @@ static uint64_t acct_hash(const task_link *l)
     return hash_bytes_seeded(l->key, l->keylen, (uint64_t)(uintptr_t)l->lim ^ l->tier);
 }
 
-static acct_entry *acct_slot(acct_entry *tab, size_t cap, const elimit *lim, uint16_t tier,
-                             const char *key, size_t keylen, uint64_t hash)
+/* The lookup key of an accounting entry. */
+typedef struct acct_key {
+    const elimit *lim;
+    uint16_t tier;
+    const char *key;
+    size_t keylen;
+} acct_key;
+
+static int acct_eq(const void *p, const void *key)
 {
-    size_t mask = cap - 1, i = (size_t)hash & mask;
+    const acct_entry *a = p;
+    const acct_key *k = key;
 
-    while (tab[i].lim) {
-        const acct_entry *a = &tab[i];
-
-        if (a->hash == hash && a->lim == lim && a->tier == tier && a->keylen == keylen &&
-            (keylen == 0 || memcmp(a->key, key, keylen) == 0))
-            break;
-        i = (i + 1) & mask;
-    }
-    return &tab[i];
+    return a->lim == k->lim && a->tier == k->tier && a->keylen == k->keylen &&
+           (k->keylen == 0 || memcmp(a->key, k->key, k->keylen) == 0);
 }
 
-static int acct_grow(sluice_engine *e)
+/* Makes room for one more entry. When the array moves, its index is refiled (reserved first,
+ * so that cannot fail). Returns 0 or SLUICE_ENOMEM (nothing changed that matters). */
+static int acct_reserve(sluice_engine *e)
 {
-    size_t cap = e->acct_cap ? 2 * e->acct_cap : 64;
-    acct_entry *tab;
-    size_t *used;
+    size_t cap = e->acct_cap;
+    int rc;
 
-    if (cap > SIZE_MAX / 2 / sizeof *tab)
-        return SLUICE_ENOMEM;
-    tab = sluice_calloc(cap, sizeof *tab);
-    used = sluice_calloc(cap, sizeof *used);
-    if (!tab || !used) {
-        sluice_free(tab);
-        sluice_free(used);
-        return SLUICE_ENOMEM;
-    }
-    for (size_t k = 0; k < e->acct_n; k++) {
-        const acct_entry *a = &e->acct[e->acct_used[k]];
-        acct_entry *s = acct_slot(tab, cap, a->lim, a->tier, a->key, a->keylen, a->hash);
-
-        *s = *a;
-        used[k] = (size_t)(s - tab);
-    }
-    sluice_free(e->acct);
-    sluice_free(e->acct_used);
-    e->acct = tab;
-    e->acct_used = used;
-    e->acct_cap = cap;
+    rc = ptab_reserve(&e->acct_index, 1);
+    if (rc != SLUICE_OK)
+        return rc;
+    rc = grow_array(&e->acct, &e->acct_cap, e->acct_n + 1, sizeof *e->acct, 64);
+    if (rc != SLUICE_OK || cap == e->acct_cap)
+        return rc;
+    ptab_clear(&e->acct_index);
+    for (size_t k = 0; k < e->acct_n; k++)
+        (void)ptab_insert(&e->acct_index, e->acct[k].hash, &e->acct[k]);
     return SLUICE_OK;
 }
 
 void gate_acct_add(sluice_engine *e, const task *t, uint16_t link, int granted)
 {
     const task_link *l = &t->links[link];
+    acct_key k = {l->lim, l->tier, l->key, l->keylen};
     uint64_t hash = acct_hash(l);
-    acct_entry *a;
+    acct_entry *a = ptab_find(&e->acct_index, hash, &k, acct_eq);
 
-    if ((e->acct_n + 1) * 2 > e->acct_cap && acct_grow(e) != SLUICE_OK)
-        return; /* accounting is best effort */
-    a = acct_slot(e->acct, e->acct_cap, l->lim, l->tier, l->key, l->keylen, hash);
-    if (!a->lim) {
+    if (!a) {
+        if (acct_reserve(e) != SLUICE_OK)
+            return; /* accounting is best effort */
+        a = &e->acct[e->acct_n++];
         a->lim = l->lim;
         a->tier = l->tier;
         a->key = l->key;
@@ -399,7 +392,7 @@ void gate_acct_add(sluice_engine *e, const task *t, uint16_t link, int granted)
         a->hash = hash;
         a->type = t->type->pol.name;
         a->wanted = a->granted = 0;
-        e->acct_used[e->acct_n++] = (size_t)(a - e->acct);
+        (void)ptab_insert(&e->acct_index, hash, a); /* reserved */
     }
     a->wanted++;
     if (granted)
@@ -409,7 +402,7 @@ void gate_acct_add(sluice_engine *e, const task *t, uint16_t link, int granted)
 void gate_acct_flush(sluice_engine *e, int64_t now)
 {
     for (size_t k = 0; k < e->acct_n; k++) {
-        acct_entry *a = &e->acct[e->acct_used[k]];
+        acct_entry *a = &e->acct[k];
 
         if (a->granted < a->wanted) {
             sluice_event ev;
@@ -425,7 +418,9 @@ void gate_acct_flush(sluice_engine *e, int64_t now)
             ev.granted = a->granted;
             engine_emit(e, &ev, now);
         }
-        a->lim = NULL;
+        /* One removal per entry, not a clear of the whole index: a poll costs what it saw,
+         * whatever the largest poll before it saw. */
+        (void)ptab_remove(&e->acct_index, a->hash, a);
     }
     e->acct_n = 0;
 }
@@ -436,11 +431,10 @@ void gate_free(sluice_engine *e)
     sluice_free(e->decisions);
     sluice_free(e->chain_map);
     sluice_free(e->acct);
-    sluice_free(e->acct_used);
+    ptab_free(&e->acct_index);
     e->chain = NULL;
     e->decisions = NULL;
     e->chain_map = NULL;
     e->acct = NULL;
-    e->acct_used = NULL;
     e->chain_cap = e->acct_cap = e->acct_n = 0;
 }

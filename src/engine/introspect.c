@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/sat.h"
 #include "engine/engine_impl.h"
 #include "engine/registry.h"
 #include "engine/task.h"
@@ -54,8 +55,7 @@ void introspect_delivered(task *t, int64_t now)
         b++;
     c->wait[b]++;
     c->wait_count++;
-    c->wait_sum_ns =
-        (uint64_t)wait > UINT64_MAX - c->wait_sum_ns ? UINT64_MAX : c->wait_sum_ns + (uint64_t)wait;
+    c->wait_sum_ns = sat_add_u64(c->wait_sum_ns, (uint64_t)wait);
 }
 
 void introspect_retried(task *t)
@@ -185,22 +185,17 @@ int sluice_engine_type_stats(const sluice_engine *e,
 
 /* ---- Limits ------------------------------------------------------------------------------ */
 
-static uint64_t add_sat(uint64_t a, uint64_t b)
-{
-    return b > UINT64_MAX - a ? UINT64_MAX : a + b;
-}
-
 static void add_core_stats(sluice_limit_stats *sum, const sluice_limit_stats *s)
 {
     sum->keys += s->keys;
     sum->bytes += s->bytes;
-    sum->untracked = add_sat(sum->untracked, s->untracked);
-    sum->refused = add_sat(sum->refused, s->refused);
-    sum->forgotten = add_sat(sum->forgotten, s->forgotten);
-    sum->hashed = add_sat(sum->hashed, s->hashed);
-    sum->allowed = add_sat(sum->allowed, s->allowed);
-    sum->denied = add_sat(sum->denied, s->denied);
-    sum->units = add_sat(sum->units, s->units);
+    sum->untracked = sat_add_u64(sum->untracked, s->untracked);
+    sum->refused = sat_add_u64(sum->refused, s->refused);
+    sum->forgotten = sat_add_u64(sum->forgotten, s->forgotten);
+    sum->hashed = sat_add_u64(sum->hashed, s->hashed);
+    sum->allowed = sat_add_u64(sum->allowed, s->allowed);
+    sum->denied = sat_add_u64(sum->denied, s->denied);
+    sum->units = sat_add_u64(sum->units, s->units);
 }
 
 int sluice_engine_limit_figures(const sluice_engine *e, const char *name, int64_t now_ns,
@@ -223,8 +218,7 @@ int sluice_engine_limit_figures(const sluice_engine *e, const char *name, int64_
             int64_t spent = 0;
 
             if (sluice_limit_quota_spent(l->lims[i], now_ns, &spent, NULL) == SLUICE_OK)
-                out->quota_spent =
-                    spent > INT64_MAX - out->quota_spent ? INT64_MAX : out->quota_spent + spent;
+                out->quota_spent = sat_add_i64(out->quota_spent, spent);
         }
     }
     for (const waitq *q = l->wqs; q; q = q->next) {

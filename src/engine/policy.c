@@ -23,17 +23,12 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/attr.h"
 #include "engine/dotpath.h"
 #include "engine/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
 #include "base/quote.h"
-
-#if defined(__GNUC__)
-#define POLICY_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define POLICY_PRINTF(f, a)
-#endif
 
 /* Defaults documented in policy.h. */
 #define DEFAULT_MAX_ATTEMPTS   3
@@ -199,7 +194,7 @@ fail:
 /* ---- Checks ------------------------------------------------------------------------------ */
 
 /* Writes the reason of a failed check, sets the fault and returns rc. */
-POLICY_PRINTF(6, 7)
+SLUICE_PRINTF(6, 7)
 static int fault(policy_fault *where, policy_field field, size_t index, char *msg, size_t msglen,
                  const char *fmt, ...)
 {
@@ -209,11 +204,9 @@ static int fault(policy_fault *where, policy_field field, size_t index, char *ms
         where->field = field;
         where->index = index;
     }
-    if (msg && msglen > 0) {
-        va_start(ap, fmt);
-        vsnprintf(msg, msglen, fmt, ap);
-        va_end(ap);
-    }
+    va_start(ap, fmt);
+    sluice_vmsgf(msg, msglen, fmt, ap);
+    va_end(ap);
     return SLUICE_EINVAL;
 }
 
@@ -534,12 +527,10 @@ static int with_subject(int rc, const char *what, const char *name, const char *
 {
     sluice_quoted q;
 
-    if (msg && msglen > 0) {
-        if (name && policy_check_name(name, NULL, 0) == 0)
-            snprintf(msg, msglen, "%s %s: %s", what, show(&q, name), reason);
-        else
-            snprintf(msg, msglen, "%s: %s", what, reason);
-    }
+    if (name && policy_check_name(name, NULL, 0) == 0)
+        sluice_msgf(msg, msglen, "%s %s: %s", what, show(&q, name), reason);
+    else
+        sluice_msgf(msg, msglen, "%s: %s", what, reason);
     return rc;
 }
 

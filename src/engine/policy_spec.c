@@ -20,16 +20,12 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/attr.h"
+#include "base/quote.h"
 #include "engine/dotpath.h"
 #include "engine/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
-
-#if defined(__GNUC__)
-#define PSPEC_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define PSPEC_PRINTF(f, a)
-#endif
 
 /* Longest quoted text in a message, in input bytes. */
 #define QUOTE_MAX 64
@@ -63,16 +59,14 @@ static const char *quote(quoted *q, const char *s, size_t n)
     return q->s;
 }
 
-PSPEC_PRINTF(4, 5)
+SLUICE_PRINTF(4, 5)
 static int fail(int rc, char *msg, size_t msglen, const char *fmt, ...)
 {
     va_list ap;
 
-    if (msg && msglen > 0) {
-        va_start(ap, fmt);
-        vsnprintf(msg, msglen, fmt, ap);
-        va_end(ap);
-    }
+    va_start(ap, fmt);
+    sluice_vmsgf(msg, msglen, fmt, ap);
+    va_end(ap);
     return rc;
 }
 
@@ -310,7 +304,7 @@ fail:
 
 /* ---- Formatting -------------------------------------------------------------------------- */
 
-PSPEC_PRINTF(4, 5)
+SLUICE_PRINTF(4, 5)
 static void append(char *buf, size_t len, size_t *pos, const char *fmt, ...)
 {
     va_list ap;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
 #include "engine/dotpath.h"
 #include "engine/registry.h"
 #include "sluice/error.h"
@@ -21,22 +22,7 @@
 
 static int kbuf_grow(sluice_engine *e, size_t need)
 {
-    size_t cap = e->kbuf_cap ? e->kbuf_cap : 256;
-    char *buf;
-
-    if (need <= e->kbuf_cap)
-        return SLUICE_OK;
-    while (cap < need) {
-        if (cap > SIZE_MAX / 2)
-            return SLUICE_ENOMEM;
-        cap *= 2;
-    }
-    buf = sluice_realloc(e->kbuf, cap);
-    if (!buf)
-        return SLUICE_ENOMEM;
-    e->kbuf = buf;
-    e->kbuf_cap = cap;
-    return SLUICE_OK;
+    return grow_array(&e->kbuf, &e->kbuf_cap, need, 1, 256);
 }
 
 /* Extracts the text at path into the scratch buffer at offset *used; on success the text is at

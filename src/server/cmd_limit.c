@@ -12,13 +12,15 @@
  * was taken, and the core lease id. Replacing or removing a limit bumps its name's generation,
  * so handles of the old limit are refused (NOLEASE) instead of touching a new limit that happens
  * to reuse the same ids. The generation table is this module's state; names are few (one per
- * limit ever named), so it is a small open-addressing table that only grows.
+ * limit ever named), so it is a small pointer table that only grows.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/hash.h"
+#include "base/ptab.h"
 #include "server/commands.h"
 #include "server/durable.h"
 #include "server/log.h"
@@ -34,25 +36,18 @@
 /* ---- Generations ------------------------------------------------------------------------- */
 
 typedef struct gen_entry {
-    char *name; /* owned; NULL = empty slot */
     uint64_t gen;
+    char name[]; /* NUL-terminated */
 } gen_entry;
 
 typedef struct limit_state {
-    gen_entry *slots;
-    size_t cap, n; /* cap is a power of two */
+    ptab gens; /* gen_entry * by the hash_bytes of their name; only grows */
     uint64_t counter;
 } limit_state;
 
-static uint64_t str_hash(const char *s)
+static int gen_eq(const void *p, const void *key)
 {
-    uint64_t h = 14695981039346656037u;
-
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211u;
-    }
-    return h;
+    return strcmp(((const gen_entry *)p)->name, key) == 0;
 }
 
 int cmd_limit_init(server *s)
@@ -61,6 +56,7 @@ int cmd_limit_init(server *s)
 
     if (!ls)
         return SLUICE_ENOMEM;
+    ptab_init(&ls->gens);
     s->limit_state = ls;
     return 0;
 }
@@ -68,28 +64,21 @@ int cmd_limit_init(server *s)
 void cmd_limit_free(server *s)
 {
     limit_state *ls = s->limit_state;
+    size_t pos = 0;
+    gen_entry *e;
 
     if (!ls)
         return;
-    for (size_t i = 0; i < ls->cap; i++)
-        sluice_free(ls->slots[i].name);
-    sluice_free(ls->slots);
+    while ((e = ptab_next(&ls->gens, &pos)) != NULL)
+        sluice_free(e);
+    ptab_free(&ls->gens);
     sluice_free(ls);
     s->limit_state = NULL;
 }
 
 static gen_entry *gen_find(const limit_state *ls, const char *name)
 {
-    if (ls->cap == 0)
-        return NULL;
-    for (size_t at = str_hash(name) & (ls->cap - 1);; at = (at + 1) & (ls->cap - 1)) {
-        gen_entry *e = &ls->slots[at];
-
-        if (!e->name)
-            return NULL;
-        if (strcmp(e->name, name) == 0)
-            return e;
-    }
+    return ptab_find(&ls->gens, hash_bytes(name, strlen(name)), name, gen_eq);
 }
 
 static uint64_t gen_of(const server *s, const char *name)
@@ -99,55 +88,27 @@ static uint64_t gen_of(const server *s, const char *name)
     return e ? e->gen : 0;
 }
 
-static int gen_grow(limit_state *ls)
-{
-    size_t cap = ls->cap ? ls->cap * 2 : 16;
-    gen_entry *slots = sluice_calloc(cap, sizeof(*slots));
-
-    if (!slots)
-        return SLUICE_ENOMEM;
-    for (size_t i = 0; i < ls->cap; i++) {
-        if (!ls->slots[i].name)
-            continue;
-        size_t at = str_hash(ls->slots[i].name) & (cap - 1);
-        while (slots[at].name)
-            at = (at + 1) & (cap - 1);
-        slots[at] = ls->slots[i];
-    }
-    sluice_free(ls->slots);
-    ls->slots = slots;
-    ls->cap = cap;
-    return 0;
-}
-
 void cmd_limit_bump(server *s, const char *name)
 {
     limit_state *ls = s->limit_state;
     gen_entry *e = gen_find(ls, name);
-    size_t at;
+    size_t len = strlen(name);
 
     ls->counter++;
     if (e) {
         e->gen = ls->counter;
         return;
     }
-    if ((ls->n + 1) * 2 > ls->cap && gen_grow(ls) != 0) {
+    e = ptab_reserve(&ls->gens, 1) == SLUICE_OK ? sluice_malloc(sizeof(*e) + len + 1) : NULL;
+    if (!e) {
         /* Without room the name keeps generation 0; its old handles stay accepted by a new
          * limit of the same name (whose lease ids restart). Log it: it is only memory. */
         log_error("lease generations: out of memory for limit \"%s\"", name);
         return;
     }
-    char *copy = sluice_memdup0(name, strlen(name));
-    if (!copy) {
-        log_error("lease generations: out of memory for limit \"%s\"", name);
-        return;
-    }
-    at = str_hash(name) & (ls->cap - 1);
-    while (ls->slots[at].name)
-        at = (at + 1) & (ls->cap - 1);
-    ls->slots[at].name = copy;
-    ls->slots[at].gen = ls->counter;
-    ls->n++;
+    memcpy(e->name, name, len + 1);
+    e->gen = ls->counter;
+    (void)ptab_insert(&ls->gens, hash_bytes(name, len), e); /* reserved */
 }
 
 /* ---- Shared argument handling ------------------------------------------------------------ */

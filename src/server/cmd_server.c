@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/attr.h"
+#include "base/grow.h"
 #include "server/commands.h"
 #include "server/durable.h"
 #include "server/log.h"
@@ -32,7 +34,7 @@ typedef struct sbuf {
     int failed;
 } sbuf;
 
-__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...)
+SLUICE_PRINTF(2, 3) static void sb_printf(sbuf *b, const char *fmt, ...)
 {
     va_list ap;
     int n;
@@ -53,16 +55,10 @@ __attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char 
             b->len += (size_t)n;
             return;
         }
-        size_t cap = b->cap ? b->cap * 2 : 1024;
-        while (cap < b->len + (size_t)n + 1)
-            cap *= 2;
-        char *np = sluice_realloc(b->p, cap);
-        if (!np) {
+        if (grow_array(&b->p, &b->cap, b->len + (size_t)n + 1, 1, 1024) != SLUICE_OK) {
             b->failed = 1;
             return;
         }
-        b->p = np;
-        b->cap = cap;
     }
 }
 

@@ -22,6 +22,8 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/hash.h"
+#include "base/ptab.h"
 #include "server/commands.h"
 #include "server/log.h"
 #include "sluice/error.h"
@@ -33,36 +35,48 @@ typedef struct cell_entry {
 } cell_entry;
 
 typedef struct cell_state {
-    cell_entry *entries; /* n used of max entries */
+    cell_entry *entries; /* n used of max entries; never moved, so the index holds pointers */
     size_t n, max;
-    uint32_t *index; /* icap slots: entry + 1, 0 = empty */
-    size_t icap;     /* a power of two, at least 2 * max */
+    ptab index; /* every used entry, filed under triple_key_hash; reserved for max entries */
 } cell_state;
 
-static uint64_t triple_hash(int64_t a, int64_t b, int64_t c)
-{
-    uint64_t h = (uint64_t)a * 0x9E3779B97F4A7C15u;
+/* The lookup key of a triple. */
+typedef struct triple_key {
+    int64_t v[3]; /* max_burst, count, period */
+} triple_key;
 
-    h ^= (uint64_t)b + 0x7F4A7C159E3779B9u + (h << 6) + (h >> 2);
-    h ^= (uint64_t)c + 0x94D049BB133111EBu + (h << 6) + (h >> 2);
-    return h ^ (h >> 31);
+static uint64_t triple_key_hash(const triple_key *k)
+{
+    return hash_words3((uint64_t)k->v[0], (uint64_t)k->v[1], (uint64_t)k->v[2]);
+}
+
+static uint64_t entry_hash(const cell_entry *e)
+{
+    triple_key k = {{e->max_burst, e->count, e->period}};
+
+    return triple_key_hash(&k);
+}
+
+static int entry_eq(const void *p, const void *key)
+{
+    const cell_entry *e = p;
+    const triple_key *k = key;
+
+    return e->max_burst == k->v[0] && e->count == k->v[1] && e->period == k->v[2];
 }
 
 int cmd_cell_init(server *s)
 {
     cell_state *cs = sluice_calloc(1, sizeof(*cs));
-    size_t icap = 16;
 
     if (!cs)
         return SLUICE_ENOMEM;
     cs->max = s->opt.max_adhoc ? s->opt.max_adhoc : 1;
-    while (icap < cs->max * 2)
-        icap *= 2;
-    cs->icap = icap;
-    cs->entries = sluice_calloc(cs->max, sizeof(*cs->entries));
-    cs->index = sluice_calloc(icap, sizeof(*cs->index));
+    ptab_init(&cs->index);
     s->cell_state = cs;
-    if (!cs->entries || !cs->index) {
+    cs->entries = sluice_calloc(cs->max, sizeof(*cs->entries));
+    /* Reserved once for every entry there can be, so filing one never fails. */
+    if (!cs->entries || ptab_reserve(&cs->index, cs->max) != SLUICE_OK) {
         cmd_cell_free(s);
         return SLUICE_ENOMEM;
     }
@@ -78,7 +92,7 @@ void cmd_cell_free(server *s)
     for (size_t i = 0; i < cs->n; i++)
         sluice_limit_free(cs->entries[i].lim);
     sluice_free(cs->entries);
-    sluice_free(cs->index);
+    ptab_free(&cs->index);
     sluice_free(cs);
     s->cell_state = NULL;
 }
@@ -98,32 +112,15 @@ void cmd_cell_sweep(server *s, int64_t now_ns, size_t budget)
         sluice_limit_sweep(cs->entries[i].lim, now_ns, budget);
 }
 
-static void index_insert(cell_state *cs, size_t entry)
-{
-    const cell_entry *e = &cs->entries[entry];
-    size_t at = triple_hash(e->max_burst, e->count, e->period) & (cs->icap - 1);
-
-    while (cs->index[at])
-        at = (at + 1) & (cs->icap - 1);
-    cs->index[at] = (uint32_t)(entry + 1);
-}
-
 static cell_entry *cell_find(cell_state *cs, int64_t max_burst, int64_t count, int64_t period)
 {
-    size_t at = triple_hash(max_burst, count, period) & (cs->icap - 1);
+    triple_key k = {{max_burst, count, period}};
 
-    while (cs->index[at]) {
-        cell_entry *e = &cs->entries[cs->index[at] - 1];
-
-        if (e->max_burst == max_burst && e->count == count && e->period == period)
-            return e;
-        at = (at + 1) & (cs->icap - 1);
-    }
-    return NULL;
+    return ptab_find(&cs->index, triple_key_hash(&k), &k, entry_eq);
 }
 
 /* Drops one entry whose limit tracks no key, to make room. Returns 0, or -1 when all are in
- * use. Rare (only past max_adhoc triples), so the index is simply rebuilt. */
+ * use. Rare (only past max_adhoc triples). */
 static int cell_evict(cell_state *cs)
 {
     for (size_t i = 0; i < cs->n; i++) {
@@ -133,10 +130,15 @@ static int cell_evict(cell_state *cs)
         if (st.keys > 0)
             continue;
         sluice_limit_free(cs->entries[i].lim);
-        cs->entries[i] = cs->entries[--cs->n];
-        memset(cs->index, 0, cs->icap * sizeof(*cs->index));
-        for (size_t k = 0; k < cs->n; k++)
-            index_insert(cs, k);
+        (void)ptab_remove(&cs->index, entry_hash(&cs->entries[i]), &cs->entries[i]);
+        cs->n--;
+        if (i != cs->n) {
+            /* The last entry moves into the hole; refile it at its new address (removing one
+             * made room, so the insert cannot fail). */
+            (void)ptab_remove(&cs->index, entry_hash(&cs->entries[cs->n]), &cs->entries[cs->n]);
+            cs->entries[i] = cs->entries[cs->n];
+            (void)ptab_insert(&cs->index, entry_hash(&cs->entries[i]), &cs->entries[i]);
+        }
         return 0;
     }
     return -1;
@@ -185,7 +187,7 @@ static cell_entry *cell_get(conn *c, int64_t max_burst, int64_t count, int64_t p
     e->count = count;
     e->period = period;
     e->t_ns = def.period_ns / count;
-    index_insert(cs, cs->n);
+    (void)ptab_insert(&cs->index, entry_hash(e), e); /* reserved for max entries */
     cs->n++;
     return e;
 }

@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 
 #include "base/alloc.h"
+#include "base/attr.h"
 #include "server/admin/admin_impl.h"
 #include "server/admin/dash_assets.h"
 #include "server/log.h"
@@ -111,8 +112,7 @@ enum MHD_Result admin_reply_json(struct MHD_Connection *c, unsigned status, json
 }
 
 /* The {"error", "message"} document. NULL without memory. */
-__attribute__((format(printf, 2, 0))) static json_t *error_doc(const char *code, const char *fmt,
-                                                               va_list ap)
+SLUICE_PRINTF(2, 0) static json_t *error_doc(const char *code, const char *fmt, va_list ap)
 {
     char msg[512];
 
@@ -356,7 +356,7 @@ static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, soc
     return MHD_NO;
 }
 
-__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
+SLUICE_PRINTF(2, 0) static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char line[512];
     size_t n;

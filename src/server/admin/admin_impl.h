@@ -15,6 +15,8 @@
 #include <microhttpd.h>
 #include <uv.h>
 
+#include "base/attr.h"
+#include "base/ptab.h"
 #include "server/admin/admin.h"
 #include "server/server.h"
 
@@ -58,9 +60,7 @@ typedef struct admin {
     int stopping;
     int in_run; /* inside MHD_run: a kick just re-arms afterwards */
 
-    /* Tallies by limit name: open addressing, a power-of-two capacity. */
-    limit_tally **tallies;
-    size_t ntallies, tallies_cap;
+    ptab tallies; /* limit_tally * by the hash_bytes of their name (zeroed = empty) */
     uint64_t events[ADMIN_EVENT_KINDS]; /* every event, by kind */
 
     /* Event streams. */
@@ -87,7 +87,7 @@ enum MHD_Result admin_reply_json(struct MHD_Connection *c, unsigned status, json
 
 /* Queues {"error": code, "message": ...} with `status`. */
 enum MHD_Result admin_reply_error(struct MHD_Connection *c, unsigned status, const char *code,
-                                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+                                  const char *fmt, ...) SLUICE_PRINTF(4, 5);
 
 /* Queues `len` bytes taken over from body (a sluice_malloc block, freed with the response). */
 enum MHD_Result admin_reply_owned(struct MHD_Connection *c, unsigned status,

@@ -29,6 +29,8 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/hash.h"
+#include "base/sat.h"
 #include "server/admin/admin_impl.h"
 #include "server/log.h"
 #include "sluice/error.h"
@@ -41,69 +43,27 @@ static const char *const kind_names[ADMIN_EVENT_KINDS] = {
 
 /* ---- Tallies ----------------------------------------------------------------------------- */
 
-static uint64_t hash_bytes(const char *s, size_t len)
+static int tally_eq(const void *p, const void *key)
 {
-    uint64_t h = 1469598103934665603ull;
-
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-static size_t tally_slot(const admin *a, const char *name, uint64_t h)
-{
-    size_t mask = a->tallies_cap - 1, i = (size_t)h & mask;
-
-    while (a->tallies[i] && (a->tallies[i]->hash != h || strcmp(a->tallies[i]->name, name) != 0))
-        i = (i + 1) & mask;
-    return i;
+    return strcmp(((const limit_tally *)p)->name, key) == 0;
 }
 
 const limit_tally *admin_tally(const admin *a, const char *name)
 {
-    if (!a || a->tallies_cap == 0 || !name)
+    if (!a || !name)
         return NULL;
-    return a->tallies[tally_slot(a, name, hash_bytes(name, strlen(name)))];
-}
-
-/* Doubles the table. Returns 0 or -1. */
-static int tallies_grow(admin *a)
-{
-    size_t cap = a->tallies_cap ? a->tallies_cap * 2 : 16;
-    limit_tally **old = a->tallies;
-    size_t oldcap = a->tallies_cap;
-
-    a->tallies = sluice_calloc(cap, sizeof(*a->tallies));
-    if (!a->tallies) {
-        a->tallies = old;
-        return -1;
-    }
-    a->tallies_cap = cap;
-    for (size_t i = 0; i < oldcap; i++) {
-        if (old[i])
-            a->tallies[tally_slot(a, old[i]->name, old[i]->hash)] = old[i];
-    }
-    sluice_free(old);
-    return 0;
+    return ptab_find(&a->tallies, hash_bytes(name, strlen(name)), name, tally_eq);
 }
 
 /* Finds or creates the tally of a limit; NULL when out of memory or past the cap. */
 static limit_tally *tally_get(admin *a, const char *name)
 {
     uint64_t h = hash_bytes(name, strlen(name));
-    limit_tally *t;
-    size_t i;
+    limit_tally *t = ptab_find(&a->tallies, h, name, tally_eq);
 
-    if (a->tallies_cap > 0) {
-        t = a->tallies[tally_slot(a, name, h)];
-        if (t)
-            return t;
-    }
-    if (a->ntallies >= ADMIN_MAX_TALLIES)
-        return NULL;
-    if ((a->ntallies + 1) * 2 > a->tallies_cap && tallies_grow(a) != 0)
+    if (t)
+        return t;
+    if (a->tallies.n >= ADMIN_MAX_TALLIES || ptab_reserve(&a->tallies, 1) != SLUICE_OK)
         return NULL;
     t = sluice_calloc(1, sizeof(*t));
     if (!t)
@@ -114,9 +74,7 @@ static limit_tally *tally_get(admin *a, const char *name)
         return NULL;
     }
     t->hash = h;
-    i = tally_slot(a, name, h);
-    a->tallies[i] = t;
-    a->ntallies++;
+    (void)ptab_insert(&a->tallies, h, t); /* reserved */
     return t;
 }
 
@@ -140,7 +98,7 @@ static void sketch_add(limit_tally *t, const char *key, size_t keylen, uint64_t 
 
         if (s->count > 0 && s->hash == h && s->keylen == keylen &&
             memcmp(s->key, key, keylen) == 0) {
-            s->count = s->count > UINT64_MAX - n ? UINT64_MAX : s->count + n;
+            s->count = sat_add_u64(s->count, n);
             return;
         }
         if (!min || s->count < min->count)
@@ -148,7 +106,7 @@ static void sketch_add(limit_tally *t, const char *key, size_t keylen, uint64_t 
     }
     /* A free slot has count 0, so it is the minimum. */
     min->err = min->count;
-    min->count = min->count > UINT64_MAX - n ? UINT64_MAX : min->count + n;
+    min->count = sat_add_u64(min->count, n);
     min->hash = h;
     min->keylen = (uint16_t)keylen;
     memcpy(min->key, key, keylen);
@@ -218,18 +176,15 @@ static void tally(admin *a, const sluice_event *ev)
 
 void admin_events_free(admin *a)
 {
-    for (size_t i = 0; i < a->tallies_cap; i++) {
-        limit_tally *t = a->tallies[i];
+    size_t pos = 0;
+    limit_tally *t;
 
-        if (t) {
-            sluice_free(t->name);
-            sluice_free(t->sketch);
-            sluice_free(t);
-        }
+    while ((t = ptab_next(&a->tallies, &pos)) != NULL) {
+        sluice_free(t->name);
+        sluice_free(t->sketch);
+        sluice_free(t);
     }
-    sluice_free(a->tallies);
-    a->tallies = NULL;
-    a->tallies_cap = a->ntallies = 0;
+    ptab_free(&a->tallies);
 }
 
 /* ---- Stream messages --------------------------------------------------------------------- */

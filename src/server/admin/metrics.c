@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
 #include "server/admin/admin_impl.h"
 #include "server/commands.h"
 #include "server/admin/prom.h"
@@ -55,16 +56,10 @@ static void snap_limit(const sluice_limit_policy *p, void *arg)
 
     if (sn->failed)
         return;
-    if (sn->nlimits == sn->limits_cap) {
-        size_t cap = sn->limits_cap ? sn->limits_cap * 2 : 16;
-        limit_snap *v = sluice_realloc(sn->limits, cap * sizeof(*v));
-
-        if (!v) {
-            sn->failed = 1;
-            return;
-        }
-        sn->limits = v;
-        sn->limits_cap = cap;
+    if (grow_array(&sn->limits, &sn->limits_cap, sn->nlimits + 1, sizeof(*sn->limits), 16) !=
+        SLUICE_OK) {
+        sn->failed = 1;
+        return;
     }
     l = &sn->limits[sn->nlimits++];
     l->p = p;

@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
+#include "sluice/error.h"
 
 #define MIN_CAP 4096
 
@@ -46,9 +48,6 @@ char *prom_buf_take(prom_buf *b, size_t *len)
 /* Makes room for `more` bytes plus a NUL. Returns 0 or -1 (the buffer is then failed). */
 static int reserve(prom_buf *b, size_t more)
 {
-    size_t cap;
-    char *p;
-
     if (b->failed)
         return -1;
     if (more < b->cap - b->len && b->buf)
@@ -57,16 +56,10 @@ static int reserve(prom_buf *b, size_t more)
         b->failed = 1;
         return -1;
     }
-    cap = b->cap ? b->cap : MIN_CAP;
-    while (cap - b->len <= more)
-        cap *= 2;
-    p = sluice_realloc(b->buf, cap);
-    if (!p) {
+    if (grow_array(&b->buf, &b->cap, b->len + more + 1, 1, MIN_CAP) != SLUICE_OK) {
         b->failed = 1;
         return -1;
     }
-    b->buf = p;
-    b->cap = cap;
     return 0;
 }
 

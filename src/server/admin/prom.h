@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/attr.h"
+
 /* The Content-Type of the output. */
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -39,7 +41,7 @@ char *prom_buf_take(prom_buf *b, size_t *len);
 
 /* Appends raw bytes (the callers' own text, e.g. JSON). */
 void prom_buf_append(prom_buf *b, const char *s, size_t len);
-void prom_buf_printf(prom_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void prom_buf_printf(prom_buf *b, const char *fmt, ...) SLUICE_PRINTF(2, 3);
 
 typedef enum prom_type {
     METRICS_COUNTER,
