@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/sat.h"
 #include "engine/engine_impl.h"
 #include "engine/gate.h"
 #include "engine/park.h"
@@ -37,11 +38,6 @@ typedef enum poll_outcome {
     POLL_PARKED,
     POLL_FINISHED,
 } poll_outcome;
-
-static int64_t add_sat(int64_t a, int64_t b)
-{
-    return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
-}
 
 static void emit_for(sluice_engine *e, sluice_event_kind kind, const task *t, uint16_t link,
                      int64_t next_slot_ns, int64_t now)
@@ -81,7 +77,7 @@ static void deliver(sluice_engine *e, task *t, int64_t now, int charged, sluice_
         recurring_started(e, t);
     t->attempt++;
     t->state = SLUICE_TASK_RUNNING;
-    t->due_ns = add_sat(now, t->type->pol.lease_ns);
+    t->due_ns = sat_add_i64(now, t->type->pol.lease_ns);
     heap_push(&e->timers, t); /* reserved by the caller */
     gate_renew(e, t, t->type->pol.lease_ns, now);
     e->nrunning++;
@@ -138,7 +134,7 @@ static int poll_one(sluice_engine *e, task *t, int64_t now, sluice_delivery *out
         deliver(e, t, now, charged, out);
         return POLL_DELIVERED;
     case GATE_PARK: {
-        int64_t wake = add_sat(now, r.retry_after_ns);
+        int64_t wake = sat_add_i64(now, r.retry_after_ns);
 
         if (recurring_past_end(t, wake)) {
             fail_by_limit(e, t, SLUICE_FAIL_SKIPPED, r.link, r.retry_after_ns, now);
@@ -270,9 +266,9 @@ static int fail_task(sluice_engine *e, uint64_t id, sluice_fail_mode mode, int64
         t->flags |= TASK_DELAYED;
         if (!retry->throttle_retries)
             t->flags |= TASK_FREE_RETRY;
-        t->due_ns = add_sat(now, backoff(retry, t->attempt));
-        if (retry_after_ns >= 0 && add_sat(now, retry_after_ns) > t->due_ns)
-            t->due_ns = add_sat(now, retry_after_ns);
+        t->due_ns = sat_add_i64(now, backoff(retry, t->attempt));
+        if (retry_after_ns >= 0 && sat_add_i64(now, retry_after_ns) > t->due_ns)
+            t->due_ns = sat_add_i64(now, retry_after_ns);
         /* Not delivered before its backoff ends: its record (and task_info) say so. */
         if (t->due_ns > t->not_before_ns)
             t->not_before_ns = t->due_ns;
@@ -340,7 +336,7 @@ int sluice_engine_touch(sluice_engine *e, uint64_t id, int64_t now_ns, int64_t *
         *until = 0;
     if (rc != SLUICE_OK)
         return rc;
-    t->due_ns = add_sat(now, t->type->pol.lease_ns);
+    t->due_ns = sat_add_i64(now, t->type->pol.lease_ns);
     heap_update(&e->timers, t);
     gate_renew(e, t, t->type->pol.lease_ns, now);
     if (until)

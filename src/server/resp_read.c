@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
 #include "sluice/error.h"
 
 #define RESP_DEFAULT_MAX_BULK   ((size_t)8 << 20)
@@ -205,22 +206,10 @@ int resp_reader_feed(resp_reader *r, const char *buf, size_t len)
     if (len == 0)
         return SLUICE_OK;
     rd_compact(r);
-    if (len > r->cap - r->len) {
-        size_t need, cap;
-        char *p;
-
-        if (len > SIZE_MAX - r->len)
-            return rd_fail(r, SLUICE_ENOMEM, "out of memory");
-        need = r->len + len;
-        cap = r->cap < RD_MIN_BUF ? RD_MIN_BUF : r->cap;
-        while (cap < need)
-            cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-        p = sluice_realloc(r->buf, cap);
-        if (!p)
-            return rd_fail(r, SLUICE_ENOMEM, "out of memory");
-        r->buf = p;
-        r->cap = cap;
-    }
+    if (len > r->cap - r->len &&
+        (len > SIZE_MAX - r->len ||
+         grow_array(&r->buf, &r->cap, r->len + len, 1, RD_MIN_BUF) != SLUICE_OK))
+        return rd_fail(r, SLUICE_ENOMEM, "out of memory");
     memcpy(r->buf + r->len, buf, len);
     r->len += len;
     return SLUICE_OK;
@@ -291,29 +280,17 @@ static const char *rd_check_multibulk(const resp_reader *r, size_t arg_len)
 /* Makes room for one more argument. Returns 0 or SLUICE_ENOMEM. */
 static int rd_grow_argv(resp_reader *r)
 {
-    size_t n;
-    void *p;
+    size_t cap_off = r->argv_cap, cap_len = r->argv_cap, cap_argv = r->argv_cap;
 
     if (r->argc < r->argv_cap)
         return SLUICE_OK;
-    n = r->argv_cap ? r->argv_cap * 2 : RD_MIN_ARGV;
-    if (n > SIZE_MAX / sizeof(size_t) || n > SIZE_MAX / sizeof(char *))
-        return SLUICE_ENOMEM;
     /* argv_cap grows only once all three arrays did, so a failure midway leaves a consistent
      * (if partly larger) set. */
-    p = sluice_realloc(r->off, n * sizeof(size_t));
-    if (!p)
+    if (grow_array(&r->off, &cap_off, r->argc + 1, sizeof(size_t), RD_MIN_ARGV) != SLUICE_OK ||
+        grow_array(&r->argvlen, &cap_len, r->argc + 1, sizeof(size_t), RD_MIN_ARGV) != SLUICE_OK ||
+        grow_array(&r->argv, &cap_argv, r->argc + 1, sizeof(char *), RD_MIN_ARGV) != SLUICE_OK)
         return SLUICE_ENOMEM;
-    r->off = p;
-    p = sluice_realloc(r->argvlen, n * sizeof(size_t));
-    if (!p)
-        return SLUICE_ENOMEM;
-    r->argvlen = p;
-    p = sluice_realloc((void *)r->argv, n * sizeof(char *));
-    if (!p)
-        return SLUICE_ENOMEM;
-    r->argv = p;
-    r->argv_cap = n;
+    r->argv_cap = cap_argv;
     return SLUICE_OK;
 }
 

@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
+#include "sluice/error.h"
 
 #define WR_MIN_BUF  256         /* first writer allocation */
 #define WR_KEEP_BUF (64u << 10) /* an emptied writer buffer larger than this is released */
@@ -51,28 +53,15 @@ void resp_writer_consume(resp_writer *w, size_t n)
 /* Makes room for extra more bytes (plus a NUL for vsnprintf). Returns 0, or -1 with failed set. */
 static int wr_reserve(resp_writer *w, size_t extra)
 {
-    size_t need, cap;
-    char *p;
-
     if (w->failed)
         return -1;
     if (extra < w->cap - w->len)
         return 0;
-    if (extra > SIZE_MAX - w->len - 1) {
+    if (extra > SIZE_MAX - w->len - 1 ||
+        grow_array(&w->buf, &w->cap, w->len + extra + 1, 1, WR_MIN_BUF) != SLUICE_OK) {
         w->failed = 1;
         return -1;
     }
-    need = w->len + extra + 1;
-    cap = w->cap < WR_MIN_BUF ? WR_MIN_BUF : w->cap;
-    while (cap < need)
-        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-    p = sluice_realloc(w->buf, cap);
-    if (!p) {
-        w->failed = 1;
-        return -1;
-    }
-    w->buf = p;
-    w->cap = cap;
     return 0;
 }
 
