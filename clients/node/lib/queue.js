@@ -8,6 +8,7 @@
 // for a RateLimitedError.
 'use strict';
 
+const { EventEmitter } = require('node:events');
 const { makeRedis, call, toObject } = require('./connection');
 const { RateLimitedError } = require('./errors');
 
@@ -18,11 +19,21 @@ function encodePayload(payload) {
   return text === undefined ? 'null' : text;
 }
 
-class Queue {
-  /** `new Queue({connection: {host, port, password}})`; connection may also be a URL or an ioredis client. */
+class Queue extends EventEmitter {
+  /**
+   * `new Queue({connection: {host, port, password}})`; connection may also be a URL or an
+   * ioredis client. Connection errors of a connection it opened are emitted as 'error' when
+   * someone listens (commands reject with them anyway), never thrown as unhandled.
+   */
   constructor(opts = {}) {
+    super();
     this.redis = makeRedis(opts.connection);
     this._owned = this.redis !== opts.connection;
+    if (this._owned) {
+      this.redis.on('error', (err) => {
+        if (this.listenerCount('error') > 0) this.emit('error', err);
+      });
+    }
   }
 
   /** Any command, with refusals rejected as SluiceError. */
