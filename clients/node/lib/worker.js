@@ -72,9 +72,12 @@ class Task {
   }
 }
 
-/** A Task from one item of TASK.GET's reply (an array in RESP2, a map in RESP3). */
+/**
+ * A Task from one item of TASK.GET's reply: an array in RESP2; in RESP3 a map, which ioredis
+ * gives as an object or Map (replyMapping "resp3") or flattened into [name, value, ...].
+ */
 function parseTask(item) {
-  if (!Array.isArray(item)) {
+  if (!Array.isArray(item) || item[0] === 'id') {
     const m = toObject(item);
     return new Task(m.id, m.type, m.payload, m.attempt, m.lease_until_ms);
   }

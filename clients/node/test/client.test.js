@@ -260,6 +260,25 @@ test('throttle, explain and the typed errors', async () => {
   assert.equal((await q.info(id)).state, 'cancelled');
 });
 
+test('connections in RESP3 (either reply mapping) decode the same', async () => {
+  for (const extra of [{ protocol: 3 }, { protocol: 3, replyMapping: 'resp3' }]) {
+    const conn = { ...connection, ...extra };
+    const q3 = new Queue({ connection: conn });
+    const id = await q3.add('plain', { resp: 3 }, { delay: 60000 });
+    assert.equal((await q3.info(id)).state, 'queued');
+    assert.equal((await q3.explain(id)).state, 'queued');
+    await q3.cancel(id);
+    const id2 = await q3.add('plain', { resp: 3, go: true });
+    const got = [];
+    const w = worker('plain', async (task) => got.push([task.id, task.payload, task.attempt]), { connection: conn });
+    await waitFor(() => got.length === 1, 20000, 'the task over RESP3');
+    await w.close();
+    assert.deepEqual(got, [[id2, { resp: 3, go: true }, 1]]);
+    assert.equal((await q3.info(id2)).state, 'done');
+    await q3.close();
+  }
+});
+
 test('a worker blocked in TASK.GET carries on after the server restarts', async () => {
   let srv = await startServer();
   const conn = { host: '127.0.0.1', port: srv.port };
