@@ -233,7 +233,12 @@ class Worker extends EventEmitter {
       // A TASK.GET sent on a live connection returns within blockTimeout: let it, so that
       // whatever it hands out is run. On a connection that is down nothing is in flight.
       if (this.blocking.status !== 'ready') this.blocking.disconnect();
-      const done = await Promise.race([this._loop.then(() => true), sleep(this.blockTimeout + 3000).then(() => false)]);
+      let timer;
+      const done = await Promise.race([
+        this._loop.then(() => true),
+        new Promise((resolve) => (timer = setTimeout(resolve, this.blockTimeout + 3000, false))),
+      ]);
+      clearTimeout(timer);
       if (!done) {
         this.blocking.disconnect();
         await this._loop;
