@@ -35,6 +35,7 @@ const {
 
 const REASON_MAX = 1000; // bytes; the server keeps up to 1023
 const COST_MAX = 1e9;
+const RETRY_AFTER_MAX = 2592000000; // 30 days: the most TASK.FAIL ... RETRY_AFTER accepts
 
 function checkCost(n) {
   if (!Number.isInteger(n) || n < 0 || n > COST_MAX) {
@@ -125,7 +126,7 @@ function settleCommand(task, outcome, arg, err) {
   if (outcome === 'dead') args.push('DEAD');
   else {
     args.push('RETRY');
-    if (outcome === 'retry_after') args.push('RETRY_AFTER', arg);
+    if (outcome === 'retry_after') args.push('RETRY_AFTER', Math.min(arg, RETRY_AFTER_MAX));
     else if (outcome === 'release') args.push('RETRY_AFTER', 0); // back at once, no attempt used
   }
   const reason = outcome === 'release' ? 'worker shut down' : reasonOf(err);

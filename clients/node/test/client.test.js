@@ -121,8 +121,8 @@ test('a worker process killed mid-task has its task redelivered to another worke
   child.stdout.on('data', (b) => (out += b));
   await waitFor(() => out.includes('started'), 20000, 'the child to start the task');
   assert.equal(out.trim(), `started ${id} 1`);
-  // The child renews its 1 s lease: still running well past it.
-  await sleep(1500);
+  // The child renews its 2 s lease: still running well past it.
+  await sleep(3000);
   assert.equal((await q.info(id)).state, 'running');
   child.kill('SIGKILL');
   await exited;
@@ -136,11 +136,11 @@ test('a worker process killed mid-task has its task redelivered to another worke
 });
 
 test('a handler running past its lease keeps the task: TASK.TOUCH renews it', async () => {
-  const id = await q.add('slow', { long: true }); // lease 1 s
+  const id = await q.add('slow', { long: true }); // lease 2 s
   const attempts = [];
   const w = worker('slow', async (task) => {
     attempts.push(task.attempt);
-    await sleep(2500);
+    await sleep(5000);
     assert.equal(task.leaseLost, false);
   });
   const lost = [];
@@ -149,6 +149,29 @@ test('a handler running past its lease keeps the task: TASK.TOUCH renews it', as
   await w.close();
   assert.deepEqual(attempts, [1]);
   assert.deepEqual(lost, []);
+});
+
+test('a worker whose lease lapsed cannot ack: NOLEASE, counted as lost, and the task runs again', async () => {
+  const id = await q.add('slow', { lapse: true }); // lease 2 s
+  const attempts = [];
+  let abortedBy = null;
+  // leaseMs far above the real lease: the worker renews too late, as after a long pause.
+  const w = worker('slow', async (task) => {
+    attempts.push(task.attempt);
+    if (task.attempt === 1) {
+      task.signal.addEventListener('abort', () => (abortedBy = task.signal.reason));
+      await waitFor(async () => (await q.info(id)).attempt === 1 && (await q.info(id)).state === 'queued', 20000, 'the lease to lapse');
+    }
+  }, { leaseMs: 60000 });
+  const lost = [];
+  w.on('lost', (task, err) => lost.push([task.attempt, err.code]));
+  await waitFor(async () => (await q.info(id)).state === 'done', 30000, 'the second attempt');
+  await w.close();
+  assert.deepEqual(attempts, [1, 2]);
+  assert.deepEqual(lost, [[1, 'NOLEASE']]);
+  assert.equal(w.stats.lost, 1);
+  assert.equal(w.stats.acked, 1);
+  assert.equal(abortedBy, null, 'no TOUCH was sent, so nothing told the handler before its ACK');
 });
 
 test('close() loses nothing: every task ends acked exactly once', async () => {

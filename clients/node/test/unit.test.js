@@ -51,6 +51,7 @@ test('each outcome sends its ACK or FAIL, fenced by the attempt', () => {
   const ra = new RetryAfterError(1500.2);
   assert.deepEqual(settleCommand(t, ...outcomeOfError(ra), ra)[0],
     ['TASK.FAIL', 7, 'RETRY', 'RETRY_AFTER', 1501, 'REASON', `RetryAfterError: ${ra.message}`, 'ATTEMPT', 3]);
+  assert.equal(settleCommand(t, 'retry_after', 1e12, ra)[0][4], 2592000000, 'capped at 30 days');
   const rl = fromReply('RATELIMITED limit=a kind=rate key=k limit_value=1 window_ms=1000 retry_after_ms=250');
   assert.deepEqual(outcomeOfError(rl), ['retry_after', 250]);
   const never = fromReply('RATELIMITED limit=a kind=quota key=k limit_value=1 window_ms=0 retry_after_ms=-1');
