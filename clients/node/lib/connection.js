@@ -54,9 +54,21 @@ function toObject(reply) {
   return reply && typeof reply === 'object' ? { ...reply } : {};
 }
 
+/**
+ * Closes a connection at once. ioredis's disconnect() leaves a client that was waiting to
+ * reconnect (no socket) in 'reconnecting' with its queued commands pending for ever, so those
+ * are rejected here.
+ */
+function hardClose(conn) {
+  conn.disconnect();
+  if (conn.status === 'reconnecting' && typeof conn.flushQueue === 'function') {
+    conn.flushQueue(new Error('Connection is closed.'));
+  }
+}
+
 /** The first word of a connection-level problem, for logs. */
 function describe(err) {
   return err && err.message ? err.message : String(err);
 }
 
-module.exports = { backoffMs, makeRedis, call, toObject, describe, isRedis };
+module.exports = { backoffMs, makeRedis, call, toObject, describe, isRedis, hardClose };

@@ -9,7 +9,7 @@
 'use strict';
 
 const { EventEmitter } = require('node:events');
-const { makeRedis, call, toObject } = require('./connection');
+const { makeRedis, call, toObject, hardClose } = require('./connection');
 const { RateLimitedError } = require('./errors');
 
 /** A task's payload as JSON text: a Buffer is taken as JSON already, anything else is encoded. */
@@ -112,10 +112,14 @@ class Queue extends EventEmitter {
   /** Closes the connection (only one this Queue opened itself). */
   async close() {
     if (!this._owned) return;
+    if (this.redis.status !== 'ready') {
+      hardClose(this.redis); // nothing to flush on a connection that is down
+      return;
+    }
     try {
       await this.redis.quit();
     } catch {
-      this.redis.disconnect();
+      hardClose(this.redis);
     }
   }
 }

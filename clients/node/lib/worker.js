@@ -23,7 +23,7 @@
 'use strict';
 
 const { EventEmitter } = require('node:events');
-const { makeRedis, call, toObject, backoffMs, describe } = require('./connection');
+const { makeRedis, call, toObject, backoffMs, describe, hardClose } = require('./connection');
 const {
   SluiceError,
   RateLimitedError,
@@ -145,6 +145,7 @@ function touchInterval(task, leaseMs, cap) {
   return left > 0 ? Math.min(cap, Math.max(50, left / 3)) : Math.min(cap, 1000);
 }
 
+const CUT = Symbol('cut'); // what the wait for a TASK.GET gives when close() stops waiting
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Resolves to `promise`'s value, or rejects with a timeout error after `ms`. */
@@ -196,6 +197,7 @@ class Worker extends EventEmitter {
     this._wakers = new Set(); // resolvers of the loop's waits (a free slot, a backoff)
     this._closing = false;
     this._closed = null;
+    this._cutDone = new Promise((resolve) => (this._cut = () => resolve(CUT)));
     this._loop = null;
     this._lastWarn = 0;
     if (opts.autorun !== false) this.run();
@@ -233,7 +235,7 @@ class Worker extends EventEmitter {
     if (this._loop) {
       // A TASK.GET sent on a live connection returns within blockTimeout: let it, so that
       // whatever it hands out is run. On a connection that is down nothing is in flight.
-      if (this.blocking.status !== 'ready') this.blocking.disconnect();
+      if (this.blocking.status !== 'ready') this._cutGet();
       let timer;
       const done = await Promise.race([
         this._loop.then(() => true),
@@ -241,7 +243,7 @@ class Worker extends EventEmitter {
       ]);
       clearTimeout(timer);
       if (!done) {
-        this.blocking.disconnect();
+        this._cutGet(); // no answer: a reply it may still carry lapses with its leases
         await this._loop;
       }
     }
@@ -265,12 +267,18 @@ class Worker extends EventEmitter {
     for (const conn of [this.blocking, this.redis]) {
       try {
         if (conn.status === 'ready') await withDeadline(conn.quit(), 2000);
-        else conn.disconnect();
+        else hardClose(conn);
       } catch {
-        conn.disconnect();
+        hardClose(conn);
       }
     }
     this.emit('closed');
+  }
+
+  /** Stops waiting for the TASK.GET in flight and drops its connection. */
+  _cutGet() {
+    this._cut();
+    hardClose(this.blocking);
   }
 
   _wake() {
@@ -312,14 +320,11 @@ class Worker extends EventEmitter {
       }
       let reply;
       try {
-        reply = await call(this.blocking, [
-          'TASK.GET',
-          ...this.types,
-          'COUNT',
-          free,
-          'TIMEOUT',
-          this.blockTimeout,
+        reply = await Promise.race([
+          call(this.blocking, ['TASK.GET', ...this.types, 'COUNT', free, 'TIMEOUT', this.blockTimeout]),
+          this._cutDone,
         ]);
+        if (reply === CUT) break;
         errors = 0;
       } catch (err) {
         if (this._closing) break;

@@ -329,3 +329,20 @@ test('a worker blocked in TASK.GET carries on after the server restarts', async 
   assert.ok(w.stats.reconnects >= 1);
   await srv.stop();
 });
+
+test('close() returns promptly when the server is gone', async () => {
+  const srv = await startServer();
+  const conn = { host: '127.0.0.1', port: srv.port };
+  const w = new Worker('plain', async () => {}, { connection: conn, blockTimeout: 5000 });
+  w.on('error', () => {});
+  const pq = new Queue({ connection: conn });
+  pq.on('error', () => {});
+  await pq.add('plain', { n: 1 });
+  await waitFor(() => w.stats.acked === 1, 20000, 'the first task');
+  await srv.stop('SIGKILL');
+  await sleep(300); // both clients are reconnecting now
+  const t = Date.now();
+  await w.close();
+  await pq.close();
+  assert.ok(Date.now() - t < 9000, `close took ${Date.now() - t} ms`);
+});
