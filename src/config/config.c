@@ -25,7 +25,7 @@
 #include "config/config_limits.h"
 #include "config/yaml_walk.h"
 #include "base/alloc.h"
-#include "engine/policy_check.h"
+#include "policy/policy_check.h"
 #include "sluice/error.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/policy_check.h"
+#include "policy/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
 

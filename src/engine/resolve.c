@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "engine/dotpath.h"
+#include "policy/dotpath.h"
 #include "engine/registry.h"
 #include "sluice/error.h"
 #include "base/quote.h"

@@ -15,7 +15,7 @@
 
 #include "cli/sim/simulate.h"
 #include "base/alloc.h"
-#include "engine/dotpath.h"
+#include "policy/dotpath.h"
 
 #define MINUTE_NS (60 * SLUICE_NS_PER_SEC)
 #define KEY_BUF   1024 /* longest key kept for the report */

@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "engine/dotpath.h"
-#include "engine/policy_check.h"
+#include "policy/dotpath.h"
+#include "policy/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
 
