@@ -11,7 +11,8 @@ set -u
 sluice=${1:?usage: run.sh PATH-TO-SLUICE SOURCE-DIR}
 src=${2:?usage: run.sh PATH-TO-SLUICE SOURCE-DIR}
 py=/usr/bin/python3
-here=$src/clients/python
+here=$(cd "$src" && pwd)/clients/python
+sluice=$(cd "$(dirname "$sluice")" && pwd)/$(basename "$sluice")
 
 if ! "$py" -c 'import redis' 2>/dev/null; then
   if [ "$(id -u)" -eq 0 ]; then
@@ -43,7 +44,7 @@ if ! [ -s "$tmp/port" ]; then
   echo "run.sh: the server did not start"; cat "$tmp/server.log"; exit 1
 fi
 
-SLUICE_PORT=$(cat "$tmp/port") SLUICE_TMP=$tmp PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH} \
+SLUICE_PORT=$(cat "$tmp/port") SLUICE_TMP=$tmp SLUICE_BIN=$sluice PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH} \
   "$py" -m unittest discover -s "$here/tests" -p 'test_*.py' -v
 rc=$?
 if ! kill -0 "$pid" 2>/dev/null; then

@@ -244,6 +244,49 @@ class TestWorker(Base):
         self.assertLessEqual(used, 300)
 
 
+class TestReconnect(unittest.TestCase):
+    """A server of its own (SLUICE_BIN), killed and restarted on the same port under a worker."""
+
+    def start_server(self, port):
+        pf = os.path.join(self.tmp, "port")
+        if os.path.exists(pf):
+            os.unlink(pf)
+        proc = subprocess.Popen(
+            [os.environ["SLUICE_BIN"], "serve", "--port", str(port), "--port-file", pf,
+             "--no-admin", "--data", os.path.join(self.tmp, "data"), "--log-level", "error",
+             "--config", os.path.join(HERE, "sluice-test.yaml")])
+        self.assertTrue(wait_for(lambda: read(pf).strip() != ""), "server did not start")
+        return proc, int(read(pf))
+
+    @unittest.skipUnless(os.environ.get("SLUICE_BIN"), "needs SLUICE_BIN")
+    def test_worker_reconnects_after_the_server_restarts(self):
+        self.tmp = os.path.join(os.environ.get("SLUICE_TMP", "/tmp"), f"re-{os.getpid()}")
+        os.makedirs(self.tmp, exist_ok=True)
+        proc, port = self.start_server(0)
+        conn = {"port": port}
+        seen = []
+        w = Worker("drain.job", lambda task: seen.append(task.payload), connection=conn,
+                   block_ms=200)
+        try:
+            w.start()
+            with Queue(connection=conn) as q:
+                q.add("drain.job", "before")
+            self.assertTrue(wait_for(lambda: w.stats["acked"] == 1))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            self.assertTrue(wait_for(lambda: w.stats["reconnects"] >= 1))
+            time.sleep(0.5)  # the worker keeps retrying with backoff meanwhile
+            proc, _ = self.start_server(port)
+            with Queue(connection=conn) as q:
+                q.add("drain.job", "after")
+            self.assertTrue(wait_for(lambda: w.stats["acked"] == 2, timeout=30))
+            self.assertEqual(seen, ["before", "after"])
+        finally:
+            w.close(timeout=5)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+
+
 class TestQueue(Base):
     def test_typed_errors_from_throttle(self):
         with self.assertRaises(NoLimitError) as cm:
