@@ -63,12 +63,65 @@ class Task:
         return f"Task(id={self.id}, type={self.type!r}, attempt={self.attempt})"
 
 
+def outcome_of(result, task):
+    """What a handler's return value asks for: an ack, with its cost when it is an int."""
+    if isinstance(result, int) and not isinstance(result, bool):
+        task.set_cost(result)
+    return "ack", None
+
+
+def outcome_of_error(e):
+    """What a handler's exception asks for: ``(outcome, arg)`` for settle_command."""
+    if isinstance(e, RetryAfter):
+        return "retry_after", e
+    if isinstance(e, RateLimitedError):
+        return "retry_after", RetryAfter(max(0, e.retry_after_ms or 0), str(e))
+    if isinstance(e, UnrecoverableError):
+        return "dead", e
+    return "retry", e
+
+
+def settle_command(task, outcome, arg=None):
+    """The ACK or FAIL for an outcome (always fenced by ATTEMPT), and the stats counter."""
+    if outcome == "ack":
+        args = ["TASK.ACK", task.id]
+        if task.cost is not None:
+            args += ["COST", task.cost]
+        counter = "acked"
+    else:
+        args = ["TASK.FAIL", task.id]
+        if outcome == "dead":
+            args.append("DEAD")
+        else:
+            args.append("RETRY")
+            if outcome == "retry_after":
+                args += ["RETRY_AFTER", arg.ms]
+            elif outcome == "release":
+                args += ["RETRY_AFTER", 0]  # back at once, and no attempt used up
+        reason = "worker shut down" if outcome == "release" else f"{type(arg).__name__}: {arg}"
+        args += ["REASON", reason.encode("utf-8", "replace")[:_REASON_MAX]]
+        counter = "released" if outcome == "release" else "failed"
+    return args + ["ATTEMPT", task.attempt], counter
+
+
+def touch_interval(task, lease_ms, cap):
+    """Seconds until the next TASK.TOUCH: a third of the lease. Given the type's ``lease_ms``
+    that is exact; otherwise a third of what is left by the server's lease_until_ms, which
+    assumes the two clocks agree, so it is capped (``cap``) against a server clock ahead."""
+    if lease_ms:
+        return max(0.05, lease_ms / 3000.0)
+    left_ms = task.lease_until_ms - time.time() * 1000
+    return min(cap, max(0.05, left_ms / 3000.0)) if left_ms > 0 else min(cap, 1.0)
+
+
 class Worker:
     """``Worker(type, handler, concurrency=N, connection={"host", "port", "password"})``.
 
     ``type`` is a type name or a list of them. ``handler(task)`` runs in one of ``concurrency``
     threads; may be given later with the ``@worker.handler`` decorator. ``block_ms`` is how long
-    one TASK.GET blocks (close() answers within it). ``stats`` counts ``acked``, ``failed``,
+    one TASK.GET blocks (close() answers within it). ``lease_ms``, the type's lease when known,
+    times the renewals exactly; otherwise they follow the server's lease_until_ms, at least
+    every ``max_touch_interval`` seconds. ``stats`` counts ``acked``, ``failed``,
     ``released``, ``lost`` (settlement refused: the lease had lapsed) and ``reconnects``.
 
     ``with Worker(...) as w: w.run()`` runs until SIGINT/SIGTERM (or ``close()`` from another
@@ -76,7 +129,7 @@ class Worker:
     """
 
     def __init__(self, type, handler=None, *, concurrency=1, connection=None, block_ms=1000,
-                 on_error=None, **redis_kwargs):
+                 on_error=None, lease_ms=None, max_touch_interval=5.0, **redis_kwargs):
         self.types = [type] if isinstance(type, str) else list(type)
         if not self.types:
             raise ValueError("a worker needs at least one task type")
@@ -86,6 +139,8 @@ class Worker:
             raise ValueError("concurrency must be >= 1")
         self.block_ms = int(block_ms)
         self.on_error = on_error
+        self.lease_ms = lease_ms
+        self.max_touch_interval = max_touch_interval
         # A blocked TASK.GET must not hit the socket timeout; anything else answers fast.
         redis_kwargs.setdefault("socket_timeout", self.block_ms / 1000.0 + 10)
         self.redis = make_redis(connection, **redis_kwargs)
@@ -125,16 +180,16 @@ class Worker:
             self._threads.append(t)
         return self
 
-    def run(self, install_signals=True):
+    def run(self, install_signals=True, shutdown_timeout=None):
         """Runs until close() or (in the main thread) SIGINT/SIGTERM, then shuts down
-        gracefully."""
+        gracefully (``close(shutdown_timeout)``)."""
         self.start()
         if install_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: self._stop.set())
         while not self._stop.wait(0.2):
             pass
-        self.close()
+        self.close(shutdown_timeout)
 
     def close(self, timeout=None):
         """Graceful shutdown: takes no more tasks, waits up to ``timeout`` seconds (None:
@@ -200,20 +255,12 @@ class Worker:
         with self._cond:
             self._running[task.id] = entry
             self._cond.notify_all()
-        outcome, arg = "ack", None
         try:
-            result = self._handler(task)
-            if isinstance(result, int) and not isinstance(result, bool):
-                task.set_cost(result)
-        except RetryAfter as e:
-            outcome, arg = "retry_after", e
-        except RateLimitedError as e:
-            outcome, arg = "retry_after", RetryAfter(max(0, e.retry_after_ms or 0), str(e))
-        except UnrecoverableError as e:
-            outcome, arg = "dead", e
+            outcome, arg = outcome_of(self._handler(task), task)
         except Exception as e:  # any crash of the handler: retried, never lost
-            outcome, arg = "retry", e
-            log.warning("sluice: task %d attempt %d failed: %r", task.id, task.attempt, e)
+            outcome, arg = outcome_of_error(e)
+            if outcome == "retry":
+                log.warning("sluice: task %d attempt %d failed: %r", task.id, task.attempt, e)
             if self.on_error:
                 try:
                     self.on_error(task, e)
@@ -226,31 +273,11 @@ class Worker:
             self._settle(task, outcome, arg)
 
     def _touch_interval(self, task):
-        left_ms = task.lease_until_ms - time.time() * 1000
-        return max(0.05, left_ms / 3000.0) if left_ms > 0 else 1.0
+        return touch_interval(task, self.lease_ms, self.max_touch_interval)
 
     def _settle(self, task, outcome, arg=None):
         """ACK or FAIL, retried over connection errors for as long as the lease could last."""
-        if outcome == "ack":
-            args = ["TASK.ACK", task.id]
-            if task.cost is not None:
-                args += ["COST", task.cost]
-            counter = "acked"
-        else:
-            args = ["TASK.FAIL", task.id]
-            if outcome == "dead":
-                args.append("DEAD")
-            else:
-                args.append("RETRY")
-                if outcome == "retry_after":
-                    args += ["RETRY_AFTER", arg.ms]
-                elif outcome == "release":
-                    args += ["RETRY_AFTER", 0]
-            reason = "worker shut down" if outcome == "release" else \
-                f"{type(arg).__name__}: {arg}"
-            args += ["REASON", reason.encode("utf-8", "replace")[:_REASON_MAX]]
-            counter = "released" if outcome == "release" else "failed"
-        args += ["ATTEMPT", task.attempt]
+        args, counter = settle_command(task, outcome, arg)
         deadline = time.monotonic() + 60
         tries = 0
         while True:
