@@ -184,12 +184,17 @@ class Worker:
         """Runs until close() or (in the main thread) SIGINT/SIGTERM, then shuts down
         gracefully (``close(shutdown_timeout)``)."""
         self.start()
+        previous = {}
         if install_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, lambda *_: self._stop.set())
-        while not self._stop.wait(0.2):
-            pass
-        self.close(shutdown_timeout)
+                previous[sig] = signal.signal(sig, lambda *_: self._stop.set())
+        try:
+            while not self._stop.wait(0.2):
+                pass
+            self.close(shutdown_timeout)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def close(self, timeout=None):
         """Graceful shutdown: takes no more tasks, waits up to ``timeout`` seconds (None:

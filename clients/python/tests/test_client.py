@@ -147,7 +147,7 @@ class TestWorker(Base):
         tid = self.q.add("crash.job", {"n": 1})
         env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))
         proc = subprocess.Popen([sys.executable, os.path.join(HERE, "crash_worker.py"),
-                                 str(PORT), started], env=env)
+                                 str(PORT), started, "crash.job", "hang"], env=env)
         try:
             self.assertTrue(wait_for(lambda: read(started).endswith("\n"), timeout=30))
             self.assertEqual(read(started).split(), [str(tid), "1"])
@@ -164,6 +164,23 @@ class TestWorker(Base):
             self.assertTrue(wait_for(lambda: w.stats["acked"] == 1, timeout=30))
         self.assertEqual(seen, [(tid, 2)])
         self.assertEqual(self.q.info(tid)["state"], "done")
+
+    def test_sigterm_finishes_the_running_task(self):
+        started = os.path.join(os.environ.get("SLUICE_TMP", "/tmp"), f"term-{os.getpid()}")
+        tid = self.q.add("term.job", {})
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))
+        proc = subprocess.Popen([sys.executable, os.path.join(HERE, "crash_worker.py"),
+                                 str(PORT), started, "term.job", "finish"], env=env)
+        try:
+            self.assertTrue(wait_for(lambda: read(started).endswith("\n"), timeout=30))
+            proc.send_signal(signal.SIGTERM)
+            self.assertEqual(proc.wait(timeout=30), 0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        info = self.q.info(tid)
+        self.assertEqual((info["state"], int(info["attempt"])), ("done", 1))
 
     def test_shutdown_loses_nothing(self):
         n = 40
