@@ -74,7 +74,7 @@ class TestAsync(unittest.IsolatedAsyncioTestCase):
 
         @w.handler
         async def slow(task):
-            await asyncio.sleep(2.5)  # the lease is 1 s
+            await asyncio.sleep(5)  # the lease is 2 s
 
         w.start()
         self.assertTrue(await wait_for(lambda: w.stats["acked"] == 1))

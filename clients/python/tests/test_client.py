@@ -125,7 +125,7 @@ class TestWorker(Base):
         self.assertIn("bad input", info["fail_message"])
 
     def test_lease_is_renewed_while_the_handler_runs(self):
-        # slow.job's lease is 1 s; a 2.5 s handler keeps it by TASK.TOUCH and acks attempt 1.
+        # slow.job's lease is 2 s; a 5 s handler keeps it by TASK.TOUCH and acks attempt 1.
         tid = self.q.add("slow.job", {})
         w = Worker("slow.job", concurrency=2, connection=CONN, block_ms=200)
         attempts = []
@@ -133,7 +133,7 @@ class TestWorker(Base):
         @w.handler
         def handle(task):
             attempts.append(task.attempt)
-            time.sleep(2.5)
+            time.sleep(5)
 
         with w:
             w.start()
@@ -160,7 +160,7 @@ class TestWorker(Base):
         w.handler(lambda task: seen.append((task.id, task.attempt)))
         with w:
             w.start()
-            # The 1 s lease lapses, then the task comes back as attempt 2.
+            # The 2 s lease lapses, then the task comes back as attempt 2.
             self.assertTrue(wait_for(lambda: w.stats["acked"] == 1, timeout=30))
         self.assertEqual(seen, [(tid, 2)])
         self.assertEqual(self.q.info(tid)["state"], "done")
