@@ -48,6 +48,7 @@ class AsyncQueue:
 
     def __init__(self, connection=None, **redis_kwargs):
         self.redis = make_async_redis(connection, **redis_kwargs)
+        self._owns_redis = self.redis is not connection  # a client passed in stays open
 
     async def __aenter__(self):
         return self
@@ -56,8 +57,9 @@ class AsyncQueue:
         await self.close()
 
     async def close(self):
-        await self.redis.close()
-        await self.redis.connection_pool.disconnect()
+        if self._owns_redis:
+            await self.redis.close()
+            await self.redis.connection_pool.disconnect()
 
     async def call(self, *args):
         try:
@@ -121,6 +123,7 @@ class AsyncWorker:
         self.max_touch_interval = max_touch_interval
         redis_kwargs.setdefault("socket_timeout", self.block_ms / 1000.0 + 10)
         self.redis = make_async_redis(connection, **redis_kwargs)
+        self._owns_redis = self.redis is not connection  # a client passed in stays open
         self.stats = {"acked": 0, "failed": 0, "released": 0, "lost": 0, "reconnects": 0}
         self._stop = None
         self._fetchers = []
@@ -157,7 +160,9 @@ class AsyncWorker:
 
     async def close(self, timeout=None):
         if self._stop is None:
-            await self.redis.close()
+            if self._owns_redis:
+                await self.redis.close()
+                await self.redis.connection_pool.disconnect()
             return
         self._stop.set()
         if self._fetchers:
@@ -170,8 +175,9 @@ class AsyncWorker:
             handler_task.cancel()
         if self._fetchers:
             await asyncio.wait(self._fetchers, timeout=5)
-        await self.redis.close()
-        await self.redis.connection_pool.disconnect()
+        if self._owns_redis:
+            await self.redis.close()
+            await self.redis.connection_pool.disconnect()
 
     def _backoff(self, n):
         return min(5.0, 0.05 * (2 ** min(n, 10))) * (0.5 + random.random() / 2)

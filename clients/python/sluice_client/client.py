@@ -62,6 +62,7 @@ class Queue:
 
     def __init__(self, connection=None, **redis_kwargs):
         self.redis = make_redis(connection, **redis_kwargs)
+        self._owns_redis = self.redis is not connection  # a client passed in stays open
 
     def __enter__(self):
         return self
@@ -70,7 +71,9 @@ class Queue:
         self.close()
 
     def close(self):
-        self.redis.close()
+        if self._owns_redis:
+            self.redis.close()
+            self.redis.connection_pool.disconnect()
 
     def call(self, *args):
         """Any command, with refusals raised as SluiceError."""

@@ -144,6 +144,7 @@ class Worker:
         # A blocked TASK.GET must not hit the socket timeout; anything else answers fast.
         redis_kwargs.setdefault("socket_timeout", self.block_ms / 1000.0 + 10)
         self.redis = make_redis(connection, **redis_kwargs)
+        self._owns_redis = self.redis is not connection  # a client passed in stays open
         self.stats = {"acked": 0, "failed": 0, "released": 0, "lost": 0, "reconnects": 0}
         self._stats_lock = threading.Lock()
         self._stop = threading.Event()
@@ -216,7 +217,9 @@ class Worker:
             self._cond.notify_all()
         if self._threads:
             self._threads[0].join(5)
-        self.redis.close()
+        if self._owns_redis:
+            self.redis.close()
+            self.redis.connection_pool.disconnect()
 
     @property
     def closing(self):
