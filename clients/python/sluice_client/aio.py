@@ -12,7 +12,6 @@ cancelled read): a blocked TASK.GET is left to return within ``block_ms``.
 
 import asyncio
 import inspect
-import json
 import logging
 import random
 import time

@@ -99,7 +99,8 @@ def settle_command(task, outcome, arg=None):
             elif outcome == "release":
                 args += ["RETRY_AFTER", 0]  # back at once, and no attempt used up
         reason = "worker shut down" if outcome == "release" else f"{type(arg).__name__}: {arg}"
-        args += ["REASON", reason.encode("utf-8", "replace")[:_REASON_MAX]]
+        reason = reason.encode("utf-8", "replace")[:_REASON_MAX].decode("utf-8", "ignore")
+        args += ["REASON", reason]
         counter = "released" if outcome == "release" else "failed"
     return args + ["ATTEMPT", task.attempt], counter
 
