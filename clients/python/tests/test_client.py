@@ -333,7 +333,8 @@ class TestQueue(Base):
         with self.assertRaises(RateLimitedError) as cm:
             self.q.call("LEASE.ACQUIRE", "slots", "")
         e = cm.exception
-        self.assertEqual((e.limit, e.kind, e.limit_value, e.window_ms), ("slots", "concurrency", 1, 0))
+        self.assertEqual((e.limit, e.kind, e.limit_value, e.window_ms),
+                         ("slots", "concurrency", 1, 0))
         self.assertGreater(e.retry_after_ms, 0)
         self.q.call("LEASE.RELEASE", dict(zip(lease[::2], lease[1::2]))["lease"])
         e = from_response("RATELIMITED limit=heavy kind=rate tier=big key=a%20b limit_value=5 "
