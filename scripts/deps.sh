@@ -8,6 +8,7 @@ packages=(
   libyaml-dev libssl-dev libjansson-dev libuv1-dev libcmocka-dev
   libhiredis-dev redis-tools libxml2-utils libsqlite3-dev libmicrohttpd-dev curl jq
   chromium
+  python3-redis
 )
 
 missing=()

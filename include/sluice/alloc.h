@@ -12,9 +12,12 @@
 
 #include <stddef.h>
 
+#include "sluice/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+SLUICE_API_BEGIN
 
 typedef void *(*sluice_malloc_fn)(size_t size);
 typedef void *(*sluice_realloc_fn)(void *ptr, size_t size);
@@ -29,6 +32,8 @@ int sluice_replace_allocator(sluice_malloc_fn malloc_fn, sluice_realloc_fn reall
 
 /* Restores the C library allocator. */
 void sluice_reset_allocator(void);
+
+SLUICE_API_END
 
 #ifdef __cplusplus
 }

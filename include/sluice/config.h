@@ -32,9 +32,12 @@
 #include "sluice/engine.h"
 #include "sluice/policy.h"
 
+#include "sluice/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+SLUICE_API_BEGIN
 
 /* Largest configuration file sluice_config_load() reads, in bytes. */
 #define SLUICE_CONFIG_MAX_BYTES ((size_t)16 << 20)
@@ -91,6 +94,8 @@ const sluice_type_policy *sluice_config_find_type(const sluice_config *c, const 
  * type, e.g. `sluice.yaml:7: limit "stripe": out of memory`. */
 int sluice_config_apply(const sluice_config *c, sluice_engine *e, int64_t now_ns, char *msg,
                         size_t msglen);
+
+SLUICE_API_END
 
 #ifdef __cplusplus
 }

@@ -45,9 +45,12 @@
 #include "sluice/limit.h"
 #include "sluice/policy.h"
 
+#include "sluice/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+SLUICE_API_BEGIN
 
 typedef struct sluice_engine sluice_engine;
 
@@ -633,6 +636,8 @@ typedef struct sluice_parked_key {
  * were filled, or SLUICE_ENOTFOUND. */
 int sluice_engine_top_parked(const sluice_engine *e, const char *name, sluice_parked_key *out,
                              size_t max);
+
+SLUICE_API_END
 
 #ifdef __cplusplus
 }

@@ -9,9 +9,12 @@
 #ifndef SLUICE_ERROR_H
 #define SLUICE_ERROR_H
 
+#include "sluice/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+SLUICE_API_BEGIN
 
 enum sluice_error {
     SLUICE_OK = 0,
@@ -35,6 +38,8 @@ const char *sluice_strerror(int rc);
 /* Returns the stable upper-case code word of rc ("NOMEM", "INVAL", ...), used by the protocol
  * layers in error replies. Never NULL. */
 const char *sluice_errname(int rc);
+
+SLUICE_API_END
 
 #ifdef __cplusplus
 }

@@ -34,9 +34,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sluice/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+SLUICE_API_BEGIN
 
 #define SLUICE_NS_PER_MS  INT64_C(1000000)
 #define SLUICE_NS_PER_SEC INT64_C(1000000000)
@@ -294,6 +297,8 @@ typedef struct sluice_chain_result {
  * ENOMEM), in which case nothing was charged. */
 int sluice_chain_decide(const sluice_chain_link *links, size_t n, int64_t now_ns, unsigned flags,
                         sluice_decision *decisions, sluice_chain_result *out);
+
+SLUICE_API_END
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,10 @@
  * Policies: the named limits and task types an engine enforces, as the configuration file and
  * the server's LIMIT.SET describe them. Plain data with owned strings; no behaviour beyond
  * validation, so the config loader, the server and tests can build them the same way.
+ *
+ * Being data, policies are not part of the engine: src/policy implements this header (and
+ * policy_spec.h and the dot paths), in the layer between the limiter core and the engine, so
+ * that the engine and the config loader above it both build on it.
  */
 #ifndef SLUICE_POLICY_H
 #define SLUICE_POLICY_H
@@ -12,9 +16,12 @@
 
 #include "sluice/limit.h"
 
+#include "sluice/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+SLUICE_API_BEGIN
 
 /* Where a limit finds the key of a task. */
 typedef enum sluice_key_source {
@@ -114,6 +121,8 @@ int sluice_type_policy_copy(sluice_type_policy *dst, const sluice_type_policy *s
  * overlap, units_fixed above the burst). Returns 0 or an error with a one-line message. */
 int sluice_limit_policy_validate(const sluice_limit_policy *p, char *msg, size_t msglen);
 int sluice_type_policy_validate(const sluice_type_policy *t, char *msg, size_t msglen);
+
+SLUICE_API_END
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,7 @@
  *   e.g.  rate=100/1s,burst=20,key=input.tenant_id,missing_key=global,overflow=reject
  *
  * key=none (the default) puts every request in one global bucket; key=explicit takes the key the
- * producer gives; a dot path (docs: src/engine/dotpath.h; `input.` is optional) reads it from the
+ * producer gives; a dot path (docs: src/policy/dotpath.h; `input.` is optional) reads it from the
  * task's JSON input. missing_key applies to the last two only (default error). units=task (the
  * default) charges the task's own units, N a fixed cost, a dot path a number in the input. The
  * words none, explicit and task are keywords, never paths. Policies with tiers have no one-line
@@ -30,9 +30,12 @@
 
 #include "sluice/policy.h"
 
+#include "sluice/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+SLUICE_API_BEGIN
 
 /* A buffer of this many bytes always holds the text written by sluice_spec_format_policy()
  * for paths of up to 256 bytes. */
@@ -57,6 +60,8 @@ int sluice_spec_parse_policy(const char *text, sluice_limit_policy *out, char *m
  * has no one-line form); the code of sluice_spec_format_limit() for a def that does not
  * validate; SLUICE_ERANGE when len is too small (buf then holds "" when len > 0). */
 int sluice_spec_format_policy(const sluice_limit_policy *p, char *buf, size_t len);
+
+SLUICE_API_END
 
 #ifdef __cplusplus
 }

@@ -37,9 +37,12 @@
 
 #include "sluice/limit.h"
 
+#include "sluice/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+SLUICE_API_BEGIN
 
 /* A buffer of this many bytes always holds the text written by sluice_spec_format_limit(). */
 #define SLUICE_SPEC_MAX_LEN 256
@@ -81,6 +84,8 @@ int sluice_spec_parse_limit(const char *text, sluice_limit_def *def, char *msg, 
  * when def or buf is NULL; SLUICE_ERANGE when len is too small (SLUICE_SPEC_MAX_LEN always
  * suffices; buf then holds "" when len > 0). */
 int sluice_spec_format_limit(const sluice_limit_def *def, char *buf, size_t len);
+
+SLUICE_API_END
 
 #ifdef __cplusplus
 }

@@ -27,7 +27,7 @@
 #include "base/alloc.h"
 #include "base/quote.h"
 #include "base/grow.h"
-#include "engine/policy_check.h"
+#include "policy/policy_check.h"
 #include "sluice/error.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))

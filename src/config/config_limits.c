@@ -12,7 +12,7 @@
  *
  * Each value is checked where it is read, so its message points at it. Checks that involve
  * several fields (units above the burst, tiers that overlap) are the policy's own
- * (engine/policy_check.h), run once the limit is complete; the field they blame is mapped back to
+ * (policy/policy_check.h), run once the limit is complete; the field they blame is mapped back to
  * the node that set it.
  */
 #include "config/config_limits.h"
@@ -22,8 +22,8 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "engine/dotpath.h"
-#include "engine/policy_check.h"
+#include "policy/dotpath.h"
+#include "policy/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
 

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "base/attr.h"
-#include "engine/policy_check.h"
+#include "policy/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
 

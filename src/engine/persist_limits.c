@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "engine/engine_impl.h"
-#include "engine/policy_check.h"
+#include "policy/policy_check.h"
 #include "engine/registry.h"
 #include "sluice/engine.h"
 #include "sluice/error.h"

@@ -13,7 +13,7 @@
 
 #include "base/alloc.h"
 #include "base/grow.h"
-#include "engine/dotpath.h"
+#include "policy/dotpath.h"
 #include "engine/registry.h"
 #include "sluice/error.h"
 #include "base/quote.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tests of the dot-path module (src/engine/dotpath.c): path validation, key extraction from
+ * Tests of the dot-path module (src/policy/dotpath.c): path validation, key extraction from
  * nested objects and arrays for every JSON type, the canonical text of numbers (with a round-trip
  * property test over random doubles and integers), the `input.` prefix, keys that do not fit,
  * numeric tier fields, the exact reason messages, and that nothing is allocated.
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "engine/dotpath.h"
+#include "policy/dotpath.h"
 #include "sluice/error.h"
 #include "testutil.h"
 

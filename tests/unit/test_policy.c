@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "base/alloc.h"
-#include "engine/policy_check.h"
+#include "policy/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/limit.h"
 #include "sluice/policy.h"

@@ -22,8 +22,8 @@
 #include "base/alloc.h"
 #include "base/attr.h"
 #include "base/quote.h"
-#include "engine/dotpath.h"
-#include "engine/policy_check.h"
+#include "policy/dotpath.h"
+#include "policy/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
 

@@ -7,11 +7,13 @@
  * field at fault. The checks below are the same checks (the public functions are built on them),
  * and they also report which field failed, so the loader can map the fault back to the YAML node
  * that set that field. The message then holds the reason alone, without the policy's name.
+ * With dotpath.h, this is what the policy layer publishes to the layers above it (the engine
+ * and the config loader); the rest of src/policy is its own.
  *
  * Everything here is pure and allocates nothing.
  */
-#ifndef SLUICE_ENGINE_POLICY_CHECK_H
-#define SLUICE_ENGINE_POLICY_CHECK_H
+#ifndef SLUICE_POLICY_POLICY_CHECK_H
+#define SLUICE_POLICY_POLICY_CHECK_H
 
 #include <stddef.h>
 

@@ -23,8 +23,8 @@
  *
  * Everything here is pure and allocates nothing; json values are only borrowed for the call.
  */
-#ifndef SLUICE_ENGINE_DOTPATH_H
-#define SLUICE_ENGINE_DOTPATH_H
+#ifndef SLUICE_POLICY_DOTPATH_H
+#define SLUICE_POLICY_DOTPATH_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -9,7 +9,7 @@
  * quote the path as the caller wrote it (with `input.` if it had one), so they can be shown to
  * the producer unchanged.
  */
-#include "engine/dotpath.h"
+#include "policy/dotpath.h"
 
 #include <stdarg.h>
 #include <stdio.h>
