@@ -194,6 +194,7 @@ class Worker extends EventEmitter {
 
     this._running = new Map(); // id -> {task, timer, done, released}
     this._inflight = new Set(); // each task's run-and-settle promise
+    this._settling = new Set(); // ACKs and FAILs under way (a released handler may never end)
     this._wakers = new Set(); // resolvers of the loop's waits (a free slot, a backoff)
     this._closing = false;
     this._closed = null;
@@ -260,7 +261,7 @@ class Worker extends EventEmitter {
         entry.task._abort.abort(new Error('worker shut down: the task was released'));
         releases.push(this._settle(entry.task, 'release', null, null));
       }
-      await Promise.allSettled(releases);
+      await Promise.allSettled([...releases, ...this._settling]);
     } else {
       await all;
     }
@@ -380,7 +381,10 @@ class Worker extends EventEmitter {
     this._running.delete(task.id);
     this._wake();
     if (entry.released) return; // close() released it when its timeout passed
-    const ok = await this._settle(task, outcome, arg, error);
+    const settling = this._settle(task, outcome, arg, error);
+    this._settling.add(settling);
+    const ok = await settling;
+    this._settling.delete(settling);
     if (ok && outcome === 'ack') this.emit('completed', task, result);
   }
 
