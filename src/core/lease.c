@@ -2,8 +2,8 @@
 /*
  * Concurrency leases: see lease.h.
  *
- * Every lease the registry remembers sits in two structures: an open-addressing map from lease id
- * to lease (linear probing, backward-shift deletion, load <= 3/4) and a binary min-heap ordered by
+ * Every lease the registry remembers sits in two structures: a map from lease id to lease (the
+ * base pointer table, ids hashed by hash_mix) and a binary min-heap ordered by
  * (expiry, id), each lease storing its heap index so release and renew fix it in O(log n). A live
  * lease also sits in its key's doubly-linked list, which is kept sorted by expiry: the earliest
  * expiry (retry_after) is its head, the latest (reset_after) its tail, and expired leases are
@@ -11,7 +11,7 @@
  * share one TTL and time moves forward (the common case) and O(leases of the key) otherwise.
  *
  * Invariants:
- * - map count == heap length == leases allocated; every lease is in both;
+ * - map.n == heap length == leases allocated; every lease is in both;
  * - a live lease has key != NULL and units >= 1 and is in key's list; a tombstone (released, not
  *   yet expired) has key == NULL and units == 0 and is in no list;
  * - key->held == sum of units of the leases in key's list;
@@ -30,9 +30,10 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/hash.h"
+#include "base/ptab.h"
 #include "sluice/error.h"
 
-#define MAP_MIN_CAP  ((size_t)16)
 #define HEAP_MIN_CAP ((size_t)16)
 
 typedef struct lease lease;
@@ -58,9 +59,7 @@ struct lease_key {
 /* The leases of one concurrency limit. */
 struct lease_reg {
     uint64_t next_id; /* id of the next lease issued */
-    lease **slots;    /* id map: map_cap slots, NULL when empty */
-    size_t map_cap;   /* 0 or a power of two */
-    size_t map_count; /* leases in the map (== heap_len) */
+    ptab map;         /* every lease, filed under hash_mix(id); map.n == heap_len */
     lease **heap;     /* min-heap on (expires_ns, id) */
     size_t heap_len;
     size_t heap_cap;
@@ -91,76 +90,14 @@ static int64_t wait_until(int64_t t, int64_t now)
 
 /* ---- Id map ---------------------------------------------------------------------------------- */
 
-static size_t map_home(uint64_t id, size_t mask)
+static int lease_has_id(const void *p, const void *key)
 {
-    uint64_t h = id * UINT64_C(0x9e3779b97f4a7c15);
-
-    h ^= h >> 29;
-    return (size_t)h & mask;
+    return ((const lease *)p)->id == *(const uint64_t *)key;
 }
 
 static lease *map_find(const lease_reg *r, uint64_t id)
 {
-    size_t mask, i;
-
-    if (r->map_cap == 0)
-        return NULL;
-    mask = r->map_cap - 1;
-    for (i = map_home(id, mask); r->slots[i]; i = (i + 1) & mask) {
-        if (r->slots[i]->id == id)
-            return r->slots[i];
-    }
-    return NULL;
-}
-
-/* Puts l into slots (cap a power of two with a free slot); l's id is not there yet. */
-static void map_place(lease **slots, size_t cap, lease *l)
-{
-    size_t mask = cap - 1;
-    size_t i = map_home(l->id, mask);
-
-    while (slots[i])
-        i = (i + 1) & mask;
-    slots[i] = l;
-}
-
-/* Moves every lease into `slots` (zeroed, cap slots) and frees the old array. */
-static void map_rehash(lease_reg *r, lease **slots, size_t cap)
-{
-    for (size_t i = 0; i < r->map_cap; i++) {
-        if (r->slots[i])
-            map_place(slots, cap, r->slots[i]);
-    }
-    sluice_free(r->slots);
-    r->slots = slots;
-    r->map_cap = cap;
-}
-
-/* Removes l from the map, shifting later entries of its probe run back (no tombstones). */
-static void map_remove(lease_reg *r, const lease *l)
-{
-    size_t mask = r->map_cap - 1;
-    size_t i = map_home(l->id, mask);
-    size_t j;
-
-    while (r->slots[i] != l)
-        i = (i + 1) & mask;
-    j = i;
-    for (;;) {
-        size_t home;
-
-        j = (j + 1) & mask;
-        if (!r->slots[j])
-            break;
-        home = map_home(r->slots[j]->id, mask);
-        /* The entry at j may move to the hole at i unless its home lies cyclically in (i, j]. */
-        if (i <= j ? (home > i && home <= j) : (home > i || home <= j))
-            continue;
-        r->slots[i] = r->slots[j];
-        i = j;
-    }
-    r->slots[i] = NULL;
-    r->map_count--;
+    return ptab_find(&r->map, hash_mix(id), &id, lease_has_id);
 }
 
 /* ---- Expiry heap ----------------------------------------------------------------------------- */
@@ -278,7 +215,7 @@ static void lease_forget(lease_reg *r, lease *l)
         key_unlink(l->key, l);
     }
     heap_remove(r, l);
-    map_remove(r, l);
+    (void)ptab_remove(&r->map, hash_mix(l->id), l);
     sluice_free(l);
 }
 
@@ -316,16 +253,7 @@ static int64_t expiry_freeing(const lease_key *k, int64_t limit, int64_t units)
 
 static void reg_shrink(lease_reg *r)
 {
-    if (r->map_cap > MAP_MIN_CAP && r->map_count < r->map_cap / 8) {
-        size_t cap = r->map_cap / 2;
-        lease **slots;
-
-        while (cap > MAP_MIN_CAP && r->map_count < cap / 8)
-            cap /= 2;
-        slots = sluice_calloc(cap, sizeof *slots);
-        if (slots)
-            map_rehash(r, slots, cap);
-    }
+    ptab_shrink(&r->map);
     if (r->heap_cap > HEAP_MIN_CAP && r->heap_len < r->heap_cap / 8) {
         size_t cap = r->heap_cap / 2;
         lease **heap;
@@ -352,6 +280,7 @@ int lease_reg_new(lease_reg **out)
     if (!r)
         return SLUICE_ENOMEM;
     r->next_id = 1;
+    ptab_init(&r->map);
     *out = r;
     return SLUICE_OK;
 }
@@ -372,7 +301,7 @@ void lease_reg_free(lease_reg *r)
         sluice_free(l);
     }
     sluice_free(r->heap);
-    sluice_free(r->slots);
+    ptab_free(&r->map);
     sluice_free(r);
 }
 
@@ -381,8 +310,8 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
 {
     lease_key *k = *kp;
     lease_key *new_key = NULL;
-    lease **new_slots = NULL;
-    size_t new_map_cap = 0;
+    lease **new_heap = NULL;
+    size_t new_heap_cap = 0;
     lease *l;
     int64_t held;
 
@@ -412,16 +341,9 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
         return SLUICE_OK;
     }
 
-    /* Obtain every allocation before changing anything; the heap realloc comes last because a
-     * successful realloc cannot be undone. */
-    if ((r->map_count + 1) * 4 > r->map_cap * 3) {
-        new_map_cap = r->map_cap ? r->map_cap * 2 : MAP_MIN_CAP;
-        if (new_map_cap > SIZE_MAX / 2 / sizeof *new_slots)
-            return SLUICE_ENOMEM;
-        new_slots = sluice_calloc(new_map_cap, sizeof *new_slots);
-        if (!new_slots)
-            goto fail_slots;
-    }
+    /* Obtain every allocation before changing anything: the key, the lease, a larger heap
+     * (built aside, installed only once nothing can fail) and last room in the map (its growth
+     * is the one step that cannot be undone). */
     if (!k) {
         new_key = sluice_calloc(1, sizeof *new_key);
         if (!new_key)
@@ -431,20 +353,23 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
     if (!l)
         goto fail_lease;
     if (r->heap_len == r->heap_cap) {
-        size_t cap = r->heap_cap ? r->heap_cap * 2 : HEAP_MIN_CAP;
-        lease **heap;
-
-        if (cap > SIZE_MAX / 2 / sizeof *heap)
+        new_heap_cap = r->heap_cap ? r->heap_cap * 2 : HEAP_MIN_CAP;
+        if (new_heap_cap > SIZE_MAX / 2 / sizeof *new_heap)
             goto fail_heap;
-        heap = sluice_realloc(r->heap, cap * sizeof *heap);
-        if (!heap)
+        new_heap = sluice_malloc(new_heap_cap * sizeof *new_heap);
+        if (!new_heap)
             goto fail_heap;
-        r->heap = heap;
-        r->heap_cap = cap;
     }
+    if (ptab_reserve(&r->map, 1) != SLUICE_OK)
+        goto fail_map;
 
-    if (new_slots)
-        map_rehash(r, new_slots, new_map_cap);
+    if (new_heap) {
+        if (r->heap_len)
+            memcpy(new_heap, r->heap, r->heap_len * sizeof *new_heap);
+        sluice_free(r->heap);
+        r->heap = new_heap;
+        r->heap_cap = new_heap_cap;
+    }
     if (new_key) {
         k = new_key;
         *kp = k;
@@ -454,8 +379,7 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
     l->expires_ns = add_sat(now_ns, ttl_ns);
     l->units = units;
     l->key = k;
-    map_place(r->slots, r->map_cap, l);
-    r->map_count++;
+    (void)ptab_insert(&r->map, hash_mix(l->id), l); /* cannot fail after the reserve */
     r->heap[r->heap_len] = l;
     l->heap_idx = r->heap_len++;
     heap_up(r, l->heap_idx);
@@ -467,13 +391,13 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
     d->lease_id = l->id;
     return SLUICE_OK;
 
+fail_map:
+    sluice_free(new_heap);
 fail_heap:
     sluice_free(l);
 fail_lease:
     sluice_free(new_key);
 fail_key:
-    sluice_free(new_slots);
-fail_slots:
     return SLUICE_ENOMEM;
 }
 
@@ -561,6 +485,6 @@ size_t lease_bytes(const lease_reg *r)
 {
     if (!r)
         return 0;
-    return sizeof *r + r->map_cap * sizeof *r->slots + r->heap_cap * sizeof *r->heap +
-           r->map_count * sizeof(lease) + r->nkeys * sizeof(lease_key);
+    return sizeof *r + ptab_bytes(&r->map) + r->heap_cap * sizeof *r->heap +
+           r->map.n * sizeof(lease) + r->nkeys * sizeof(lease_key);
 }
