@@ -1,42 +1,38 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The key table (see keytab.h): a dense array of entries and an open-addressing index of 32-bit
- * entry numbers over it.
+ * The key table (see keytab.h): open addressing with linear probing and backward-shift deletion
+ * over one array of slots, each holding a key and its value inline.
  *
- * Entry layout, `entry_len` bytes each (16 + the value rounded up to 8, so every value is 8-byte
- * aligned), entries 0 .. count-1 in use with no holes:
+ * Slot layout, `slot_len` bytes each (16 + the value rounded up to 8, so every value is 8-byte
+ * aligned; 32 bytes for a 16-byte value, two slots a cache line):
  *
- *     0  16 bytes   the key area: a key of at most 15 bytes itself, zero-padded, its length in
- *                   byte 15; a longer key as a pointer to its own allocation (bytes 0-7), its
- *                   length as a uint32 (bytes 8-11) and LONG_KEY in byte 15
+ *     0  16 bytes   the key area. Byte 15 says what the rest is: 0 an empty slot; 1 to 16 a key
+ *                   of (byte 15) - 1 <= 15 bytes, held in bytes 0-14 and zero-padded; LONG_KEY a
+ *                   longer key, held in its own allocation: bytes 0-7 the pointer, 8-11 its
+ *                   length (uint32), 12-14 24 bits of its hash (a tag that spares most
+ *                   comparisons the pointer chase)
  *    16  value      value_size bytes rounded up to 8
  *
  * Read as two little-endian words, the key area of a short key is exactly what probe_key_init
- * builds from the caller's bytes, so telling a short key from another is two word compares.
+ * builds from the caller's bytes, so telling a short key from another is two word compares, and
+ * a probe reads nothing but the slots it passes.
  *
- * Index slot (uint32): 0 when empty; else the entry number + 1 in the low `ebits` bits (ebits =
- * log2 of the index size, so every entry number fits) and, in the bits above, the same bits of
- * the high half of the key's hash: a fingerprint that rejects almost every other key without
- * reading its entry (1 in 2048 pass at 2^21 slots).
- *
- * Memory: a 16-byte value costs a 32-byte entry; the entry array grows by an eighth, the index
- * (4 bytes a slot) doubles at 3/4 load, so a key costs between 32 + 5.3 and 36 + 10.7 bytes
- * (37 to 47), against 53 to 107 for the former single array of 40-byte slots. A lookup reads
- * one index line (8 MB of index at a million keys, which mostly stays in the last-level cache)
- * and one entry.
+ * Memory: the capacity is not a power of two (a key's home is its hash scaled to the capacity),
+ * so the array can grow by 3/16 at a load of 13/16 instead of doubling at 3/4: its load stays
+ * between 0.68 and 0.81, and a key with a 16-byte value costs 39 to 47 bytes (the former
+ * 40-byte slots and doubling cost 53 to 107). Linear probing at that load still finds a present
+ * key within two or three slots (one or two adjacent cache lines) on average.
  *
  * Invariants:
- * - icap is 0 (no index yet, or every entry gone) or a power of two, and count <= icap * 3/4;
- * - every entry is named by exactly one index slot and every occupied slot names an entry below
- *   count;
- * - an entry's home slot is hash & mask, and every slot from its home to its own is occupied
- *   (linear probing, kept by backward-shift deletion: no tombstones);
- * - a removed entry's place is filled by the last entry (whose index slot is renumbered), so
- *   entries stay dense;
- * - count <= ecap; key_len is the sum of the out-of-line key allocations.
+ * - cap is 0 (no slot array yet, or every entry gone) or at least MIN_CAP, below 2^32, and
+ *   count <= cap * 13/16;
+ * - an entry's home slot is home(hash), and every slot from its home to its own (cyclically) is
+ *   occupied (the linear probing invariant that backward-shift deletion keeps, so no tombstones
+ *   are needed);
+ * - key_len is the sum of the out-of-line key allocations.
  *
- * The index and the entry array shrink when deletions or sweeps leave them mostly empty, so
- * memory follows the keys actually tracked. A failed shrink is harmless: they just stay larger.
+ * The table shrinks when deletions or sweeps leave it under 1/4 full, so memory follows the keys
+ * actually tracked. A failed shrink is harmless: the table just stays larger.
  */
 #include "keytab.h"
 
@@ -46,54 +42,85 @@
 #include "base/hash.h"
 #include "sluice/error.h"
 
-#define INLINE_KEY_LEN 15                /* keys up to this length live in the entry */
-#define KEY_AREA       16                /* bytes of an entry before its value */
-#define LONG_KEY       0xffu             /* byte 15 of an out-of-line key's area */
-#define MIN_ICAP       16                /* smallest index */
-#define MAX_ICAP       ((size_t)1 << 31) /* a slot keeps at least one fingerprint bit */
-#define MIN_ECAP       16                /* smallest entry array */
+#define INLINE_KEY_LEN 15                   /* keys up to this length live in the slot */
+#define KEY_AREA       16                   /* bytes of a slot before its value */
+#define LONG_KEY       0xffu                /* byte 15 of an out-of-line key's slot */
+#define MIN_CAP        16                   /* smallest slot array */
+#define MAX_CAP        ((size_t)UINT32_MAX) /* home() scales a 32-bit hash */
 
 struct keytab {
-    uint32_t *index;        /* icap slots, owned; NULL while icap == 0 */
-    size_t icap;            /* index slots: 0 or a power of two */
-    size_t mask;            /* icap - 1 (0 while icap == 0) */
-    uint32_t emask;         /* low bits of a slot holding entry number + 1 */
-    unsigned char *entries; /* ecap * entry_len bytes, owned; NULL while ecap == 0 */
-    size_t ecap;            /* entries allocated */
-    size_t count;           /* entries in use */
-    size_t entry_len;       /* bytes per entry */
-    size_t value_size;      /* bytes of a value as the caller sees it */
-    size_t key_len;         /* bytes allocated for out-of-line keys */
-    size_t cursor;          /* next index slot keytab_sweep visits */
+    unsigned char *slots; /* cap * slot_len bytes, owned; NULL while cap == 0 */
+    size_t cap;           /* slots */
+    size_t count;         /* occupied slots */
+    size_t slot_len;      /* bytes per slot */
+    size_t value_size;    /* bytes of a value as the caller sees it */
+    size_t key_len;       /* bytes allocated for out-of-line keys */
+    size_t cursor;        /* next slot keytab_sweep visits */
+    uint64_t seed;        /* odd multiplier of home_of() for this slot array */
 };
 
-/* ---- Entries ----------------------------------------------------------------------------------
+/* ---- Slots ------------------------------------------------------------------------------------
  */
 
-static inline unsigned char *entry_at(const keytab *t, size_t e)
+/* Most entries a table of cap slots holds: 13/16 of it. */
+static inline size_t max_count(size_t cap)
 {
-    return t->entries + e * t->entry_len;
+    return cap / 16 * 13 + cap % 16 * 13 / 16;
 }
 
-/* The length of the key in an entry's key area. */
-static inline size_t entry_keylen(const unsigned char *ent)
+/* The home slot of a hash: its high half, after a multiply by the array's odd `seed`, scaled to
+ * [0, cap), so any capacity works. The multiply matters: scaling alone keeps the hash order, so
+ * the keys a sweep leaves behind (a run of slots, hence of hashes) would all map into one region
+ * of the next, smaller array; a new seed for every array scatters them. */
+static inline size_t home_of(uint64_t hash, uint64_t seed, size_t cap)
+{
+    return (size_t)((((hash * seed) >> 32) * (uint64_t)cap) >> 32);
+}
+
+static inline unsigned char *slot_at(const keytab *t, size_t i)
+{
+    return t->slots + i * t->slot_len;
+}
+
+static inline size_t next_slot(const keytab *t, size_t i)
+{
+    return i + 1 == t->cap ? 0 : i + 1;
+}
+
+static inline unsigned slot_kind(const unsigned char *slot)
+{
+    return slot[KEY_AREA - 1];
+}
+
+static inline size_t slot_keylen(const unsigned char *slot)
 {
     uint32_t len;
 
-    if (ent[KEY_AREA - 1] != LONG_KEY)
-        return ent[KEY_AREA - 1];
-    memcpy(&len, ent + 8, sizeof len);
+    if (slot_kind(slot) != LONG_KEY)
+        return (size_t)slot_kind(slot) - 1;
+    memcpy(&len, slot + 8, sizeof len);
     return len;
 }
 
-static inline const char *entry_key(const unsigned char *ent)
+static inline const char *slot_key(const unsigned char *slot)
 {
     const char *ext;
 
-    if (ent[KEY_AREA - 1] != LONG_KEY)
-        return (const char *)ent;
-    memcpy(&ext, ent, sizeof ext);
+    if (slot_kind(slot) != LONG_KEY)
+        return (const char *)slot;
+    memcpy(&ext, slot, sizeof ext);
     return ext;
+}
+
+/* 24 bits of a long key's hash, kept in bytes 12-14 of its slot. */
+static inline uint32_t long_tag(uint64_t hash)
+{
+    return (uint32_t)hash & 0xffffffu;
+}
+
+static inline uint32_t slot_tag(const unsigned char *slot)
+{
+    return (uint32_t)slot[12] | (uint32_t)slot[13] << 8 | (uint32_t)slot[14] << 16;
 }
 
 /* A key made ready for probing: hashed once, and for a short key read as the two words of its
@@ -115,196 +142,149 @@ static inline void probe_key_init(probe_key *pk, const char *key, size_t keylen)
     } else {
         hash_short_words((const unsigned char *)key, keylen, &pk->w0, &pk->w1);
         pk->hash = hash_end(hash_absorb(hash_absorb(hash_begin(keylen), pk->w0), pk->w1));
-        pk->w1 |= (uint64_t)keylen << 56;
+        pk->w1 |= (uint64_t)(keylen + 1) << 56;
     }
 }
 
-/* The hash of the key stored in entry e, as probe_key_init computes it. */
-static uint64_t entry_hash(const keytab *t, size_t e)
+/* The hash of the key in an occupied slot, as probe_key_init computes it. */
+static uint64_t slot_hash(const unsigned char *slot)
 {
-    const unsigned char *ent = entry_at(t, e);
-    uint64_t w0, w1;
     size_t len;
 
-    if (ent[KEY_AREA - 1] == LONG_KEY)
-        return hash_bytes(entry_key(ent), entry_keylen(ent));
-    len = ent[KEY_AREA - 1];
-    w0 = hash_load64(ent);
-    w1 = hash_load64(ent + 8) & ~((uint64_t)0xff << 56);
-    return hash_end(hash_absorb(hash_absorb(hash_begin(len), w0), w1));
+    if (slot_kind(slot) == LONG_KEY)
+        return hash_bytes(slot_key(slot), slot_keylen(slot));
+    len = slot_keylen(slot);
+    return hash_end(hash_absorb(hash_absorb(hash_begin(len), hash_load64(slot)),
+                                hash_load64(slot + 8) & ~((uint64_t)0xff << 56)));
 }
 
-static inline int entry_matches(const unsigned char *ent, const probe_key *pk)
-{
-    if (pk->len <= INLINE_KEY_LEN)
-        return hash_load64(ent) == pk->w0 && hash_load64(ent + 8) == pk->w1;
-    return ent[KEY_AREA - 1] == LONG_KEY && entry_keylen(ent) == pk->len &&
-           memcmp(entry_key(ent), pk->key, pk->len) == 0;
-}
-
-/* ---- Index ------------------------------------------------------------------------------------
- */
-
-/* The fingerprint bits of a hash for an index whose entry numbers take `emask`. */
-static inline uint32_t fingerprint(uint64_t hash, uint32_t emask)
-{
-    return (uint32_t)(hash >> 32) & ~emask;
-}
-
-/* Returns the index slot naming the key's entry, or the empty slot that ends its probe
- * (icap > 0). */
+/* Returns the index of the key's slot, or of the empty slot that ends its probe (cap > 0). */
 static inline size_t probe(const keytab *t, const probe_key *pk)
 {
-    uint32_t fp = fingerprint(pk->hash, t->emask);
-    size_t i = (size_t)pk->hash & t->mask;
+    size_t i = home_of(pk->hash, t->seed, t->cap);
 
+    /* A present key is two or three slots from its home on average, often across the next
+     * cache line: ask for that line now, so its miss overlaps the home line's. */
+    __builtin_prefetch(slot_at(t, i) + 64);
+    if (pk->len <= INLINE_KEY_LEN) {
+        for (;;) {
+            const unsigned char *slot = slot_at(t, i);
+            uint64_t w1 = hash_load64(slot + 8);
+
+            if ((w1 == pk->w1 && hash_load64(slot) == pk->w0) || (w1 >> 56) == 0)
+                return i;
+            i = next_slot(t, i);
+        }
+    }
     for (;;) {
-        uint32_t s = t->index[i];
+        const unsigned char *slot = slot_at(t, i);
+        unsigned kind = slot_kind(slot);
 
-        if (s == 0)
+        if (kind == 0 ||
+            (kind == LONG_KEY && slot_tag(slot) == long_tag(pk->hash) &&
+             slot_keylen(slot) == pk->len && memcmp(slot_key(slot), pk->key, pk->len) == 0))
             return i;
-        if ((s ^ fp) <= t->emask && entry_matches(entry_at(t, (s & t->emask) - 1), pk))
-            return i;
-        i = (i + 1) & t->mask;
+        i = next_slot(t, i);
     }
 }
 
-/* The home slot of the entry an occupied slot names. */
-static size_t slot_home(const keytab *t, uint32_t s)
+/* Frees an entry's out-of-line key and calls destroy on its value; the slot stays occupied. */
+static void slot_release(keytab *t, unsigned char *slot, keytab_destroy_fn destroy, void *arg)
 {
-    return (size_t)entry_hash(t, (s & t->emask) - 1) & t->mask;
+    if (destroy)
+        destroy(slot + KEY_AREA, arg);
+    if (slot_kind(slot) == LONG_KEY) {
+        t->key_len -= slot_keylen(slot);
+        sluice_free((void *)slot_key(slot));
+    }
 }
 
-/* Empties index slot i and shifts the slots of its cluster back so no probe sequence breaks. */
-static void index_remove(keytab *t, size_t i)
+/* Steps from a to b going forward around the table. */
+static inline size_t cyclic_dist(const keytab *t, size_t a, size_t b)
+{
+    return b >= a ? b - a : b + t->cap - a;
+}
+
+/* Empties slot i and shifts the entries of its cluster back so no probe sequence is broken. */
+static void slot_remove(keytab *t, size_t i)
 {
     size_t j = i;
 
     for (;;) {
-        uint32_t s;
+        unsigned char *next;
         size_t home;
 
-        j = (j + 1) & t->mask;
-        s = t->index[j];
-        if (s == 0)
+        j = next_slot(t, j);
+        next = slot_at(t, j);
+        if (slot_kind(next) == 0)
             break;
-        home = slot_home(t, s);
-        /* The slot at j may fill the hole at i when i lies on its probe path: from its home to
-         * j, cyclically. */
-        if (((j - home) & t->mask) >= ((j - i) & t->mask)) {
-            t->index[i] = s;
+        home = home_of(slot_hash(next), t->seed, t->cap);
+        /* The entry at j may fill the hole at i when i lies on its probe path: from its home
+         * to j, cyclically. */
+        if (cyclic_dist(t, home, j) >= cyclic_dist(t, i, j)) {
+            memcpy(slot_at(t, i), next, t->slot_len);
             i = j;
         }
     }
-    t->index[i] = 0;
-}
-
-/* Frees an entry's out-of-line key and calls destroy on its value; the entry stays in use. */
-static void entry_release(keytab *t, size_t e, keytab_destroy_fn destroy, void *arg)
-{
-    unsigned char *ent = entry_at(t, e);
-
-    if (destroy)
-        destroy(ent + KEY_AREA, arg);
-    if (ent[KEY_AREA - 1] == LONG_KEY) {
-        t->key_len -= entry_keylen(ent);
-        sluice_free((void *)entry_key(ent));
-    }
-}
-
-/* Removes the (released) entry named by index slot i: empties the slot, then moves the last
- * entry into the freed place and renumbers its slot. */
-static void slot_remove(keytab *t, size_t i)
-{
-    size_t e = (t->index[i] & t->emask) - 1, last = t->count - 1;
-
-    index_remove(t, i);
-    if (e != last) {
-        size_t j = (size_t)entry_hash(t, last) & t->mask;
-
-        while ((t->index[j] & t->emask) != last + 1)
-            j = (j + 1) & t->mask;
-        t->index[j] = (t->index[j] & ~t->emask) | (uint32_t)(e + 1);
-        memcpy(entry_at(t, e), entry_at(t, last), t->entry_len);
-    }
+    memset(slot_at(t, i), 0, t->slot_len);
     t->count--;
 }
 
-/* Allocates and fills an index of new_icap slots over the entries (a power of two that holds
- * count at the load bound). Returns it, or NULL when out of memory. */
-static uint32_t *index_build(const keytab *t, size_t new_icap)
+/* Moves every entry into a fresh array of new_cap slots (0 frees the array; otherwise at least
+ * MIN_CAP, holding count within the load bound). Returns 0 or SLUICE_ENOMEM with t unchanged. */
+static int rehash(keytab *t, size_t new_cap)
 {
-    uint32_t *index;
-    size_t new_mask = new_icap - 1;
-    uint32_t new_emask = (uint32_t)new_mask;
+    unsigned char *slots = NULL;
+    uint64_t seed = hash_mix(t->seed + new_cap) | 1u;
 
-    if (new_icap > MAX_ICAP)
-        return NULL;
-    index = sluice_calloc(new_icap, sizeof *index);
-    if (!index)
-        return NULL;
-    for (size_t e = 0; e < t->count; e++) {
-        uint64_t h = entry_hash(t, e);
-        size_t j = (size_t)h & new_mask;
-
-        while (index[j] != 0)
-            j = (j + 1) & new_mask;
-        index[j] = fingerprint(h, new_emask) | (uint32_t)(e + 1);
+    if (new_cap) {
+        if (new_cap > MAX_CAP || new_cap > SIZE_MAX / t->slot_len)
+            return SLUICE_ENOMEM;
+        slots = sluice_calloc(new_cap, t->slot_len);
+        if (!slots)
+            return SLUICE_ENOMEM;
     }
-    return index;
+    for (size_t i = 0; i < t->cap; i++) {
+        const unsigned char *src = slot_at(t, i);
+        size_t j;
+
+        if (slot_kind(src) == 0)
+            continue;
+        j = home_of(slot_hash(src), seed, new_cap);
+        while (slot_kind(slots + j * t->slot_len) != 0)
+            j = j + 1 == new_cap ? 0 : j + 1;
+        memcpy(slots + j * t->slot_len, src, t->slot_len);
+    }
+    sluice_free(t->slots);
+    /* Keep the sweep cursor at the same relative position of the table (both below 2^32). */
+    t->cursor = t->cap && new_cap ? (size_t)((uint64_t)t->cursor * new_cap / t->cap) : 0;
+    t->slots = slots;
+    t->cap = new_cap;
+    t->seed = seed;
+    return SLUICE_OK;
 }
 
-/* Replaces the index by one of new_icap slots built by index_build (NULL and 0: no index). */
-static void index_install(keytab *t, uint32_t *index, size_t new_icap)
+/* The capacity to grow to from cap: 3/16 more, so the load falls from 13/16 to about 0.68. */
+static size_t grown_cap(size_t cap)
 {
-    sluice_free(t->index);
-    /* Keep the sweep cursor at the same relative position of the index. */
-    if (t->icap && new_icap)
-        t->cursor = new_icap >= t->icap ? t->cursor * (new_icap / t->icap)
-                                        : t->cursor / (t->icap / new_icap);
-    else
-        t->cursor = 0;
-    t->index = index;
-    t->icap = new_icap;
-    t->mask = new_icap ? new_icap - 1 : 0;
-    t->emask = (uint32_t)t->mask;
+    return cap ? cap + cap / 16 * 3 + 1 : MIN_CAP;
 }
 
-/* Gives back memory once the table is mostly empty: the index when under 1/8 full, to the
- * smallest size at most 3/8 full (far from both bounds, so alternating inserts and deletes
- * cannot make it resize back and forth); the entry array when under half used. */
+/* Shrinks the array once it is under 1/4 full, to half full (far from both bounds, so
+ * alternating inserts and deletes cannot make it resize back and forth). */
 static void maybe_shrink(keytab *t)
 {
-    if (t->icap == 0)
+    size_t new_cap;
+
+    if (t->cap == 0 || t->count >= t->cap / 4)
         return;
     if (t->count == 0) {
-        index_install(t, NULL, 0);
-        sluice_free(t->entries);
-        t->entries = NULL;
-        t->ecap = 0;
+        (void)rehash(t, 0);
         return;
     }
-    if (t->count < t->icap / 8) {
-        size_t new_icap = MIN_ICAP;
-
-        while (new_icap * 3 / 8 < t->count)
-            new_icap *= 2;
-        if (new_icap < t->icap) {
-            uint32_t *index = index_build(t, new_icap);
-
-            if (index)
-                index_install(t, index, new_icap);
-        }
-    }
-    if (t->ecap > MIN_ECAP && t->count < t->ecap / 2) {
-        size_t new_ecap = t->count + t->count / 8 + MIN_ECAP;
-        unsigned char *entries = sluice_realloc(t->entries, new_ecap * t->entry_len);
-
-        if (entries) {
-            t->entries = entries;
-            t->ecap = new_ecap;
-        }
-    }
+    new_cap = t->count * 2 < MIN_CAP ? MIN_CAP : t->count * 2;
+    if (new_cap < t->cap)
+        (void)rehash(t, new_cap);
 }
 
 /* ---- Public functions -------------------------------------------------------------------------
@@ -321,7 +301,8 @@ int keytab_new(size_t value_size, keytab **out)
     if (!t)
         return SLUICE_ENOMEM;
     t->value_size = value_size;
-    t->entry_len = KEY_AREA + ((value_size + 7) & ~(size_t)7);
+    t->seed = 1;
+    t->slot_len = KEY_AREA + ((value_size + 7) & ~(size_t)7);
     *out = t;
     return SLUICE_OK;
 }
@@ -341,28 +322,28 @@ void keytab_prefetch(const keytab *t, const char *key, size_t keylen)
     if (t->count == 0 || keylen > UINT32_MAX)
         return;
     probe_key_init(&pk, key, keylen);
-    __builtin_prefetch(&t->index[(size_t)pk.hash & t->mask], 0, 3);
+    __builtin_prefetch(slot_at(t, home_of(pk.hash, t->seed, t->cap)), 1, 3);
+    __builtin_prefetch(slot_at(t, home_of(pk.hash, t->seed, t->cap)) + 64, 1, 3);
 }
 
 void *keytab_find(const keytab *t, const char *key, size_t keylen)
 {
     probe_key pk;
-    uint32_t s;
+    unsigned char *slot;
 
     if (t->count == 0 || keylen > UINT32_MAX)
         return NULL;
     probe_key_init(&pk, key, keylen);
-    s = t->index[probe(t, &pk)];
-    return s != 0 ? entry_at(t, (s & t->emask) - 1) + KEY_AREA : NULL;
+    slot = slot_at(t, probe(t, &pk));
+    return slot_kind(slot) != 0 ? slot + KEY_AREA : NULL;
 }
 
 int keytab_upsert(keytab *t, const char *key, size_t keylen, void **value, int *created)
 {
     probe_key pk;
     char *ext = NULL;
-    uint32_t *new_index = NULL;
-    unsigned char *ent;
-    size_t i = 0, new_icap = 0;
+    unsigned char *slot;
+    size_t i = 0;
 
     *value = NULL;
     if (created)
@@ -371,72 +352,50 @@ int keytab_upsert(keytab *t, const char *key, size_t keylen, void **value, int *
     if (keylen > UINT32_MAX)
         return SLUICE_ENOMEM;
     probe_key_init(&pk, key, keylen);
-    if (t->icap) {
-        uint32_t s;
-
+    if (t->cap) {
         i = probe(t, &pk);
-        s = t->index[i];
-        if (s != 0) {
-            *value = entry_at(t, (s & t->emask) - 1) + KEY_AREA;
+        slot = slot_at(t, i);
+        if (slot_kind(slot) != 0) {
+            *value = slot + KEY_AREA;
             return SLUICE_OK;
         }
     }
-    /* A new key. Acquire everything that can fail before touching the table: the key copy, the
-     * larger index, and last the larger entry array (a successful realloc cannot be undone). */
+    /* A new key. Acquire everything that can fail before touching the table. */
     if (keylen > INLINE_KEY_LEN) {
         ext = sluice_malloc(keylen);
         if (!ext)
             return SLUICE_ENOMEM;
         memcpy(ext, key, keylen);
     }
-    if (t->icap == 0 || t->count + 1 > t->icap / 4 * 3) {
-        new_icap = t->icap ? t->icap * 2 : MIN_ICAP;
-        new_index = index_build(t, new_icap);
-        if (!new_index)
-            goto fail_index;
-    }
-    if (t->count == t->ecap) {
-        size_t new_ecap = t->ecap + t->ecap / 8 + MIN_ECAP;
-        unsigned char *entries;
-
-        if (new_ecap > SIZE_MAX / t->entry_len)
-            goto fail_entries;
-        entries = sluice_realloc(t->entries, new_ecap * t->entry_len);
-        if (!entries)
-            goto fail_entries;
-        t->entries = entries;
-        t->ecap = new_ecap;
-    }
-    if (new_index) {
-        index_install(t, new_index, new_icap);
+    if (t->count + 1 > max_count(t->cap)) {
+        if (rehash(t, grown_cap(t->cap)) != SLUICE_OK) {
+            sluice_free(ext);
+            return SLUICE_ENOMEM;
+        }
         i = probe(t, &pk);
     }
-    ent = entry_at(t, t->count);
-    memset(ent, 0, t->entry_len);
+    slot = slot_at(t, i);
+    memset(slot, 0, t->slot_len);
     if (ext) {
-        uint32_t len32 = (uint32_t)keylen;
+        uint32_t len32 = (uint32_t)keylen, tag = long_tag(pk.hash);
 
-        memcpy(ent, &ext, sizeof ext);
-        memcpy(ent + 8, &len32, sizeof len32);
-        ent[KEY_AREA - 1] = LONG_KEY;
+        memcpy(slot, &ext, sizeof ext);
+        memcpy(slot + 8, &len32, sizeof len32);
+        slot[12] = (unsigned char)tag;
+        slot[13] = (unsigned char)(tag >> 8);
+        slot[14] = (unsigned char)(tag >> 16);
+        slot[KEY_AREA - 1] = LONG_KEY;
         t->key_len += keylen;
     } else {
         if (keylen)
-            memcpy(ent, key, keylen);
-        ent[KEY_AREA - 1] = (unsigned char)keylen;
+            memcpy(slot, key, keylen);
+        slot[KEY_AREA - 1] = (unsigned char)(keylen + 1);
     }
-    t->index[i] = fingerprint(pk.hash, t->emask) | (uint32_t)(t->count + 1);
     t->count++;
-    *value = ent + KEY_AREA;
+    *value = slot + KEY_AREA;
     if (created)
         *created = 1;
     return SLUICE_OK;
-
-fail_entries:
-    sluice_free(new_index);
-fail_index:
-    sluice_free(ext);
-    return SLUICE_ENOMEM;
 }
 
 int keytab_delete(keytab *t, const char *key, size_t keylen, keytab_destroy_fn destroy, void *arg)
@@ -448,9 +407,9 @@ int keytab_delete(keytab *t, const char *key, size_t keylen, keytab_destroy_fn d
         return SLUICE_ENOTFOUND;
     probe_key_init(&pk, key, keylen);
     i = probe(t, &pk);
-    if (t->index[i] == 0)
+    if (slot_kind(slot_at(t, i)) == 0)
         return SLUICE_ENOTFOUND;
-    entry_release(t, (t->index[i] & t->emask) - 1, destroy, arg);
+    slot_release(t, slot_at(t, i), destroy, arg);
     slot_remove(t, i);
     maybe_shrink(t);
     return SLUICE_OK;
@@ -458,16 +417,15 @@ int keytab_delete(keytab *t, const char *key, size_t keylen, keytab_destroy_fn d
 
 void keytab_clear(keytab *t, keytab_destroy_fn destroy, void *arg)
 {
-    for (size_t e = 0; e < t->count; e++)
-        entry_release(t, e, destroy, arg);
-    sluice_free(t->index);
-    sluice_free(t->entries);
-    t->index = NULL;
-    t->entries = NULL;
-    t->icap = 0;
-    t->mask = 0;
-    t->emask = 0;
-    t->ecap = 0;
+    for (size_t i = 0; i < t->cap; i++) {
+        unsigned char *slot = slot_at(t, i);
+
+        if (slot_kind(slot) != 0)
+            slot_release(t, slot, destroy, arg);
+    }
+    sluice_free(t->slots);
+    t->slots = NULL;
+    t->cap = 0;
     t->count = 0;
     t->cursor = 0;
 }
@@ -478,21 +436,21 @@ size_t keytab_sweep(keytab *t, size_t budget, int (*idle)(void *value, void *arg
     size_t removed = 0;
 
     /* One call makes at most one pass, so a budget >= the capacity visits every entry once. */
-    if (budget > t->icap)
-        budget = t->icap;
+    if (budget > t->cap)
+        budget = t->cap;
     while (budget > 0) {
         size_t i = t->cursor;
-        uint32_t s = t->index[i];
+        unsigned char *slot = slot_at(t, i);
 
-        if (s != 0 && idle(entry_at(t, (s & t->emask) - 1) + KEY_AREA, arg)) {
-            /* The backward shift may pull an unvisited slot into slot i: look at it again
+        if (slot_kind(slot) != 0 && idle(slot + KEY_AREA, arg)) {
+            /* The backward shift may pull an unvisited entry into slot i: look at it again
              * without advancing. Every removal empties a slot, so this terminates. */
-            entry_release(t, (s & t->emask) - 1, destroy, arg);
+            slot_release(t, slot, destroy, arg);
             slot_remove(t, i);
             removed++;
             continue;
         }
-        t->cursor = (i + 1) & t->mask;
+        t->cursor = next_slot(t, i);
         budget--;
     }
     maybe_shrink(t);
@@ -501,17 +459,19 @@ size_t keytab_sweep(keytab *t, size_t budget, int (*idle)(void *value, void *arg
 
 int keytab_next(const keytab *t, size_t *pos, const char **key, size_t *keylen, void **value)
 {
-    const unsigned char *ent;
+    for (size_t i = *pos; i < t->cap; i++) {
+        unsigned char *slot = slot_at(t, i);
 
-    if (*pos >= t->count) {
-        *pos = t->count;
-        return 0;
+        if (slot_kind(slot) == 0)
+            continue;
+        *pos = i + 1;
+        *key = slot_key(slot);
+        *keylen = slot_keylen(slot);
+        *value = slot + KEY_AREA;
+        return 1;
     }
-    ent = entry_at(t, (*pos)++);
-    *key = entry_key(ent);
-    *keylen = entry_keylen(ent);
-    *value = (void *)(ent + KEY_AREA);
-    return 1;
+    *pos = t->cap;
+    return 0;
 }
 
 size_t keytab_count(const keytab *t)
@@ -521,10 +481,10 @@ size_t keytab_count(const keytab *t)
 
 size_t keytab_bytes(const keytab *t)
 {
-    return t->icap * sizeof *t->index + t->ecap * t->entry_len + t->key_len;
+    return t->cap * t->slot_len + t->key_len;
 }
 
 size_t keytab_capacity(const keytab *t)
 {
-    return t->icap;
+    return t->cap;
 }

@@ -1,24 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The key table: a hash table from byte-string keys to a fixed-size value stored inline (the
- * per-key state of one limit), built to cost under 48 bytes per tracked key with a 16-byte
- * value: a dense array of entries (key and value side by side) and an open-addressing index of
- * 4-byte slots, each an entry number and a few bits of the key's hash.
+ * The key table: an open-addressing hash table from byte-string keys to a fixed-size value
+ * stored inline (the per-key state of one limit), built to cost under 48 bytes per tracked key
+ * with a 16-byte value: one array of 32-byte slots (key and value side by side) whose capacity
+ * grows by 3/16 at a load of 13/16 rather than doubling.
  *
  * Invariants:
- * - The index uses linear probing with backward-shift deletion: no tombstones, so lookups stay
- *   short after millions of deletions; its load is kept at or below 3/4 by doubling. Entries
- *   have no holes: a removed entry's place is taken by the last one.
+ * - Linear probing with backward-shift deletion: no tombstones, so lookups stay short after
+ *   millions of deletions; the load is kept between about 2/3 and 13/16 while the table grows.
  * - A key is stored once, as given (the caller hashes long keys before they get here); keys of
- *   up to 15 bytes live inside their entry, longer ones in one allocation of their own.
+ *   up to 15 bytes live inside the slot, longer ones in one allocation of their own.
  * - Value pointers returned by find/upsert stay valid until the next upsert, delete, sweep or
- *   clear on the same table (each may move entries; deletions shrink the table once it is
- *   mostly empty, so memory follows the keys tracked).
+ *   clear on the same table (each may move entries; deletions shrink the table once it is under
+ *   1/4 full, so memory follows the keys tracked).
  * - Running out of memory never aborts: an upsert that cannot allocate returns SLUICE_ENOMEM
  *   with the table unchanged, and a shrink that cannot allocate leaves the table larger.
  *
- * Workload: one lookup per decision, so the hot path is one hash, one index line (small enough
- * to stay mostly in cache) and one entry, no call, no allocation for a key already present.
+ * Workload: one lookup per decision, so the hot path is one hash, one or two adjacent cache
+ * lines (fetched together), no call and no allocation for a key already present.
  */
 #ifndef SLUICE_CORE_KEYTAB_H
 #define SLUICE_CORE_KEYTAB_H
@@ -41,7 +40,7 @@ void keytab_free(keytab *t, keytab_destroy_fn destroy, void *arg);
 /* Returns the value of key, or NULL when absent. */
 void *keytab_find(const keytab *t, const char *key, size_t keylen);
 
-/* Asks the CPU to fetch key's home index slot into cache, without waiting. A caller that knows the
+/* Asks the CPU to fetch key's home slot into cache, without waiting. A caller that knows the
  * next keys it will look up (a batch, a pipeline) prefetches a few ahead so their cache misses
  * overlap. No effect on the table's contents. */
 void keytab_prefetch(const keytab *t, const char *key, size_t keylen);
@@ -56,7 +55,7 @@ int keytab_delete(keytab *t, const char *key, size_t keylen, keytab_destroy_fn d
 /* Removes every entry (destroy called on each), keeping the table usable. */
 void keytab_clear(keytab *t, keytab_destroy_fn destroy, void *arg);
 
-/* Visits up to `budget` index slots, continuing from where the previous call stopped and wrapping
+/* Visits up to `budget` slots, continuing from where the previous call stopped and wrapping
  * around; removes each entry for which idle(value, arg) returns non-zero (destroy called first).
  * Returns how many entries were removed.
  * Ensures: one call makes at most one pass (a budget above keytab_capacity() is reduced to it),
@@ -65,17 +64,17 @@ void keytab_clear(keytab *t, keytab_destroy_fn destroy, void *arg);
 size_t keytab_sweep(keytab *t, size_t budget, int (*idle)(void *value, void *arg),
                     keytab_destroy_fn destroy, void *arg);
 
-/* Iteration in entry order. Start with *pos = 0; returns 1 and fills key, keylen, value for the
+/* Iteration in slot order. Start with *pos = 0; returns 1 and fills key, keylen, value for the
  * next entry, or 0 at the end. The table must not change during an iteration. */
 int keytab_next(const keytab *t, size_t *pos, const char **key, size_t *keylen, void **value);
 
 /* Number of entries. */
 size_t keytab_count(const keytab *t);
 
-/* Bytes allocated by the table: index, entries and out-of-line keys. */
+/* Bytes allocated by the table: slots plus out-of-line keys. */
 size_t keytab_bytes(const keytab *t);
 
-/* Number of index slots (0 before the first insertion and once the table is empty again): the
+/* Number of slots (0 before the first insertion and once the table is empty again): the
  * budget of a full keytab_sweep() pass. */
 size_t keytab_capacity(const keytab *t);
 
