@@ -163,9 +163,6 @@ static inline size_t probe(const keytab *t, const probe_key *pk)
 {
     size_t i = home_of(pk->hash, t->seed, t->cap);
 
-    /* A present key is two or three slots from its home on average, often across the next
-     * cache line: ask for that line now, so its miss overlaps the home line's. */
-    __builtin_prefetch(slot_at(t, i) + 64);
     if (pk->len <= INLINE_KEY_LEN) {
         for (;;) {
             const unsigned char *slot = slot_at(t, i);
@@ -322,6 +319,8 @@ void keytab_prefetch(const keytab *t, const char *key, size_t keylen)
     if (t->count == 0 || keylen > UINT32_MAX)
         return;
     probe_key_init(&pk, key, keylen);
+    /* The home line and the next: a present key is two or three slots from its home on
+     * average, often across a line boundary. */
     __builtin_prefetch(slot_at(t, home_of(pk.hash, t->seed, t->cap)), 1, 3);
     __builtin_prefetch(slot_at(t, home_of(pk.hash, t->seed, t->cap)) + 64, 1, 3);
 }

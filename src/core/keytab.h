@@ -17,7 +17,7 @@
  *   with the table unchanged, and a shrink that cannot allocate leaves the table larger.
  *
  * Workload: one lookup per decision, so the hot path is one hash, one or two adjacent cache
- * lines (fetched together), no call and no allocation for a key already present.
+ * lines, no call and no allocation for a key already present.
  */
 #ifndef SLUICE_CORE_KEYTAB_H
 #define SLUICE_CORE_KEYTAB_H
