@@ -18,8 +18,8 @@
  * a probe reads nothing but the slots it passes.
  *
  * Memory: the capacity is not a power of two (a key's home is its hash, multiplied by a seed
- * that changes with every slot array, scaled to the capacity),
- * so the array can grow by 3/16 at a load of 13/16 instead of doubling at 3/4: its load stays
+ * that changes with every slot array, scaled to the capacity), so the array can grow by 3/16
+ * at a load of 13/16 instead of doubling at 3/4: its load stays
  * between 0.68 and 0.81, and a key with a 16-byte value costs 39 to 47 bytes (the former
  * 40-byte slots and doubling cost 53 to 107). Linear probing at that load still finds a present
  * key within two or three slots (one or two adjacent cache lines) on average.
@@ -27,9 +27,9 @@
  * Invariants:
  * - cap is 0 (no slot array yet, or every entry gone) or at least MIN_CAP, below 2^32, and
  *   count <= cap * 13/16;
- * - an entry's home slot is home_of(hash, seed, cap), and every slot from its home to its own
- * (cyclically) is occupied (the linear probing invariant that backward-shift deletion keeps, so no
- * tombstones are needed);
+ * - an entry's home slot is home_of(hash, seed, cap), and every slot from its home to its
+ *   own (cyclically) is occupied (the linear probing invariant that backward-shift deletion
+ *   keeps, so no tombstones are needed);
  * - key_len is the sum of the out-of-line key allocations.
  *
  * The table shrinks when deletions or sweeps leave it under 1/4 full, so memory follows the keys
