@@ -32,6 +32,26 @@ int heap_reserve(heap *h, size_t n)
     return grow_array(&h->items, &h->cap, n, sizeof *h->items, 8);
 }
 
+int heap_prepare(const heap *h, size_t n, void ***items, size_t *cap)
+{
+    size_t c = h->cap;
+
+    *items = NULL;
+    *cap = c;
+    return n <= h->cap ? SLUICE_OK : grow_array(items, cap, n, sizeof **items, 8);
+}
+
+void heap_install(heap *h, void **items, size_t cap)
+{
+    if (!items)
+        return;
+    if (h->n)
+        memcpy(items, h->items, h->n * sizeof *items);
+    sluice_free(h->items);
+    h->items = items;
+    h->cap = cap;
+}
+
 int heap_push(heap *h, void *item)
 {
     return heap_push_by(h, item, h->less);

@@ -37,6 +37,14 @@ typedef struct heap {
 /* Makes room for `n` items in all. Returns 0 or SLUICE_ENOMEM (heap unchanged). */
 int heap_reserve(heap *h, size_t n);
 
+/* heap_reserve in two steps, for a caller that must obtain every allocation of an operation
+ * before it changes anything: heap_prepare allocates aside an array with room for `n` items
+ * (*items = NULL when the heap already has room) and leaves the heap as it is; heap_install
+ * moves the heap into it (and does nothing for NULL). An array not installed is given back
+ * with alloc_free. Returns 0 or SLUICE_ENOMEM. */
+int heap_prepare(const heap *h, size_t n, void ***items, size_t *cap);
+void heap_install(heap *h, void **items, size_t cap);
+
 /* Returns item's index field: its position, or HEAP_NONE. */
 static inline size_t heap_index(const heap *h, const void *item)
 {

@@ -134,3 +134,29 @@ size_t ptab_bytes(const ptab *t)
 {
     return t->cap * sizeof *t->slots;
 }
+
+void ptab_shrink(ptab *t)
+{
+    size_t cap = 16;
+    ptab_slot *slots;
+
+    if (t->fixed || t->cap == 0 || t->n >= t->cap / 8)
+        return;
+    if (t->n == 0) {
+        ptab_free(t);
+        return;
+    }
+    while (t->n > cap / 8 * 3)
+        cap *= 2;
+    if (cap >= t->cap)
+        return;
+    slots = sluice_calloc(cap, sizeof *slots);
+    if (!slots)
+        return;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->slots[i].p)
+            place(slots, cap, t->slots[i].hash, t->slots[i].p);
+    sluice_free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+}

@@ -9,7 +9,8 @@
  * - Linear probing with backward-shift deletion (no tombstones); load kept at or below 3/4.
  * - Removing never shrinks the table, so an insert that follows a successful ptab_reserve()
  *   never allocates: callers reserve before they change anything, then commit without a chance
- *   of running out of memory.
+ *   of running out of memory. Only ptab_shrink(), called when nothing is reserved, gives
+ *   memory back.
  * - A table made with ptab_init_fixed() lives in the caller's slots: it never allocates, never
  *   grows (an insert past 3/4 of its slots fails) and ptab_free() leaves the slots alone.
  */
@@ -80,5 +81,11 @@ void *ptab_next(const ptab *t, size_t *pos);
 
 /* Bytes allocated. */
 size_t ptab_bytes(const ptab *t);
+
+/* Gives memory back once the table is under 1/8 full: rebuilds it at the smallest size at most
+ * 3/8 full (so alternating inserts and removals cannot make it resize back and forth), or frees
+ * the slots when it is empty. Best effort: out of memory leaves the table as it is. Cancels any
+ * room ptab_reserve() made. */
+void ptab_shrink(ptab *t);
 
 #endif

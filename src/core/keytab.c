@@ -1,28 +1,38 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The key table (see keytab.h): open addressing with linear probing and backward-shift deletion.
+ * The key table (see keytab.h): open addressing with linear probing and backward-shift deletion
+ * over one array of slots, each holding a key and its value inline.
  *
- * Slot layout, `slot_len` bytes each (a multiple of 8, so every value is 8-byte aligned):
+ * Slot layout, `slot_len` bytes each (16 + the value rounded up to 8, so every value is 8-byte
+ * aligned; 32 bytes for a 16-byte value, two slots a cache line):
  *
- *     0  uint64 head     tag | keylen << 32, the tag being 32 bits of the key's hash, never 0;
- *                        a head of 0 marks an empty slot
- *     8  16 bytes        the key itself, zero-padded, when keylen <= 16; else a pointer to the
- *                        key's own allocation
- *    24  value           value_size bytes rounded up to 8
+ *     0  16 bytes   the key area. Byte 15 says what the rest is: 0 an empty slot; 1 to 16 a key
+ *                   of (byte 15) - 1 <= 15 bytes, held in bytes 0-14 and zero-padded; LONG_KEY a
+ *                   longer key, held in its own allocation: bytes 0-7 the pointer, 8-11 its
+ *                   length (uint32), 12-14 24 bits of its hash (a tag that spares most
+ *                   comparisons the pointer chase)
+ *    16  value      value_size bytes rounded up to 8
  *
- * One 64-bit compare of the head and two of the key words decide whether a slot holds a short
- * key, so the hot path is one hash, one cache line (sometimes two) and no call.
+ * Read as two little-endian words, the key area of a short key is exactly what probe_key_init
+ * builds from the caller's bytes, so telling a short key from another is two word compares, and
+ * a probe reads nothing but the slots it passes.
  *
- * A 16-byte value thus costs a 40-byte slot; at the maximum load of 3/4 that is 53 bytes per key,
- * and between 53 and 107 on the way from one doubling to the next.
+ * Memory: the capacity is not a power of two (a key's home is its hash, multiplied by a seed
+ * that changes with every slot array, scaled to the capacity), so the array can grow by 3/16
+ * at a load of 13/16 instead of doubling at 3/4: its load stays
+ * between 0.68 and 0.81, and a key with a 16-byte value costs 39 to 47 bytes (the former
+ * 40-byte slots and doubling cost 53 to 107). Linear probing at that load still finds a present
+ * key within two or three slots (one or two adjacent cache lines) on average.
  *
  * Invariants:
- * - cap is 0 (no slot array yet, or every entry gone) or a power of two, and count <= cap * 3/4;
- * - an entry's home slot is tag & mask, and every slot from its home to its own is occupied (the
- *   linear probing invariant that backward-shift deletion keeps, so no tombstones are needed);
+ * - cap is 0 (no slot array yet, or every entry gone) or at least MIN_CAP, below 2^32, and
+ *   count <= cap * 13/16;
+ * - an entry's home slot is home_of(hash, seed, cap), and every slot from its home to its
+ *   own (cyclically) is occupied (the linear probing invariant that backward-shift deletion
+ *   keeps, so no tombstones are needed);
  * - key_len is the sum of the out-of-line key allocations.
  *
- * The table shrinks when deletions or sweeps leave it under 1/8 full, so memory follows the keys
+ * The table shrinks when deletions or sweeps leave it under 1/4 full, so memory follows the keys
  * actually tracked. A failed shrink is harmless: the table just stays larger.
  */
 #include "keytab.h"
@@ -33,51 +43,39 @@
 #include "base/hash.h"
 #include "sluice/error.h"
 
-#define INLINE_KEY_LEN 16                /* keys up to this length live in the slot */
-#define KEY_OFF        8                 /* offset of the key (or key pointer) in a slot */
-#define VALUE_OFF      24                /* offset of the value in a slot */
-#define MIN_CAP        16                /* smallest slot array */
-#define MAX_CAP        ((size_t)1 << 31) /* the 32-bit tags hold every bit a mask can use */
+#define INLINE_KEY_LEN 15                   /* keys up to this length live in the slot */
+#define KEY_AREA       16                   /* bytes of a slot before its value */
+#define LONG_KEY       0xffu                /* byte 15 of an out-of-line key's slot */
+#define MIN_CAP        16                   /* smallest slot array */
+#define MAX_CAP        ((size_t)UINT32_MAX) /* home() scales a 32-bit hash */
 
 struct keytab {
     unsigned char *slots; /* cap * slot_len bytes, owned; NULL while cap == 0 */
-    size_t cap;           /* slots: 0 or a power of two */
-    size_t mask;          /* cap - 1 (0 while cap == 0) */
+    size_t cap;           /* slots */
     size_t count;         /* occupied slots */
     size_t slot_len;      /* bytes per slot */
     size_t value_size;    /* bytes of a value as the caller sees it */
     size_t key_len;       /* bytes allocated for out-of-line keys */
     size_t cursor;        /* next slot keytab_sweep visits */
+    uint64_t seed;        /* odd multiplier of home_of() for this slot array */
 };
 
 /* ---- Slots ------------------------------------------------------------------------------------
  */
 
-/*
- * A slot's first 8 bytes, read and written as one native uint64: the tag in the low half, the key
- * length in the high half. An empty slot's head is 0; an entry's never is (its tag is not 0).
- */
-static inline uint64_t make_head(uint32_t tag, size_t keylen)
+/* Most entries a table of cap slots holds: 13/16 of it. */
+static inline size_t max_count(size_t cap)
 {
-    return (uint64_t)tag | ((uint64_t)keylen << 32);
+    return cap / 16 * 13 + cap % 16 * 13 / 16;
 }
 
-static inline uint64_t head_of(const unsigned char *slot)
+/* The home slot of a hash: its high half, after a multiply by the array's odd `seed`, scaled to
+ * [0, cap), so any capacity works. The multiply matters: scaling alone keeps the hash order, so
+ * the keys a sweep leaves behind (a run of slots, hence of hashes) would all map into one region
+ * of the next, smaller array; a new seed for every array scatters them. */
+static inline size_t home_of(uint64_t hash, uint64_t seed, size_t cap)
 {
-    uint64_t head;
-
-    memcpy(&head, slot, sizeof head);
-    return head;
-}
-
-static inline size_t head_keylen(uint64_t head)
-{
-    return (size_t)(head >> 32);
-}
-
-static inline size_t head_home(const keytab *t, uint64_t head)
-{
-    return (size_t)(uint32_t)head & t->mask;
+    return (size_t)((((hash * seed) >> 32) * (uint64_t)cap) >> 32);
 }
 
 static inline unsigned char *slot_at(const keytab *t, size_t i)
@@ -85,81 +83,124 @@ static inline unsigned char *slot_at(const keytab *t, size_t i)
     return t->slots + i * t->slot_len;
 }
 
-static inline const char *slot_key(const unsigned char *slot, size_t keylen)
+static inline size_t next_slot(const keytab *t, size_t i)
+{
+    return i + 1 == t->cap ? 0 : i + 1;
+}
+
+static inline unsigned slot_kind(const unsigned char *slot)
+{
+    return slot[KEY_AREA - 1];
+}
+
+static inline size_t slot_keylen(const unsigned char *slot)
+{
+    uint32_t len;
+
+    if (slot_kind(slot) != LONG_KEY)
+        return (size_t)slot_kind(slot) - 1;
+    memcpy(&len, slot + 8, sizeof len);
+    return len;
+}
+
+static inline const char *slot_key(const unsigned char *slot)
 {
     const char *ext;
 
-    if (keylen <= INLINE_KEY_LEN)
-        return (const char *)slot + KEY_OFF;
-    memcpy(&ext, slot + KEY_OFF, sizeof ext);
+    if (slot_kind(slot) != LONG_KEY)
+        return (const char *)slot;
+    memcpy(&ext, slot, sizeof ext);
     return ext;
 }
 
-/* A key made ready for probing: hashed once, and for an inline key read as the two words its
- * slot holds, so that a comparison is three word compares and no call. */
+/* 24 bits of a long key's hash, kept in bytes 12-14 of its slot. */
+static inline uint32_t long_tag(uint64_t hash)
+{
+    return (uint32_t)hash & 0xffffffu;
+}
+
+static inline uint32_t slot_tag(const unsigned char *slot)
+{
+    return (uint32_t)slot[12] | (uint32_t)slot[13] << 8 | (uint32_t)slot[14] << 16;
+}
+
+/* A key made ready for probing: hashed once, and for a short key read as the two words of its
+ * key area, so that a comparison is two word compares and no call. */
 typedef struct probe_key {
-    uint64_t head;   /* the head of this key's slot */
-    uint64_t w0, w1; /* inline keys: the key area of the slot */
+    uint64_t hash;   /* the key's hash */
+    uint64_t w0, w1; /* short keys: the key area as two little-endian words */
     const char *key; /* the caller's bytes */
     size_t len;      /* their length */
 } probe_key;
 
 static inline void probe_key_init(probe_key *pk, const char *key, size_t keylen)
 {
-    uint64_t h;
-    uint32_t tag;
-
     pk->key = key;
     pk->len = keylen;
     if (keylen > INLINE_KEY_LEN) {
-        h = hash_bytes(key, keylen);
+        pk->hash = hash_bytes(key, keylen);
         pk->w0 = pk->w1 = 0;
     } else {
         hash_short_words((const unsigned char *)key, keylen, &pk->w0, &pk->w1);
-        h = hash_end(hash_absorb(hash_absorb(hash_begin(keylen), pk->w0), pk->w1));
+        pk->hash = hash_end(hash_absorb(hash_absorb(hash_begin(keylen), pk->w0), pk->w1));
+        pk->w1 |= (uint64_t)(keylen + 1) << 56;
     }
-    tag = (uint32_t)h ^ (uint32_t)(h >> 32);
-    pk->head = make_head(tag ? tag : 1u, keylen);
+}
+
+/* The hash of the key in an occupied slot, as probe_key_init computes it. */
+static uint64_t slot_hash(const unsigned char *slot)
+{
+    size_t len;
+
+    if (slot_kind(slot) == LONG_KEY)
+        return hash_bytes(slot_key(slot), slot_keylen(slot));
+    len = slot_keylen(slot);
+    return hash_end(hash_absorb(hash_absorb(hash_begin(len), hash_load64(slot)),
+                                hash_load64(slot + 8) & ~((uint64_t)0xff << 56)));
 }
 
 /* Returns the index of the key's slot, or of the empty slot that ends its probe (cap > 0). */
 static inline size_t probe(const keytab *t, const probe_key *pk)
 {
-    size_t i = head_home(t, pk->head);
+    size_t i = home_of(pk->hash, t->seed, t->cap);
 
     if (pk->len <= INLINE_KEY_LEN) {
         for (;;) {
             const unsigned char *slot = slot_at(t, i);
-            uint64_t head = head_of(slot);
+            uint64_t w1 = hash_load64(slot + 8);
 
-            if (head == 0 || (head == pk->head && hash_load64(slot + KEY_OFF) == pk->w0 &&
-                              hash_load64(slot + KEY_OFF + 8) == pk->w1))
+            if ((w1 == pk->w1 && hash_load64(slot) == pk->w0) || (w1 >> 56) == 0)
                 return i;
-            i = (i + 1) & t->mask;
+            i = next_slot(t, i);
         }
     }
     for (;;) {
         const unsigned char *slot = slot_at(t, i);
-        uint64_t head = head_of(slot);
+        unsigned kind = slot_kind(slot);
 
-        if (head == 0 ||
-            (head == pk->head && memcmp(slot_key(slot, pk->len), pk->key, pk->len) == 0))
+        if (kind == 0 ||
+            (kind == LONG_KEY && slot_tag(slot) == long_tag(pk->hash) &&
+             slot_keylen(slot) == pk->len && memcmp(slot_key(slot), pk->key, pk->len) == 0))
             return i;
-        i = (i + 1) & t->mask;
+        i = next_slot(t, i);
     }
 }
 
 /* Frees an entry's out-of-line key and calls destroy on its value; the slot stays occupied. */
 static void slot_release(keytab *t, unsigned char *slot, keytab_destroy_fn destroy, void *arg)
 {
-    size_t keylen = head_keylen(head_of(slot));
-
     if (destroy)
-        destroy(slot + VALUE_OFF, arg);
-    if (keylen > INLINE_KEY_LEN) {
-        sluice_free((void *)slot_key(slot, keylen));
-        t->key_len -= keylen;
+        destroy(slot + KEY_AREA, arg);
+    if (slot_kind(slot) == LONG_KEY) {
+        t->key_len -= slot_keylen(slot);
+        sluice_free((void *)slot_key(slot));
     }
+}
+
+/* Steps from a to b going forward around the table. */
+static inline size_t cyclic_dist(const keytab *t, size_t a, size_t b)
+{
+    return b >= a ? b - a : b + t->cap - a;
 }
 
 /* Empties slot i and shifts the entries of its cluster back so no probe sequence is broken. */
@@ -169,18 +210,16 @@ static void slot_remove(keytab *t, size_t i)
 
     for (;;) {
         unsigned char *next;
-        uint64_t head;
         size_t home;
 
-        j = (j + 1) & t->mask;
+        j = next_slot(t, j);
         next = slot_at(t, j);
-        head = head_of(next);
-        if (head == 0)
+        if (slot_kind(next) == 0)
             break;
-        home = head_home(t, head);
+        home = home_of(slot_hash(next), t->seed, t->cap);
         /* The entry at j may fill the hole at i when i lies on its probe path: from its home
          * to j, cyclically. */
-        if (((j - home) & t->mask) >= ((j - i) & t->mask)) {
+        if (cyclic_dist(t, home, j) >= cyclic_dist(t, i, j)) {
             memcpy(slot_at(t, i), next, t->slot_len);
             i = j;
         }
@@ -189,12 +228,12 @@ static void slot_remove(keytab *t, size_t i)
     t->count--;
 }
 
-/* Moves every entry into a fresh array of new_cap slots (0 frees the array; otherwise a power of
- * two that holds count at the load bound). Returns 0 or SLUICE_ENOMEM with t unchanged. */
+/* Moves every entry into a fresh array of new_cap slots (0 frees the array; otherwise at least
+ * MIN_CAP, holding count within the load bound). Returns 0 or SLUICE_ENOMEM with t unchanged. */
 static int rehash(keytab *t, size_t new_cap)
 {
     unsigned char *slots = NULL;
-    size_t new_mask = new_cap ? new_cap - 1 : 0;
+    uint64_t seed = hash_mix(t->seed + new_cap) | 1u;
 
     if (new_cap) {
         if (new_cap > MAX_CAP || new_cap > SIZE_MAX / t->slot_len)
@@ -205,44 +244,43 @@ static int rehash(keytab *t, size_t new_cap)
     }
     for (size_t i = 0; i < t->cap; i++) {
         const unsigned char *src = slot_at(t, i);
-        uint64_t head = head_of(src);
         size_t j;
 
-        if (head == 0)
+        if (slot_kind(src) == 0)
             continue;
-        j = (size_t)(uint32_t)head & new_mask;
-        while (head_of(slots + j * t->slot_len) != 0)
-            j = (j + 1) & new_mask;
+        j = home_of(slot_hash(src), seed, new_cap);
+        while (slot_kind(slots + j * t->slot_len) != 0)
+            j = j + 1 == new_cap ? 0 : j + 1;
         memcpy(slots + j * t->slot_len, src, t->slot_len);
     }
     sluice_free(t->slots);
-    /* Keep the sweep cursor at the same relative position of the table. */
-    if (t->cap && new_cap)
-        t->cursor =
-            new_cap >= t->cap ? t->cursor * (new_cap / t->cap) : t->cursor / (t->cap / new_cap);
-    else
-        t->cursor = 0;
+    /* Keep the sweep cursor at the same relative position of the table (both below 2^32). */
+    t->cursor = t->cap && new_cap ? (size_t)((uint64_t)t->cursor * new_cap / t->cap) : 0;
     t->slots = slots;
     t->cap = new_cap;
-    t->mask = new_mask;
+    t->seed = seed;
     return SLUICE_OK;
 }
 
-/* Shrinks the array once it is under 1/8 full, to the smallest size at most 3/8 full (far from
- * both bounds, so alternating inserts and deletes cannot make it resize back and forth). */
+/* The capacity to grow to from cap: 3/16 more, so the load falls from 13/16 to about 0.68. */
+static size_t grown_cap(size_t cap)
+{
+    return cap ? cap + cap / 16 * 3 + 1 : MIN_CAP;
+}
+
+/* Shrinks the array once it is under 1/4 full, to half full (far from both bounds, so
+ * alternating inserts and deletes cannot make it resize back and forth). */
 static void maybe_shrink(keytab *t)
 {
     size_t new_cap;
 
-    if (t->cap == 0 || t->count >= t->cap / 8)
+    if (t->cap == 0 || t->count >= t->cap / 4)
         return;
     if (t->count == 0) {
         (void)rehash(t, 0);
         return;
     }
-    new_cap = MIN_CAP;
-    while (new_cap * 3 / 8 < t->count)
-        new_cap *= 2;
+    new_cap = t->count * 2 < MIN_CAP ? MIN_CAP : t->count * 2;
     if (new_cap < t->cap)
         (void)rehash(t, new_cap);
 }
@@ -261,7 +299,8 @@ int keytab_new(size_t value_size, keytab **out)
     if (!t)
         return SLUICE_ENOMEM;
     t->value_size = value_size;
-    t->slot_len = VALUE_OFF + ((value_size + 7) & ~(size_t)7);
+    t->seed = 1;
+    t->slot_len = KEY_AREA + ((value_size + 7) & ~(size_t)7);
     *out = t;
     return SLUICE_OK;
 }
@@ -281,7 +320,10 @@ void keytab_prefetch(const keytab *t, const char *key, size_t keylen)
     if (t->count == 0 || keylen > UINT32_MAX)
         return;
     probe_key_init(&pk, key, keylen);
-    __builtin_prefetch(slot_at(t, head_home(t, pk.head)), 1, 3);
+    /* The home line and the next: a present key is two or three slots from its home on
+     * average, often across a line boundary. */
+    __builtin_prefetch(slot_at(t, home_of(pk.hash, t->seed, t->cap)), 1, 3);
+    __builtin_prefetch(slot_at(t, home_of(pk.hash, t->seed, t->cap)) + 64, 1, 3);
 }
 
 void *keytab_find(const keytab *t, const char *key, size_t keylen)
@@ -293,7 +335,7 @@ void *keytab_find(const keytab *t, const char *key, size_t keylen)
         return NULL;
     probe_key_init(&pk, key, keylen);
     slot = slot_at(t, probe(t, &pk));
-    return head_of(slot) != 0 ? slot + VALUE_OFF : NULL;
+    return slot_kind(slot) != 0 ? slot + KEY_AREA : NULL;
 }
 
 int keytab_upsert(keytab *t, const char *key, size_t keylen, void **value, int *created)
@@ -313,8 +355,8 @@ int keytab_upsert(keytab *t, const char *key, size_t keylen, void **value, int *
     if (t->cap) {
         i = probe(t, &pk);
         slot = slot_at(t, i);
-        if (head_of(slot) != 0) {
-            *value = slot + VALUE_OFF;
+        if (slot_kind(slot) != 0) {
+            *value = slot + KEY_AREA;
             return SLUICE_OK;
         }
     }
@@ -325,8 +367,8 @@ int keytab_upsert(keytab *t, const char *key, size_t keylen, void **value, int *
             return SLUICE_ENOMEM;
         memcpy(ext, key, keylen);
     }
-    if (t->cap == 0 || (t->count + 1) > t->cap / 4 * 3) {
-        if (rehash(t, t->cap ? t->cap * 2 : MIN_CAP) != SLUICE_OK) {
+    if (t->count + 1 > max_count(t->cap)) {
+        if (rehash(t, grown_cap(t->cap)) != SLUICE_OK) {
             sluice_free(ext);
             return SLUICE_ENOMEM;
         }
@@ -334,15 +376,23 @@ int keytab_upsert(keytab *t, const char *key, size_t keylen, void **value, int *
     }
     slot = slot_at(t, i);
     memset(slot, 0, t->slot_len);
-    memcpy(slot, &pk.head, sizeof pk.head);
     if (ext) {
-        memcpy(slot + KEY_OFF, &ext, sizeof ext);
+        uint32_t len32 = (uint32_t)keylen, tag = long_tag(pk.hash);
+
+        memcpy(slot, &ext, sizeof ext);
+        memcpy(slot + 8, &len32, sizeof len32);
+        slot[12] = (unsigned char)tag;
+        slot[13] = (unsigned char)(tag >> 8);
+        slot[14] = (unsigned char)(tag >> 16);
+        slot[KEY_AREA - 1] = LONG_KEY;
         t->key_len += keylen;
-    } else if (keylen) {
-        memcpy(slot + KEY_OFF, key, keylen);
+    } else {
+        if (keylen)
+            memcpy(slot, key, keylen);
+        slot[KEY_AREA - 1] = (unsigned char)(keylen + 1);
     }
     t->count++;
-    *value = slot + VALUE_OFF;
+    *value = slot + KEY_AREA;
     if (created)
         *created = 1;
     return SLUICE_OK;
@@ -357,7 +407,7 @@ int keytab_delete(keytab *t, const char *key, size_t keylen, keytab_destroy_fn d
         return SLUICE_ENOTFOUND;
     probe_key_init(&pk, key, keylen);
     i = probe(t, &pk);
-    if (head_of(slot_at(t, i)) == 0)
+    if (slot_kind(slot_at(t, i)) == 0)
         return SLUICE_ENOTFOUND;
     slot_release(t, slot_at(t, i), destroy, arg);
     slot_remove(t, i);
@@ -370,13 +420,12 @@ void keytab_clear(keytab *t, keytab_destroy_fn destroy, void *arg)
     for (size_t i = 0; i < t->cap; i++) {
         unsigned char *slot = slot_at(t, i);
 
-        if (head_of(slot) != 0)
+        if (slot_kind(slot) != 0)
             slot_release(t, slot, destroy, arg);
     }
     sluice_free(t->slots);
     t->slots = NULL;
     t->cap = 0;
-    t->mask = 0;
     t->count = 0;
     t->cursor = 0;
 }
@@ -393,7 +442,7 @@ size_t keytab_sweep(keytab *t, size_t budget, int (*idle)(void *value, void *arg
         size_t i = t->cursor;
         unsigned char *slot = slot_at(t, i);
 
-        if (head_of(slot) != 0 && idle(slot + VALUE_OFF, arg)) {
+        if (slot_kind(slot) != 0 && idle(slot + KEY_AREA, arg)) {
             /* The backward shift may pull an unvisited entry into slot i: look at it again
              * without advancing. Every removal empties a slot, so this terminates. */
             slot_release(t, slot, destroy, arg);
@@ -401,7 +450,7 @@ size_t keytab_sweep(keytab *t, size_t budget, int (*idle)(void *value, void *arg
             removed++;
             continue;
         }
-        t->cursor = (i + 1) & t->mask;
+        t->cursor = next_slot(t, i);
         budget--;
     }
     maybe_shrink(t);
@@ -412,15 +461,13 @@ int keytab_next(const keytab *t, size_t *pos, const char **key, size_t *keylen, 
 {
     for (size_t i = *pos; i < t->cap; i++) {
         unsigned char *slot = slot_at(t, i);
-        uint64_t head = head_of(slot);
-        size_t len = head_keylen(head);
 
-        if (head == 0)
+        if (slot_kind(slot) == 0)
             continue;
         *pos = i + 1;
-        *key = slot_key(slot, len);
-        *keylen = len;
-        *value = slot + VALUE_OFF;
+        *key = slot_key(slot);
+        *keylen = slot_keylen(slot);
+        *value = slot + KEY_AREA;
         return 1;
     }
     *pos = t->cap;

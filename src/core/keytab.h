@@ -1,19 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The key table: an open-addressing hash table from byte-string keys to a fixed-size value stored
- * inline (the per-key state of one limit).
+ * The key table: an open-addressing hash table from byte-string keys to a fixed-size value
+ * stored inline (the per-key state of one limit), built to cost under 48 bytes per tracked key
+ * with a 16-byte value: one array of 32-byte slots (key and value side by side) whose capacity
+ * grows by 3/16 at a load of 13/16 rather than doubling.
  *
  * Invariants:
  * - Linear probing with backward-shift deletion: no tombstones, so lookups stay short after
- *   millions of deletions; the load factor is kept at or below 3/4 by doubling.
- * - A key is stored once, as given (the caller hashes long keys before they get here); short keys
- *   live inside the slot, longer ones in one allocation of their own.
+ *   millions of deletions; the load is kept between about 2/3 and 13/16 while the table grows.
+ * - A key is stored once, as given (the caller hashes long keys before they get here); keys of
+ *   up to 15 bytes live inside the slot, longer ones in one allocation of their own.
  * - Value pointers returned by find/upsert stay valid until the next upsert, delete, sweep or
  *   clear on the same table (each may move entries; deletions shrink the table once it is under
- *   1/8 full, so memory follows the keys tracked).
+ *   1/4 full, so memory follows the keys tracked).
+ * - Running out of memory never aborts: an upsert that cannot allocate returns SLUICE_ENOMEM
+ *   with the table unchanged, and a shrink that cannot allocate leaves the table larger.
  *
- * Workload: one lookup per decision, so the hot path is one hash, one cache line in the common
- * case, no allocation for a key already present.
+ * Workload: one lookup per decision, so the hot path is one hash, one or two adjacent cache
+ * lines, no call and no allocation for a key already present.
  */
 #ifndef SLUICE_CORE_KEYTAB_H
 #define SLUICE_CORE_KEYTAB_H
@@ -70,8 +74,8 @@ size_t keytab_count(const keytab *t);
 /* Bytes allocated by the table: slots plus out-of-line keys. */
 size_t keytab_bytes(const keytab *t);
 
-/* Number of slots (0 before the first insertion and once the table is empty again): the budget
- * of a full keytab_sweep() pass. */
+/* Number of slots (0 before the first insertion and once the table is empty again): the
+ * budget of a full keytab_sweep() pass. */
 size_t keytab_capacity(const keytab *t);
 
 #endif

@@ -2,10 +2,9 @@
 /*
  * Concurrency leases: see lease.h.
  *
- * Every lease the registry remembers sits in two structures: an open-addressing map from lease id
- * to lease (linear probing, backward-shift deletion, load <= 3/4) and a binary min-heap (base/heap)
- * ordered by (expiry, id), each lease storing its heap index so release and renew fix it in
- * O(log n). A live
+ * Every lease the registry remembers sits in two structures: a map from lease id to lease (the
+ * base pointer table, ids hashed by hash_mix) and a binary min-heap (base/heap) ordered by
+ * (expiry, id), each lease storing its heap index so release and renew fix it in O(log n). A live
  * lease also sits in its key's doubly-linked list, which is kept sorted by expiry: the earliest
  * expiry (retry_after) is its head, the latest (reset_after) its tail, and expired leases are
  * dropped from the head. Insertion walks back from the tail, so it is O(1) when a key's leases
@@ -32,11 +31,12 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/hash.h"
 #include "base/heap.h"
+#include "base/ptab.h"
 #include "base/sat.h"
 #include "sluice/error.h"
 
-#define MAP_MIN_CAP  ((size_t)16)
 #define HEAP_MIN_CAP ((size_t)16)
 
 typedef struct lease lease;
@@ -62,9 +62,7 @@ struct lease_key {
 /* The leases of one concurrency limit. */
 struct lease_reg {
     uint64_t next_id; /* id of the next lease issued */
-    lease **slots;    /* id map: map_cap slots, NULL when empty */
-    size_t map_cap;   /* 0 or a power of two */
-    size_t map_count; /* leases in the map (== expiry.n) */
+    ptab map;         /* every lease, filed under hash_mix(id); map.n == expiry.n */
     heap expiry;      /* every lease, soonest (expires_ns, id) first */
     size_t nkeys;     /* lease_keys allocated (for lease_bytes) */
 };
@@ -77,78 +75,14 @@ static int64_t wait_until(int64_t t, int64_t now)
     return t <= now ? 0 : sat_sub_i64(t, now);
 }
 
-/* ---- Id map ---------------------------------------------------------------------------------- */
-
-static size_t map_home(uint64_t id, size_t mask)
+static int lease_has_id(const void *p, const void *key)
 {
-    uint64_t h = id * UINT64_C(0x9e3779b97f4a7c15);
-
-    h ^= h >> 29;
-    return (size_t)h & mask;
+    return ((const lease *)p)->id == *(const uint64_t *)key;
 }
 
 static lease *map_find(const lease_reg *r, uint64_t id)
 {
-    size_t mask, i;
-
-    if (r->map_cap == 0)
-        return NULL;
-    mask = r->map_cap - 1;
-    for (i = map_home(id, mask); r->slots[i]; i = (i + 1) & mask) {
-        if (r->slots[i]->id == id)
-            return r->slots[i];
-    }
-    return NULL;
-}
-
-/* Puts l into slots (cap a power of two with a free slot); l's id is not there yet. */
-static void map_place(lease **slots, size_t cap, lease *l)
-{
-    size_t mask = cap - 1;
-    size_t i = map_home(l->id, mask);
-
-    while (slots[i])
-        i = (i + 1) & mask;
-    slots[i] = l;
-}
-
-/* Moves every lease into `slots` (zeroed, cap slots) and frees the old array. */
-static void map_rehash(lease_reg *r, lease **slots, size_t cap)
-{
-    for (size_t i = 0; i < r->map_cap; i++) {
-        if (r->slots[i])
-            map_place(slots, cap, r->slots[i]);
-    }
-    sluice_free(r->slots);
-    r->slots = slots;
-    r->map_cap = cap;
-}
-
-/* Removes l from the map, shifting later entries of its probe run back (no tombstones). */
-static void map_remove(lease_reg *r, const lease *l)
-{
-    size_t mask = r->map_cap - 1;
-    size_t i = map_home(l->id, mask);
-    size_t j;
-
-    while (r->slots[i] != l)
-        i = (i + 1) & mask;
-    j = i;
-    for (;;) {
-        size_t home;
-
-        j = (j + 1) & mask;
-        if (!r->slots[j])
-            break;
-        home = map_home(r->slots[j]->id, mask);
-        /* The entry at j may move to the hole at i unless its home lies cyclically in (i, j]. */
-        if (i <= j ? (home > i && home <= j) : (home > i || home <= j))
-            continue;
-        r->slots[i] = r->slots[j];
-        i = j;
-    }
-    r->slots[i] = NULL;
-    r->map_count--;
+    return ptab_find(&r->map, hash_mix(id), &id, lease_has_id);
 }
 
 /* ---- Expiry heap ----------------------------------------------------------------------------- */
@@ -209,7 +143,7 @@ static void lease_forget(lease_reg *r, lease *l)
         key_unlink(l->key, l);
     }
     heap_remove_by(&r->expiry, l, lease_before);
-    map_remove(r, l);
+    (void)ptab_remove(&r->map, hash_mix(l->id), l);
     sluice_free(l);
 }
 
@@ -247,16 +181,7 @@ static int64_t expiry_freeing(const lease_key *k, int64_t limit, int64_t units)
 
 static void reg_shrink(lease_reg *r)
 {
-    if (r->map_cap > MAP_MIN_CAP && r->map_count < r->map_cap / 8) {
-        size_t cap = r->map_cap / 2;
-        lease **slots;
-
-        while (cap > MAP_MIN_CAP && r->map_count < cap / 8)
-            cap /= 2;
-        slots = sluice_calloc(cap, sizeof *slots);
-        if (slots)
-            map_rehash(r, slots, cap);
-    }
+    ptab_shrink(&r->map);
     if (r->expiry.cap > HEAP_MIN_CAP && r->expiry.n < r->expiry.cap / 4)
         heap_trim(&r->expiry, HEAP_MIN_CAP);
 }
@@ -273,6 +198,7 @@ int lease_reg_new(lease_reg **out)
         return SLUICE_ENOMEM;
     r->next_id = 1;
     heap_init(&r->expiry, lease_before, offsetof(lease, heap_idx));
+    ptab_init(&r->map);
     *out = r;
     return SLUICE_OK;
 }
@@ -293,7 +219,7 @@ void lease_reg_free(lease_reg *r)
         sluice_free(l);
     }
     heap_free(&r->expiry);
-    sluice_free(r->slots);
+    ptab_free(&r->map);
     sluice_free(r);
 }
 
@@ -302,8 +228,8 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
 {
     lease_key *k = *kp;
     lease_key *new_key = NULL;
-    lease **new_slots = NULL;
-    size_t new_map_cap = 0;
+    void **items;
+    size_t items_cap;
     lease *l;
     int64_t held;
 
@@ -335,14 +261,6 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
 
     /* Obtain every allocation before changing anything; the heap realloc comes last because a
      * successful realloc cannot be undone. */
-    if ((r->map_count + 1) * 4 > r->map_cap * 3) {
-        new_map_cap = r->map_cap ? r->map_cap * 2 : MAP_MIN_CAP;
-        if (new_map_cap > SIZE_MAX / 2 / sizeof *new_slots)
-            return SLUICE_ENOMEM;
-        new_slots = sluice_calloc(new_map_cap, sizeof *new_slots);
-        if (!new_slots)
-            goto fail_slots;
-    }
     if (!k) {
         new_key = sluice_calloc(1, sizeof *new_key);
         if (!new_key)
@@ -351,13 +269,16 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
     l = sluice_calloc(1, sizeof *l);
     if (!l)
         goto fail_lease;
-    if (r->expiry.n == r->expiry.cap &&
-        heap_reserve(&r->expiry, r->expiry.n < HEAP_MIN_CAP ? HEAP_MIN_CAP : r->expiry.n + 1) !=
-            SLUICE_OK)
+    /* The heap's larger array is obtained aside and installed only once the map has room too,
+     * so a failure leaves the registry exactly as it was. */
+    if (heap_prepare(&r->expiry, r->expiry.n < HEAP_MIN_CAP ? HEAP_MIN_CAP : r->expiry.n + 1,
+                     &items, &items_cap) != SLUICE_OK)
         goto fail_heap;
-
-    if (new_slots)
-        map_rehash(r, new_slots, new_map_cap);
+    if (ptab_reserve(&r->map, 1) != SLUICE_OK) {
+        sluice_free(items);
+        goto fail_heap;
+    }
+    heap_install(&r->expiry, items, items_cap);
     if (new_key) {
         k = new_key;
         *kp = k;
@@ -367,8 +288,7 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
     l->expires_ns = sat_add_i64(now_ns, ttl_ns);
     l->units = units;
     l->key = k;
-    map_place(r->slots, r->map_cap, l);
-    r->map_count++;
+    (void)ptab_insert(&r->map, hash_mix(l->id), l);  /* cannot fail after the reserve */
     (void)heap_push_by(&r->expiry, l, lease_before); /* reserved */
     key_link(k, l);
     k->held += units;
@@ -383,8 +303,6 @@ fail_heap:
 fail_lease:
     sluice_free(new_key);
 fail_key:
-    sluice_free(new_slots);
-fail_slots:
     return SLUICE_ENOMEM;
 }
 
@@ -476,6 +394,6 @@ size_t lease_bytes(const lease_reg *r)
 {
     if (!r)
         return 0;
-    return sizeof *r + r->map_cap * sizeof *r->slots + heap_bytes(&r->expiry) +
-           r->map_count * sizeof(lease) + r->nkeys * sizeof(lease_key);
+    return sizeof *r + ptab_bytes(&r->map) + heap_bytes(&r->expiry) + r->map.n * sizeof(lease) +
+           r->nkeys * sizeof(lease_key);
 }

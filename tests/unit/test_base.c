@@ -322,6 +322,44 @@ static void test_heap_trim(void **state)
     heap_free(&h);
 }
 
+/* heap_prepare allocates aside and changes nothing until heap_install; out of memory leaves the
+ * heap as it was. */
+static void test_heap_prepare_install(void **state)
+{
+    hitem it[9];
+    void **items;
+    size_t cap;
+    heap h;
+
+    (void)state;
+    heap_init(&h, hitem_less, offsetof(hitem, idx));
+    for (int i = 0; i < 8; i++) {
+        it[i].v = 8 - i;
+        assert_int_equal(heap_push(&h, &it[i]), SLUICE_OK);
+    }
+    assert_int_equal(heap_prepare(&h, 8, &items, &cap), SLUICE_OK); /* room already */
+    assert_null(items);
+    heap_install(&h, items, cap);
+    assert_int_equal(h.cap, 8);
+
+    oom_install(1);
+    assert_int_equal(heap_prepare(&h, 9, &items, &cap), SLUICE_ENOMEM);
+    oom_uninstall();
+    assert_int_equal(h.cap, 8);
+
+    assert_int_equal(heap_prepare(&h, 9, &items, &cap), SLUICE_OK);
+    assert_non_null(items);
+    assert_int_equal(cap, 16);
+    assert_int_equal(h.cap, 8); /* nothing changed yet */
+    heap_install(&h, items, cap);
+    assert_int_equal(h.cap, 16);
+    it[8].v = 0;
+    assert_int_equal(heap_push(&h, &it[8]), SLUICE_OK);
+    for (int v = 0; v <= 8; v++)
+        assert_int_equal(((hitem *)heap_pop(&h))->v, v);
+    heap_free(&h);
+}
+
 /* ---- quote.h: the message formatter -------------------------------------------------------- */
 
 static void test_msgf(void **state)
@@ -365,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_ptab_fixed),
         cmocka_unit_test(test_hash_words3),
         cmocka_unit_test(test_heap_trim),
+        cmocka_unit_test(test_heap_prepare_install),
         cmocka_unit_test(test_msgf),
     };
 

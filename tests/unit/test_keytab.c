@@ -183,6 +183,23 @@ static void test_empty_key(void **state)
     keytab_free(t, NULL, NULL);
 }
 
+/* The bytes of a table after inserting n short keys and deleting the last `deleted` of them in
+ * order: the table's own memory, to which out-of-line keys add their bytes. */
+static size_t short_keys_bytes(size_t n, size_t deleted)
+{
+    keytab *t = new_table();
+    size_t bytes;
+    void *v;
+
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(keytab_upsert(t, (const char *)&i, sizeof i, &v, NULL), SLUICE_OK);
+    for (size_t i = n - deleted; i < n; i++)
+        assert_int_equal(keytab_delete(t, (const char *)&i, sizeof i, NULL, NULL), SLUICE_OK);
+    bytes = keytab_bytes(t);
+    keytab_free(t, NULL, NULL);
+    return bytes;
+}
+
 static void test_long_keys(void **state)
 {
     keytab *t = new_table();
@@ -199,13 +216,15 @@ static void test_long_keys(void **state)
             key[len - 1] = (char)('A' + len % 26);
         assert_int_equal(keytab_upsert(t, key, len, (void **)&v, NULL), SLUICE_OK);
         v->id = len;
-        if (len > 16)
+        if (len > 15)
             key_bytes += len;
         if (len > 0)
             key[len - 1] = 'x';
     }
     assert_int_equal(keytab_count(t), sizeof key);
-    assert_int_equal(keytab_bytes(t) - key_bytes, keytab_capacity(t) * (24 + sizeof(test_value)));
+    /* Keys of 16 bytes and more live out of line and cost exactly their bytes on top of a table
+     * of as many short keys. */
+    assert_int_equal(keytab_bytes(t) - key_bytes, short_keys_bytes(sizeof key, 0));
     for (size_t len = 0; len < sizeof key; len++) {
         if (len > 0)
             key[len - 1] = (char)('A' + len % 26);
@@ -225,7 +244,7 @@ static void test_long_keys(void **state)
         key[len - 1] = 'x';
     }
     assert_int_equal(keytab_count(t), 17);
-    assert_int_equal(keytab_bytes(t), keytab_capacity(t) * (24 + sizeof(test_value)));
+    assert_int_equal(keytab_bytes(t) - 16, short_keys_bytes(sizeof key, sizeof key - 17));
     keytab_free(t, NULL, NULL);
 }
 
@@ -510,9 +529,10 @@ static void test_million_keys_swept(void **state)
     print_message("1,000,000 keys of 5-10 bytes, 16-byte values: %zu bytes (%.1f per key), "
                   "%zu slots\n",
                   bytes, (double)bytes / N, keytab_capacity(t));
-    /* Every key short enough to be inline: the table is just its slots, 40 bytes each. */
-    assert_int_equal(bytes, keytab_capacity(t) * 40);
-    assert_int_equal(keytab_capacity(t), (size_t)1 << 21);
+    /* Every key short enough to be inline: the table is just its slots, 32 bytes each, at a load
+     * of at least 2/3: under 48 bytes a key. */
+    assert_int_equal(bytes, keytab_capacity(t) * 32);
+    assert_true(bytes <= (size_t)N * 48);
 
     c.now_ns = N; /* every key idle */
     while (keytab_count(t) > 0) {
@@ -672,8 +692,136 @@ static void test_oom_upsert_growth(void **state)
 
     (void)state;
     n = oom_sweep(upsert_growth_body, NULL, 1000);
-    /* The table, 40 long keys and 6 slot arrays (16 .. 512) pass once allocation 48 fails. */
-    assert_int_equal(n, 1 + 40 + 6 + 1);
+    /* The table, 40 long keys and 18 slot arrays (16, 20, 24, ... 236, 279: each 3/16 larger)
+     * pass once allocation 60 fails. */
+    assert_int_equal(n, 1 + 40 + 18 + 1);
+}
+
+/* Deleting and sweeping under a failing allocator: the shrinking they do is best effort, so
+ * every removal still happens, nothing leaks and every other key keeps its value. */
+static void shrink_under_oom(long fail_at, long *allocations)
+{
+    enum { N = 300 };
+    keytab *t = NULL;
+    sweep_ctx c = {0};
+    char key[64];
+    size_t len;
+    long before;
+
+    oom_install(0);
+    t = new_table();
+    for (size_t i = 0; i < N; i++) {
+        test_value *v;
+
+        len = oom_key(i, key, sizeof key);
+        assert_int_equal(keytab_upsert(t, key, len, (void **)&v, NULL), SLUICE_OK);
+        v->id = i;
+        v->expires_ns = (int64_t)(i % 2); /* odd keys stay busy longer */
+    }
+    /* From here on, allocation number fail_at and all later ones fail. The counters restart, so
+     * the blocks of the filled table count as -before once freed. */
+    before = oom_live_blocks();
+    oom_install(fail_at);
+    for (size_t i = 0; i < N; i += 3) {
+        len = oom_key(i, key, sizeof key);
+        assert_int_equal(keytab_delete(t, key, len, NULL, NULL), SLUICE_OK);
+    }
+    c.now_ns = 0; /* even keys idle */
+    keytab_sweep(t, SIZE_MAX, value_idle, value_destroy, &c);
+    for (size_t i = 0; i < N; i++) {
+        const test_value *v;
+
+        len = oom_key(i, key, sizeof key);
+        v = keytab_find(t, key, len);
+        if (i % 3 == 0 || i % 2 == 0) {
+            assert_null(v);
+        } else {
+            assert_non_null(v);
+            assert_int_equal(v->id, i);
+        }
+    }
+    assert_int_equal(keytab_count(t), N / 3); /* odd and not a multiple of 3 */
+    c.now_ns = 1;
+    keytab_sweep(t, SIZE_MAX, value_idle, value_destroy, &c);
+    assert_int_equal(keytab_count(t), 0);
+    assert_int_equal(keytab_bytes(t), 0);
+    *allocations = oom_allocations();
+    keytab_free(t, NULL, NULL);
+    assert_int_equal(oom_live_blocks(), -before);
+    oom_uninstall();
+}
+
+static void test_oom_shrink(void **state)
+{
+    long allocations = 0;
+
+    (void)state;
+    /* Fail the first shrink, then the second, ... until the removals need no more. */
+    for (long n = 1;; n++) {
+        shrink_under_oom(n, &allocations);
+        if (allocations < n)
+            break;
+        assert_true(n < 100);
+    }
+}
+
+/* The bound the table promises: at most 48 bytes a tracked key (13-byte keys, 16-byte values)
+ * at every size from 1,000 keys up, at the top of each growth step as at the bottom. */
+static void test_bytes_per_key_bound(void **state)
+{
+    enum { N = 600000 };
+    keytab *t = new_table();
+    double worst = 0;
+    char key[32];
+    void *v;
+
+    (void)state;
+    for (size_t i = 0; i < N; i++) {
+        int len = snprintf(key, sizeof key, "tenant:%06zu", i);
+        size_t bytes;
+
+        assert_int_equal(keytab_upsert(t, key, (size_t)len, &v, NULL), SLUICE_OK);
+        bytes = keytab_bytes(t);
+        if (i + 1 >= 1000) {
+            assert_true(bytes <= 48 * (i + 1));
+            if ((double)bytes / (double)(i + 1) > worst)
+                worst = (double)bytes / (double)(i + 1);
+        }
+    }
+    print_message("worst bytes per key from 1,000 to %d keys: %.1f\n", N, worst);
+    keytab_free(t, NULL, NULL);
+}
+
+/* Removing a key shifts later entries of its cluster back (short and out-of-line keys alike):
+ * a moved key stays findable, its value travels with it, and iteration sees each key once. */
+static void test_delete_shifts_entries(void **state)
+{
+    keytab *t = new_table();
+    test_value *v;
+    size_t pos = 0, keylen, seen = 0;
+    const char *key;
+    void *value;
+
+    (void)state;
+    insert_numbered(t, 100, 0);
+    assert_int_equal(keytab_delete(t, "key:0", 5, NULL, NULL), SLUICE_OK);
+    v = keytab_find(t, "key:99", 6);
+    assert_non_null(v);
+    assert_int_equal(v->id, 99);
+    assert_int_equal(keytab_upsert(t, "a key of thirty-two bytes, long.", 32, &value, NULL),
+                     SLUICE_OK);
+    ((test_value *)value)->id = 1000;
+    assert_int_equal(keytab_delete(t, "key:1", 5, NULL, NULL), SLUICE_OK);
+    v = keytab_find(t, "a key of thirty-two bytes, long.", 32);
+    assert_non_null(v);
+    assert_int_equal(v->id, 1000);
+    while (keytab_next(t, &pos, &key, &keylen, &value)) {
+        v = keytab_find(t, key, keylen);
+        assert_ptr_equal(v, value);
+        seen++;
+    }
+    assert_int_equal(seen, 99);
+    keytab_free(t, NULL, NULL);
 }
 
 /* ---- Hashes -----------------------------------------------------------------------------------
@@ -746,6 +894,9 @@ int main(void)
         cmocka_unit_test(test_shrinks_on_delete),
         cmocka_unit_test(test_partial_hash_collisions),
         cmocka_unit_test(test_oom_upsert_growth),
+        cmocka_unit_test(test_oom_shrink),
+        cmocka_unit_test(test_bytes_per_key_bound),
+        cmocka_unit_test(test_delete_shifts_entries),
         cmocka_unit_test(test_hash_spreads_low_bits),
         cmocka_unit_test(test_keyhash_vectors),
     };
