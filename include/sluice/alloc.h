@@ -26,7 +26,10 @@ typedef void (*sluice_free_fn)(void *ptr);
 
 /* Replaces the allocator. All four functions must be given and must behave like their C library
  * namesakes. Must be called before any libsluice object exists, or after all were freed.
- * Returns 0, or SLUICE_EINVAL when a function is NULL. */
+ * jansson's allocator is process-global: this also routes it (json_set_alloc_funcs) through the
+ * allocator current at each call, for every user of jansson in the process; so no jansson value
+ * may be alive across a replacement either. Returns 0, or SLUICE_EINVAL when a function is
+ * NULL. */
 int sluice_replace_allocator(sluice_malloc_fn malloc_fn, sluice_realloc_fn realloc_fn,
                              sluice_calloc_fn calloc_fn, sluice_free_fn free_fn);
 

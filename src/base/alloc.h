@@ -13,6 +13,11 @@ void *sluice_calloc(size_t count, size_t size);
 void *sluice_realloc(void *ptr, size_t size);
 void sluice_free(void *ptr);
 
+/* The number of allocations jansson asked for on this thread and did not get (only counted once
+ * sluice_replace_allocator routed jansson here). A JSON parse during which it grew failed for
+ * want of memory, whatever error jansson reported. */
+unsigned long alloc_json_failures(void);
+
 /* Returns a NUL-terminated copy of the len bytes at s, or NULL when out of memory. */
 char *sluice_memdup0(const char *s, size_t len);
 

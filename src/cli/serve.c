@@ -52,6 +52,12 @@ static const char usage_text[] =
     "\n"
     "Limits (BYTES may end in k, m or g):\n"
     "      --max-clients N       connections at once (default 10000)\n"
+    "      --timeout SECONDS     close a client idle this long, never a blocked one (default 0:\n"
+    "                            never)\n"
+    "      --auth-timeout SECONDS  with a password, close a client not authenticated by then\n"
+    "                            (default 10; 0: never)\n"
+    "      --auth-reserve N      with a password, slots of --max-clients kept for authenticated\n"
+    "                            clients (default 16)\n"
     "      --max-bulk-len BYTES  one argument (default 8m)\n"
     "      --max-args N          arguments of one command (default 1024)\n"
     "      --max-inline-len BYTES  one inline (telnet) command (default 64k)\n"
@@ -90,6 +96,9 @@ enum {
     OPT_DURABILITY,
     OPT_BATCH_MS,
     OPT_DEBUG_COMMANDS,
+    OPT_TIMEOUT,
+    OPT_AUTH_TIMEOUT,
+    OPT_AUTH_RESERVE,
 };
 
 static const struct option long_options[] = {
@@ -119,6 +128,9 @@ static const struct option long_options[] = {
     {"durability", required_argument, NULL, OPT_DURABILITY},
     {"batch-ms", required_argument, NULL, OPT_BATCH_MS},
     {"enable-debug-commands", no_argument, NULL, OPT_DEBUG_COMMANDS},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"auth-timeout", required_argument, NULL, OPT_AUTH_TIMEOUT},
+    {"auth-reserve", required_argument, NULL, OPT_AUTH_RESERVE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -324,6 +336,25 @@ static int parse_options(int argc, char **argv, server_options *o, char *pass, s
             break;
         case OPT_DEBUG_COMMANDS:
             o->debug_commands = 1;
+            break;
+        case OPT_TIMEOUT:
+        case OPT_AUTH_TIMEOUT: {
+            const char *name = c == OPT_TIMEOUT ? "--timeout" : "--auth-timeout";
+            int64_t *ms = c == OPT_TIMEOUT ? &o->idle_timeout_ms : &o->auth_timeout_ms;
+
+            if (strcmp(optarg, "0") == 0)
+                v = 0;
+            else if (parse_size(optarg, 0, 31536000, &v) != 0)
+                return bad_value(name, optarg, "a number of seconds from 0 to 31536000");
+            *ms = (int64_t)v * 1000;
+            break;
+        }
+        case OPT_AUTH_RESERVE:
+            if (strcmp(optarg, "0") == 0)
+                v = 0;
+            else if (parse_size(optarg, 0, 1000000, &v) != 0)
+                return bad_value("--auth-reserve", optarg, "a number from 0 to 1000000");
+            o->auth_reserve = v;
             break;
         case 'h':
             fputs(usage_text, stdout);

@@ -241,6 +241,7 @@ int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec
 int resolve_parse_payload(const sluice_task_spec *spec, json_t **input, char *msg, size_t msglen)
 {
     json_error_t jerr;
+    unsigned long failures = alloc_json_failures();
 
     *input = NULL;
     if (!spec->payload)
@@ -248,6 +249,12 @@ int resolve_parse_payload(const sluice_task_spec *spec, json_t **input, char *ms
     *input = json_loadb(spec->payload, spec->payload_len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
     if (*input)
         return SLUICE_OK;
+    /* jansson allocates through sluice's allocator (base/alloc.c): running out is not a syntax
+     * error, though jansson may report it as one (or not at all). */
+    if (alloc_json_failures() != failures) {
+        sluice_msgf(msg, msglen, "%s", "out of memory");
+        return SLUICE_ENOMEM;
+    }
     sluice_msgf(msg, msglen, "payload is not valid JSON: %s (line %d, column %d)", jerr.text,
                 jerr.line, jerr.column);
     return SLUICE_EINVAL;

@@ -28,7 +28,8 @@ int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec
                   const json_t *input, int64_t now_ns, link_spec *out, char *msg, size_t msglen);
 
 /* Parses a spec's payload into *input (NULL when the spec has none; the caller decrefs it).
- * Returns 0, or SLUICE_EINVAL with msg when it is not JSON. */
+ * Returns 0, SLUICE_EINVAL with msg when it is not JSON, or SLUICE_ENOMEM (jansson allocates
+ * through sluice_malloc). */
 int resolve_parse_payload(const sluice_task_spec *spec, json_t **input, char *msg, size_t msglen);
 
 /* Parses a spec's payload and resolves the links of a task of type t from it, as resolve_links

@@ -115,15 +115,13 @@ static int authenticate(conn *c, const char *user, size_t ulen, const char *pass
 {
     server *s = c->srv;
 
-    if (user && !command_arg_is(user, ulen, "default"))
-        return 0;
-    if (!server_check_password(s, pass, plen)) {
+    if ((user && !command_arg_is(user, ulen, "default")) || !server_check_password(s, pass, plen)) {
         s->stats.auth_failures++;
         log_warn("client %" PRIu64 " %s: authentication failed", c->id, c->addr);
+        conn_auth_failed(c); /* its next command waits: guessing is slow */
         return 0;
     }
-    c->flags |= CONN_AUTHED;
-    conn_apply_limits(c);
+    conn_auth_ok(c);
     return 1;
 }
 
@@ -264,9 +262,12 @@ static void info_stats(conn *c, sbuf *b)
               "# Stats\r\ntotal_connections_received:%" PRIu64 "\r\nrejected_connections:%" PRIu64
               "\r\ntotal_commands_processed:%" PRIu64 "\r\nprotocol_errors:%" PRIu64
               "\r\noutput_buffer_overflows:%" PRIu64 "\r\nauth_failures:%" PRIu64
-              "\r\nthrottle_allowed:%" PRIu64 "\r\nthrottle_denied:%" PRIu64 "\r\n",
+              "\r\nthrottle_allowed:%" PRIu64 "\r\nthrottle_denied:%" PRIu64
+              "\r\nauth_timeouts:%" PRIu64 "\r\nauth_evictions:%" PRIu64
+              "\r\nidle_timeouts:%" PRIu64 "\r\nunauthenticated_clients:%zu\r\n",
               st->connections, st->rejected, st->commands, st->protocol_errors,
-              st->output_overflows, st->auth_failures, st->throttle_allowed, st->throttle_denied);
+              st->output_overflows, st->auth_failures, st->throttle_allowed, st->throttle_denied,
+              st->auth_timeouts, st->auth_evictions, st->idle_timeouts, c->srv->nunauth);
 }
 
 static void info_engine(conn *c, sbuf *b)

@@ -359,8 +359,9 @@ int command_parse_int(const char *s, size_t len, int64_t *out)
 
     if (len == 0 || len > 20)
         return -1;
-    if (s[0] == '-') {
-        neg = 1;
+    if (s[0] == '-' || s[0] == '+') {
+        /* A '+' is accepted as redis-cell accepts it (Rust's i64 parser does). */
+        neg = s[0] == '-';
         i = 1;
         if (len == 1)
             return -1;

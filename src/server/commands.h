@@ -82,7 +82,9 @@ void reply_ratelimited(conn *c, const sluice_denial *d);
  * buf must hold 3 * max_in + 4 bytes. Pure. */
 char *command_encode_value(const char *s, size_t len, size_t max_in, char *buf);
 
-/* Parses a whole argument as a decimal int64 (optional '-', no spaces). Returns 0 or -1. Pure. */
+/* Parses a whole argument as a decimal int64. The one rule for every integer argument of every
+ * command: an optional '+' or '-' sign, then 1 to 19 decimal digits (at most 20 characters in
+ * all), nothing else (no spaces, no NUL), within int64 (no overflow). Returns 0 or -1. Pure. */
 int command_parse_int(const char *s, size_t len, int64_t *out);
 
 /* Copies an argument into buf as a NUL-terminated string when it fits (len < buflen) and holds

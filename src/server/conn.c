@@ -69,6 +69,40 @@ static void blocked_unlink(conn *c)
     s->nblocked--;
 }
 
+static void unauth_link(conn *c)
+{
+    server *s = c->srv;
+
+    c->flags |= CONN_UNAUTH;
+    c->unext = NULL;
+    c->uprev = s->unauth_tail;
+    if (s->unauth_tail)
+        s->unauth_tail->unext = c;
+    else
+        s->unauth_head = c;
+    s->unauth_tail = c;
+    s->nunauth++;
+}
+
+static void unauth_unlink(conn *c)
+{
+    server *s = c->srv;
+
+    if (!(c->flags & CONN_UNAUTH))
+        return;
+    if (c->uprev)
+        c->uprev->unext = c->unext;
+    else
+        s->unauth_head = c->unext;
+    if (c->unext)
+        c->unext->uprev = c->uprev;
+    else
+        s->unauth_tail = c->uprev;
+    c->uprev = c->unext = NULL;
+    c->flags &= ~CONN_UNAUTH;
+    s->nunauth--;
+}
+
 /* ---- Closing ----------------------------------------------------------------------------- */
 
 void conn_close(conn *c)
@@ -76,6 +110,8 @@ void conn_close(conn *c)
     if (c->flags & CONN_CLOSING)
         return;
     c->flags |= CONN_CLOSING;
+    c->srv->nclosing++;
+    unauth_unlink(c);
     if (c->flags & CONN_BLOCKED) {
         const conn_block_ops *ops = c->block_ops;
         void *arg = c->block_arg;
@@ -106,6 +142,7 @@ static void conn_free(conn *c)
     if (c->next)
         c->next->prev = c->prev;
     s->nclients--;
+    s->nclosing--;
     resp_reader_free(c->reader);
     resp_writer_clear(&c->out);
     sluice_free(c->wbuf);
@@ -301,16 +338,66 @@ void conn_apply_limits(conn *c)
     resp_reader_set_limits(c->reader, (c->flags & CONN_AUTHED) ? &s->opt.limits : &s->opt.preauth);
 }
 
+void conn_auth_ok(conn *c)
+{
+    c->flags |= CONN_AUTHED;
+    c->auth_failures = 0;
+    unauth_unlink(c);
+    conn_apply_limits(c);
+}
+
+static void on_auth_delay(uv_timer_t *t)
+{
+    conn *c = t->data;
+
+    if (!(c->flags & CONN_AUTH_WAIT) || (c->flags & CONN_CLOSING))
+        return;
+    c->flags &= ~CONN_AUTH_WAIT;
+    c->active_ns = server_now(c->srv);
+    if (!(c->flags & CONN_READING)) {
+        if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
+            conn_close(c);
+            return;
+        }
+        c->flags |= CONN_READING;
+    }
+    /* Its buffered commands run at the end of this turn, as after an unblock. */
+    c->flags |= CONN_RESUME;
+    conn_reply_ready(c);
+}
+
+void conn_auth_failed(conn *c)
+{
+    uint64_t delay_ms = SERVER_AUTH_DELAY_MAX_MS;
+
+    if (c->auth_failures < 32)
+        c->auth_failures++;
+    if (c->auth_failures <= 16 &&
+        ((uint64_t)SERVER_AUTH_DELAY_MS << (c->auth_failures - 1)) < SERVER_AUTH_DELAY_MAX_MS)
+        delay_ms = (uint64_t)SERVER_AUTH_DELAY_MS << (c->auth_failures - 1);
+    if (c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY | CONN_BLOCKED))
+        return;
+    /* Nothing more is read either: what the client pipelines behind a wrong password waits in
+     * the kernel, not in our buffers. The failed AUTH's reply still leaves this turn. */
+    if (c->flags & CONN_READING) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->flags &= ~CONN_READING;
+    }
+    c->flags |= CONN_AUTH_WAIT;
+    uv_timer_start(&c->block_timer, on_auth_delay, delay_ms, 0);
+}
+
 void conn_process(conn *c)
 {
     server *s = c->srv;
     resp_command cmd;
     int rc;
 
-    if (c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY | CONN_BLOCKED | CONN_IN_COMMAND))
+    if (c->flags &
+        (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY | CONN_BLOCKED | CONN_IN_COMMAND | CONN_AUTH_WAIT))
         return;
     c->flags |= CONN_IN_COMMAND;
-    while (!(c->flags & (CONN_BLOCKED | CONN_CLOSE_AFTER_REPLY | CONN_CLOSING))) {
+    while (!(c->flags & (CONN_BLOCKED | CONN_CLOSE_AFTER_REPLY | CONN_CLOSING | CONN_AUTH_WAIT))) {
         rc = resp_reader_next(c->reader, &cmd);
         if (rc == 0)
             break;
@@ -390,6 +477,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0)
         return;
+    c->active_ns = server_now(s);
     rc = resp_reader_feed(c->reader, buf->base, (size_t)nread);
     if (rc != 0) {
         log_error("client %" PRIu64 " %s: %s", c->id, c->addr, sluice_strerror(rc));
@@ -454,6 +542,7 @@ void conn_unblock(conn *c)
     c->block_ops = NULL;
     c->block_arg = NULL;
     uv_timer_stop(&c->block_timer);
+    c->active_ns = server_now(c->srv); /* waiting was not idling */
     if (c->flags & CONN_CLOSING)
         return;
     if (over_output_limit(c))
@@ -488,6 +577,31 @@ static void format_peer(conn *c)
     }
 }
 
+/* With a password, before a new connection joins the unauth list: when it would take one of
+ * the last auth_reserve slots of max_clients, or a slot beyond max_clients, the oldest client
+ * still unauthenticated is closed to make room (it had its chance to AUTH; the new one gets
+ * its own). Authenticated clients are never closed for room. Returns 1 when there is room for
+ * one more unauthenticated client (after evicting, if need be), 0 when every other slot is
+ * held by authenticated clients. */
+static int make_room(server *s)
+{
+    size_t reserve =
+        s->opt.auth_reserve < s->opt.max_clients ? s->opt.auth_reserve : s->opt.max_clients - 1;
+    size_t cap = s->opt.max_clients - reserve; /* unauthenticated clients at once, >= 1 */
+
+    /* nclients - nclosing counts the new client; nunauth does not yet. */
+    while (s->unauth_head &&
+           (s->nunauth + 1 > cap || s->nclients - s->nclosing > s->opt.max_clients)) {
+        conn *old = s->unauth_head;
+
+        s->stats.auth_evictions++;
+        log_warn("client %" PRIu64 " %s closed: not authenticated, its slot is needed", old->id,
+                 old->addr);
+        conn_close(old);
+    }
+    return s->nunauth + 1 <= cap;
+}
+
 int conn_accept(server *s)
 {
     struct sockaddr_storage ss;
@@ -506,6 +620,7 @@ int conn_accept(server *s)
     if (rc != 0) {
         /* Not yet a client: free it through the close callback without the lists. */
         c->flags |= CONN_CLOSING;
+        s->nclosing++;
         c->prev = NULL;
         c->next = s->clients;
         if (s->clients)
@@ -519,7 +634,7 @@ int conn_accept(server *s)
     c->block_timer.data = c;
     c->handles = 2;
     c->id = s->next_client_id++;
-    c->created_ns = server_now(s);
+    c->created_ns = c->active_ns = server_now(s);
     c->next = s->clients;
     if (s->clients)
         s->clients->prev = c;
@@ -538,10 +653,20 @@ int conn_accept(server *s)
     }
 
     have_peer = uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sslen) == 0;
-    if (s->nclients > s->opt.max_clients) {
+    if (s->has_password && make_room(s))
+        unauth_link(c);
+    if (s->nclients - s->nclosing > s->opt.max_clients) {
         s->stats.rejected++;
         log_warn("client %s refused: max number of clients (%zu) reached", c->addr,
                  s->opt.max_clients);
+        resp_error(&c->out, "ERR", "max number of clients reached");
+        conn_close_after_reply(c);
+        return 0;
+    }
+    if (s->has_password && !(c->flags & CONN_UNAUTH)) {
+        s->stats.rejected++;
+        log_warn("client %s refused: every slot left is reserved for authenticated clients",
+                 c->addr);
         resp_error(&c->out, "ERR", "max number of clients reached");
         conn_close_after_reply(c);
         return 0;
@@ -562,4 +687,38 @@ int conn_accept(server *s)
     }
     c->flags |= CONN_READING;
     return 0;
+}
+
+/* ---- Timeouts ---------------------------------------------------------------------------- */
+
+void conn_sweep_timeouts(server *s, int64_t now_ns)
+{
+    if (s->opt.auth_timeout_ms > 0) {
+        int64_t limit_ns = s->opt.auth_timeout_ms * (int64_t)1000000;
+
+        /* Oldest first: the first one still in time ends the walk. */
+        while (s->unauth_head && now_ns - s->unauth_head->created_ns >= limit_ns) {
+            conn *c = s->unauth_head;
+
+            s->stats.auth_timeouts++;
+            log_info("client %" PRIu64 " %s closed: not authenticated within %" PRId64 " ms", c->id,
+                     c->addr, s->opt.auth_timeout_ms);
+            conn_close(c);
+        }
+    }
+    if (s->opt.idle_timeout_ms > 0) {
+        int64_t limit_ns = s->opt.idle_timeout_ms * (int64_t)1000000;
+
+        for (conn *c = s->clients, *next; c; c = next) {
+            next = c->next;
+            if (c->flags & (CONN_CLOSING | CONN_BLOCKED | CONN_AUTH_WAIT | CONN_IN_COMMAND))
+                continue;
+            if (now_ns - c->active_ns < limit_ns)
+                continue;
+            s->stats.idle_timeouts++;
+            log_debug("client %" PRIu64 " %s closed: idle for %" PRId64 " ms", c->id, c->addr,
+                      (now_ns - c->active_ns) / 1000000);
+            conn_close(c);
+        }
+    }
 }

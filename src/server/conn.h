@@ -19,6 +19,15 @@
  *   close: closing with unread input makes the kernel send a reset, which can destroy the error
  *   reply before the client reads it);
  * - a blocked client runs no command (later ones stay in its reader) until it is unblocked;
+ * - with a password, a client not yet authenticated is on the server's unauth list (oldest
+ *   first) and counts in nunauth until it authenticates or closes; it is closed after
+ *   auth_timeout_ms, and when a new connection would leave fewer than auth_reserve slots of
+ *   max_clients to authenticated clients (or none at all) the oldest of them is closed to make
+ *   room, so connections that never AUTH cannot lock anyone out;
+ * - after a failed AUTH the client runs nothing and reads nothing (CONN_AUTH_WAIT) for a delay
+ *   that doubles with each failure in a row (server.h), on a timer: the loop never waits;
+ * - a client silent for idle_timeout_ms is closed, unless it is blocked (a TASK.GET waiting is
+ *   not idle) or waiting out an AUTH delay;
  * - a conn is freed only after its libuv handles are closed; conn_close may be called at any
  *   time, any number of times.
  */
@@ -44,6 +53,8 @@
 #define CONN_IN_COMMAND        0x80u  /* a command of this client is running (no re-entry) */
 #define CONN_RESUME            0x100u /* unblocked: run its buffered commands this turn */
 #define CONN_LINGER            0x200u /* replies written, write side shut: draining input */
+#define CONN_UNAUTH            0x400u /* on the server's unauth list */
+#define CONN_AUTH_WAIT         0x800u /* waiting out the delay after a failed AUTH */
 
 /* What a blocked client waits for. The callbacks run on the loop thread. */
 typedef struct conn_block_ops {
@@ -77,11 +88,14 @@ struct conn {
     int64_t blocked_ns; /* when it blocked */
     uint64_t ncommands; /* commands run */
     int64_t created_ns;
-    conn *prev, *next;   /* the server's client list */
-    conn *pnext;         /* the server's pending list */
-    conn *bprev, *bnext; /* the server's blocked list */
-    char name[64];       /* CLIENT SETNAME / HELLO SETNAME */
-    char addr[64];       /* the peer, "ip:port" */
+    int64_t active_ns;      /* last read from the client (or unblock): for idle_timeout_ms */
+    unsigned auth_failures; /* failed AUTHs in a row */
+    conn *uprev, *unext;    /* the server's unauth list */
+    conn *prev, *next;      /* the server's client list */
+    conn *pnext;            /* the server's pending list */
+    conn *bprev, *bnext;    /* the server's blocked list */
+    char name[64];          /* CLIENT SETNAME / HELLO SETNAME */
+    char addr[64];          /* the peer, "ip:port" */
 };
 
 /* Accepts a connection on the server's listener. A client beyond max_clients or refused by
@@ -128,5 +142,18 @@ void conn_release(conn *c);
 
 /* Applies the reader limits for the client's authentication state. */
 void conn_apply_limits(conn *c);
+
+/* AUTH succeeded: marks the client authenticated (off the unauth list, full reader limits, its
+ * failure count reset). */
+void conn_auth_ok(conn *c);
+
+/* AUTH failed: the client runs and reads nothing more until a delay that doubles with each
+ * failure in a row (SERVER_AUTH_DELAY_MS, at most SERVER_AUTH_DELAY_MAX_MS); the reply of the
+ * failed AUTH is still written at once. */
+void conn_auth_failed(conn *c);
+
+/* Housekeeping: closes clients past auth_timeout_ms unauthenticated or idle_timeout_ms silent.
+ * O(clients timed out) for the first, O(clients) when idle_timeout_ms is set. */
+void conn_sweep_timeouts(server *s, int64_t now_ns);
 
 #endif

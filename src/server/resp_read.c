@@ -26,8 +26,9 @@
  * resp_reader_next can also return SLUICE_ENOMEM (growing the argument arrays), which fails the
  * reader like a protocol error; resp_reader_feed on a reader failed by a protocol error drops the
  * bytes and returns 0 (the caller is busy sending the error), on one failed by SLUICE_ENOMEM it
- * returns SLUICE_ENOMEM. Stricter than Redis: lengths are digits only (no '+', no leading zero,
- * no negative but `*-1`, where Redis skips any negative count), a bulk must be followed by CRLF
+ * returns SLUICE_ENOMEM. A negative multibulk count (`*-1`, `*-10`) is a null array: nothing to
+ * run, the connection stays (as in Redis). Stricter than Redis: lengths are digits only (no '+',
+ * no leading zero, no negative bulk length), a bulk must be followed by CRLF
  * (Redis skips two bytes unchecked), and a too long inline line is refused whether or not its
  * '\n' has arrived.
  */
@@ -219,9 +220,11 @@ int resp_reader_feed(resp_reader *r, const char *buf, size_t len)
 enum { LEN_MORE, LEN_OK, LEN_BAD, LEN_BIG };
 
 /* Reads the length line whose type byte ('*' or '$') is at pos: digits only, no leading zero, no
- * sign except the `-1` of a nil when allow_nil, at most max, at most max_inline_len characters,
- * then CRLF. On LEN_OK sets *out (-1 for nil) and *end (the offset after the CRLF). The line is
- * re-read from its start on each call; it is refused within about 20 bytes, so that is cheap. */
+ * sign except, when allow_nil, a '-' before a negative count (any of them is a nil, as Redis skips
+ * any negative multibulk count; at most 19 digits so it cannot overflow), at most max, at most
+ * max_inline_len characters, then CRLF. On LEN_OK sets *out (-1 for nil) and *end (the offset after
+ * the CRLF). The line is re-read from its start on each call; it is refused within about 20 bytes,
+ * so that is cheap. */
 static int rd_length(const resp_reader *r, int allow_nil, size_t max, int64_t *out, size_t *end)
 {
     const unsigned char *p = (const unsigned char *)r->buf + r->pos + 1;
@@ -255,7 +258,9 @@ static int rd_length(const resp_reader *r, int allow_nil, size_t max, int64_t *o
         }
         if (c < '0' || c > '9')
             return LEN_BAD;
-        if (nil ? (ndigits > 0 || c != '1') : (ndigits > 0 && v == 0))
+        if (ndigits > 0 && v == 0) /* a leading zero */
+            return LEN_BAD;
+        if (nil && (ndigits >= 19 || (ndigits == 0 && c == '0'))) /* and no "-0" */
             return LEN_BAD;
         v = v * 10 + (uint64_t)(c - '0');
         ndigits++;

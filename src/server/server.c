@@ -41,6 +41,8 @@ void server_options_init(server_options *o)
     o->port = SERVER_DEFAULT_PORT;
     o->protected_mode = 1;
     o->max_clients = SERVER_DEFAULT_MAX_CLIENTS;
+    o->auth_reserve = SERVER_DEFAULT_AUTH_RESERVE;
+    o->auth_timeout_ms = SERVER_DEFAULT_AUTH_TIMEOUT_MS;
     resp_limits_init(&o->limits);
     o->limits.max_bulk_len = SERVER_DEFAULT_MAX_BULK;
     o->limits.max_args = SERVER_DEFAULT_MAX_ARGS;
@@ -310,6 +312,7 @@ static void on_housekeeping(uv_timer_t *t)
     sweep_walk sw = {s, now};
     sluice_engine_list_limits(s->engine, sweep_limit, &sw);
     cmd_cell_sweep(s, now, HOUSEKEEPING_BUDGET);
+    conn_sweep_timeouts(s, now);
     server_signal_ready(s);
 }
 

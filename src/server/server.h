@@ -80,6 +80,14 @@ typedef struct server server;
 #define SERVER_DEFAULT_MAX_OUTPUT  ((size_t)64 << 20) /* replies queued for one client */
 #define SERVER_DEFAULT_MAX_ADHOC   ((size_t)1024)     /* CL.THROTTLE parameter triples */
 #define SERVER_DEFAULT_SHUTDOWN_MS 5000
+/* With a password: a connection that has not AUTHed after this is closed, and this many slots
+ * of max_clients are never given to connections that have not. */
+#define SERVER_DEFAULT_AUTH_TIMEOUT_MS 10000
+#define SERVER_DEFAULT_AUTH_RESERVE    16
+/* After the nth failed AUTH in a row, the client's next command waits AUTH_DELAY_MS << (n - 1),
+ * at most SERVER_AUTH_DELAY_MAX_MS. */
+#define SERVER_AUTH_DELAY_MS     100
+#define SERVER_AUTH_DELAY_MAX_MS 5000
 /* Before AUTH only tiny requests are read (Redis CVE-2021-32675). */
 #define SERVER_PREAUTH_MAX_ARGS   ((size_t)10)
 #define SERVER_PREAUTH_MAX_BULK   ((size_t)16384)
@@ -95,6 +103,12 @@ typedef struct server_options {
     const char *requirepass; /* NULL = no password (then only loopback clients: protected) */
     int protected_mode;      /* 1: without a password, refuse clients not on loopback */
     size_t max_clients;      /* connections at once; more are told so and closed */
+    size_t auth_reserve;     /* with a password: slots of max_clients kept for authenticated
+                              * clients (at most max_clients - 1 take effect) */
+    int64_t auth_timeout_ms; /* with a password: a client not authenticated after this is closed;
+                              * 0 = never */
+    int64_t idle_timeout_ms; /* a client silent for this long is closed (a blocked one never);
+                              * 0 = never (the default, as Redis's `timeout 0`) */
     resp_limits limits;      /* reader limits of an authenticated client */
     resp_limits preauth;     /* reader limits before AUTH (only when a password is set) */
     size_t max_key_len;      /* longest rate-limit key accepted (WRONGARGS beyond) */
@@ -129,6 +143,9 @@ typedef struct server_stats {
     uint64_t throttle_allowed; /* THROTTLE and CL.THROTTLE decisions */
     uint64_t throttle_denied;
     uint64_t auth_failures;
+    uint64_t auth_timeouts;  /* closed for not authenticating in time */
+    uint64_t auth_evictions; /* unauthenticated clients closed to make room for a new one */
+    uint64_t idle_timeouts;  /* closed after --timeout of silence */
 } server_stats;
 
 /* The server. Fields are shared with the command modules of this layer (not API). */
@@ -157,6 +174,10 @@ struct server {
 
     conn *clients; /* every client (doubly linked through conn.prev/next) */
     size_t nclients;
+    size_t nclosing;   /* of nclients, those already closing (gone for the max_clients check) */
+    conn *unauth_head; /* clients not yet authenticated, oldest first (conn.uprev/unext) */
+    conn *unauth_tail;
+    size_t nunauth;
     conn *pending;      /* clients with replies to flush this turn (through conn.pnext) */
     conn *blocked_head; /* blocked clients, oldest first (through conn.bprev/bnext) */
     conn *blocked_tail;

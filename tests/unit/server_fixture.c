@@ -42,8 +42,15 @@ static int write_config(const char *path, const char *yaml)
 
 int server_fixture_start(server_fixture *f, const char *config_yaml)
 {
+    return server_fixture_start_args(f, config_yaml, NULL);
+}
+
+int server_fixture_start_args(server_fixture *f, const char *config_yaml, const char *const *extra)
+{
     const char *bin = test_sluice_bin();
     char portfile[128], logfile[128], conffile[128];
+    const char *argv[48];
+    size_t n = 0;
 
     if (!bin)
         return -1;
@@ -62,13 +69,25 @@ int server_fixture_start(server_fixture *f, const char *config_yaml)
         FILE *log = freopen(logfile, "w", stderr);
 
         (void)log;
-        if (config_yaml)
-            execl(bin, bin, "serve", "--port", "0", "--bind", "127.0.0.1", "--durability", "none",
-                  "--no-admin", "--port-file", portfile, "--config", conffile, "--log-level",
-                  "warn", (char *)NULL);
-        else
-            execl(bin, bin, "serve", "--port", "0", "--bind", "127.0.0.1", "--durability", "none",
-                  "--no-admin", "--port-file", portfile, "--log-level", "warn", (char *)NULL);
+        {
+            static const char *const fixed[] = {"serve",       "--port",       "0",    "--bind",
+                                                "127.0.0.1",   "--durability", "none", "--no-admin",
+                                                "--log-level", "warn"};
+
+            argv[n++] = bin;
+            for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+                argv[n++] = fixed[i];
+            argv[n++] = "--port-file";
+            argv[n++] = portfile;
+            if (config_yaml) {
+                argv[n++] = "--config";
+                argv[n++] = conffile;
+            }
+            for (size_t i = 0; extra && extra[i] && n + 1 < sizeof argv / sizeof argv[0]; i++)
+                argv[n++] = extra[i];
+            argv[n] = NULL;
+        }
+        execv(bin, (char *const *)argv);
         _exit(127);
     }
     for (int i = 0; i < 500; i++) {

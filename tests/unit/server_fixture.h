@@ -21,6 +21,9 @@ typedef struct server_fixture {
  * Returns 0, or -1 with a reason on stderr. */
 int server_fixture_start(server_fixture *f, const char *config_yaml);
 
+/* The same with more command-line arguments (a NULL-terminated list, may be NULL). */
+int server_fixture_start_args(server_fixture *f, const char *config_yaml, const char *const *extra);
+
 /* Stops the server with SIGTERM and removes its directory. Returns 0 when it exited 0. */
 int server_fixture_stop(server_fixture *f);
 

@@ -268,6 +268,8 @@ static void test_empty_skipped(void **state)
     (void)state;
     EXPECT("\r\n\n  \r\n\t\nPING\r\n", "1|4:PING\n");
     EXPECT("*0\r\n*-1\r\n*0\r\nPING\r\n", "1|4:PING\n");
+    /* Any negative count is a null array, as in Redis: skipped, the connection stays. */
+    EXPECT("*-10\r\n*-12\r\nPING\r\n*-9223372036854775808\r\n", "1|4:PING\n");
     EXPECT("*0\r\n", "");
     EXPECT("\r\n", "");
 }
@@ -489,12 +491,12 @@ static void test_random_splits(void **state)
 static void test_bad_multibulk_length(void **state)
 {
     static const char *const bad[] = {
-        "*-10\r\n",
         "*-0\r\n",
         "*-\r\n",
         "*--1\r\n",
         "*-1-\r\n",
-        "*-12\r\n",
+        "*-012\r\n",
+        "*-12345678901234567890\r\n",
         "*+1\r\n",
         "* 1\r\n",
         "*1 \r\n",

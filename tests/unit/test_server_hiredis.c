@@ -221,6 +221,14 @@ static void test_cl_throttle_readme(void **state)
     for (int i = 0; i < 5; i++)
         assert_int_equal(r->element[i]->integer, want[i]);
     freeReplyObject(r);
+    /* Integers written with a leading '+' are accepted, as redis-cell accepts them: the same
+     * limit, one more unit taken. */
+    r = server_fixture_cmd(c, "CL.THROTTLE user123 +15 +30 +60 +1");
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 5);
+    assert_int_equal(r->element[0]->integer, 0);
+    assert_int_equal(r->element[2]->integer, 14);
+    freeReplyObject(r);
     redisFree(c);
 }
 

@@ -265,6 +265,19 @@ static void test_parse_int(void **unused)
     assert_int_equal(command_parse_int("1a", 2, &v), -1);
     assert_int_equal(command_parse_int(" 1", 2, &v), -1);
     assert_int_equal(command_parse_int("1\0", 2, &v), -1);
+    /* A leading '+' is accepted (redis-cell accepts it), once, before the digits. */
+    assert_int_equal(command_parse_int("+1", 2, &v), 0);
+    assert_int_equal(v, 1);
+    assert_int_equal(command_parse_int("+9223372036854775807", 20, &v), 0);
+    assert_int_equal(v, INT64_MAX);
+    assert_int_equal(command_parse_int("+9223372036854775808", 20, &v), -1);
+    assert_int_equal(command_parse_int("+", 1, &v), -1);
+    assert_int_equal(command_parse_int("++1", 3, &v), -1);
+    assert_int_equal(command_parse_int("+-1", 3, &v), -1);
+    assert_int_equal(command_parse_int("-+1", 3, &v), -1);
+    assert_int_equal(command_parse_int(" +1", 3, &v), -1);
+    assert_int_equal(command_parse_int("+ 1", 3, &v), -1);
+    assert_int_equal(command_parse_int("1+", 2, &v), -1);
 }
 
 static void test_encode_and_ms(void **unused)

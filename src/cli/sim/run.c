@@ -317,7 +317,7 @@ static int submit(run *x, const arrival *a, int64_t now)
     payload = scenario_payload(s, &v);
     if (!payload)
         return oom(x);
-    text = json_dumps(payload, JSON_COMPACT);
+    text = json_dumps(payload, JSON_COMPACT); /* sluice_malloc (base/alloc.c): sluice_free */
     if (!text) {
         json_decref(payload);
         return oom(x);
@@ -381,11 +381,11 @@ static int submit(run *x, const arrival *a, int64_t now)
     /* The keys it is limited on, as the engine resolved them (none when it was refused). */
     if (simkeys_links(r, x->e, &r->tasks[ti], spec.key ? key : NULL) != 0)
         goto fail_oom;
-    free(text);
+    sluice_free(text);
     json_decref(payload);
     return 0;
 fail_oom:
-    free(text);
+    sluice_free(text);
     json_decref(payload);
     return oom(x);
 }

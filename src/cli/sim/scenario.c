@@ -435,15 +435,8 @@ static int read_payload_text(ywalk *w, const yaml_node_t *node, char **out)
     json_decref(j);
     if (!*out)
         return yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
-    /* json_dumps allocates with jansson's allocator; keep ours for everything we free. */
-    {
-        char *mine = sluice_memdup0(*out, strlen(*out));
-
-        free(*out);
-        *out = mine;
-        if (!mine)
-            return yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
-    }
+    /* json_dumps allocates with jansson's allocator, which is sluice's (base/alloc.c): the text
+     * is freed with sluice_free like everything else. */
     return 0;
 }
 
