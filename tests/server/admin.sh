@@ -46,8 +46,8 @@ jqok() {
 
 cat >"$tmp/sluice.yaml" <<'EOF'
 limits:
-  api:
-    rate: 5/1m
+  api:                 # a slot every 12 min: the 3 parked tasks stay parked (a slot would queue
+    rate: 5/1h         # one) through every check below, however slow the machine
     key: input.tenant
   breaker:
     window: 1/1h
@@ -172,8 +172,8 @@ jqok "limits shape" 'all(.limits[]; has("name") and has("kind") and has("spec") 
   and has("bytes") and has("allowed_total") and has("denied_total") and has("units_total")
   and has("parked") and has("untracked_total") and has("refused_total"))' "$tmp/body"
 jqok "limits api" '.limits[] | select(.name=="api") | .kind=="rate" and .limit==5 and
-  .period_ms==60000 and .burst==5 and .key=="input.tenant" and .overflow=="wait" and
-  .parked==3 and .allowed_total==6 and .keys==2 and (.spec|startswith("rate=5/1m"))' "$tmp/body"
+  .period_ms==3600000 and .burst==5 and .key=="input.tenant" and .overflow=="wait" and
+  .parked==3 and .allowed_total==6 and .keys==2 and (.spec|startswith("rate=5/1h"))' "$tmp/body"
 jqok "limits breaker" '.limits[] | select(.name=="breaker") | .kind=="window" and
   .overflow=="reject" and .key=="none" and .burst==null' "$tmp/body"
 check "limit status" 200 "$(get $A /api/limits/api)"
