@@ -18,13 +18,38 @@ sluice=${1:?usage: tasks.sh PATH-TO-SLUICE SOURCE-DIR}
 
 
 # raw BYTES: sends BYTES (printf %b escapes) to the main server on a fresh connection and prints
-# what comes back until the server closes it (after a QUIT) or 3 seconds pass.
+# what comes back until the server closes it (after a QUIT; 30 s at most, a deadline).
 raw() {
   exec 3<>"/dev/tcp/127.0.0.1/$P" || return
   printf '%b' "$1" >&3 2>/dev/null
-  timeout 3 cat <&3 | tr -d '\r'
+  timeout 30 cat <&3 | tr -d '\r'
   exec 3<&- 3>&-
 }
+# resp_flat: RESP2 replies (raw's output) on stdin, one line per scalar: "N<tab>value", N the
+# reply (from 1) it belongs to. Arrays are flattened; an empty array gives no line, nil an empty
+# value. (Values hold no newline here.)
+resp_flat() {
+  awk '
+    function scalar(v) {
+      print n "\t" v
+      while (depth > 0 && --left[depth] == 0) depth--
+    }
+    bulk { bulk = 0; scalar($0); next }
+    {
+      c = substr($0, 1, 1)
+      rest = substr($0, 2)
+      if (depth == 0) n++
+      if (c == "*" && rest + 0 > 0) left[++depth] = rest + 0
+      else if (c == "*") { while (depth > 0 && --left[depth] == 0) depth-- }
+      else if (c == "$" && rest + 0 >= 0) bulk = 1
+      else if (c == "$") scalar("")
+      else scalar(rest)
+    }'
+}
+# rget N: the Nth reply in $tmp/flat, its scalars joined by spaces (as cli prints it).
+rget() { awk -F'\t' -v n="$1" '$1 == n { printf "%s%s", s, $2; s = " " } END { print "" }' "$tmp/flat"; }
+# rfield N KEY: the value of KEY in the Nth reply in $tmp/flat (a map: TASK.INFO, TASK.EXPLAIN).
+rfield() { awk -F'\t' -v n="$1" -v k="$2" '$1 == n { if (++i % 2) key = $2; else if (key == k) { print $2; exit } }' "$tmp/flat"; }
 
 
 # cli ARGS...: one redis-cli command to the main server, its output lines joined by spaces.
@@ -71,33 +96,38 @@ t_start=$(now_ms) # before any task: every submitted_ms is after it
 for i in 1 2 3 4 5; do
   check "TASK.ADD rl $i" "$i" "$(cli TASK.ADD rl "{\"n\":$i}" KEY k1)"
 done
+# The burst and every check that needs the next slot (5 s later) not to have come, in one write:
+# the server runs them in one turn, at one time, so the slot cannot come in between however slow
+# the machine is (a slot queues a parked task).
 t_burst=$(now_ms)
-out=$(cli TASK.GET rl COUNT 5)
+raw 'TASK.GET rl COUNT 5\r\nTASK.INFO 5\r\nTASK.EXPLAIN 5\r\nTASK.EXPLAIN 1\r\nTASK.GET rl\r\nTASK.GET rl TIMEOUT 0\r\nTASK.CANCEL 5\r\nTASK.INFO 5\r\nTASK.CANCEL 5\r\nQUIT\r\n' |
+  resp_flat >"$tmp/flat"
 t_burst_end=$(now_ms)
+check "all ten replies came" "OK" "$(rget 10)"
+out=$(rget 1)
 check "TASK.GET COUNT 5 gets the burst of 2" "1 rl {\"n\":1} 1 2 rl {\"n\":2} 1" \
   "$(echo "$out" | awk '{ print $1, $2, $3, $4, $6, $7, $8, $9 }')"
 lease=$(word "$out" 5)
 # The server's clock and date's may differ by a little (the server reads the wall clock once at
 # start, then counts with the monotonic one): 1 s each side. Bounds taken around the command,
-# not after it, so that a slow redis-cli moves nothing.
+# not after it, so that a slow client moves nothing.
 within "lease_until_ms is 30 s after the delivery" $((t_burst + 29000)) $((t_burst_end + 31000)) "$lease"
-check "parked task state" "parked" "$(field TASK.INFO 5 state)"
-check "TASK.EXPLAIN state" "parked" "$(field TASK.EXPLAIN 5 state)"
-check "TASK.EXPLAIN names the limit" "api" "$(field TASK.EXPLAIN 5 limit)"
-check "TASK.EXPLAIN names the key" "k1" "$(field TASK.EXPLAIN 5 key)"
-check "TASK.EXPLAIN position" "2" "$(field TASK.EXPLAIN 5 position)"
-check "TASK.EXPLAIN queue_length" "3" "$(field TASK.EXPLAIN 5 queue_length)"
-est=$(field TASK.EXPLAIN 5 estimated_start_ms)
-within "TASK.EXPLAIN estimated start, about 15 s after the burst" $((t_burst + 5000)) $(($(now_ms) + 20000)) "$est"
+check "parked task state" "parked" "$(rfield 2 state)"
+check "TASK.EXPLAIN state" "parked" "$(rfield 3 state)"
+check "TASK.EXPLAIN names the limit" "api" "$(rfield 3 limit)"
+check "TASK.EXPLAIN names the key" "k1" "$(rfield 3 key)"
+check "TASK.EXPLAIN position" "2" "$(rfield 3 position)"
+check "TASK.EXPLAIN queue_length" "3" "$(rfield 3 queue_length)"
+est=$(rfield 3 estimated_start_ms)
+within "TASK.EXPLAIN estimated start, about 15 s after the burst" $((t_burst + 5000)) $((t_burst_end + 20000)) "$est"
 contains "TASK.EXPLAIN text" "Parked on limit \"api\" key \"k1\" with 2 task(s) ahead" \
-  "$(field TASK.EXPLAIN 5 text)"
-check "TASK.EXPLAIN of a running task: no limit" "running " \
-  "$(field TASK.EXPLAIN 1 state) $(field TASK.EXPLAIN 1 limit)"
-check "TASK.GET with nothing grantable, no TIMEOUT: empty" "" "$(cli TASK.GET rl)"
-check "TASK.GET TIMEOUT 0: empty" "" "$(cli TASK.GET rl TIMEOUT 0)"
-check "TASK.CANCEL a parked task" "1" "$(cli TASK.CANCEL 5)"
-check "cancelled" "cancelled" "$(field TASK.INFO 5 state)"
-check "TASK.CANCEL again: already finished" "0" "$(cli TASK.CANCEL 5)"
+  "$(rfield 3 text)"
+check "TASK.EXPLAIN of a running task: no limit" "running " "$(rfield 4 state) $(rfield 4 limit)"
+check "TASK.GET with nothing grantable, no TIMEOUT: empty" "" "$(rget 5)"
+check "TASK.GET TIMEOUT 0: empty" "" "$(rget 6)"
+check "TASK.CANCEL a parked task" "1" "$(rget 7)"
+check "cancelled" "cancelled" "$(rfield 8 state)"
+check "TASK.CANCEL again: already finished" "0" "$(rget 9)"
 # The next slot comes 5 s after the burst: a blocked TASK.GET returns then, not at its TIMEOUT
 # (a minute: far from the slot, so that only a GET that waited for it comes near).
 t0=$(now_ms)
