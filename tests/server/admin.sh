@@ -90,11 +90,12 @@ start() {
   printf -v "PID_$name" '%s' "$pid"
 }
 
-# get PORT PATH [CURL ARGS...]: GETs into $tmp/body; prints the status code.
+# get PORT PATH [CURL ARGS...]: GETs into $tmp/body; prints the status code. (Every response
+# ends, so --max-time is a deadline, not a pace.)
 get() {
   local port=$1 path=$2
   shift 2
-  curl -s -o "$tmp/body" -D "$tmp/headers" -w '%{http_code}' --max-time 10 "$@" \
+  curl -s -o "$tmp/body" -D "$tmp/headers" -w '%{http_code}' --max-time 60 "$@" \
     "http://127.0.0.1:$port$path"
 }
 header() { grep -i "^$1:" "$tmp/headers" | head -1 | cut -d' ' -f2- | tr -d '\r'; }

@@ -96,7 +96,7 @@ done
 # along. Wait for that commit, however late it comes on a busy machine, then crash.
 exec {fd}<>"/dev/tcp/127.0.0.1/$P"
 printf 'THROTTLE burst5 k2\r\nINFO persistence\r\nQUIT\r\n' >&"$fd"
-c1=$(timeout 10 cat <&"$fd" | tr -d '\r' | awk -F: '$1 == "commits" { print $2 }')
+c1=$(timeout 30 cat <&"$fd" | tr -d '\r' | awk -F: '$1 == "commits" { print $2 }')
 exec {fd}>&-
 committed_since() { [ "$(info commits)" -gt "$c1" ]; }
 wait_until "the key timer commits the last THROTTLE" 20 committed_since

@@ -29,11 +29,12 @@ cli() {
 }
 
 # raw PORT BYTES [SECONDS]: sends BYTES (printf %b escapes) on a fresh connection and prints
-# what comes back until the server closes it or SECONDS (default 2) pass. Afterwards
+# what comes back until the server closes it or SECONDS (default 30) pass. Every use but one
+# expects the close (a QUIT or a protocol error), so SECONDS is a deadline, not a pace. Afterwards
 # `raw_closed` prints 1 when the server closed the connection by itself (raw runs in a
 # subshell, so the flag goes through a file).
 raw() {
-  local port=$1 bytes=$2 secs=${3:-2} out
+  local port=$1 bytes=$2 secs=${3:-30} out
   echo 0 >"$tmp/raw_closed"
   exec 3<>"/dev/tcp/127.0.0.1/$port" || {
     echo "CONNECT FAILED"
@@ -139,7 +140,7 @@ contains "CONFIG SET" "WRONGARGS unknown CONFIG subcommand" "$(cli $P CONFIG SET
 
 # The calls on one key in one write: the server runs them in one turn, at one time, so their
 # figures (heavy refills a slot every 12 s) do not move however slow the machine is.
-raw $P 'THROTTLE heavy u1\r\nTHROTTLE heavy u1 PEEK\r\nTHROTTLE heavy u1 UNITS 3\r\nTHROTTLE heavy u1 UNITS 2\r\nQUIT\r\n' 10 |
+raw $P 'THROTTLE heavy u1\r\nTHROTTLE heavy u1 PEEK\r\nTHROTTLE heavy u1 UNITS 3\r\nTHROTTLE heavy u1 UNITS 2\r\nQUIT\r\n' 30 |
   resp_flat >"$tmp/flat"
 check "THROTTLE: all five replies" "OK" "$(rget 5)"
 check "THROTTLE allowed" "1 5 4 0 12000" "$(rget 1)"
@@ -159,7 +160,7 @@ check "THROTTLE more units than the burst" "0 5 5 -1" \
   "$(cli $P THROTTLE heavy u3 UNITS 6 | cut -d' ' -f1-4)"
 # The type's chain: heavy (per key, 5/min) and global; the tighter one is reported.
 # Again in one write: the sixth call is denied with retry_after one slot whatever the machine.
-raw $P 'THROTTLE job u9\r\nTHROTTLE job u9\r\nTHROTTLE job u9\r\nTHROTTLE job u9\r\nTHROTTLE job u9\r\nTHROTTLE global x PEEK\r\nTHROTTLE job u9\r\nTHROTTLE global x PEEK\r\nQUIT\r\n' 10 |
+raw $P 'THROTTLE job u9\r\nTHROTTLE job u9\r\nTHROTTLE job u9\r\nTHROTTLE job u9\r\nTHROTTLE job u9\r\nTHROTTLE global x PEEK\r\nTHROTTLE job u9\r\nTHROTTLE global x PEEK\r\nQUIT\r\n' 30 |
   resp_flat >"$tmp/flat"
 check "THROTTLE type chain: all nine replies" "OK" "$(rget 9)"
 check "THROTTLE type chain" "1 5 4" "$(rget 1 | cut -d' ' -f1-3)"
@@ -185,7 +186,7 @@ contains "THROTTLE empty key" "WRONGARGS limit \"heavy\" needs a key" "$(cli $P 
 # The replies' seconds are rounded up, so they are exact only when the calls on a key see one
 # time: each group goes in one write, which the server runs in one turn at one time, however
 # slow the machine is. (30 per 60 s is a slot every 2 s; 1 per 60 s one every 60 s.)
-out=$(echo $(raw $P 'CL.THROTTLE user123 15 30 60 1\r\nCL.THROTTLE user123 15 30 60\r\nCL.THROTTLE user123 15 30 60 0\r\nCL.THROTTLE k2 0 1 60\r\nCL.THROTTLE k2 0 1 60\r\nQUIT\r\n' 10))
+out=$(echo $(raw $P 'CL.THROTTLE user123 15 30 60 1\r\nCL.THROTTLE user123 15 30 60\r\nCL.THROTTLE user123 15 30 60 0\r\nCL.THROTTLE k2 0 1 60\r\nCL.THROTTLE k2 0 1 60\r\nQUIT\r\n' 30))
 # cell_reply N: the Nth (from 1) five-integer reply of $out, without the RESP markers.
 cell_reply() { echo "$out" | awk -v n="$1" '{ for (i = 6 * n - 4; i <= 6 * n; i++) printf "%s%s", substr($i, 2), (i < 6 * n ? " " : "\n") }'; }
 check "CL.THROTTLE replies" "*5 *5 *5 *5 *5 +OK" "$(echo "$out" | awk '{ print $1, $7, $13, $19, $25, $31 }')"
@@ -249,7 +250,7 @@ contains "LIMIT.SET bad name" "WRONGARGS" "$(cli $P LIMIT.SET 'a b' rate=10/1s)"
 # The four in one write: the server runs them in one turn, at one time, so no slot comes back
 # between the two THROTTLEs (10/s refills one every 100 ms), and the key is still tracked when
 # LIMIT.RESET asks (a key back to full, 200 ms later, may be dropped), however slow the machine.
-out=$(raw $P 'THROTTLE api t1\r\nLIMIT.SET api rate=10/1s,burst=20,key=input.tenant,overflow=reject\r\nTHROTTLE api t1\r\nLIMIT.RESET api t1\r\nQUIT\r\n' 10)
+out=$(raw $P 'THROTTLE api t1\r\nLIMIT.SET api rate=10/1s,burst=20,key=input.tenant,overflow=reject\r\nTHROTTLE api t1\r\nLIMIT.RESET api t1\r\nQUIT\r\n' 30)
 out=$(echo $out)
 check "THROTTLE before reset" ":19" "$(tpos "$out" 4)"
 check "LIMIT.SET same spec keeps state" "+OK" "$(tpos "$out" 8)"
@@ -275,7 +276,7 @@ contains "LIMIT.LIST arity" "WRONGARGS" "$(cli $P LIMIT.LIST x)"
 sed -i 's#rate: 1000/1h#rate: 2000/1h#' "$tmp/sluice.yaml"
 # A key's burst spent, the reload, and the key asked again, in one write: one turn, one time, so
 # no slot of heavy (every 12 s) comes back in between however slow the machine is.
-raw $P 'THROTTLE job u10\r\nTHROTTLE job u10\r\nTHROTTLE job u10\r\nTHROTTLE job u10\r\nTHROTTLE job u10\r\nCONFIG RELOAD\r\nTHROTTLE job u10\r\nQUIT\r\n' 10 |
+raw $P 'THROTTLE job u10\r\nTHROTTLE job u10\r\nTHROTTLE job u10\r\nTHROTTLE job u10\r\nTHROTTLE job u10\r\nCONFIG RELOAD\r\nTHROTTLE job u10\r\nQUIT\r\n' 30 |
   resp_flat >"$tmp/flat"
 check "the burst spent before the reload" "1 5 0" "$(rget 5 | cut -d' ' -f1-3)"
 check "CONFIG RELOAD" "OK" "$(rget 6)"
@@ -296,13 +297,13 @@ contains "CONFIG RELOAD logged" "config $tmp/sluice.yaml loaded" "$(cat "$tmp/ma
 
 # In one write (redis-cli would send them one by one): the rounded-up seconds of CL.THROTTLE are
 # exact only when the three calls see one time.
-out=$(raw $P 'PING\r\nCL.THROTTLE p 1 1 60\r\nCL.THROTTLE p 1 1 60\r\nCL.THROTTLE p 1 1 60\r\nECHO done\r\nQUIT\r\n' 10 |
+out=$(raw $P 'PING\r\nCL.THROTTLE p 1 1 60\r\nCL.THROTTLE p 1 1 60\r\nCL.THROTTLE p 1 1 60\r\nECHO done\r\nQUIT\r\n' 30 |
   resp_flat | awk -F'\t' '$1 <= 5 { printf "%s ", $2 }')
 check "pipelined replies in order" "PONG 0 2 1 -1 60 0 2 0 -1 120 1 2 0 60 120 done " "$out"
 out=$(raw $P '*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\nPING\r\n*1\r\n$4\r\nQUIT\r\n')
 check "multibulk and inline mixed in one write" "+PONG \$2 hi +PONG +OK" "$(echo $out)"
 big=$(for i in $(seq 1 2000); do printf 'PING\r\n'; done)
-out=$(raw $P "${big}\nQUIT\r\n" 5)
+out=$(raw $P "${big}\nQUIT\r\n" 60)
 check "2000 pipelined inline commands" "2001" "$(echo "$out" | grep -c '^+')"
 
 # ---- Protocol abuse (Redis tests/unit/protocol.tcl) -------------------------------------------
@@ -341,7 +342,7 @@ out=$(raw $P '*2\r\n$4\r\nECHO\r\n$3\r\na\0b\r\nQUIT\r\n')
 check "NUL bytes in a bulk" "\$3 a?b +OK" "$(echo $out)"
 # Protocol desync: a NUL then an endless line; the inline limit ends it.
 for seq in '\0' '*\0' '$\0'; do
-  out=$(raw $P "${seq}$(head -c 70000 /dev/zero | tr '\0' A)" 5)
+  out=$(raw $P "${seq}$(head -c 70000 /dev/zero | tr '\0' A)" 60)
   contains "desync $seq" "-ERR Protocol error" "$out"
   check "desync $seq closed" "1" "$(raw_closed)"
 done
@@ -383,7 +384,7 @@ check "key at --max-key-len" "0 2 1 -1 1" "$(cli $S CL.THROTTLE 1234567890123456
 # queue in the server, and past --max-output the client is cut. 20000 COMMAND replies are
 # some 40 MB, more than any socket buffer holds.
 cmds=$(head -c 20000 /dev/zero | sed 's/\x0/COMMAND\r\n/g')
-out=$(raw $S "$cmds" 5)
+out=$(raw $S "$cmds" 60)
 check "output over --max-output closes" "1" "$(raw_closed)"
 contains "output overflow logged" "WARN client" "$(cat "$tmp/small.log")"
 # --max-clients 3: three held connections, the fourth is told and closed. No wait is needed
@@ -439,7 +440,7 @@ D=$port_drain
 exec 7<>/dev/tcp/127.0.0.1/$D
 printf 'PING\r\n' >&7
 kill -TERM "$pid_drain"
-out=$(timeout 3 cat <&7 | tr -d '\r')
+out=$(timeout 30 cat <&7 | tr -d '\r') # returns at the close: a deadline
 exec 7<&-
 check "in-flight reply answered before closing" "+PONG" "$out"
 wait "$pid_drain"
