@@ -39,11 +39,11 @@ is_int() { case $2 in '' | *[!0-9]*) bad "$1: [$2] is not an id" ;; *) ok ;; esa
 
 data="$tmp/data"
 # raw BYTES: sends BYTES (printf %b escapes) on a fresh connection, prints what comes back until
-# the server closes it (after a QUIT) or 3 seconds pass.
+# the server closes it (after a QUIT) or 30 seconds pass (a deadline, not a pace).
 raw() {
   exec 3<>"/dev/tcp/127.0.0.1/$P" || return
   printf '%b' "$1" >&3 2>/dev/null
-  timeout 3 cat <&3 | tr -d '\r'
+  timeout 30 cat <&3 | tr -d '\r'
   exec 3<&- 3>&-
 }
 info() { redis-cli -p "$P" INFO persistence | tr -d '\r' | awk -F: -v f="$1" '$1 == f { print $2 }'; }
@@ -164,7 +164,9 @@ stop_single
 
 start_single --durability batch --batch-ms 50 --enable-debug-commands
 is_int "batch: TASK.ADD" "$(cli TASK.ADD t '{"b":1}')"
-sleep 0.3
+# The sync timer (50 ms) fires however late: wait for it instead of guessing how long it takes.
+synced() { [ "$(info syncs)" -ge 1 ] 2>/dev/null; }
+wait_until "batch: the sync timer syncs" 30 synced
 within "batch: the sync timer synced" 1 1000 "$(info syncs)"
 check "batch: INFO durability" "batch" "$(info durability)"
 check "batch: DEBUG FAULT FULL on" "OK" "$(cli DEBUG FAULT FULL on)"

@@ -65,6 +65,33 @@ wait_until() {
     sleep 0.02
   done
 }
+# Several commands in one write run in one loop turn, at one time: checks that must not see the
+# clock move between commands send them so (each script's `raw`) and read the replies with these.
+# resp_flat: RESP2 replies (as the scripts' raw helpers print them, \r removed) on stdin, one line
+# per scalar: "N<tab>value", N the reply (from 1) it belongs to. Arrays are flattened; an empty
+# array gives no line, nil an empty value. (Values hold no newline here.)
+resp_flat() {
+  awk '
+    function scalar(v) {
+      print n "\t" v
+      while (depth > 0 && --left[depth] == 0) depth--
+    }
+    bulk { bulk = 0; scalar($0); next }
+    {
+      c = substr($0, 1, 1)
+      rest = substr($0, 2)
+      if (depth == 0) n++
+      if (c == "*" && rest + 0 > 0) left[++depth] = rest + 0
+      else if (c == "*") { while (depth > 0 && --left[depth] == 0) depth-- }
+      else if (c == "$" && rest + 0 >= 0) bulk = 1
+      else if (c == "$") scalar("")
+      else scalar(rest)
+    }'
+}
+# rget N: the Nth reply in $tmp/flat, its scalars joined by spaces (as cli prints it).
+rget() { awk -F'\t' -v n="$1" '$1 == n { printf "%s%s", s, $2; s = " " } END { print "" }' "$tmp/flat" | sed 's/ *$//'; }
+# rfield N KEY: the value of KEY in the Nth reply in $tmp/flat (a map: TASK.INFO, TASK.EXPLAIN).
+rfield() { awk -F'\t' -v n="$1" -v k="$2" '$1 == n { if (++i % 2) key = $2; else if (key == k) { print $2; exit } }' "$tmp/flat"; }
 # blocked_is N: the server on $P has N clients blocked (a TASK.GET waiting).
 blocked_is() {
   [ "$(redis-cli -p "$P" INFO clients | tr -d '\r' | awk -F: '$1 == "blocked_clients" { print $2 }')" = "$1" ]

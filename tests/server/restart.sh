@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: MIT
 # What survives a restart of `sluice serve` (docs/durability.md), end to end with redis-cli:
 #
-# - limiter state: a rate limit of 5/10s with burst 5 whose burst was spent by THROTTLE is still
+# - limiter state: a rate limit of 5/1h with burst 5 whose burst was spent by THROTTLE is still
 #   spent after a graceful restart (SIGTERM) and after kill -9 once the key timer (100 ms) ran:
-#   the next THROTTLE is denied with retry_after about one slot (2 s), not a fresh burst. The
+#   the next THROTTLE is denied with retry_after at most one slot (12 min), not a fresh burst
+#   (a slot that long, so that no restart, however slow the machine, lasts one). The
 #   same with --durability none shows the fresh burst (the documented contrast);
 # - the same for the budget spent by deliveries (TASK.GET): parked tasks come back paced by the
 #   restored state, not all at once;
@@ -50,7 +51,7 @@ engine:
   strict_types: true
 limits:
   burst5:
-    rate: 5/10s
+    rate: 5/1h
     burst: 5
     key: explicit
   pace:
@@ -83,7 +84,7 @@ stop_single
 start_single
 out=$(cli THROTTLE burst5 k1)
 check "after SIGTERM: still denied (no fresh burst)" 0 "$(word "$out" 1)"
-within "after SIGTERM: retry_after about one slot" 1 2000 "$(word "$out" 4)"
+within "after SIGTERM: retry_after at most one slot" 1 720000 "$(word "$out" 4)"
 
 # ---- Limiter state across kill -9 ---------------------------------------------------------------
 
@@ -95,7 +96,7 @@ done
 # along. Wait for that commit, however late it comes on a busy machine, then crash.
 exec {fd}<>"/dev/tcp/127.0.0.1/$P"
 printf 'THROTTLE burst5 k2\r\nINFO persistence\r\nQUIT\r\n' >&"$fd"
-c1=$(timeout 10 cat <&"$fd" | tr -d '\r' | awk -F: '$1 == "commits" { print $2 }')
+c1=$(timeout 30 cat <&"$fd" | tr -d '\r' | awk -F: '$1 == "commits" { print $2 }')
 exec {fd}>&-
 committed_since() { [ "$(info commits)" -gt "$c1" ]; }
 wait_until "the key timer commits the last THROTTLE" 20 committed_since
@@ -103,7 +104,7 @@ crash
 start_single
 out=$(cli THROTTLE burst5 k2)
 check "after kill -9: still denied (no fresh burst)" 0 "$(word "$out" 1)"
-within "after kill -9: retry_after about one slot" 1 2000 "$(word "$out" 4)"
+within "after kill -9: retry_after at most one slot" 1 720000 "$(word "$out" 4)"
 contains "INFO persistence: keys recovered" "recovered_keys:" "$(cli INFO persistence)"
 stop_single
 
@@ -139,13 +140,13 @@ out=$(cli TASK.GET paced COUNT 10)
 n=$(echo "$out" | awk '{ print NF / 5 }')
 within "after a restart at most one slot's worth is delivered at once" 0 1 "$n"
 got=$n
-while [ "$got" -lt 3 ] && [ $(($(now_ms) - t0)) -lt 10000 ]; do
+while [ "$got" -lt 3 ] && [ $(($(now_ms) - t0)) -lt 60000 ]; do
   out=$(cli TASK.GET paced COUNT 10 TIMEOUT 3000)
   got=$((got + $(echo "$out" | awk '{ print NF / 5 }')))
 done
 t1=$(now_ms)
 check "the 3 parked tasks are all delivered" 3 "$got"
-within "they come one slot (1 s) apart, not at once" 1500 10000 $((t1 - t0))
+within "they come one slot (1 s) apart, not at once" 1500 60000 $((t1 - t0))
 
 # ---- A lease that expired while down: redelivered, not charged again ----------------------------
 
@@ -179,16 +180,17 @@ contains "LIMIT.DEL survives too" "NOLIMIT" "$(cli LIMIT.GET dyn)"
 # ---- A recurring series survives ---------------------------------------------------------------
 
 check "RECUR.ADD" "OK" "$(cli RECUR.ADD every300 rec '{"r":1}' EVERY 300)"
-out=$(cli TASK.GET rec TIMEOUT 3000)
+out=$(cli TASK.GET rec TIMEOUT 30000)
 check "an occurrence is delivered" "rec {\"r\":1}" "$(echo "$out" | awk '{ print $2, $3 }')"
 cli TASK.ACK "$(word "$out" 1)" >/dev/null
 runs=$(field RECUR.INFO every300 runs)
-within "runs counted" 1 100 "$runs"
+# At most one run per 300 ms since RECUR.ADD: the bounds only say it is a count, not garbage.
+within "runs counted" 1 100000 "$runs"
 crash
 start_single
 after=$(field RECUR.INFO every300 runs)
-within "the series is back with its runs" "$runs" 100 "$after"
-out=$(cli TASK.GET rec TIMEOUT 3000)
+within "the series is back with its runs" "$runs" 100000 "$after"
+out=$(cli TASK.GET rec TIMEOUT 30000)
 check "and still produces occurrences" "rec" "$(word "$out" 2)"
 check "RECUR.DEL" "1" "$(cli RECUR.DEL every300)"
 stop_single
@@ -220,7 +222,7 @@ if command -v sqlite3 >/dev/null; then
   sqlite3 "$data/sluice.db" "UPDATE meta SET value = $ahead * 1000000 WHERE name = 'clock_ns'"
   start_single
   id=$(cli TASK.ADD rec '{}')
-  within "the server clock starts at the stored reading" "$ahead" $((ahead + 60000)) \
+  within "the server clock starts at the stored reading" "$ahead" $((ahead + 600000)) \
     "$(field TASK.INFO "$id" submitted_ms)"
   stop_single
 fi

@@ -92,6 +92,10 @@ data_check() {
   if [ $? -eq 0 ]; then ok; else bad "$1: data check: $out"; fi
 }
 
+# acked_in_round R: the producers of round R logged an acknowledged TASK.ADD (they flush their
+# logs after every batch).
+acked_in_round() { cat "$tmp"/prod-"$1"-*.log 2>/dev/null | grep -q '^A '; }
+
 t_start=$(date +%s%3N)
 for r in $(seq 1 "$rounds"); do
   start
@@ -103,7 +107,10 @@ for r in $(seq 1 "$rounds"); do
   done
   "$helper" work "$P" "$tmp/work.log" >>"$tmp/clients.log" 2>&1 &
   clients+=($!)
-  # A random moment between 0.2 and 1.4 s into the load.
+  # The kill must come while tasks flow, or the round tests nothing: wait for the first
+  # acknowledged adds of this round (however long the clients take to start on a busy machine),
+  # then a random moment between 0.2 and 1.4 s more.
+  wait_until "round $r: tasks acknowledged before the kill" 60 acked_in_round "$r"
   ms=$((200 + RANDOM % 1200))
   sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
   kill -KILL "$pid"

@@ -11,6 +11,7 @@
  * server answers blocked clients (their timeout reply) before it exits 0.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -50,11 +51,23 @@ static atomic_int cancelled; /* the cancel callback ran */
 static atomic_int retries;   /* retry callback calls */
 static int run_status = -1;
 
+/* How long the test waits for anything the loop thread does: a deadline, not a pace (every wait
+ * returns as soon as the thing happened), generous so that a busy machine only makes it slower. */
+#define DEADLINE_MS 30000
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 
     nanosleep(&ts, NULL);
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- Callbacks a blocking command would provide ------------------------------------------ */
@@ -130,7 +143,7 @@ static void act(enum action a)
     atomic_store(&acted, 0);
     atomic_store(&action, a);
     uv_async_send(&async);
-    for (int i = 0; i < 500 && !atomic_load(&acted); i++)
+    for (int64_t t0 = mono_ms(); !atomic_load(&acted) && mono_ms() - t0 < DEADLINE_MS;)
         sleep_ms(2);
     assert_true(atomic_load(&acted));
 }
@@ -150,8 +163,8 @@ static int connect_client(void)
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
     /* Wait until the server has accepted it (this one, not only the first: the actions pick the
-     * newest client). A deadline, not a pace. */
-    for (int i = 0; i < 5000 && srv->nclients == before; i++)
+     * newest client). */
+    for (int64_t t0 = mono_ms(); srv->nclients == before && mono_ms() - t0 < DEADLINE_MS;)
         sleep_ms(2);
     assert_true(srv->nclients > before);
     sleep_ms(20);
@@ -163,17 +176,19 @@ static void send_str(int fd, const char *s)
     assert_int_equal(write(fd, s, strlen(s)), (ssize_t)strlen(s));
 }
 
-/* Reads until `want` bytes came or ms passed; returns what came, NUL-terminated. */
-static const char *recv_for(int fd, size_t want, int ms)
+/* Reads until `want` bytes came or the time `until` (mono_ms) passed; returns what came,
+ * NUL-terminated. */
+static const char *recv_until(int fd, size_t want, int64_t until)
 {
     static char buf[256];
     size_t n = 0;
 
     while (n < want && n < sizeof(buf) - 1) {
         struct pollfd p = {fd, POLLIN, 0};
+        int64_t left = until - mono_ms();
         ssize_t r;
 
-        if (poll(&p, 1, ms) <= 0)
+        if (left < 0 || poll(&p, 1, (int)left) <= 0)
             break;
         r = read(fd, buf + n, sizeof(buf) - 1 - n);
         if (r <= 0)
@@ -182,6 +197,12 @@ static const char *recv_for(int fd, size_t want, int ms)
     }
     buf[n] = '\0';
     return buf;
+}
+
+/* Reads until `want` bytes came or DEADLINE_MS passed. */
+static const char *recv_want(int fd, size_t want)
+{
+    return recv_until(fd, want, mono_ms() + DEADLINE_MS);
 }
 
 static void *run_thread(void *arg)
@@ -207,22 +228,49 @@ static void test_blocking(void **unused)
     assert_int_equal(uv_async_init(&srv->loop, &async, on_async), 0);
     assert_int_equal(pthread_create(&th, NULL, run_thread, NULL), 0);
 
-    /* A blocked client runs nothing until its timeout replies; then its PING runs. */
+    /* A blocked client runs nothing until its timeout (150 ms) replies; then its PING runs. */
     fd = connect_client();
-    act(ACT_BLOCK_TIMEOUT);
-    send_str(fd, "PING\r\n");
-    assert_string_equal(recv_for(fd, 1, 50), "");
-    assert_string_equal(recv_for(fd, 17, 1000), "+TIMEOUT\r\n+PONG\r\n");
+    {
+        int tested = 0;
+
+        /* Nothing may come before the timeout. Whether something came early can be told only
+         * when this thread looks in time: a wait until 140 ms after the block (t0 is before it;
+         * 10 ms for the loop's coarse clock) that ends with nothing proves it, a byte before then
+         * disproves it, a byte seen only after then (this thread was late) tells nothing, and
+         * the round is made again. A busy machine only makes more rounds. */
+        for (int round = 0; round < 50 && !tested; round++) {
+            int64_t t0 = mono_ms(), left;
+            struct pollfd p = {fd, POLLIN, 0};
+            int rc;
+
+            act(ACT_BLOCK_TIMEOUT);
+            send_str(fd, "PING\r\n");
+            left = t0 + 140 - mono_ms();
+            rc = poll(&p, 1, left > 0 ? (int)left : 0);
+            if (rc == 0)
+                tested = 1;
+            else if (mono_ms() < t0 + 140)
+                fail_msg("a reply %" PRId64 " ms after blocking for 150 ms", mono_ms() - t0);
+            assert_string_equal(recv_want(fd, 17), "+TIMEOUT\r\n+PONG\r\n");
+        }
+        assert_true(tested);
+    }
 
     /* Blocked without a timeout: a signal retries it; it answers once ready. */
     act(ACT_BLOCK_RETRY);
     send_str(fd, "PING a\r\nPING b\r\n");
     act(ACT_SIGNAL);
-    assert_string_equal(recv_for(fd, 1, 50), "");
+    /* The retry runs at the end of the signal's turn, after the action: wait for it, then let
+     * one more turn pass (a no-op action), so that whatever that turn wrote has been sent; it
+     * must have written nothing. */
+    for (int64_t t0 = mono_ms(); atomic_load(&retries) < 1 && mono_ms() - t0 < DEADLINE_MS;)
+        sleep_ms(2);
     assert_true(atomic_load(&retries) >= 1);
+    act(ACT_NONE);
+    assert_string_equal(recv_until(fd, 1, mono_ms()), "");
     atomic_store(&ready, 1);
     act(ACT_SIGNAL);
-    assert_string_equal(recv_for(fd, 22, 1000), "+READY\r\n$1\r\na\r\n$1\r\nb\r\n");
+    assert_string_equal(recv_want(fd, 22), "+READY\r\n$1\r\na\r\n$1\r\nb\r\n");
     atomic_store(&ready, 0);
 
     /* A client that leaves while blocked is cancelled. */
@@ -230,7 +278,7 @@ static void test_blocking(void **unused)
     act(ACT_BLOCK_CANCEL);
     assert_int_equal(srv->nblocked, 1);
     close(fd2);
-    for (int i = 0; i < 500 && !atomic_load(&cancelled); i++)
+    for (int64_t t0 = mono_ms(); !atomic_load(&cancelled) && mono_ms() - t0 < DEADLINE_MS;)
         sleep_ms(2);
     assert_true(atomic_load(&cancelled));
     assert_int_equal(srv->nblocked, 0);
@@ -239,7 +287,7 @@ static void test_blocking(void **unused)
     act(ACT_BLOCK_RETRY);
     send_str(fd, "PING c\r\n");
     act(ACT_STOP);
-    assert_string_equal(recv_for(fd, 10, 1000), "+TIMEOUT\r\n");
+    assert_string_equal(recv_want(fd, 10), "+TIMEOUT\r\n");
     assert_int_equal(pthread_join(th, NULL), 0);
     assert_int_equal(run_status, 0);
     close(fd);
