@@ -34,9 +34,6 @@
 /* Entries visited to reclaim idle keys before a full table applies its overflow policy. */
 #define CAP_RECLAIM_BUDGET 256
 
-/* Largest chain evaluated without allocating. */
-#define CHAIN_STACK_LINKS 16
-
 /* ---- Definitions ---------------------------------------------------------------------------- */
 
 void sluice_limit_def_init(sluice_limit_def *def, sluice_limit_kind kind)
@@ -200,8 +197,8 @@ static int state_idle(void *value, void *arg)
 }
 
 /* Decides on one key's state. `fresh` marks a key seen for the first time. */
-static int state_decide(sluice_limit *lim, void *state, int fresh, int64_t units, int64_t ttl_ns,
-                        int64_t now, int peek, sluice_decision *d)
+int limit_state_decide(sluice_limit *lim, void *state, int fresh, int64_t units, int64_t ttl_ns,
+                       int64_t now, int peek, sluice_decision *d)
 {
     const sluice_limit_def *def = &lim->def;
 
@@ -332,7 +329,7 @@ int limit_normalize_key(sluice_limit *lim, const char *key, size_t keylen, norm_
 
 /* Records that a key is about to change, for sluice_limit_drain. Done before the change, so that
  * running out of memory here leaves nothing charged and nothing unrecorded. */
-static int mark_changed(sluice_limit *lim, const norm_key *nk)
+int limit_mark_changed(sluice_limit *lim, const norm_key *nk)
 {
     void *v;
 
@@ -341,12 +338,19 @@ static int mark_changed(sluice_limit *lim, const norm_key *nk)
     return keytab_upsert(lim->changed, nk->key, nk->len, &v, NULL);
 }
 
+void limit_reclaim_keys(sluice_limit *lim, int64_t now)
+{
+    lim->sweep_now_ns = now;
+    lim->stats.forgotten +=
+        keytab_sweep(lim->keys, CAP_RECLAIM_BUDGET, state_idle, destroy_state, lim);
+}
+
 /* Finds or creates the state of a key for a charging call, applying the key cap. Sets *state
  * (NULL when the key must go untracked) and *fresh. */
 int limit_prepare_key(sluice_limit *lim, const norm_key *nk, int64_t now, void **state, int *fresh)
 {
     void *v = keytab_find(lim->keys, nk->key, nk->len);
-    int rc = mark_changed(lim, nk);
+    int rc = limit_mark_changed(lim, nk);
 
     *state = NULL;
     *fresh = 0;
@@ -357,9 +361,7 @@ int limit_prepare_key(sluice_limit *lim, const norm_key *nk, int64_t now, void *
         return SLUICE_OK;
     }
     if (keytab_count(lim->keys) >= lim->def.max_keys) {
-        lim->sweep_now_ns = now;
-        lim->stats.forgotten +=
-            keytab_sweep(lim->keys, CAP_RECLAIM_BUDGET, state_idle, destroy_state, lim);
+        limit_reclaim_keys(lim, now);
         if (keytab_count(lim->keys) >= lim->def.max_keys) {
             if (lim->def.key_overflow == SLUICE_KEYS_REFUSE) {
                 lim->stats.refused++;
@@ -372,7 +374,7 @@ int limit_prepare_key(sluice_limit *lim, const norm_key *nk, int64_t now, void *
     return keytab_upsert(lim->keys, nk->key, nk->len, state, fresh);
 }
 
-static void untracked_decision(const sluice_limit *lim, sluice_decision *d)
+void limit_untracked_decision(const sluice_limit *lim, sluice_decision *d)
 {
     memset(d, 0, sizeof *d);
     d->allowed = 1;
@@ -380,15 +382,6 @@ static void untracked_decision(const sluice_limit *lim, sluice_decision *d)
     d->limit = lim->def.kind == SLUICE_RATE ? lim->def.burst : lim->def.limit;
     d->remaining = d->limit;
 }
-
-/* Zeroed state of any kind, used to answer peeks about untracked keys. */
-typedef union any_state {
-    gcra_state rate;
-    fixed_state window;
-    sliding_state sliding;
-    lease_key *lease;
-    quota_state quota;
-} any_state;
 
 static int decide_one(sluice_limit *lim, const norm_key *nk, int64_t units, int64_t ttl_ns,
                       int64_t now, unsigned flags, sluice_decision *out)
@@ -406,13 +399,13 @@ static int decide_one(sluice_limit *lim, const norm_key *nk, int64_t units, int6
             memset(&blank, 0, sizeof blank);
             state = &blank;
         }
-        return state_decide(lim, state, fresh, units, ttl_ns, now, 1, out);
+        return limit_state_decide(lim, state, fresh, units, ttl_ns, now, 1, out);
     }
     rc = limit_prepare_key(lim, nk, now, &state, &fresh);
     if (rc != SLUICE_OK)
         return rc;
     if (!state) {
-        untracked_decision(lim, out);
+        limit_untracked_decision(lim, out);
         return SLUICE_OK;
     }
     if (lim->def.kind == SLUICE_SLIDING) {
@@ -420,11 +413,11 @@ static int decide_one(sluice_limit *lim, const norm_key *nk, int64_t units, int6
         if (rc != SLUICE_OK)
             return rc;
     }
-    return state_decide(lim, state, fresh, units, ttl_ns, now, 0, out);
+    return limit_state_decide(lim, state, fresh, units, ttl_ns, now, 0, out);
 }
 
 /* Counts a charging decision in the limit's figures. */
-static void count_decision(sluice_limit *lim, const sluice_decision *d, int64_t units)
+void limit_count_decision(sluice_limit *lim, const sluice_decision *d, int64_t units)
 {
     if (d->allowed) {
         lim->stats.allowed++;
@@ -454,7 +447,7 @@ int sluice_limit_decide(sluice_limit *lim, const char *key, size_t keylen, int64
 
         if (state) {
             gcra_decide(&lim->rate, state, 0, units, limit_clamp_now(lim, now_ns), 0, out);
-            count_decision(lim, out, units);
+            limit_count_decision(lim, out, units);
             return SLUICE_OK;
         }
     }
@@ -465,7 +458,7 @@ int sluice_limit_decide(sluice_limit *lim, const char *key, size_t keylen, int64
                                             : limit_clamp_now(lim, now_ns),
                         flags, out);
     if (rc == SLUICE_OK && !(flags & SLUICE_PEEK))
-        count_decision(lim, out, units);
+        limit_count_decision(lim, out, units);
     if (rc != SLUICE_OK)
         memset(out, 0, sizeof *out);
     return rc;
@@ -491,7 +484,7 @@ int sluice_lease_acquire(sluice_limit *lim, const char *key, size_t keylen, int6
         return rc;
     rc = decide_one(lim, &nk, units, ttl_ns, limit_clamp_now(lim, now_ns), 0, out);
     if (rc == SLUICE_OK)
-        count_decision(lim, out, units);
+        limit_count_decision(lim, out, units);
     else
         memset(out, 0, sizeof *out);
     return rc;
@@ -571,7 +564,7 @@ int sluice_limit_settle(sluice_limit *lim, const char *key, size_t keylen, int64
         state = keytab_find(lim->keys, nk.key, nk.len);
         if (!state)
             return SLUICE_OK;
-        rc = mark_changed(lim, &nk);
+        rc = limit_mark_changed(lim, &nk);
         if (rc != SLUICE_OK)
             return rc;
     } else {
@@ -643,7 +636,8 @@ int sluice_limit_estimate(sluice_limit *lim, const char *key, size_t keylen, int
     default:
         break;
     }
-    rc = state_decide(lim, state ? state : &blank, state == NULL, units, def->ttl_ns, now, 1, &d);
+    rc = limit_state_decide(lim, state ? state : &blank, state == NULL, units, def->ttl_ns, now, 1,
+                            &d);
     if (rc != SLUICE_OK)
         return rc;
     if (d.allowed)
@@ -744,7 +738,7 @@ int sluice_limit_reset(sluice_limit *lim, const char *key, size_t keylen)
     }
     rc = limit_normalize_key(lim, key, keylen, &nk);
     if (rc == SLUICE_OK && keytab_find(lim->keys, nk.key, nk.len))
-        rc = mark_changed(lim, &nk);
+        rc = limit_mark_changed(lim, &nk);
     if (rc != SLUICE_OK)
         return rc;
     return keytab_delete(lim->keys, nk.key, nk.len, destroy_state, lim);
@@ -836,235 +830,4 @@ void sluice_limit_get_stats(const sluice_limit *lim, sluice_limit_stats *out)
         while (keytab_next(lim->keys, &pos, &key, &keylen, &value))
             out->bytes += sliding_bytes(value);
     }
-}
-
-/* ---- Chains -----------------------------------------------------------------------------------
- */
-
-/* Working record of one link. Links naming the same limit and key form a group led by the
- * first of them, which is asked for the group's total units. */
-typedef struct link_work {
-    norm_key nk;
-    size_t leader; /* index of the group's first link */
-    int64_t units; /* leader: the group's total */
-    void *state;   /* leader: the key's state, NULL when untracked */
-    int fresh;     /* leader: the key was created by this chain */
-    sluice_decision d;
-} link_work;
-
-static int same_key(const link_work *a, const link_work *b)
-{
-    return a->nk.len == b->nk.len && memcmp(a->nk.key, b->nk.key, a->nk.len) == 0;
-}
-
-/* Groups identical (limit, key) links and normalises keys. */
-static int chain_group(const sluice_chain_link *links, size_t n, link_work *w)
-{
-    for (size_t i = 0; i < n; i++) {
-        int rc;
-
-        if (!links[i].limit || links[i].units < 1)
-            return SLUICE_EINVAL;
-        rc = limit_normalize_key(links[i].limit, links[i].key, links[i].keylen, &w[i].nk);
-        if (rc != SLUICE_OK)
-            return rc;
-        w[i].leader = i;
-        w[i].units = links[i].units;
-        for (size_t j = 0; j < i; j++) {
-            if (w[j].leader == j && links[j].limit == links[i].limit && same_key(&w[j], &w[i])) {
-                w[i].leader = j;
-                w[j].units += links[i].units;
-                break;
-            }
-        }
-    }
-    return SLUICE_OK;
-}
-
-/* Makes sure every leader's key exists (or is untracked) without losing an earlier leader's
- * entry: idle entries are reclaimed for all of them first, then keys are inserted (inserting
- * never removes), then states are looked up again since insertions may move entries. */
-static int chain_prepare(const sluice_chain_link *links, size_t n, link_work *w, int64_t now_ns)
-{
-    int missing = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        int rc = w[i].leader == i ? mark_changed(links[i].limit, &w[i].nk) : SLUICE_OK;
-
-        if (rc != SLUICE_OK)
-            return rc;
-    }
-    /* The common case: every key is tracked already. Nothing is inserted, so the states found
-     * stay valid and one lookup per link is all it takes. */
-    for (size_t i = 0; i < n; i++) {
-        if (w[i].leader != i)
-            continue;
-        w[i].state = keytab_find(links[i].limit->keys, w[i].nk.key, w[i].nk.len);
-        if (!w[i].state)
-            missing = 1;
-        else if (links[i].limit->def.kind == SLUICE_SLIDING) {
-            int rc = sliding_prepare(w[i].state, links[i].limit->def.limit);
-
-            if (rc != SLUICE_OK)
-                return rc;
-        }
-    }
-    if (!missing)
-        return SLUICE_OK;
-    for (size_t i = 0; i < n; i++) {
-        sluice_limit *lim = links[i].limit;
-
-        if (w[i].leader != i || keytab_find(lim->keys, w[i].nk.key, w[i].nk.len))
-            continue;
-        if (keytab_count(lim->keys) >= lim->def.max_keys) {
-            lim->sweep_now_ns = limit_clamp_now(lim, now_ns);
-            lim->stats.forgotten +=
-                keytab_sweep(lim->keys, CAP_RECLAIM_BUDGET, state_idle, destroy_state, lim);
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        sluice_limit *lim = links[i].limit;
-        void *state;
-        int rc;
-
-        if (w[i].leader != i || keytab_find(lim->keys, w[i].nk.key, w[i].nk.len))
-            continue;
-        w[i].state = NULL;
-        if (keytab_count(lim->keys) >= lim->def.max_keys) {
-            if (lim->def.key_overflow == SLUICE_KEYS_REFUSE) {
-                lim->stats.refused++;
-                return SLUICE_EBUSY;
-            }
-            lim->stats.untracked++;
-            w[i].fresh = -1; /* untracked */
-            continue;
-        }
-        rc = keytab_upsert(lim->keys, w[i].nk.key, w[i].nk.len, &state, &w[i].fresh);
-        if (rc != SLUICE_OK)
-            return rc;
-    }
-    for (size_t i = 0; i < n; i++) {
-        sluice_limit *lim = links[i].limit;
-
-        if (w[i].leader != i || w[i].fresh < 0)
-            continue;
-        w[i].state = keytab_find(lim->keys, w[i].nk.key, w[i].nk.len);
-        if (lim->def.kind == SLUICE_SLIDING) {
-            int rc = sliding_prepare(w[i].state, lim->def.limit);
-
-            if (rc != SLUICE_OK)
-                return rc;
-        }
-    }
-    return SLUICE_OK;
-}
-
-/* Asks every leader without charging. Returns 1 when all allowed. */
-static int chain_peek(const sluice_chain_link *links, size_t n, link_work *w, int64_t now_ns,
-                      int peek)
-{
-    int all = 1;
-
-    for (size_t i = 0; i < n; i++) {
-        sluice_limit *lim = links[i].limit;
-        int64_t now = peek ? limit_view_now(lim, now_ns) : limit_clamp_now(lim, now_ns);
-        any_state blank;
-        void *state;
-        int fresh;
-
-        if (w[i].leader != i)
-            continue;
-        if (!peek && w[i].fresh < 0) {
-            untracked_decision(lim, &w[i].d);
-            continue;
-        }
-        state = peek ? keytab_find(lim->keys, w[i].nk.key, w[i].nk.len) : w[i].state;
-        fresh = peek ? state == NULL : w[i].fresh;
-        if (!state) {
-            memset(&blank, 0, sizeof blank);
-            state = &blank;
-        }
-        /* A peek cannot fail: nothing is allocated. */
-        state_decide(lim, state, fresh, w[i].units, lim->def.ttl_ns, now, 1, &w[i].d);
-        all &= w[i].d.allowed;
-    }
-    return all;
-}
-
-/* Charges every leader; concurrency first, as taking a lease is the only step that can fail,
- * and the leases taken so far are given back when it does. */
-static int chain_commit(const sluice_chain_link *links, size_t n, link_work *w, int64_t now_ns)
-{
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < n; i++) {
-            sluice_limit *lim = links[i].limit;
-            int is_lease = lim->def.kind == SLUICE_CONCURRENCY;
-            int rc;
-
-            if (w[i].leader != i || w[i].fresh < 0 || is_lease != (pass == 0))
-                continue;
-            rc = state_decide(lim, w[i].state, w[i].fresh, w[i].units, lim->def.ttl_ns,
-                              limit_clamp_now(lim, now_ns), 0, &w[i].d);
-            if (rc == SLUICE_OK && w[i].d.allowed)
-                continue;
-            for (size_t j = 0; j < i; j++)
-                if (w[j].leader == j && w[j].fresh >= 0 &&
-                    links[j].limit->def.kind == SLUICE_CONCURRENCY)
-                    lease_release(links[j].limit->leases, w[j].d.lease_id, now_ns);
-            return rc != SLUICE_OK ? rc : SLUICE_ESTATE;
-        }
-    }
-    return SLUICE_OK;
-}
-
-int sluice_chain_decide(const sluice_chain_link *links, size_t n, int64_t now_ns, unsigned flags,
-                        sluice_decision *decisions, sluice_chain_result *out)
-{
-    link_work stack[CHAIN_STACK_LINKS], *w = stack;
-    int peek = (flags & SLUICE_PEEK) != 0;
-    int rc = SLUICE_OK;
-
-    memset(out, 0, sizeof *out);
-    if (n > CHAIN_STACK_LINKS) {
-        w = sluice_calloc(n, sizeof *w);
-        if (!w)
-            return SLUICE_ENOMEM;
-    } else {
-        memset(stack, 0, n * sizeof stack[0]);
-    }
-    rc = chain_group(links, n, w);
-    if (rc == SLUICE_OK && !peek)
-        rc = chain_prepare(links, n, w, now_ns);
-    if (rc != SLUICE_OK)
-        goto done;
-    out->allowed = chain_peek(links, n, w, now_ns, peek);
-    if (out->allowed && !peek) {
-        rc = chain_commit(links, n, w, now_ns);
-        if (rc != SLUICE_OK) {
-            out->allowed = 0;
-            goto done;
-        }
-    }
-    for (size_t i = 0; i < n && !peek; i++)
-        if (w[i].leader == i && (out->allowed || !w[i].d.allowed))
-            count_decision(links[i].limit, &w[i].d, w[i].units);
-    for (size_t i = 0; i < n; i++) {
-        const sluice_decision *d = &w[w[i].leader].d;
-
-        if (decisions) {
-            decisions[i] = *d;
-            if (w[i].leader != i)
-                decisions[i].lease_id = 0;
-        }
-        if (!out->allowed && !d->allowed && d->retry_after_ns > out->retry_after_ns) {
-            out->retry_after_ns = d->retry_after_ns;
-            out->denied_by = i;
-        }
-    }
-done:
-    if (w != stack)
-        sluice_free(w);
-    if (rc != SLUICE_OK && decisions)
-        memset(decisions, 0, n * sizeof *decisions);
-    return rc;
 }

@@ -14,6 +14,8 @@
 #include "gcra.h"
 #include "keytab.h"
 #include "lease.h"
+#include "quota.h"
+#include "window.h"
 
 /* A reservation: the slot handed out for an id, kept to answer a repeated ask. */
 typedef struct reservation {
@@ -56,5 +58,36 @@ int limit_normalize_key(sluice_limit *lim, const char *key, size_t keylen, norm_
  * reached, overflow ALLOW); *fresh is 1 when it was just created. Returns 0, SLUICE_EBUSY or
  * SLUICE_ENOMEM. */
 int limit_prepare_key(sluice_limit *lim, const norm_key *nk, int64_t now, void **state, int *fresh);
+
+/* A full table's last resort before its overflow policy applies: forgets up to a fixed budget of
+ * idle keys, at time `now` (already clamped). */
+void limit_reclaim_keys(sluice_limit *lim, int64_t now);
+
+/* Zeroed state of any kind, used to answer peeks about untracked keys. */
+typedef union any_state {
+    gcra_state rate;
+    fixed_state window;
+    sliding_state sliding;
+    lease_key *lease;
+    quota_state quota;
+} any_state;
+
+/* Records that a key is about to change, for sluice_limit_drain (a no-op while the limit tracks
+ * nothing). Done before the change, so running out of memory leaves nothing charged and nothing
+ * unrecorded. Returns 0 or SLUICE_ENOMEM. */
+int limit_mark_changed(sluice_limit *lim, const norm_key *nk);
+
+/* Decides on one key's state with the arithmetic of the limit's kind; `fresh` marks a key seen
+ * for the first time, `peek` charges nothing. Returns 0, or an error from a kind that allocates
+ * (sliding, concurrency). */
+int limit_state_decide(sluice_limit *lim, void *state, int fresh, int64_t units, int64_t ttl_ns,
+                       int64_t now, int peek, sluice_decision *d);
+
+/* The decision given for a key the table cannot track (key cap reached, overflow ALLOW): allowed,
+ * with the limit's full budget and `untracked` set. */
+void limit_untracked_decision(const sluice_limit *lim, sluice_decision *d);
+
+/* Counts a charging decision in the limit's figures (allowed, denied, units granted). */
+void limit_count_decision(sluice_limit *lim, const sluice_decision *d, int64_t units);
 
 #endif
