@@ -644,7 +644,7 @@ int sluice_limit_estimate(sluice_limit *lim, const char *key, size_t keylen, int
         const fixed_state *f = state ? state : &blank.window;
         int64_t start = now - now % def->period_ns;
         int64_t count = f->start_ns == start ? f->count : 0;
-        int64_t k = (count + units - 1) / def->limit;
+        int64_t k = sat_add_i64(count, units - 1) / def->limit; /* count may be saturated */
 
         /* k * period passes int64 for 8 * 10^9 units of a long window: "never", not the past */
         *start_ns = k == 0 ? now : sat_add_i64(start, sat_mul_i64(k, def->period_ns));
