@@ -42,6 +42,11 @@ SLUICE_API_BEGIN
 /* Largest configuration file sluice_config_load() reads, in bytes. */
 #define SLUICE_CONFIG_MAX_BYTES ((size_t)16 << 20)
 
+/* Deepest nesting of mappings and lists a configuration may have (a real one needs about 8).
+ * libyaml's scanner costs O(depth) a token inside flow collections: a 200 KB file of 100k
+ * nested brackets took 35 s to load; past this depth the file is refused before it is loaded. */
+#define SLUICE_CONFIG_MAX_DEPTH 64
+
 /* A loaded configuration. Everything in it is owned by it; free with sluice_config_clear(). */
 typedef struct sluice_config {
     sluice_engine_policy engine; /* the engine: section (defaults for keys not given) */
@@ -49,7 +54,8 @@ typedef struct sluice_config {
     size_t nlimits;
     sluice_type_policy *types; /* the types: section, in file order; ntypes entries */
     size_t ntypes;
-    char *path; /* the file name used in messages; NULL when parsed without one */
+    char *path;  /* the file name used in messages; NULL when parsed without one */
+    void *index; /* private: the names' index of sluice_config_find_*; NULL when not built */
 } sluice_config;
 
 /* Reads and parses the file at path into *out (see sluice_config_parse).
@@ -83,7 +89,8 @@ int sluice_config_parse_ignoring(const char *text, size_t len, const char *name,
 /* Frees everything a configuration owns and zeroes it. Accepts NULL and a zeroed config. */
 void sluice_config_clear(sluice_config *c);
 
-/* Returns the limit or type of that name, or NULL. The pointer is valid until c is cleared. */
+/* Returns the limit or type of that name, or NULL. The pointer is valid until c is cleared.
+ * O(1) on a parsed configuration (a CONFIG RELOAD looks every old limit up in the new one). */
 const sluice_limit_policy *sluice_config_find_limit(const sluice_config *c, const char *name);
 const sluice_type_policy *sluice_config_find_type(const sluice_config *c, const char *name);
 

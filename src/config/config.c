@@ -27,6 +27,8 @@
 #include "base/alloc.h"
 #include "base/quote.h"
 #include "base/grow.h"
+#include "base/hash.h"
+#include "base/ptab.h"
 #include "policy/policy_check.h"
 #include "sluice/error.h"
 
@@ -77,6 +79,54 @@ static int parse_engine(ywalk *w, const yaml_node_t *node, sluice_engine_policy 
 }
 
 /* ---- types: ------------------------------------------------------------------------------- */
+
+/* ---- The names' index --------------------------------------------------------------------- */
+
+/* sluice_config.index: the limits and the types by name, so that the lookups of a type's limits
+ * and of a reload (every old limit in the new configuration) are O(1), not O(limits) each. A
+ * table is used only while it holds every entry (n == nlimits / ntypes); otherwise the lookups
+ * fall back to a scan, which is what a configuration built by hand gets. */
+typedef struct config_index {
+    ptab limits;
+    ptab types;
+} config_index;
+
+static int limit_name_eq(const void *p, const void *key)
+{
+    return strcmp(((const sluice_limit_policy *)p)->name, key) == 0;
+}
+
+static int type_name_eq(const void *p, const void *key)
+{
+    return strcmp(((const sluice_type_policy *)p)->name, key) == 0;
+}
+
+/* Files the limits (types == 0) or the types of cfg in its index. Returns 0 or SLUICE_ENOMEM. */
+static int index_build(sluice_config *cfg, int types)
+{
+    config_index *ix = cfg->index;
+    size_t n = types ? cfg->ntypes : cfg->nlimits;
+    ptab *t;
+
+    if (!ix) {
+        ix = sluice_calloc(1, sizeof(*ix));
+        if (!ix)
+            return SLUICE_ENOMEM;
+        ptab_init(&ix->limits);
+        ptab_init(&ix->types);
+        cfg->index = ix;
+    }
+    t = types ? &ix->types : &ix->limits;
+    if (ptab_reserve(t, n) != SLUICE_OK)
+        return SLUICE_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = types ? cfg->types[i].name : cfg->limits[i].name;
+
+        (void)ptab_insert(t, hash_bytes(name, strlen(name)),
+                          types ? (void *)&cfg->types[i] : (void *)&cfg->limits[i]);
+    }
+    return 0;
+}
 
 /* Fails for a limit name no limit has, suggesting a close one or listing the declared ones. */
 static int unknown_limit(ywalk *w, const yaml_node_t *node, const sluice_config *cfg)
@@ -367,6 +417,46 @@ static int yaml_error(ywalk *w, const yaml_parser_t *parser, const char *text, s
     return yw_fail_mark(w, mark, SLUICE_EPARSE, "YAML syntax error: %s", problem);
 }
 
+/* Refuses a document nested deeper than SLUICE_CONFIG_MAX_DEPTH, reading it as events up to the
+ * first collection too deep: the cost of that read is bounded by the depth cap, however deep the
+ * file goes, where loading it whole is quadratic in its depth. Returns 0 when the depth is
+ * within bounds, or for a syntax error (which yaml_parser_load then reports as usual). */
+static int check_depth(ywalk *w, const char *text, size_t len)
+{
+    yaml_parser_t parser;
+    yaml_event_t ev;
+    int depth = 0, rc = 0, done = 0;
+
+    if (!yaml_parser_initialize(&parser))
+        return yw_fail(w, NULL, SLUICE_ENOMEM, "out of memory");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    while (!done && rc == 0) {
+        if (!yaml_parser_parse(&parser, &ev))
+            break;
+        switch (ev.type) {
+        case YAML_MAPPING_START_EVENT:
+        case YAML_SEQUENCE_START_EVENT:
+            if (++depth > SLUICE_CONFIG_MAX_DEPTH)
+                rc = yw_fail_mark(w, ev.start_mark, SLUICE_EINVAL,
+                                  "nested more than %d levels deep (mappings and lists)",
+                                  SLUICE_CONFIG_MAX_DEPTH);
+            break;
+        case YAML_MAPPING_END_EVENT:
+        case YAML_SEQUENCE_END_EVENT:
+            depth--;
+            break;
+        case YAML_STREAM_END_EVENT:
+            done = 1;
+            break;
+        default:
+            break;
+        }
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
 /* Walks the root of the document into cfg. */
 static int walk(ywalk *w, const yaml_node_t *root, const char *const *ignored, sluice_config *cfg)
 {
@@ -398,6 +488,8 @@ static int walk(ywalk *w, const yaml_node_t *root, const char *const *ignored, s
     saved = yw_push(w, "limits", 6);
     rc = config_parse_limits(w, node, cfg);
     yw_pop(w, saved);
+    if (rc == 0 && index_build(cfg, 0) != 0)
+        rc = yw_fail(w, NULL, SLUICE_ENOMEM, "out of memory");
     if (rc != 0)
         return rc;
 
@@ -405,6 +497,8 @@ static int walk(ywalk *w, const yaml_node_t *root, const char *const *ignored, s
     saved = yw_push(w, "types", 5);
     rc = parse_types(w, node, cfg);
     yw_pop(w, saved);
+    if (rc == 0 && index_build(cfg, 1) != 0)
+        rc = yw_fail(w, NULL, SLUICE_ENOMEM, "out of memory");
     return rc;
 }
 
@@ -440,6 +534,9 @@ int sluice_config_parse_ignoring(const char *text, size_t len, const char *name,
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)(text ? text : ""), len);
     yw_init(&w, NULL, name ? name : NO_NAME, msg, msglen);
+    rc = check_depth(&w, text ? text : "", len);
+    if (rc != 0)
+        goto fail_load;
     if (!yaml_parser_load(&parser, &doc)) {
         rc = yaml_error(&w, &parser, text, len);
         goto fail_load;
@@ -507,21 +604,27 @@ static int read_file(const char *path, char **text, size_t *len, char *msg, size
         sluice_msgf(msg, msglen, "%s: cannot open: %s", path, strerror(err));
         return err == ENOENT ? SLUICE_ENOTFOUND : SLUICE_EINVAL;
     }
+    /* Reads at most one byte past the cap: enough to tell the file is too large, however
+     * large it is (a reload must not spend its time on one that is refused anyway). */
     for (;;) {
-        if (n == cap) {
-            if (cap > SLUICE_CONFIG_MAX_BYTES) {
-                sluice_msgf(msg, msglen, "%s: the file is larger than %zu bytes", path,
-                            (size_t)SLUICE_CONFIG_MAX_BYTES);
-                rc = SLUICE_EINVAL;
-                break;
-            }
-            if (grow_array(&buf, &cap, n + 1, 1, 4096) != SLUICE_OK) {
-                sluice_msgf(msg, msglen, "%s: out of memory", path);
-                rc = SLUICE_ENOMEM;
-                break;
-            }
+        size_t want;
+
+        if (n > SLUICE_CONFIG_MAX_BYTES) {
+            sluice_msgf(msg, msglen,
+                        "%s: the file is larger than %zu bytes, the most a configuration may have",
+                        path, (size_t)SLUICE_CONFIG_MAX_BYTES);
+            rc = SLUICE_EINVAL;
+            break;
         }
-        got = fread(buf + n, 1, cap - n, f);
+        if (n == cap && grow_array(&buf, &cap, n + 1, 1, 4096) != SLUICE_OK) {
+            sluice_msgf(msg, msglen, "%s: out of memory", path);
+            rc = SLUICE_ENOMEM;
+            break;
+        }
+        want = cap - n;
+        if (want > SLUICE_CONFIG_MAX_BYTES + 1 - n)
+            want = SLUICE_CONFIG_MAX_BYTES + 1 - n;
+        got = fread(buf + n, 1, want, f);
         n += got;
         if (got == 0) {
             if (ferror(f)) {
@@ -576,13 +679,25 @@ void sluice_config_clear(sluice_config *c)
         sluice_type_policy_clear(&c->types[i]);
     sluice_free(c->types);
     sluice_free(c->path);
+    if (c->index) {
+        config_index *ix = c->index;
+
+        ptab_free(&ix->limits);
+        ptab_free(&ix->types);
+        sluice_free(ix);
+    }
     memset(c, 0, sizeof(*c));
 }
 
 const sluice_limit_policy *sluice_config_find_limit(const sluice_config *c, const char *name)
 {
+    const config_index *ix;
+
     if (!c || !name)
         return NULL;
+    ix = c->index;
+    if (ix && ix->limits.n == c->nlimits)
+        return ptab_find(&ix->limits, hash_bytes(name, strlen(name)), name, limit_name_eq);
     for (size_t i = 0; i < c->nlimits; i++) {
         if (c->limits[i].name && strcmp(c->limits[i].name, name) == 0)
             return &c->limits[i];
@@ -592,8 +707,13 @@ const sluice_limit_policy *sluice_config_find_limit(const sluice_config *c, cons
 
 const sluice_type_policy *sluice_config_find_type(const sluice_config *c, const char *name)
 {
+    const config_index *ix;
+
     if (!c || !name)
         return NULL;
+    ix = c->index;
+    if (ix && ix->types.n == c->ntypes)
+        return ptab_find(&ix->types, hash_bytes(name, strlen(name)), name, type_name_eq);
     for (size_t i = 0; i < c->ntypes; i++) {
         if (c->types[i].name && strcmp(c->types[i].name, name) == 0)
             return &c->types[i];

@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "base/attr.h"
+#include "base/hash.h"
+#include "base/ptab.h"
 #include "policy/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
@@ -599,9 +601,24 @@ const char *yw_suggest(const char *s, size_t len, const char *const *names, size
 
 /* ---- Named sections ------------------------------------------------------------------------ */
 
+/* A name looked up in the table of a section's key nodes. */
+typedef struct named_key {
+    const char *s;
+    size_t len;
+} named_key;
+
+static int key_node_eq(const void *p, const void *key)
+{
+    const yaml_node_t *node = p;
+    const named_key *k = key;
+
+    return node->data.scalar.length == k->len && memcmp(node->data.scalar.value, k->s, k->len) == 0;
+}
+
 int yw_each_named(ywalk *w, const yaml_node_t *section, const yw_named *spec, void *arg)
 {
     const yaml_node_pair_t *pairs;
+    ptab seen; /* the key nodes read so far, by name: duplicates in linear time */
     size_t n;
     int rc;
 
@@ -614,33 +631,39 @@ int yw_each_named(ywalk *w, const yaml_node_t *section, const yw_named *spec, vo
     n = (size_t)(section->data.mapping.pairs.top - pairs);
     if (n == 0)
         return 0;
+    ptab_init(&seen);
     rc = spec->reserve(w, section, n, arg);
+    if (rc == 0 && ptab_reserve(&seen, n) != SLUICE_OK)
+        rc = yw_fail(w, section, SLUICE_ENOMEM, "out of memory");
     for (size_t i = 0; i < n && rc == 0; i++) {
         yaml_node_t *key = yw_node(w, pairs[i].key);
+        const yaml_node_t *prev;
         char what[32], why[200];
-        const char *name;
-        size_t len, saved;
+        named_key k;
+        uint64_t h;
+        size_t saved;
         yw_quoted q;
 
         snprintf(what, sizeof(what), "a %s name", spec->what);
-        rc = yw_string(w, key, what, &name, &len);
+        rc = yw_string(w, key, what, &k.s, &k.len);
         if (rc != 0)
-            return rc;
-        if (policy_check_name(name, why, sizeof(why)) != 0)
-            return yw_fail(w, key, SLUICE_EINVAL, "bad %s name: %s", spec->what, why);
-        for (size_t j = 0; j < i; j++) {
-            yaml_node_t *prev = yw_node(w, pairs[j].key);
-            size_t plen;
-            const char *pname = yw_text(prev, &plen);
-
-            if (plen == len && memcmp(pname, name, len) == 0)
-                return yw_fail(w, key, SLUICE_EINVAL,
-                               "the %s %s is declared twice (first at line %d)", spec->what,
-                               yw_quote(&q, name, len), yw_line(prev));
+            break;
+        if (policy_check_name(k.s, why, sizeof(why)) != 0) {
+            rc = yw_fail(w, key, SLUICE_EINVAL, "bad %s name: %s", spec->what, why);
+            break;
         }
-        saved = yw_push(w, name, len);
-        rc = spec->entry(w, i, key, name, len, yw_node(w, pairs[i].value), arg);
+        h = hash_bytes(k.s, k.len);
+        prev = ptab_find(&seen, h, &k, key_node_eq);
+        if (prev) {
+            rc = yw_fail(w, key, SLUICE_EINVAL, "the %s %s is declared twice (first at line %d)",
+                         spec->what, yw_quote(&q, k.s, k.len), yw_line(prev));
+            break;
+        }
+        (void)ptab_insert(&seen, h, key); /* reserved above */
+        saved = yw_push(w, k.s, k.len);
+        rc = spec->entry(w, i, key, k.s, k.len, yw_node(w, pairs[i].value), arg);
         yw_pop(w, saved);
     }
+    ptab_free(&seen);
     return rc;
 }

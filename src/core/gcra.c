@@ -7,9 +7,16 @@
  * stays 0 and the code runs on plain int64; otherwise the remainders carry the exact fraction so
  * that 3 per second really is 333333333 1/3 ns apart, with no drift after millions of grants.
  * The one division that needs 128 bits (units remaining = X / T) uses the compiler's __int128.
+ *
+ * Saturation: a correction or an estimate may name up to 8 * 10^9 units (a TASK.ACK COST on a
+ * 10/1d limit), whose units * T, added to a TAT, passes INT64_MAX. Such a time saturates at
+ * INT64_MAX ns (rem 0): the key is denied for as long as int64 can say, never reset by a
+ * wrap-around. Within the validated bounds (units <= burst, burst * T <= ~100 years) nothing
+ * saturates while now is before ~2162, so decisions stay exact.
  */
 #include "gcra.h"
 
+#include "base/sat.h"
 #include "sluice/error.h"
 
 __extension__ typedef __int128 i128;
@@ -29,24 +36,31 @@ static rat rat_ns(int64_t ns)
     return r;
 }
 
+/* The saturated time: INT64_MAX ns and no fraction. */
+static const rat rat_sat = {INT64_MAX, 0};
+
+/* a + b for a, b >= their smallest valid value; saturates at rat_sat. */
 static rat rat_add(rat a, rat b, int64_t permits)
 {
-    rat r = {a.ns + b.ns, a.rem + b.rem};
+    rat r = {sat_add_i64(a.ns, b.ns), a.rem + b.rem};
 
     if (r.rem >= permits) {
         r.rem -= permits;
-        r.ns++;
+        r.ns = sat_add_i64(r.ns, 1);
     }
+    if (r.ns == INT64_MAX)
+        r = rat_sat;
     return r;
 }
 
+/* a - b; every caller has a >= b up to a saturated a, whose difference saturates too. */
 static rat rat_sub(rat a, rat b, int64_t permits)
 {
-    rat r = {a.ns - b.ns, a.rem - b.rem};
+    rat r = {sat_sub_i64(a.ns, b.ns), a.rem - b.rem};
 
     if (r.rem < 0) {
         r.rem += permits;
-        r.ns--;
+        r.ns = sat_sub_i64(r.ns, 1);
     }
     return r;
 }
@@ -68,26 +82,37 @@ static rat rat_max(rat a, rat b)
 /* Smallest whole nanosecond count >= r. */
 static int64_t rat_ceil(rat r)
 {
-    return r.ns + (r.rem > 0);
+    return sat_add_i64(r.ns, r.rem > 0);
 }
 
-/* units * T; units <= burst keeps it <= burst * T. */
+/* units * T for 0 <= units, saturated at rat_sat: exact for units <= burst, and for corrections
+ * (up to 8 * 10^9 units) until the product passes INT64_MAX ns. */
 static rat times_t(const gcra *g, int64_t units)
 {
     rat r;
-    int64_t frac = units * g->t_r; /* < 10^9 * 10^9 */
+    int64_t frac, whole;
 
-    r.ns = units * g->t_q + frac / g->permits;
+    if (__builtin_mul_overflow(units, g->t_r, &frac) ||
+        __builtin_mul_overflow(units, g->t_q, &whole))
+        return rat_sat;
+    r.ns = sat_add_i64(whole, frac / g->permits);
     r.rem = frac % g->permits;
+    if (r.ns == INT64_MAX)
+        r = rat_sat;
     return r;
 }
 
 /* floor(x / T) for 0 <= x. */
 static int64_t div_t_floor(const gcra *g, rat x)
 {
+    i128 q;
+
     if (g->t_r == 0)
         return x.ns / g->t_q;
-    return (int64_t)(((i128)x.ns * g->permits + x.rem) / g->period_ns);
+    /* x < 0 on a key charged past its burst by a correction: callers show that as 0 left, so
+     * the quotient (up to 10^9 times x) only needs to stay negative. */
+    q = ((i128)x.ns * g->permits + x.rem) / g->period_ns;
+    return q < INT64_MIN ? INT64_MIN : (int64_t)q;
 }
 
 int gcra_init(gcra *g, int64_t permits, int64_t period_ns, int64_t burst, int start_empty)
@@ -144,10 +169,10 @@ static void decide_whole(const gcra *g, gcra_state *s, int fresh, int64_t units,
 {
     int64_t t = g->t_q, bt = g->bt_q, base, ahead, need;
     if (g->start_empty && (fresh || (s->tat_ns == 0 && s->tat_rem == 0)))
-        base = now_ns + (g->burst - (units < g->burst ? units : g->burst)) * t;
+        base = sat_add_i64(now_ns, (g->burst - (units < g->burst ? units : g->burst)) * t);
     else
         base = s->tat_ns > now_ns ? s->tat_ns : now_ns;
-    ahead = base - now_ns;
+    ahead = sat_sub_i64(base, now_ns); /* a saturated TAT stays "very far ahead" */
     d->limit = g->burst;
     d->lease_id = 0;
     d->untracked = 0;
@@ -158,14 +183,14 @@ static void decide_whole(const gcra *g, gcra_state *s, int fresh, int64_t units,
         d->reset_after_ns = ahead;
         return;
     }
-    need = ahead + units * t;
+    need = sat_add_i64(ahead, units * t); /* units * t <= bt: only the sum can overflow */
     if (need <= bt) {
         d->allowed = 1;
         d->remaining = (bt - need) / t;
         d->retry_after_ns = 0;
         d->reset_after_ns = need;
         if (!peek)
-            s->tat_ns = base + units * t;
+            s->tat_ns = sat_add_i64(base, units * t); /* past INT64_MAX only for now near it */
         return;
     }
     d->allowed = 0;
@@ -226,7 +251,7 @@ int64_t gcra_slot(const gcra *g, const gcra_state *s, int fresh, int64_t units, 
 {
     rat bt = {g->bt_q, g->bt_r};
     rat next = rat_add(base_tat(g, s, fresh, units, now_ns), times_t(g, units), g->permits);
-    int64_t slot = rat_ceil(rat_sub(next, bt, g->permits));
+    int64_t slot = next.ns == INT64_MAX ? SLUICE_NEVER : rat_ceil(rat_sub(next, bt, g->permits));
 
     return slot > now_ns ? slot : now_ns;
 }

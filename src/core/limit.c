@@ -23,6 +23,7 @@
 #include "sluice/error.h"
 #include "base/alloc.h"
 #include "base/quote.h"
+#include "base/sat.h"
 #include "gcra.h"
 #include "keyhash.h"
 #include "keytab.h"
@@ -289,10 +290,18 @@ int64_t limit_clamp_now(sluice_limit *lim, int64_t now_ns)
     return lim->last_now_ns;
 }
 
+/* The latest time a limit works at: 101 years before INT64_MAX (the year 2161). A TAT may lie
+ * up to burst * T <= 100 years ahead of now (gcra.c), so every time a limit forms from a later
+ * clock would saturate and lose what it says; past it, time stops, and a key waits longer, never
+ * less. */
+#define LIMIT_LAST_NS (INT64_MAX - INT64_C(101) * 366 * 86400 * SLUICE_NS_PER_SEC)
+
 int64_t limit_view_now(const sluice_limit *lim, int64_t now_ns)
 {
     if (now_ns < 0)
         now_ns = 0;
+    else if (now_ns > LIMIT_LAST_NS)
+        now_ns = LIMIT_LAST_NS;
     return now_ns > lim->last_now_ns ? now_ns : lim->last_now_ns;
 }
 
@@ -584,7 +593,7 @@ int sluice_limit_settle(sluice_limit *lim, const char *key, size_t keylen, int64
             f->start_ns = start;
             f->count = 0;
         }
-        f->count = f->count + diff > 0 ? f->count + diff : 0;
+        f->count = sat_add_i64(f->count, diff) > 0 ? sat_add_i64(f->count, diff) : 0;
         return SLUICE_OK;
     }
     case SLUICE_SLIDING:
@@ -628,9 +637,10 @@ int sluice_limit_estimate(sluice_limit *lim, const char *key, size_t keylen, int
         const fixed_state *f = state ? state : &blank.window;
         int64_t start = now - now % def->period_ns;
         int64_t count = f->start_ns == start ? f->count : 0;
-        int64_t k = (count + units - 1) / def->limit;
+        int64_t k = sat_add_i64(count, units - 1) / def->limit; /* count may be saturated */
 
-        *start_ns = k == 0 ? now : start + k * def->period_ns;
+        /* k * period passes int64 for 8 * 10^9 units of a long window: "never", not the past */
+        *start_ns = k == 0 ? now : sat_add_i64(start, sat_mul_i64(k, def->period_ns));
         return SLUICE_OK;
     }
     default:
@@ -643,9 +653,10 @@ int sluice_limit_estimate(sluice_limit *lim, const char *key, size_t keylen, int
     if (d.allowed)
         *start_ns = now;
     else if (d.retry_after_ns != SLUICE_NEVER)
-        *start_ns = now + d.retry_after_ns;
+        *start_ns = sat_add_i64(now, d.retry_after_ns);
     else if (def->kind == SLUICE_SLIDING) /* more than one window's worth: whole windows */
-        *start_ns = now + d.reset_after_ns + (units - 1) / def->limit * def->period_ns;
+        *start_ns = sat_add_i64(now + d.reset_after_ns,
+                                sat_mul_i64((units - 1) / def->limit, def->period_ns));
     else
         *start_ns = SLUICE_NEVER;
     return SLUICE_OK;

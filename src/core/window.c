@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/sat.h"
 #include "sluice/error.h"
 
 /* Records a fresh ring starts with; it then doubles up to the limit. */
@@ -199,7 +200,7 @@ static int64_t sliding_wait(const sliding_state *s, sliding_view v, int64_t wind
 
     for (;;) {
         e = ring_at(s, i);
-        freed += e->units;
+        freed = sat_add_i64(freed, e->units);
         if (freed >= excess || i + 1 >= s->n)
             break;
         i++;
@@ -242,7 +243,8 @@ int sliding_decide(int64_t limit, int64_t window_ns, sliding_state *s, int64_t u
         if (units > limit)
             d->retry_after_ns = SLUICE_NEVER;
         else
-            d->retry_after_ns = sliding_wait(s, v, window_ns, now, v.total + units - limit);
+            d->retry_after_ns =
+                sliding_wait(s, v, window_ns, now, sat_add_i64(v.total, units) - limit);
         d->reset_after_ns = sliding_drain(s, v, window_ns, now);
         return SLUICE_OK;
     }
@@ -311,8 +313,9 @@ int sliding_adjust(int64_t limit, sliding_state *s, int64_t diff, int64_t now_ns
             e->units = 0;
             s->n++;
         }
-        ring_newest(s)->units += diff;
-        s->total += diff;
+        /* Corrections of up to 8 * 10^9 units pile up: saturate, "too many to count". */
+        ring_newest(s)->units = sat_add_i64(ring_newest(s)->units, diff);
+        s->total = sat_add_i64(s->total, diff);
         return SLUICE_OK;
     }
     /* A refund gives back the newest grants first: they are the ones that would leave the

@@ -8,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "base/hash.h"
+#include "base/sat.h"
 #include "engine/ready.h"
 #include "engine/registry.h"
 #include "engine/task.h"
@@ -200,14 +201,14 @@ int park_wake(sluice_engine *e, waitq *q, int64_t now)
     }
     if (rc == SLUICE_OK) {
         if (moved == 0) {
-            wake = now + (d.retry_after_ns > 0 ? d.retry_after_ns : 1);
+            wake = sat_add_i64(now, d.retry_after_ns > 0 ? d.retry_after_ns : 1);
         } else {
             /* The woken prefix is not charged yet: ask when the next task fits behind it. If
              * the limit cannot say (more than it holds at once), or the woken tasks may never
              * take their units (a concurrency slot is only freed by a release), look again
              * after PARK_RECHECK_NS. */
             int64_t start = 0, u = head->links[head->park_link].units;
-            int64_t recheck = now + PARK_RECHECK_NS;
+            int64_t recheck = sat_add_i64(now, PARK_RECHECK_NS);
 
             if (u <= INT64_MAX - cum &&
                 sluice_limit_estimate(core, q->key, q->keylen, cum + u, now, &start) == SLUICE_OK &&
@@ -218,7 +219,7 @@ int park_wake(sluice_engine *e, waitq *q, int64_t now)
             if (sluice_limit_get_def(core)->kind == SLUICE_CONCURRENCY && wake > recheck)
                 wake = recheck;
         }
-        if (wake < now || wake == SLUICE_NEVER) /* overflow of now + retry_after */
+        if (wake == SLUICE_NEVER) /* a saturated now + retry_after: still look some day */
             wake = SLUICE_NEVER - 1;
     }
     arm(e, q, wake);

@@ -10,6 +10,7 @@
 
 #include "base/alloc.h"
 #include "base/hash.h"
+#include "base/sat.h"
 #include "engine/task.h"
 #include "sluice/error.h"
 #include "base/quote.h"
@@ -107,7 +108,8 @@ static int64_t first_point(const series *s, int64_t from)
     if (s->interval_ns) {
         first = s->start_ns;
         if (from > first) {
-            int64_t k = (from - first + s->interval_ns - 1) / s->interval_ns;
+            /* saturated near INT64_MAX: k is then too large, and the check below says never */
+            int64_t k = sat_add_i64(sat_sub_i64(from, first), s->interval_ns - 1) / s->interval_ns;
 
             if (k > (INT64_MAX - first) / s->interval_ns)
                 return SLUICE_NEVER;

@@ -48,6 +48,8 @@ limits:
   breaker:
     rate: 1/1h
     overflow: reject
+  daily:
+    rate: 10/1d
 types:
   rl:
     limits: [api]
@@ -57,6 +59,8 @@ types:
     limits: [budget]
   rej:
     limits: [breaker]
+  day:
+    limits: [daily]
   plain:
     retry: {max_attempts: 3, backoff: fixed, base: 0s}
   short:
@@ -202,6 +206,15 @@ cli TASK.GET q >/dev/null
 check "5 units charged at start" "94" "$(cli THROTTLE budget x PEEK | cut -d' ' -f3)"
 check "TASK.ACK COST 1" "OK" "$(cli TASK.ACK "$qid" COST 1)"
 check "settled at the actual cost" "98" "$(cli THROTTLE budget x PEEK | cut -d' ' -f3)"
+
+# ---- A huge actual cost denies the key: units * T past int64 saturates, it never wraps ----------
+
+did=$(cli TASK.ADD day '{}')
+check "10/1d: the first task runs" "$did" "$(word "$(cli TASK.GET day)" 1)"
+check "TASK.ACK COST 860000 (860000 * 8640 s passes int64)" "OK" "$(cli TASK.ACK "$did" COST 860000)"
+check "the 10/1d key is denied after it" "0" "$(cli THROTTLE daily x PEEK | cut -d' ' -f1)"
+cli TASK.ADD day '{}' >/dev/null
+check "and the next task of the type does not run" "" "$(cli TASK.GET day)"
 
 # ---- overflow reject: the denial's fields in TASK.INFO ------------------------------------------
 

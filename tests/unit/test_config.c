@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -857,13 +858,12 @@ static void test_random_corruptions(void **unused)
     free(text);
 }
 
-static void test_deep_nesting(void **unused)
+/* A document of `depth` nested lists under types.t.limits (3 levels of mappings above them). */
+static char *nested_lists(size_t depth, size_t *len)
 {
-    const size_t depth = 5000; /* libyaml is quadratic in flow depth: keep it quick */
     size_t n = 0;
     char *text = malloc(2 * depth + 64);
 
-    (void)unused;
     assert_non_null(text);
     n += (size_t)sprintf(text, "types: {t: {limits: ");
     memset(text + n, '[', depth);
@@ -871,9 +871,132 @@ static void test_deep_nesting(void **unused)
     memset(text + n, ']', depth);
     n += depth;
     n += (size_t)sprintf(text + n, "}}\n");
-    parse_cleanly(text, n);
-    assert_string_equal(msg, "t.yaml:1:22: types.t.limits[0]: expected a limit name, got a list");
+    *len = n;
+    return text;
+}
+
+static void test_deep_nesting(void **unused)
+{
+    /* Within the depth cap (3 mappings + 61 lists = 64 levels): walked, and refused as usual. */
+    static const size_t ok_depths[] = {3, 61};
+    /* Past it: refused before libyaml loads it (100k deep took 35 s to load, quadratic). */
+    static const size_t deep[] = {62, 5000, 100000};
+    size_t n;
+    char *text;
+
+    (void)unused;
+    for (size_t i = 0; i < sizeof ok_depths / sizeof ok_depths[0]; i++) {
+        text = nested_lists(ok_depths[i], &n);
+        parse_cleanly(text, n);
+        assert_string_equal(msg,
+                            "t.yaml:1:22: types.t.limits[0]: expected a limit name, got a list");
+        free(text);
+    }
+    for (size_t i = 0; i < sizeof deep / sizeof deep[0]; i++) {
+        text = nested_lists(deep[i], &n);
+        parse_cleanly(text, n);
+        /* the 62nd list opens at column 21 + 62 */
+        assert_string_equal(msg,
+                            "t.yaml:1:82: nested more than 64 levels deep (mappings and lists)");
+        free(text);
+    }
+}
+
+/* A generated file of `nlimits` limits (lim0 .. lim<n-1>, two lines each from line 2) and one
+ * type using the first and the last, followed by `tail`. */
+static char *many_limits(size_t nlimits, const char *tail, size_t *len)
+{
+    size_t cap = nlimits * 40 + strlen(tail) + 200, n = 0;
+    char *text = malloc(cap);
+
+    assert_non_null(text);
+    n += (size_t)sprintf(text, "limits:\n");
+    for (size_t i = 0; i < nlimits; i++)
+        n += (size_t)sprintf(text + n, "  lim%zu:\n    rate: 10/s\n", i);
+    n += (size_t)sprintf(text + n, "types:\n  t:\n    limits: [lim0, lim%zu]\n%s", nlimits - 1,
+                         tail);
+    *len = n;
+    return text;
+}
+
+/* 200k limits: the duplicate checks and the lookups of a type's limits are by hash, so such a
+ * file loads (it took over three minutes with pairwise checks); duplicates at its very end are
+ * still found. The time is measured in the report, not here. */
+static void test_many_limits(void **unused)
+{
+    const size_t nl = 200000;
+    sluice_config c;
+    char want[200];
+    size_t len;
+    char *text;
+
+    (void)unused;
+    text = many_limits(nl, "", &len);
+    assert_int_equal(sluice_config_parse(text, len, "t.yaml", &c, msg, sizeof(msg)), 0);
+    assert_int_equal(c.nlimits, nl);
+    for (size_t i = 0; i < nl; i += 9973) {
+        char name[32];
+
+        snprintf(name, sizeof(name), "lim%zu", i);
+        assert_non_null(sluice_config_find_limit(&c, name));
+        assert_string_equal(sluice_config_find_limit(&c, name)->name, name);
+    }
+    assert_non_null(sluice_config_find_limit(&c, "lim199999"));
+    assert_null(sluice_config_find_limit(&c, "lim200000"));
+    assert_non_null(sluice_config_find_type(&c, "t"));
+    assert_null(sluice_config_find_type(&c, "u"));
+    sluice_config_clear(&c);
     free(text);
+
+    /* The last limit repeats the second one. */
+    text = many_limits(nl, "", &len);
+    memcpy(strstr(text, "  lim199999:"), "  lim1:     ", 12);
+    assert_int_equal(sluice_config_parse(text, len, "t.yaml", &c, msg, sizeof(msg)), SLUICE_EINVAL);
+    snprintf(want, sizeof(want),
+             "t.yaml:%zu:3: limits: the limit \"lim1\" is declared twice (first at line 4)",
+             2 + 2 * (nl - 1));
+    assert_string_equal(msg, want);
+    free(text);
+
+    text = many_limits(nl, "  u: {}\n  t: {}\n", &len);
+    assert_int_equal(sluice_config_parse(text, len, "t.yaml", &c, msg, sizeof(msg)), SLUICE_EINVAL);
+    assert_non_null(strstr(msg, "the type \"t\" is declared twice"));
+    free(text);
+}
+
+/* The file size cap: SLUICE_CONFIG_MAX_BYTES is read, one byte more is refused with a message
+ * that says why (and the file is not read further). */
+static void test_file_size_cap(void **unused)
+{
+    char path[] = "/tmp/sluice-test-config-XXXXXX";
+    sluice_config c;
+    char want[300];
+    FILE *f;
+    int fd;
+
+    (void)unused;
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    f = fdopen(fd, "w");
+    assert_non_null(f);
+    /* A file of exactly the cap (a section and a long comment), then one byte more. */
+    fputs("types:\n#", f);
+    for (size_t i = 8; i < SLUICE_CONFIG_MAX_BYTES - 1; i++)
+        fputc('x', f);
+    fputc('\n', f);
+    assert_int_equal(fflush(f), 0);
+    if (sluice_config_load(path, &c, msg, sizeof(msg)) != 0)
+        fail_msg("%s", msg);
+    sluice_config_clear(&c);
+    fputc('\n', f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(sluice_config_load(path, &c, msg, sizeof(msg)), SLUICE_EINVAL);
+    snprintf(want, sizeof(want),
+             "%s: the file is larger than %zu bytes, the most a configuration may have", path,
+             (size_t)SLUICE_CONFIG_MAX_BYTES);
+    assert_string_equal(msg, want);
+    assert_null(c.limits);
+    unlink(path);
 }
 
 static const char *oom_text;
@@ -933,6 +1056,8 @@ int main(void)
         cmocka_unit_test(test_every_prefix_of_the_example),
         cmocka_unit_test(test_random_corruptions),
         cmocka_unit_test(test_deep_nesting),
+        cmocka_unit_test(test_many_limits),
+        cmocka_unit_test(test_file_size_cap),
         cmocka_unit_test(test_oom_sweep),
     };
 
