@@ -25,6 +25,7 @@
 
 #include "base/alloc.h"
 #include "server/commands.h"
+#include "server/durable.h"
 #include "sluice/error.h"
 
 /* Longest task type name accepted (longer ones cannot exist). */
@@ -395,6 +396,15 @@ void cmd_task_get(conn *c, const resp_command *cmd)
     }
     /* Reader arguments are NUL-terminated: argv + 1 is an array of type names as it stands. */
     n = poll_reply(c, cmd->argv + 1, ntypes, (size_t)count);
+    if (n > 0) {
+        const task_state *ts = c->srv->task_state;
+        uint64_t max_id = 0;
+
+        for (int k = 0; k < n; k++)
+            if (ts->deliveries[k].id > max_id)
+                max_id = ts->deliveries[k].id;
+        durable_delivered(c->srv, max_id);
+    }
     if (n != 0)
         return;
     if (timeout_ms == 0) {

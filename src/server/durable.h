@@ -70,6 +70,12 @@ void durable_after_command(conn *c, uint64_t before, size_t mark);
  * held reply waits, then releases (or fails) the held replies. */
 void durable_turn(server *s);
 
+/* TASK.GET (the command running) delivered tasks whose ids are at most max_id: when every one
+ * of them was added by a commit that succeeded, its reply does not wait for a commit (the
+ * deliveries' leases are written by the next commit, or the key timer's, within
+ * DURABLE_KEYS_MS); a crash before that brings the tasks back queued (docs/durability.md). */
+void durable_delivered(server *s, uint64_t max_id);
+
 /* A client is closing: forget its held replies (they are dropped with it). */
 void durable_conn_closed(conn *c);
 
