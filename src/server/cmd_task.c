@@ -303,6 +303,18 @@ static int poll_reply(conn *c, const char *const *types, size_t ntypes, size_t c
     return n;
 }
 
+/* The largest id of the n tasks poll_reply delivered. */
+static uint64_t max_delivered(const server *s, int n)
+{
+    const task_state *ts = s->task_state;
+    uint64_t max_id = 0;
+
+    for (int k = 0; k < n; k++)
+        if (ts->deliveries[k].id > max_id)
+            max_id = ts->deliveries[k].id;
+    return max_id;
+}
+
 static void get_timeout(conn *c, void *arg)
 {
     resp_array(conn_out(c), 0);
@@ -313,14 +325,19 @@ static void get_timeout(conn *c, void *arg)
 static int get_retry(conn *c, void *arg)
 {
     task_wait *w = arg;
+    size_t mark = conn_out(c)->len;
+    int n;
 
     if (c->flags & (CONN_EOF | CONN_CLOSE_AFTER_REPLY | CONN_CLOSING)) {
         /* Gone, or going: a task handed out now would only wait for its lease to expire. */
         get_timeout(c, arg);
         return 1;
     }
-    if (poll_reply(c, w->types, w->ntypes, w->count) == 0)
+    n = poll_reply(c, w->types, w->ntypes, w->count);
+    if (n == 0)
         return 0;
+    if (n > 0)
+        durable_delivered_unblocked(c, mark, max_delivered(c->srv, n));
     conn_unblock(c);
     sluice_free(w);
     return 1;
@@ -396,15 +413,8 @@ void cmd_task_get(conn *c, const resp_command *cmd)
     }
     /* Reader arguments are NUL-terminated: argv + 1 is an array of type names as it stands. */
     n = poll_reply(c, cmd->argv + 1, ntypes, (size_t)count);
-    if (n > 0) {
-        const task_state *ts = c->srv->task_state;
-        uint64_t max_id = 0;
-
-        for (int k = 0; k < n; k++)
-            if (ts->deliveries[k].id > max_id)
-                max_id = ts->deliveries[k].id;
-        durable_delivered(c->srv, max_id);
-    }
+    if (n > 0)
+        durable_delivered(c->srv, max_delivered(c->srv, n));
     if (n != 0)
         return;
     if (timeout_ms == 0) {

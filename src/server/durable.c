@@ -1,18 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Durability of the server (see durable.h): a copier from the engine's change feed
- * (sluice_engine_changes) to the store, one transaction per loop turn, held replies and their
- * release or failure, the limiter-key timer, the batch sync timer, the final commit at a graceful
- * stop, and INFO's persistence section. Recovery at start is durable_load.c.
+ * (sluice_engine_changes) to the store through a commit thread, held replies and their release
+ * or failure, the limiter-key timer, the batch sync timer, the final commit at a graceful stop,
+ * and INFO's persistence section. Recovery at start is durable_load.c.
  *
  * Invariants:
  * - a held reply leaves only after the commit that follows it: released when that commit
  *   succeeded, replaced by -IOERR when it failed (the server never says "done" for a change that
  *   may not be durable; the change stays in memory and in the feed, and the next commit retries
- *   it);
+ *   it). d->held are the replies of changes not yet pulled, d->flight those of the job in
+ *   flight; a pull moves the first into the second, which is empty then;
+ * - at most one job is in flight (d->busy), and no batch is pulled while it is: the feed's batch
+ *   out is exactly the job's, and sluice_engine_changes_done after it forgets nothing recorded
+ *   since (that waits in the feed for the next pull);
  * - the feed's batch is confirmed (sluice_engine_changes_done) only after a successful commit,
  *   so nothing recorded is ever dropped (out of memory while recording aside, which the engine
  *   counts);
+ * - the commit thread reads only the job (a buffer the loop filled before posting it and does
+ *   not touch until the job is done) and the store; the handoff is under d->mu;
  * - a failed fsync is never retried as if it had proved anything: the next commit is a new
  *   transaction that writes the whole unconfirmed batch (the union of what failed and what
  *   changed since) again.
@@ -111,6 +117,8 @@ uint64_t durable_changes(const server *s)
     return d && d->st ? sluice_engine_changes_seq(s->engine) : 0;
 }
 
+static void hold_reply(durable *d, conn *c, size_t mark);
+
 void durable_after_command(conn *c, uint64_t before, size_t mark)
 {
     durable *d = state_of(c->srv);
@@ -124,6 +132,20 @@ void durable_after_command(conn *c, uint64_t before, size_t mark)
     if (!d || !d->st || sluice_engine_changes_seq(c->srv->engine) == before || c->out.failed ||
         c->out.len <= mark)
         return;
+    hold_reply(d, c, mark);
+}
+
+void durable_delivered_unblocked(conn *c, size_t mark, uint64_t max_id)
+{
+    durable *d = state_of(c->srv);
+
+    if (d && d->st && max_id > d->durable_id && !c->out.failed && c->out.len > mark)
+        hold_reply(d, c, mark);
+}
+
+/* Holds the reply client c appended from mark until the next commit. */
+static void hold_reply(durable *d, conn *c, size_t mark)
+{
     if (d->nheld == d->held_cap) {
         size_t cap = d->held_cap ? d->held_cap * 2 : 64;
         durable_held *h = sluice_realloc(d->held, cap * sizeof *h);
