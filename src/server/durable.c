@@ -754,6 +754,7 @@ static void commit_start(durable *d, int sync)
         d->busy = 1;
         j->rc = SLUICE_ENOMEM;
         j->took_ns = 0;
+        d->sync_wanted = j->sync; /* the sync waits for the next job */
         j->sync = 0;
         j->sync_due_ms = -1;
         snprintf(j->err, sizeof j->err, "%s",
