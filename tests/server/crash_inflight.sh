@@ -14,7 +14,8 @@
 #   - `sluice data check` passes.
 # And the kills did land with commits in flight: INFO, read just before a kill, showed replies
 # held for a commit (held_replies > 0) in most rounds.
-# At the end a worker drains everything: every task is done.
+# Then a client with one reply in a failing commit in flight and one held for the next commit gets
+# -IOERR, then its id. At the end a worker drains everything: every task is done.
 #
 # Rounds: SLUICE_CRASH_ROUNDS (default 6); the slow fsync: SLUICE_CRASH_SYNC_MS (default 40).
 # Traffic goes to 127.0.0.1 only.
@@ -129,6 +130,41 @@ if [ "$inflight" -ge $(((rounds + 1) / 2)) ]; then
 else
   bad "only $inflight of $rounds kills landed with replies held for a commit"
 fi
+
+# ---- A failed commit in flight, and a reply of the same client held for the next one ---------
+# The client's first TASK.ADD rides on a commit whose (slow) fsync fails; its second, sent while
+# that commit is in flight, waits for the next commit, which succeeds. The first reply becomes
+# -IOERR, the second is the id: the rewrite of the first must not garble the second.
+start
+verify "before the failed commit" 0
+redis-cli -p "$P" DEBUG FAULT SLOWSYNC 300 >/dev/null
+redis-cli -p "$P" DEBUG FAULT SYNC 1 >/dev/null
+resp_add() { # KEY: a TASK.ADD of type t with task key KEY, in RESP
+  printf '*5\r\n$8\r\nTASK.ADD\r\n$1\r\nt\r\n$2\r\n{}\r\n$2\r\nID\r\n$%d\r\n%s\r\n' "${#1}" "$1"
+}
+exec 3<>"/dev/tcp/127.0.0.1/$P"
+resp_add inflight-1 >&3
+sleep 0.15 # the first commit is in its fsync now
+resp_add inflight-2 >&3
+r1= r2=
+IFS= read -r -t 5 r1 <&3
+IFS= read -r -t 5 r2 <&3
+exec 3<&-
+r1=${r1%$'\r'}
+r2=${r2%$'\r'}
+contains "the add whose commit failed gets -IOERR" "-IOERR" "$r1"
+case $r2 in
+:[0-9]*) ok ;;
+*) bad "the add held for the next commit gets its id: got [$r2]" ;;
+esac
+# What this client sent and was told, in sluice_torture's log format, for the checks below.
+printf 'S inflight-1\nE inflight-1\nS inflight-2\n' >"$tmp/prod-inflight.log"
+[ -n "${r2#:}" ] && printf 'A inflight-2 %s\n' "${r2#:}" >>"$tmp/prod-inflight.log"
+redis-cli -p "$P" DEBUG FAULT CLEAR >/dev/null
+check "the failure is counted" 1 "$(info_field failed_commits)"
+kill -TERM "$pid"
+wait "$pid"
+pid=
 
 start
 verify "final restart" 0
