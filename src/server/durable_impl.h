@@ -102,9 +102,11 @@ typedef struct durable {
  * msg. */
 int durable_load(durable *d, char *msg, size_t msglen);
 
-/* durable.c: writes the engine's change feed (sluice_engine_changes) and the meta in one
- * transaction, and confirms the batch when it committed; see durable_turn. Returns 0 or the
- * error. Held replies are released either way. */
+/* durable.c: a synchronous commit (start-up, a reply that cannot be held, the graceful stop):
+ * waits for the job in flight, then writes the engine's change feed (sluice_engine_changes) and
+ * the meta in one transaction on the commit thread and waits for it, confirming the batch when
+ * it committed; see durable_turn. Returns 0 or the error. Held replies are released either
+ * way. */
 int durable_commit(durable *d);
 
 #endif
