@@ -482,6 +482,13 @@ void sluice_engine_reserve_ids(sluice_engine *e, uint64_t id);
  *   after it, and no key state of a replaced limit is yielded after its purge;
  * - running out of memory while recording loses that one change (counted in
  *   sluice_changes_counts.lost); while pulling, returns SLUICE_ENOMEM with nothing lost.
+ *
+ * One batch is out at a time. An asynchronous consumer (the server's commit thread) copies the
+ * batch at the pull, writes the copy while the engine goes on, and pulls again only after
+ * confirming (or giving up on) that write: then sluice_engine_changes_done forgets exactly the
+ * batch written, and everything recorded meanwhile (a task or key changed again included) is in
+ * the next pull. A second pull while a batch is out merges the two (the union above), and a
+ * confirmation then covers the union: a consumer with a write in flight must not pull.
  */
 
 /* What a store does with a runtime limit definition. */

@@ -24,8 +24,8 @@
 #define SLEEP_MAX_MS 10000
 
 static const char usage[] =
-    "syntax error: DEBUG FAULT WRITE n | FAULT SYNC n | FAULT FULL on|off | FAULT CLEAR | "
-    "SLEEP ms";
+    "syntax error: DEBUG FAULT WRITE n | FAULT SYNC n | FAULT SLOWSYNC ms | FAULT FULL on|off | "
+    "FAULT CLEAR | SLEEP ms";
 
 static void debug_fault(conn *c, const resp_command *cmd)
 {
@@ -37,6 +37,7 @@ static void debug_fault(conn *c, const resp_command *cmd)
         faultvfs_fail_write(0);
         faultvfs_fail_sync(0);
         faultvfs_disk_full(0);
+        faultvfs_slow_sync(0);
     } else if (cmd->argc == 4 && command_arg_is(what, wlen, "full")) {
         if (command_arg_is(cmd->argv[3], cmd->argvlen[3], "on"))
             faultvfs_disk_full(1);
@@ -44,6 +45,12 @@ static void debug_fault(conn *c, const resp_command *cmd)
             faultvfs_disk_full(0);
         else
             goto syntax;
+    } else if (cmd->argc == 4 && command_arg_is(what, wlen, "slowsync")) {
+        if (command_parse_int(cmd->argv[3], cmd->argvlen[3], &n) != 0 || n < 0 || n > 10000) {
+            resp_error(conn_out(c), "WRONGARGS", "ms must be an integer from 0 to 10000");
+            return;
+        }
+        faultvfs_slow_sync((long)n);
     } else if (cmd->argc == 4 &&
                (command_arg_is(what, wlen, "write") || command_arg_is(what, wlen, "sync"))) {
         if (command_int_arg(c, "n", cmd->argv[3], cmd->argvlen[3], 0, 1000000, &n) != 0)

@@ -25,6 +25,7 @@
 
 #include "base/alloc.h"
 #include "server/commands.h"
+#include "server/durable.h"
 #include "sluice/error.h"
 
 /* Longest TASK.FAIL REASON. TASK.INFO shows its first 127 bytes. */
@@ -270,6 +271,18 @@ static int poll_reply(conn *c, const char *const *types, size_t ntypes, size_t c
     return n;
 }
 
+/* The largest id of the n tasks poll_reply delivered. */
+static uint64_t max_delivered(const server *s, int n)
+{
+    const task_state *ts = s->task_state;
+    uint64_t max_id = 0;
+
+    for (int k = 0; k < n; k++)
+        if (ts->deliveries[k].id > max_id)
+            max_id = ts->deliveries[k].id;
+    return max_id;
+}
+
 static void get_timeout(conn *c, void *arg)
 {
     resp_array(conn_out(c), 0);
@@ -280,14 +293,19 @@ static void get_timeout(conn *c, void *arg)
 static int get_retry(conn *c, void *arg)
 {
     task_wait *w = arg;
+    size_t mark = conn_out(c)->len;
+    int n;
 
     if (c->flags & (CONN_EOF | CONN_CLOSE_AFTER_REPLY | CONN_CLOSING)) {
         /* Gone, or going: a task handed out now would only wait for its lease to expire. */
         get_timeout(c, arg);
         return 1;
     }
-    if (poll_reply(c, w->types, w->ntypes, w->count) == 0)
+    n = poll_reply(c, w->types, w->ntypes, w->count);
+    if (n == 0)
         return 0;
+    if (n > 0)
+        durable_delivered_unblocked(c, mark, max_delivered(c->srv, n));
     conn_unblock(c);
     sluice_free(w);
     return 1;
@@ -363,6 +381,8 @@ void cmd_task_get(conn *c, const resp_command *cmd)
     }
     /* Reader arguments are NUL-terminated: argv + 1 is an array of type names as it stands. */
     n = poll_reply(c, cmd->argv + 1, ntypes, (size_t)count);
+    if (n > 0)
+        durable_delivered(c->srv, max_delivered(c->srv, n));
     if (n != 0)
         return;
     if (timeout_ms == 0) {

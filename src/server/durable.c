@@ -1,18 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Durability of the server (see durable.h): a copier from the engine's change feed
- * (sluice_engine_changes) to the store, one transaction per loop turn, held replies and their
- * release or failure, the limiter-key timer, the batch sync timer, the final commit at a graceful
- * stop, and INFO's persistence section. Recovery at start is durable_load.c.
+ * (sluice_engine_changes) to the store through a commit thread, held replies and their release
+ * or failure, the limiter-key timer, the batch sync timer, the final commit at a graceful stop,
+ * and INFO's persistence section. Recovery at start is durable_load.c.
  *
  * Invariants:
  * - a held reply leaves only after the commit that follows it: released when that commit
  *   succeeded, replaced by -IOERR when it failed (the server never says "done" for a change that
  *   may not be durable; the change stays in memory and in the feed, and the next commit retries
- *   it);
+ *   it). d->held are the replies of changes not yet pulled, d->flight those of the job in
+ *   flight; a pull moves the first into the second, which is empty then;
+ * - at most one job is in flight (d->busy), and no batch is pulled while it is: the feed's batch
+ *   out is exactly the job's, and sluice_engine_changes_done after it forgets nothing recorded
+ *   since (that waits in the feed for the next pull);
  * - the feed's batch is confirmed (sluice_engine_changes_done) only after a successful commit,
  *   so nothing recorded is ever dropped (out of memory while recording aside, which the engine
  *   counts);
+ * - the commit thread reads only the job (a buffer the loop filled before posting it and does
+ *   not touch until the job is done) and the store; the handoff is under d->mu;
  * - a failed fsync is never retried as if it had proved anything: the next commit is a new
  *   transaction that writes the whole unconfirmed batch (the union of what failed and what
  *   changed since) again.
@@ -92,6 +98,16 @@ void durable_limit_del(server *s, const char *name)
         lost("a limit removal");
 }
 
+void durable_delivered(server *s, uint64_t max_id)
+{
+    durable *d = state_of(s);
+
+    /* A task whose add is not durable yet must not reach a worker before it is: then the reply
+     * waits as any other. */
+    if (d && d->st && max_id <= d->durable_id)
+        d->lease_only = 1;
+}
+
 /* ---- Held replies ------------------------------------------------------------------------ */
 
 uint64_t durable_changes(const server *s)
@@ -101,13 +117,35 @@ uint64_t durable_changes(const server *s)
     return d && d->st ? sluice_engine_changes_seq(s->engine) : 0;
 }
 
+static void hold_reply(durable *d, conn *c, size_t mark);
+
 void durable_after_command(conn *c, uint64_t before, size_t mark)
 {
     durable *d = state_of(c->srv);
 
+    if (d && d->lease_only) {
+        /* TASK.GET of durable tasks: its changes go with the next commit, unheld. */
+        d->lease_only = 0;
+        d->lazy += sluice_engine_changes_seq(c->srv->engine) - before;
+        return;
+    }
     if (!d || !d->st || sluice_engine_changes_seq(c->srv->engine) == before || c->out.failed ||
         c->out.len <= mark)
         return;
+    hold_reply(d, c, mark);
+}
+
+void durable_delivered_unblocked(conn *c, size_t mark, uint64_t max_id)
+{
+    durable *d = state_of(c->srv);
+
+    if (d && d->st && max_id > d->durable_id && !c->out.failed && c->out.len > mark)
+        hold_reply(d, c, mark);
+}
+
+/* Holds the reply client c appended from mark until the next commit. */
+static void hold_reply(durable *d, conn *c, size_t mark)
+{
     if (d->nheld == d->held_cap) {
         size_t cap = d->held_cap ? d->held_cap * 2 : 64;
         durable_held *h = sluice_realloc(d->held, cap * sizeof *h);
@@ -139,6 +177,9 @@ void durable_conn_closed(conn *c)
     for (size_t i = 0; i < d->nheld; i++)
         if (d->held[i].c == c)
             d->held[i].c = NULL;
+    for (size_t i = 0; i < d->nflight; i++)
+        if (d->flight[i].c == c)
+            d->flight[i].c = NULL;
 }
 
 static int held_cmp(const void *a, const void *b)
@@ -177,11 +218,13 @@ static int rewrite_client(conn *c, const durable_held *h, size_t n, const char *
     return 0;
 }
 
-/* Turns every held reply into -IOERR reason. */
-static void fail_held(durable *d)
+/* Turns the replies of the commit in flight (d->flight) into -IOERR reason. A client's replies
+ * held for the next commit (d->held) follow its replies in flight in its buffer: their offsets
+ * move by what the rewrite added or removed. */
+static void fail_flight(durable *d, const char *reason)
 {
     char err[320];
-    int n = snprintf(err, sizeof err, "-IOERR %s\r\n", d->last_error[0] ? d->last_error : "?");
+    int n = snprintf(err, sizeof err, "-IOERR %s\r\n", reason[0] ? reason : "?");
     size_t errlen = n > 0 && (size_t)n < sizeof err ? (size_t)n : sizeof err - 1;
 
     /* The message is one line already (store errors are); keep it so whatever it holds. */
@@ -189,20 +232,28 @@ static void fail_held(durable *d)
         if (err[i] == '\r' || err[i] == '\n')
             err[i] = ' ';
     memcpy(err + errlen - 2, "\r\n", 2);
-    qsort(d->held, d->nheld, sizeof *d->held, held_cmp);
-    for (size_t i = 0; i < d->nheld;) {
+    qsort(d->flight, d->nflight, sizeof *d->flight, held_cmp);
+    for (size_t i = 0; i < d->nflight;) {
         size_t j = i;
 
-        while (j < d->nheld && d->held[j].c == d->held[i].c)
+        while (j < d->nflight && d->flight[j].c == d->flight[i].c)
             j++;
-        if (d->held[i].c) {
-            conn *c = d->held[i].c;
+        if (d->flight[i].c) {
+            conn *c = d->flight[i].c;
+            size_t before = conn_out(c)->len;
 
-            if (rewrite_client(c, &d->held[i], j - i, err, errlen) != 0) {
+            if (rewrite_client(c, &d->flight[i], j - i, err, errlen) != 0) {
                 log_error("client %" PRIu64 " %s closed: out of memory for its -IOERR replies",
                           c->id, c->addr);
                 conn_close(c); /* clears its entries through durable_conn_closed */
             } else {
+                size_t after = conn_out(c)->len;
+
+                for (size_t k = 0; k < d->nheld; k++)
+                    if (d->held[k].c == c) {
+                        d->held[k].start = d->held[k].start - before + after;
+                        d->held[k].end = d->held[k].end - before + after;
+                    }
                 d->ioerr_replies += j - i;
                 for (size_t k = i; k < j; k++)
                     counters_reply(&d->srv->counters, err, errlen);
@@ -212,142 +263,548 @@ static void fail_held(durable *d)
     }
 }
 
-/* Releases every held reply (the commit decided their fate). */
-static void release_held(durable *d)
+/* Releases every reply of the commit in flight (the commit decided their fate). */
+static void release_flight(durable *d)
 {
     /* conn_release may flush and close a client: take the list first. */
-    size_t n = d->nheld;
+    size_t n = d->nflight;
 
-    d->nheld = 0;
+    d->nflight = 0;
     for (size_t i = 0; i < n; i++)
-        if (d->held[i].c)
-            conn_release(d->held[i].c);
+        if (d->flight[i].c)
+            conn_release(d->flight[i].c);
 }
 
-/* ---- Commits ----------------------------------------------------------------------------- */
+/* ---- Serialising a batch (loop thread) ---------------------------------------------------- */
 
-static void arm_sync(durable *d);
+/* Operation codes of a job's buffer. Strings are a length (u64, JOB_NULL for NULL) followed by
+ * the bytes and a NUL, so the thread reads them in place. */
+enum {
+    OP_LIMIT_PUT = 1, /* name, spec */
+    OP_LIMIT_DEL,     /* name */
+    OP_PURGE,         /* limit id */
+    OP_KEY_PUT,       /* limit id, key, state */
+    OP_KEY_DEL,       /* limit id, key */
+    OP_SERIES_PUT,    /* name type payload key cron, interval start end max_runs runs skipped */
+    OP_SERIES_DEL,    /* name */
+    OP_TASK_PUT,      /* a sluice_task_record, field by field */
+    OP_TASK_DEL,      /* id */
+};
+#define JOB_NULL UINT64_MAX
 
-/* Writes a batch of the engine's change feed and the meta inside an open transaction. Returns 0
- * or the error. The order is the feed's (see include/sluice/engine.h): definitions, purges, key
- * states, series, tasks. */
-static int write_batch(durable *d, const sluice_changes *c)
+static void job_bytes(durable_job *j, const void *p, size_t n)
+{
+    if (j->oom)
+        return;
+    if (j->cap - j->len < n) {
+        size_t cap = j->cap ? j->cap : 4096;
+        unsigned char *b;
+
+        while (cap - j->len < n)
+            cap *= 2;
+        b = sluice_realloc(j->buf, cap);
+        if (!b) {
+            j->oom = 1;
+            return;
+        }
+        j->buf = b;
+        j->cap = cap;
+    }
+    if (n)
+        memcpy(j->buf + j->len, p, n);
+    j->len += n;
+}
+
+static void job_u64(durable_job *j, uint64_t v)
+{
+    job_bytes(j, &v, sizeof v);
+}
+
+static void job_i64(durable_job *j, int64_t v)
+{
+    job_bytes(j, &v, sizeof v);
+}
+
+static void job_str(durable_job *j, const char *p, size_t len)
+{
+    if (!p) {
+        job_u64(j, JOB_NULL);
+        return;
+    }
+    job_u64(j, len);
+    job_bytes(j, p, len);
+    job_bytes(j, "", 1);
+}
+
+static void job_cstr(durable_job *j, const char *p)
+{
+    job_str(j, p, p ? strlen(p) : 0);
+}
+
+/* Copies a batch of the engine's change feed into d->job, exporting each task and series now.
+ * The order is the feed's (see include/sluice/engine.h): definitions, purges, key states,
+ * series, tasks. Sets job->oom when out of memory. */
+static void serialise_batch(durable *d, const sluice_changes *c)
 {
     sluice_engine *e = d->srv->engine;
-    store *st = d->st;
+    durable_job *j = &d->job;
     const char *name, *spec, *id, *key;
     const void *state;
     size_t pos, keylen, len;
     sluice_limit_def_op op;
     uint64_t tid;
-    int rc = 0;
 
-    for (pos = 0; rc == 0 && sluice_changes_next_limit(c, &pos, &name, &op, &spec);) {
-        if (op == SLUICE_LIMIT_DEF_SET)
-            rc = store_put_limit(st, name, spec ? spec : "");
-        else if (op == SLUICE_LIMIT_DEF_GONE)
-            rc = store_put_limit(st, name, ""); /* a tombstone: removed again at start */
-        else
-            rc = store_del_limit(st, name);
+    for (pos = 0; sluice_changes_next_limit(c, &pos, &name, &op, &spec);) {
+        job_u64(j, op == SLUICE_LIMIT_DEF_DROP ? OP_LIMIT_DEL : OP_LIMIT_PUT);
+        job_cstr(j, name);
+        if (op != SLUICE_LIMIT_DEF_DROP) /* GONE: a tombstone, removed again at start */
+            job_cstr(j, op == SLUICE_LIMIT_DEF_SET && spec ? spec : "");
     }
-    for (pos = 0; rc == 0 && sluice_changes_next_purge(c, &pos, &id);)
-        rc = store_del_limit_keys(st, id);
-    for (pos = 0; rc == 0 && sluice_changes_next_key(c, &pos, &id, &key, &keylen, &state, &len);)
-        rc = state ? store_put_key(st, id, key, keylen, state, len)
-                   : store_del_key(st, id, key, keylen);
-    for (pos = 0; rc == 0 && sluice_changes_next_series(c, &pos, &name);) {
+    for (pos = 0; sluice_changes_next_purge(c, &pos, &id);) {
+        job_u64(j, OP_PURGE);
+        job_cstr(j, id);
+    }
+    for (pos = 0; sluice_changes_next_key(c, &pos, &id, &key, &keylen, &state, &len);) {
+        job_u64(j, state ? OP_KEY_PUT : OP_KEY_DEL);
+        job_cstr(j, id);
+        job_str(j, key, keylen);
+        if (state)
+            job_str(j, state, len);
+    }
+    for (pos = 0; sluice_changes_next_series(c, &pos, &name);) {
         sluice_recurring_spec rs;
         int64_t runs, skipped;
 
-        if (sluice_engine_recurring_state(e, name, &rs, &runs, &skipped) == SLUICE_OK)
-            rc = store_put_recurring(st, &rs, runs, skipped);
-        else
-            rc = store_del_recurring(st, name);
+        if (sluice_engine_recurring_state(e, name, &rs, &runs, &skipped) != SLUICE_OK) {
+            job_u64(j, OP_SERIES_DEL);
+            job_cstr(j, name);
+            continue;
+        }
+        job_u64(j, OP_SERIES_PUT);
+        job_cstr(j, rs.name);
+        job_cstr(j, rs.type);
+        job_str(j, rs.payload, rs.payload_len);
+        job_str(j, rs.key, rs.key_len);
+        job_cstr(j, rs.cron);
+        job_i64(j, rs.interval_ns);
+        job_i64(j, rs.start_ns);
+        job_i64(j, rs.end_ns);
+        job_i64(j, rs.max_runs);
+        job_i64(j, runs);
+        job_i64(j, skipped);
     }
-    for (pos = 0; rc == 0 && sluice_changes_next_task(c, &pos, &tid);) {
+    for (pos = 0; sluice_changes_next_task(c, &pos, &tid);) {
         sluice_task_record r;
 
-        if (sluice_engine_export_task(e, tid, &r) == SLUICE_OK)
-            rc = store_put_task(st, &r);
-        else
-            rc = store_del_task(st, tid);
+        if (sluice_engine_export_task(e, tid, &r) != SLUICE_OK) {
+            job_u64(j, OP_TASK_DEL);
+            job_u64(j, tid);
+            continue;
+        }
+        job_u64(j, OP_TASK_PUT);
+        job_u64(j, r.id);
+        job_i64(j, r.state);
+        job_cstr(j, r.type);
+        job_str(j, r.payload, r.payload_len);
+        job_str(j, r.key, r.key_len);
+        job_str(j, r.task_key, r.task_key_len);
+        job_i64(j, r.units);
+        job_i64(j, r.priority);
+        job_i64(j, r.attempt);
+        job_i64(j, r.submitted_ns);
+        job_i64(j, r.not_before_ns);
+        job_i64(j, r.lease_until_ns);
+        job_i64(j, r.granted);
+        job_cstr(j, r.series);
+        job_i64(j, r.fail_reason);
+        job_cstr(j, r.fail_limit);
+        job_cstr(j, r.fail_message);
+    }
+}
+
+/* ---- Writing a job (commit thread, or the loop thread when the thread is not running) ---- */
+
+/* A reader of a job's buffer. */
+typedef struct job_reader {
+    const unsigned char *p, *end;
+} job_reader;
+
+static uint64_t rd_u64(job_reader *r)
+{
+    uint64_t v = 0;
+
+    if ((size_t)(r->end - r->p) >= sizeof v) {
+        memcpy(&v, r->p, sizeof v);
+        r->p += sizeof v;
+    }
+    return v;
+}
+
+static int64_t rd_i64(job_reader *r)
+{
+    return (int64_t)rd_u64(r);
+}
+
+/* A string in place (NUL-terminated), NULL for a NULL one; its length in *len (may be NULL). */
+static const char *rd_str(job_reader *r, size_t *len)
+{
+    uint64_t n = rd_u64(r);
+    const char *p;
+
+    if (len)
+        *len = 0;
+    if (n == JOB_NULL || (uint64_t)(r->end - r->p) < n + 1)
+        return NULL;
+    p = (const char *)r->p;
+    r->p += n + 1;
+    if (len)
+        *len = (size_t)n;
+    return p;
+}
+
+/* Writes the job's operations inside an open transaction. Returns 0 or the error. */
+static int job_write(store *st, const durable_job *j)
+{
+    job_reader r = {j->buf, j->buf + j->len};
+    int rc = 0;
+
+    while (rc == 0 && r.p < r.end) {
+        uint64_t op = rd_u64(&r);
+        const char *a, *b, *k;
+        size_t blen, klen;
+
+        switch (op) {
+        case OP_LIMIT_PUT:
+            a = rd_str(&r, NULL);
+            b = rd_str(&r, NULL);
+            rc = store_put_limit(st, a, b ? b : "");
+            break;
+        case OP_LIMIT_DEL:
+            rc = store_del_limit(st, rd_str(&r, NULL));
+            break;
+        case OP_PURGE:
+            rc = store_del_limit_keys(st, rd_str(&r, NULL));
+            break;
+        case OP_KEY_PUT:
+            a = rd_str(&r, NULL);
+            k = rd_str(&r, &klen);
+            b = rd_str(&r, &blen);
+            rc = store_put_key(st, a, k, klen, b, blen);
+            break;
+        case OP_KEY_DEL:
+            a = rd_str(&r, NULL);
+            k = rd_str(&r, &klen);
+            rc = store_del_key(st, a, k, klen);
+            break;
+        case OP_SERIES_PUT: {
+            sluice_recurring_spec rs;
+            int64_t runs, skipped;
+
+            memset(&rs, 0, sizeof rs);
+            rs.name = rd_str(&r, NULL);
+            rs.type = rd_str(&r, NULL);
+            rs.payload = rd_str(&r, &rs.payload_len);
+            rs.key = rd_str(&r, &rs.key_len);
+            rs.cron = rd_str(&r, NULL);
+            rs.interval_ns = rd_i64(&r);
+            rs.start_ns = rd_i64(&r);
+            rs.end_ns = rd_i64(&r);
+            rs.max_runs = rd_i64(&r);
+            runs = rd_i64(&r);
+            skipped = rd_i64(&r);
+            rc = store_put_recurring(st, &rs, runs, skipped);
+            break;
+        }
+        case OP_SERIES_DEL:
+            rc = store_del_recurring(st, rd_str(&r, NULL));
+            break;
+        case OP_TASK_PUT: {
+            sluice_task_record t;
+
+            memset(&t, 0, sizeof t);
+            t.id = rd_u64(&r);
+            t.state = (sluice_task_state)rd_i64(&r);
+            t.type = rd_str(&r, NULL);
+            t.payload = rd_str(&r, &t.payload_len);
+            t.key = rd_str(&r, &t.key_len);
+            t.task_key = rd_str(&r, &t.task_key_len);
+            t.units = rd_i64(&r);
+            t.priority = (int)rd_i64(&r);
+            t.attempt = (int)rd_i64(&r);
+            t.submitted_ns = rd_i64(&r);
+            t.not_before_ns = rd_i64(&r);
+            t.lease_until_ns = rd_i64(&r);
+            t.granted = (int)rd_i64(&r);
+            t.series = rd_str(&r, NULL);
+            t.fail_reason = (sluice_fail_reason)rd_i64(&r);
+            t.fail_limit = rd_str(&r, NULL);
+            t.fail_message = rd_str(&r, NULL);
+            rc = store_put_task(st, &t);
+            break;
+        }
+        case OP_TASK_DEL:
+            rc = store_del_task(st, rd_u64(&r));
+            break;
+        default:
+            rc = SLUICE_EINVAL; /* cannot happen: the loop wrote the buffer */
+            break;
+        }
     }
     if (rc == 0)
-        rc = store_put_meta(st, META_CLOCK, server_now(d->srv));
+        rc = store_put_meta(st, META_CLOCK, j->clock_ns);
     if (rc == 0)
-        rc = store_put_meta(st, META_NEXT_ID, (int64_t)sluice_engine_last_id(e));
+        rc = store_put_meta(st, META_NEXT_ID, (int64_t)j->next_id);
     return rc;
+}
+
+/* Runs a job on the store: the transaction (and its fsync in STORE_ALWAYS), then the sync it
+ * asks for. Touches nothing but the store and the job. */
+static void job_run(store *st, store_durability mode, durable_job *j)
+{
+    int64_t t0 = read_clock(CLOCK_MONOTONIC);
+
+    j->rc = 0;
+    j->err[0] = '\0';
+    if (j->commit) {
+        j->rc = store_begin(st);
+        if (j->rc == 0)
+            j->rc = job_write(st, j);
+        if (j->rc == 0)
+            j->rc = store_commit(st, j->now_ms);
+        else
+            store_rollback(st);
+        if (j->rc != 0)
+            snprintf(j->err, sizeof j->err, "%s", store_error(st));
+    }
+    j->took_ns = read_clock(CLOCK_MONOTONIC) - t0;
+    j->sync_rc = 0;
+    if (j->sync) {
+        j->sync_rc = store_sync(st);
+        if (j->sync_rc != 0 && j->rc == 0)
+            snprintf(j->err, sizeof j->err, "sync: %s", store_error(st));
+    }
+    j->sync_due_ms = mode == STORE_BATCH ? store_sync_due_ms(st, j->now_ms) : -1;
+}
+
+/* The commit thread: runs each job posted, then wakes the loop. */
+static void commit_thread(void *arg)
+{
+    durable *d = arg;
+
+    for (;;) {
+        uv_mutex_lock(&d->mu);
+        while (!d->posted && !d->stop)
+            uv_cond_wait(&d->todo_cv, &d->mu);
+        if (!d->posted) {
+            uv_mutex_unlock(&d->mu);
+            return;
+        }
+        d->posted = 0;
+        uv_mutex_unlock(&d->mu);
+        job_run(d->st, d->mode, &d->job);
+        uv_mutex_lock(&d->mu);
+        d->finished = 1;
+        uv_cond_signal(&d->done_cv);
+        uv_mutex_unlock(&d->mu);
+        uv_async_send(&d->done_async);
+    }
+}
+
+/* ---- Commits (loop thread) ---------------------------------------------------------------- */
+
+static void arm_sync(durable *d, int64_t due_ms);
+
+/* A job finished (or could not start): confirm the feed's batch or keep it, release or fail the
+ * replies of the commit, count, arm the sync timer. */
+static void job_done(durable *d)
+{
+    durable_job *j = &d->job;
+
+    d->busy = 0;
+    if (j->sync) {
+        if (j->sync_rc == 0) {
+            d->syncs++;
+        } else {
+            d->failed_syncs++;
+            snprintf(d->last_error, sizeof d->last_error, "%s", j->err);
+            log_error("persistence: %s; commits since the last good sync may not survive a "
+                      "machine crash",
+                      d->last_error);
+        }
+    }
+    if (j->commit) {
+        prom_hist_observe(&d->srv->counters.store_commit, (double)j->took_ns / 1e9);
+        if (j->rc == 0) {
+            d->commits++;
+            d->last_commit_ns = j->clock_ns;
+            if (j->next_id > d->durable_id)
+                d->durable_id = j->next_id;
+            /* Only now: the batch is durable. No other batch was pulled meanwhile. */
+            sluice_engine_changes_done(d->srv->engine);
+            if (!d->last_ok)
+                log_warn("persistence: commits succeed again (%" PRIu64 " failed so far)",
+                         d->failed_commits);
+            d->last_ok = 1;
+        } else {
+            d->failed_commits++;
+            d->changes_at_failure = d->seq_pulled;
+            snprintf(d->last_error, sizeof d->last_error, "%s", j->err);
+            if (d->last_ok)
+                log_error("persistence: commit failed: %s; %zu replies get -IOERR, the changes "
+                          "stay in memory and are written by the next commit",
+                          d->last_error, d->nflight);
+            d->last_ok = 0;
+            fail_flight(d, d->last_error);
+        }
+        release_flight(d);
+    }
+    if (j->sync_due_ms >= 0 && j->sync_due_ms < INT64_MAX) {
+        int64_t since = server_now(d->srv) / SLUICE_NS_PER_MS - j->now_ms;
+
+        arm_sync(d, j->sync_due_ms > since ? j->sync_due_ms - since : 0);
+    }
+    /* Keep the buffer of an ordinary turn; give back a huge one. */
+    if (j->cap > (1u << 20)) {
+        sluice_free(j->buf);
+        j->buf = NULL;
+        j->cap = 0;
+    }
+    j->len = 0;
+}
+
+/* Hands d->job to the commit thread, or runs it here when the thread is not running. */
+static void job_post(durable *d)
+{
+    d->busy = 1;
+    if (!d->thread_on) {
+        job_run(d->st, d->mode, &d->job);
+        job_done(d);
+        return;
+    }
+    uv_mutex_lock(&d->mu);
+    d->posted = 1;
+    uv_cond_signal(&d->todo_cv);
+    uv_mutex_unlock(&d->mu);
+}
+
+/* Handles the completion of the job in flight, if it finished. With `wait`, waits for it. */
+static void job_reap(durable *d, int wait)
+{
+    int done;
+
+    if (!d->busy || !d->thread_on)
+        return;
+    uv_mutex_lock(&d->mu);
+    while (wait && !d->finished)
+        uv_cond_wait(&d->done_cv, &d->mu);
+    done = d->finished;
+    d->finished = 0;
+    uv_mutex_unlock(&d->mu);
+    if (done)
+        job_done(d);
+}
+
+static void on_job_done(uv_async_t *a)
+{
+    job_reap(a->data, 0);
+}
+
+/* The replies held so far become those of the next commit in flight (d->flight is empty). */
+static void swap_held(durable *d)
+{
+    durable_held *h = d->flight;
+    size_t cap = d->flight_cap;
+
+    d->flight = d->held;
+    d->flight_cap = d->held_cap;
+    d->nflight = d->nheld;
+    d->held = h;
+    d->held_cap = cap;
+    d->nheld = 0;
+}
+
+/* Starts a commit of everything the feed holds (with a sync when one is due), unless one is in
+ * flight. The replies held so far go with it. */
+static void commit_start(durable *d, int sync)
+{
+    durable_job *j = &d->job;
+    const sluice_changes *c;
+    int rc;
+
+    if (d->busy)
+        return;
+    swap_held(d);
+    j->len = 0;
+    j->oom = 0;
+    j->commit = 1;
+    j->sync = sync || d->sync_wanted;
+    d->sync_wanted = 0;
+    j->clock_ns = server_now(d->srv);
+    j->now_ms = j->clock_ns / SLUICE_NS_PER_MS;
+    /* The batch is the union of everything not yet confirmed: after a failed commit, what that
+     * one tried is yielded again with what changed since. */
+    rc = sluice_engine_changes(d->srv->engine, &c);
+    d->seq_pulled = sluice_engine_changes_seq(d->srv->engine);
+    d->lazy = 0;
+    j->next_id = sluice_engine_last_id(d->srv->engine);
+    if (rc == 0)
+        serialise_batch(d, c);
+    if (rc != 0 || j->oom) {
+        /* Nothing reached the store: fail it here, the batch stays unconfirmed. */
+        d->busy = 1;
+        j->rc = SLUICE_ENOMEM;
+        j->took_ns = 0;
+        d->sync_wanted = j->sync; /* the sync waits for the next job */
+        j->sync = 0;
+        j->sync_due_ms = -1;
+        snprintf(j->err, sizeof j->err, "%s",
+                 rc != 0 ? "out of memory collecting the changes"
+                         : "out of memory copying the changes");
+        job_done(d);
+        return;
+    }
+    job_post(d);
+}
+
+/* Posts a sync alone (STORE_BATCH), unless a job is in flight (then the next one syncs). */
+static void sync_start(durable *d)
+{
+    durable_job *j = &d->job;
+
+    if (d->busy) {
+        d->sync_wanted = 1;
+        return;
+    }
+    d->sync_wanted = 0;
+    j->len = 0;
+    j->commit = 0;
+    j->sync = 1;
+    j->now_ms = server_now(d->srv) / SLUICE_NS_PER_MS;
+    job_post(d);
 }
 
 int durable_commit(durable *d)
 {
-    const sluice_changes *c;
-    const char *why = NULL; /* a failure before the store was asked: its reason */
-    int64_t t0;
-    int rc;
-
     if (!d->st) {
-        release_held(d);
+        d->nflight = 0;
         return 0;
     }
-    /* The batch is the union of everything not yet confirmed: after a failed commit, what that
-     * one tried is yielded again with what changed since. */
-    rc = sluice_engine_changes(d->srv->engine, &c);
-    t0 = read_clock(CLOCK_MONOTONIC);
-    if (rc != 0) {
-        why = "out of memory collecting the changes";
-    } else {
-        rc = store_begin(d->st);
-        if (rc == 0)
-            rc = write_batch(d, c);
-        if (rc == 0)
-            rc = store_commit(d->st, server_now(d->srv) / SLUICE_NS_PER_MS);
-        else
-            store_rollback(d->st);
-    }
-    prom_hist_observe(&d->srv->counters.store_commit,
-                      (double)(read_clock(CLOCK_MONOTONIC) - t0) / 1e9);
-    if (rc == 0) {
-        d->commits++;
-        d->last_commit_ns = server_now(d->srv);
-        sluice_engine_changes_done(d->srv->engine); /* only now: the batch is durable */
-        if (!d->last_ok)
-            log_warn("persistence: commits succeed again (%" PRIu64 " failed so far)",
-                     d->failed_commits);
-        d->last_ok = 1;
-        release_held(d);
-        arm_sync(d);
-        return 0;
-    }
-    d->failed_commits++;
-    d->changes_at_failure = sluice_engine_changes_seq(d->srv->engine);
-    snprintf(d->last_error, sizeof d->last_error, "%s", why ? why : store_error(d->st));
-    if (d->last_ok)
-        log_error("persistence: commit failed: %s; %zu replies get -IOERR, the changes stay in "
-                  "memory and are written by the next commit",
-                  d->last_error, d->nheld);
-    d->last_ok = 0;
-    fail_held(d);
-    release_held(d);
-    return rc;
-}
-
-/* Returns 1 when the feed holds a change a client may wait for (anything but key states). */
-static int has_changes(const sluice_engine *e)
-{
-    sluice_changes_counts n;
-
-    sluice_engine_changes_count(e, &n);
-    return n.tasks || n.series || n.limits || n.purges;
+    job_reap(d, 1);
+    commit_start(d, 0);
+    job_reap(d, 1);
+    return d->last_ok ? 0 : SLUICE_EIO;
 }
 
 /* Returns 1 when the feed holds anything to write, key states included (draining the limiters'
- * keys into it: pulling a batch without confirming it loses nothing). */
+ * keys into it: pulling a batch without confirming it loses nothing). Not while a job is in
+ * flight (its batch is out). */
 static int has_anything(durable *d)
 {
     const sluice_changes *c;
     sluice_changes_counts n;
 
+    if (d->busy)
+        return 0;
     if (sluice_engine_changes(d->srv->engine, &c) != SLUICE_OK)
         return 1; /* let the commit try, and say why it cannot */
     sluice_engine_changes_count(d->srv->engine, &n);
@@ -357,19 +814,27 @@ static int has_anything(durable *d)
 void durable_turn(server *s)
 {
     durable *d = state_of(s);
+    uint64_t seq, fresh;
 
-    if (!d)
-        return;
+    if (!d || !d->st || d->busy)
+        return; /* a commit in flight: this turn's changes and replies wait for the next one */
+    seq = sluice_engine_changes_seq(s->engine);
+    /* Changes since the last pull that someone may wait for: deliveries of durable tasks do not
+     * count (they go with the next commit, or the key timer's). */
+    fresh = seq - d->seq_pulled - d->lazy;
     if (!d->nheld) {
-        if (!d->st || !has_changes(s->engine))
+        if (!fresh) {
+            if (d->sync_wanted)
+                sync_start(d);
             return;
+        }
         /* After a failure, changes nobody waits for are retried by the key timer (every
          * DURABLE_KEYS_MS) rather than by every turn: a full disk must not cost THROTTLE a
          * failing transaction per turn. */
-        if (!d->last_ok && sluice_engine_changes_seq(s->engine) == d->changes_at_failure)
+        if (!d->last_ok && seq == d->changes_at_failure)
             return;
     }
-    durable_commit(d);
+    commit_start(d, 0);
 }
 
 /* ---- Timers ------------------------------------------------------------------------------ */
@@ -381,36 +846,21 @@ static void on_keys_timer(uv_timer_t *t)
     durable *d = t->data;
 
     if (has_anything(d))
-        durable_commit(d);
+        commit_start(d, 0);
 }
 
 static void on_sync_timer(uv_timer_t *t)
 {
-    durable *d = t->data;
-
-    if (store_sync(d->st) == 0) {
-        d->syncs++;
-    } else {
-        d->failed_syncs++;
-        snprintf(d->last_error, sizeof d->last_error, "sync: %s", store_error(d->st));
-        log_error("persistence: %s; commits since the last good sync may not survive a machine "
-                  "crash",
-                  d->last_error);
-    }
-    arm_sync(d);
+    sync_start(t->data);
 }
 
-/* STORE_BATCH: arms the sync timer for the next sync due, unless it is armed. */
-static void arm_sync(durable *d)
+/* STORE_BATCH: arms the sync timer for the next sync due in due_ms, unless it is armed. */
+static void arm_sync(durable *d, int64_t due_ms)
 {
-    int64_t due;
-
     if (!d->st || d->mode != STORE_BATCH || d->closing ||
         uv_is_active((uv_handle_t *)&d->sync_timer))
         return;
-    due = store_sync_due_ms(d->st, server_now(d->srv) / SLUICE_NS_PER_MS);
-    if (due >= 0)
-        uv_timer_start(&d->sync_timer, on_sync_timer, (uint64_t)due, 0);
+    uv_timer_start(&d->sync_timer, on_sync_timer, (uint64_t)due_ms, 0);
 }
 
 /* ---- Life -------------------------------------------------------------------------------- */
@@ -418,15 +868,58 @@ static void arm_sync(durable *d)
 static void free_state(durable *d)
 {
     sluice_free(d->held);
+    sluice_free(d->flight);
+    sluice_free(d->job.buf);
     sluice_free(d);
 }
 
-static void on_timer_closed(uv_handle_t *h)
+static void on_handle_closed(uv_handle_t *h)
 {
     durable *d = h->data;
 
     if (--d->handles == 0)
         free_state(d);
+}
+
+/* Starts the commit thread. Returns 0 or an error (then jobs run on the loop thread). */
+static int thread_start(durable *d)
+{
+    if (uv_mutex_init(&d->mu) != 0)
+        return SLUICE_ENOMEM;
+    if (uv_cond_init(&d->todo_cv) != 0) {
+        uv_mutex_destroy(&d->mu);
+        return SLUICE_ENOMEM;
+    }
+    if (uv_cond_init(&d->done_cv) != 0) {
+        uv_cond_destroy(&d->todo_cv);
+        uv_mutex_destroy(&d->mu);
+        return SLUICE_ENOMEM;
+    }
+    if (uv_thread_create(&d->thread, commit_thread, d) != 0) {
+        uv_cond_destroy(&d->done_cv);
+        uv_cond_destroy(&d->todo_cv);
+        uv_mutex_destroy(&d->mu);
+        return SLUICE_ENOMEM;
+    }
+    d->thread_on = 1;
+    return 0;
+}
+
+/* Waits for the job in flight, stops the thread and joins it. */
+static void thread_stop(durable *d)
+{
+    if (!d->thread_on)
+        return;
+    job_reap(d, 1);
+    uv_mutex_lock(&d->mu);
+    d->stop = 1;
+    uv_cond_signal(&d->todo_cv);
+    uv_mutex_unlock(&d->mu);
+    uv_thread_join(&d->thread);
+    d->thread_on = 0;
+    uv_cond_destroy(&d->done_cv);
+    uv_cond_destroy(&d->todo_cv);
+    uv_mutex_destroy(&d->mu);
 }
 
 int durable_open(server *s, char *msg, size_t msglen)
@@ -456,6 +949,7 @@ int durable_open(server *s, char *msg, size_t msglen)
             snprintf(msg, msglen, "out of memory");
             rc = SLUICE_ENOMEM;
         }
+        /* Recovery runs here, on the loop thread, before the commit thread starts. */
         if (rc == 0)
             rc = durable_load(d, msg, msglen);
         if (rc != 0) {
@@ -463,16 +957,24 @@ int durable_open(server *s, char *msg, size_t msglen)
             free_state(d);
             return rc;
         }
+        /* Every task restored is in the store; what recovery left in the feed is not a
+         * change anyone waits for. */
+        d->durable_id = sluice_engine_last_id(s->engine);
+        d->seq_pulled = sluice_engine_changes_seq(s->engine);
     }
     s->durable_state = d;
     uv_timer_init(&s->loop, &d->keys_timer);
     uv_timer_init(&s->loop, &d->sync_timer);
-    d->keys_timer.data = d->sync_timer.data = d;
-    d->handles = 2;
+    uv_async_init(&s->loop, &d->done_async, on_job_done);
+    d->keys_timer.data = d->sync_timer.data = d->done_async.data = d;
+    d->handles = 3;
+    uv_unref((uv_handle_t *)&d->done_async);
     if (d->st) {
         /* What recovery left in the feed (finished tasks the engine forgot, keys to delete). */
         if (has_anything(d) && durable_commit(d) != 0)
             log_warn("persistence: the first commit failed: %s", d->last_error);
+        if (thread_start(d) != 0)
+            log_warn("persistence: cannot start the commit thread; commits run on the loop");
         uv_timer_start(&d->keys_timer, on_keys_timer, DURABLE_KEYS_MS, DURABLE_KEYS_MS);
         /* Neither timer keeps a stopping loop alive: durable_close does the last commit. */
         uv_unref((uv_handle_t *)&d->keys_timer);
@@ -489,8 +991,11 @@ void durable_close(server *s)
         return;
     d->closing = 1;
     if (d->st) {
+        /* Drain: the commit in flight, then one for what is left; then the thread goes. */
+        job_reap(d, 1);
         if (d->nheld || has_anything(d))
             durable_commit(d);
+        thread_stop(d);
         if (!d->last_ok)
             log_error("persistence: the last commit failed (%s); changes since the last good "
                       "one are lost",
@@ -502,10 +1007,14 @@ void durable_close(server *s)
         log_info("persistence: %" PRIu64 " commits, %" PRIu64 " failed; store closed", d->commits,
                  d->failed_commits);
     }
-    release_held(d);
+    /* Whatever is still held (no store) leaves now. */
+    release_flight(d);
+    swap_held(d);
+    release_flight(d);
     s->durable_state = NULL;
-    uv_close((uv_handle_t *)&d->keys_timer, on_timer_closed);
-    uv_close((uv_handle_t *)&d->sync_timer, on_timer_closed);
+    uv_close((uv_handle_t *)&d->keys_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&d->sync_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&d->done_async, on_handle_closed);
 }
 
 /* ---- INFO -------------------------------------------------------------------------------- */
@@ -542,7 +1051,7 @@ void durable_info(server *s, char *buf, size_t len)
              mode_name(d->mode), d->st && s->opt.data_dir ? s->opt.data_dir : "",
              d->mode == STORE_BATCH ? s->opt.batch_ms : 0, DURABLE_KEYS_MS, d->last_ok, ago,
              d->commits, d->failed_commits, d->syncs, d->failed_syncs, d->ioerr_replies, dc.tasks,
-             dc.series, dc.limits + dc.purges, dc.keys, d->nheld, dc.lost, d->last_error,
-             d->rec.tasks, d->rec.unrestorable, d->rec.keys, d->rec.keys_dropped, d->rec.limits,
-             d->rec.series, d->rec.series_failed, d->rec.ms);
+             dc.series, dc.limits + dc.purges, dc.keys, d->nheld + d->nflight, dc.lost,
+             d->last_error, d->rec.tasks, d->rec.unrestorable, d->rec.keys, d->rec.keys_dropped,
+             d->rec.limits, d->rec.series, d->rec.series_failed, d->rec.ms);
 }

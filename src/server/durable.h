@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Durability of the server: the store (store/store.h) attached to the loop. Recovery at start,
- * one commit per loop turn (group commit), replies held until that commit, the limiter-state
- * timer, the batch sync timer, and the server clock's base. docs/durability.md tells the user's
+ * group commits on a commit thread, replies held until their commit, the limiter-state timer,
+ * the batch sync timer, and the server clock's base. docs/durability.md tells the user's
  * side of it.
  *
  * The per-turn commit copies the engine's change feed (sluice_engine_changes, "The change feed" in
@@ -10,12 +10,20 @@
  * and limiter key that changed; LIMIT.SET and LIMIT.DEL add the definition's text
  * (durable_limit_*). A command that moved the feed's counter (sluice_engine_changes_seq) and wrote
  * a reply has that reply held (conn_hold) from the byte it started at. At the end of the turn,
- * before replies are flushed, durable_turn pulls the feed's batch and writes all of it in one
- * transaction; on success it confirms the batch (sluice_engine_changes_done) and releases the
- * held replies, on failure each held reply is replaced by `-IOERR <reason>` and released, and the
- * batch stays unconfirmed, so the next turn's transaction writes it again with what changed
- * since. So many clients share one fsync, and no client is told "done" for a change that may not
- * be on disk.
+ * before replies are flushed, durable_turn pulls the feed's batch, copies it (task records and
+ * series exported, key states, definitions) into a job, and hands the job to the commit thread,
+ * which writes it in one transaction (and fsyncs) while the loop serves the next turns. When the
+ * job is done the loop is woken (uv_async): on success it confirms the batch
+ * (sluice_engine_changes_done) and releases the replies held for that commit, on failure each of
+ * them is replaced by `-IOERR <reason>` and released, and the batch stays unconfirmed, so the
+ * next transaction writes it again with what changed since. At most one job is in flight: the
+ * changes of the turns meanwhile wait in the feed (recorded after the pull, so not in the batch
+ * out), and their replies wait for the next job, started as soon as the one in flight is done.
+ * So many clients share one fsync, the loop never waits for it, and no client is told "done" for
+ * a change that may not be on disk.
+ *
+ * TASK.GET of tasks whose add is durable is not held: its lease goes with the next commit (a
+ * crash before that brings the task back queued; docs/durability.md).
  *
  * Limiter state alone (THROTTLE traffic) never makes a turn commit: a timer drains and commits it
  * every DURABLE_KEYS_MS, and the graceful stop commits the rest.
@@ -26,7 +34,10 @@
  * the process was down thus releases nothing early, and a wall-clock step while it runs changes
  * nothing.
  *
- * Everything runs on the loop thread.
+ * Threads: everything here runs on the loop thread, except the writing of a job (the store
+ * and the job's buffer only, never the engine or a client), on the commit thread after start.
+ * Recovery runs on the loop thread before the commit thread starts; durable_close waits for the
+ * job in flight, writes the rest and joins the thread before the store is closed.
  */
 #ifndef SLUICE_SERVER_DURABLE_H
 #define SLUICE_SERVER_DURABLE_H
@@ -69,6 +80,17 @@ void durable_after_command(conn *c, uint64_t before, size_t mark);
 /* The end of a loop turn, before replies are flushed: commits the change feed when a change or a
  * held reply waits, then releases (or fails) the held replies. */
 void durable_turn(server *s);
+
+/* TASK.GET (the command running) delivered tasks whose ids are at most max_id: when every one
+ * of them was added by a commit that succeeded, its reply does not wait for a commit (the
+ * deliveries' leases are written by the next commit, or the key timer's, within
+ * DURABLE_KEYS_MS); a crash before that brings the tasks back queued (docs/durability.md). */
+void durable_delivered(server *s, uint64_t max_id);
+
+/* A blocked TASK.GET woken outside a command appended its deliveries (tasks up to id max_id) at
+ * or after mark in conn_out(c): when one of them was not yet added by a commit that succeeded,
+ * the reply is held until the next commit, as a command's. */
+void durable_delivered_unblocked(conn *c, size_t mark, uint64_t max_id);
 
 /* A client is closing: forget its held replies (they are dropped with it). */
 void durable_conn_closed(conn *c);

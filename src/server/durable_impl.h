@@ -40,17 +40,53 @@ typedef struct durable_recovery {
     int64_t ms;             /* how long recovery took */
 } durable_recovery;
 
+/* One commit's writes, serialised on the loop thread from the engine's change feed, written by
+ * the commit thread (durable.c): a byte buffer of operations, each a code and its fields (see
+ * job_* in durable.c), so nothing the thread reads belongs to the engine. */
+typedef struct durable_job {
+    unsigned char *buf; /* the operations */
+    size_t len, cap;    /* bytes used and allocated */
+    int oom;            /* 1: serialising ran out of memory (the job is not run) */
+    int commit;         /* 1: a transaction to write; 0: a sync only */
+    int sync;           /* STORE_BATCH: store_sync after the commit (or alone) */
+    int64_t clock_ns;   /* the server clock at the pull (meta clock_ns) */
+    uint64_t next_id;   /* the largest task id issued at the pull (meta next_id) */
+    int64_t now_ms;     /* store_commit's now_ms (the pull's loop time) */
+    /* Results, written by the thread. */
+    int rc;              /* the commit's: 0 or the error */
+    int sync_rc;         /* the sync's */
+    int64_t took_ns;     /* how long the store took for the commit */
+    int64_t sync_due_ms; /* store_sync_due_ms after the job, from now_ms; -1 when none */
+    char err[256];       /* rc != 0: why; sync_rc != 0: the sync's reason */
+} durable_job;
+
 typedef struct durable {
     server *srv;
     store *st;                   /* NULL: memory only */
     store_durability mode;       /* STORE_NONE when st is NULL */
     uint64_t changes_at_failure; /* the feed's sluice_engine_changes_seq at the last failure */
-    durable_held *held;          /* replies held until the next commit */
+    durable_held *held;          /* replies held until the next commit (not yet pulled) */
     size_t nheld, held_cap;      /* entries used and allocated */
-    uv_timer_t keys_timer;       /* commits changed limiter keys every DURABLE_KEYS_MS */
-    uv_timer_t sync_timer;       /* STORE_BATCH: store_sync when due */
-    int handles;                 /* timer handles initialised and not yet closed */
-    int closing;                 /* durable_close ran */
+    durable_held *flight;        /* replies held until the commit in flight */
+    size_t nflight, flight_cap;  /* entries used and allocated */
+    uint64_t seq_pulled;         /* sluice_engine_changes_seq at the last pull */
+    uint64_t lazy;               /* of the changes since, those of deliveries (durable_delivered) */
+    int lease_only;              /* the running command delivered durable tasks only */
+    uint64_t durable_id;         /* every task up to this id was added by a commit that succeeded */
+    /* The commit thread (durable.c): one job in flight at most, while the feed fills. */
+    durable_job job;            /* the job in flight, or the last one */
+    int thread_on;              /* the thread runs */
+    int busy;                   /* a job was posted and its completion not yet handled */
+    int posted, finished, stop; /* under mu: job for the thread, job done, thread to stop */
+    int sync_wanted;            /* STORE_BATCH: a sync is due while a job was in flight */
+    uv_thread_t thread;
+    uv_mutex_t mu;
+    uv_cond_t todo_cv, done_cv;
+    uv_async_t done_async; /* wakes the loop when a job finished */
+    uv_timer_t keys_timer; /* commits changed limiter keys every DURABLE_KEYS_MS */
+    uv_timer_t sync_timer; /* STORE_BATCH: store_sync when due */
+    int handles;           /* timer handles initialised and not yet closed */
+    int closing;           /* durable_close ran */
     /* Figures (INFO persistence). */
     uint64_t commits;             /* transactions committed */
     uint64_t failed_commits;      /* transactions that failed */
@@ -66,9 +102,11 @@ typedef struct durable {
  * msg. */
 int durable_load(durable *d, char *msg, size_t msglen);
 
-/* durable.c: writes the engine's change feed (sluice_engine_changes) and the meta in one
- * transaction, and confirms the batch when it committed; see durable_turn. Returns 0 or the
- * error. Held replies are released either way. */
+/* durable.c: a synchronous commit (start-up, a reply that cannot be held, the graceful stop):
+ * waits for the job in flight, then writes the engine's change feed (sluice_engine_changes) and
+ * the meta in one transaction on the commit thread and waits for it, confirming the batch when
+ * it committed; see durable_turn. Returns 0 or the error. Held replies are released either
+ * way. */
 int durable_commit(durable *d);
 
 #endif

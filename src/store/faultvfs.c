@@ -11,11 +11,15 @@
  *   real file needs closing (even after a failed xOpen).
  * - An armed fault fires once: faultvfs_fail_write(n) fails write number writes()+n and disarms.
  * - Nothing here allocates: the VFS and its method tables are static.
+ * - The plan and the counters are atomics: the server arms faults on its loop thread (DEBUG
+ *   FAULT) while its commit thread writes and syncs; a fault still fires exactly once.
  */
 #include "store/faultvfs.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stddef.h>
+#include <time.h>
 
 #include <sqlite3.h>
 
@@ -26,11 +30,12 @@ typedef struct fault_file {
     sqlite3_file *real; /* the default VFS's file, placed right after this struct */
 } fault_file;
 
-static long n_writes;      /* xWrite calls so far */
-static long n_syncs;       /* xSync calls so far */
-static long fail_write_at; /* the value of n_writes whose call fails, or 0 */
-static long fail_sync_at;  /* the value of n_syncs whose call fails, or 0 */
-static int disk_full;      /* every write fails with SQLITE_FULL */
+static atomic_long n_writes;      /* xWrite calls so far */
+static atomic_long n_syncs;       /* xSync calls so far */
+static atomic_long fail_write_at; /* the value of n_writes whose call fails, or 0 */
+static atomic_long fail_sync_at;  /* the value of n_syncs whose call fails, or 0 */
+static atomic_long slow_sync_ms;  /* every xSync first sleeps this long */
+static atomic_int disk_full;      /* every write fails with SQLITE_FULL */
 static int registered;
 
 static sqlite3_vfs fault_vfs;
@@ -60,6 +65,20 @@ void faultvfs_fail_sync(long n)
 void faultvfs_disk_full(int on)
 {
     disk_full = on != 0;
+}
+
+void faultvfs_slow_sync(long ms)
+{
+    slow_sync_ms = ms > 0 ? ms : 0;
+}
+
+/* Returns 1 when the call numbered n is the armed one of *at, disarming it (once only, whichever
+ * thread gets there). */
+static int fires(atomic_long *at, long n)
+{
+    long want = atomic_load(at);
+
+    return want != 0 && n == want && atomic_compare_exchange_strong(at, &want, 0);
 }
 
 long faultvfs_writes(void)
@@ -96,13 +115,13 @@ static int ff_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off
 {
     sqlite3_file *r = real_file(f);
 
-    n_writes++;
+    long n = atomic_fetch_add(&n_writes, 1) + 1;
+
     if (disk_full) {
         errno = ENOSPC;
         return SQLITE_FULL;
     }
-    if (fail_write_at && n_writes == fail_write_at) {
-        fail_write_at = 0;
+    if (fires(&fail_write_at, n)) {
         errno = EIO;
         return SQLITE_IOERR_WRITE;
     }
@@ -120,9 +139,16 @@ static int ff_sync(sqlite3_file *f, int flags)
 {
     sqlite3_file *r = real_file(f);
 
-    n_syncs++;
-    if (fail_sync_at && n_syncs == fail_sync_at) {
-        fail_sync_at = 0;
+    long n = atomic_fetch_add(&n_syncs, 1) + 1;
+    long slow = atomic_load(&slow_sync_ms);
+
+    if (slow > 0) {
+        /* A slow disk: the commit thread sits in its fsync while the loop goes on. */
+        struct timespec ts = {slow / 1000, (slow % 1000) * 1000000L};
+
+        nanosleep(&ts, NULL);
+    }
+    if (fires(&fail_sync_at, n)) {
         errno = EIO;
         return SQLITE_IOERR_FSYNC;
     }

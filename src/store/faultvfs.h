@@ -4,7 +4,8 @@
  * writes and fsyncs, or pretends the disk is full, so tests (and the server's debug command)
  * can check what the store does when the disk misbehaves.
  *
- * The fault plan is process-wide and not thread-safe (one loop thread, or a test). Counters run
+ * The fault plan is process-wide; it may be armed from one thread while another writes (the
+ * server's loop and commit threads). Counters run
  * from process start; arming counts from the moment of the call. Every file the shim opens
  * (database, WAL, journals, temporary files) is subject to the plan.
  */
@@ -24,6 +25,9 @@ void faultvfs_fail_sync(long n);
 
 /* While on, every xWrite fails with SQLITE_FULL (errno ENOSPC) and writes nothing. */
 void faultvfs_disk_full(int on);
+
+/* Every xSync from now on first sleeps ms milliseconds (a slow disk); 0 turns it off. */
+void faultvfs_slow_sync(long ms);
 
 /* xWrite and xSync calls seen through the shim since the process started. */
 long faultvfs_writes(void);

@@ -3,10 +3,11 @@
  * Tests of the engine's change feed (src/engine/feed.c, "The change feed" in
  * include/sluice/engine.h), on a simulated clock: a change made after a pull is in the next pull
  * and a confirmed one is not yielded again; a pull not confirmed is yielded again with what
- * changed since (the union); a key the sweep forgets is yielded as a deletion; a replaced limit
- * yields its purge and a dropped definition, over which the caller records the text, and its new
- * keys are tracked without re-arming; recovery's forget calls; a pull that runs out of memory
- * loses nothing; and an out-of-memory sweep over everything the feed does.
+ * changed since (the union); an asynchronous consumer, which confirms a batch after the engine
+ * changed again, loses nothing of those changes; a key the sweep forgets is yielded as a deletion;
+ * a replaced limit yields its purge and a dropped definition, over which the caller records the
+ * text, and its new keys are tracked without re-arming; recovery's forget calls; a pull that runs
+ * out of memory loses nothing; and an out-of-memory sweep over everything the feed does.
  */
 #include "engine_fixture.h"
 
@@ -141,6 +142,51 @@ static void test_feed_unconfirmed(void **unused)
     assert_int_equal(n.tasks, 0);
     c = pull(e);
     assert_int_equal(batch_tasks(c), 0);
+    sluice_engine_free(e);
+}
+
+/* The pattern of an asynchronous consumer (the server's commit thread): pull a batch, copy it,
+ * and pull nothing else until its write ended, while the engine goes on changing. A task and a
+ * key that change again while the batch is out are yielded again by the next pull (with their
+ * latest value) even though the batch that held them was confirmed; new ones too. */
+static void test_feed_async_consumer(void **unused)
+{
+    sluice_engine *e = feed_engine();
+    const sluice_changes *c;
+    const void *st_a1, *st_a2;
+    unsigned char a1[64];
+    size_t pos, keylen, len;
+    const char *id, *key;
+    const void *st;
+    uint64_t id1, id2, id3;
+
+    (void)unused;
+    id1 = charge(e, "a", T0);
+    c = pull(e);
+    assert_true(batch_has_task(c, id1));
+    assert_true(batch_key(c, "api", "a", &st_a1));
+    /* Copy key a's state as the consumer would: the batch is borrowed. */
+    for (pos = 0; sluice_changes_next_key(c, &pos, &id, &key, &keylen, &st, &len);)
+        if (keylen == 1 && key[0] == 'a') {
+            assert_true(len <= sizeof a1);
+            memcpy(a1, st, len);
+        }
+    /* The write is in flight: task 1 is acked, key a is charged again, a new key b. */
+    assert_int_equal(sluice_engine_ack(e, id1, 0, T0 + SEC), SLUICE_OK);
+    id2 = charge(e, "a", T0 + SEC);
+    id3 = charge(e, "b", T0 + SEC);
+    sluice_engine_changes_done(e); /* the write of the first batch succeeded */
+    c = pull(e);
+    assert_true(batch_has_task(c, id1)); /* changed after the first pull: yielded again */
+    assert_true(batch_has_task(c, id2));
+    assert_true(batch_has_task(c, id3));
+    assert_true(batch_key(c, "api", "a", &st_a2));
+    assert_true(batch_key(c, "api", "b", &st));
+    assert_memory_not_equal(st_a2, a1, 8); /* the later state of a */
+    sluice_engine_changes_done(e);
+    c = pull(e);
+    assert_int_equal(batch_tasks(c), 0);
+    assert_false(batch_key(c, "api", "a", &st));
     sluice_engine_free(e);
 }
 
@@ -360,13 +406,10 @@ static void test_feed_oom(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_feed_after_pull),
-        cmocka_unit_test(test_feed_unconfirmed),
-        cmocka_unit_test(test_feed_keys_and_sweep),
-        cmocka_unit_test(test_feed_limit_replaced),
-        cmocka_unit_test(test_feed_forget),
-        cmocka_unit_test(test_feed_pull_oom),
-        cmocka_unit_test(test_feed_oom),
+        cmocka_unit_test(test_feed_after_pull),     cmocka_unit_test(test_feed_unconfirmed),
+        cmocka_unit_test(test_feed_async_consumer), cmocka_unit_test(test_feed_keys_and_sweep),
+        cmocka_unit_test(test_feed_limit_replaced), cmocka_unit_test(test_feed_forget),
+        cmocka_unit_test(test_feed_pull_oom),       cmocka_unit_test(test_feed_oom),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
