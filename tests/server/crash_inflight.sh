@@ -58,42 +58,7 @@ types:
 YAML
 
 data="$tmp/data"
-start() {
-  rm -f "$tmp/port"
-  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/port" --no-admin \
-    --config "$tmp/sluice.yaml" --data "$data" --durability always --enable-debug-commands \
-    2>>"$tmp/server.log" &
-  pid=$!
-  for _ in $(seq 1 1000); do
-    [ -s "$tmp/port" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.02
-  done
-  if [ ! -s "$tmp/port" ]; then
-    bad "the server did not start: $(tail -5 "$tmp/server.log")"
-    echo "$passed passed, $failed failed"
-    exit 1
-  fi
-  P=$(cat "$tmp/port")
-}
-logs() {
-  local f
-  for f in "$tmp"/prod-*.log "$tmp"/work.log; do
-    [ -e "$f" ] && echo "$f"
-  done
-}
-verify() {
-  local what=$1 final=$2 out
-  # shellcheck disable=SC2046
-  out=$("$helper" verify "$P" "$final" $(logs) 2>&1)
-  if [ $? -eq 0 ]; then ok; else bad "$what: $out"; fi
-  echo "# $what: $out"
-}
-data_check() {
-  local out
-  out=$("$sluice" data check "$data" 2>&1)
-  if [ $? -eq 0 ]; then ok; else bad "$1: data check: $out"; fi
-}
+start() { crash_start --durability always --enable-debug-commands; }
 info_field() { # FIELD: from INFO persistence of the server on $P
   redis-cli -p "$P" --no-raw INFO persistence 2>/dev/null | tr -d '\r' | sed -n "s/^$1://p"
 }
@@ -101,7 +66,7 @@ info_field() { # FIELD: from INFO persistence of the server on $P
 inflight=0
 for r in $(seq 1 "$rounds"); do
   start
-  verify "round $r: after restart" 0
+  crash_verify "round $r: after restart" 0
   check "round $r: slow fsync armed" OK "$(redis-cli -p "$P" DEBUG FAULT SLOWSYNC "$sync_ms")"
   clients=()
   for i in $(seq 1 $producers); do
@@ -121,7 +86,7 @@ for r in $(seq 1 "$rounds"); do
   echo "# round $r: killed at $ms ms with ${held:-?} replies held"
   wait "${clients[@]}"
   clients=()
-  data_check "round $r"
+  crash_data_check "round $r"
 done
 # Under a slow fsync the commit thread is nearly always busy; a kill between two commits is
 # possible, every kill landing there is not.
@@ -136,7 +101,7 @@ fi
 # that commit is in flight, waits for the next commit, which succeeds. The first reply becomes
 # -IOERR, the second is the id: the rewrite of the first must not garble the second.
 start
-verify "before the failed commit" 0
+crash_verify "before the failed commit" 0
 redis-cli -p "$P" DEBUG FAULT SLOWSYNC 300 >/dev/null
 redis-cli -p "$P" DEBUG FAULT SYNC 1 >/dev/null
 resp_add() { # KEY: a TASK.ADD of type t with task key KEY, in RESP
@@ -167,14 +132,14 @@ wait "$pid"
 pid=
 
 start
-verify "final restart" 0
+crash_verify "final restart" 0
 "$helper" work "$P" "$tmp/work.log" drain >>"$tmp/clients.log" 2>&1
-verify "after draining: every task done" 1
+crash_verify "after draining: every task done" 1
 kill -TERM "$pid"
 wait "$pid"
 if [ $? -eq 0 ]; then ok; else bad "the last server did not stop cleanly"; fi
 pid=
-data_check "final"
+crash_data_check "final"
 echo "# $(grep -c '^A ' $(ls "$tmp"/prod-*.log) /dev/null | awk -F: '{ s += $2 } END { print s }')" \
   "tasks acknowledged, $(grep -c '^D ' "$tmp/work.log") acks, $inflight of $rounds kills with commits in flight"
 finish

@@ -157,6 +157,54 @@ stop_single() {
   pid=
 }
 
+# ---- The kill -9 tests (torture.sh, crash_inflight.sh) --------------------------------------
+# They keep the server's configuration in $tmp/sluice.yaml, its data in $data, its log in
+# $tmp/server.log, and drive it with sluice_torture ($helper), whose producers and worker log to
+# $tmp/prod-*.log and $tmp/work.log.
+
+# crash_start [serve args...]: starts the server on $data (SIGKILL it at will); sets pid and P.
+crash_start() {
+  rm -f "$tmp/port"
+  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/port" --no-admin \
+    --config "$tmp/sluice.yaml" --data "$data" "$@" 2>>"$tmp/server.log" &
+  pid=$!
+  for _ in $(seq 1 1500); do
+    [ -s "$tmp/port" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  if [ ! -s "$tmp/port" ]; then
+    bad "the server did not start: $(tail -5 "$tmp/server.log")"
+    echo "$passed passed, $failed failed"
+    exit 1
+  fi
+  P=$(cat "$tmp/port")
+}
+
+# crash_logs: the client logs written so far.
+crash_logs() {
+  local f
+  for f in "$tmp"/prod-*.log "$tmp"/work.log; do
+    [ -e "$f" ] && echo "$f"
+  done
+}
+
+# crash_verify WHAT FINAL: the server on $P holds what the logs say was acknowledged.
+crash_verify() {
+  local what=$1 final=$2 out
+  # shellcheck disable=SC2046
+  out=$("$helper" verify "$P" "$final" $(crash_logs) 2>&1)
+  if [ $? -eq 0 ]; then ok; else bad "$what: $out"; fi
+  echo "# $what: $out"
+}
+
+# crash_data_check WHAT: `sluice data check` passes on $data.
+crash_data_check() {
+  local out
+  out=$("$sluice" data check "$data" 2>&1)
+  if [ $? -eq 0 ]; then ok; else bad "$1: data check: $out"; fi
+}
+
 finish() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]

@@ -56,41 +56,7 @@ types:
 EOF
 
 data="$tmp/data"
-start() {
-  rm -f "$tmp/port"
-  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/port" --no-admin \
-    --config "$tmp/sluice.yaml" --data "$data" --durability "$durability" 2>>"$tmp/server.log" &
-  pid=$!
-  for _ in $(seq 1 1000); do
-    [ -s "$tmp/port" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.02
-  done
-  if [ ! -s "$tmp/port" ]; then
-    bad "the server did not start: $(tail -5 "$tmp/server.log")"
-    echo "$passed passed, $failed failed"
-    exit 1
-  fi
-  P=$(cat "$tmp/port")
-}
-logs() {
-  local f
-  for f in "$tmp"/prod-*.log "$tmp"/work.log; do
-    [ -e "$f" ] && echo "$f"
-  done
-}
-verify() {
-  local what=$1 final=$2 out
-  # shellcheck disable=SC2046
-  out=$("$helper" verify "$P" "$final" $(logs) 2>&1)
-  if [ $? -eq 0 ]; then ok; else bad "$what: $out"; fi
-  echo "# $what: $out"
-}
-data_check() {
-  local out
-  out=$("$sluice" data check "$data" 2>&1)
-  if [ $? -eq 0 ]; then ok; else bad "$1: data check: $out"; fi
-}
+start() { crash_start --durability "$durability"; }
 
 # acked_in_round R: the producers of round R logged an acknowledged TASK.ADD (they flush their
 # logs after every batch).
@@ -99,7 +65,7 @@ acked_in_round() { cat "$tmp"/prod-"$1"-*.log 2>/dev/null | grep -q '^A '; }
 t_start=$(date +%s%3N)
 for r in $(seq 1 "$rounds"); do
   start
-  verify "round $r: after restart" 0
+  crash_verify "round $r: after restart" 0
   clients=()
   for i in $(seq 1 $producers); do
     "$helper" produce "$P" "r$r-p$i" 1000000 4 8 "$tmp/prod-$r-$i.log" >>"$tmp/clients.log" 2>&1 &
@@ -118,19 +84,19 @@ for r in $(seq 1 "$rounds"); do
   pid=
   wait "${clients[@]}"
   clients=()
-  data_check "round $r"
+  crash_data_check "round $r"
 done
 
 # The end: restart, check, let a worker finish everything, check that all is done.
 start
-verify "final restart" 0
+crash_verify "final restart" 0
 "$helper" work "$P" "$tmp/work.log" drain >>"$tmp/clients.log" 2>&1
-verify "after draining: every task done" 1
+crash_verify "after draining: every task done" 1
 kill -TERM "$pid"
 wait "$pid"
 if [ $? -eq 0 ]; then ok; else bad "the last server did not stop cleanly"; fi
 pid=
-data_check "final"
+crash_data_check "final"
 t_end=$(date +%s%3N)
 
 echo "# $rounds rounds in $(((t_end - t_start) / 1000)).$(printf '%03d' $(((t_end - t_start) % 1000))) s;" \
