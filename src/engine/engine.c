@@ -201,6 +201,18 @@ int sluice_engine_del_limit(sluice_engine *e, const char *name, int64_t now_ns)
     return rc;
 }
 
+int sluice_engine_limit_released(sluice_engine *e, const char *name, int64_t now_ns)
+{
+    elimit *l = registry_find_limit(e, name);
+
+    if (!l)
+        return SLUICE_ENOTFOUND;
+    /* A lease's key is not known by its id: every queue of the limit looks again (each look is
+     * a peek and a re-arm, and only keys with parked tasks have a queue). */
+    park_wake_limit(e, l, now_ns);
+    return SLUICE_OK;
+}
+
 const sluice_limit_policy *sluice_engine_get_limit(const sluice_engine *e, const char *name,
                                                    sluice_limit **live)
 {
@@ -465,6 +477,9 @@ static void explain_parked(const task *t, int64_t now, sluice_explanation *out)
         sluice_limit_estimate(registry_core(q->lim, q->tier), q->key, q->keylen,
                               units_ahead + l->units, now, &start) == SLUICE_OK)
         out->estimated_start_ns = start;
+    /* The engine looks at the key only when its queue wakes: the task cannot start before. */
+    if (out->estimated_start_ns != SLUICE_NEVER && out->estimated_start_ns < q->wake_ns)
+        out->estimated_start_ns = q->wake_ns;
     if (out->estimated_start_ns == SLUICE_NEVER)
         snprintf(out->text, sizeof out->text,
                  "Parked on limit \"%s\" key \"%s\" with %zu task(s) ahead; the limit cannot "

@@ -513,8 +513,13 @@ void cmd_lease_release(conn *c, const resp_command *cmd)
         resp_error(conn_out(c), "NOLEASE", "lease is gone (it expired, or never existed)");
     else if (rc != 0)
         reply_engine_error(c, rc, NULL);
-    else
+    else {
+        /* Tasks parked on this limit wake now, not at the released lease's expiry. */
+        sluice_engine_limit_released(c->srv->engine, h.name, server_now(c->srv));
+        server_signal_ready(c->srv);
+        server_engine_changed(c->srv);
         resp_simple(conn_out(c), "OK");
+    }
 }
 
 /* ---- LIMIT.* ----------------------------------------------------------------------------- */

