@@ -281,6 +281,30 @@ static int reserve_for(sluice_engine *e, etype *type, size_t nlinks, int has_tas
     return rc;
 }
 
+/* Whether a task with these links would park if gated now: a key of its chain has tasks
+ * parked already (it would queue behind them), or a limit has no budget for it. A peek: nothing
+ * is charged. Tasks that pass may still park at poll (budget taken meanwhile); the poll then
+ * refuses them when the parking lot is full. */
+static int would_park(sluice_engine *e, const link_spec *links, size_t n, int64_t now)
+{
+    sluice_decision d;
+
+    for (size_t i = 0; i < n; i++) {
+        const link_spec *l = &links[i];
+
+        if (l->lim->dead)
+            continue;
+        if (park_find(e, l->lim, l->tier, l->key, l->keylen))
+            return 1;
+        memset(&d, 0, sizeof d);
+        if (sluice_limit_decide(registry_core(l->lim, l->tier), l->key, l->keylen, l->units, now,
+                                SLUICE_PEEK, &d) == SLUICE_OK &&
+            !d.allowed)
+            return 1;
+    }
+    return 0;
+}
+
 static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype *type,
                           int64_t units, series *s, int dry_run, int64_t now, uint64_t *id,
                           sluice_submit_error *err)
@@ -300,6 +324,13 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
     rc = resolve_spec(e, type, spec, units, now, links, err->message, sizeof err->message);
     if (rc != SLUICE_OK || dry_run)
         goto done;
+    if (e->nparked >= e->pol.max_parked && !delayed && would_park(e, links, nlinks, now)) {
+        sluice_msgf(err->message, sizeof err->message,
+                    "too many parked tasks (max_parked %zu): this task would wait for budget",
+                    e->pol.max_parked);
+        rc = SLUICE_EBUSY;
+        goto done;
+    }
     rc = reserve_for(e, type, nlinks, spec->task_key != NULL, delayed);
     if (rc == SLUICE_OK)
         rc = task_new(links, nlinks, spec->task_key, spec->task_key_len, spec->key, spec->key_len,
@@ -398,11 +429,6 @@ int engine_submit_internal(sluice_engine *e, const sluice_task_spec *spec, serie
     if (!dry_run && e->nunfinished >= e->pol.max_tasks) {
         sluice_msgf(err->message, sizeof err->message, "too many tasks (max_tasks %zu)",
                     e->pol.max_tasks);
-        rc = SLUICE_EBUSY;
-    } else if (!dry_run && type->pol.nlimits && e->nparked >= e->pol.max_parked) {
-        sluice_msgf(err->message, sizeof err->message,
-                    "too many parked tasks (max_parked %zu): limited submits wait",
-                    e->pol.max_parked);
         rc = SLUICE_EBUSY;
     } else {
         rc = submit_checked(e, spec, type, units, s, dry_run, now, id, err);

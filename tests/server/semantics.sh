@@ -46,4 +46,27 @@ check "TASK.INFO parked" "parked" "$(field TASK.INFO "$id" state)"
 raw "LEASE.RELEASE $lease\r\nTASK.GET one TIMEOUT 10000\r\nQUIT\r\n" | resp_flat >"$tmp/flat"
 check "LEASE.RELEASE" "OK" "$(rget 1)"
 check "released lease wakes the parked task" "$id" "$(word "$(rget 2)" 1)"
+
+# ---- 3. max_parked refuses only what would park -----------------------------------------------
+
+cat >"$tmp/cap.yaml" <<'EOF'
+engine:
+  max_parked: 1
+limits:
+  per_user:
+    rate: 1/1h
+    key: explicit
+types:
+  r:
+    limits: [per_user]
+EOF
+start cap --config "$tmp/cap.yaml"
+P=$port_cap
+raw 'TASK.ADD r {} KEY a\r\nTASK.ADD r {} KEY a\r\nTASK.GET r COUNT 5 TIMEOUT 0\r\nTASK.ADD r {} KEY a\r\nTASK.ADD r {} KEY b\r\nTASK.GET r COUNT 5 TIMEOUT 0\r\nQUIT\r\n' |
+  resp_flat >"$tmp/flat"
+check "max_parked: first task runs" "1" "$(word "$(rget 3)" 1)"
+contains "max_parked: a task that would park is refused" "BUSY" "$(rget 4)"
+check "max_parked: another key is accepted" "3" "$(rget 5)"
+check "max_parked: and runs at once" "3" "$(word "$(rget 6)" 1)"
+contains "max_parked: one parked" "tasks_parked:1" "$(cli INFO)"
 finish

@@ -57,10 +57,58 @@ static void test_release_wakes_parked(void **unused)
     sluice_engine_free(e);
 }
 
+/* ---- 3. max_parked refuses only what would park, and is never exceeded ------------------- */
+
+static void test_max_parked(void **unused)
+{
+    sluice_engine_policy pol;
+    sluice_engine *e;
+    const char *lims[] = {"r", NULL};
+    sluice_submit_error err;
+    sluice_delivery out[8];
+    sluice_engine_stats st;
+    sluice_task_info info;
+    uint64_t id, late;
+
+    (void)unused;
+    sluice_engine_policy_init(&pol);
+    pol.max_parked = 1;
+    e = fx_engine(&pol);
+    fx_rate(e, "r", 1, MIN, 1, "u");
+    fx_type(e, "t", lims);
+    fx_submit(e, "t", "{\"u\":\"a\"}", T0);
+    fx_submit(e, "t", "{\"u\":\"a\"}", T0);
+    late = fx_submit(e, "t", "{\"u\":\"a\"}", T0); /* accepted: nothing parked yet */
+    assert_int_equal(fx_poll(e, T0, 8, out), 1);
+    sluice_engine_get_stats(e, &st);
+    assert_int_equal(st.parked, 1); /* never past the cap */
+    assert_int_equal(fx_state(e, late), SLUICE_TASK_FAILED);
+    assert_int_equal(sluice_engine_task_info(e, late, &info), SLUICE_OK);
+    assert_int_equal(info.failure.reason, SLUICE_FAIL_RATELIMITED);
+    /* Full: a task for key a would park (a is parked, and out of budget): refused at submit. */
+    assert_int_equal(fx_try(e, "t", "{\"u\":\"a\"}", T0, &id, &err), SLUICE_EBUSY);
+    assert_non_null(strstr(err.message, "max_parked"));
+    /* A task for key b starts at once: accepted and delivered. */
+    id = fx_submit(e, "t", "{\"u\":\"b\"}", T0);
+    assert_int_equal(fx_poll(e, T0, 8, out), 1);
+    assert_int_equal(out[0].id, id);
+    /* b is now out of budget too: refused at submit while the lot is full. */
+    assert_int_equal(fx_try(e, "t", "{\"u\":\"b\"}", T0, &id, &err), SLUICE_EBUSY);
+    /* Once the parked task runs the lot has room again (the poll also redelivers the two
+     * tasks whose 30 s leases ran out). */
+    assert_int_equal(fx_poll(e, T0 + MIN, 8, out), 3);
+    fx_submit(e, "t", "{\"u\":\"b\"}", T0 + MIN);
+    assert_int_equal(fx_poll(e, T0 + MIN, 8, out), 1);
+    sluice_engine_get_stats(e, &st);
+    assert_int_equal(st.parked, 0);
+    sluice_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_release_wakes_parked),
+        cmocka_unit_test(test_max_parked),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
