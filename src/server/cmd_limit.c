@@ -163,6 +163,63 @@ static int check_direct(conn *c, const sluice_limit_policy *p, const sluice_limi
 
 /* ---- THROTTLE ---------------------------------------------------------------------------- */
 
+/* THROTTLE's TIER option: the value a task's tier field would hold. */
+typedef struct tier_arg {
+    const char *value; /* NULL when not given */
+    size_t len;
+} tier_arg;
+
+/* Finds the core limit THROTTLE asks of p: p itself, or for a tiered limit the tier that `ta`
+ * chooses by the engine's rule (a string tier matches `equals`, a numeric one its inclusive
+ * range). Returns 0, or -1 after replying (no TIER for a tiered limit, no tier matches, or a
+ * concurrency tier THROTTLE cannot charge). */
+static int throttle_core(conn *c, const sluice_limit_policy *p, const tier_arg *ta, unsigned flags,
+                         sluice_limit **live)
+{
+    char id[2 * COMMAND_NAME_BUF + 2];
+    size_t i;
+    int64_t v = 0;
+
+    if (p->ntiers == 0)
+        return check_direct(c, p, *live);
+    if (!ta->value) {
+        resp_error(conn_out(c), "WRONGARGS",
+                   "limit \"%s\" is tiered by the task field \"%s\": pass TIER v, the value that "
+                   "field would hold (THROTTLE name key TIER v)",
+                   p->name, p->tier_path ? p->tier_path : "?");
+        return -1;
+    }
+    if (!p->tiers[0].equals && command_parse_int(ta->value, ta->len, &v) != 0) {
+        resp_error(conn_out(c), "WRONGARGS",
+                   "limit \"%s\" has numeric tiers: TIER takes an integer", p->name);
+        return -1;
+    }
+    for (i = 0; i < p->ntiers; i++) {
+        const sluice_tier *t = &p->tiers[i];
+
+        if (t->equals ? strlen(t->equals) == ta->len && memcmp(t->equals, ta->value, ta->len) == 0
+                      : t->min <= v && v <= t->max)
+            break;
+    }
+    if (i == p->ntiers) {
+        resp_error(conn_out(c), "WRONGARGS", "limit \"%s\": no tier matches \"%.*s\"", p->name,
+                   (int)(ta->len > 64 ? 64 : ta->len), ta->value);
+        return -1;
+    }
+    snprintf(id, sizeof id, "%s/%s", p->name, p->tiers[i].name);
+    *live = sluice_engine_limit_by_id(c->srv->engine, id);
+    if (!*live)
+        return check_direct(c, p, NULL);
+    if (p->tiers[i].def.kind == SLUICE_CONCURRENCY && !(flags & SLUICE_PEEK)) {
+        resp_error(conn_out(c), "WRONGARGS",
+                   "tier \"%s\" of limit \"%s\" is a concurrency limit: THROTTLE can only PEEK "
+                   "at it",
+                   p->tiers[i].name, p->name);
+        return -1;
+    }
+    return 0;
+}
+
 /* THROTTLE's reply, positional like CL.THROTTLE's (cheap to write and to parse, and the same
  * in RESP2 and RESP3): [allowed 0|1, limit, remaining, retry_after_ms, reset_after_ms,
  * denied_by (the limit's name, or nil when allowed)]. */
@@ -211,7 +268,7 @@ static int resolve_link(conn *c, const sluice_limit_policy *p, const resp_comman
 }
 
 static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_policy *t,
-                          int64_t units, unsigned flags)
+                          int64_t units, unsigned flags, const tier_arg *ta)
 {
     server *s = c->srv;
     sluice_chain_link stack_links[CHAIN_STACK], *links = stack_links;
@@ -246,7 +303,7 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
                        t->name, t->limits[i]);
             goto done;
         }
-        if (check_direct(c, p, live) != 0 || check_throttle(c, p, flags) != 0 ||
+        if (throttle_core(c, p, ta, flags, &live) != 0 || check_throttle(c, p, flags) != 0 ||
             resolve_link(c, p, cmd, units, &links[i]) != 0)
             goto done;
         links[i].limit = live;
@@ -288,11 +345,16 @@ void cmd_throttle(conn *c, const resp_command *cmd)
     sluice_decision d;
     int64_t units = 0;
     unsigned flags = 0;
+    tier_arg ta = {NULL, 0};
     int rc;
 
     for (size_t i = 3; i < cmd->argc; i++) {
         if (command_arg_is(cmd->argv[i], cmd->argvlen[i], "peek")) {
             flags |= SLUICE_PEEK;
+        } else if (command_arg_is(cmd->argv[i], cmd->argvlen[i], "tier") && i + 1 < cmd->argc) {
+            ta.value = cmd->argv[i + 1];
+            ta.len = cmd->argvlen[i + 1];
+            i++;
         } else if (command_arg_is(cmd->argv[i], cmd->argvlen[i], "units") && i + 1 < cmd->argc) {
             if (command_int_arg(c, "UNITS", cmd->argv[i + 1], cmd->argvlen[i + 1], 1,
                                 SLUICE_MAX_PERMITS, &units) != 0)
@@ -300,7 +362,7 @@ void cmd_throttle(conn *c, const resp_command *cmd)
             i++;
         } else {
             resp_error(conn_out(c), "WRONGARGS",
-                       "syntax error: THROTTLE limit key [UNITS n] [PEEK]");
+                       "syntax error: THROTTLE limit key [UNITS n] [TIER v] [PEEK]");
             return;
         }
     }
@@ -314,10 +376,10 @@ void cmd_throttle(conn *c, const resp_command *cmd)
             resp_error(conn_out(c), "NOLIMIT", "no limit or task type named \"%s\"", name);
             return;
         }
-        throttle_type(c, cmd, t, units, flags);
+        throttle_type(c, cmd, t, units, flags, &ta);
         return;
     }
-    if (check_direct(c, p, live) != 0 || check_throttle(c, p, flags) != 0 ||
+    if (throttle_core(c, p, &ta, flags, &live) != 0 || check_throttle(c, p, flags) != 0 ||
         resolve_link(c, p, cmd, units, &link) != 0)
         return;
     rc = sluice_limit_decide(live, link.key, link.keylen, link.units, server_now(s), flags, &d);

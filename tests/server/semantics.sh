@@ -69,4 +69,24 @@ contains "max_parked: a task that would park is refused" "BUSY" "$(rget 4)"
 check "max_parked: another key is accepted" "3" "$(rget 5)"
 check "max_parked: and runs at once" "3" "$(word "$(rget 6)" 1)"
 contains "max_parked: one parked" "tasks_parked:1" "$(cli INFO)"
+
+# ---- 4. Errors that say what happened ----------------------------------------------------------
+
+P=$port_main
+id=$(cli TASK.ADD one '{}') # parks behind the running task: never delivered
+contains "ACK of an attempt never delivered" "was never delivered" "$(cli TASK.ACK "$id" ATTEMPT 1)"
+
+# THROTTLE on the example config's main type: its tiered limit takes TIER.
+start ex --config "$2/examples/sluice.yaml"
+P=$port_ex
+contains "THROTTLE tiered without TIER names it" "pass TIER v" "$(cli THROTTLE llm.chat u1 PEEK)"
+check "THROTTLE the main type with TIER" "1" "$(word "$(cli THROTTLE llm.chat u1 TIER 2 PEEK)" 1)"
+check "THROTTLE a tiered limit: the heavy tier" "1 5" "$(cli THROTTLE workflow_tier u1 TIER 7 | cut -d' ' -f1-2)"
+contains "THROTTLE numeric tier needs a number" "TIER takes an integer" "$(cli THROTTLE workflow_tier u1 TIER x)"
+
+# CONFIG RELOAD: the file wins over LIMIT.SET for the limits it declares, and says so.
+P=$port_cap
+check "LIMIT.SET a declared limit" "OK" "$(cli LIMIT.SET per_user rate=5/1h,key=explicit)"
+check "CONFIG RELOAD names the replaced override" "OK the file replaced LIMIT.SET changes of: per_user" "$(cli CONFIG RELOAD)"
+check "CONFIG RELOAD again: nothing replaced" "OK" "$(cli CONFIG RELOAD)"
 finish
