@@ -321,7 +321,7 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
         if (!links)
             return SLUICE_ENOMEM;
     }
-    rc = resolve_spec(e, type, spec, units, now, links, err->message, sizeof err->message);
+    rc = resolve_spec(e, type, spec, units, now, links, &nlinks, err->message, sizeof err->message);
     if (rc != SLUICE_OK || dry_run)
         goto done;
     if (e->nparked >= e->pol.max_parked && !delayed && would_park(e, links, nlinks, now)) {

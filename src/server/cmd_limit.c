@@ -243,7 +243,8 @@ static void reply_decision(conn *c, const sluice_decision *d, const char *denied
         resp_null(w);
 }
 
-/* Resolves the key and units one limit is asked for. Returns 0, or -1 after replying. */
+/* Resolves the key and units one limit is asked for. Returns 0, 1 when the limit is skipped
+ * (missing_key=skip and an empty key: it does not gate), or -1 after replying. */
 static int resolve_link(conn *c, const sluice_limit_policy *p, const resp_command *cmd,
                         int64_t units, sluice_chain_link *link)
 {
@@ -253,6 +254,8 @@ static int resolve_link(conn *c, const sluice_limit_policy *p, const resp_comman
     if (p->key_source == SLUICE_KEY_NONE) {
         key = "";
         keylen = 0;
+    } else if (keylen == 0 && p->missing_key_skip) {
+        return 1;
     } else if (keylen == 0 && !p->missing_key_global) {
         resp_error(conn_out(c), "WRONGARGS", "limit \"%s\" needs a key (its missing_key is error)",
                    p->name);
@@ -275,7 +278,7 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
     sluice_decision stack_dec[CHAIN_STACK], *dec = stack_dec;
     const sluice_limit_policy *stack_pol[CHAIN_STACK], **pols = stack_pol;
     sluice_chain_result res;
-    size_t n = t->nlimits, report = 0;
+    size_t n = t->nlimits, report = 0, kept = 0;
     int rc;
 
     if (n == 0) {
@@ -304,10 +307,19 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
             goto done;
         }
         if (throttle_core(c, p, ta, flags, &live) != 0 || check_throttle(c, p, flags) != 0 ||
-            resolve_link(c, p, cmd, units, &links[i]) != 0)
+            (rc = resolve_link(c, p, cmd, units, &links[kept])) < 0)
             goto done;
-        links[i].limit = live;
-        pols[i] = p;
+        if (rc == 1) /* skipped: the key is empty and the limit's missing_key is skip */
+            continue;
+        links[kept].limit = live;
+        pols[kept] = p;
+        kept++;
+    }
+    n = kept;
+    if (n == 0) {
+        sluice_decision d = {.allowed = 1};
+        reply_decision(c, &d, NULL);
+        goto done;
     }
     rc = sluice_chain_decide(links, n, server_now(s), flags, dec, &res);
     if (rc != 0) {
@@ -380,8 +392,13 @@ void cmd_throttle(conn *c, const resp_command *cmd)
         return;
     }
     if (throttle_core(c, p, &ta, flags, &live) != 0 || check_throttle(c, p, flags) != 0 ||
-        resolve_link(c, p, cmd, units, &link) != 0)
+        (rc = resolve_link(c, p, cmd, units, &link)) < 0)
         return;
+    if (rc == 1) { /* missing_key=skip and no key: the limit does not apply */
+        sluice_decision none = {.allowed = 1};
+        reply_decision(c, &none, NULL);
+        return;
+    }
     rc = sluice_limit_decide(live, link.key, link.keylen, link.units, server_now(s), flags, &d);
     if (rc != 0) {
         reply_engine_error(c, rc, NULL);
@@ -503,7 +520,10 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
                    name, sluice_limit_kind_name(p->def.kind));
         return;
     }
-    if (resolve_link(c, p, cmd, units, &link) != 0)
+    rc = resolve_link(c, p, cmd, units, &link);
+    if (rc == 1) /* a lease is always on a key: skip has nothing to skip here */
+        resp_error(w, "WRONGARGS", "limit \"%s\" needs a key for a lease", name);
+    if (rc != 0)
         return;
     ttl_ns = ttl_ms > 0 ? ttl_ms * SLUICE_NS_PER_MS : p->def.ttl_ns;
     rc = sluice_lease_acquire(live, link.key, link.keylen, link.units, ttl_ns, server_now(s), &d);

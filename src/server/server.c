@@ -152,9 +152,10 @@ int server_policy_eq(const sluice_limit_policy *a, const sluice_limit_policy *b)
 {
     if (!str_eq(a->name, b->name) || !def_eq(&a->def, &b->def) || a->key_source != b->key_source ||
         !str_eq(a->key_path, b->key_path) || a->missing_key_global != b->missing_key_global ||
-        a->overflow != b->overflow || a->units_source != b->units_source ||
-        a->units_fixed != b->units_fixed || !str_eq(a->units_path, b->units_path) ||
-        !str_eq(a->tier_path, b->tier_path) || a->ntiers != b->ntiers)
+        a->missing_key_skip != b->missing_key_skip || a->overflow != b->overflow ||
+        a->units_source != b->units_source || a->units_fixed != b->units_fixed ||
+        !str_eq(a->units_path, b->units_path) || !str_eq(a->tier_path, b->tier_path) ||
+        a->ntiers != b->ntiers)
         return 0;
     for (size_t i = 0; i < a->ntiers; i++) {
         const sluice_tier *x = &a->tiers[i], *y = &b->tiers[i];

@@ -89,4 +89,27 @@ P=$port_cap
 check "LIMIT.SET a declared limit" "OK" "$(cli LIMIT.SET per_user rate=5/1h,key=explicit)"
 check "CONFIG RELOAD names the replaced override" "OK the file replaced LIMIT.SET changes of: per_user" "$(cli CONFIG RELOAD)"
 check "CONFIG RELOAD again: nothing replaced" "OK" "$(cli CONFIG RELOAD)"
+
+# ---- 8. missing_key: skip -----------------------------------------------------------------------
+
+cat >"$tmp/skip.yaml" <<'EOF'
+limits:
+  per_user:
+    rate: 1/1h
+    key: input.user
+    missing_key: skip
+types:
+  s:
+    limits: [per_user]
+EOF
+start skip --config "$tmp/skip.yaml"
+P=$port_skip
+# Two tasks of u1 (one runs, one parks) and two without a user (both run), in one turn.
+# (Inline commands: a JSON payload goes in single quotes.)
+raw "TASK.ADD s '{\"user\":\"u1\"}'\r\nTASK.ADD s '{\"user\":\"u1\"}'\r\nTASK.ADD s {}\r\nTASK.ADD s '{\"user\":\"\"}'\r\nTASK.GET s COUNT 10 TIMEOUT 0\r\nTASK.INFO 2\r\nQUIT\r\n" |
+  resp_flat >"$tmp/flat"
+check "missing_key skip: the keyless tasks run beside u1's first" "1 3 4" "$(rget 5 | awk '{ for (i = 1; i <= NF; i += 5) printf "%s%s", (i > 1 ? " " : ""), $i }')"
+check "missing_key skip: u1's second parks" "parked" "$(rfield 6 state)"
+check "missing_key skip: THROTTLE with an empty key is allowed" "1" "$(word "$(cli THROTTLE per_user '')" 1)"
+contains "missing_key skip: LIMIT.GET shows it" "missing_key=skip" "$(cli LIMIT.GET per_user)"
 finish

@@ -6,6 +6,7 @@
  * ack of a task never delivered; missing_key: skip.
  */
 #include "engine_fixture.h"
+#include "sluice/policy_spec.h"
 
 /* ---- 1. LEASE.RELEASE wakes parked tasks ------------------------------------------------- */
 
@@ -104,11 +105,96 @@ static void test_max_parked(void **unused)
     sluice_engine_free(e);
 }
 
+/* ---- 8. missing_key: skip ---------------------------------------------------------------- */
+
+static void test_missing_key_skip(void **unused)
+{
+    sluice_engine *e = fx_engine(NULL);
+    const char *lims[] = {"per_user", NULL};
+    sluice_limit_policy p;
+    sluice_delivery out[8];
+    sluice_submit_error err;
+    sluice_task_spec spec;
+    uint64_t id;
+
+    (void)unused;
+    fx_limit(&p, "per_user", SLUICE_RATE, 1, MIN);
+    p.key_source = SLUICE_KEY_PATH;
+    p.key_path = "user";
+    p.missing_key_skip = 1;
+    fx_set_limit(e, &p);
+    fx_type(e, "t", lims);
+    /* Keyed tasks are gated: one per minute for u1. */
+    fx_submit(e, "t", "{\"user\":\"u1\"}", T0);
+    id = fx_submit(e, "t", "{\"user\":\"u1\"}", T0);
+    /* Without the field, or with an empty one, the limit does not apply: all run at once. */
+    for (int i = 0; i < 3; i++)
+        fx_submit(e, "t", "{}", T0);
+    fx_submit(e, "t", "{\"user\":\"\"}", T0);
+    assert_int_equal(fx_poll(e, T0, 8, out), 5);
+    assert_int_equal(fx_state(e, id), SLUICE_TASK_PARKED);
+    /* The same with an explicit key: none, or an empty one, skips. */
+    p.key_source = SLUICE_KEY_EXPLICIT;
+    p.key_path = NULL;
+    fx_set_limit(e, &p);
+    memset(&spec, 0, sizeof spec);
+    spec.type = "t";
+    assert_int_equal(sluice_engine_submit(e, &spec, T0, &id, &err), SLUICE_OK);
+    spec.key = "";
+    assert_int_equal(sluice_engine_submit(e, &spec, T0, &id, &err), SLUICE_OK);
+    spec.key = "k";
+    spec.key_len = 1;
+    fx_submit_spec(e, &spec, T0);
+    id = fx_submit_spec(e, &spec, T0);
+    /* 2 skipped + k's first + the u1 task (the replaced limit restarted its keys); k's second
+     * parks. */
+    assert_int_equal(fx_poll(e, T0 + SEC, 8, out), 4);
+    assert_int_equal(fx_state(e, id), SLUICE_TASK_PARKED);
+    /* error and global are unchanged: error refuses a task without the key. */
+    p.missing_key_skip = 0;
+    fx_set_limit(e, &p);
+    spec.key = NULL;
+    spec.key_len = 0;
+    assert_int_equal(sluice_engine_submit(e, &spec, T0 + SEC, &id, &err), SLUICE_EINVAL);
+    /* Both at once is not a policy. */
+    p.missing_key_skip = 1;
+    p.missing_key_global = 1;
+    assert_int_equal(sluice_engine_set_limit(e, &p, T0, err.message, sizeof err.message),
+                     SLUICE_EINVAL);
+    sluice_engine_free(e);
+}
+
+/* missing_key=skip in the spec grammar (LIMIT.SET): parsed, written back, and refused where
+ * there is no key. */
+static void test_missing_key_skip_spec(void **unused)
+{
+    sluice_limit_policy p;
+    char msg[256], buf[512];
+
+    (void)unused;
+    assert_int_equal(
+        sluice_spec_parse_policy("rate=1/1m,key=input.user,missing_key=skip", &p, msg, sizeof msg),
+        SLUICE_OK);
+    assert_true(p.missing_key_skip);
+    assert_false(p.missing_key_global);
+    assert_int_equal(sluice_spec_format_policy(&p, buf, sizeof buf), SLUICE_OK);
+    assert_non_null(strstr(buf, "missing_key=skip"));
+    sluice_limit_policy_clear(&p);
+    assert_int_not_equal(
+        sluice_spec_parse_policy("rate=1/1m,missing_key=skip", &p, msg, sizeof msg), SLUICE_OK);
+    assert_int_not_equal(
+        sluice_spec_parse_policy("rate=1/1m,key=explicit,missing_key=drop", &p, msg, sizeof msg),
+        SLUICE_OK);
+    assert_non_null(strstr(msg, "missing_key=skip"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_release_wakes_parked),
         cmocka_unit_test(test_max_parked),
+        cmocka_unit_test(test_missing_key_skip),
+        cmocka_unit_test(test_missing_key_skip_spec),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
