@@ -279,6 +279,12 @@ int sluice_engine_tick(sluice_engine *e, int64_t now_ns);
 /* The earliest time at which tick has work, or SLUICE_NEVER. */
 int64_t sluice_engine_next_wake(const sluice_engine *e);
 
+/* Tells the engine that units of its limit `name` were freed outside it (a lease taken with
+ * sluice_lease_acquire on the engine's live limit was released): every task parked on that
+ * limit is looked at again on the next tick or poll instead of at the released lease's
+ * original expiry. Returns 0, or SLUICE_ENOTFOUND when no limit has that name. */
+int sluice_engine_limit_released(sluice_engine *e, const char *name, int64_t now_ns);
+
 /* Fills *out for a task. Returns 0 or SLUICE_ENOTFOUND (never existed, or finished long ago). */
 int sluice_engine_task_info(const sluice_engine *e, uint64_t id, sluice_task_info *out);
 

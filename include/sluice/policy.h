@@ -59,6 +59,8 @@ typedef struct sluice_limit_policy {
     sluice_key_source key_source;
     char *key_path;         /* owned; KEY_PATH only */
     int missing_key_global; /* a task without the key shares one global bucket (else error) */
+    int missing_key_skip;   /* a task without the key (or with an empty one) skips this limit;
+                             * exclusive with missing_key_global */
     sluice_overflow overflow;
     sluice_units_source units_source;
     int64_t units_fixed; /* UNITS_FIXED */

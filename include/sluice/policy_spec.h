@@ -7,7 +7,7 @@
  * options of the policy around the limit, each at most once, anywhere after the kind:
  *
  *   policy-option := "key=" ( "none" | "explicit" | DOTPATH )      where the key comes from
- *                  | "missing_key=" ( "global" | "error" )          a task without the key
+ *                  | "missing_key=" ( "global" | "skip" | "error" ) a task without the key
  *                  | "overflow=" ( "wait" | "reject" )              a denied task
  *                  | "units=" ( "task" | N | DOTPATH )              what one task costs
  *

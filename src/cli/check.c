@@ -148,6 +148,8 @@ void check_describe_limit(const sluice_limit_policy *p, char *buf, size_t len)
     }
     if (p->key_source != SLUICE_KEY_NONE && p->missing_key_global)
         put(&l, " (missing: global)");
+    if (p->key_source != SLUICE_KEY_NONE && p->missing_key_skip)
+        put(&l, " (missing: skip)");
     if (p->units_source == SLUICE_UNITS_FIXED)
         put(&l, ", units %" PRId64, p->units_fixed);
     else if (p->units_source == SLUICE_UNITS_PATH)

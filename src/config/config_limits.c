@@ -44,7 +44,7 @@ static const char *const tier_section_keys[] = {"field", "tiers"};
 static const char *const quota_keys[] = {"budget", "period"};
 static const char *const calendars[] = {"day", "month", "total"};
 static const char *const overflows[] = {"wait", "reject"};
-static const char *const missing_keys[] = {"error", "global"};
+static const char *const missing_keys[] = {"error", "global", "skip"};
 static const char *const key_overflows[] = {"refuse", "allow"};
 static const char *const key_words[] = {"none", "explicit"};
 static const char *const units_words[] = {"task"};
@@ -798,6 +798,7 @@ static int parse_limit(ywalk *w, const yaml_node_t *namekey, const yaml_node_t *
         0)
         return rc;
     p->missing_key_global = which == 1;
+    p->missing_key_skip = which == 2;
     which = 0;
     if ((rc = yw_field_choice(w, map, "overflow", overflows, N_OF(overflows), &which)) != 0)
         return rc;

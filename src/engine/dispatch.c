@@ -111,6 +111,10 @@ static int poll_one(sluice_engine *e, task *t, int64_t now, sluice_delivery *out
     }
     /* Strict priority: never overtake a more urgent task parked on a key this chain touches. */
     q = gate_blocked(e, t, &link);
+    if (q && e->nparked >= e->pol.max_parked) {
+        fail_by_limit(e, t, SLUICE_FAIL_RATELIMITED, link, 0, now);
+        return POLL_FINISHED;
+    }
     if (q) {
         rc = park_task(e, t, link, SLUICE_NEVER);
         if (rc != SLUICE_OK)
@@ -138,6 +142,11 @@ static int poll_one(sluice_engine *e, task *t, int64_t now, sluice_delivery *out
 
         if (recurring_past_end(t, wake)) {
             fail_by_limit(e, t, SLUICE_FAIL_SKIPPED, r.link, r.retry_after_ns, now);
+            return POLL_FINISHED;
+        }
+        /* The parking lot is full (max_parked): refused as a limit with overflow reject. */
+        if (e->nparked >= e->pol.max_parked) {
+            fail_by_limit(e, t, SLUICE_FAIL_RATELIMITED, r.link, r.retry_after_ns, now);
             return POLL_FINISHED;
         }
         rc = park_task(e, t, r.link, wake);

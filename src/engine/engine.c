@@ -201,6 +201,18 @@ int sluice_engine_del_limit(sluice_engine *e, const char *name, int64_t now_ns)
     return rc;
 }
 
+int sluice_engine_limit_released(sluice_engine *e, const char *name, int64_t now_ns)
+{
+    elimit *l = registry_find_limit(e, name);
+
+    if (!l)
+        return SLUICE_ENOTFOUND;
+    /* A lease's key is not known by its id: every queue of the limit looks again (each look is
+     * a peek and a re-arm, and only keys with parked tasks have a queue). */
+    park_wake_limit(e, l, now_ns);
+    return SLUICE_OK;
+}
+
 const sluice_limit_policy *sluice_engine_get_limit(const sluice_engine *e, const char *name,
                                                    sluice_limit **live)
 {
@@ -269,6 +281,30 @@ static int reserve_for(sluice_engine *e, etype *type, size_t nlinks, int has_tas
     return rc;
 }
 
+/* Whether a task with these links would park if gated now: a key of its chain has tasks
+ * parked already (it would queue behind them), or a limit has no budget for it. A peek: nothing
+ * is charged. Tasks that pass may still park at poll (budget taken meanwhile); the poll then
+ * refuses them when the parking lot is full. */
+static int would_park(sluice_engine *e, const link_spec *links, size_t n, int64_t now)
+{
+    sluice_decision d;
+
+    for (size_t i = 0; i < n; i++) {
+        const link_spec *l = &links[i];
+
+        if (l->lim->dead)
+            continue;
+        if (park_find(e, l->lim, l->tier, l->key, l->keylen))
+            return 1;
+        memset(&d, 0, sizeof d);
+        if (sluice_limit_decide(registry_core(l->lim, l->tier), l->key, l->keylen, l->units, now,
+                                SLUICE_PEEK, &d) == SLUICE_OK &&
+            !d.allowed)
+            return 1;
+    }
+    return 0;
+}
+
 static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype *type,
                           int64_t units, series *s, int dry_run, int64_t now, uint64_t *id,
                           sluice_submit_error *err)
@@ -285,9 +321,16 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
         if (!links)
             return SLUICE_ENOMEM;
     }
-    rc = resolve_spec(e, type, spec, units, now, links, err->message, sizeof err->message);
+    rc = resolve_spec(e, type, spec, units, now, links, &nlinks, err->message, sizeof err->message);
     if (rc != SLUICE_OK || dry_run)
         goto done;
+    if (e->nparked >= e->pol.max_parked && !delayed && would_park(e, links, nlinks, now)) {
+        sluice_msgf(err->message, sizeof err->message,
+                    "too many parked tasks (max_parked %zu): this task would wait for budget",
+                    e->pol.max_parked);
+        rc = SLUICE_EBUSY;
+        goto done;
+    }
     rc = reserve_for(e, type, nlinks, spec->task_key != NULL, delayed);
     if (rc == SLUICE_OK)
         rc = task_new(links, nlinks, spec->task_key, spec->task_key_len, spec->key, spec->key_len,
@@ -387,11 +430,6 @@ int engine_submit_internal(sluice_engine *e, const sluice_task_spec *spec, serie
         sluice_msgf(err->message, sizeof err->message, "too many tasks (max_tasks %zu)",
                     e->pol.max_tasks);
         rc = SLUICE_EBUSY;
-    } else if (!dry_run && type->pol.nlimits && e->nparked >= e->pol.max_parked) {
-        sluice_msgf(err->message, sizeof err->message,
-                    "too many parked tasks (max_parked %zu): limited submits wait",
-                    e->pol.max_parked);
-        rc = SLUICE_EBUSY;
     } else {
         rc = submit_checked(e, spec, type, units, s, dry_run, now, id, err);
     }
@@ -465,6 +503,9 @@ static void explain_parked(const task *t, int64_t now, sluice_explanation *out)
         sluice_limit_estimate(registry_core(q->lim, q->tier), q->key, q->keylen,
                               units_ahead + l->units, now, &start) == SLUICE_OK)
         out->estimated_start_ns = start;
+    /* The engine looks at the key only when its queue wakes: the task cannot start before. */
+    if (out->estimated_start_ns != SLUICE_NEVER && out->estimated_start_ns < q->wake_ns)
+        out->estimated_start_ns = q->wake_ns;
     if (out->estimated_start_ns == SLUICE_NEVER)
         snprintf(out->text, sizeof out->text,
                  "Parked on limit \"%s\" key \"%s\" with %zu task(s) ahead; the limit cannot "

@@ -235,6 +235,18 @@ void park_wake_key(sluice_engine *e, elimit *l, uint16_t tier, const char *key, 
         park_wake(e, q, now);
 }
 
+void park_wake_limit(sluice_engine *e, elimit *l, int64_t now)
+{
+    waitq *q = l->wqs, *next;
+
+    /* park_wake frees only the queue it wakes, so the next one is taken first. A queue whose
+     * wake ran out of memory stays armed for now: the next tick retries it. */
+    for (; q; q = next) {
+        next = q->next;
+        park_wake(e, q, now);
+    }
+}
+
 int park_tick(sluice_engine *e, int64_t now)
 {
     waitq *q;

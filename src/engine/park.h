@@ -14,7 +14,8 @@
  * - A wait queue exists exactly while it holds a task; it is in the wake heap exactly while it
  *   is armed (wake_ns != SLUICE_NEVER).
  * - Every wait queue is armed (a queue of a concurrency limit is also woken by each release of
- *   a lease of its key).
+ *   a lease of its key, and every queue of the limit by a release the engine is told of with
+ *   sluice_engine_limit_released; an expiry is the earliest lease expiry its wake was armed at).
  * - The wake heap has room for every wait queue, so arming never allocates.
  */
 #ifndef SLUICE_ENGINE_PARK_H
@@ -48,6 +49,9 @@ int park_wake(sluice_engine *e, waitq *q, int64_t now);
 /* Wakes the queue of a limit, tier and key if there is one (after a lease was released). */
 void park_wake_key(sluice_engine *e, elimit *l, uint16_t tier, const char *key, size_t keylen,
                    int64_t now);
+
+/* Wakes every queue of l (units of it were freed outside the engine: a lease released). */
+void park_wake_limit(sluice_engine *e, elimit *l, int64_t now);
 
 /* Wakes every queue whose time came. Returns 0 or SLUICE_ENOMEM (the rest is left for later). */
 int park_tick(sluice_engine *e, int64_t now);

@@ -247,7 +247,8 @@ static int restore_checked(sluice_engine *e, const sluice_task_record *r, etype 
         if (!links)
             return SLUICE_ENOMEM;
     }
-    rc = resolve_spec(e, type, &spec, r->units, now, links, err->message, sizeof err->message);
+    rc = resolve_spec(e, type, &spec, r->units, now, links, &nlinks, err->message,
+                      sizeof err->message);
     if (rc != SLUICE_OK)
         goto done;
     rc = reserve_for(e, type, nlinks, unfinished && r->task_key != NULL, place);

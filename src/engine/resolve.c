@@ -19,6 +19,8 @@
 #include "base/quote.h"
 
 #define KEY_UNSET SIZE_MAX
+/* choose_key: the limit is skipped (missing_key: skip); not a sluice error code (those are < 0). */
+#define RESOLVE_SKIP 1
 
 static int kbuf_grow(sluice_engine *e, size_t need)
 {
@@ -114,6 +116,8 @@ static int choose_key(sluice_engine *e, const sluice_limit_policy *p, const slui
     case SLUICE_KEY_NONE:
         return SLUICE_OK;
     case SLUICE_KEY_EXPLICIT:
+        if (p->missing_key_skip && (!spec->key || spec->key_len == 0))
+            return RESOLVE_SKIP;
         if (spec->key) {
             *key = spec->key;
             *keylen = spec->key_len;
@@ -127,10 +131,16 @@ static int choose_key(sluice_engine *e, const sluice_limit_policy *p, const slui
     case SLUICE_KEY_PATH:
         *off = *used;
         rc = extract(e, input, p->key_path, used, keylen, why, sizeof why);
+        if (rc == SLUICE_OK && *keylen == 0 && p->missing_key_skip) {
+            *off = KEY_UNSET;
+            return RESOLVE_SKIP;
+        }
         if (rc == SLUICE_OK || rc == SLUICE_ENOMEM)
             return rc;
         *off = KEY_UNSET;
         *keylen = 0;
+        if (rc == SLUICE_ENOTFOUND && p->missing_key_skip)
+            return RESOLVE_SKIP;
         if (rc == SLUICE_ENOTFOUND && p->missing_key_global)
             return SLUICE_OK;
         sluice_msgf(msg, msglen, "limit \"%s\": %s", p->name, why);
@@ -186,16 +196,23 @@ int resolve_needs_input(const etype *t)
 }
 
 int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec, int64_t units,
-                  const json_t *input, int64_t now_ns, link_spec *out, char *msg, size_t msglen)
+                  const json_t *input, int64_t now_ns, link_spec *out, size_t *nout, char *msg,
+                  size_t msglen)
 {
-    size_t n = t->pol.nlimits, used = 0;
+    size_t n = t->pol.nlimits, used = 0, kept = 0;
     size_t offs[16], *off = offs;
+    uint8_t skips[16], *skip = skips;
     int rc = SLUICE_OK;
 
+    *nout = 0;
     if (n > 16) {
         off = sluice_calloc(n, sizeof *off);
-        if (!off)
+        skip = sluice_calloc(n, sizeof *skip);
+        if (!off || !skip) {
+            sluice_free(off == offs ? NULL : off);
+            sluice_free(skip == skips ? NULL : skip);
             return SLUICE_ENOMEM;
+        }
     }
     for (size_t i = 0; i < n; i++) {
         elimit *l = t->chain[i];
@@ -203,6 +220,7 @@ int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec
 
         memset(&out[i], 0, sizeof out[i]);
         out[i].lim = l;
+        skip[i] = 0;
         if (l->dead) {
             sluice_event ev;
 
@@ -222,17 +240,31 @@ int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec
         if (rc == SLUICE_OK)
             rc = choose_key(e, p, spec, input, &used, &off[i], &out[i].key, &out[i].keylen, msg,
                             msglen);
+        if (rc == RESOLVE_SKIP) { /* missing_key: skip: this limit does not gate the task */
+            skip[i] = 1;
+            rc = SLUICE_OK;
+            continue;
+        }
         if (rc == SLUICE_OK)
             rc = choose_units(p, units, input, &out[i].units, &out[i].flags, msg, msglen);
         if (rc != SLUICE_OK)
             break;
     }
-    if (rc == SLUICE_OK)
-        for (size_t i = 0; i < n; i++)
+    if (rc == SLUICE_OK) {
+        /* Keys are fixed once the scratch stops moving; skipped links are dropped. */
+        for (size_t i = 0; i < n; i++) {
+            if (skip[i])
+                continue;
             if (off[i] != KEY_UNSET)
                 out[i].key = e->kbuf + off[i];
-    if (off != offs)
+            out[kept++] = out[i];
+        }
+        *nout = kept;
+    }
+    if (off != offs) {
         sluice_free(off);
+        sluice_free(skip);
+    }
     if (rc == SLUICE_ENOMEM)
         sluice_msgf(msg, msglen, "%s", "out of memory");
     return rc;
@@ -261,14 +293,14 @@ int resolve_parse_payload(const sluice_task_spec *spec, json_t **input, char *ms
 }
 
 int resolve_spec(sluice_engine *e, const etype *t, const sluice_task_spec *spec, int64_t units,
-                 int64_t now_ns, link_spec *out, char *msg, size_t msglen)
+                 int64_t now_ns, link_spec *out, size_t *nout, char *msg, size_t msglen)
 {
     json_t *input = NULL;
     int rc = resolve_parse_payload(spec, &input, msg, msglen);
 
     if (rc != SLUICE_OK)
         return rc;
-    rc = resolve_links(e, t, spec, units, input, now_ns, out, msg, msglen);
+    rc = resolve_links(e, t, spec, units, input, now_ns, out, nout, msg, msglen);
     json_decref(input);
     return rc;
 }

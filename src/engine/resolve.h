@@ -19,13 +19,15 @@
 
 /* Resolves the t->pol.nlimits links of a task of type t whose own units are `units`, with input
  * the parsed payload (NULL when none) and spec the producer's spec (its explicit key). Fills
- * out[0..nlimits-1]; their keys point into the engine's scratch buffer (or the spec) and stay
- * valid until the next resolution.
+ * out[0..*nout-1]: the links of the chain in order, without those of limits with
+ * missing_key_skip whose key is missing or empty (the task skips them); their keys point into
+ * the engine's scratch buffer (or the spec) and stay valid until the next resolution.
  * Returns 0; SLUICE_EINVAL with msg for a missing key (unless missing_key_global), a value of the
  * wrong kind, no matching tier or bad units; SLUICE_ENOTFOUND when a limit was removed (an
  * UNKNOWN_LIMIT event stamped now_ns is emitted); SLUICE_ENOMEM. */
 int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec, int64_t units,
-                  const json_t *input, int64_t now_ns, link_spec *out, char *msg, size_t msglen);
+                  const json_t *input, int64_t now_ns, link_spec *out, size_t *nout, char *msg,
+                  size_t msglen);
 
 /* Parses a spec's payload into *input (NULL when the spec has none; the caller decrefs it).
  * Returns 0, SLUICE_EINVAL with msg when it is not JSON, or SLUICE_ENOMEM (jansson allocates
@@ -35,7 +37,7 @@ int resolve_parse_payload(const sluice_task_spec *spec, json_t **input, char *ms
 /* Parses a spec's payload and resolves the links of a task of type t from it, as resolve_links
  * (same results, keys in the same scratch). */
 int resolve_spec(sluice_engine *e, const etype *t, const sluice_task_spec *spec, int64_t units,
-                 int64_t now_ns, link_spec *out, char *msg, size_t msglen);
+                 int64_t now_ns, link_spec *out, size_t *nout, char *msg, size_t msglen);
 
 /* Returns 1 when resolving links of type t reads the input (a key, tier or units path). */
 int resolve_needs_input(const etype *t);

@@ -48,6 +48,7 @@ void sluice_limit_policy_init(sluice_limit_policy *p)
     sluice_limit_def_init(&p->def, SLUICE_RATE);
     p->key_source = SLUICE_KEY_NONE;
     p->missing_key_global = 0;
+    p->missing_key_skip = 0;
     p->overflow = SLUICE_OVERFLOW_WAIT;
     p->units_source = SLUICE_UNITS_TASK;
     p->units_fixed = 1;
@@ -419,6 +420,10 @@ int policy_check_limit(const sluice_limit_policy *p, policy_fault *where, char *
     if (p->missing_key_global != 0 && p->missing_key_global != 1)
         return fault(where, POLICY_FIELD_MISSING_KEY, 0, msg, msglen,
                      "missing_key_global must be 0 or 1, got %d", p->missing_key_global);
+    if ((p->missing_key_skip != 0 && p->missing_key_skip != 1) ||
+        (p->missing_key_skip && p->missing_key_global))
+        return fault(where, POLICY_FIELD_MISSING_KEY, 0, msg, msglen,
+                     "missing_key_skip must be 0 or 1, and not with missing_key_global");
     if (p->overflow != SLUICE_OVERFLOW_WAIT && p->overflow != SLUICE_OVERFLOW_REJECT)
         return fault(where, POLICY_FIELD_OVERFLOW, 0, msg, msglen, "unknown overflow action %d",
                      (int)p->overflow);

@@ -161,13 +161,12 @@ static int parse_popt(const popt *o, const char *item, size_t n, sluice_limit_po
         }
         return 0;
     case OPT_MISSING_KEY:
-        if (is_word(v, vn, "global"))
-            p->missing_key_global = 1;
-        else if (is_word(v, vn, "error"))
-            p->missing_key_global = 0;
-        else
+        p->missing_key_global = is_word(v, vn, "global");
+        p->missing_key_skip = is_word(v, vn, "skip");
+        if (!p->missing_key_global && !p->missing_key_skip && !is_word(v, vn, "error"))
             return fail(SLUICE_EPARSE, msg, msglen,
-                        "bad value %s in %s: expected missing_key=global or missing_key=error",
+                        "bad value %s in %s: expected missing_key=global, missing_key=skip or "
+                        "missing_key=error",
                         quote(&q1, v, vn), quote(&q2, text, strlen(text)));
         return 0;
     case OPT_OVERFLOW:
@@ -343,6 +342,8 @@ int sluice_spec_format_policy(const sluice_limit_policy *p, char *buf, size_t le
     }
     if (p->key_source != SLUICE_KEY_NONE && p->missing_key_global)
         append(buf, len, &pos, ",missing_key=global");
+    if (p->key_source != SLUICE_KEY_NONE && p->missing_key_skip)
+        append(buf, len, &pos, ",missing_key=skip");
     if (p->overflow == SLUICE_OVERFLOW_REJECT)
         append(buf, len, &pos, ",overflow=reject");
     if (p->units_source == SLUICE_UNITS_FIXED)

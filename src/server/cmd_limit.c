@@ -163,6 +163,63 @@ static int check_direct(conn *c, const sluice_limit_policy *p, const sluice_limi
 
 /* ---- THROTTLE ---------------------------------------------------------------------------- */
 
+/* THROTTLE's TIER option: the value a task's tier field would hold. */
+typedef struct tier_arg {
+    const char *value; /* NULL when not given */
+    size_t len;
+} tier_arg;
+
+/* Finds the core limit THROTTLE asks of p: p itself, or for a tiered limit the tier that `ta`
+ * chooses by the engine's rule (a string tier matches `equals`, a numeric one its inclusive
+ * range). Returns 0, or -1 after replying (no TIER for a tiered limit, no tier matches, or a
+ * concurrency tier THROTTLE cannot charge). */
+static int throttle_core(conn *c, const sluice_limit_policy *p, const tier_arg *ta, unsigned flags,
+                         sluice_limit **live)
+{
+    char id[2 * COMMAND_NAME_BUF + 2];
+    size_t i;
+    int64_t v = 0;
+
+    if (p->ntiers == 0)
+        return check_direct(c, p, *live);
+    if (!ta->value) {
+        resp_error(conn_out(c), "WRONGARGS",
+                   "limit \"%s\" is tiered by the task field \"%s\": pass TIER v, the value that "
+                   "field would hold (THROTTLE name key TIER v)",
+                   p->name, p->tier_path ? p->tier_path : "?");
+        return -1;
+    }
+    if (!p->tiers[0].equals && command_parse_int(ta->value, ta->len, &v) != 0) {
+        resp_error(conn_out(c), "WRONGARGS",
+                   "limit \"%s\" has numeric tiers: TIER takes an integer", p->name);
+        return -1;
+    }
+    for (i = 0; i < p->ntiers; i++) {
+        const sluice_tier *t = &p->tiers[i];
+
+        if (t->equals ? strlen(t->equals) == ta->len && memcmp(t->equals, ta->value, ta->len) == 0
+                      : t->min <= v && v <= t->max)
+            break;
+    }
+    if (i == p->ntiers) {
+        resp_error(conn_out(c), "WRONGARGS", "limit \"%s\": no tier matches \"%.*s\"", p->name,
+                   (int)(ta->len > 64 ? 64 : ta->len), ta->value);
+        return -1;
+    }
+    snprintf(id, sizeof id, "%s/%s", p->name, p->tiers[i].name);
+    *live = sluice_engine_limit_by_id(c->srv->engine, id);
+    if (!*live)
+        return check_direct(c, p, NULL);
+    if (p->tiers[i].def.kind == SLUICE_CONCURRENCY && !(flags & SLUICE_PEEK)) {
+        resp_error(conn_out(c), "WRONGARGS",
+                   "tier \"%s\" of limit \"%s\" is a concurrency limit: THROTTLE can only PEEK "
+                   "at it",
+                   p->tiers[i].name, p->name);
+        return -1;
+    }
+    return 0;
+}
+
 /* THROTTLE's reply, positional like CL.THROTTLE's (cheap to write and to parse, and the same
  * in RESP2 and RESP3): [allowed 0|1, limit, remaining, retry_after_ms, reset_after_ms,
  * denied_by (the limit's name, or nil when allowed)]. */
@@ -186,7 +243,8 @@ static void reply_decision(conn *c, const sluice_decision *d, const char *denied
         resp_null(w);
 }
 
-/* Resolves the key and units one limit is asked for. Returns 0, or -1 after replying. */
+/* Resolves the key and units one limit is asked for. Returns 0, 1 when the limit is skipped
+ * (missing_key=skip and an empty key: it does not gate), or -1 after replying. */
 static int resolve_link(conn *c, const sluice_limit_policy *p, const resp_command *cmd,
                         int64_t units, sluice_chain_link *link)
 {
@@ -196,6 +254,8 @@ static int resolve_link(conn *c, const sluice_limit_policy *p, const resp_comman
     if (p->key_source == SLUICE_KEY_NONE) {
         key = "";
         keylen = 0;
+    } else if (keylen == 0 && p->missing_key_skip) {
+        return 1;
     } else if (keylen == 0 && !p->missing_key_global) {
         resp_error(conn_out(c), "WRONGARGS", "limit \"%s\" needs a key (its missing_key is error)",
                    p->name);
@@ -211,14 +271,14 @@ static int resolve_link(conn *c, const sluice_limit_policy *p, const resp_comman
 }
 
 static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_policy *t,
-                          int64_t units, unsigned flags)
+                          int64_t units, unsigned flags, const tier_arg *ta)
 {
     server *s = c->srv;
     sluice_chain_link stack_links[CHAIN_STACK], *links = stack_links;
     sluice_decision stack_dec[CHAIN_STACK], *dec = stack_dec;
     const sluice_limit_policy *stack_pol[CHAIN_STACK], **pols = stack_pol;
     sluice_chain_result res;
-    size_t n = t->nlimits, report = 0;
+    size_t n = t->nlimits, report = 0, kept = 0;
     int rc;
 
     if (n == 0) {
@@ -246,11 +306,20 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
                        t->name, t->limits[i]);
             goto done;
         }
-        if (check_direct(c, p, live) != 0 || check_throttle(c, p, flags) != 0 ||
-            resolve_link(c, p, cmd, units, &links[i]) != 0)
+        if (throttle_core(c, p, ta, flags, &live) != 0 || check_throttle(c, p, flags) != 0 ||
+            (rc = resolve_link(c, p, cmd, units, &links[kept])) < 0)
             goto done;
-        links[i].limit = live;
-        pols[i] = p;
+        if (rc == 1) /* skipped: the key is empty and the limit's missing_key is skip */
+            continue;
+        links[kept].limit = live;
+        pols[kept] = p;
+        kept++;
+    }
+    n = kept;
+    if (n == 0) {
+        sluice_decision d = {.allowed = 1};
+        reply_decision(c, &d, NULL);
+        goto done;
     }
     rc = sluice_chain_decide(links, n, server_now(s), flags, dec, &res);
     if (rc != 0) {
@@ -288,11 +357,16 @@ void cmd_throttle(conn *c, const resp_command *cmd)
     sluice_decision d;
     int64_t units = 0;
     unsigned flags = 0;
+    tier_arg ta = {NULL, 0};
     int rc;
 
     for (size_t i = 3; i < cmd->argc; i++) {
         if (command_arg_is(cmd->argv[i], cmd->argvlen[i], "peek")) {
             flags |= SLUICE_PEEK;
+        } else if (command_arg_is(cmd->argv[i], cmd->argvlen[i], "tier") && i + 1 < cmd->argc) {
+            ta.value = cmd->argv[i + 1];
+            ta.len = cmd->argvlen[i + 1];
+            i++;
         } else if (command_arg_is(cmd->argv[i], cmd->argvlen[i], "units") && i + 1 < cmd->argc) {
             if (command_int_arg(c, "UNITS", cmd->argv[i + 1], cmd->argvlen[i + 1], 1,
                                 SLUICE_MAX_PERMITS, &units) != 0)
@@ -300,7 +374,7 @@ void cmd_throttle(conn *c, const resp_command *cmd)
             i++;
         } else {
             resp_error(conn_out(c), "WRONGARGS",
-                       "syntax error: THROTTLE limit key [UNITS n] [PEEK]");
+                       "syntax error: THROTTLE limit key [UNITS n] [TIER v] [PEEK]");
             return;
         }
     }
@@ -314,12 +388,17 @@ void cmd_throttle(conn *c, const resp_command *cmd)
             resp_error(conn_out(c), "NOLIMIT", "no limit or task type named \"%s\"", name);
             return;
         }
-        throttle_type(c, cmd, t, units, flags);
+        throttle_type(c, cmd, t, units, flags, &ta);
         return;
     }
-    if (check_direct(c, p, live) != 0 || check_throttle(c, p, flags) != 0 ||
-        resolve_link(c, p, cmd, units, &link) != 0)
+    if (throttle_core(c, p, &ta, flags, &live) != 0 || check_throttle(c, p, flags) != 0 ||
+        (rc = resolve_link(c, p, cmd, units, &link)) < 0)
         return;
+    if (rc == 1) { /* missing_key=skip and no key: the limit does not apply */
+        sluice_decision none = {.allowed = 1};
+        reply_decision(c, &none, NULL);
+        return;
+    }
     rc = sluice_limit_decide(live, link.key, link.keylen, link.units, server_now(s), flags, &d);
     if (rc != 0) {
         reply_engine_error(c, rc, NULL);
@@ -441,7 +520,10 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
                    name, sluice_limit_kind_name(p->def.kind));
         return;
     }
-    if (resolve_link(c, p, cmd, units, &link) != 0)
+    rc = resolve_link(c, p, cmd, units, &link);
+    if (rc == 1) /* a lease is always on a key: skip has nothing to skip here */
+        resp_error(w, "WRONGARGS", "limit \"%s\" needs a key for a lease", name);
+    if (rc != 0)
         return;
     ttl_ns = ttl_ms > 0 ? ttl_ms * SLUICE_NS_PER_MS : p->def.ttl_ns;
     rc = sluice_lease_acquire(live, link.key, link.keylen, link.units, ttl_ns, server_now(s), &d);
@@ -513,8 +595,13 @@ void cmd_lease_release(conn *c, const resp_command *cmd)
         resp_error(conn_out(c), "NOLEASE", "lease is gone (it expired, or never existed)");
     else if (rc != 0)
         reply_engine_error(c, rc, NULL);
-    else
+    else {
+        /* Tasks parked on this limit wake now, not at the released lease's expiry. */
+        sluice_engine_limit_released(c->srv->engine, h.name, server_now(c->srv));
+        server_signal_ready(c->srv);
+        server_engine_changed(c->srv);
         resp_simple(conn_out(c), "OK");
+    }
 }
 
 /* ---- LIMIT.* ----------------------------------------------------------------------------- */

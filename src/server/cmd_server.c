@@ -468,7 +468,15 @@ void cmd_config(conn *c, const resp_command *cmd)
             resp_error(w, "CONFIG", "%s", msg[0] ? msg : sluice_strerror(rc));
             return;
         }
-        resp_simple(w, "OK");
+        /* The file wins over LIMIT.SET for the limits it declares: say which were replaced. */
+        if (msg[0]) {
+            char line[600];
+
+            snprintf(line, sizeof line, "OK the file replaced LIMIT.SET changes of: %s", msg);
+            resp_simple(w, line);
+        } else {
+            resp_simple(w, "OK");
+        }
     } else if (command_arg_is(cmd->argv[1], cmd->argvlen[1], "get") && cmd->argc >= 3) {
         char port[24], clients[24];
         const char *names[] = {"port",           "bind", "maxclients",

@@ -132,10 +132,23 @@ static int attempt_check(conn *c, uint64_t id, int64_t attempt)
     }
     if (ti.state == SLUICE_TASK_RUNNING && ti.attempt == attempt)
         return 0;
-    resp_error(conn_out(c), "NOLEASE",
-               "task %" PRIu64 " attempt %" PRId64 " is not running (the task is %s at attempt %d):"
-               " that delivery's lease expired and the task was handed out again",
-               id, attempt, sluice_task_state_name(ti.state), ti.attempt);
+    /* Say what happened to that delivery: it never was, it was handed out again, or its lease
+     * ran out and the task waits (or finished) without a worker. */
+    if (attempt > ti.attempt)
+        resp_error(conn_out(c), "NOLEASE",
+                   "task %" PRIu64 " attempt %" PRId64 " is not running: it was never delivered "
+                   "(the task is %s and was delivered %d time(s))",
+                   id, attempt, sluice_task_state_name(ti.state), ti.attempt);
+    else if (ti.state == SLUICE_TASK_RUNNING)
+        resp_error(conn_out(c), "NOLEASE",
+                   "task %" PRIu64 " attempt %" PRId64 " is not running (the task is running at "
+                   "attempt %d): that delivery's lease expired and the task was handed out again",
+                   id, attempt, ti.attempt);
+    else
+        resp_error(conn_out(c), "NOLEASE",
+                   "task %" PRIu64 " attempt %" PRId64 " is not running (the task is %s at "
+                   "attempt %d): that delivery is over",
+                   id, attempt, sluice_task_state_name(ti.state), ti.attempt);
     return -1;
 }
 

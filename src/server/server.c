@@ -152,9 +152,10 @@ int server_policy_eq(const sluice_limit_policy *a, const sluice_limit_policy *b)
 {
     if (!str_eq(a->name, b->name) || !def_eq(&a->def, &b->def) || a->key_source != b->key_source ||
         !str_eq(a->key_path, b->key_path) || a->missing_key_global != b->missing_key_global ||
-        a->overflow != b->overflow || a->units_source != b->units_source ||
-        a->units_fixed != b->units_fixed || !str_eq(a->units_path, b->units_path) ||
-        !str_eq(a->tier_path, b->tier_path) || a->ntiers != b->ntiers)
+        a->missing_key_skip != b->missing_key_skip || a->overflow != b->overflow ||
+        a->units_source != b->units_source || a->units_fixed != b->units_fixed ||
+        !str_eq(a->units_path, b->units_path) || !str_eq(a->tier_path, b->tier_path) ||
+        a->ntiers != b->ntiers)
         return 0;
     for (size_t i = 0; i < a->ntiers; i++) {
         const sluice_tier *x = &a->tiers[i], *y = &b->tiers[i];
@@ -166,11 +167,15 @@ int server_policy_eq(const sluice_limit_policy *a, const sluice_limit_policy *b)
     return 1;
 }
 
+/* Limits whose LIMIT.SET override a reload replaced, named in its reply (at most). */
+#define RELOAD_NAMED 16
+
 int server_load_config(server *s, const char *path, char *msg, size_t msglen)
 {
     sluice_config nc;
     sluice_engine *scratch = NULL;
-    size_t changed = 0, removed = 0;
+    size_t changed = 0, removed = 0, noverrides = 0;
+    const char *overrides[RELOAD_NAMED];
     int64_t now = server_now(s);
     int rc;
 
@@ -196,8 +201,17 @@ int server_load_config(server *s, const char *path, char *msg, size_t msglen)
         const sluice_limit_policy *old =
             sluice_engine_get_limit(s->engine, nc.limits[i].name, NULL);
 
+        const sluice_limit_policy *prev =
+            s->has_config ? sluice_config_find_limit(&s->config, nc.limits[i].name) : NULL;
+
         if (old && server_policy_eq(old, &nc.limits[i]))
             continue;
+        /* The live limit is neither the file's old nor its new one: LIMIT.SET changed it. The
+         * file wins; the reply names what it replaced (collected after msg's error use). */
+        if (old && !(prev && server_policy_eq(old, prev)) && noverrides < RELOAD_NAMED) {
+            overrides[noverrides] = nc.limits[i].name;
+            noverrides++;
+        }
         rc = sluice_engine_set_limit(s->engine, &nc.limits[i], now, msg, msglen);
         if (rc != 0)
             goto partial;
@@ -229,6 +243,20 @@ int server_load_config(server *s, const char *path, char *msg, size_t msglen)
     }
     s->config = nc;
     s->has_config = 1;
+    if (msg && msglen > 0) {
+        size_t at = 0;
+
+        msg[0] = '\0';
+        for (size_t i = 0; i < noverrides && at < msglen; i++) {
+            int n = snprintf(msg + at, msglen - at, "%s%s", i ? ", " : "", overrides[i]);
+
+            if (n < 0)
+                break;
+            at += (size_t)n;
+        }
+        if (noverrides)
+            log_warn("config %s: replaced LIMIT.SET changes of limits it declares: %s", path, msg);
+    }
     log_info("config %s loaded: %zu limits (%zu changed, %zu removed), %zu types", path, nc.nlimits,
              changed, removed, nc.ntypes);
     server_engine_changed(s);

@@ -248,7 +248,9 @@ void server_client_gone(server *s);
 /* Loads path, validates and applies it all-or-nothing: the new file's limits and types are
  * first installed in a scratch engine (so every error surfaces before anything changes), then
  * in the live one; limits the previous file declared and the new one does not are removed.
- * Limits whose policy is unchanged keep their state. Returns 0, or an error with msg. */
+ * Limits whose policy is unchanged keep their state; a limit the file declares that LIMIT.SET
+ * changed takes the file's policy again. Returns 0 with msg naming those limits (or empty), or
+ * an error with msg. */
 int server_load_config(server *s, const char *path, char *msg, size_t msglen);
 
 #endif

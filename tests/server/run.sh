@@ -174,7 +174,7 @@ contains "THROTTLE unknown" "NOLIMIT no limit or task type named \"nosuch\"" \
   "$(cli $P THROTTLE nosuch k)"
 contains "THROTTLE arity" "WRONGARGS wrong number of arguments for 'throttle' command" \
   "$(cli $P THROTTLE heavy)"
-contains "THROTTLE syntax" "WRONGARGS syntax error: THROTTLE limit key [UNITS n] [PEEK]" \
+contains "THROTTLE syntax" "WRONGARGS syntax error: THROTTLE limit key [UNITS n] [TIER v] [PEEK]" \
   "$(cli $P THROTTLE heavy u1 FAST)"
 contains "THROTTLE bad units" "WRONGARGS UNITS must be an integer from 1" \
   "$(cli $P THROTTLE heavy u1 UNITS 0)"
