@@ -137,6 +137,7 @@ int sluice_engine_new(const sluice_engine_policy *policy, sluice_engine **out)
         return rc;
     }
     ptab_init(&e->types);
+    ptab_init(&e->limit_index);
     ptab_init(&e->ids);
     ptab_init(&e->task_keys);
     ptab_init(&e->waitqs);

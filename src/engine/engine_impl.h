@@ -46,6 +46,9 @@ struct elimit {
     size_t nlims;
     size_t refs;         /* task links naming it, plus one while it is registered */
     int dead;            /* removed by del_limit: the gate skips it */
+    uint64_t hash;       /* of the name, its key in the engine's limit index */
+    size_t pos;          /* its slot in the engine's limits array while registered */
+    size_t typerefs;     /* entries of declared types' chains naming it (del_limit refuses) */
     waitq *wqs;          /* its wait queues (list through waitq.next) */
     limit_counts counts; /* introspect.h: tasks it failed, by reason */
 };
@@ -149,9 +152,11 @@ typedef struct acct_entry {
 
 struct sluice_engine {
     sluice_engine_policy pol;
-    elimit **limits;   /* registered limits, sorted by name */
+    elimit **limits;   /* registered limits, in name order unless limits_dirty */
     size_t nlimits;    /* entries of limits */
     size_t limits_cap; /* slots of limits */
+    ptab limit_index;  /* elimit by name: the limits of the array */
+    int limits_dirty;  /* adds / removals broke the order: registry_order() sorts it */
     ptab types;        /* etype by name */
     size_t ntypes;     /* types created (the types_ready heap reserves room for all) */
     heap types_ready;  /* types with ready tasks, by their most urgent one */

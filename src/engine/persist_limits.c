@@ -28,6 +28,7 @@ int sluice_engine_visit_limits(sluice_engine *e,
 {
     char id[ID_MAX];
 
+    registry_order(e);
     for (size_t i = 0; i < e->nlimits; i++) {
         const elimit *l = e->limits[i];
 

@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -50,37 +51,59 @@ void registry_limit_unref(elimit *l)
         elimit_free(l);
 }
 
-/* Binary search: the index of name, or where it would go (*found 0). */
-static size_t limit_pos(const sluice_engine *e, const char *name, int *found)
+typedef struct name_ref {
+    const char *name;
+    size_t len;
+} name_ref;
+
+static uint64_t name_hash(const char *name, size_t len)
 {
-    size_t lo = 0, hi = e->nlimits;
+    return hash_bytes_seeded(name, len, 0x7e9e);
+}
 
-    *found = 0;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(e->limits[mid]->pol.name, name);
+static int limit_eq(const void *p, const void *key)
+{
+    const elimit *l = p;
+    const name_ref *k = key;
 
-        if (c == 0) {
-            *found = 1;
-            return mid;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return strlen(l->pol.name) == k->len && memcmp(l->pol.name, k->name, k->len) == 0;
 }
 
 elimit *registry_find_limit(const sluice_engine *e, const char *name)
 {
-    int found;
-    size_t i;
+    name_ref k;
 
     if (!name)
         return NULL;
-    i = limit_pos(e, name, &found);
-    return found ? e->limits[i] : NULL;
+    k.name = name;
+    k.len = strlen(name);
+    return ptab_find(&e->limit_index, name_hash(name, k.len), &k, limit_eq);
+}
+
+static int limit_cmp(const void *a, const void *b)
+{
+    return strcmp((*(elimit *const *)a)->pol.name, (*(elimit *const *)b)->pol.name);
+}
+
+void registry_order(const sluice_engine *ce)
+{
+    /* The order is a cache of the set, which a listing does not change: sorting it here keeps
+     * the listing functions const for their callers. */
+    sluice_engine *e = (sluice_engine *)ce;
+
+    if (!e->limits_dirty)
+        return;
+    qsort(e->limits, e->nlimits, sizeof *e->limits, limit_cmp);
+    for (size_t i = 0; i < e->nlimits; i++)
+        e->limits[i]->pos = i;
+    e->limits_dirty = 0;
+}
+
+/* Adds (n > 0) or drops (n < 0) one declared type's claim on each limit of its chain. */
+static void chain_claim(elimit **chain, size_t nlimits, int n)
+{
+    for (size_t i = 0; chain && i < nlimits; i++)
+        chain[i]->typerefs = n > 0 ? chain[i]->typerefs + 1 : chain[i]->typerefs - 1;
 }
 
 /* Builds the core limits of a policy. */
@@ -128,9 +151,9 @@ int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t n
 {
     sluice_limit_policy copy;
     sluice_limit **lims;
-    size_t nlims, pos;
+    size_t nlims;
     elimit *l;
-    int rc, found;
+    int rc;
 
     sluice_msgf(msg, msglen, "%s", "");
     if (!p)
@@ -144,9 +167,8 @@ int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t n
     rc = sluice_limit_policy_copy(&copy, p);
     if (rc != SLUICE_OK)
         goto fail_cores;
-    pos = limit_pos(e, p->name, &found);
-    if (found) {
-        l = e->limits[pos];
+    l = registry_find_limit(e, p->name);
+    if (l) {
         free_cores(l->lims, l->nlims);
         sluice_limit_policy_clear(&l->pol);
         l->pol = copy;
@@ -166,6 +188,9 @@ int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t n
         e->limits = arr;
         e->limits_cap = cap;
     }
+    rc = ptab_reserve(&e->limit_index, 1);
+    if (rc != SLUICE_OK)
+        goto fail_copy;
     l = sluice_calloc(1, sizeof *l);
     rc = SLUICE_ENOMEM;
     if (!l)
@@ -174,9 +199,13 @@ int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t n
     l->lims = lims;
     l->nlims = nlims;
     l->refs = 1;
-    memmove(&e->limits[pos + 1], &e->limits[pos], (e->nlimits - pos) * sizeof *e->limits);
-    e->limits[pos] = l;
-    e->nlimits++;
+    l->hash = name_hash(copy.name, strlen(copy.name));
+    l->pos = e->nlimits;
+    ptab_insert(&e->limit_index, l->hash, l); /* reserved */
+    /* Appended: a name that sorts before the last one leaves the order to registry_order(). */
+    if (e->nlimits && strcmp(e->limits[e->nlimits - 1]->pol.name, copy.name) > 0)
+        e->limits_dirty = 1;
+    e->limits[e->nlimits++] = l;
     return SLUICE_OK;
 fail_copy:
     sluice_limit_policy_clear(&copy);
@@ -189,23 +218,20 @@ fail_cores:
 
 int registry_del_limit(sluice_engine *e, const char *name, int64_t now_ns)
 {
-    size_t pos = 0, i;
-    elimit *l;
-    etype *t;
-    int found;
+    elimit *l = registry_find_limit(e, name);
 
-    if (!name)
+    if (!l)
         return SLUICE_ENOTFOUND;
-    i = limit_pos(e, name, &found);
-    if (!found)
-        return SLUICE_ENOTFOUND;
-    l = e->limits[i];
-    while ((t = ptab_next(&e->types, &pos)) != NULL)
-        for (size_t k = 0; k < t->pol.nlimits; k++)
-            if (t->chain && t->chain[k] == l)
-                return SLUICE_ESTATE;
-    memmove(&e->limits[i], &e->limits[i + 1], (e->nlimits - i - 1) * sizeof *e->limits);
+    if (l->typerefs)
+        return SLUICE_ESTATE;
+    ptab_remove(&e->limit_index, l->hash, l);
+    /* The last limit takes its slot: O(1), at the price of the order. */
     e->nlimits--;
+    if (l->pos != e->nlimits) {
+        e->limits[l->pos] = e->limits[e->nlimits];
+        e->limits[l->pos]->pos = l->pos;
+        e->limits_dirty = 1;
+    }
     l->dead = 1;
     park_rearm_limit(e, l, now_ns);
     registry_limit_unref(l);
@@ -215,9 +241,11 @@ int registry_del_limit(sluice_engine *e, const char *name, int64_t now_ns)
 size_t registry_list_limits(const sluice_engine *e,
                             void (*fn)(const sluice_limit_policy *p, void *arg), void *arg)
 {
-    if (fn)
+    if (fn) {
+        registry_order(e);
         for (size_t i = 0; i < e->nlimits; i++)
             fn(&e->limits[i]->pol, arg);
+    }
     return e->nlimits;
 }
 
@@ -229,16 +257,6 @@ void registry_sweep(sluice_engine *e, int64_t now_ns, size_t budget)
 }
 
 /* ---- Types ----------------------------------------------------------------------------------- */
-
-typedef struct name_ref {
-    const char *name;
-    size_t len;
-} name_ref;
-
-static uint64_t name_hash(const char *name, size_t len)
-{
-    return hash_bytes_seeded(name, len, 0x7e9e);
-}
 
 static int type_eq(const void *p, const void *key)
 {
@@ -291,6 +309,7 @@ static int type_create(sluice_engine *e, const char *name, etype **out)
 
 static void type_free(sluice_engine *e, etype *t)
 {
+    chain_claim(t->chain, t->pol.nlimits, -1);
     ptab_remove(&e->types, t->hash, t);
     e->ntypes--;
     heap_free(&t->ready);
@@ -349,6 +368,8 @@ int registry_set_type(sluice_engine *e, const sluice_type_policy *tp, int64_t no
         sluice_type_policy_clear(&copy);
         goto fail_chain;
     }
+    chain_claim(t->chain, t->pol.nlimits, -1);
+    chain_claim(chain, copy.nlimits, 1);
     sluice_type_policy_clear(&t->pol);
     sluice_free(t->chain);
     t->pol = copy;
@@ -400,6 +421,7 @@ void registry_free(sluice_engine *e)
         sluice_free(t);
     }
     ptab_free(&e->types);
+    ptab_free(&e->limit_index);
     for (size_t i = 0; i < e->nlimits; i++)
         registry_limit_unref(e->limits[i]);
     sluice_free(e->limits);

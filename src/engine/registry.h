@@ -2,10 +2,15 @@
 /*
  * The registry: the engine's named limits and task types.
  *
- * Limits are kept in an array sorted by name (they are few and listed in name order); each owns
- * a copy of its policy and one core limit per tier. Types are kept in a hash table by name and
- * own their ready queue. A declared type caches pointers to the limits of its chain; limits are
- * never freed while a type names them (del_limit refuses) or a task's link refers to them.
+ * Limits are indexed by name in a hash table (finding, adding, replacing and removing one are
+ * O(1), so installing a configuration of n limits is O(n)) and kept in an array that listings
+ * visit in name order: adding appends, removing moves the last limit into the hole, and the
+ * first listing after either sorts the array (O(n log n), once per burst of changes). Each limit
+ * owns a copy of its policy and one core limit per tier, and counts the entries of declared
+ * types' chains that name it, so removing one need not look at the types. Types are kept in a
+ * hash table by name and own their ready queue. A declared type caches pointers to the limits
+ * of its chain; limits are never freed while a type names them (del_limit refuses) or a task's
+ * link refers to them.
  *
  * Undeclared types (when strict_types is off) are created on their first submit with the default
  * settings and no limits, and freed again once no task refers to them.
@@ -57,6 +62,10 @@ int registry_type_for_submit(sluice_engine *e, const char *name, etype **out, ch
 
 /* Frees an undeclared type that no task refers to (no-op otherwise). */
 void registry_type_release(sluice_engine *e, etype *t);
+
+/* Puts the limits array back in name order after adds and removals (nothing to do otherwise).
+ * Called by every listing; the set does not change, hence const. */
+void registry_order(const sluice_engine *e);
 
 /* Visits the registered limits in name order; returns how many there are. */
 size_t registry_list_limits(const sluice_engine *e,

@@ -7,7 +7,8 @@
  * seed 004's tiers chosen from the input (agent_count 0 -> 100/min, 1-2 -> 20/min, 3+ -> 5/min);
  * a quota used as a spawn cap; keys from a dot path, an explicit key, or the global bucket when
  * missing; caps (max_tasks, max_parked, a limit's key table) answered with EBUSY or a KEY_CAP
- * park, never a drop; unknown limits; strict types; replacing and removing a limit.
+ * park, never a drop; unknown limits; strict types; replacing and removing a limit; the limit
+ * index (found exactly while registered, listed in name order, types' claims, out of memory).
  */
 #include "engine_fixture.h"
 
@@ -525,6 +526,140 @@ static void test_limit_replace_and_delete(void **unused)
     sluice_engine_free(e);
 }
 
+/* ---- The limit index ------------------------------------------------------------------------- */
+
+#define IX_N 64
+
+typedef struct ix_walk {
+    char prev[32]; /* the name listed before, "" at first */
+    size_t n;
+} ix_walk;
+
+static void ix_in_order(const sluice_limit_policy *p, void *arg)
+{
+    ix_walk *w = arg;
+
+    assert_true(strcmp(w->prev, p->name) < 0); /* strictly ascending: sorted, no duplicate */
+    snprintf(w->prev, sizeof w->prev, "%s", p->name);
+    w->n++;
+}
+
+static int ix_visit_in_order(const char *id, sluice_limit *lim, void *arg)
+{
+    (void)lim;
+    ix_in_order(&(sluice_limit_policy){.name = (char *)id}, arg);
+    return 0;
+}
+
+/* Adds and removes random names against a model: every name is found exactly while it is
+ * registered, and both listings stay in name order whatever the order of the changes. */
+static void test_limit_index_model(void **unused)
+{
+    sluice_engine *e = fx_engine(NULL);
+    int present[IX_N] = {0};
+    size_t n = 0;
+    test_rng r;
+    char name[16];
+
+    (void)unused;
+    rng_seed(&r, 12);
+    for (int step = 0; step < 3000; step++) {
+        int i = (int)rng_range(&r, 0, IX_N - 1);
+
+        snprintf(name, sizeof name, "l%02d", (i * 37) % IX_N); /* not in index order */
+        if (rng_range(&r, 0, 2) > 0) {
+            fx_rate(e, name, 1 + i, MIN, 0, NULL); /* adds, or replaces in place */
+            n += present[i] ? 0 : 1;
+            present[i] = 1;
+        } else {
+            assert_int_equal(sluice_engine_del_limit(e, name, T0),
+                             present[i] ? SLUICE_OK : SLUICE_ENOTFOUND);
+            n -= present[i] ? 1 : 0;
+            present[i] = 0;
+        }
+        for (int k = 0; k < IX_N; k++) {
+            snprintf(name, sizeof name, "l%02d", (k * 37) % IX_N);
+            assert_int_equal(sluice_engine_get_limit(e, name, NULL) != NULL, present[k]);
+        }
+        if (step % 7 == 0) {
+            ix_walk w = {"", 0};
+
+            assert_int_equal(sluice_engine_list_limits(e, ix_in_order, &w), n);
+            assert_int_equal(w.n, n);
+            w = (ix_walk){"", 0};
+            assert_int_equal(sluice_engine_visit_limits(e, ix_visit_in_order, &w), 0);
+            assert_int_equal(w.n, n);
+        }
+    }
+    sluice_engine_free(e);
+}
+
+/* A limit goes only once no declared type's chain names it, however types were redeclared. */
+static void test_limit_index_type_claims(void **unused)
+{
+    sluice_engine *e = fx_engine(NULL);
+    const char *ab[] = {"a", "b", NULL}, *b[] = {"b", NULL}, *a[] = {"a", NULL};
+
+    (void)unused;
+    fx_rate(e, "a", 1, MIN, 0, NULL);
+    fx_rate(e, "b", 1, MIN, 0, NULL);
+    fx_type(e, "t", ab);
+    fx_type(e, "t", ab); /* redeclared the same: still one claim each */
+    fx_type(e, "u", b);
+    fx_type(e, "t", b); /* t lets go of a */
+    assert_int_equal(sluice_engine_del_limit(e, "b", T0), SLUICE_ESTATE);
+    fx_type(e, "u", a);
+    fx_type(e, "t", NULL);
+    assert_int_equal(sluice_engine_del_limit(e, "a", T0), SLUICE_ESTATE);
+    assert_int_equal(sluice_engine_del_limit(e, "b", T0), SLUICE_OK);
+    fx_type(e, "u", NULL);
+    assert_int_equal(sluice_engine_del_limit(e, "a", T0), SLUICE_OK);
+    assert_int_equal(sluice_engine_list_limits(e, NULL, NULL), 0);
+    sluice_engine_free(e);
+}
+
+/* Grows the index and the array past their first sizes, removes, lists, frees. An add that
+ * runs out of memory leaves the registry as it was. */
+static int ix_oom_body(void *arg)
+{
+    sluice_limit_policy p;
+    sluice_engine *e = NULL;
+    char name[16], msg[128];
+    ix_walk w = {"", 0};
+    size_t held = 0;
+    int rc;
+
+    (void)arg;
+    rc = sluice_engine_new(NULL, &e);
+    if (rc != SLUICE_OK)
+        return rc;
+    for (int i = 0; i < 40 && rc == SLUICE_OK; i++) {
+        snprintf(name, sizeof name, "l%02d", (i * 37) % 40);
+        fx_limit(&p, name, SLUICE_RATE, 5, MIN);
+        rc = sluice_engine_set_limit(e, &p, T0, msg, sizeof msg);
+        if (rc != SLUICE_OK) {
+            assert_null(sluice_engine_get_limit(e, name, NULL));
+            assert_int_equal(sluice_engine_list_limits(e, NULL, NULL), held);
+        } else if (i % 3 == 0) {
+            assert_int_equal(sluice_engine_del_limit(e, name, T0), SLUICE_OK);
+        } else {
+            held++;
+        }
+    }
+    if (rc == SLUICE_OK) {
+        assert_int_equal(sluice_engine_list_limits(e, ix_in_order, &w), 26);
+        assert_int_equal(w.n, 26);
+    }
+    sluice_engine_free(e);
+    return rc;
+}
+
+static void test_limit_index_oom(void **unused)
+{
+    (void)unused;
+    assert_true(oom_sweep(ix_oom_body, NULL, 100000) > 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -541,6 +676,9 @@ int main(void)
         cmocka_unit_test(test_unknown_limit),
         cmocka_unit_test(test_strict_types),
         cmocka_unit_test(test_limit_replace_and_delete),
+        cmocka_unit_test(test_limit_index_model),
+        cmocka_unit_test(test_limit_index_type_claims),
+        cmocka_unit_test(test_limit_index_oom),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
