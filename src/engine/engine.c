@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "base/alloc.h"
+#include "base/sat.h"
 #include "engine/engine_impl.h"
 #include "engine/gate.h"
 #include "engine/park.h"
@@ -483,10 +484,11 @@ int sluice_engine_task_info(const sluice_engine *e, uint64_t id, sluice_task_inf
     return SLUICE_OK;
 }
 
-/* Seconds with millisecond precision, for sentences. */
-static double secs(int64_t ns)
+/* The seconds from now to at, for sentences. Saturating: the times a caller passes may lie
+ * anywhere in the int64 range (engine.h, "Time"), so their difference may not fit it. */
+static double secs(int64_t at, int64_t now)
 {
-    return (double)ns / 1e9;
+    return (double)sat_sub_i64(at, now) / 1e9;
 }
 
 static void explain_parked(const task *t, int64_t now, sluice_explanation *out)
@@ -516,8 +518,8 @@ static void explain_parked(const task *t, int64_t now, sluice_explanation *out)
         snprintf(out->text, sizeof out->text,
                  "Parked on limit \"%s\" key \"%s\" with %zu task(s) ahead of %zu; the key wakes "
                  "in %.3f s and this task should start in about %.3f s.",
-                 out->limit, out->key, out->position, out->queue_length, secs(q->wake_ns - now),
-                 secs((out->estimated_start_ns > now ? out->estimated_start_ns : now) - now));
+                 out->limit, out->key, out->position, out->queue_length, secs(q->wake_ns, now),
+                 secs(out->estimated_start_ns > now ? out->estimated_start_ns : now, now));
 }
 
 int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
@@ -540,7 +542,7 @@ int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
             snprintf(out->text, sizeof out->text,
                      "Queued, held back until %.3f s from now (not_before or retry backoff); it is "
                      "gated when a worker polls after that.",
-                     secs(t->due_ns - now));
+                     secs(t->due_ns, now));
         } else {
             out->estimated_start_ns = now;
             snprintf(out->text, sizeof out->text,
@@ -553,7 +555,7 @@ int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
         snprintf(out->text, sizeof out->text,
                  "Running (attempt %d); its lease ends in %.3f s unless the worker acks, fails or "
                  "touches it.",
-                 t->attempt, secs(t->due_ns - now));
+                 t->attempt, secs(t->due_ns, now));
         break;
     case SLUICE_TASK_DONE:
         snprintf(out->text, sizeof out->text, "Done after %d attempt(s).", t->attempt);

@@ -50,7 +50,9 @@ void introspect_delivered(task *t, int64_t now)
         return;
     /* The wait starts when the task became due: a DELAY is asked for, not waited. */
     due = t->not_before_ns > t->submitted_ns ? t->not_before_ns : t->submitted_ns;
-    wait = now > due ? now - due : 0;
+    /* Saturating: a caller may pass times far apart (engine.h, "Time"), and a wait past the
+     * int64 range is the longest wait, not a negative one. */
+    wait = now > due ? sat_sub_i64(now, due) : 0;
     while (b < SLUICE_WAIT_BUCKETS && wait > sluice_wait_bounds_ns[b])
         b++;
     c->wait[b]++;

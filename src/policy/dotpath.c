@@ -120,6 +120,19 @@ int dotpath_validate(const char *path, char *msg, size_t msglen)
     p = strip_prefix(path);
     if (!*p)
         return fail(SLUICE_EINVAL, msg, msglen, path, "nothing after \"" INPUT_PREFIX "\"");
+    /* Every limit has a spec text (LIMIT.GET, the admin API, what is stored), where a comma ends
+     * the option and a control byte is refused: a path holding either could be loaded from YAML
+     * but never written back as a spec that reads the same. */
+    for (const char *q = path; *q; q++) {
+        unsigned char c = (unsigned char)*q;
+
+        if (c == ',')
+            return fail(SLUICE_EINVAL, msg, msglen, path, "comma at offset %zu",
+                        (size_t)(q - path));
+        if (c < 0x20 || c == 0x7f)
+            return fail(SLUICE_EINVAL, msg, msglen, path, "control byte at offset %zu",
+                        (size_t)(q - path));
+    }
     for (seg = p;; seg++) {
         const char *end = strchr(seg, '.');
 

@@ -32,7 +32,8 @@
 #include <jansson.h>
 
 /* Checks that path is a valid dot path: not NULL, not empty (also after dropping `input.`), no
- * empty segment (so no leading, trailing or doubled dot). Returns 0 or SLUICE_EINVAL; msg (may be
+ * empty segment (so no leading, trailing or doubled dot), no comma and no control byte (a limit
+ * spec could not carry them: see policy_spec.h). Returns 0 or SLUICE_EINVAL; msg (may be
  * NULL) receives the reason, truncated to msglen bytes and NUL-terminated, or "" on success. */
 int dotpath_validate(const char *path, char *msg, size_t msglen);
 

@@ -175,6 +175,8 @@ static void test_validate(void **state)
         {"input..a", "key path \"input..a\": empty segment at offset 6 (two dots in a row)"},
         {"input.a.", "key path \"input.a.\": ends with a dot"},
         {"..", "key path \"..\": starts with a dot"},
+        {"input.workflow_,d", "key path \"input.workflow_,d\": comma at offset 15"},
+        {"a.b\tc", "key path \"a.b\tc\": control byte at offset 3"},
     };
     char msg[128];
 

@@ -673,6 +673,27 @@ static void test_units_above_burst_never(void **unused)
 
 /* ---- Explain --------------------------------------------------------------------------------- */
 
+/* Explain's "in N s" of a task whose time lies across the int64 range from now (the engine takes
+ * the times it is given) saturates instead of wrapping to a negative number. Found by the engine
+ * fuzz target (corpus/engine/regress-explain-overflow). */
+static void test_explain_far_times(void **unused)
+{
+    sluice_engine *e = fx_engine(NULL);
+    sluice_task_spec spec;
+    sluice_explanation x;
+    uint64_t id;
+
+    (void)unused;
+    memset(&spec, 0, sizeof spec);
+    spec.type = "far";
+    spec.not_before_ns = INT64_MAX / 2;
+    id = fx_submit_spec(e, &spec, T0);
+    assert_int_equal(sluice_engine_explain(e, id, INT64_MIN, &x), SLUICE_OK);
+    assert_int_equal(x.state, SLUICE_TASK_QUEUED);
+    assert_null(strchr(x.text, '-'));
+    sluice_engine_free(e);
+}
+
 static void test_explain_position_and_estimate(void **unused)
 {
     sluice_engine *e = fx_engine(NULL);
@@ -863,6 +884,7 @@ int main(void)
         cmocka_unit_test(test_horizon),
         cmocka_unit_test(test_units_above_burst_never),
         cmocka_unit_test(test_explain_position_and_estimate),
+        cmocka_unit_test(test_explain_far_times),
         cmocka_unit_test(test_deferrals_aggregated),
         cmocka_unit_test(test_rejected_event),
         cmocka_unit_test(test_names_and_info),

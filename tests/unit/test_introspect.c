@@ -247,13 +247,33 @@ static void test_quota_spent(void **unused)
     sluice_engine_free(e);
 }
 
+/* A first wait longer than the int64 range (a time far below zero, then one near the top: the
+ * engine takes the times it is given) lands past the last bucket with a saturated sum, never as
+ * a negative wait. The fuzz target found the overflow (corpus/engine/regress-wait-overflow). */
+static void test_wait_saturates(void **unused)
+{
+    sluice_engine *e = fx_engine(NULL);
+    sluice_delivery d[1];
+    type_seen seen;
+    const sluice_type_stats *st;
+
+    (void)unused;
+    fx_submit(e, "far", "{}", INT64_MIN / 2 - SEC);
+    assert_int_equal(fx_poll(e, INT64_MAX, 1, d), 1);
+    stats_now(e, &seen);
+    st = type_of(&seen, "far");
+    assert_int_equal(st->wait_count, 1);
+    assert_int_equal(st->wait[SLUICE_WAIT_BUCKETS], 1);
+    assert_true(st->wait_sum_ns >= (uint64_t)INT64_MAX);
+    sluice_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_type_counters),
-        cmocka_unit_test(test_limit_figures_and_top),
-        cmocka_unit_test(test_rejections_by_reason),
-        cmocka_unit_test(test_quota_spent),
+        cmocka_unit_test(test_type_counters),        cmocka_unit_test(test_limit_figures_and_top),
+        cmocka_unit_test(test_rejections_by_reason), cmocka_unit_test(test_quota_spent),
+        cmocka_unit_test(test_wait_saturates),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

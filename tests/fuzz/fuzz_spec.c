@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libFuzzer target of the limit-spec grammar (include/sluice/spec.h, policy_spec.h). The checks
+ * live in spec_harness.c, which test_fuzz_corpus also runs over the seed corpus
+ * (tests/fuzz/corpus/spec/) in every build; this file only turns a broken invariant into a crash
+ * the fuzzer records.
+ *
+ * Build: cmake -DCMAKE_C_COMPILER=clang -DSLUICE_FUZZ=ON, then
+ *        ./fuzz_spec -dict=tests/fuzz/spec.dict -max_total_time=180 <scratch-dir>
+ * tests/fuzz/corpus/spec
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "spec_harness.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *why = spec_harness_run(data, size);
+
+    if (why) {
+        fprintf(stderr, "spec invariant broken: %s\n", why);
+        abort();
+    }
+    return 0;
+}
