@@ -72,30 +72,30 @@ void sluice_reset_allocator(void)
     free_impl = free;
 }
 
-void *sluice_malloc(size_t size)
+void *alloc_malloc(size_t size)
 {
     return malloc_impl(size);
 }
 
-void *sluice_calloc(size_t count, size_t size)
+void *alloc_calloc(size_t count, size_t size)
 {
     return calloc_impl(count, size);
 }
 
-void *sluice_realloc(void *ptr, size_t size)
+void *alloc_realloc(void *ptr, size_t size)
 {
     return realloc_impl(ptr, size);
 }
 
-void sluice_free(void *ptr)
+void alloc_free(void *ptr)
 {
     if (ptr)
         free_impl(ptr);
 }
 
-char *sluice_memdup0(const char *s, size_t len)
+char *alloc_memdup0(const char *s, size_t len)
 {
-    char *copy = sluice_malloc(len + 1);
+    char *copy = alloc_malloc(len + 1);
 
     if (!copy)
         return NULL;

@@ -3,15 +3,15 @@
  * Internal allocation entry points: every module allocates through these so that the allocator
  * set with sluice_replace_allocator() (and the tests' failing allocator) sees every allocation.
  */
-#ifndef SLUICE_CORE_ALLOC_H
-#define SLUICE_CORE_ALLOC_H
+#ifndef SLUICE_BASE_ALLOC_H
+#define SLUICE_BASE_ALLOC_H
 
 #include <stddef.h>
 
-void *sluice_malloc(size_t size);
-void *sluice_calloc(size_t count, size_t size);
-void *sluice_realloc(void *ptr, size_t size);
-void sluice_free(void *ptr);
+void *alloc_malloc(size_t size);
+void *alloc_calloc(size_t count, size_t size);
+void *alloc_realloc(void *ptr, size_t size);
+void alloc_free(void *ptr);
 
 /* The number of allocations jansson asked for on this thread and did not get (only counted once
  * sluice_replace_allocator routed jansson here). A JSON parse during which it grew failed for
@@ -19,6 +19,6 @@ void sluice_free(void *ptr);
 unsigned long alloc_json_failures(void);
 
 /* Returns a NUL-terminated copy of the len bytes at s, or NULL when out of memory. */
-char *sluice_memdup0(const char *s, size_t len);
+char *alloc_memdup0(const char *s, size_t len);
 
 #endif

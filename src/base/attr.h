@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Compiler attributes, spelled once. SLUICE_PRINTF(fmt, args) marks a printf-like function so
+ * Compiler attributes, spelled once. PRINTF_ATTR(fmt, args) marks a printf-like function so
  * that -Wformat checks every call: fmt is the 1-based position of the format parameter, args
  * that of the first variadic argument, or 0 for a function that takes a va_list. On a compiler
  * without GNU attributes it expands to nothing.
@@ -9,9 +9,9 @@
 #define SLUICE_BASE_ATTR_H
 
 #if defined(__GNUC__) || defined(__clang__)
-#define SLUICE_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#define PRINTF_ATTR(fmt, args) __attribute__((format(printf, fmt, args)))
 #else
-#define SLUICE_PRINTF(fmt, args)
+#define PRINTF_ATTR(fmt, args)
 #endif
 
 #endif

@@ -26,7 +26,7 @@ int grow_array(void *itemsp, size_t *cap, size_t need, size_t size, size_t first
     /* The caller's pointer is a T *, read and written through memcpy so that no cast to
      * void ** is needed at any call site. */
     memcpy(&items, itemsp, sizeof items);
-    items = sluice_realloc(items, n * size);
+    items = alloc_realloc(items, n * size);
     if (!items)
         return SLUICE_ENOMEM;
     memcpy(itemsp, &items, sizeof items);

@@ -21,7 +21,7 @@ void heap_init(heap *h, heap_less_fn less, size_t idx_off)
 
 void heap_free(heap *h)
 {
-    sluice_free(h->items);
+    alloc_free(h->items);
     h->items = NULL;
     h->n = 0;
     h->cap = 0;
@@ -47,7 +47,7 @@ void heap_install(heap *h, void **items, size_t cap)
         return;
     if (h->n)
         memcpy(items, h->items, h->n * sizeof *items);
-    sluice_free(h->items);
+    alloc_free(h->items);
     h->items = items;
     h->cap = cap;
 }
@@ -85,7 +85,7 @@ void heap_trim(heap *h, size_t min_cap)
         cap /= 2;
     if (cap == h->cap)
         return;
-    items = sluice_realloc(h->items, cap * sizeof *items);
+    items = alloc_realloc(h->items, cap * sizeof *items);
     if (!items)
         return;
     h->items = items;

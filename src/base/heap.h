@@ -14,8 +14,8 @@
  *   callers rely on this to undo a step without a chance of running out of memory. Only an
  *   explicit heap_trim() gives memory back.
  */
-#ifndef SLUICE_ENGINE_HEAP_H
-#define SLUICE_ENGINE_HEAP_H
+#ifndef SLUICE_BASE_HEAP_H
+#define SLUICE_BASE_HEAP_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -28,7 +28,7 @@ void ptab_init_fixed(ptab *t, ptab_slot *slots, size_t cap)
 void ptab_free(ptab *t)
 {
     if (!t->fixed)
-        sluice_free(t->slots);
+        alloc_free(t->slots);
     ptab_init(t);
 }
 
@@ -56,13 +56,13 @@ static int grow(ptab *t, size_t need)
     }
     if (cap == t->cap)
         return SLUICE_OK;
-    slots = sluice_calloc(cap, sizeof *slots);
+    slots = alloc_calloc(cap, sizeof *slots);
     if (!slots)
         return SLUICE_ENOMEM;
     for (size_t i = 0; i < t->cap; i++)
         if (t->slots[i].p)
             place(slots, cap, t->slots[i].hash, t->slots[i].p);
-    sluice_free(t->slots);
+    alloc_free(t->slots);
     t->slots = slots;
     t->cap = cap;
     return SLUICE_OK;
@@ -150,13 +150,13 @@ void ptab_shrink(ptab *t)
         cap *= 2;
     if (cap >= t->cap)
         return;
-    slots = sluice_calloc(cap, sizeof *slots);
+    slots = alloc_calloc(cap, sizeof *slots);
     if (!slots)
         return;
     for (size_t i = 0; i < t->cap; i++)
         if (t->slots[i].p)
             place(slots, cap, t->slots[i].hash, t->slots[i].p);
-    sluice_free(t->slots);
+    alloc_free(t->slots);
     t->slots = slots;
     t->cap = cap;
 }

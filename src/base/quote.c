@@ -8,13 +8,13 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *sluice_quote(sluice_quoted *q, const char *s, size_t n, size_t max)
+const char *quote_bytes(quote_buf *q, const char *s, size_t n, size_t max)
 {
     static const char hex[] = "0123456789abcdef";
     size_t o = 0;
 
-    if (max > SLUICE_QUOTE_MAX)
-        max = SLUICE_QUOTE_MAX;
+    if (max > QUOTE_MAX_LEN)
+        max = QUOTE_MAX_LEN;
     q->s[o++] = '"';
     for (size_t i = 0; i < n && i < max; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -40,23 +40,23 @@ const char *sluice_quote(sluice_quoted *q, const char *s, size_t n, size_t max)
     return q->s;
 }
 
-void sluice_vmsgf(char *msg, size_t msglen, const char *fmt, va_list ap)
+void vmsgf(char *msg, size_t msglen, const char *fmt, va_list ap)
 {
     if (!msg || msglen == 0)
         return;
     vsnprintf(msg, msglen, fmt, ap);
 }
 
-void sluice_msgf(char *msg, size_t msglen, const char *fmt, ...)
+void msgf(char *msg, size_t msglen, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    sluice_vmsgf(msg, msglen, fmt, ap);
+    vmsgf(msg, msglen, fmt, ap);
     va_end(ap);
 }
 
-void sluice_vmsgf_append(char *msg, size_t msglen, const char *fmt, va_list ap)
+void vmsgf_append(char *msg, size_t msglen, const char *fmt, va_list ap)
 {
     size_t len;
 
@@ -68,11 +68,11 @@ void sluice_vmsgf_append(char *msg, size_t msglen, const char *fmt, va_list ap)
     vsnprintf(msg + len, msglen - len, fmt, ap);
 }
 
-void sluice_msgf_append(char *msg, size_t msglen, const char *fmt, ...)
+void msgf_append(char *msg, size_t msglen, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    sluice_vmsgf_append(msg, msglen, fmt, ap);
+    vmsgf_append(msg, msglen, fmt, ap);
     va_end(ap);
 }

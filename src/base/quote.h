@@ -5,8 +5,8 @@
  * and backslashes escaped, long input cut short with "..."), so that a message about any input
  * stays one printable line.
  */
-#ifndef SLUICE_CORE_QUOTE_H
-#define SLUICE_CORE_QUOTE_H
+#ifndef SLUICE_BASE_QUOTE_H
+#define SLUICE_BASE_QUOTE_H
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,16 +14,16 @@
 #include "base/attr.h"
 
 /* The most input bytes any caller shows. */
-#define SLUICE_QUOTE_MAX 80
+#define QUOTE_MAX_LEN 80
 
-/* Room for '"', SLUICE_QUOTE_MAX bytes of 4 at worst (\xNN), "...", '"' and the NUL. */
-typedef struct sluice_quoted {
-    char s[SLUICE_QUOTE_MAX * 4 + 8];
-} sluice_quoted;
+/* Room for '"', QUOTE_MAX_LEN bytes of 4 at worst (\xNN), "...", '"' and the NUL. */
+typedef struct quote_buf {
+    char s[QUOTE_MAX_LEN * 4 + 8];
+} quote_buf;
 
-/* Quotes the first min(n, max) bytes of s into q (max <= SLUICE_QUOTE_MAX) and returns q->s,
+/* Quotes the first min(n, max) bytes of s into q (max <= QUOTE_MAX_LEN) and returns q->s,
  * valid as long as q. */
-const char *sluice_quote(sluice_quoted *q, const char *s, size_t n, size_t max);
+const char *quote_bytes(quote_buf *q, const char *s, size_t n, size_t max);
 
 /* The one message formatter. Every function that explains a failure takes a (char *msg,
  * size_t msglen) pair and writes through these, so that the rules hold everywhere: msg may be
@@ -31,15 +31,15 @@ const char *sluice_quote(sluice_quoted *q, const char *s, size_t n, size_t max);
  * (never overflows) and is always NUL-terminated when msglen > 0. */
 
 /* Formats a message into msg. */
-void sluice_msgf(char *msg, size_t msglen, const char *fmt, ...) SLUICE_PRINTF(3, 4);
+void msgf(char *msg, size_t msglen, const char *fmt, ...) PRINTF_ATTR(3, 4);
 
-/* sluice_msgf with a va_list, for a module's own "fail(rc, fmt, ...)" helper. */
-void sluice_vmsgf(char *msg, size_t msglen, const char *fmt, va_list ap) SLUICE_PRINTF(3, 0);
+/* msgf with a va_list, for a module's own "fail(rc, fmt, ...)" helper. */
+void vmsgf(char *msg, size_t msglen, const char *fmt, va_list ap) PRINTF_ATTR(3, 0);
 
 /* Appends a formatted text to the message already in msg (a context prefix, then the reason).
  * Does nothing when the message already fills msg, so a cut prefix is never followed by a
  * reason. */
-void sluice_msgf_append(char *msg, size_t msglen, const char *fmt, ...) SLUICE_PRINTF(3, 4);
-void sluice_vmsgf_append(char *msg, size_t msglen, const char *fmt, va_list ap) SLUICE_PRINTF(3, 0);
+void msgf_append(char *msg, size_t msglen, const char *fmt, ...) PRINTF_ATTR(3, 4);
+void vmsgf_append(char *msg, size_t msglen, const char *fmt, va_list ap) PRINTF_ATTR(3, 0);
 
 #endif

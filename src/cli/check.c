@@ -44,7 +44,7 @@ typedef struct line {
     size_t len, pos;
 } line;
 
-SLUICE_PRINTF(2, 3)
+PRINTF_ATTR(2, 3)
 static void put(line *l, const char *fmt, ...)
 {
     va_list ap;

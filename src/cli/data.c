@@ -67,7 +67,7 @@ static int on_task(const sluice_task_record *r, void *arg)
         return 0;
     if (grow_array(&c->task_keys, &c->cap, c->nkeys + 1, sizeof *c->task_keys, 256) != SLUICE_OK)
         return SLUICE_ENOMEM;
-    copy = sluice_malloc(sizeof(size_t) + r->task_key_len);
+    copy = alloc_malloc(sizeof(size_t) + r->task_key_len);
     if (!copy)
         return SLUICE_ENOMEM;
     memcpy(copy, &r->task_key_len, sizeof(size_t));
@@ -188,8 +188,8 @@ static int check_dir(const char *dir)
     status = 0;
 done:
     for (size_t i = 0; i < c.nkeys; i++)
-        sluice_free(c.task_keys[i]);
-    sluice_free(c.task_keys);
+        alloc_free(c.task_keys[i]);
+    alloc_free(c.task_keys);
     store_close(st);
     return status;
 }

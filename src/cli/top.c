@@ -84,7 +84,7 @@ typedef struct top_options {
 
 typedef struct http_reply {
     int status;
-    char *body; /* NUL-terminated, owned (sluice_free) */
+    char *body; /* NUL-terminated, owned (alloc_free) */
     size_t len;
 } http_reply;
 
@@ -142,7 +142,7 @@ static int send_all(int fd, const char *p, size_t len)
 static int read_all(int fd, char **out, size_t *outlen)
 {
     size_t len = 0, cap = 16384;
-    char *buf = sluice_malloc(cap);
+    char *buf = alloc_malloc(cap);
 
     if (!buf)
         return -1;
@@ -150,10 +150,10 @@ static int read_all(int fd, char **out, size_t *outlen)
         ssize_t n;
 
         if (cap - len < 4096) {
-            char *p = cap >= MAX_RESPONSE ? NULL : sluice_realloc(buf, cap * 2);
+            char *p = cap >= MAX_RESPONSE ? NULL : alloc_realloc(buf, cap * 2);
 
             if (!p) {
-                sluice_free(buf);
+                alloc_free(buf);
                 errno = EMSGSIZE;
                 return -1;
             }
@@ -164,7 +164,7 @@ static int read_all(int fd, char **out, size_t *outlen)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            sluice_free(buf);
+            alloc_free(buf);
             return -1;
         }
         if (n == 0)
@@ -256,7 +256,7 @@ static int http_get(const top_options *o, const char *path, http_reply *r, char 
     if (strncmp(raw, "HTTP/1.", 7) != 0 || !body || sscanf(raw + 8, " %d", &r->status) != 1) {
         snprintf(err, errlen, "%s:%d does not answer HTTP (is it the admin port?)", o->host,
                  o->port);
-        sluice_free(raw);
+        alloc_free(raw);
         return -1;
     }
     body[2] = '\0'; /* ends the header block after its last line's CRLF */
@@ -269,7 +269,7 @@ static int http_get(const top_options *o, const char *path, http_reply *r, char 
 
         if (m < 0) {
             snprintf(err, errlen, "a malformed chunked reply from %s:%d", o->host, o->port);
-            sluice_free(raw);
+            alloc_free(raw);
             return -1;
         }
         r->len = (size_t)m;
@@ -298,7 +298,7 @@ static json_t *get_json(const top_options *o, const char *path, int *unauthorize
     if (r.status == 401) {
         *unauthorized = 1;
         snprintf(err, errlen, "the admin port wants the server's password (--password)");
-        sluice_free(r.body);
+        alloc_free(r.body);
         return NULL;
     }
     if (r.status != 200) {
@@ -307,11 +307,11 @@ static json_t *get_json(const top_options *o, const char *path, int *unauthorize
 
         snprintf(err, errlen, "GET %s: HTTP %d%s%s", path, r.status, m ? ": " : "", m ? m : "");
         json_decref(e);
-        sluice_free(r.body);
+        alloc_free(r.body);
         return NULL;
     }
     doc = json_loadb(r.body, r.len, 0, NULL);
-    sluice_free(r.body);
+    alloc_free(r.body);
     if (!doc)
         snprintf(err, errlen, "GET %s: not JSON", path);
     return doc;
@@ -460,7 +460,7 @@ static void print_frame(const top_options *o, const json_t *st, const json_t *pr
     const json_t *limits = json_object_get(st, "limits");
     double dt = prev ? (num(st, "time_ms") - num(prev, "time_ms")) / 1000 : 0;
     size_t n = json_array_size(limits), rows = screen_rows(), shown;
-    row *v = n ? sluice_calloc(n, sizeof(*v)) : NULL;
+    row *v = n ? alloc_calloc(n, sizeof(*v)) : NULL;
 
     print_header(o, st, prev, dt);
     printf("%-*s %-11s %-*s %9s %9s %8s %9s %12s %12s\n", NAME_WIDTH, "LIMIT", "KIND", RULE_WIDTH,
@@ -511,7 +511,7 @@ static void print_frame(const top_options *o, const json_t *st, const json_t *pr
         printf("... %zu more limits (a taller terminal shows them)\n", n - shown);
     if (n == 0)
         printf("(no limits)\n");
-    sluice_free(v);
+    alloc_free(v);
 }
 
 static int parse_options(int argc, char **argv, top_options *o)

@@ -109,7 +109,7 @@ static int index_build(sluice_config *cfg, int types)
     ptab *t;
 
     if (!ix) {
-        ix = sluice_calloc(1, sizeof(*ix));
+        ix = alloc_calloc(1, sizeof(*ix));
         if (!ix)
             return SLUICE_ENOMEM;
         ptab_init(&ix->limits);
@@ -185,7 +185,7 @@ static int parse_type_limits(ywalk *w, const yaml_node_t *node, const sluice_con
         return yw_fail(w, node, SLUICE_EINVAL, "expected a list of limit names, got %s",
                        yw_describe(node, &g));
     }
-    t->limits = sluice_calloc(n, sizeof(*t->limits));
+    t->limits = alloc_calloc(n, sizeof(*t->limits));
     if (!t->limits)
         return yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -201,7 +201,7 @@ static int parse_type_limits(ywalk *w, const yaml_node_t *node, const sluice_con
             if (!lim) {
                 rc = unknown_limit(w, item, cfg);
             } else {
-                t->limits[i] = sluice_memdup0(s, len);
+                t->limits[i] = alloc_memdup0(s, len);
                 t->nlimits = i + 1;
                 if (!t->limits[i])
                     rc = yw_fail(w, item, SLUICE_ENOMEM, "out of memory");
@@ -354,7 +354,7 @@ static int reserve_types(ywalk *w, const yaml_node_t *section, size_t n, void *a
 {
     sluice_config *cfg = arg;
 
-    cfg->types = sluice_calloc(n, sizeof(*cfg->types));
+    cfg->types = alloc_calloc(n, sizeof(*cfg->types));
     return cfg->types ? 0 : yw_fail(w, section, SLUICE_ENOMEM, "out of memory");
 }
 
@@ -366,7 +366,7 @@ static int parse_type_entry(ywalk *w, size_t i, const yaml_node_t *key, const ch
 
     sluice_type_policy_init(t);
     cfg->ntypes = i + 1;
-    t->name = sluice_memdup0(name, len);
+    t->name = alloc_memdup0(name, len);
     if (!t->name)
         return yw_fail(w, key, SLUICE_ENOMEM, "out of memory");
     t->line = yw_line(key);
@@ -529,7 +529,7 @@ int sluice_config_parse_ignoring(const char *text, size_t len, const char *name,
     memset(&cfg, 0, sizeof(cfg));
     sluice_engine_policy_init(&cfg.engine);
     if (!yaml_parser_initialize(&parser)) {
-        sluice_msgf(msg, msglen, "%s: out of memory", name ? name : NO_NAME);
+        msgf(msg, msglen, "%s: out of memory", name ? name : NO_NAME);
         return SLUICE_ENOMEM;
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)(text ? text : ""), len);
@@ -566,7 +566,7 @@ int sluice_config_parse_ignoring(const char *text, size_t len, const char *name,
     if (rc != 0)
         goto fail_walk;
     if (name) {
-        cfg.path = sluice_memdup0(name, strlen(name));
+        cfg.path = alloc_memdup0(name, strlen(name));
         if (!cfg.path) {
             rc = yw_fail(&w, NULL, SLUICE_ENOMEM, "out of memory");
             goto fail_walk;
@@ -601,7 +601,7 @@ static int read_file(const char *path, char **text, size_t *len, char *msg, size
     f = fopen(path, "rb");
     if (!f) {
         err = errno;
-        sluice_msgf(msg, msglen, "%s: cannot open: %s", path, strerror(err));
+        msgf(msg, msglen, "%s: cannot open: %s", path, strerror(err));
         return err == ENOENT ? SLUICE_ENOTFOUND : SLUICE_EINVAL;
     }
     /* Reads at most one byte past the cap: enough to tell the file is too large, however
@@ -610,14 +610,14 @@ static int read_file(const char *path, char **text, size_t *len, char *msg, size
         size_t want;
 
         if (n > SLUICE_CONFIG_MAX_BYTES) {
-            sluice_msgf(msg, msglen,
-                        "%s: the file is larger than %zu bytes, the most a configuration may have",
-                        path, (size_t)SLUICE_CONFIG_MAX_BYTES);
+            msgf(msg, msglen,
+                 "%s: the file is larger than %zu bytes, the most a configuration may have", path,
+                 (size_t)SLUICE_CONFIG_MAX_BYTES);
             rc = SLUICE_EINVAL;
             break;
         }
         if (n == cap && grow_array(&buf, &cap, n + 1, 1, 4096) != SLUICE_OK) {
-            sluice_msgf(msg, msglen, "%s: out of memory", path);
+            msgf(msg, msglen, "%s: out of memory", path);
             rc = SLUICE_ENOMEM;
             break;
         }
@@ -629,7 +629,7 @@ static int read_file(const char *path, char **text, size_t *len, char *msg, size
         if (got == 0) {
             if (ferror(f)) {
                 err = errno;
-                sluice_msgf(msg, msglen, "%s: cannot read: %s", path, strerror(err));
+                msgf(msg, msglen, "%s: cannot read: %s", path, strerror(err));
                 rc = SLUICE_EINVAL;
             }
             break;
@@ -637,7 +637,7 @@ static int read_file(const char *path, char **text, size_t *len, char *msg, size
     }
     fclose(f);
     if (rc != 0) {
-        sluice_free(buf);
+        alloc_free(buf);
         return rc;
     }
     *text = buf;
@@ -662,7 +662,7 @@ int sluice_config_load(const char *path, sluice_config *out, char *msg, size_t m
     if (rc != 0)
         return rc;
     rc = sluice_config_parse(text, len, path, out, msg, msglen);
-    sluice_free(text);
+    alloc_free(text);
     return rc;
 }
 
@@ -674,17 +674,17 @@ void sluice_config_clear(sluice_config *c)
         return;
     for (size_t i = 0; i < c->nlimits; i++)
         sluice_limit_policy_clear(&c->limits[i]);
-    sluice_free(c->limits);
+    alloc_free(c->limits);
     for (size_t i = 0; i < c->ntypes; i++)
         sluice_type_policy_clear(&c->types[i]);
-    sluice_free(c->types);
-    sluice_free(c->path);
+    alloc_free(c->types);
+    alloc_free(c->path);
     if (c->index) {
         config_index *ix = c->index;
 
         ptab_free(&ix->limits);
         ptab_free(&ix->types);
-        sluice_free(ix);
+        alloc_free(ix);
     }
     memset(c, 0, sizeof(*c));
 }

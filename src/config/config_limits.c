@@ -410,7 +410,7 @@ static int take_path(ywalk *w, const yaml_node_t *node, const char *s, size_t n,
 
     if (dotpath_validate(s, why, sizeof(why)) != 0)
         return yw_fail(w, node, SLUICE_EINVAL, "%s", why);
-    *out = sluice_memdup0(s, n);
+    *out = alloc_memdup0(s, n);
     return *out ? 0 : yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
 }
 
@@ -515,7 +515,7 @@ static int parse_tier(ywalk *w, const yaml_node_t *item, sluice_tier *t)
     if (rc == 0 && policy_check_name(s, why, sizeof(why)) != 0)
         rc = yw_fail(w, name, SLUICE_EINVAL, "%s", why);
     if (rc == 0) {
-        t->name = sluice_memdup0(s, n);
+        t->name = alloc_memdup0(s, n);
         if (!t->name)
             rc = yw_fail(w, name, SLUICE_ENOMEM, "out of memory");
     }
@@ -538,7 +538,7 @@ static int parse_tier(ywalk *w, const yaml_node_t *item, sluice_tier *t)
             rc = yw_string(w, yw_get(w, item, "equals", NULL), "the string this tier matches", &s,
                            &n);
             if (rc == 0) {
-                t->equals = sluice_memdup0(s, n);
+                t->equals = alloc_memdup0(s, n);
                 if (!t->equals)
                     rc = yw_fail(w, key, SLUICE_ENOMEM, "out of memory");
             }
@@ -595,7 +595,7 @@ static int parse_tiers(ywalk *w, const yaml_node_t *node, sluice_limit_policy *p
         return rc;
     }
     n = (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
-    p->tiers = sluice_calloc(n, sizeof(*p->tiers));
+    p->tiers = alloc_calloc(n, sizeof(*p->tiers));
     if (!p->tiers) {
         rc = yw_fail(w, list, SLUICE_ENOMEM, "out of memory");
         yw_pop(w, saved);
@@ -828,7 +828,7 @@ static int reserve_limits(ywalk *w, const yaml_node_t *section, size_t n, void *
 {
     sluice_config *cfg = arg;
 
-    cfg->limits = sluice_calloc(n, sizeof(*cfg->limits));
+    cfg->limits = alloc_calloc(n, sizeof(*cfg->limits));
     return cfg->limits ? 0 : yw_fail(w, section, SLUICE_ENOMEM, "out of memory");
 }
 
@@ -840,7 +840,7 @@ static int parse_limit_entry(ywalk *w, size_t i, const yaml_node_t *key, const c
 
     sluice_limit_policy_init(p);
     cfg->nlimits = i + 1;
-    p->name = sluice_memdup0(name, len);
+    p->name = alloc_memdup0(name, len);
     if (!p->name)
         return yw_fail(w, key, SLUICE_ENOMEM, "out of memory");
     p->line = yw_line(key);

@@ -89,12 +89,12 @@ void yw_pop(ywalk *w, size_t saved)
 
 /* ---- Messages ---------------------------------------------------------------------------- */
 
-SLUICE_PRINTF(5, 0)
+PRINTF_ATTR(5, 0)
 static int vfail(ywalk *w, size_t line, size_t column, int rc, const char *fmt, va_list ap)
 {
-    sluice_msgf(w->msg, w->msglen, "%s:%zu:%zu: %s%s", w->file, line, column, w->path,
-                w->pathlen > 0 ? ": " : "");
-    sluice_vmsgf_append(w->msg, w->msglen, fmt, ap);
+    msgf(w->msg, w->msglen, "%s:%zu:%zu: %s%s", w->file, line, column, w->path,
+         w->pathlen > 0 ? ": " : "");
+    vmsgf_append(w->msg, w->msglen, fmt, ap);
     return rc;
 }
 
@@ -128,7 +128,7 @@ int yw_line(const yaml_node_t *node)
 
 const char *yw_quote(yw_quoted *q, const char *s, size_t n)
 {
-    return sluice_quote(q, s, n, 60);
+    return quote_bytes(q, s, n, 60);
 }
 
 /* ---- Nodes ------------------------------------------------------------------------------- */

@@ -53,10 +53,10 @@ void yw_pop(ywalk *w, size_t saved);
 
 /* Writes "FILE:LINE:COL: PATH: <message>" for the node (or, with a NULL node, line 1 column 1)
  * and returns rc. */
-SLUICE_PRINTF(4, 5) int yw_fail(ywalk *w, const yaml_node_t *at, int rc, const char *fmt, ...);
+PRINTF_ATTR(4, 5) int yw_fail(ywalk *w, const yaml_node_t *at, int rc, const char *fmt, ...);
 
 /* The same at a mark of libyaml (0-based line and column). */
-SLUICE_PRINTF(4, 5) int yw_fail_mark(ywalk *w, yaml_mark_t mark, int rc, const char *fmt, ...);
+PRINTF_ATTR(4, 5) int yw_fail_mark(ywalk *w, yaml_mark_t mark, int rc, const char *fmt, ...);
 
 /* The 1-based line of a node. */
 int yw_line(const yaml_node_t *node);
@@ -70,7 +70,7 @@ typedef struct yw_got {
 const char *yw_describe(const yaml_node_t *node, yw_got *g);
 
 /* Quotes n bytes of text for a message ("..."), escaping control bytes, at most 60 shown. */
-typedef sluice_quoted yw_quoted;
+typedef quote_buf yw_quoted;
 const char *yw_quote(yw_quoted *q, const char *s, size_t n);
 
 /* A section that maps names to settings, such as `limits:` or `types:`. */

@@ -207,7 +207,7 @@ int sluice_chain_decide(const sluice_chain_link *links, size_t n, int64_t now_ns
 
     memset(out, 0, sizeof *out);
     if (n > CHAIN_STACK_LINKS) {
-        w = sluice_calloc(n, sizeof *w);
+        w = alloc_calloc(n, sizeof *w);
         if (!w)
             return SLUICE_ENOMEM;
     } else {
@@ -244,7 +244,7 @@ int sluice_chain_decide(const sluice_chain_link *links, size_t n, int64_t now_ns
     }
 done:
     if (w != stack)
-        sluice_free(w);
+        alloc_free(w);
     if (rc != SLUICE_OK && decisions)
         memset(decisions, 0, n * sizeof *decisions);
     return rc;

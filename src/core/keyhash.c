@@ -4,7 +4,7 @@
  *
  * Why not EVP_Digest: it allocates an EVP_MD_CTX and fetches the digest from a provider on
  * every call (3 allocations per digest with OpenSSL 3.0, and thousands on the first call), all
- * through libcrypto's own allocator, which sluice_malloc, the memory budget and the OOM sweeps
+ * through libcrypto's own allocator, which alloc_malloc, the memory budget and the OOM sweeps
  * cannot see. Routing libcrypto through our allocator instead (CRYPTO_set_mem_functions) is
  * process-wide, must happen before libcrypto's first allocation, and would charge its lazily
  * built global tables (never freed before exit) to whatever allocator the first caller ran

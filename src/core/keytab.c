@@ -193,7 +193,7 @@ static void slot_release(keytab *t, unsigned char *slot, keytab_destroy_fn destr
         destroy(slot + KEY_AREA, arg);
     if (slot_kind(slot) == LONG_KEY) {
         t->key_len -= slot_keylen(slot);
-        sluice_free((void *)slot_key(slot));
+        alloc_free((void *)slot_key(slot));
     }
 }
 
@@ -238,7 +238,7 @@ static int rehash(keytab *t, size_t new_cap)
     if (new_cap) {
         if (new_cap > MAX_CAP || new_cap > SIZE_MAX / t->slot_len)
             return SLUICE_ENOMEM;
-        slots = sluice_calloc(new_cap, t->slot_len);
+        slots = alloc_calloc(new_cap, t->slot_len);
         if (!slots)
             return SLUICE_ENOMEM;
     }
@@ -253,7 +253,7 @@ static int rehash(keytab *t, size_t new_cap)
             j = j + 1 == new_cap ? 0 : j + 1;
         memcpy(slots + j * t->slot_len, src, t->slot_len);
     }
-    sluice_free(t->slots);
+    alloc_free(t->slots);
     /* Keep the sweep cursor at the same relative position of the table (both below 2^32). */
     t->cursor = t->cap && new_cap ? (size_t)((uint64_t)t->cursor * new_cap / t->cap) : 0;
     t->slots = slots;
@@ -295,7 +295,7 @@ int keytab_new(size_t value_size, keytab **out)
     *out = NULL;
     if (value_size > 64)
         return SLUICE_EINVAL;
-    t = sluice_calloc(1, sizeof *t);
+    t = alloc_calloc(1, sizeof *t);
     if (!t)
         return SLUICE_ENOMEM;
     t->value_size = value_size;
@@ -310,7 +310,7 @@ void keytab_free(keytab *t, keytab_destroy_fn destroy, void *arg)
     if (!t)
         return;
     keytab_clear(t, destroy, arg);
-    sluice_free(t);
+    alloc_free(t);
 }
 
 void keytab_prefetch(const keytab *t, const char *key, size_t keylen)
@@ -362,14 +362,14 @@ int keytab_upsert(keytab *t, const char *key, size_t keylen, void **value, int *
     }
     /* A new key. Acquire everything that can fail before touching the table. */
     if (keylen > INLINE_KEY_LEN) {
-        ext = sluice_malloc(keylen);
+        ext = alloc_malloc(keylen);
         if (!ext)
             return SLUICE_ENOMEM;
         memcpy(ext, key, keylen);
     }
     if (t->count + 1 > max_count(t->cap)) {
         if (rehash(t, grown_cap(t->cap)) != SLUICE_OK) {
-            sluice_free(ext);
+            alloc_free(ext);
             return SLUICE_ENOMEM;
         }
         i = probe(t, &pk);
@@ -423,7 +423,7 @@ void keytab_clear(keytab *t, keytab_destroy_fn destroy, void *arg)
         if (slot_kind(slot) != 0)
             slot_release(t, slot, destroy, arg);
     }
-    sluice_free(t->slots);
+    alloc_free(t->slots);
     t->slots = NULL;
     t->cap = 0;
     t->count = 0;

@@ -144,7 +144,7 @@ static void lease_forget(lease_reg *r, lease *l)
     }
     heap_remove_by(&r->expiry, l, lease_before);
     (void)ptab_remove(&r->map, hash_mix(l->id), l);
-    sluice_free(l);
+    alloc_free(l);
 }
 
 /* Forgets k's leases that expired by now_ns (they are at the head of its list). */
@@ -193,7 +193,7 @@ int lease_reg_new(lease_reg **out)
     lease_reg *r;
 
     *out = NULL;
-    r = sluice_calloc(1, sizeof *r);
+    r = alloc_calloc(1, sizeof *r);
     if (!r)
         return SLUICE_ENOMEM;
     r->next_id = 1;
@@ -216,11 +216,11 @@ void lease_reg_free(lease_reg *r)
             l->key->tail = NULL;
             l->key->held = 0;
         }
-        sluice_free(l);
+        alloc_free(l);
     }
     heap_free(&r->expiry);
     ptab_free(&r->map);
-    sluice_free(r);
+    alloc_free(r);
 }
 
 int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, int64_t ttl_ns,
@@ -262,11 +262,11 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
     /* Obtain every allocation before changing anything; the heap realloc comes last because a
      * successful realloc cannot be undone. */
     if (!k) {
-        new_key = sluice_calloc(1, sizeof *new_key);
+        new_key = alloc_calloc(1, sizeof *new_key);
         if (!new_key)
             goto fail_key;
     }
-    l = sluice_calloc(1, sizeof *l);
+    l = alloc_calloc(1, sizeof *l);
     if (!l)
         goto fail_lease;
     /* The heap's larger array is obtained aside and installed only once the map has room too,
@@ -275,7 +275,7 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
                      &items, &items_cap) != SLUICE_OK)
         goto fail_heap;
     if (ptab_reserve(&r->map, 1) != SLUICE_OK) {
-        sluice_free(items);
+        alloc_free(items);
         goto fail_heap;
     }
     heap_install(&r->expiry, items, items_cap);
@@ -299,9 +299,9 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
     return SLUICE_OK;
 
 fail_heap:
-    sluice_free(l);
+    alloc_free(l);
 fail_lease:
-    sluice_free(new_key);
+    alloc_free(new_key);
 fail_key:
     return SLUICE_ENOMEM;
 }
@@ -387,7 +387,7 @@ void lease_key_free(lease_reg *r, lease_key *k)
         lease_forget(r, k->head);
     if (r)
         r->nkeys--;
-    sluice_free(k);
+    alloc_free(k);
 }
 
 size_t lease_bytes(const lease_reg *r)

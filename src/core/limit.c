@@ -67,12 +67,12 @@ const char *sluice_limit_kind_name(sluice_limit_kind kind)
 }
 
 /* Writes the explanation of a failed validation and returns rc. */
-SLUICE_PRINTF(4, 5) static int invalid(char *msg, size_t msglen, int rc, const char *fmt, ...)
+PRINTF_ATTR(4, 5) static int invalid(char *msg, size_t msglen, int rc, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    sluice_vmsgf(msg, msglen, fmt, ap);
+    vmsgf(msg, msglen, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -233,7 +233,7 @@ int sluice_limit_new(const sluice_limit_def *def, sluice_limit **out, char *msg,
     rc = sluice_limit_def_validate(def, msg, msglen);
     if (rc != SLUICE_OK)
         return rc;
-    lim = sluice_calloc(1, sizeof *lim);
+    lim = alloc_calloc(1, sizeof *lim);
     if (!lim)
         goto fail_alloc;
     lim->def = *def;
@@ -255,7 +255,7 @@ fail_keys:
 fail_leases:
     keytab_free(lim->reservations, NULL, NULL);
 fail_reservations:
-    sluice_free(lim);
+    alloc_free(lim);
 fail_alloc:
     if (msg && msglen > 0)
         snprintf(msg, msglen, "out of memory");
@@ -270,7 +270,7 @@ void sluice_limit_free(sluice_limit *lim)
     keytab_free(lim->reservations, NULL, NULL);
     keytab_free(lim->changed, NULL, NULL);
     lease_reg_free(lim->leases);
-    sluice_free(lim);
+    alloc_free(lim);
 }
 
 const sluice_limit_def *sluice_limit_get_def(const sluice_limit *lim)
@@ -792,9 +792,9 @@ static size_t sweep_tracked(sluice_limit *lim, size_t budget)
             budget--;
             if (!state_idle(value, lim))
                 continue;
-            keys[n] = sluice_memdup0(key, keylen);
+            keys[n] = alloc_memdup0(key, keylen);
             if (!keys[n] || keytab_upsert(lim->changed, key, keylen, &mark, NULL) != SLUICE_OK) {
-                sluice_free(keys[n]);
+                alloc_free(keys[n]);
                 stop = 1;
                 break;
             }
@@ -803,7 +803,7 @@ static size_t sweep_tracked(sluice_limit *lim, size_t budget)
         for (size_t i = 0; i < n; i++) {
             if (keytab_delete(lim->keys, keys[i], lens[i], destroy_state, lim) == SLUICE_OK)
                 removed++;
-            sluice_free(keys[i]);
+            alloc_free(keys[i]);
         }
     }
     return removed;

@@ -111,7 +111,7 @@ static unsigned char *sliding_blob(const sluice_limit *lim, const sliding_state 
     uint32_t i;
 
     *len = SLIDING_HEADER + (size_t)s->n * SLIDING_RECORD;
-    buf = sluice_malloc(*len);
+    buf = alloc_malloc(*len);
     if (!buf)
         return NULL;
     buf[0] = BLOB_SLIDING;
@@ -170,7 +170,7 @@ int sluice_limit_drain(sluice_limit *lim,
         /* On failure every key stays recorded: the ones already visited are reported again next
          * time, which a store absorbs (a put replaces). */
         rc = fn(key, keylen, len ? (blob ? blob : buf) : NULL, len, arg);
-        sluice_free(blob);
+        alloc_free(blob);
         if (rc != 0)
             return rc;
     }
@@ -263,7 +263,7 @@ static int import_sliding(const sluice_limit *lim, const unsigned char *b, size_
         return -1;
     if (get64(b + 1) != window || count == 0)
         return 0;
-    *events = sluice_malloc((size_t)count * sizeof **events);
+    *events = alloc_malloc((size_t)count * sizeof **events);
     if (!*events)
         return -2;
     for (int64_t i = 0; i < count; i++) {
@@ -318,7 +318,7 @@ int sluice_limit_import(sluice_limit *lim, const char *key, size_t keylen, const
         keep = -1;
     }
     if (keep <= 0) {
-        sluice_free(events);
+        alloc_free(events);
         return keep == 0 ? SLUICE_OK : keep == -2 ? SLUICE_ENOMEM : SLUICE_EINVAL;
     }
     rc = limit_normalize_key(lim, key, keylen, &nk);
@@ -336,6 +336,6 @@ int sluice_limit_import(sluice_limit *lim, const char *key, size_t keylen, const
         else
             memcpy(state, &decoded.quota, sizeof decoded.quota);
     }
-    sluice_free(events);
+    alloc_free(events);
     return rc;
 }

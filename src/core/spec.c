@@ -143,23 +143,23 @@ int sluice_spec_format_duration(int64_t ns, char *buf, size_t len)
 
 /* ---- Messages ---------------------------------------------------------------------------- */
 
-/* Input bytes sluice_quoted in a message before the quote is cut short with "...". */
+/* Input bytes quote_buf in a message before the quote is cut short with "...". */
 #define QUOTE_MAX 80
 
 /* The state of one parse: the spec and where its error message goes. */
 typedef struct spec_parser {
-    sluice_quoted spec; /* the whole spec, sluice_quoted for messages */
-    char *msg;          /* the caller's message buffer (may be NULL when msglen is 0) */
+    quote_buf spec; /* the whole spec, quote_buf for messages */
+    char *msg;      /* the caller's message buffer (may be NULL when msglen is 0) */
     size_t msglen;
 } spec_parser;
 
 /* Writes a message and returns rc. */
-SLUICE_PRINTF(3, 4) static int fail(spec_parser *p, int rc, const char *fmt, ...)
+PRINTF_ATTR(3, 4) static int fail(spec_parser *p, int rc, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    sluice_vmsgf(p->msg, p->msglen, fmt, ap);
+    vmsgf(p->msg, p->msglen, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -245,14 +245,14 @@ static int find_option(const char *s, size_t n)
 static int parse_count(spec_parser *p, const char *what, const char *s, size_t n, uint64_t max,
                        uint64_t *out)
 {
-    sluice_quoted q;
+    quote_buf q;
     int rc = parse_u64(s, n, max, out);
 
     if (rc == SLUICE_EPARSE)
         return fail(p, rc, "bad %s %s in %s: expected a whole number", what,
-                    sluice_quote(&q, s, n, QUOTE_MAX), p->spec.s);
+                    quote_bytes(&q, s, n, QUOTE_MAX), p->spec.s);
     if (rc == SLUICE_ERANGE)
-        return fail(p, rc, "%s %s in %s is too large", what, sluice_quote(&q, s, n, QUOTE_MAX),
+        return fail(p, rc, "%s %s in %s is too large", what, quote_bytes(&q, s, n, QUOTE_MAX),
                     p->spec.s);
     return 0;
 }
@@ -261,15 +261,15 @@ static int parse_count(spec_parser *p, const char *what, const char *s, size_t n
 static int parse_duration_value(spec_parser *p, const char *what, const char *s, size_t n,
                                 int64_t *ns)
 {
-    sluice_quoted q;
+    quote_buf q;
     int rc = parse_duration(s, n, 0, ns);
 
     if (rc == SLUICE_EPARSE)
         return fail(p, rc, "bad %s %s in %s: " DURATION_EXPECTED, what,
-                    sluice_quote(&q, s, n, QUOTE_MAX), p->spec.s);
+                    quote_bytes(&q, s, n, QUOTE_MAX), p->spec.s);
     if (rc == SLUICE_ERANGE)
         return fail(p, rc, "%s %s in %s is too long (at most about 292 years)", what,
-                    sluice_quote(&q, s, n, QUOTE_MAX), p->spec.s);
+                    quote_bytes(&q, s, n, QUOTE_MAX), p->spec.s);
     return 0;
 }
 
@@ -282,7 +282,7 @@ static int parse_kind_value(spec_parser *p, const kind_info *k, const char *item
     const char *per = slash ? slash + 1 : NULL;
     size_t perlen = slash ? vlen - nlen - 1 : 0;
     uint64_t n;
-    sluice_quoted q;
+    quote_buf q;
     int rc;
 
     if (k->kind == SLUICE_CONCURRENCY) {
@@ -294,7 +294,7 @@ static int parse_kind_value(spec_parser *p, const kind_info *k, const char *item
     }
     if (!slash)
         return fail(p, SLUICE_EPARSE, "missing period in %s: expected %s, e.g. %s",
-                    sluice_quote(&q, item, itemlen, QUOTE_MAX), k->form,
+                    quote_bytes(&q, item, itemlen, QUOTE_MAX), k->form,
                     k->kind == SLUICE_QUOTA ? "quota=1000/day" : "rate=10/1s");
     rc = parse_count(p, "count", v, nlen, INT64_MAX, &n);
     if (rc != 0)
@@ -309,16 +309,16 @@ static int parse_kind_value(spec_parser *p, const kind_info *k, const char *item
             def->calendar = SLUICE_CAL_NONE;
         else
             return fail(p, SLUICE_EPARSE, "bad quota period %s in %s: expected day, month or total",
-                        sluice_quote(&q, per, perlen, QUOTE_MAX), p->spec.s);
+                        quote_bytes(&q, per, perlen, QUOTE_MAX), p->spec.s);
         return 0;
     }
     rc = parse_duration(per, perlen, 1, &def->period_ns);
     if (rc == SLUICE_EPARSE)
         return fail(p, rc, "bad period %s in %s: " PERIOD_EXPECTED,
-                    sluice_quote(&q, per, perlen, QUOTE_MAX), p->spec.s);
+                    quote_bytes(&q, per, perlen, QUOTE_MAX), p->spec.s);
     if (rc == SLUICE_ERANGE)
         return fail(p, rc, "period %s in %s is too long (at most about 292 years)",
-                    sluice_quote(&q, per, perlen, QUOTE_MAX), p->spec.s);
+                    quote_bytes(&q, per, perlen, QUOTE_MAX), p->spec.s);
     return 0;
 }
 
@@ -334,7 +334,7 @@ static int parse_option(spec_parser *p, const char *item, size_t itemlen, unsign
     int opt = find_option(item, namelen);
     const option_info *o;
     uint64_t n;
-    sluice_quoted qi, qn;
+    quote_buf qi, qn;
     int rc;
 
     if (itemlen == 0)
@@ -342,9 +342,9 @@ static int parse_option(spec_parser *p, const char *item, size_t itemlen, unsign
     if (opt < 0) {
         if (find_kind(item, namelen))
             return fail(p, SLUICE_EPARSE, "second limit kind %s in %s: a spec has exactly one",
-                        sluice_quote(&qi, item, itemlen, QUOTE_MAX), p->spec.s);
+                        quote_bytes(&qi, item, itemlen, QUOTE_MAX), p->spec.s);
         return fail(p, SLUICE_EPARSE, "unknown option %s in %s: a %s limit takes %s",
-                    sluice_quote(&qi, item, namelen, QUOTE_MAX), p->spec.s, kname,
+                    quote_bytes(&qi, item, namelen, QUOTE_MAX), p->spec.s, kname,
                     def->kind == SLUICE_RATE ? "burst=N, start_empty, horizon=DURATION, "
                                                "max_keys=N, keys_overflow=refuse|allow, "
                                                "max_key_len=N"
@@ -353,7 +353,7 @@ static int parse_option(spec_parser *p, const char *item, size_t itemlen, unsign
                         : "max_keys=N, keys_overflow=refuse|allow, max_key_len=N");
     }
     o = &options[opt];
-    sluice_quote(&qn, o->name, strlen(o->name), QUOTE_MAX);
+    quote_bytes(&qn, o->name, strlen(o->name), QUOTE_MAX);
     if (!(o->kinds & KIND_BIT(def->kind)))
         return fail(p, SLUICE_EPARSE, "option %s does not apply to a %s limit, in %s", qn.s, kname,
                     p->spec.s);
@@ -371,7 +371,7 @@ static int parse_option(spec_parser *p, const char *item, size_t itemlen, unsign
         rc = parse_count(p, "burst", v, vlen, INT64_MAX, &n);
         if (rc == 0 && n == 0)
             return fail(p, SLUICE_EINVAL, "bad burst %s in %s: must be at least 1",
-                        sluice_quote(&qi, v, vlen, QUOTE_MAX), p->spec.s);
+                        quote_bytes(&qi, v, vlen, QUOTE_MAX), p->spec.s);
         def->burst = (int64_t)n;
         return rc;
     case OPT_START_EMPTY:
@@ -392,7 +392,7 @@ static int parse_option(spec_parser *p, const char *item, size_t itemlen, unsign
             def->key_overflow = SLUICE_KEYS_ALLOW;
         else
             return fail(p, SLUICE_EPARSE, "bad keys_overflow %s in %s: expected refuse or allow",
-                        sluice_quote(&qi, v, vlen, QUOTE_MAX), p->spec.s);
+                        quote_bytes(&qi, v, vlen, QUOTE_MAX), p->spec.s);
         return 0;
     case OPT_MAX_KEY_LEN:
         rc = parse_count(p, "max_key_len", v, vlen, SIZE_MAX, &n);
@@ -411,7 +411,7 @@ int sluice_spec_parse_limit(const char *text, sluice_limit_def *def, char *msg, 
     size_t itemlen, len;
     unsigned seen = 0;
     char vmsg[200];
-    sluice_quoted q;
+    quote_buf q;
     int rc;
 
     if (msg && msglen > 0)
@@ -423,7 +423,7 @@ int sluice_spec_parse_limit(const char *text, sluice_limit_def *def, char *msg, 
     if (!text || !def)
         return fail(&p, SLUICE_EINVAL, "no limit spec given");
     len = strlen(text);
-    sluice_quote(&p.spec, text, len, QUOTE_MAX);
+    quote_bytes(&p.spec, text, len, QUOTE_MAX);
     if (len == 0)
         return fail(&p, SLUICE_EPARSE, "empty limit spec: " KINDS_EXPECTED);
 
@@ -438,14 +438,13 @@ int sluice_spec_parse_limit(const char *text, sluice_limit_def *def, char *msg, 
         return fail(&p, SLUICE_EPARSE,
                     "option %s comes before the limit kind in %s: a spec starts with the kind, "
                     "e.g. rate=10/1s,burst=5",
-                    sluice_quote(&q, item, itemlen, QUOTE_MAX), p.spec.s);
+                    quote_bytes(&q, item, itemlen, QUOTE_MAX), p.spec.s);
     if (!k)
         return fail(&p, SLUICE_EPARSE, "unknown limit kind %s in %s: " KINDS_EXPECTED,
-                    sluice_quote(&q, item, eq ? (size_t)(eq - item) : itemlen, QUOTE_MAX),
-                    p.spec.s);
+                    quote_bytes(&q, item, eq ? (size_t)(eq - item) : itemlen, QUOTE_MAX), p.spec.s);
     if (!eq)
         return fail(&p, SLUICE_EPARSE, "missing value in %s: expected %s",
-                    sluice_quote(&q, item, itemlen, QUOTE_MAX), k->form);
+                    quote_bytes(&q, item, itemlen, QUOTE_MAX), k->form);
     sluice_limit_def_init(&d, k->kind);
     rc = parse_kind_value(&p, k, item, itemlen, eq + 1, itemlen - (size_t)(eq + 1 - item), &d);
     if (rc != 0)
@@ -478,7 +477,7 @@ typedef struct spec_out {
     int full; /* 1 once something was cut */
 } spec_out;
 
-SLUICE_PRINTF(2, 3) static void out_printf(spec_out *o, const char *fmt, ...)
+PRINTF_ATTR(2, 3) static void out_printf(spec_out *o, const char *fmt, ...)
 {
     va_list ap;
     int n;

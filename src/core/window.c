@@ -105,7 +105,7 @@ static sliding_event *ring_newest(const sliding_state *s)
  * SLUICE_ENOMEM with s unchanged. */
 static int ring_resize(sliding_state *s, uint32_t new_cap)
 {
-    sliding_event *ring = sluice_malloc((size_t)new_cap * sizeof *ring);
+    sliding_event *ring = alloc_malloc((size_t)new_cap * sizeof *ring);
 
     if (!ring)
         return SLUICE_ENOMEM;
@@ -119,7 +119,7 @@ static int ring_resize(sliding_state *s, uint32_t new_cap)
             memcpy(ring + first, s->ring, (size_t)(s->n - first) * sizeof *ring);
         }
     }
-    sluice_free(s->ring);
+    alloc_free(s->ring);
     s->ring = ring;
     s->head = 0;
     s->cap = new_cap;
@@ -290,7 +290,7 @@ size_t sliding_bytes(const sliding_state *s)
 
 void sliding_clear(sliding_state *s)
 {
-    sluice_free(s->ring);
+    alloc_free(s->ring);
     memset(s, 0, sizeof *s);
 }
 
@@ -343,7 +343,7 @@ int sliding_load(sliding_state *s, int64_t limit, const sliding_event *events, u
     (void)limit;
     while (cap < n)
         cap *= 2;
-    ring = sluice_malloc((size_t)cap * sizeof *ring);
+    ring = alloc_malloc((size_t)cap * sizeof *ring);
     if (!ring)
         return SLUICE_ENOMEM;
     sliding_clear(s);

@@ -68,12 +68,12 @@ static int idset_add(idset *s, uint64_t id)
         return SLUICE_ENOMEM;
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 64;
-        uint64_t *ids = sluice_realloc(s->ids, cap * sizeof *ids);
+        uint64_t *ids = alloc_realloc(s->ids, cap * sizeof *ids);
 
         if (!ids)
             return SLUICE_ENOMEM;
         s->ids = ids;
-        ids = sluice_realloc(s->hashes, cap * sizeof *ids);
+        ids = alloc_realloc(s->hashes, cap * sizeof *ids);
         if (!ids)
             return SLUICE_ENOMEM; /* ids grew alone: harmless, cap is the smaller */
         s->hashes = ids;
@@ -93,8 +93,8 @@ static void idset_clear(idset *s)
             (void)ptab_remove(&s->index, s->hashes[i], AS_REF(i));
     s->n = 0;
     if (s->cap > KEEP_SLOTS) {
-        sluice_free(s->ids);
-        sluice_free(s->hashes);
+        alloc_free(s->ids);
+        alloc_free(s->hashes);
         s->ids = s->hashes = NULL;
         s->cap = 0;
     }
@@ -103,8 +103,8 @@ static void idset_clear(idset *s)
 static void idset_free(idset *s)
 {
     ptab_free(&s->index);
-    sluice_free(s->ids);
-    sluice_free(s->hashes);
+    alloc_free(s->ids);
+    alloc_free(s->hashes);
 }
 
 /* ---- A map keyed by bytes ---------------------------------------------------------------- */
@@ -168,14 +168,14 @@ static bentry *bmap_upsert(bmap *m, const char *k, size_t klen, size_t idlen)
         return NULL;
     if (m->n == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 32;
-        bentry *ents = sluice_realloc(m->ents, cap * sizeof *ents);
+        bentry *ents = alloc_realloc(m->ents, cap * sizeof *ents);
 
         if (!ents)
             return NULL;
         m->ents = ents;
         m->cap = cap;
     }
-    copy = sluice_memdup0(k, klen);
+    copy = alloc_memdup0(k, klen);
     if (!copy)
         return NULL;
     e = &m->ents[m->n];
@@ -198,12 +198,12 @@ static int bentry_set(bentry *e, const void *v, size_t len)
     void *copy = NULL;
 
     if (v) {
-        copy = sluice_malloc(len ? len : 1);
+        copy = alloc_malloc(len ? len : 1);
         if (!copy)
             return SLUICE_ENOMEM;
         memcpy(copy, v, len);
     }
-    sluice_free(e->v);
+    alloc_free(e->v);
     e->v = copy;
     e->vlen = v ? len : 0;
     return SLUICE_OK;
@@ -215,7 +215,7 @@ static void bentry_kill(bmap *m, bentry *e)
         return;
     e->live = 0;
     m->live--;
-    sluice_free(e->v);
+    alloc_free(e->v);
     e->v = NULL;
     e->vlen = 0;
 }
@@ -226,13 +226,13 @@ static void bmap_clear(bmap *m)
         for (size_t i = 0; i < m->n; i++)
             (void)ptab_remove(&m->index, m->ents[i].hash, AS_REF(i));
     for (size_t i = 0; i < m->n; i++) {
-        sluice_free(m->ents[i].k);
-        sluice_free(m->ents[i].v);
+        alloc_free(m->ents[i].k);
+        alloc_free(m->ents[i].v);
     }
     m->n = 0;
     m->live = 0;
     if (m->cap > KEEP_SLOTS) {
-        sluice_free(m->ents);
+        alloc_free(m->ents);
         m->ents = NULL;
         m->cap = 0;
     }
@@ -242,7 +242,7 @@ static void bmap_free(bmap *m)
 {
     bmap_clear(m);
     ptab_free(&m->index);
-    sluice_free(m->ents);
+    alloc_free(m->ents);
 }
 
 /* The next live entry at or after *pos, or NULL. */
@@ -270,7 +270,7 @@ struct sluice_changes {
 
 int changeset_new(changeset **out)
 {
-    *out = sluice_calloc(1, sizeof **out);
+    *out = alloc_calloc(1, sizeof **out);
     return *out ? SLUICE_OK : SLUICE_ENOMEM;
 }
 
@@ -284,7 +284,7 @@ void changeset_free(changeset *d)
     bmap_free(&d->purges);
     bmap_free(&d->keys);
     bmap_free(&d->known);
-    sluice_free(d);
+    alloc_free(d);
 }
 
 int changeset_add_task(changeset *d, uint64_t id)
@@ -327,7 +327,7 @@ int changeset_put_key(changeset *d, const char *id, const char *key, size_t keyl
                       const void *state, size_t len)
 {
     size_t idlen = strlen(id), klen = idlen + 1 + keylen;
-    char stack[512], *k = klen <= sizeof stack ? stack : sluice_malloc(klen);
+    char stack[512], *k = klen <= sizeof stack ? stack : alloc_malloc(klen);
     bentry *e;
     int rc = SLUICE_ENOMEM;
 
@@ -346,7 +346,7 @@ int changeset_put_key(changeset *d, const char *id, const char *key, size_t keyl
         bentry_kill(&d->keys, e);
 done:
     if (k != stack)
-        sluice_free(k);
+        alloc_free(k);
     return rc;
 }
 

@@ -97,15 +97,15 @@ static size_t quote_len(size_t n)
 
 /* Writes `cron field N (name) "tok": ` and the formatted reason into ctx->msg, when there is
  * one. Returns SLUICE_EPARSE, so callers can `return fail(...)`. */
-SLUICE_PRINTF(4, 5)
+PRINTF_ATTR(4, 5)
 static int fail(const struct parse_ctx *ctx, const char *tok, size_t toklen, const char *fmt, ...)
 {
     va_list ap;
 
-    sluice_msgf(ctx->msg, ctx->msglen, "cron field %d (%s) \"%.*s\": ", ctx->field + 1,
-                fields[ctx->field].name, (int)quote_len(toklen), tok);
+    msgf(ctx->msg, ctx->msglen, "cron field %d (%s) \"%.*s\": ", ctx->field + 1,
+         fields[ctx->field].name, (int)quote_len(toklen), tok);
     va_start(ap, fmt);
-    sluice_vmsgf_append(ctx->msg, ctx->msglen, fmt, ap);
+    vmsgf_append(ctx->msg, ctx->msglen, fmt, ap);
     va_end(ap);
     return SLUICE_EPARSE;
 }
@@ -255,7 +255,7 @@ static int parse_field(const struct parse_ctx *ctx, const char *s, size_t n, uin
 
 static int set_msg(char *msg, size_t msglen, const char *text, size_t n, const char *reason)
 {
-    sluice_msgf(msg, msglen, "cron \"%.*s\": %s", (int)quote_len(n), text, reason);
+    msgf(msg, msglen, "cron \"%.*s\": %s", (int)quote_len(n), text, reason);
     return SLUICE_EPARSE;
 }
 
@@ -295,7 +295,7 @@ int cron_parse(const char *text, cron_schedule *out, char *msg, size_t msglen)
     if (out)
         memset(out, 0, sizeof *out);
     if (!text || !out) {
-        sluice_msgf(msg, msglen, "cron: no schedule given");
+        msgf(msg, msglen, "cron: no schedule given");
         return SLUICE_EINVAL;
     }
 

@@ -254,11 +254,11 @@ static int fail_task(sluice_engine *e, uint64_t id, sluice_fail_mode mode, int64
     if (rc != SLUICE_OK)
         return rc;
     if (message) {
-        msg = sluice_memdup0(message, strlen(message));
+        msg = alloc_memdup0(message, strlen(message));
         if (!msg)
             return SLUICE_ENOMEM;
     }
-    sluice_free(t->fail_message);
+    alloc_free(t->fail_message);
     t->fail_message = msg;
     heap_remove(&e->timers, t);
     e->nrunning--;

@@ -121,7 +121,7 @@ int sluice_engine_new(const sluice_engine_policy *policy, sluice_engine **out)
     int rc;
 
     *out = NULL;
-    e = sluice_calloc(1, sizeof *e);
+    e = alloc_calloc(1, sizeof *e);
     if (!e)
         return SLUICE_ENOMEM;
     if (policy)
@@ -129,12 +129,12 @@ int sluice_engine_new(const sluice_engine_policy *policy, sluice_engine **out)
     else
         sluice_engine_policy_init(&e->pol);
     if (e->pol.event_interval_ns < 1 || e->pol.default_lease_ns < 1) {
-        sluice_free(e);
+        alloc_free(e);
         return SLUICE_EINVAL;
     }
     rc = events_new(e->pol.event_interval_ns, &e->ev);
     if (rc != SLUICE_OK) {
-        sluice_free(e);
+        alloc_free(e);
         return rc;
     }
     ptab_init(&e->types);
@@ -173,8 +173,8 @@ void sluice_engine_free(sluice_engine *e)
     gate_free(e);
     events_free(e->ev);
     feed_free(e->feed);
-    sluice_free(e->kbuf);
-    sluice_free(e);
+    alloc_free(e->kbuf);
+    alloc_free(e);
 }
 
 void sluice_engine_on_event(sluice_engine *e, sluice_event_fn fn, void *arg)
@@ -261,7 +261,7 @@ static int replace_payload(sluice_engine *e, task *t, const sluice_task_spec *sp
     if (rc != SLUICE_OK)
         return rc;
     e->task_bytes -= task_size(t);
-    sluice_free(t->payload);
+    alloc_free(t->payload);
     t->payload = payload;
     t->payload_len = payload ? spec->payload_len : 0;
     e->task_bytes += task_size(t);
@@ -319,7 +319,7 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
     int rc;
 
     if (nlinks > STACK_LINKS) {
-        links = sluice_calloc(nlinks, sizeof *links);
+        links = alloc_calloc(nlinks, sizeof *links);
         if (!links)
             return SLUICE_ENOMEM;
     }
@@ -327,9 +327,9 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
     if (rc != SLUICE_OK || dry_run)
         goto done;
     if (e->nparked >= e->pol.max_parked && !delayed && would_park(e, links, nlinks, now)) {
-        sluice_msgf(err->message, sizeof err->message,
-                    "too many parked tasks (max_parked %zu): this task would wait for budget",
-                    e->pol.max_parked);
+        msgf(err->message, sizeof err->message,
+             "too many parked tasks (max_parked %zu): this task would wait for budget",
+             e->pol.max_parked);
         rc = SLUICE_EBUSY;
         goto done;
     }
@@ -342,8 +342,7 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
     if (rc != SLUICE_OK) {
         task_free(t);
         if (rc == SLUICE_EINVAL)
-            sluice_msgf(err->message, sizeof err->message, "%s",
-                        "a key or the task key is too long");
+            msgf(err->message, sizeof err->message, "%s", "a key or the task key is too long");
         goto done;
     }
     /* Commit: nothing below can fail. */
@@ -381,7 +380,7 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
     engine_changed(e, t->id);
 done:
     if (links != stack)
-        sluice_free(links);
+        alloc_free(links);
     return rc;
 }
 
@@ -400,13 +399,13 @@ int engine_submit_internal(sluice_engine *e, const sluice_task_spec *spec, serie
     memset(err, 0, sizeof *err);
     if (!spec || (!spec->payload && spec->payload_len) || (!spec->key && spec->key_len) ||
         (!spec->task_key && spec->task_key_len)) {
-        sluice_msgf(err->message, sizeof err->message, "%s", "invalid task spec");
+        msgf(err->message, sizeof err->message, "%s", "invalid task spec");
         return SLUICE_EINVAL;
     }
     units = spec->units ? spec->units : 1;
     if (units < 1) {
-        sluice_msgf(err->message, sizeof err->message, "units must be at least 1, got %" PRId64,
-                    spec->units);
+        msgf(err->message, sizeof err->message, "units must be at least 1, got %" PRId64,
+             spec->units);
         return SLUICE_EINVAL;
     }
     rc = registry_type_for_submit(e, spec->type, &type, err->message, sizeof err->message);
@@ -417,8 +416,8 @@ int engine_submit_internal(sluice_engine *e, const sluice_task_spec *spec, serie
 
         if (holder && holder->state == SLUICE_TASK_RUNNING) {
             err->existing_id = holder->id;
-            sluice_msgf(err->message, sizeof err->message,
-                        "task key is held by running task %" PRIu64, holder->id);
+            msgf(err->message, sizeof err->message, "task key is held by running task %" PRIu64,
+                 holder->id);
             return SLUICE_EEXIST;
         }
         if (holder) {
@@ -429,14 +428,13 @@ int engine_submit_internal(sluice_engine *e, const sluice_task_spec *spec, serie
         }
     }
     if (!dry_run && e->nunfinished >= e->pol.max_tasks) {
-        sluice_msgf(err->message, sizeof err->message, "too many tasks (max_tasks %zu)",
-                    e->pol.max_tasks);
+        msgf(err->message, sizeof err->message, "too many tasks (max_tasks %zu)", e->pol.max_tasks);
         rc = SLUICE_EBUSY;
     } else {
         rc = submit_checked(e, spec, type, units, s, dry_run, now, id, err);
     }
     if (rc == SLUICE_ENOMEM)
-        sluice_msgf(err->message, sizeof err->message, "%s", "out of memory");
+        msgf(err->message, sizeof err->message, "%s", "out of memory");
     registry_type_release(e, type);
     return rc;
 }

@@ -196,7 +196,7 @@ static int open_group(events *ev, const sluice_event *e, const char *ident, size
         return rc;
     if (len > SIZE_MAX - sizeof *g)
         return SLUICE_ENOMEM;
-    g = sluice_malloc(sizeof *g + len);
+    g = alloc_malloc(sizeof *g + len);
     if (!g)
         return SLUICE_ENOMEM;
     memset(g, 0, sizeof *g);
@@ -231,7 +231,7 @@ int events_new(int64_t interval_ns, events **out)
     *out = NULL;
     if (interval_ns < 1)
         return SLUICE_EINVAL;
-    ev = sluice_calloc(1, sizeof *ev);
+    ev = alloc_calloc(1, sizeof *ev);
     if (!ev)
         return SLUICE_ENOMEM;
     ev->interval_ns = interval_ns;
@@ -246,10 +246,10 @@ void events_free(events *ev)
     if (!ev)
         return;
     for (size_t i = 0; i < ev->heap.n; i++)
-        sluice_free(heap_at(&ev->heap, i));
+        alloc_free(heap_at(&ev->heap, i));
     heap_free(&ev->heap);
     ptab_free(&ev->groups);
-    sluice_free(ev);
+    alloc_free(ev);
 }
 
 void events_set_sink(events *ev, sluice_event_fn fn, void *arg)
@@ -276,7 +276,7 @@ int events_emit(events *ev, const sluice_event *e, int64_t now_ns)
 
     len = ident_len(e);
     if (len > sizeof stack) {
-        ident = sluice_malloc(len);
+        ident = alloc_malloc(len);
         if (!ident) {
             rc = SLUICE_ENOMEM;
             goto fail_deliver;
@@ -294,7 +294,7 @@ int events_emit(events *ev, const sluice_event *e, int64_t now_ns)
         rc = open_group(ev, e, ident, len, hash, now_ns);
     }
     if (ident != stack)
-        sluice_free(ident);
+        alloc_free(ident);
     if (rc != SLUICE_OK)
         goto fail_deliver;
     return SLUICE_OK;
@@ -319,7 +319,7 @@ int events_flush(events *ev, int64_t now_ns)
         /* The group has left both structures, so a sink that looks at ev sees it gone. */
         if (g->sum.count > 0 && ev->fn)
             ev->fn(&g->sum, ev->arg);
-        sluice_free(g);
+        alloc_free(g);
     }
     /* The arrays follow the groups open, and are freed once none is (the map never shrinks
      * otherwise: it is sized by the most groups open at once). */

@@ -61,7 +61,7 @@ void feed_free(feed *f)
         return;
     changeset_free(f->pending);
     changeset_free(f->batch);
-    sluice_free(f);
+    alloc_free(f);
 }
 
 /* ---- The public feed ----------------------------------------------------------------------- */
@@ -72,7 +72,7 @@ int sluice_engine_changes_start(sluice_engine *e)
 
     if (e->feed)
         return SLUICE_OK;
-    f = sluice_calloc(1, sizeof *f);
+    f = alloc_calloc(1, sizeof *f);
     if (!f || changeset_new(&f->pending) != SLUICE_OK || changeset_new(&f->batch) != SLUICE_OK) {
         feed_free(f);
         return SLUICE_ENOMEM;

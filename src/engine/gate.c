@@ -25,15 +25,15 @@ int gate_reserve(sluice_engine *e, size_t nlinks)
 
     if (nlinks <= e->chain_cap)
         return SLUICE_OK;
-    chain = sluice_realloc(e->chain, nlinks * sizeof *chain);
+    chain = alloc_realloc(e->chain, nlinks * sizeof *chain);
     if (!chain)
         return SLUICE_ENOMEM;
     e->chain = chain;
-    dec = sluice_realloc(e->decisions, nlinks * sizeof *dec);
+    dec = alloc_realloc(e->decisions, nlinks * sizeof *dec);
     if (!dec)
         return SLUICE_ENOMEM;
     e->decisions = dec;
-    map = sluice_realloc(e->chain_map, nlinks * sizeof *map);
+    map = alloc_realloc(e->chain_map, nlinks * sizeof *map);
     if (!map)
         return SLUICE_ENOMEM;
     e->chain_map = map;
@@ -427,10 +427,10 @@ void gate_acct_flush(sluice_engine *e, int64_t now)
 
 void gate_free(sluice_engine *e)
 {
-    sluice_free(e->chain);
-    sluice_free(e->decisions);
-    sluice_free(e->chain_map);
-    sluice_free(e->acct);
+    alloc_free(e->chain);
+    alloc_free(e->decisions);
+    alloc_free(e->chain_map);
+    alloc_free(e->acct);
     ptab_free(&e->acct_index);
     e->chain = NULL;
     e->decisions = NULL;

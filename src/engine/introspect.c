@@ -165,7 +165,7 @@ int sluice_engine_type_stats(const sluice_engine *e,
 
     if (e->types.n == 0)
         return 0;
-    v = sluice_calloc(e->types.n, sizeof(*v));
+    v = alloc_calloc(e->types.n, sizeof(*v));
     if (!v)
         return SLUICE_ENOMEM;
     while (n < e->types.n && (t = ptab_next(&e->types, &pos)) != NULL)
@@ -181,7 +181,7 @@ int sluice_engine_type_stats(const sluice_engine *e,
         for (size_t i = 0; i < n; i++)
             fn(&v[i].st, arg);
     }
-    sluice_free(v);
+    alloc_free(v);
     return (int)(n > INT32_MAX ? INT32_MAX : n);
 }
 

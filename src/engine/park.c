@@ -64,8 +64,8 @@ static void wq_destroy(sluice_engine *e, waitq *q)
     if (q->next)
         q->next->prev = q->prev;
     heap_free(&q->tasks);
-    sluice_free(q->key);
-    sluice_free(q);
+    alloc_free(q->key);
+    alloc_free(q);
 }
 
 /* Sets a queue's wake time (SLUICE_NEVER disarms). Never allocates: the wake heap has room for
@@ -97,12 +97,12 @@ int park_task(sluice_engine *e, task *t, uint16_t link, int64_t wake_ns)
         rc = ptab_reserve(&e->waitqs, 1);
         if (rc != SLUICE_OK)
             return rc;
-        q = sluice_calloc(1, sizeof *q);
+        q = alloc_calloc(1, sizeof *q);
         if (!q)
             return SLUICE_ENOMEM;
-        q->key = sluice_memdup0(l->key, l->keylen);
+        q->key = alloc_memdup0(l->key, l->keylen);
         if (!q->key) {
-            sluice_free(q);
+            alloc_free(q);
             return SLUICE_ENOMEM;
         }
         q->lim = l->lim;
@@ -308,8 +308,8 @@ void park_free_all(sluice_engine *e)
 
     while ((q = ptab_next(&e->waitqs, &pos)) != NULL) {
         heap_free(&q->tasks);
-        sluice_free(q->key);
-        sluice_free(q);
+        alloc_free(q->key);
+        alloc_free(q);
     }
     ptab_free(&e->waitqs);
     heap_free(&e->wakes);

@@ -243,7 +243,7 @@ static int restore_checked(sluice_engine *e, const sluice_task_record *r, etype 
     spec.key = r->key;
     spec.key_len = r->key_len;
     if (nlinks > STACK_LINKS) {
-        links = sluice_calloc(nlinks, sizeof *links);
+        links = alloc_calloc(nlinks, sizeof *links);
         if (!links)
             return SLUICE_ENOMEM;
     }
@@ -257,15 +257,15 @@ static int restore_checked(sluice_engine *e, const sluice_task_record *r, etype 
     if (rc == SLUICE_OK)
         rc = task_copy_payload(r->payload, r->payload_len, &payload);
     if (rc == SLUICE_OK && r->fail_message) {
-        message = sluice_memdup0(r->fail_message, strlen(r->fail_message));
+        message = alloc_memdup0(r->fail_message, strlen(r->fail_message));
         if (!message)
             rc = SLUICE_ENOMEM;
     }
     if (rc == SLUICE_OK && place == PLACE_RUNNING)
         rc = take_leases(t, r->lease_until_ns, now);
     if (rc != SLUICE_OK) {
-        sluice_free(payload);
-        sluice_free(message);
+        alloc_free(payload);
+        alloc_free(message);
         task_free(t);
         if (rc == SLUICE_EINVAL)
             snprintf(err->message, sizeof err->message, "%s", "a key or the task key is too long");
@@ -303,7 +303,7 @@ static int restore_checked(sluice_engine *e, const sluice_task_record *r, etype 
         e->next_seq = r->id;
 done:
     if (links != stack)
-        sluice_free(links);
+        alloc_free(links);
     return rc;
 }
 

@@ -68,12 +68,12 @@ static void series_free(series *s)
 {
     if (!s)
         return;
-    sluice_free(s->name);
-    sluice_free(s->type);
-    sluice_free(s->payload);
-    sluice_free(s->key);
-    sluice_free(s->cron_text);
-    sluice_free(s);
+    alloc_free(s->name);
+    alloc_free(s->type);
+    alloc_free(s->payload);
+    alloc_free(s->key);
+    alloc_free(s->cron_text);
+    alloc_free(s);
 }
 
 /* Records in the change feed that a series was added, removed or its counters changed. */
@@ -124,24 +124,24 @@ static int64_t first_point(const series *s, int64_t from)
 
 static int copy_spec(series *s, const sluice_recurring_spec *spec)
 {
-    s->name = sluice_memdup0(spec->name, strlen(spec->name));
-    s->type = sluice_memdup0(spec->type, strlen(spec->type));
+    s->name = alloc_memdup0(spec->name, strlen(spec->name));
+    s->type = alloc_memdup0(spec->type, strlen(spec->type));
     if (!s->name || !s->type)
         return SLUICE_ENOMEM;
     if (spec->payload) {
-        s->payload = sluice_memdup0(spec->payload, spec->payload_len);
+        s->payload = alloc_memdup0(spec->payload, spec->payload_len);
         if (!s->payload)
             return SLUICE_ENOMEM;
         s->payload_len = spec->payload_len;
     }
     if (spec->key) {
-        s->key = sluice_memdup0(spec->key, spec->key_len);
+        s->key = alloc_memdup0(spec->key, spec->key_len);
         if (!s->key)
             return SLUICE_ENOMEM;
         s->key_len = spec->key_len;
     }
     if (spec->cron) {
-        s->cron_text = sluice_memdup0(spec->cron, strlen(spec->cron));
+        s->cron_text = alloc_memdup0(spec->cron, strlen(spec->cron));
         if (!s->cron_text)
             return SLUICE_ENOMEM;
     }
@@ -189,26 +189,24 @@ static int add_series(sluice_engine *e, const sluice_recurring_spec *spec, int64
     uint64_t id;
     int rc;
 
-    sluice_msgf(msg, msglen, "%s", "");
+    msgf(msg, msglen, "%s", "");
     if (!spec || !spec->name || !*spec->name || !spec->type) {
-        sluice_msgf(msg, msglen, "%s", "a recurring series needs a name and a type");
+        msgf(msg, msglen, "%s", "a recurring series needs a name and a type");
         return SLUICE_EINVAL;
     }
     if ((spec->interval_ns > 0) == (spec->cron != NULL) || spec->interval_ns < 0) {
-        sluice_msgf(msg, msglen, "%s",
-                    "give exactly one of an interval (> 0) and a cron expression");
+        msgf(msg, msglen, "%s", "give exactly one of an interval (> 0) and a cron expression");
         return SLUICE_EINVAL;
     }
     if (spec->max_runs < 0 || spec->start_ns < 0 || spec->end_ns < 0 || runs < 0 || skipped < 0) {
-        sluice_msgf(msg, msglen, "%s",
-                    "start, end, max_runs and the counters must not be negative");
+        msgf(msg, msglen, "%s", "start, end, max_runs and the counters must not be negative");
         return SLUICE_EINVAL;
     }
     if (restore && find(e, spec->name)) {
-        sluice_msgf(msg, msglen, "a series named \"%s\" exists", spec->name);
+        msgf(msg, msglen, "a series named \"%s\" exists", spec->name);
         return SLUICE_EEXIST;
     }
-    s = sluice_calloc(1, sizeof *s);
+    s = alloc_calloc(1, sizeof *s);
     if (!s)
         return SLUICE_ENOMEM;
     s->hidx = HEAP_NONE;
@@ -226,7 +224,7 @@ static int add_series(sluice_engine *e, const sluice_recurring_spec *spec, int64
     s->runs = runs;
     s->skipped = skipped;
     if (s->end_ns && s->end_ns < s->start_ns) {
-        sluice_msgf(msg, msglen, "%s", "the series ends before it starts");
+        msgf(msg, msglen, "%s", "the series ends before it starts");
         series_free(s);
         return SLUICE_EINVAL;
     }
@@ -236,7 +234,7 @@ static int add_series(sluice_engine *e, const sluice_recurring_spec *spec, int64
         occurrence_spec(s, &ts);
         rc = engine_submit_internal(e, &ts, NULL, 1, now, &id, &err);
         if (rc != SLUICE_OK && rc != SLUICE_ENOMEM)
-            sluice_msgf(msg, msglen, "%s", err.message);
+            msgf(msg, msglen, "%s", err.message);
     }
     if (rc == SLUICE_OK)
         rc = ptab_reserve(&e->series_names, 1);

@@ -25,14 +25,14 @@ static void free_cores(sluice_limit **lims, size_t n)
         return;
     for (size_t i = 0; i < n; i++)
         sluice_limit_free(lims[i]);
-    sluice_free(lims);
+    alloc_free(lims);
 }
 
 static void elimit_free(elimit *l)
 {
     free_cores(l->lims, l->nlims);
     sluice_limit_policy_clear(&l->pol);
-    sluice_free(l);
+    alloc_free(l);
 }
 
 sluice_limit *registry_core(const elimit *l, uint16_t tier)
@@ -111,7 +111,7 @@ static int make_cores(const sluice_limit_policy *p, sluice_limit ***out, size_t 
                       size_t msglen)
 {
     size_t count = p->ntiers ? p->ntiers : 1;
-    sluice_limit **lims = sluice_calloc(count, sizeof *lims);
+    sluice_limit **lims = alloc_calloc(count, sizeof *lims);
 
     *out = NULL;
     *n = 0;
@@ -155,7 +155,7 @@ int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t n
     elimit *l;
     int rc;
 
-    sluice_msgf(msg, msglen, "%s", "");
+    msgf(msg, msglen, "%s", "");
     if (!p)
         return SLUICE_EINVAL;
     rc = sluice_limit_policy_validate(p, msg, msglen);
@@ -180,7 +180,7 @@ int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t n
     }
     if (e->nlimits == e->limits_cap) {
         size_t cap = e->limits_cap ? 2 * e->limits_cap : 8;
-        elimit **arr = sluice_realloc(e->limits, cap * sizeof *arr);
+        elimit **arr = alloc_realloc(e->limits, cap * sizeof *arr);
 
         rc = SLUICE_ENOMEM;
         if (!arr)
@@ -191,7 +191,7 @@ int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t n
     rc = ptab_reserve(&e->limit_index, 1);
     if (rc != SLUICE_OK)
         goto fail_copy;
-    l = sluice_calloc(1, sizeof *l);
+    l = alloc_calloc(1, sizeof *l);
     rc = SLUICE_ENOMEM;
     if (!l)
         goto fail_copy;
@@ -212,7 +212,7 @@ fail_copy:
 fail_cores:
     free_cores(lims, nlims);
     if (rc == SLUICE_ENOMEM)
-        sluice_msgf(msg, msglen, "%s", "out of memory");
+        msgf(msg, msglen, "%s", "out of memory");
     return rc;
 }
 
@@ -288,14 +288,14 @@ static int type_create(sluice_engine *e, const char *name, etype **out)
         rc = heap_reserve(&e->types_ready, e->ntypes + 1);
     if (rc != SLUICE_OK)
         return rc;
-    t = sluice_calloc(1, sizeof *t);
+    t = alloc_calloc(1, sizeof *t);
     if (!t)
         return SLUICE_ENOMEM;
     sluice_type_policy_init(&t->pol);
     t->pol.lease_ns = e->pol.default_lease_ns;
-    t->pol.name = sluice_memdup0(name, len);
+    t->pol.name = alloc_memdup0(name, len);
     if (!t->pol.name) {
-        sluice_free(t);
+        alloc_free(t);
         return SLUICE_ENOMEM;
     }
     t->hash = name_hash(name, len);
@@ -313,9 +313,9 @@ static void type_free(sluice_engine *e, etype *t)
     ptab_remove(&e->types, t->hash, t);
     e->ntypes--;
     heap_free(&t->ready);
-    sluice_free(t->chain);
+    alloc_free(t->chain);
     sluice_type_policy_clear(&t->pol);
-    sluice_free(t);
+    alloc_free(t);
 }
 
 void registry_type_release(sluice_engine *e, etype *t)
@@ -332,7 +332,7 @@ int registry_set_type(sluice_engine *e, const sluice_type_policy *tp, int64_t no
     etype *t;
     int rc;
 
-    sluice_msgf(msg, msglen, "%s", "");
+    msgf(msg, msglen, "%s", "");
     if (!tp)
         return SLUICE_EINVAL;
     rc = sluice_type_policy_validate(tp, msg, msglen);
@@ -349,13 +349,13 @@ int registry_set_type(sluice_engine *e, const sluice_type_policy *tp, int64_t no
             ev.type = tp->name;
             ev.count = 1;
             engine_emit(e, &ev, now_ns);
-            sluice_msgf(msg, msglen, "type \"%s\" names limit \"%s\", which does not exist",
-                        tp->name, tp->limits[i]);
+            msgf(msg, msglen, "type \"%s\" names limit \"%s\", which does not exist", tp->name,
+                 tp->limits[i]);
             return SLUICE_ENOTFOUND;
         }
     }
     if (tp->nlimits) {
-        chain = sluice_calloc(tp->nlimits, sizeof *chain);
+        chain = alloc_calloc(tp->nlimits, sizeof *chain);
         if (!chain)
             goto fail_nomem;
         for (size_t i = 0; i < tp->nlimits; i++)
@@ -371,15 +371,15 @@ int registry_set_type(sluice_engine *e, const sluice_type_policy *tp, int64_t no
     chain_claim(t->chain, t->pol.nlimits, -1);
     chain_claim(chain, copy.nlimits, 1);
     sluice_type_policy_clear(&t->pol);
-    sluice_free(t->chain);
+    alloc_free(t->chain);
     t->pol = copy;
     t->chain = chain;
     t->declared = 1;
     return SLUICE_OK;
 fail_chain:
-    sluice_free(chain);
+    alloc_free(chain);
 fail_nomem:
-    sluice_msgf(msg, msglen, "%s", "out of memory");
+    msgf(msg, msglen, "%s", "out of memory");
     return SLUICE_ENOMEM;
 }
 
@@ -390,7 +390,7 @@ int registry_type_for_submit(sluice_engine *e, const char *name, etype **out, ch
 
     *out = NULL;
     if (!name || !*name) {
-        sluice_msgf(msg, msglen, "%s", "a task needs a type");
+        msgf(msg, msglen, "%s", "a task needs a type");
         return SLUICE_EINVAL;
     }
     len = strlen(name);
@@ -398,12 +398,12 @@ int registry_type_for_submit(sluice_engine *e, const char *name, etype **out, ch
     if (*out)
         return SLUICE_OK;
     if (e->pol.strict_types) {
-        sluice_msgf(msg, msglen, "unknown task type \"%.*s\" (strict_types is on)",
-                    (int)(len > 128 ? 128 : len), name);
+        msgf(msg, msglen, "unknown task type \"%.*s\" (strict_types is on)",
+             (int)(len > 128 ? 128 : len), name);
         return SLUICE_ENOTFOUND;
     }
     if (len > 128) {
-        sluice_msgf(msg, msglen, "%s", "task type names are at most 128 bytes");
+        msgf(msg, msglen, "%s", "task type names are at most 128 bytes");
         return SLUICE_EINVAL;
     }
     return type_create(e, name, out);
@@ -416,15 +416,15 @@ void registry_free(sluice_engine *e)
 
     while ((t = ptab_next(&e->types, &pos)) != NULL) {
         heap_free(&t->ready);
-        sluice_free(t->chain);
+        alloc_free(t->chain);
         sluice_type_policy_clear(&t->pol);
-        sluice_free(t);
+        alloc_free(t);
     }
     ptab_free(&e->types);
     ptab_free(&e->limit_index);
     for (size_t i = 0; i < e->nlimits; i++)
         registry_limit_unref(e->limits[i]);
-    sluice_free(e->limits);
+    alloc_free(e->limits);
     e->limits = NULL;
     e->nlimits = e->limits_cap = 0;
 }

@@ -76,8 +76,8 @@ static int choose_tier(sluice_engine *e, const sluice_limit_policy *p, const jso
                     return SLUICE_OK;
                 }
             }
-            sluice_msgf(msg, msglen, "limit \"%s\": no tier matches \"%.*s\" at \"%s\"", p->name,
-                        (int)(len > 64 ? 64 : len), e->kbuf + used, p->tier_path);
+            msgf(msg, msglen, "limit \"%s\": no tier matches \"%.*s\" at \"%s\"", p->name,
+                 (int)(len > 64 ? 64 : len), e->kbuf + used, p->tier_path);
             return SLUICE_EINVAL;
         }
     } else {
@@ -91,12 +91,12 @@ static int choose_tier(sluice_engine *e, const sluice_limit_policy *p, const jso
                     return SLUICE_OK;
                 }
             }
-            sluice_msgf(msg, msglen, "limit \"%s\": no tier matches %" PRId64 " at \"%s\"", p->name,
-                        v, p->tier_path);
+            msgf(msg, msglen, "limit \"%s\": no tier matches %" PRId64 " at \"%s\"", p->name, v,
+                 p->tier_path);
             return SLUICE_EINVAL;
         }
     }
-    sluice_msgf(msg, msglen, "limit \"%s\": tier: %s", p->name, why);
+    msgf(msg, msglen, "limit \"%s\": tier: %s", p->name, why);
     return SLUICE_EINVAL;
 }
 
@@ -125,8 +125,7 @@ static int choose_key(sluice_engine *e, const sluice_limit_policy *p, const slui
         }
         if (p->missing_key_global)
             return SLUICE_OK;
-        sluice_msgf(msg, msglen, "limit \"%s\" needs an explicit key (KEY), and none was given",
-                    p->name);
+        msgf(msg, msglen, "limit \"%s\" needs an explicit key (KEY), and none was given", p->name);
         return SLUICE_EINVAL;
     case SLUICE_KEY_PATH:
         *off = *used;
@@ -143,10 +142,10 @@ static int choose_key(sluice_engine *e, const sluice_limit_policy *p, const slui
             return RESOLVE_SKIP;
         if (rc == SLUICE_ENOTFOUND && p->missing_key_global)
             return SLUICE_OK;
-        sluice_msgf(msg, msglen, "limit \"%s\": %s", p->name, why);
+        msgf(msg, msglen, "limit \"%s\": %s", p->name, why);
         return SLUICE_EINVAL;
     }
-    sluice_msgf(msg, msglen, "limit \"%s\": unknown key source", p->name);
+    msgf(msg, msglen, "limit \"%s\": unknown key source", p->name);
     return SLUICE_EINVAL;
 }
 
@@ -164,13 +163,12 @@ static int choose_units(const sluice_limit_policy *p, int64_t task_units, const 
     case SLUICE_UNITS_PATH:
         rc = dotpath_number_msg(input, p->units_path, units, why, sizeof why);
         if (rc != SLUICE_OK) {
-            sluice_msgf(msg, msglen, "limit \"%s\": units: %s", p->name, why);
+            msgf(msg, msglen, "limit \"%s\": units: %s", p->name, why);
             return SLUICE_EINVAL;
         }
         if (*units < 1) {
-            sluice_msgf(msg, msglen,
-                        "limit \"%s\": units at \"%s\" must be at least 1, got %" PRId64, p->name,
-                        p->units_path, *units);
+            msgf(msg, msglen, "limit \"%s\": units at \"%s\" must be at least 1, got %" PRId64,
+                 p->name, p->units_path, *units);
             return SLUICE_EINVAL;
         }
         *flags = LINK_SETTLE;
@@ -206,11 +204,11 @@ int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec
 
     *nout = 0;
     if (n > 16) {
-        off = sluice_calloc(n, sizeof *off);
-        skip = sluice_calloc(n, sizeof *skip);
+        off = alloc_calloc(n, sizeof *off);
+        skip = alloc_calloc(n, sizeof *skip);
         if (!off || !skip) {
-            sluice_free(off == offs ? NULL : off);
-            sluice_free(skip == skips ? NULL : skip);
+            alloc_free(off == offs ? NULL : off);
+            alloc_free(skip == skips ? NULL : skip);
             return SLUICE_ENOMEM;
         }
     }
@@ -231,8 +229,8 @@ int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec
             ev.type = t->pol.name;
             ev.count = 1;
             engine_emit(e, &ev, now_ns);
-            sluice_msgf(msg, msglen, "type \"%s\" names limit \"%s\", which does not exist",
-                        t->pol.name, p->name);
+            msgf(msg, msglen, "type \"%s\" names limit \"%s\", which does not exist", t->pol.name,
+                 p->name);
             rc = SLUICE_ENOTFOUND;
             break;
         }
@@ -262,11 +260,11 @@ int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec
         *nout = kept;
     }
     if (off != offs) {
-        sluice_free(off);
-        sluice_free(skip);
+        alloc_free(off);
+        alloc_free(skip);
     }
     if (rc == SLUICE_ENOMEM)
-        sluice_msgf(msg, msglen, "%s", "out of memory");
+        msgf(msg, msglen, "%s", "out of memory");
     return rc;
 }
 
@@ -284,11 +282,11 @@ int resolve_parse_payload(const sluice_task_spec *spec, json_t **input, char *ms
     /* jansson allocates through sluice's allocator (base/alloc.c): running out is not a syntax
      * error, though jansson may report it as one (or not at all). */
     if (alloc_json_failures() != failures) {
-        sluice_msgf(msg, msglen, "%s", "out of memory");
+        msgf(msg, msglen, "%s", "out of memory");
         return SLUICE_ENOMEM;
     }
-    sluice_msgf(msg, msglen, "payload is not valid JSON: %s (line %d, column %d)", jerr.text,
-                jerr.line, jerr.column);
+    msgf(msg, msglen, "payload is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+         jerr.column);
     return SLUICE_EINVAL;
 }
 

@@ -31,7 +31,7 @@ int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec
 
 /* Parses a spec's payload into *input (NULL when the spec has none; the caller decrefs it).
  * Returns 0, SLUICE_EINVAL with msg when it is not JSON, or SLUICE_ENOMEM (jansson allocates
- * through sluice_malloc). */
+ * through alloc_malloc). */
 int resolve_parse_payload(const sluice_task_spec *spec, json_t **input, char *msg, size_t msglen);
 
 /* Parses a spec's payload and resolves the links of a task of type t from it, as resolve_links

@@ -45,7 +45,7 @@ int task_new(const link_spec *links, size_t nlinks, const char *task_key, size_t
         len += key_len + 1;
     if (len > UINT32_MAX)
         return SLUICE_EINVAL;
-    t = sluice_calloc(1, len);
+    t = alloc_calloc(1, len);
     if (!t)
         return SLUICE_ENOMEM;
     t->bytes = (uint32_t)len;
@@ -81,9 +81,9 @@ void task_free(task *t)
 {
     if (!t)
         return;
-    sluice_free(t->payload);
-    sluice_free(t->fail_message);
-    sluice_free(t);
+    alloc_free(t->payload);
+    alloc_free(t->fail_message);
+    alloc_free(t);
 }
 
 int task_copy_payload(const char *payload, size_t len, char **out)
@@ -91,7 +91,7 @@ int task_copy_payload(const char *payload, size_t len, char **out)
     *out = NULL;
     if (!payload)
         return SLUICE_OK;
-    *out = sluice_memdup0(payload, len);
+    *out = alloc_memdup0(payload, len);
     return *out ? SLUICE_OK : SLUICE_ENOMEM;
 }
 

@@ -38,14 +38,14 @@ static void clear_msg(char *msg, size_t msglen)
 
 /* Writes `key path "PATH": ` and the formatted reason into msg, when there is one. Returns rc, so
  * callers can `return fail(...)`. */
-SLUICE_PRINTF(5, 6)
+PRINTF_ATTR(5, 6)
 static int fail(int rc, char *msg, size_t msglen, const char *path, const char *fmt, ...)
 {
     va_list ap;
 
-    sluice_msgf(msg, msglen, "key path \"%.*s\": ", quote_len(strlen(path)), path);
+    msgf(msg, msglen, "key path \"%.*s\": ", quote_len(strlen(path)), path);
     va_start(ap, fmt);
-    sluice_vmsgf_append(msg, msglen, fmt, ap);
+    vmsgf_append(msg, msglen, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -112,7 +112,7 @@ int dotpath_validate(const char *path, char *msg, size_t msglen)
 
     clear_msg(msg, msglen);
     if (!path) {
-        sluice_msgf(msg, msglen, "key path: none given");
+        msgf(msg, msglen, "key path: none given");
         return SLUICE_EINVAL;
     }
     if (!*path)
@@ -273,7 +273,7 @@ int dotpath_extract_msg(const json_t *input, const char *path, char *buf, size_t
 
     clear_msg(msg, msglen);
     if (!len) {
-        sluice_msgf(msg, msglen, "key path: no length out-parameter");
+        msgf(msg, msglen, "key path: no length out-parameter");
         return SLUICE_EINVAL;
     }
     *len = 0;
@@ -333,7 +333,7 @@ int dotpath_number_msg(const json_t *input, const char *path, int64_t *out, char
 
     clear_msg(msg, msglen);
     if (!out) {
-        sluice_msgf(msg, msglen, "key path: no out-parameter");
+        msgf(msg, msglen, "key path: no out-parameter");
         return SLUICE_EINVAL;
     }
     *out = 0;

@@ -82,20 +82,20 @@ static void free_tiers(sluice_tier *tiers, size_t n)
     if (!tiers)
         return;
     for (size_t i = 0; i < n; i++) {
-        sluice_free(tiers[i].name);
-        sluice_free(tiers[i].equals);
+        alloc_free(tiers[i].name);
+        alloc_free(tiers[i].equals);
     }
-    sluice_free(tiers);
+    alloc_free(tiers);
 }
 
 void sluice_limit_policy_clear(sluice_limit_policy *p)
 {
     if (!p)
         return;
-    sluice_free(p->name);
-    sluice_free(p->key_path);
-    sluice_free(p->units_path);
-    sluice_free(p->tier_path);
+    alloc_free(p->name);
+    alloc_free(p->key_path);
+    alloc_free(p->units_path);
+    alloc_free(p->tier_path);
     free_tiers(p->tiers, p->ntiers);
     sluice_limit_policy_init(p);
 }
@@ -105,15 +105,15 @@ static void free_names(char **names, size_t n)
     if (!names)
         return;
     for (size_t i = 0; i < n; i++)
-        sluice_free(names[i]);
-    sluice_free(names);
+        alloc_free(names[i]);
+    alloc_free(names);
 }
 
 void sluice_type_policy_clear(sluice_type_policy *t)
 {
     if (!t)
         return;
-    sluice_free(t->name);
+    alloc_free(t->name);
     free_names(t->limits, t->nlimits);
     sluice_type_policy_init(t);
 }
@@ -126,7 +126,7 @@ static int dup_str(char **dst, const char *src)
     *dst = NULL;
     if (!src)
         return 0;
-    *dst = sluice_memdup0(src, strlen(src));
+    *dst = alloc_memdup0(src, strlen(src));
     return *dst ? 0 : SLUICE_ENOMEM;
 }
 
@@ -143,7 +143,7 @@ int sluice_limit_policy_copy(sluice_limit_policy *dst, const sluice_limit_policy
         dup_str(&c.units_path, src->units_path) || dup_str(&c.tier_path, src->tier_path))
         goto fail;
     if (src->ntiers > 0) {
-        c.tiers = sluice_calloc(src->ntiers, sizeof(*c.tiers));
+        c.tiers = alloc_calloc(src->ntiers, sizeof(*c.tiers));
         if (!c.tiers)
             goto fail;
         for (size_t i = 0; i < src->ntiers; i++) {
@@ -174,7 +174,7 @@ int sluice_type_policy_copy(sluice_type_policy *dst, const sluice_type_policy *s
     if (dup_str(&c.name, src->name))
         goto fail;
     if (src->nlimits > 0) {
-        c.limits = sluice_calloc(src->nlimits, sizeof(*c.limits));
+        c.limits = alloc_calloc(src->nlimits, sizeof(*c.limits));
         if (!c.limits)
             goto fail;
         for (size_t i = 0; i < src->nlimits; i++) {
@@ -195,7 +195,7 @@ fail:
 /* ---- Checks ------------------------------------------------------------------------------ */
 
 /* Writes the reason of a failed check, sets the fault and returns rc. */
-SLUICE_PRINTF(6, 7)
+PRINTF_ATTR(6, 7)
 static int fault(policy_fault *where, policy_field field, size_t index, char *msg, size_t msglen,
                  const char *fmt, ...)
 {
@@ -206,7 +206,7 @@ static int fault(policy_fault *where, policy_field field, size_t index, char *ms
         where->index = index;
     }
     va_start(ap, fmt);
-    sluice_vmsgf(msg, msglen, fmt, ap);
+    vmsgf(msg, msglen, fmt, ap);
     va_end(ap);
     return SLUICE_EINVAL;
 }
@@ -221,10 +221,10 @@ static void no_fault(policy_fault *where, char *msg, size_t msglen)
         msg[0] = '\0';
 }
 
-/* A name quoted for a message: at most 40 bytes sluice_quoted. */
-static const char *show(sluice_quoted *q, const char *s)
+/* A name quoted for a message: at most 40 bytes quote_buf. */
+static const char *show(quote_buf *q, const char *s)
 {
-    return sluice_quote(q, s, strlen(s), 40);
+    return quote_bytes(q, s, strlen(s), 40);
 }
 
 /* A duration for a message, in its largest exact unit ("5m"), or in ns when negative. */
@@ -248,7 +248,7 @@ static int name_char(unsigned char c)
 int policy_check_name(const char *name, char *msg, size_t msglen)
 {
     size_t len;
-    sluice_quoted q, qc;
+    quote_buf q, qc;
     char bad[2];
 
     no_fault(NULL, msg, msglen);
@@ -301,7 +301,7 @@ static int check_units_fit(const sluice_limit_policy *p, const sluice_limit_def 
                            const char *in_tier, policy_fault *where, char *msg, size_t msglen)
 {
     int64_t cap = policy_capacity(def);
-    sluice_quoted q;
+    quote_buf q;
 
     if (p->units_source != SLUICE_UNITS_FIXED || p->units_fixed <= cap)
         return 0;
@@ -316,7 +316,7 @@ static int check_units_fit(const sluice_limit_policy *p, const sluice_limit_def 
  * or the quoted string of an equals tier. */
 static const char *tier_match(const sluice_tier *t, char *buf, size_t len)
 {
-    sluice_quoted q;
+    quote_buf q;
 
     if (t->equals)
         snprintf(buf, len, "equal to %s", show(&q, t->equals));
@@ -341,7 +341,7 @@ static int tiers_overlap(const sluice_tier *a, const sluice_tier *b)
 static int check_tiers(const sluice_limit_policy *p, policy_fault *where, char *msg, size_t msglen)
 {
     char vmsg[200], m1[120], m2[120];
-    sluice_quoted q1, q2;
+    quote_buf q1, q2;
     int rc;
 
     if (!p->tier_path)
@@ -463,7 +463,7 @@ int policy_check_type(const sluice_type_policy *t, policy_fault *where, char *ms
     const sluice_retry_policy *r = &t->retry;
     char vmsg[200];
     dur_text d1, d2;
-    sluice_quoted q;
+    quote_buf q;
 
     no_fault(where, msg, msglen);
     if (policy_check_name(t->name, vmsg, sizeof(vmsg)) != 0)
@@ -530,12 +530,12 @@ int policy_check_engine(const sluice_engine_policy *e, policy_fault *where, char
 static int with_subject(int rc, const char *what, const char *name, const char *reason, char *msg,
                         size_t msglen)
 {
-    sluice_quoted q;
+    quote_buf q;
 
     if (name && policy_check_name(name, NULL, 0) == 0)
-        sluice_msgf(msg, msglen, "%s %s: %s", what, show(&q, name), reason);
+        msgf(msg, msglen, "%s %s: %s", what, show(&q, name), reason);
     else
-        sluice_msgf(msg, msglen, "%s: %s", what, reason);
+        msgf(msg, msglen, "%s: %s", what, reason);
     return rc;
 }
 

@@ -59,13 +59,13 @@ static const char *quote(quoted *q, const char *s, size_t n)
     return q->s;
 }
 
-SLUICE_PRINTF(4, 5)
+PRINTF_ATTR(4, 5)
 static int fail(int rc, char *msg, size_t msglen, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    sluice_vmsgf(msg, msglen, fmt, ap);
+    vmsgf(msg, msglen, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -126,11 +126,11 @@ static int take_path(const char *what, const char *v, size_t n, char **dst, cons
                         "bad %s path %s in %s: control byte at offset %zu", what, quote(&q1, v, n),
                         quote(&q2, text, strlen(text)), i);
     }
-    p = sluice_memdup0(v, n);
+    p = alloc_memdup0(v, n);
     if (!p)
         return fail(SLUICE_ENOMEM, msg, msglen, "out of memory");
     if (dotpath_validate(p, vmsg, sizeof(vmsg)) != 0) {
-        sluice_free(p);
+        alloc_free(p);
         return fail(SLUICE_EINVAL, msg, msglen, "bad %s path %s in %s: %s", what, quote(&q1, v, n),
                     quote(&q2, text, strlen(text)), vmsg);
     }
@@ -231,7 +231,7 @@ int sluice_spec_parse_policy(const char *text, sluice_limit_policy *out, char *m
         return fail(SLUICE_EINVAL, msg, msglen, "no policy spec given");
     sluice_limit_policy_init(&p);
     len = strlen(text);
-    limit_text = sluice_malloc(len + 1);
+    limit_text = alloc_malloc(len + 1);
     if (!limit_text)
         return fail(SLUICE_ENOMEM, msg, msglen, "out of memory");
 
@@ -291,19 +291,19 @@ int sluice_spec_parse_policy(const char *text, sluice_limit_policy *out, char *m
         fail(rc, msg, msglen, "%s in %s", vmsg, quote(&q2, text, len));
         goto fail;
     }
-    sluice_free(limit_text);
+    alloc_free(limit_text);
     *out = p;
     return 0;
 
 fail:
-    sluice_free(limit_text);
+    alloc_free(limit_text);
     sluice_limit_policy_clear(&p);
     return rc;
 }
 
 /* ---- Formatting -------------------------------------------------------------------------- */
 
-SLUICE_PRINTF(4, 5)
+PRINTF_ATTR(4, 5)
 static void append(char *buf, size_t len, size_t *pos, const char *fmt, ...)
 {
     va_list ap;

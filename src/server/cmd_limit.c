@@ -52,7 +52,7 @@ static int gen_eq(const void *p, const void *key)
 
 int cmd_limit_init(server *s)
 {
-    limit_state *ls = sluice_calloc(1, sizeof(*ls));
+    limit_state *ls = alloc_calloc(1, sizeof(*ls));
 
     if (!ls)
         return SLUICE_ENOMEM;
@@ -70,9 +70,9 @@ void cmd_limit_free(server *s)
     if (!ls)
         return;
     while ((e = ptab_next(&ls->gens, &pos)) != NULL)
-        sluice_free(e);
+        alloc_free(e);
     ptab_free(&ls->gens);
-    sluice_free(ls);
+    alloc_free(ls);
     s->limit_state = NULL;
 }
 
@@ -99,7 +99,7 @@ void cmd_limit_bump(server *s, const char *name)
         e->gen = ls->counter;
         return;
     }
-    e = ptab_reserve(&ls->gens, 1) == SLUICE_OK ? sluice_malloc(sizeof(*e) + len + 1) : NULL;
+    e = ptab_reserve(&ls->gens, 1) == SLUICE_OK ? alloc_malloc(sizeof(*e) + len + 1) : NULL;
     if (!e) {
         /* Without room the name keeps generation 0; its old handles stay accepted by a new
          * limit of the same name (whose lease ids restart). Log it: it is only memory. */
@@ -287,9 +287,9 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
         return;
     }
     if (n > CHAIN_STACK) {
-        links = sluice_calloc(n, sizeof(*links));
-        dec = sluice_calloc(n, sizeof(*dec));
-        pols = sluice_calloc(n, sizeof(*pols));
+        links = alloc_calloc(n, sizeof(*links));
+        dec = alloc_calloc(n, sizeof(*dec));
+        pols = alloc_calloc(n, sizeof(*pols));
         if (!links || !dec || !pols) {
             resp_error(conn_out(c), "NOMEM", "out of memory");
             goto done;
@@ -341,9 +341,9 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
     reply_decision(c, &dec[report], res.allowed ? NULL : pols[report]->name);
 done:
     if (links != stack_links) {
-        sluice_free(links);
-        sluice_free(dec);
-        sluice_free((void *)pols);
+        alloc_free(links);
+        alloc_free(dec);
+        alloc_free((void *)pols);
     }
 }
 
@@ -632,7 +632,7 @@ void cmd_limit_set(conn *c, const resp_command *cmd)
         reply_engine_error(c, rc, msg);
         return;
     }
-    p.name = sluice_memdup0(name, strlen(name));
+    p.name = alloc_memdup0(name, strlen(name));
     if (!p.name) {
         sluice_limit_policy_clear(&p);
         resp_error(conn_out(c), "NOMEM", "out of memory");

@@ -34,7 +34,7 @@ typedef struct sbuf {
     int failed;
 } sbuf;
 
-SLUICE_PRINTF(2, 3) static void sb_printf(sbuf *b, const char *fmt, ...)
+PRINTF_ATTR(2, 3) static void sb_printf(sbuf *b, const char *fmt, ...)
 {
     va_list ap;
     int n;
@@ -69,7 +69,7 @@ static void sb_reply(conn *c, sbuf *b)
         resp_error(conn_out(c), "NOMEM", "out of memory");
     else
         resp_bulk(conn_out(c), b->p ? b->p : "", b->len);
-    sluice_free(b->p);
+    alloc_free(b->p);
 }
 
 /* ---- PING, ECHO, SELECT, QUIT ------------------------------------------------------------ */

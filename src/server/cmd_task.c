@@ -51,7 +51,7 @@ typedef struct task_wait {
 
 int cmd_task_init(server *s)
 {
-    task_state *ts = sluice_calloc(1, sizeof(*ts));
+    task_state *ts = alloc_calloc(1, sizeof(*ts));
 
     if (!ts)
         return SLUICE_ENOMEM;
@@ -61,7 +61,7 @@ int cmd_task_init(server *s)
 
 void cmd_task_free(server *s)
 {
-    sluice_free(s->task_state);
+    alloc_free(s->task_state);
     s->task_state = NULL;
 }
 
@@ -300,7 +300,7 @@ static void get_timeout(conn *c, void *arg)
 {
     resp_array(conn_out(c), 0);
     conn_unblock(c);
-    sluice_free(arg);
+    alloc_free(arg);
 }
 
 static int get_retry(conn *c, void *arg)
@@ -320,14 +320,14 @@ static int get_retry(conn *c, void *arg)
     if (n > 0)
         durable_delivered_unblocked(c, mark, max_delivered(c->srv, n));
     conn_unblock(c);
-    sluice_free(w);
+    alloc_free(w);
     return 1;
 }
 
 static void get_cancel(conn *c, void *arg)
 {
     (void)c;
-    sluice_free(arg);
+    alloc_free(arg);
 }
 
 static const conn_block_ops get_ops = {get_retry, get_timeout, get_cancel};
@@ -342,7 +342,7 @@ static task_wait *wait_new(const resp_command *cmd, size_t ntypes, size_t count)
 
     for (size_t i = 1; i <= ntypes; i++)
         len += cmd->argvlen[i] + 1;
-    w = sluice_malloc(len);
+    w = alloc_malloc(len);
     if (!w)
         return NULL;
     w->count = count;
@@ -408,7 +408,7 @@ void cmd_task_get(conn *c, const resp_command *cmd)
         return;
     }
     if (conn_block(c, timeout_ms, &get_ops, w) != 0) {
-        sluice_free(w);
+        alloc_free(w);
         resp_array(conn_out(c), 0);
     }
     return;

@@ -67,14 +67,14 @@ static int entry_eq(const void *p, const void *key)
 
 int cmd_cell_init(server *s)
 {
-    cell_state *cs = sluice_calloc(1, sizeof(*cs));
+    cell_state *cs = alloc_calloc(1, sizeof(*cs));
 
     if (!cs)
         return SLUICE_ENOMEM;
     cs->max = s->opt.max_adhoc ? s->opt.max_adhoc : 1;
     ptab_init(&cs->index);
     s->cell_state = cs;
-    cs->entries = sluice_calloc(cs->max, sizeof(*cs->entries));
+    cs->entries = alloc_calloc(cs->max, sizeof(*cs->entries));
     /* Reserved once for every entry there can be, so filing one never fails. */
     if (!cs->entries || ptab_reserve(&cs->index, cs->max) != SLUICE_OK) {
         cmd_cell_free(s);
@@ -91,9 +91,9 @@ void cmd_cell_free(server *s)
         return;
     for (size_t i = 0; i < cs->n; i++)
         sluice_limit_free(cs->entries[i].lim);
-    sluice_free(cs->entries);
+    alloc_free(cs->entries);
     ptab_free(&cs->index);
-    sluice_free(cs);
+    alloc_free(cs);
     s->cell_state = NULL;
 }
 

@@ -145,8 +145,8 @@ static void conn_free(conn *c)
     s->nclosing--;
     resp_reader_free(c->reader);
     resp_writer_clear(&c->out);
-    sluice_free(c->wbuf);
-    sluice_free(c);
+    alloc_free(c->wbuf);
+    alloc_free(c);
     server_client_gone(s);
 }
 
@@ -285,7 +285,7 @@ void conn_flush(conn *c)
     c->wreq.data = c;
     n = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write);
     if (n != 0) {
-        sluice_free(c->wbuf);
+        alloc_free(c->wbuf);
         c->wbuf = NULL;
         c->wlen = 0;
         conn_close(c);
@@ -302,7 +302,7 @@ static void on_write(uv_write_t *req, int status)
         c->out.cap = c->wlen;
         c->out.len = 0;
     } else {
-        sluice_free(c->wbuf);
+        alloc_free(c->wbuf);
     }
     c->wbuf = NULL;
     c->wlen = 0;
@@ -609,7 +609,7 @@ int conn_accept(server *s)
     conn *c;
     int rc;
 
-    c = sluice_calloc(1, sizeof(*c));
+    c = alloc_calloc(1, sizeof(*c));
     if (!c)
         return SLUICE_ENOMEM;
     c->srv = s;

@@ -148,7 +148,7 @@ static void hold_reply(durable *d, conn *c, size_t mark)
 {
     if (d->nheld == d->held_cap) {
         size_t cap = d->held_cap ? d->held_cap * 2 : 64;
-        durable_held *h = sluice_realloc(d->held, cap * sizeof *h);
+        durable_held *h = alloc_realloc(d->held, cap * sizeof *h);
 
         if (!h) {
             /* Cannot hold it: make the change durable now instead, before the reply can go. */
@@ -201,7 +201,7 @@ static int rewrite_client(conn *c, const durable_held *h, size_t n, const char *
 
     for (size_t i = 0; i < n; i++)
         len = len - (h[i].end - h[i].start) + errlen;
-    buf = sluice_malloc(len ? len : 1);
+    buf = alloc_malloc(len ? len : 1);
     if (!buf)
         return -1;
     for (size_t i = 0; i < n; i++) {
@@ -212,7 +212,7 @@ static int rewrite_client(conn *c, const durable_held *h, size_t n, const char *
         at = h[i].end;
     }
     memcpy(buf + o, w->buf + at, w->len - at);
-    sluice_free(w->buf);
+    alloc_free(w->buf);
     w->buf = buf;
     w->len = w->cap = len;
     return 0;
@@ -302,7 +302,7 @@ static void job_bytes(durable_job *j, const void *p, size_t n)
 
         while (cap - j->len < n)
             cap *= 2;
-        b = sluice_realloc(j->buf, cap);
+        b = alloc_realloc(j->buf, cap);
         if (!b) {
             j->oom = 1;
             return;
@@ -665,7 +665,7 @@ static void job_done(durable *d)
     }
     /* Keep the buffer of an ordinary turn; give back a huge one. */
     if (j->cap > (1u << 20)) {
-        sluice_free(j->buf);
+        alloc_free(j->buf);
         j->buf = NULL;
         j->cap = 0;
     }
@@ -867,10 +867,10 @@ static void arm_sync(durable *d, int64_t due_ms)
 
 static void free_state(durable *d)
 {
-    sluice_free(d->held);
-    sluice_free(d->flight);
-    sluice_free(d->job.buf);
-    sluice_free(d);
+    alloc_free(d->held);
+    alloc_free(d->flight);
+    alloc_free(d->job.buf);
+    alloc_free(d);
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -924,12 +924,12 @@ static void thread_stop(durable *d)
 
 int durable_open(server *s, char *msg, size_t msglen)
 {
-    durable *d = sluice_calloc(1, sizeof *d);
+    durable *d = alloc_calloc(1, sizeof *d);
     store_options so;
     int rc;
 
     if (!d) {
-        sluice_free(d);
+        alloc_free(d);
         snprintf(msg, msglen, "out of memory");
         return SLUICE_ENOMEM;
     }

@@ -102,7 +102,7 @@ static int apply_limit(const char *name, const char *spec, void *arg)
     if (rc == SLUICE_ENOMEM)
         return fatal(l, rc, "a stored limit");
     if (rc == 0) {
-        p.name = sluice_memdup0(name, strlen(name));
+        p.name = alloc_memdup0(name, strlen(name));
         if (!p.name) {
             sluice_limit_policy_clear(&p);
             return fatal(l, SLUICE_ENOMEM, "a stored limit");

@@ -32,7 +32,7 @@ int log_parse_level(const char *name, log_level *out);
 int log_enabled(log_level level);
 
 /* Writes one line at `level` when it is enabled. */
-void log_msg(log_level level, const char *fmt, ...) SLUICE_PRINTF(2, 3);
+void log_msg(log_level level, const char *fmt, ...) PRINTF_ATTR(2, 3);
 
 #define log_debug(...) log_msg(LOG_LEVEL_DEBUG, __VA_ARGS__)
 #define log_info(...)  log_msg(LOG_LEVEL_INFO, __VA_ARGS__)

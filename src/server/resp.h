@@ -89,11 +89,11 @@ void resp_writer_consume(resp_writer *w, size_t n); /* drops the first n bytes (
 /* Each appends one reply; failures set w->failed (callers check once per command). */
 void resp_simple(resp_writer *w, const char *s); /* +OK */
 void resp_error(resp_writer *w, const char *code, const char *fmt, ...)
-    SLUICE_PRINTF(3, 4);                                   /* -CODE message */
+    PRINTF_ATTR(3, 4);                                     /* -CODE message */
 void resp_int(resp_writer *w, int64_t v);                  /* :42 */
 void resp_bulk(resp_writer *w, const char *s, size_t len); /* $3 abc */
 void resp_bulk_str(resp_writer *w, const char *s);         /* NUL-terminated */
-void resp_bulk_fmt(resp_writer *w, const char *fmt, ...) SLUICE_PRINTF(2, 3);
+void resp_bulk_fmt(resp_writer *w, const char *fmt, ...) PRINTF_ATTR(2, 3);
 void resp_null(resp_writer *w);             /* $-1 or _ in RESP3 */
 void resp_array(resp_writer *w, size_t n);  /* *n */
 void resp_map(resp_writer *w, size_t n);    /* %n in RESP3, *2n in RESP2 (n pairs follow) */

@@ -107,10 +107,10 @@ static size_t min_size(size_t a, size_t b)
 
 static void rd_release(resp_reader *r)
 {
-    sluice_free(r->buf);
-    sluice_free(r->off);
-    sluice_free((void *)r->argv);
-    sluice_free(r->argvlen);
+    alloc_free(r->buf);
+    alloc_free(r->off);
+    alloc_free((void *)r->argv);
+    alloc_free(r->argvlen);
     r->buf = NULL;
     r->off = NULL;
     r->argv = NULL;
@@ -146,7 +146,7 @@ int resp_reader_new(const resp_limits *limits, resp_reader **out)
     resp_reader *r;
 
     *out = NULL;
-    r = sluice_malloc(sizeof *r);
+    r = alloc_malloc(sizeof *r);
     if (!r)
         return SLUICE_ENOMEM;
     memset(r, 0, sizeof *r);
@@ -161,7 +161,7 @@ void resp_reader_free(resp_reader *r)
     if (!r)
         return;
     rd_release(r);
-    sluice_free(r);
+    alloc_free(r);
 }
 
 void resp_reader_set_limits(resp_reader *r, const resp_limits *limits)
@@ -193,7 +193,7 @@ static void rd_compact(resp_reader *r)
         r->start = 0;
     }
     if (r->len == 0 && r->cap > RD_KEEP_BUF) {
-        sluice_free(r->buf);
+        alloc_free(r->buf);
         r->buf = NULL;
         r->cap = 0;
     }
@@ -468,9 +468,9 @@ static void rd_begin(resp_reader *r)
     r->query_len = 0;
     if (r->argv_cap > RD_KEEP_ARGV) {
         /* A huge command is rare; do not keep its arrays for the life of the connection. */
-        sluice_free(r->off);
-        sluice_free((void *)r->argv);
-        sluice_free(r->argvlen);
+        alloc_free(r->off);
+        alloc_free((void *)r->argv);
+        alloc_free(r->argvlen);
         r->off = NULL;
         r->argv = NULL;
         r->argvlen = NULL;

@@ -29,7 +29,7 @@ void resp_writer_init(resp_writer *w, int proto)
 
 void resp_writer_clear(resp_writer *w)
 {
-    sluice_free(w->buf);
+    alloc_free(w->buf);
     w->buf = NULL;
     w->len = w->cap = 0;
     w->failed = 0;
@@ -40,7 +40,7 @@ void resp_writer_consume(resp_writer *w, size_t n)
     if (n >= w->len) {
         w->len = 0;
         if (w->cap > WR_KEEP_BUF) {
-            sluice_free(w->buf);
+            alloc_free(w->buf);
             w->buf = NULL;
             w->cap = 0;
         }

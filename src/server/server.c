@@ -592,7 +592,7 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
     *out = NULL;
     if (msg && msglen > 0)
         msg[0] = '\0';
-    s = sluice_calloc(1, sizeof(*s));
+    s = alloc_calloc(1, sizeof(*s));
     if (!s) {
         snprintf(msg, msglen, "out of memory");
         return SLUICE_ENOMEM;
@@ -713,7 +713,7 @@ fail_engine:
 fail_config:
     sluice_config_clear(&s->config);
 fail_alloc:
-    sluice_free(s);
+    alloc_free(s);
     return rc;
 }
 
@@ -740,5 +740,5 @@ void server_free(server *s)
     commands_free(s);
     sluice_engine_free(s->engine);
     sluice_config_clear(&s->config);
-    sluice_free(s);
+    alloc_free(s);
 }

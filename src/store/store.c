@@ -288,7 +288,7 @@ int store_open(const store_options *o, store **out, char *msg, size_t msglen)
         snprintf(msg, msglen, "batch interval must be positive");
         return SLUICE_EINVAL;
     }
-    s = sluice_calloc(1, sizeof *s);
+    s = alloc_calloc(1, sizeof *s);
     if (!s) {
         snprintf(msg, msglen, "out of memory");
         return SLUICE_ENOMEM;
@@ -298,7 +298,7 @@ int store_open(const store_options *o, store **out, char *msg, size_t msglen)
     s->batch_ms = o->batch_ms;
     rc = s->ops->open(o, &s->impl, msg, msglen);
     if (rc) {
-        sluice_free(s);
+        alloc_free(s);
         return rc;
     }
     *out = s;
@@ -310,7 +310,7 @@ void store_close(store *s)
     if (!s)
         return;
     s->ops->close(s->impl);
-    sluice_free(s);
+    alloc_free(s);
 }
 
 int store_load(store *s, const store_loader *cb, void *arg)

@@ -7,7 +7,7 @@
  * Invariants a backend keeps:
  * - a failing put or commit leaves no transaction open (the backend rolls back itself);
  * - error() describes the last failure in one line and stays valid until the next call;
- * - the backend allocates its own memory through sluice_malloc (the libraries it uses may have
+ * - the backend allocates its own memory through alloc_malloc (the libraries it uses may have
  *   their own allocators).
  */
 #ifndef SLUICE_STORE_STORE_IMPL_H

@@ -548,7 +548,7 @@ static void sq_close(void *impl)
     }
     if (ss->lock_fd >= 0)
         close(ss->lock_fd); /* releases the flock */
-    sluice_free(ss);
+    alloc_free(ss);
 }
 
 static int sq_open(const store_options *o, void **impl, char *msg, size_t msglen)
@@ -565,7 +565,7 @@ static int sq_open(const store_options *o, void **impl, char *msg, size_t msglen
         snprintf(msg, msglen, "data directory %s: path too long", o->dir);
         return SLUICE_EINVAL;
     }
-    ss = sluice_calloc(1, sizeof *ss);
+    ss = alloc_calloc(1, sizeof *ss);
     if (!ss) {
         snprintf(msg, msglen, "out of memory");
         return SLUICE_ENOMEM;

@@ -94,7 +94,7 @@ static void test_json_payload_oom(void **unused)
     /* jansson's allocations are seen (many of them) and every one of them may fail cleanly. */
     first_ok = oom_sweep(parse_payload, NULL, 100000);
     assert_true(first_ok > 10);
-    /* Without a failing allocator the parse allocates through sluice_malloc too. */
+    /* Without a failing allocator the parse allocates through alloc_malloc too. */
     oom_install(0);
     assert_int_equal(parse_payload(NULL), SLUICE_OK);
     assert_int_equal(oom_allocations(), first_ok - 1);

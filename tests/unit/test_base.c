@@ -147,7 +147,7 @@ static void test_grow_capacities(void **state)
     assert_int_equal(cap, 128);
     for (size_t i = 0; i < 8; i++)
         assert_int_equal(v[i], (int64_t)i);
-    sluice_free(v);
+    alloc_free(v);
 }
 
 static void test_grow_first_cap_larger_than_need(void **state)
@@ -158,12 +158,12 @@ static void test_grow_first_cap_larger_than_need(void **state)
     (void)state;
     assert_int_equal(grow_array(&p, &cap, 3, 1, 1024), SLUICE_OK);
     assert_int_equal(cap, 1024);
-    sluice_free(p);
+    alloc_free(p);
     p = NULL;
     cap = 0;
     assert_int_equal(grow_array(&p, &cap, 5000, 1, 1024), SLUICE_OK);
     assert_int_equal(cap, 8192);
-    sluice_free(p);
+    alloc_free(p);
 }
 
 static void test_grow_refuses_overflow(void **state)
@@ -202,7 +202,7 @@ static int grow_body(void *arg)
         }
         v[n++] = i;
     }
-    sluice_free(v);
+    alloc_free(v);
     return rc;
 }
 
@@ -367,27 +367,27 @@ static void test_msgf(void **state)
     char m[12];
 
     (void)state;
-    sluice_msgf(NULL, 10, "x%d", 1); /* no message wanted: nothing happens */
+    msgf(NULL, 10, "x%d", 1); /* no message wanted: nothing happens */
     memset(m, '#', sizeof m);
-    sluice_msgf(m, 0, "x%d", 1);
+    msgf(m, 0, "x%d", 1);
     assert_int_equal(m[0], '#');
-    sluice_msgf(m, sizeof m, "a %s", "long message");
+    msgf(m, sizeof m, "a %s", "long message");
     assert_string_equal(m, "a long mess"); /* cut, NUL-terminated */
 
-    sluice_msgf(m, sizeof m, "ctx: ");
-    sluice_msgf_append(m, sizeof m, "%s", "why");
+    msgf(m, sizeof m, "ctx: ");
+    msgf_append(m, sizeof m, "%s", "why");
     assert_string_equal(m, "ctx: why");
-    sluice_msgf_append(m, sizeof m, "%s", " and more");
+    msgf_append(m, sizeof m, "%s", " and more");
     assert_string_equal(m, "ctx: why an");
 
     /* A prefix that fills the buffer is followed by nothing. */
-    sluice_msgf(m, sizeof m, "%s", "0123456789abcdef");
-    sluice_msgf_append(m, sizeof m, "%s", "reason");
+    msgf(m, sizeof m, "%s", "0123456789abcdef");
+    msgf_append(m, sizeof m, "%s", "reason");
     assert_string_equal(m, "0123456789a");
-    sluice_msgf(m, sizeof m, "%s", "0123456789a"); /* exactly full */
-    sluice_msgf_append(m, sizeof m, "%s", "reason");
+    msgf(m, sizeof m, "%s", "0123456789a"); /* exactly full */
+    msgf_append(m, sizeof m, "%s", "reason");
     assert_string_equal(m, "0123456789a");
-    sluice_msgf_append(NULL, 0, "%s", "reason");
+    msgf_append(NULL, 0, "%s", "reason");
 }
 
 int main(void)

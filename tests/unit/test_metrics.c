@@ -567,7 +567,7 @@ static int write_all_body(void *arg)
     text = prom_buf_take(&b, &len);
     if (!text)
         return SLUICE_ENOMEM;
-    sluice_free(text);
+    alloc_free(text);
     return 0;
 }
 

@@ -29,7 +29,7 @@ static char msg[512];
 static void rate_policy(sluice_limit_policy *p, const char *name)
 {
     sluice_limit_policy_init(p);
-    p->name = sluice_memdup0(name, strlen(name));
+    p->name = alloc_memdup0(name, strlen(name));
     assert_non_null(p->name);
     sluice_limit_def_init(&p->def, SLUICE_RATE);
     p->def.limit = 100;
@@ -41,13 +41,13 @@ static void add_tier(sluice_limit_policy *p, const char *name, int64_t min, int6
                      int64_t per_min)
 {
     sluice_tier *t;
-    sluice_tier *tiers = sluice_realloc(p->tiers, (p->ntiers + 1) * sizeof(*tiers));
+    sluice_tier *tiers = alloc_realloc(p->tiers, (p->ntiers + 1) * sizeof(*tiers));
 
     assert_non_null(tiers);
     p->tiers = tiers;
     t = &p->tiers[p->ntiers++];
     memset(t, 0, sizeof(*t));
-    t->name = sluice_memdup0(name, strlen(name));
+    t->name = alloc_memdup0(name, strlen(name));
     t->min = min;
     t->max = max;
     sluice_limit_def_init(&t->def, SLUICE_RATE);
@@ -57,8 +57,8 @@ static void add_tier(sluice_limit_policy *p, const char *name, int64_t min, int6
 
 static void set_str(char **field, const char *s)
 {
-    sluice_free(*field);
-    *field = s ? sluice_memdup0(s, strlen(s)) : NULL;
+    alloc_free(*field);
+    *field = s ? alloc_memdup0(s, strlen(s)) : NULL;
 }
 
 static void expect_limit_error(const sluice_limit_policy *p, int rc, const char *expected)
@@ -139,8 +139,8 @@ static void test_clear_accepts_null_and_twice(void **unused)
 
     sluice_type_policy_init(&t);
     set_str(&t.name, "charge");
-    t.limits = sluice_calloc(1, sizeof(char *));
-    t.limits[0] = sluice_memdup0("stripe", 6);
+    t.limits = alloc_calloc(1, sizeof(char *));
+    t.limits[0] = alloc_memdup0("stripe", 6);
     t.nlimits = 1;
     sluice_type_policy_clear(&t);
     assert_null(t.name);
@@ -390,10 +390,10 @@ static void test_tiers(void **unused)
                        "limit \"workflow\": key path \"input.\": nothing after \"input.\"");
     set_str(&p.tier_path, "input.agent_count");
     for (size_t i = 0; i < p.ntiers; i++) {
-        sluice_free(p.tiers[i].name);
-        sluice_free(p.tiers[i].equals);
+        alloc_free(p.tiers[i].name);
+        alloc_free(p.tiers[i].equals);
     }
-    sluice_free(p.tiers);
+    alloc_free(p.tiers);
     p.tiers = NULL;
     p.ntiers = 0;
     expect_limit_error(&p, SLUICE_EINVAL,
@@ -434,10 +434,10 @@ static void type_with(sluice_type_policy *t, const char *name, size_t n, const c
     sluice_type_policy_init(t);
     set_str(&t->name, name);
     if (n > 0) {
-        t->limits = sluice_calloc(n, sizeof(char *));
+        t->limits = alloc_calloc(n, sizeof(char *));
         assert_non_null(t->limits);
         for (size_t i = 0; i < n; i++)
-            t->limits[i] = sluice_memdup0(limits[i], strlen(limits[i]));
+            t->limits[i] = alloc_memdup0(limits[i], strlen(limits[i]));
         t->nlimits = n;
     }
 }

@@ -157,7 +157,7 @@ static void test_render(void **unused)
     assert_null(strstr(doc, ">30</text>"));
     assert_true(doc[strlen(doc) - 1] == '\n');
     assert_non_null(strstr(doc, "</svg>\n"));
-    sluice_free(doc);
+    alloc_free(doc);
 }
 
 static void test_escaping(void **unused)
@@ -174,7 +174,7 @@ static void test_escaping(void **unused)
     assert_well_formed(doc);
     /* Control bytes and bytes that are not UTF-8 become '?'; é is kept. */
     assert_non_null(strstr(doc, "k?&lt;&quot;&#39;&gt;&amp;?\xc3\xa9-??"));
-    sluice_free(doc);
+    alloc_free(doc);
 }
 
 static void test_legend(void **unused)
@@ -198,7 +198,7 @@ static void test_legend(void **unused)
     assert_non_null(strstr(doc, ">+3 more</text>"));
     assert_non_null(strstr(doc, "key-0-with-a-label-long-en\xe2\x80\xa6</text>"));
     assert_null(strstr(doc, "key-12-"));
-    sluice_free(doc);
+    alloc_free(doc);
 }
 
 static void test_axes(void **unused)
@@ -252,7 +252,7 @@ static void test_einval(void **unused)
     c.t_end_ns = 0;
     assert_int_equal(svg_render(&c, &out, &len), 0);
     assert_well_formed(out);
-    sluice_free(out);
+    alloc_free(out);
 }
 
 static int svg_oom_body(void *arg)
@@ -263,7 +263,7 @@ static int svg_oom_body(void *arg)
     int rc = svg_render(c, &out, &len);
 
     if (rc == 0)
-        sluice_free(out);
+        alloc_free(out);
     return rc;
 }
 
@@ -522,11 +522,11 @@ static void test_agrees_with_engine(void **unused)
     const simrun_series *s;
 
     (void)unused;
-    long_key = sluice_malloc(1101);
+    long_key = alloc_malloc(1101);
     assert_non_null(long_key);
     memset(long_key, 'k', 1100);
     long_key[1100] = '\0';
-    yaml = sluice_malloc(4096);
+    yaml = alloc_malloc(4096);
     assert_non_null(yaml);
     snprintf(yaml, 4096,
              "limits:\n"
@@ -626,8 +626,8 @@ static void test_agrees_with_engine(void **unused)
 
     simrun_result_free(r);
     unload(&f);
-    sluice_free(yaml);
-    sluice_free(long_key);
+    alloc_free(yaml);
+    alloc_free(long_key);
 }
 
 /* Grants and held units follow the engine's own counters: a first delivery is charged, a
@@ -744,7 +744,7 @@ static void test_reports(void **unused)
     assert_non_null(strstr(svg, ">tenant-b</text>"));
     assert_non_null(strstr(svg, "limit: burst 15 + t/4s"));
     assert_non_null(strstr(svg, "parked peak 5"));
-    sluice_free(svg);
+    alloc_free(svg);
     simrun_result_free(r);
     unload(&f);
 }
@@ -759,7 +759,7 @@ static int simrun_oom_body(void *arg)
 
     if (rc == 0) {
         rc = simchart_svg(r, "t.yaml", &svg, &len);
-        sluice_free(svg);
+        alloc_free(svg);
     }
     simrun_result_free(r);
     return rc;

@@ -28,7 +28,7 @@
 #define EXPECTED      "expected N, N@T or N@T1..T2, e.g. 20@0,5@90s,300@0..60s"
 #define TIME_EXPECTED "expected 0 or a number with a unit ns, us, ms, s, m, h or d"
 
-/* Input bytes sluice_quoted in a message before the quote is cut short with "...". */
+/* Input bytes quote_buf in a message before the quote is cut short with "...". */
 #define QUOTE_MAX 60
 
 ARRIVALS_PRINTF(4, 5) static int report(char *msg, size_t msglen, int rc, const char *fmt, ...)
@@ -88,16 +88,16 @@ static int parse_time(const char *s, size_t n, const char *unit_of, size_t unit_
 static int check_time(int rc, int64_t ns, const char *t, size_t tlen, const char *item,
                       size_t itemlen, char *msg, size_t msglen)
 {
-    sluice_quoted qt, qi;
+    quote_buf qt, qi;
 
     if (rc == SLUICE_EPARSE)
         return report(msg, msglen, rc, "bad time %s in %s: " TIME_EXPECTED,
-                      sluice_quote(&qt, t, tlen, QUOTE_MAX),
-                      sluice_quote(&qi, item, itemlen, QUOTE_MAX));
+                      quote_bytes(&qt, t, tlen, QUOTE_MAX),
+                      quote_bytes(&qi, item, itemlen, QUOTE_MAX));
     if (rc != 0 || ns > ARRIVALS_MAX_OFFSET_NS)
         return report(msg, msglen, SLUICE_ERANGE, "time %s in %s is past the limit of 3650d",
-                      sluice_quote(&qt, t, tlen, QUOTE_MAX),
-                      sluice_quote(&qi, item, itemlen, QUOTE_MAX));
+                      quote_bytes(&qt, t, tlen, QUOTE_MAX),
+                      quote_bytes(&qi, item, itemlen, QUOTE_MAX));
     return 0;
 }
 
@@ -110,18 +110,18 @@ static int parse_group(const char *text, const char *item, size_t itemlen, group
     const char *t = at ? at + 1 : NULL;
     size_t tlen = at ? itemlen - nlen - 1 : 0;
     const char *dots = NULL;
-    sluice_quoted qn, qi;
+    quote_buf qn, qi;
     int64_t v = 0;
     int rc;
 
     memset(g, 0, sizeof(*g));
     if (itemlen == 0)
         return report(msg, msglen, SLUICE_EPARSE, "empty item in %s: " EXPECTED,
-                      sluice_quote(&qi, text, strlen(text), QUOTE_MAX));
+                      quote_bytes(&qi, text, strlen(text), QUOTE_MAX));
     if (nlen == 0 || count_digits(item, nlen) != nlen)
         return report(msg, msglen, SLUICE_EPARSE, "bad count %s in %s: expected a whole number",
-                      sluice_quote(&qn, item, nlen, QUOTE_MAX),
-                      sluice_quote(&qi, item, itemlen, QUOTE_MAX));
+                      quote_bytes(&qn, item, nlen, QUOTE_MAX),
+                      quote_bytes(&qi, item, itemlen, QUOTE_MAX));
     for (size_t i = 0; i < nlen; i++) {
         if (v > ((int64_t)ARRIVALS_MAX + 1) / 10) {
             v = (int64_t)ARRIVALS_MAX + 1;
@@ -131,12 +131,12 @@ static int parse_group(const char *text, const char *item, size_t itemlen, group
     }
     if (v == 0)
         return report(msg, msglen, SLUICE_EINVAL, "bad count %s in %s: must be at least 1",
-                      sluice_quote(&qn, item, nlen, QUOTE_MAX),
-                      sluice_quote(&qi, item, itemlen, QUOTE_MAX));
+                      quote_bytes(&qn, item, nlen, QUOTE_MAX),
+                      quote_bytes(&qi, item, itemlen, QUOTE_MAX));
     if (v > (int64_t)ARRIVALS_MAX)
         return report(msg, msglen, SLUICE_ERANGE, "count %s in %s is more than %zu requests",
-                      sluice_quote(&qn, item, nlen, QUOTE_MAX),
-                      sluice_quote(&qi, item, itemlen, QUOTE_MAX), ARRIVALS_MAX);
+                      quote_bytes(&qn, item, nlen, QUOTE_MAX),
+                      quote_bytes(&qi, item, itemlen, QUOTE_MAX), ARRIVALS_MAX);
     g->n = v;
     if (!at)
         return 0;
@@ -168,8 +168,8 @@ static int parse_group(const char *text, const char *item, size_t itemlen, group
             return rc;
         if (g->from_ns > g->to_ns)
             return report(msg, msglen, SLUICE_EINVAL, "time range %s in %s runs backwards",
-                          sluice_quote(&qn, t, tlen, QUOTE_MAX),
-                          sluice_quote(&qi, item, itemlen, QUOTE_MAX));
+                          quote_bytes(&qn, t, tlen, QUOTE_MAX),
+                          quote_bytes(&qi, item, itemlen, QUOTE_MAX));
     }
     return 0;
 }
@@ -228,7 +228,7 @@ int arrivals_parse(const char *text, arrivals **out, char *msg, size_t msglen)
             break;
     }
 
-    a = sluice_malloc(sizeof(*a) + total * sizeof(a->at_ns[0]));
+    a = alloc_malloc(sizeof(*a) + total * sizeof(a->at_ns[0]));
     if (!a)
         return report(msg, msglen, SLUICE_ENOMEM, "out of memory");
     a->n = total;
@@ -252,5 +252,5 @@ int arrivals_parse(const char *text, arrivals **out, char *msg, size_t msglen)
 
 void arrivals_free(arrivals *a)
 {
-    sluice_free(a);
+    alloc_free(a);
 }

@@ -13,7 +13,7 @@
  * e.g. "20@0,5@90s,300@0..60s". Groups may overlap and come in any order: the result is every
  * request's arrival offset in nanoseconds from time 0, sorted.
  *
- * Pure: no I/O; the one allocation goes through sluice_malloc.
+ * Pure: no I/O; the one allocation goes through alloc_malloc.
  */
 #ifndef SLUICE_CLI_ARRIVALS_H
 #define SLUICE_CLI_ARRIVALS_H

@@ -53,7 +53,7 @@ static svg_point *mem_points(chart_mem *m, size_t n)
 
     if (sim_grow((void **)&m->pts, &m->cap, m->npts + 1, sizeof(*m->pts)) != 0)
         return NULL;
-    p = sluice_malloc((n ? n : 1) * sizeof(*p));
+    p = alloc_malloc((n ? n : 1) * sizeof(*p));
     if (p)
         m->pts[m->npts++] = p;
     return p;
@@ -72,7 +72,7 @@ static char *mem_printf(chart_mem *m, const char *fmt, ...)
     va_end(ap);
     if (sim_grow((void **)&m->strs, &m->scap, m->nstrs + 1, sizeof(*m->strs)) != 0)
         return NULL;
-    s = sluice_memdup0(buf, strlen(buf));
+    s = alloc_memdup0(buf, strlen(buf));
     if (s)
         m->strs[m->nstrs++] = s;
     return s;
@@ -81,11 +81,11 @@ static char *mem_printf(chart_mem *m, const char *fmt, ...)
 static void mem_free(chart_mem *m)
 {
     for (size_t i = 0; i < m->npts; i++)
-        sluice_free(m->pts[i]);
+        alloc_free(m->pts[i]);
     for (size_t i = 0; i < m->nstrs; i++)
-        sluice_free(m->strs[i]);
-    sluice_free(m->pts);
-    sluice_free(m->strs);
+        alloc_free(m->strs[i]);
+    alloc_free(m->pts);
+    alloc_free(m->strs);
 }
 
 /* The step line of a series from (0, 0): the units granted so far, or for a concurrency limit
@@ -216,7 +216,7 @@ static int limit_panel(chart_mem *m, const simrun_result *r, const size_t *ord, 
     const char *key_text = "";
 
     /* Most CHART_KEYS keys, the busiest of each tier first, plus an envelope per tier. */
-    lines = sluice_calloc(3 * nkeys + 1, sizeof(*lines));
+    lines = alloc_calloc(3 * nkeys + 1, sizeof(*lines));
     if (!lines)
         return -1;
     *lines_out = lines;
@@ -327,8 +327,8 @@ int simchart_svg(const simrun_result *r, const char *file, char **svg, size_t *l
     *len = 0;
     memset(&m, 0, sizeof(m));
     ord = simkeys_order(r);
-    panels = sluice_calloc(r->nseries + 2, sizeof(*panels));
-    owned = sluice_calloc(r->nseries + 2, sizeof(*owned));
+    panels = alloc_calloc(r->nseries + 2, sizeof(*panels));
+    owned = alloc_calloc(r->nseries + 2, sizeof(*owned));
     if (!ord || !panels || !owned)
         goto out;
     for (size_t i = 0; i < r->nseries;) {
@@ -387,10 +387,10 @@ int simchart_svg(const simrun_result *r, const char *file, char **svg, size_t *l
     rc = svg_render(&chart, svg, len);
 out:
     for (size_t i = 0; i < nown; i++)
-        sluice_free(owned[i]);
-    sluice_free(owned);
-    sluice_free(panels);
-    sluice_free(ord);
+        alloc_free(owned[i]);
+    alloc_free(owned);
+    alloc_free(panels);
+    alloc_free(ord);
     mem_free(&m);
     return rc;
 }

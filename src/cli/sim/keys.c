@@ -38,7 +38,7 @@ int sim_grow(void **p, size_t *cap, size_t need, size_t size)
             return -1;
         want *= 2;
     }
-    np = sluice_realloc(*p, want * size);
+    np = alloc_realloc(*p, want * size);
     if (!np)
         return -1;
     *p = np;
@@ -108,13 +108,13 @@ static long series_get(simrun_result *r, const sluice_engine *e, const sluice_ch
         return -1;
     s = &r->series[r->nseries];
     memset(s, 0, sizeof(*s));
-    s->limit = sluice_memdup0(c->limit, strlen(c->limit));
-    s->tier = c->tier ? sluice_memdup0(c->tier, strlen(c->tier)) : NULL;
-    s->key = sluice_memdup0(c->key, c->keylen);
+    s->limit = alloc_memdup0(c->limit, strlen(c->limit));
+    s->tier = c->tier ? alloc_memdup0(c->tier, strlen(c->tier)) : NULL;
+    s->key = alloc_memdup0(c->key, c->keylen);
     if (!s->limit || !s->key || (c->tier && !s->tier)) {
-        sluice_free(s->limit);
-        sluice_free(s->tier);
-        sluice_free(s->key);
+        alloc_free(s->limit);
+        alloc_free(s->tier);
+        alloc_free(s->key);
         return -1;
     }
     series_def(e, c, s);
@@ -135,7 +135,7 @@ static void held_point(simrun_series *s, int64_t now)
     if (sim_grow((void **)&s->held_t, &cap, s->nheld + 1, sizeof(*s->held_t)) != 0)
         return;
     if (cap != s->held_cap) {
-        int64_t *nv = sluice_realloc(s->held_v, cap * sizeof(*s->held_v));
+        int64_t *nv = alloc_realloc(s->held_v, cap * sizeof(*s->held_v));
 
         if (!nv)
             return; /* held_t grew, held_v did not: held_cap stays the smaller of the two */
@@ -154,7 +154,7 @@ static int series_grant(simrun_series *s, int64_t now, int64_t units)
     if (sim_grow((void **)&s->t_ns, &cap, s->n + 1, sizeof(*s->t_ns)) != 0)
         return -1;
     if (cap != s->cap) {
-        int64_t *nc = sluice_realloc(s->cum, cap * sizeof(*s->cum));
+        int64_t *nc = alloc_realloc(s->cum, cap * sizeof(*s->cum));
 
         if (!nc)
             return -1;
@@ -282,7 +282,7 @@ int simkeys_links(simrun_result *r, const sluice_engine *e, simrun_task *t, cons
         memcpy(disp, xkey, dlen);
         disp[dlen] = '\0';
     }
-    t->key = sluice_memdup0(disp, dlen);
+    t->key = alloc_memdup0(disp, dlen);
     return t->key ? 0 : -1;
 }
 
@@ -393,7 +393,7 @@ static int series_cmp(const void *a, const void *b)
 
 size_t *simkeys_order(const simrun_result *r)
 {
-    size_t *ord = sluice_malloc((r->nseries ? r->nseries : 1) * sizeof(*ord));
+    size_t *ord = alloc_malloc((r->nseries ? r->nseries : 1) * sizeof(*ord));
 
     if (!ord)
         return NULL;
@@ -408,7 +408,7 @@ size_t *simkeys_order(const simrun_result *r)
 void simkeys_free(simkeys *k)
 {
     ptab_free(&k->index);
-    sluice_free(k->ch);
+    alloc_free(k->ch);
     k->ch = NULL;
     k->ch_cap = 0;
 }

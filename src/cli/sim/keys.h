@@ -59,7 +59,7 @@ void simkeys_figures(simrun_result *r);
 
 /* Returns the series indexes in report order: limits in configuration order, tiers in their
  * limit's order, then the busiest keys first (ties by key). The caller frees the array with
- * sluice_free; NULL when out of memory. */
+ * alloc_free; NULL when out of memory. */
 size_t *simkeys_order(const simrun_result *r);
 
 /* The position of a tier in its limit's list (0 when absent): its row order and chart colour. */

@@ -191,12 +191,12 @@ static json_t *expand_json(const json_t *t, const scenario_vars *v, int depth)
             return NULL;
         if ((size_t)n < sizeof(small))
             return json_stringn(small, (size_t)n);
-        big = sluice_malloc((size_t)n + 1);
+        big = alloc_malloc((size_t)n + 1);
         if (!big)
             return NULL;
         scenario_expand(s, v, big, (size_t)n + 1, NULL, 0);
         out = json_stringn(big, (size_t)n);
-        sluice_free(big);
+        alloc_free(big);
         return out;
     }
     return json_incref((json_t *)t);
@@ -278,11 +278,11 @@ static int member_to_json(ywalk *w, const yaml_node_t *k, const yaml_node_t *v, 
     rc = yw_string(w, k, "a member name", &ks, &klen);
     if (rc != 0)
         return rc;
-    kc = sluice_memdup0(ks, klen);
+    kc = alloc_memdup0(ks, klen);
     if (!kc)
         return yw_fail(w, k, SLUICE_ENOMEM, "out of memory");
     if (json_object_get(obj, kc)) {
-        sluice_free(kc);
+        alloc_free(kc);
         return yw_fail(w, k, SLUICE_EINVAL, "member %s is given twice", yw_quote(&q, ks, klen));
     }
     saved = yw_push(w, ks, klen);
@@ -290,7 +290,7 @@ static int member_to_json(ywalk *w, const yaml_node_t *k, const yaml_node_t *v, 
     yw_pop(w, saved);
     if (rc == 0 && json_object_set_new(obj, kc, val) != 0)
         rc = yw_fail(w, k, SLUICE_ENOMEM, "out of memory");
-    sluice_free(kc);
+    alloc_free(kc);
     return rc;
 }
 
@@ -380,7 +380,7 @@ static int to_json(ywalk *w, const yaml_node_t *node, int depth, json_t **out)
                 return *out ? 0 : yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
             }
         }
-        copy = sluice_memdup0(s, len);
+        copy = alloc_memdup0(s, len);
         if (!copy)
             return yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
         rc = payload_check_template(w, node, copy, 1);
@@ -389,7 +389,7 @@ static int to_json(ywalk *w, const yaml_node_t *node, int depth, json_t **out)
             if (!*out)
                 rc = yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
         }
-        sluice_free(copy);
+        alloc_free(copy);
         return rc;
     }
 }

@@ -414,7 +414,7 @@ static void print_summary(FILE *f, const simrun_result *r, const size_t *ord)
             fprintf(f, "  throughput   %zu done at once (at %ss)\n", by[SIMRUN_DONE],
                     secs(last_end, a, sizeof(a)));
     }
-    waits = started ? sluice_malloc(started * sizeof(*waits)) : NULL;
+    waits = started ? alloc_malloc(started * sizeof(*waits)) : NULL;
     if (waits) {
         size_t n = 0;
 
@@ -426,7 +426,7 @@ static void print_summary(FILE *f, const simrun_result *r, const size_t *ord)
         fprintf(f, "  wait         p50 %ss, p90 %ss, p99 %ss, max %ss\n",
                 secs(pct(waits, n, 50), a, sizeof(a)), secs(pct(waits, n, 90), b, sizeof(b)),
                 secs(pct(waits, n, 99), c, sizeof(c)), secs(waits[n - 1], d, sizeof(d)));
-        sluice_free(waits);
+        alloc_free(waits);
     }
     /* The busiest key of every limit (and tier): series are in limit, tier order. */
     for (size_t i = 0; i < r->nseries; i++) {
@@ -483,7 +483,7 @@ void simreport_text(FILE *f, const simrun_result *r, const char *file, int all_t
         print_keys(f, r, ord);
         print_summary(f, r, ord);
     }
-    sluice_free(ord);
+    alloc_free(ord);
 }
 
 /* ---- The command --------------------------------------------------------------------------- */
@@ -533,7 +533,7 @@ static int read_all(const char *path, char **text, size_t *len)
                         (size_t)SLUICE_CONFIG_MAX_BYTES);
                 goto fail;
             }
-            nb = sluice_realloc(buf, cap + 1);
+            nb = alloc_realloc(buf, cap + 1);
             if (!nb) {
                 fprintf(stderr, "sluice simulate: out of memory\n");
                 goto fail;
@@ -554,7 +554,7 @@ static int read_all(const char *path, char **text, size_t *len)
     return 0;
 fail:
     fclose(f);
-    sluice_free(buf);
+    alloc_free(buf);
     return 1;
 }
 
@@ -673,10 +673,10 @@ int simreport_main(int argc, char **argv)
     }
     status = 0;
 out:
-    sluice_free(svg);
+    alloc_free(svg);
     simrun_result_free(res);
     scenario_free(sc);
     sluice_config_clear(&cfg);
-    sluice_free(text);
+    alloc_free(text);
     return status;
 }

@@ -183,7 +183,7 @@ static int busy_push(simrun_priv *p, const busy *b)
 
     if (heap_reserve(&p->busy, p->busy.n + 1) != 0)
         return -1;
-    copy = sluice_malloc(sizeof(*copy));
+    copy = alloc_malloc(sizeof(*copy));
     if (!copy)
         return -1;
     *copy = *b;
@@ -227,7 +227,7 @@ static int build_arrivals(const scenario *sc, simrun_priv *p, arrival **out)
     *out = NULL;
     if (sc->total == 0)
         return 0;
-    arr = sluice_malloc(sc->total * sizeof(*arr));
+    arr = alloc_malloc(sc->total * sizeof(*arr));
     if (!arr)
         return -1;
     for (size_t si = 0; si < sc->nstreams; si++) {
@@ -317,7 +317,7 @@ static int submit(run *x, const arrival *a, int64_t now)
     payload = scenario_payload(s, &v);
     if (!payload)
         return oom(x);
-    text = json_dumps(payload, JSON_COMPACT); /* sluice_malloc (base/alloc.c): sluice_free */
+    text = json_dumps(payload, JSON_COMPACT); /* alloc_malloc (base/alloc.c): alloc_free */
     if (!text) {
         json_decref(payload);
         return oom(x);
@@ -360,8 +360,8 @@ static int submit(run *x, const arrival *a, int64_t now)
         t->id = 0;
         t->outcome = SIMRUN_REFUSED;
         t->end_ns = now;
-        t->why = sluice_memdup0(err.message[0] ? err.message : sluice_strerror(rc),
-                                strlen(err.message[0] ? err.message : sluice_strerror(rc)));
+        t->why = alloc_memdup0(err.message[0] ? err.message : sluice_strerror(rc),
+                               strlen(err.message[0] ? err.message : sluice_strerror(rc)));
         if (r->refused++ == 0)
             snprintf(r->first_refusal, sizeof(r->first_refusal), "%s",
                      err.message[0] ? err.message : sluice_strerror(rc));
@@ -372,7 +372,7 @@ static int submit(run *x, const arrival *a, int64_t now)
             /* The same task key replaced a queued or parked task's payload: it is that task. */
             t->outcome = SIMRUN_CANCELLED;
             t->end_ns = now;
-            t->why = sluice_memdup0("replaced an earlier task", 24);
+            t->why = alloc_memdup0("replaced an earlier task", 24);
             t->id = 0;
         } else if (id_put(r, t->id, ti) != 0 || pending_add(x->p, ti) != 0) {
             goto fail_oom;
@@ -381,11 +381,11 @@ static int submit(run *x, const arrival *a, int64_t now)
     /* The keys it is limited on, as the engine resolved them (none when it was refused). */
     if (simkeys_links(r, x->e, &r->tasks[ti], spec.key ? key : NULL) != 0)
         goto fail_oom;
-    sluice_free(text);
+    alloc_free(text);
     json_decref(payload);
     return 0;
 fail_oom:
-    sluice_free(text);
+    alloc_free(text);
     json_decref(payload);
     return oom(x);
 }
@@ -414,11 +414,11 @@ static long adopt(run *x, const sluice_delivery *d)
         }
     }
     if (!type) {
-        char *copy = sluice_memdup0(d->type, strlen(d->type));
+        char *copy = alloc_memdup0(d->type, strlen(d->type));
 
         if (!copy || sim_grow((void **)&p->owned_types, &p->types_cap, p->ntypes_owned + 1,
                               sizeof(*p->owned_types)) != 0) {
-            sluice_free(copy);
+            alloc_free(copy);
             return -1;
         }
         p->owned_types[p->ntypes_owned++] = copy;
@@ -510,8 +510,8 @@ static void finish_from_engine(run *x, simrun_task *t, const sluice_task_info *i
     t->reason = info->failure.reason;
     t->outcome = outcome_of(info->failure.reason);
     if (t->outcome == SIMRUN_REJECTED && info->failure.limit) {
-        sluice_free(t->why);
-        t->why = sluice_memdup0(info->failure.limit, strlen(info->failure.limit));
+        alloc_free(t->why);
+        t->why = alloc_memdup0(info->failure.limit, strlen(info->failure.limit));
         for (uint32_t i = 0; i < t->nlinks; i++) {
             simrun_series *s = &x->r->series[x->r->links[t->links + i].series];
 
@@ -731,7 +731,7 @@ static int loop(run *x)
             busy *b = heap_pop(&x->p->busy);
 
             rc = complete(x, b, now);
-            sluice_free(b);
+            alloc_free(b);
             if (rc != 0)
                 return rc;
         }
@@ -811,13 +811,13 @@ int simrun_run(const scenario *sc, const sluice_config *cfg, simrun_result **out
     x.sc = sc;
     x.msg = msg;
     x.msglen = msglen;
-    r = sluice_calloc(1, sizeof(*r));
+    r = alloc_calloc(1, sizeof(*r));
     if (!r)
         return oom(&x);
     r->sc = sc;
     r->cfg = cfg;
     x.r = r;
-    x.p = r->priv = sluice_calloc(1, sizeof(simrun_priv));
+    x.p = r->priv = alloc_calloc(1, sizeof(simrun_priv));
     if (!x.p) {
         rc = oom(&x);
         goto fail;
@@ -828,7 +828,7 @@ int simrun_run(const scenario *sc, const sluice_config *cfg, simrun_result **out
     x.p->rng = (sc->seed ^ UINT64_C(0x9e3779b97f4a7c15)) | 1;
     for (int i = 0; i < 8; i++)
         sim_rand(x.p);
-    x.p->free_workers = sluice_calloc(sc->nworkers ? sc->nworkers : 1, sizeof(size_t));
+    x.p->free_workers = alloc_calloc(sc->nworkers ? sc->nworkers : 1, sizeof(size_t));
     if (!x.p->free_workers || build_arrivals(sc, x.p, &x.arr) != 0) {
         rc = oom(&x);
         goto fail;
@@ -859,12 +859,12 @@ int simrun_run(const scenario *sc, const sluice_config *cfg, simrun_result **out
     sluice_engine_get_stats(x.e, &r->stats);
     r->span_ns = sc->duration_ns ? sc->duration_ns : r->end_ns;
     sluice_engine_free(x.e);
-    sluice_free(x.arr);
+    alloc_free(x.arr);
     *out = r;
     return 0;
 fail:
     sluice_engine_free(x.e);
-    sluice_free(x.arr);
+    alloc_free(x.arr);
     simrun_result_free(r);
     return rc;
 }
@@ -877,41 +877,41 @@ void simrun_result_free(simrun_result *r)
         return;
     p = r->priv;
     for (size_t i = 0; i < r->ntasks; i++) {
-        sluice_free(r->tasks[i].key);
-        sluice_free(r->tasks[i].why);
+        alloc_free(r->tasks[i].key);
+        alloc_free(r->tasks[i].why);
     }
-    sluice_free(r->tasks);
-    sluice_free(r->links);
+    alloc_free(r->tasks);
+    alloc_free(r->links);
     for (size_t i = 0; i < r->nseries; i++) {
         simrun_series *s = &r->series[i];
 
-        sluice_free(s->limit);
-        sluice_free(s->tier);
-        sluice_free(s->key);
-        sluice_free(s->t_ns);
-        sluice_free(s->cum);
-        sluice_free(s->rej_ns);
-        sluice_free(s->held_t);
-        sluice_free(s->held_v);
+        alloc_free(s->limit);
+        alloc_free(s->tier);
+        alloc_free(s->key);
+        alloc_free(s->t_ns);
+        alloc_free(s->cum);
+        alloc_free(s->rej_ns);
+        alloc_free(s->held_t);
+        alloc_free(s->held_v);
     }
-    sluice_free(r->series);
-    sluice_free(r->samples);
+    alloc_free(r->series);
+    alloc_free(r->samples);
     if (p) {
         busy *b;
 
         ptab_free(&p->ids);
         simkeys_free(&p->keys);
         while ((b = heap_pop(&p->busy)) != NULL)
-            sluice_free(b);
+            alloc_free(b);
         heap_free(&p->busy);
-        sluice_free(p->free_workers);
-        sluice_free(p->pending);
+        alloc_free(p->free_workers);
+        alloc_free(p->pending);
         for (size_t i = 0; i < p->ntypes_owned; i++)
-            sluice_free(p->owned_types[i]);
-        sluice_free(p->owned_types);
-        sluice_free(p);
+            alloc_free(p->owned_types[i]);
+        alloc_free(p->owned_types);
+        alloc_free(p);
     }
-    sluice_free(r);
+    alloc_free(r);
 }
 
 const char *simrun_outcome_name(simrun_outcome o)

@@ -39,7 +39,7 @@ static int read_string(ywalk *w, const yaml_node_t *node, const char *what, char
     rc = yw_string(w, node, what, &s, &len);
     if (rc != 0)
         return rc;
-    *out = sluice_memdup0(s, len);
+    *out = alloc_memdup0(s, len);
     if (!*out)
         return yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
     return 0;
@@ -234,7 +234,7 @@ static int read_string_list(ywalk *w, const yaml_node_t *node, const char *what,
         return yw_fail(w, node, SLUICE_EINVAL, "expected a non-empty list of %ss, got %s", what,
                        yw_describe(node, &g));
     }
-    list = sluice_calloc(count, sizeof(*list));
+    list = alloc_calloc(count, sizeof(*list));
     if (!list)
         return yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
     if (node && node->type == YAML_SEQUENCE_NODE) {
@@ -257,8 +257,8 @@ static int read_string_list(ywalk *w, const yaml_node_t *node, const char *what,
     return 0;
 fail:
     for (size_t j = 0; j < count; j++)
-        sluice_free(list[j]);
-    sluice_free(list);
+        alloc_free(list[j]);
+    alloc_free(list);
     return rc;
 }
 
@@ -436,7 +436,7 @@ static int read_payload_text(ywalk *w, const yaml_node_t *node, char **out)
     if (!*out)
         return yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
     /* json_dumps allocates with jansson's allocator, which is sluice's (base/alloc.c): the text
-     * is freed with sluice_free like everything else. */
+     * is freed with alloc_free like everything else. */
     return 0;
 }
 
@@ -489,7 +489,7 @@ static int read_list(ywalk *w, const yaml_node_t *node, const char *what, size_t
     count = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
     if (count == 0)
         return 0;
-    arr = sluice_calloc(count, size);
+    arr = alloc_calloc(count, size);
     if (!arr)
         return yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
     *items = arr;
@@ -617,7 +617,7 @@ int scenario_parse(const char *text, size_t len, const char *name, scenario **ou
                      "configuration; see docs/simulation.md");
         goto out;
     }
-    sc = sluice_calloc(1, sizeof(*sc));
+    sc = alloc_calloc(1, sizeof(*sc));
     if (!sc) {
         rc = yw_fail(&w, root, SLUICE_ENOMEM, "out of memory");
         goto out;
@@ -627,7 +627,7 @@ int scenario_parse(const char *text, size_t len, const char *name, scenario **ou
     if (rc == 0 && sc->nworkers == 0) {
         /* The default: one worker for any type that finishes at once, so grants are the
          * limits' alone. */
-        sc->workers = sluice_calloc(1, sizeof(*sc->workers));
+        sc->workers = alloc_calloc(1, sizeof(*sc->workers));
         if (!sc->workers) {
             rc = yw_fail(&w, node, SLUICE_ENOMEM, "out of memory");
         } else {
@@ -693,8 +693,8 @@ int scenario_check(const scenario *sc, const sluice_config *cfg, const char *nam
 static void free_list(char **list, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        sluice_free(list[i]);
-    sluice_free(list);
+        alloc_free(list[i]);
+    alloc_free(list);
 }
 
 void scenario_free(scenario *sc)
@@ -704,26 +704,26 @@ void scenario_free(scenario *sc)
     for (size_t i = 0; i < sc->nstreams; i++) {
         scenario_stream *s = &sc->streams[i];
 
-        sluice_free(s->type);
-        sluice_free(s->key);
+        alloc_free(s->type);
+        alloc_free(s->key);
         free_list(s->keys, s->nkeys);
-        sluice_free(s->task_key);
+        alloc_free(s->task_key);
         json_decref(s->payload);
     }
-    sluice_free(sc->streams);
+    alloc_free(sc->streams);
     for (size_t i = 0; i < sc->nworkers; i++)
         free_list(sc->workers[i].types, sc->workers[i].ntypes);
-    sluice_free(sc->workers);
+    alloc_free(sc->workers);
     for (size_t i = 0; i < sc->nrecurring; i++) {
         scenario_recurring *r = &sc->recurring[i];
 
-        sluice_free(r->name);
-        sluice_free(r->type);
-        sluice_free(r->cron);
-        sluice_free(r->key);
-        sluice_free(r->payload);
+        alloc_free(r->name);
+        alloc_free(r->type);
+        alloc_free(r->cron);
+        alloc_free(r->key);
+        alloc_free(r->payload);
     }
-    sluice_free(sc->recurring);
-    sluice_free(sc->title);
-    sluice_free(sc);
+    alloc_free(sc->recurring);
+    alloc_free(sc->title);
+    alloc_free(sc);
 }

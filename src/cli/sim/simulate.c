@@ -124,7 +124,7 @@ int simulate_run(const sluice_limit_def *def, const int64_t *arrival_ns, size_t 
     if (concurrency && n > 0) {
         /* Grants come in time order and all hold for the same time, so releases are due in
          * grant order too: a queue, at most one entry per request. */
-        rel = sluice_malloc(n * sizeof(*rel));
+        rel = alloc_malloc(n * sizeof(*rel));
         if (!rel) {
             rc = SLUICE_ENOMEM;
             if (msg && msglen > 0)
@@ -184,7 +184,7 @@ int simulate_run(const sluice_limit_def *def, const int64_t *arrival_ns, size_t 
     }
     rc = 0;
 out:
-    sluice_free(rel);
+    alloc_free(rel);
     sluice_limit_free(lim);
     return rc;
 }
@@ -407,7 +407,7 @@ static int simulate_limit(const sim_options *o)
         fprintf(stderr, "sluice simulate: --arrivals: %s\n", msg);
         return rc == SLUICE_ENOMEM ? EXIT_RUN_FAILED : EXIT_USAGE;
     }
-    granted = sluice_malloc(arr->n * sizeof(*granted));
+    granted = alloc_malloc(arr->n * sizeof(*granted));
     if (!granted) {
         fprintf(stderr, "sluice simulate: out of memory\n");
         goto out;
@@ -427,7 +427,7 @@ static int simulate_limit(const sim_options *o)
     }
     status = 0;
 out:
-    sluice_free(granted);
+    alloc_free(granted);
     arrivals_free(arr);
     return status;
 }

@@ -70,7 +70,7 @@ static int sb_reserve(sbuf *b, size_t more)
     want = b->cap ? b->cap : 4096;
     while (want < b->len + more + 1)
         want *= 2;
-    np = sluice_realloc(b->p, want);
+    np = alloc_realloc(b->p, want);
     if (!np) {
         b->failed = 1;
         return -1;
@@ -612,7 +612,7 @@ int svg_render(const svg_chart *chart, char **out, size_t *len)
     }
     sb_puts(&b, "</svg>\n");
     if (b.failed) {
-        sluice_free(b.p);
+        alloc_free(b.p);
         return SLUICE_ENOMEM;
     }
     *out = b.p;

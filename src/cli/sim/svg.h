@@ -7,7 +7,7 @@
  * or stylesheets, so the file can be opened anywhere or embedded in a page. It knows nothing
  * about limits or engines: the caller (simrun) decides which series go into which panel.
  *
- * Pure: no I/O, no global state; the one growing buffer goes through sluice_realloc.
+ * Pure: no I/O, no global state; the one growing buffer goes through alloc_realloc.
  */
 #ifndef SLUICE_CLI_SVG_H
 #define SLUICE_CLI_SVG_H
@@ -75,7 +75,7 @@ typedef struct svg_chart {
 void svg_format_time(int64_t t, char *buf, size_t len);
 
 /* Renders the chart. Sets *out to NULL and *len to 0 first; on success stores a NUL-terminated
- * SVG document in *out (the caller frees it with sluice_free) and its length in *len, and
+ * SVG document in *out (the caller frees it with alloc_free) and its length in *len, and
  * returns 0. Returns SLUICE_EINVAL when an argument is NULL or a line has points but a NULL
  * array, SLUICE_ENOMEM when out of memory (nothing is then left allocated). */
 int svg_render(const svg_chart *chart, char **out, size_t *len);

@@ -49,14 +49,14 @@ static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, struct M
     return rc;
 }
 
-/* A response owning body (a sluice_malloc block), with its Content-Type. */
+/* A response owning body (a alloc_malloc block), with its Content-Type. */
 static struct MHD_Response *owned_response(char *body, size_t len, const char *content_type)
 {
     struct MHD_Response *r;
 
-    r = MHD_create_response_from_buffer_with_free_callback(len, body, sluice_free);
+    r = MHD_create_response_from_buffer_with_free_callback(len, body, alloc_free);
     if (!r) {
-        sluice_free(body);
+        alloc_free(body);
         return NULL;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
@@ -83,7 +83,7 @@ static struct MHD_Response *json_response(json_t *doc)
     if (!doc)
         return NULL;
     n = json_dumpb(doc, NULL, 0, JSON_COMPACT);
-    buf = n > 0 ? sluice_malloc(n + 1) : NULL;
+    buf = n > 0 ? alloc_malloc(n + 1) : NULL;
     if (!buf) {
         json_decref(doc);
         return NULL;
@@ -112,7 +112,7 @@ enum MHD_Result admin_reply_json(struct MHD_Connection *c, unsigned status, json
 }
 
 /* The {"error", "message"} document. NULL without memory. */
-SLUICE_PRINTF(2, 0) static json_t *error_doc(const char *code, const char *fmt, va_list ap)
+PRINTF_ATTR(2, 0) static json_t *error_doc(const char *code, const char *fmt, va_list ap)
 {
     char msg[512];
 
@@ -356,7 +356,7 @@ static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, soc
     return MHD_NO;
 }
 
-SLUICE_PRINTF(2, 0) static void mhd_log(void *cls, const char *fmt, va_list ap)
+PRINTF_ATTR(2, 0) static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char line[512];
     size_t n;
@@ -506,7 +506,7 @@ int admin_start(server *s, char *msg, size_t msglen)
         close(fd);
         return SLUICE_EINVAL;
     }
-    a = sluice_calloc(1, sizeof(*a));
+    a = alloc_calloc(1, sizeof(*a));
     if (!a) {
         close(fd);
         unlink_port_file(s);
@@ -526,7 +526,7 @@ int admin_start(server *s, char *msg, size_t msglen)
     if (!a->d) {
         close(fd);
         unlink_port_file(s);
-        sluice_free(a);
+        alloc_free(a);
         snprintf(msg, msglen, "cannot start the admin port's HTTP server (libmicrohttpd)");
         return SLUICE_EINVAL;
     }
@@ -535,7 +535,7 @@ int admin_start(server *s, char *msg, size_t msglen)
     if (rc != 0) {
         MHD_stop_daemon(a->d);
         unlink_port_file(s);
-        sluice_free(a);
+        alloc_free(a);
         snprintf(msg, msglen, "admin port: cannot watch MHD's epoll descriptor: %s",
                  uv_strerror(rc));
         return SLUICE_EINVAL;
@@ -586,7 +586,7 @@ void admin_free(server *s)
     if (a->handles > 0)
         log_error("admin: freed with %d libuv handles still open", a->handles);
     admin_events_free(a);
-    sluice_free(a);
+    alloc_free(a);
     s->admin_state = NULL;
 }
 

@@ -87,9 +87,9 @@ enum MHD_Result admin_reply_json(struct MHD_Connection *c, unsigned status, json
 
 /* Queues {"error": code, "message": ...} with `status`. */
 enum MHD_Result admin_reply_error(struct MHD_Connection *c, unsigned status, const char *code,
-                                  const char *fmt, ...) SLUICE_PRINTF(4, 5);
+                                  const char *fmt, ...) PRINTF_ATTR(4, 5);
 
-/* Queues `len` bytes taken over from body (a sluice_malloc block, freed with the response). */
+/* Queues `len` bytes taken over from body (a alloc_malloc block, freed with the response). */
 enum MHD_Result admin_reply_owned(struct MHD_Connection *c, unsigned status,
                                   const char *content_type, char *body, size_t len);
 

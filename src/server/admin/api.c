@@ -61,7 +61,7 @@ json_t *admin_json_bytes(const char *s, size_t len)
     if (j)
         return j;
     /* Not UTF-8 (or a NUL inside): keep what is printable and mark the rest. */
-    copy = sluice_malloc(len + 1);
+    copy = alloc_malloc(len + 1);
     if (!copy)
         return NULL;
     while (i < len) {
@@ -76,7 +76,7 @@ json_t *admin_json_bytes(const char *s, size_t len)
         }
     }
     j = json_stringn(copy, len);
-    sluice_free(copy);
+    alloc_free(copy);
     return j;
 }
 

@@ -65,12 +65,12 @@ static limit_tally *tally_get(admin *a, const char *name)
         return t;
     if (a->tallies.n >= ADMIN_MAX_TALLIES || ptab_reserve(&a->tallies, 1) != SLUICE_OK)
         return NULL;
-    t = sluice_calloc(1, sizeof(*t));
+    t = alloc_calloc(1, sizeof(*t));
     if (!t)
         return NULL;
-    t->name = sluice_memdup0(name, strlen(name));
+    t->name = alloc_memdup0(name, strlen(name));
     if (!t->name) {
-        sluice_free(t);
+        alloc_free(t);
         return NULL;
     }
     t->hash = h;
@@ -86,7 +86,7 @@ static void sketch_add(limit_tally *t, const char *key, size_t keylen, uint64_t 
     if (n == 0)
         return;
     if (!t->sketch) {
-        t->sketch = sluice_calloc(ADMIN_SKETCH_SLOTS, sizeof(*t->sketch));
+        t->sketch = alloc_calloc(ADMIN_SKETCH_SLOTS, sizeof(*t->sketch));
         if (!t->sketch)
             return;
     }
@@ -180,9 +180,9 @@ void admin_events_free(admin *a)
     limit_tally *t;
 
     while ((t = ptab_next(&a->tallies, &pos)) != NULL) {
-        sluice_free(t->name);
-        sluice_free(t->sketch);
-        sluice_free(t);
+        alloc_free(t->name);
+        alloc_free(t->sketch);
+        alloc_free(t);
     }
     ptab_free(&a->tallies);
 }
@@ -197,7 +197,7 @@ struct sse_msg {
 
 static sse_msg *msg_new(const char *text, size_t len)
 {
-    sse_msg *m = sluice_malloc(sizeof(*m) + len);
+    sse_msg *m = alloc_malloc(sizeof(*m) + len);
 
     if (!m)
         return NULL;
@@ -210,7 +210,7 @@ static sse_msg *msg_new(const char *text, size_t len)
 static void msg_unref(sse_msg *m)
 {
     if (m && --m->refs == 0)
-        sluice_free(m);
+        alloc_free(m);
 }
 
 /* Formats an event as one SSE message. */
@@ -246,14 +246,14 @@ static sse_msg *event_msg(admin *a, const sluice_event *ev)
     n = json_dumpb(o, NULL, 0, JSON_COMPACT);
     if (n == 0)
         goto done;
-    buf = sluice_malloc(hlen + n + 2);
+    buf = alloc_malloc(hlen + n + 2);
     if (!buf)
         goto done;
     memcpy(buf, head, hlen);
     json_dumpb(o, buf + hlen, n, JSON_COMPACT);
     memcpy(buf + hlen + n, "\n\n", 2);
     m = msg_new(buf, hlen + n + 2);
-    sluice_free(buf);
+    alloc_free(buf);
 done:
     json_decref(o);
     return m;
@@ -429,7 +429,7 @@ static void sse_free(void *cls)
     if (cl->next)
         cl->next->prev = cl->prev;
     a->nclients--;
-    sluice_free(cl);
+    alloc_free(cl);
 }
 
 enum MHD_Result admin_sse_open(admin *a, struct MHD_Connection *c)
@@ -443,10 +443,10 @@ enum MHD_Result admin_sse_open(admin *a, struct MHD_Connection *c)
     if (a->nclients >= ADMIN_SSE_MAX)
         return admin_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "too_many_streams",
                                  "%d event streams are open already", ADMIN_SSE_MAX);
-    cl = sluice_calloc(1, sizeof(*cl));
+    cl = alloc_calloc(1, sizeof(*cl));
     m = msg_new(hello, sizeof(hello) - 1);
     if (!cl || !m) {
-        sluice_free(cl);
+        alloc_free(cl);
         msg_unref(m);
         return admin_reply_json(c, MHD_HTTP_OK, NULL);
     }
@@ -454,7 +454,7 @@ enum MHD_Result admin_sse_open(admin *a, struct MHD_Connection *c)
     cl->conn = c;
     r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_BLOCK, sse_read, cl, sse_free);
     if (!r) {
-        sluice_free(cl);
+        alloc_free(cl);
         msg_unref(m);
         return MHD_NO;
     }

@@ -120,7 +120,7 @@ static int take_snapshot(admin *a, snapshot *sn)
     if (n < 0)
         return n;
     sn->types_cap = (size_t)n + 2;
-    sn->types = sluice_calloc(sn->types_cap, sizeof(*sn->types));
+    sn->types = alloc_calloc(sn->types_cap, sizeof(*sn->types));
     if (!sn->types)
         return SLUICE_ENOMEM;
     n = sluice_engine_type_stats(a->srv->engine, snap_type, sn);
@@ -133,8 +133,8 @@ static int take_snapshot(admin *a, snapshot *sn)
 
 static void free_snapshot(snapshot *sn)
 {
-    sluice_free(sn->limits);
-    sluice_free(sn->types);
+    alloc_free(sn->limits);
+    alloc_free(sn->types);
 }
 
 /* ---- Families ---------------------------------------------------------------------------- */

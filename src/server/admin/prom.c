@@ -27,7 +27,7 @@ void prom_buf_init(prom_buf *b)
 
 void prom_buf_clear(prom_buf *b)
 {
-    sluice_free(b->buf);
+    alloc_free(b->buf);
     prom_buf_init(b);
 }
 

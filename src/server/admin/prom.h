@@ -13,8 +13,8 @@
  * (seconds, bytes) in the name, and labels with bounded values (limit and type names, never
  * keys).
  */
-#ifndef SLUICE_SERVER_METRICS_H
-#define SLUICE_SERVER_METRICS_H
+#ifndef SLUICE_SERVER_ADMIN_PROM_H
+#define SLUICE_SERVER_ADMIN_PROM_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -35,13 +35,13 @@ typedef struct prom_buf {
 void prom_buf_init(prom_buf *b);
 void prom_buf_clear(prom_buf *b); /* frees the bytes; the buffer can be reused */
 
-/* Hands the bytes over (free them with sluice_free) and leaves b empty. Returns NULL with
+/* Hands the bytes over (free them with alloc_free) and leaves b empty. Returns NULL with
  * *len 0 when the buffer failed or is empty. */
 char *prom_buf_take(prom_buf *b, size_t *len);
 
 /* Appends raw bytes (the callers' own text, e.g. JSON). */
 void prom_buf_append(prom_buf *b, const char *s, size_t len);
-void prom_buf_printf(prom_buf *b, const char *fmt, ...) SLUICE_PRINTF(2, 3);
+void prom_buf_printf(prom_buf *b, const char *fmt, ...) PRINTF_ATTR(2, 3);
 
 typedef enum prom_type {
     METRICS_COUNTER,
