@@ -69,6 +69,29 @@ static void fail_by_limit(sluice_engine *e, task *t, sluice_fail_reason reason, 
     emit_for(e, SLUICE_EVENT_REJECTED, t, link, 0, now);
 }
 
+/* t was just parked: the tasks behind it on its queue now start later by its units. Fails,
+ * last in line first, those whose start this pushed past the horizon (as if they were placed in
+ * line now, which they are). The estimate grows with the units ahead, so the failed ones are the
+ * tail of the queue and the walk stops at the first that still fits: the common case (t is last)
+ * costs one pass over the queue. */
+static void fail_pushed_back(sluice_engine *e, const task *t, int64_t now)
+{
+    waitq *q = t->wq;
+
+    for (;;) {
+        task *o = park_last(q);
+        uint16_t link;
+        int64_t eta;
+
+        if (!o || o == t || !park_beyond_horizon(q, o, o->park_link, now))
+            return;
+        link = o->park_link;
+        eta = park_eta(q, o, link, now);
+        park_remove(e, o); /* never empties q: t stays */
+        fail_by_limit(e, o, SLUICE_FAIL_HORIZON, link, sat_sub_i64(eta, now), now);
+    }
+}
+
 /* Hands t out at now; charged says whether its grant charged the whole chain (see
  * sluice_delivery.charged). */
 static void deliver(sluice_engine *e, task *t, int64_t now, int charged, sluice_delivery *out)
@@ -115,10 +138,19 @@ static int poll_one(sluice_engine *e, task *t, int64_t now, sluice_delivery *out
         fail_by_limit(e, t, SLUICE_FAIL_RATELIMITED, link, 0, now);
         return POLL_FINISHED;
     }
+    /* Behind others the gate alone would only see the key's next slot: the horizon is checked
+     * against when t really starts, after the units of every task ahead of it (park_eta, the
+     * figure EXPLAIN shows). */
+    if (q && park_beyond_horizon(q, t, link, now)) {
+        fail_by_limit(e, t, SLUICE_FAIL_HORIZON, link, sat_sub_i64(park_eta(q, t, link, now), now),
+                      now);
+        return POLL_FINISHED;
+    }
     if (q) {
         rc = park_task(e, t, link, SLUICE_NEVER);
         if (rc != SLUICE_OK)
             return rc;
+        fail_pushed_back(e, t, now);
         gate_acct_add(e, t, link, 0);
         emit_for(e, SLUICE_EVENT_DEFERRED, t, link, q->wake_ns, now);
         return POLL_PARKED;
@@ -152,6 +184,7 @@ static int poll_one(sluice_engine *e, task *t, int64_t now, sluice_delivery *out
         rc = park_task(e, t, r.link, wake);
         if (rc != SLUICE_OK)
             return rc;
+        fail_pushed_back(e, t, now);
         emit_for(e, SLUICE_EVENT_DEFERRED, t, r.link, t->wq->wake_ns, now);
         return POLL_PARKED;
     }

@@ -492,21 +492,15 @@ static double secs(int64_t at, int64_t now)
 static void explain_parked(const task *t, int64_t now, sluice_explanation *out)
 {
     const waitq *q = t->wq;
-    const task_link *l = &t->links[t->park_link];
-    int64_t units_ahead, start = 0;
+    int64_t units_ahead;
 
     park_position(t, &out->position, &units_ahead);
     out->limit = q->lim->pol.name;
     out->key = q->key;
     out->queue_length = q->tasks.n;
     out->wake_ns = q->wake_ns;
-    if (!q->lim->dead && units_ahead <= INT64_MAX - l->units &&
-        sluice_limit_estimate(registry_core(q->lim, q->tier), q->key, q->keylen,
-                              units_ahead + l->units, now, &start) == SLUICE_OK)
-        out->estimated_start_ns = start;
-    /* The engine looks at the key only when its queue wakes: the task cannot start before. */
-    if (out->estimated_start_ns != SLUICE_NEVER && out->estimated_start_ns < q->wake_ns)
-        out->estimated_start_ns = q->wake_ns;
+    /* The same estimate the horizon check of a task parking behind others uses (dispatch.c). */
+    out->estimated_start_ns = park_eta(q, t, t->park_link, now);
     if (out->estimated_start_ns == SLUICE_NEVER)
         snprintf(out->text, sizeof out->text,
                  "Parked on limit \"%s\" key \"%s\" with %zu task(s) ahead; the limit cannot "

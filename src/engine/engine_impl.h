@@ -132,6 +132,9 @@ struct waitq {
     size_t keylen;   /* bytes of key */
     uint64_t hash;   /* its key in the wait queue table */
     heap tasks;      /* most urgent first */
+    task *last;      /* the least urgent task on it: the last in line */
+    int64_t units;   /* units of its tasks on this queue's link, while units_exact */
+    int units_exact; /* 0 once the sum overflowed: estimates then walk the queue */
     int64_t wake_ns; /* when the parking lot looks at it again; SLUICE_NEVER when not armed */
     size_t widx;     /* position in the wake heap */
     waitq *next;     /* the limit's list of wait queues */

@@ -112,6 +112,7 @@ int park_task(sluice_engine *e, task *t, uint16_t link, int64_t wake_ns)
         q->wake_ns = SLUICE_NEVER;
         q->widx = HEAP_NONE;
         heap_init(&q->tasks, task_less_ready, offsetof(task, hidx));
+        q->units_exact = 1;
         ptab_insert(&e->waitqs, q->hash, q); /* reserved */
         q->next = l->lim->wqs;
         if (q->next)
@@ -127,6 +128,12 @@ int park_task(sluice_engine *e, task *t, uint16_t link, int64_t wake_ns)
     }
     if (wake_ns < q->wake_ns)
         arm(e, q, wake_ns);
+    if (!q->last || task_more_urgent(q->last, t))
+        q->last = t;
+    if (q->units_exact && l->units <= INT64_MAX - q->units)
+        q->units += l->units;
+    else
+        q->units_exact = 0;
     t->state = SLUICE_TASK_PARKED;
     t->wq = q;
     t->park_link = link;
@@ -136,11 +143,36 @@ int park_task(sluice_engine *e, task *t, uint16_t link, int64_t wake_ns)
     return SLUICE_OK;
 }
 
+/* The least urgent task on q, by a walk. */
+static task *find_last(const waitq *q)
+{
+    task *last = NULL;
+
+    for (size_t i = 0; i < q->tasks.n; i++) {
+        task *o = heap_at(&q->tasks, i);
+
+        if (!last || task_more_urgent(last, o))
+            last = o;
+    }
+    return last;
+}
+
+/* Takes t off q's heap and its sums. Walks q only when t was the last in line, which a wake
+ * (taking the head) meets only when t is alone. */
+static void leave(waitq *q, task *t)
+{
+    heap_remove(&q->tasks, t);
+    if (q->units_exact)
+        q->units -= t->links[t->park_link].units;
+    if (q->last == t)
+        q->last = find_last(q);
+}
+
 void park_remove(sluice_engine *e, task *t)
 {
     waitq *q = t->wq;
 
-    heap_remove(&q->tasks, t);
+    leave(q, t);
     t->wq = NULL;
     t->park_link = LINK_NONE;
     e->nparked--;
@@ -155,7 +187,7 @@ static int unpark_head(sluice_engine *e, waitq *q, task *head)
 
     if (rc != SLUICE_OK)
         return rc;
-    heap_remove(&q->tasks, head);
+    leave(q, head);
     head->wq = NULL;
     head->park_link = LINK_NONE;
     head->state = SLUICE_TASK_QUEUED;
@@ -289,6 +321,58 @@ void park_position(const task *t, size_t *ahead, int64_t *units_ahead)
                 *units_ahead += o->links[o->park_link].units;
         }
     }
+}
+
+int64_t park_eta(const waitq *q, const task *t, uint16_t link, int64_t now)
+{
+    int64_t units_ahead = 0, start = 0, u = t->links[link].units;
+
+    /* The units of every more urgent task on q (t itself excluded, parked or not). The last in
+     * line, or a task about to join behind it (the usual FIFO case), has them all ahead: read
+     * from the sum, so parking a long queue costs no walk per task. */
+    if (q->units_exact && q->last == t)
+        units_ahead = q->units - u;
+    else if (q->units_exact && t->wq != q && (!q->last || task_more_urgent(q->last, t)))
+        units_ahead = q->units;
+    else
+        for (size_t i = 0; i < q->tasks.n; i++) {
+            const task *o = heap_at(&q->tasks, i);
+
+            if (o != t && task_more_urgent(o, t))
+                units_ahead = sat_add_i64(units_ahead, o->links[o->park_link].units);
+        }
+    /* When the limit cannot estimate (removed, or units past int64), the queue's wake is all
+     * that is known. */
+    if (q->lim->dead || units_ahead > INT64_MAX - u ||
+        sluice_limit_estimate(registry_core(q->lim, q->tier), q->key, q->keylen, units_ahead + u,
+                              now, &start) != SLUICE_OK)
+        return q->wake_ns;
+    /* The engine looks at the key only when its queue wakes: the task cannot start before. */
+    if (start != SLUICE_NEVER && start < q->wake_ns)
+        start = q->wake_ns;
+    return start;
+}
+
+task *park_last(const waitq *q)
+{
+    return q->last;
+}
+
+int park_beyond_horizon(const waitq *q, const task *t, uint16_t link, int64_t now)
+{
+    const sluice_limit_def *def;
+    int64_t start;
+
+    if (q->lim->dead)
+        return 0;
+    def = sluice_limit_get_def(registry_core(q->lim, q->tier));
+    /* Concurrency is exempt, as in the gate: its wait ends with a release, not a slot. */
+    if (def->kind == SLUICE_CONCURRENCY)
+        return 0;
+    start = park_eta(q, t, link, now);
+    /* SLUICE_NEVER too: a queue that cannot say when it moves is past any horizon. The gate
+     * fails a task that can never fit with reason `never` when it reaches the head. */
+    return start != SLUICE_NEVER && start > now && sat_sub_i64(start, now) > def->horizon_ns;
 }
 
 size_t park_bytes(const sluice_engine *e)

@@ -65,6 +65,20 @@ void park_rearm_limit(sluice_engine *e, elimit *l, int64_t when);
 /* For explain: the tasks ahead of t on its queue and their units on that link. */
 void park_position(const task *t, size_t *ahead, int64_t *units_ahead);
 
+/* When t (parked on q, or about to park there on its link `link`) should start: the slot at
+ * which the limit grants the units of every more urgent task on q plus t's own, and not before
+ * q wakes (q's wake when the limit cannot estimate); SLUICE_NEVER when it can never grant them.
+ * The same
+ * figure TASK.EXPLAIN shows. */
+int64_t park_eta(const waitq *q, const task *t, uint16_t link, int64_t now);
+
+/* 1 when t's park_eta on q lies further from now than the horizon of q's limit (never for a
+ * concurrency limit, nor when the estimate is unknown). */
+int park_beyond_horizon(const waitq *q, const task *t, uint16_t link, int64_t now);
+
+/* The least urgent task on q (the last in line); NULL when q is empty. */
+task *park_last(const waitq *q);
+
 /* Bytes held by wait queues. */
 size_t park_bytes(const sluice_engine *e);
 

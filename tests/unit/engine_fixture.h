@@ -72,6 +72,23 @@ static inline void fx_rate(sluice_engine *e, const char *name, int64_t permits, 
     fx_set_limit(e, &p);
 }
 
+/* fx_rate with a horizon (a task whose place in line starts it later than that is refused). */
+static inline void fx_rate_horizon(sluice_engine *e, const char *name, int64_t permits,
+                                   int64_t period_ns, int64_t burst, const char *key_path,
+                                   int64_t horizon_ns)
+{
+    sluice_limit_policy p;
+
+    fx_limit(&p, name, SLUICE_RATE, permits, period_ns);
+    p.def.burst = burst;
+    p.def.horizon_ns = horizon_ns;
+    if (key_path) {
+        p.key_source = SLUICE_KEY_PATH;
+        p.key_path = (char *)key_path;
+    }
+    fx_set_limit(e, &p);
+}
+
 /* A type naming n limits (a NULL-terminated list). */
 static inline void fx_type_ex(sluice_engine *e, const char *name, const char *const *limits,
                               int max_attempts, int throttle_retries, int64_t lease_ns)

@@ -193,7 +193,8 @@ static void test_no_head_of_line_blocking(void **unused)
     int n;
 
     (void)unused;
-    fx_rate(e, "tenant", 1, MIN, 1, "tenant");
+    /* 99,999 minutes of queue: all must wait, none be refused for the horizon. */
+    fx_rate_horizon(e, "tenant", 1, MIN, 1, "tenant", 100000 * MIN);
     fx_type(e, "sync", lims);
     for (int i = 0; i < 100000; i++)
         fx_submit(e, "sync", "{\"tenant\":\"a\"}", T0);
@@ -746,7 +747,8 @@ static void test_deferrals_aggregated(void **unused)
     e = fx_engine(&pol);
     memset(&ev, 0, sizeof ev);
     sluice_engine_on_event(e, fx_on_event, &ev);
-    fx_rate(e, "tenant", 1, MIN, 1, "tenant");
+    /* 1000 minutes of queue: all must wait, none be refused for the horizon. */
+    fx_rate_horizon(e, "tenant", 1, MIN, 1, "tenant", 2000 * MIN);
     fx_type(e, "sync", lims);
     for (int i = 0; i < 1001; i++)
         fx_submit(e, "sync", "{\"tenant\":\"acme\"}", T0);
