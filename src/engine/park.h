@@ -10,6 +10,11 @@
  * always at least the head when it fits alone; the rest waits for the next slot. Tasks are only
  * charged when a poll gates them again, so waking is a peek and never changes a limit.
  *
+ * A task's start is estimated from its place in line (park_eta: the units of every more urgent
+ * task on its queue plus its own); dispatch holds it against the limit's horizon when the task
+ * parks behind others and when a more urgent task parks ahead of it (docs/configuration.md,
+ * "Overflow and horizon"), and EXPLAIN shows the same figure.
+ *
  * Invariants:
  * - A wait queue exists exactly while it holds a task; it is in the wake heap exactly while it
  *   is armed (wake_ns != SLUICE_NEVER).
@@ -17,6 +22,8 @@
  *   a lease of its key, and every queue of the limit by a release the engine is told of with
  *   sluice_engine_limit_released; an expiry is the earliest lease expiry its wake was armed at).
  * - The wake heap has room for every wait queue, so arming never allocates.
+ * - A queue's `last` is its least urgent task; while `units_exact`, `units` is the sum of its
+ *   tasks' units on the queue's link.
  */
 #ifndef SLUICE_ENGINE_PARK_H
 #define SLUICE_ENGINE_PARK_H
