@@ -165,6 +165,10 @@ typedef struct cell_reply {
  * rounded as redis-cell does: truncated, plus one when a millisecond part remains. Pure. */
 void cell_map_decision(const sluice_decision *d, int64_t quantity, int64_t t_ns, cell_reply *out);
 
+/* Parses the feed id of a CL.THROTTLE triple, "!cell:MAX_BURST:COUNT:PERIOD" (decimal, no sign,
+ * count and period >= 1). Returns 0, or -1 when id is not one. Pure. */
+int cell_parse_id(const char *id, int64_t *max_burst, int64_t *count, int64_t *period);
+
 /* ---- Handlers (cmd_task.c: TASK.*) -------------------------------------------------------- */
 /* Besides the codes above they reply NOTASK (an id the engine does not know) and EXISTS (a task
  * key held by a running task, whose id the message gives as running_id=N). */
