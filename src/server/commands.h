@@ -142,6 +142,11 @@ int cmd_limit_init(server *s);
 void cmd_limit_free(server *s);
 /* Records that the limit `name` was replaced or removed: its lease handles become stale. */
 void cmd_limit_bump(server *s, const char *name);
+/* Moves every lease handle generation to `base` (and bumps above it), so that no handle issued
+ * before a restart matches one issued after it. Called once at start, after recovery, with the
+ * server's clock in ns: it never goes back across restarts (floored at the stored clock, see
+ * durable.h) and a run issues fewer generations than nanoseconds pass. */
+void cmd_limit_rebase(server *s, uint64_t base);
 
 /* ---- Handlers (cmd_throttle.c: CL.THROTTLE) ---------------------------------------------- */
 void cmd_cl_throttle(conn *c, const resp_command *cmd);

@@ -4,7 +4,9 @@
 #
 # - CL.THROTTLE's on-the-fly parameter sets: a key that spent its burst (max_burst 2, 1 per hour)
 #   is still denied after kill -9 once the key timer's commit ran, with retry_after at most one
-#   slot (an hour, so that no restart, however slow the machine, lasts one).
+#   slot (an hour, so that no restart, however slow the machine, lasts one);
+# - lease handle generations: a handle issued before kill -9, used after the restart against a
+#   new holder's lease of the same core id, is refused (NOLEASE) and the new lease is untouched.
 # Timing checks are loose: the machine may be busy. Traffic goes to 127.0.0.1 only.
 #
 # Usage: bash tests/server/forget.sh PATH-TO-SLUICE SOURCE-DIR
@@ -48,6 +50,8 @@ cat >"$conf" <<'EOF'
 limits:
   spare:
     rate: 10/1s
+  slots:
+    concurrency: 1
 EOF
 
 # ---- CL.THROTTLE across kill -9 -----------------------------------------------------------------
@@ -65,6 +69,27 @@ check "CL.THROTTLE after kill -9: still denied (no fresh burst)" 1 "$(word "$out
 within "CL.THROTTLE after kill -9: retry_after at most one slot" 1 3600 "$(word "$out" 4)"
 check "CL.THROTTLE after kill -9: another key has its burst" 0 \
   "$(word "$(cli CL.THROTTLE other 2 1 3600)" 1)"
+stop_single
+
+# ---- Lease handles across kill -9 -----------------------------------------------------------------
+
+start_single
+h1=$(word "$(cli LEASE.ACQUIRE slots k TTL 600000)" 2)
+contains "LEASE.ACQUIRE before the crash gives a handle" "slots/" "$h1"
+crash
+start_single
+h2=$(word "$(cli LEASE.ACQUIRE slots k TTL 600000)" 2)
+contains "LEASE.ACQUIRE after the restart gives a handle" "slots/" "$h2"
+check "the new lease has the same core id (the collision the generation prevents)" \
+  "${h1##*/}" "${h2##*/}"
+check "the handles differ" 1 "$([ "$h1" != "$h2" ] && echo 1 || echo 0)"
+contains "a stale RELEASE is refused" "NOLEASE" "$(cli LEASE.RELEASE "$h1")"
+contains "a stale RENEW is refused" "NOLEASE" "$(cli LEASE.RENEW "$h1" TTL 1)"
+contains "the new holder's lease still holds the key" "RATELIMITED" \
+  "$(cli LEASE.ACQUIRE slots k TTL 600000)"
+check "the new holder renews its lease" 600000 "$(cli LEASE.RENEW "$h2" TTL 600000)"
+check "the new holder releases its lease" OK "$(cli LEASE.RELEASE "$h2")"
+contains "then the key is free" "slots/" "$(cli LEASE.ACQUIRE slots k TTL 600000)"
 stop_single
 
 finish
