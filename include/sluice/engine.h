@@ -444,6 +444,27 @@ int sluice_engine_visit_limits(sluice_engine *e,
  * of that id exists now. Valid until the limit is replaced or removed. */
 sluice_limit *sluice_engine_limit_by_id(const sluice_engine *e, const char *id);
 
+/* Core limits that live outside the engine (a server's CL.THROTTLE parameter sets) but whose key
+ * state should travel through the change feed like the engine's own. Their ids must begin with
+ * '!', which no limit or tier name holds, so they never collide with a named limit's id.
+ * visit calls fn for each such limit as sluice_engine_visit_limits does (and stops on its
+ * non-zero return, returning it); find returns the limit of an id, creating it when the id names
+ * one that can exist (so a restore can import into it), or NULL. */
+typedef struct sluice_foreign_limits {
+    int (*visit)(void *arg, int (*fn)(const char *id, sluice_limit *lim, void *fnarg), void *fnarg);
+    sluice_limit *(*find)(void *arg, const char *id);
+    void *arg;
+} sluice_foreign_limits;
+
+/* Registers the foreign limits (NULL: none). sluice_engine_visit_limits visits them after the
+ * engine's own and sluice_engine_limit_by_id resolves their '!' ids; the feed tracks and drains
+ * their keys. A foreign limit created while the feed runs must turn on its own change tracking
+ * (sluice_limit_track_changes) when created, or its first changes go unrecorded. */
+void sluice_engine_set_foreign_limits(sluice_engine *e, const sluice_foreign_limits *fl);
+
+/* Whether the change feed runs (sluice_engine_changes_start was called). */
+int sluice_engine_changes_running(const sluice_engine *e);
+
 /* The largest task id issued or restored so far (0 before any). */
 uint64_t sluice_engine_last_id(const sluice_engine *e);
 

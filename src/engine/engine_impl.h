@@ -186,16 +186,17 @@ struct sluice_engine {
     size_t acct_n;              /* entries in use */
     ptab acct_index;            /* acct's entries by limit, tier and key */
     /* Counts. */
-    uint64_t next_id;       /* the last id given */
-    uint64_t next_seq;      /* the last submission sequence given */
-    size_t nunfinished;     /* tasks not finished */
-    size_t nqueued;         /* QUEUED in ready heaps */
-    size_t nparked;         /* PARKED */
-    size_t nrunning;        /* RUNNING */
-    size_t ndelayed;        /* QUEUED in the timer heap */
-    size_t task_bytes;      /* blocks and payloads of unfinished tasks */
-    sluice_engine_stats st; /* the counters (state counts are filled in by get_stats) */
-    struct feed *feed;      /* the change feed (feed.h); NULL until started */
+    uint64_t next_id;              /* the last id given */
+    uint64_t next_seq;             /* the last submission sequence given */
+    size_t nunfinished;            /* tasks not finished */
+    size_t nqueued;                /* QUEUED in ready heaps */
+    size_t nparked;                /* PARKED */
+    size_t nrunning;               /* RUNNING */
+    size_t ndelayed;               /* QUEUED in the timer heap */
+    size_t task_bytes;             /* blocks and payloads of unfinished tasks */
+    sluice_engine_stats st;        /* the counters (state counts are filled in by get_stats) */
+    struct feed *feed;             /* the change feed (feed.h); NULL until started */
+    sluice_foreign_limits foreign; /* limits kept outside the engine; visit NULL when none */
 };
 
 /* Records in the change feed that the durable record of task `id` changed (or that the task was

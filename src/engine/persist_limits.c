@@ -10,6 +10,9 @@
  * most POLICY_NAME_MAX bytes), so the first '/' of an id always ends the limit's name.
  * Replacing a limit (sluice_engine_set_limit) creates new core limits under the same ids: a store
  * that must not carry the old state over deletes what it holds for them.
+ *
+ * Limits kept outside the engine (sluice_engine_set_foreign_limits) are visited after the
+ * engine's own, under ids that begin with '!', a character no name holds.
  */
 #include <stdio.h>
 #include <string.h>
@@ -44,7 +47,22 @@ int sluice_engine_visit_limits(sluice_engine *e,
                 return rc;
         }
     }
+    if (e->foreign.visit)
+        return e->foreign.visit(e->foreign.arg, fn, arg);
     return SLUICE_OK;
+}
+
+void sluice_engine_set_foreign_limits(sluice_engine *e, const sluice_foreign_limits *fl)
+{
+    if (fl)
+        e->foreign = *fl;
+    else
+        memset(&e->foreign, 0, sizeof e->foreign);
+}
+
+int sluice_engine_changes_running(const sluice_engine *e)
+{
+    return e->feed != NULL;
 }
 
 sluice_limit *sluice_engine_limit_by_id(const sluice_engine *e, const char *id)
@@ -56,6 +74,8 @@ sluice_limit *sluice_engine_limit_by_id(const sluice_engine *e, const char *id)
 
     if (!id)
         return NULL;
+    if (id[0] == '!')
+        return e->foreign.find ? e->foreign.find(e->foreign.arg, id) : NULL;
     slash = strchr(id, '/');
     len = slash ? (size_t)(slash - id) : strlen(id);
     if (len == 0 || len > POLICY_NAME_MAX)

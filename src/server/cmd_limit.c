@@ -13,6 +13,12 @@
  * so handles of the old limit are refused (NOLEASE) instead of touching a new limit that happens
  * to reuse the same ids. The generation table is this module's state; names are few (one per
  * limit ever named), so it is a small pointer table that only grows.
+ *
+ * Leases are not stored, and core lease ids restart at 1 with the process, so generations are
+ * rebased at start (cmd_limit_rebase) on the server's clock in ns, which never goes back across
+ * restarts: a handle issued before a restart carries a generation below every one issued after
+ * it, so a stale RELEASE or RENEW is refused (NOLEASE) rather than touching a new holder's
+ * lease of the same id. A name never bumped has the base generation.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -41,8 +47,9 @@ typedef struct gen_entry {
 } gen_entry;
 
 typedef struct limit_state {
-    ptab gens; /* gen_entry * by the hash_bytes of their name; only grows */
-    uint64_t counter;
+    ptab gens;        /* gen_entry * by the hash_bytes of their name; only grows */
+    uint64_t counter; /* the last generation given; >= base */
+    uint64_t base;    /* the generation of a name never bumped since start */
 } limit_state;
 
 static int gen_eq(const void *p, const void *key)
@@ -85,7 +92,22 @@ static uint64_t gen_of(const server *s, const char *name)
 {
     const gen_entry *e = gen_find(s->limit_state, name);
 
-    return e ? e->gen : 0;
+    return e ? e->gen : ((const limit_state *)s->limit_state)->base;
+}
+
+void cmd_limit_rebase(server *s, uint64_t base)
+{
+    limit_state *ls = s->limit_state;
+    size_t pos = 0;
+    gen_entry *e;
+
+    if (base <= ls->counter)
+        base = ls->counter + 1;
+    /* No handle was issued yet: names bumped during recovery simply start at the base too. */
+    while ((e = ptab_next(&ls->gens, &pos)) != NULL)
+        e->gen = base;
+    ls->base = base;
+    ls->counter = base;
 }
 
 void cmd_limit_bump(server *s, const char *name)
@@ -101,7 +123,7 @@ void cmd_limit_bump(server *s, const char *name)
     }
     e = ptab_reserve(&ls->gens, 1) == SLUICE_OK ? alloc_malloc(sizeof(*e) + len + 1) : NULL;
     if (!e) {
-        /* Without room the name keeps generation 0; its old handles stay accepted by a new
+        /* Without room the name keeps the base generation; its old handles stay accepted by a new
          * limit of the same name (whose lease ids restart). Log it: it is only memory. */
         log_error("lease generations: out of memory for limit \"%s\"", name);
         return;

@@ -16,6 +16,13 @@
  * used with two different triples has two independent buckets (redis-cell would share one
  * stored TAT between them). The cache holds at most max_adhoc triples; a new triple when it is
  * full evicts one whose limit tracks no key, or is refused with BUSY.
+ *
+ * The triples' limits are registered with the engine as foreign limits
+ * (sluice_engine_set_foreign_limits) under the id "!cell:MAX_BURST:COUNT:PERIOD", so their key
+ * states travel through the change feed to the store like a named limit's, and a restart does
+ * not hand a key that spent its burst a fresh one: at recovery the id recreates its triple and
+ * the key state is imported into it. A triple created while the feed runs tracks its key changes
+ * from its first decision.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -65,6 +72,10 @@ static int entry_eq(const void *p, const void *key)
     return e->max_burst == k->v[0] && e->count == k->v[1] && e->period == k->v[2];
 }
 
+static int cell_visit(void *arg, int (*fn)(const char *id, sluice_limit *lim, void *fnarg),
+                      void *fnarg);
+static sluice_limit *cell_find_id(void *arg, const char *id);
+
 int cmd_cell_init(server *s)
 {
     cell_state *cs = alloc_calloc(1, sizeof(*cs));
@@ -80,6 +91,8 @@ int cmd_cell_init(server *s)
         cmd_cell_free(s);
         return SLUICE_ENOMEM;
     }
+    sluice_foreign_limits fl = {cell_visit, cell_find_id, s};
+    sluice_engine_set_foreign_limits(s->engine, &fl);
     return 0;
 }
 
@@ -89,6 +102,7 @@ void cmd_cell_free(server *s)
 
     if (!cs)
         return;
+    sluice_engine_set_foreign_limits(s->engine, NULL);
     for (size_t i = 0; i < cs->n; i++)
         sluice_limit_free(cs->entries[i].lim);
     alloc_free(cs->entries);
@@ -144,45 +158,44 @@ static int cell_evict(cell_state *cs)
     return -1;
 }
 
-/* Finds or creates the limit of a triple. Returns it, or NULL after replying. */
-static cell_entry *cell_get(conn *c, int64_t max_burst, int64_t count, int64_t period)
+/* Creates the limit of a triple not cached yet. Returns it, or NULL with *rc and msg set
+ * (SLUICE_EINVAL: parameters out of range; SLUICE_EBUSY: every cached triple is in use). */
+static cell_entry *cell_create(server *s, int64_t max_burst, int64_t count, int64_t period, int *rc,
+                               char *msg, size_t msglen)
 {
-    cell_state *cs = c->srv->cell_state;
-    cell_entry *e = cell_find(cs, max_burst, count, period);
+    cell_state *cs = s->cell_state;
     sluice_limit_def def;
-    char msg[200];
-    int rc;
+    cell_entry *e;
 
-    if (e)
-        return e;
     if (max_burst >= SLUICE_MAX_PERMITS || period > SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_SEC) {
-        resp_error(conn_out(c), "WRONGARGS",
-                   "CL.THROTTLE: max_burst must be below %" PRId64 " and period at most %" PRId64
-                   " seconds",
-                   SLUICE_MAX_PERMITS, SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_SEC);
+        *rc = SLUICE_EINVAL;
+        snprintf(msg, msglen,
+                 "max_burst must be below %" PRId64 " and period at most %" PRId64 " seconds",
+                 SLUICE_MAX_PERMITS, SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_SEC);
         return NULL;
     }
     sluice_limit_def_init(&def, SLUICE_RATE);
     def.limit = count;
     def.period_ns = period * SLUICE_NS_PER_SEC;
     def.burst = max_burst + 1;
-    if (def.max_key_len < c->srv->opt.max_key_len)
-        def.max_key_len = c->srv->opt.max_key_len;
-    if (sluice_limit_def_validate(&def, msg, sizeof(msg)) != 0) {
-        resp_error(conn_out(c), "WRONGARGS", "CL.THROTTLE: %s", msg);
+    if (def.max_key_len < s->opt.max_key_len)
+        def.max_key_len = s->opt.max_key_len;
+    if (sluice_limit_def_validate(&def, msg, msglen) != 0) {
+        *rc = SLUICE_EINVAL;
         return NULL;
     }
     if (cs->n == cs->max && cell_evict(cs) != 0) {
-        resp_error(conn_out(c), "BUSY",
-                   "CL.THROTTLE: %zu parameter sets are in use (the maximum); reuse one", cs->max);
+        *rc = SLUICE_EBUSY;
+        snprintf(msg, msglen, "%zu parameter sets are in use (the maximum); reuse one", cs->max);
         return NULL;
     }
     e = &cs->entries[cs->n];
-    rc = sluice_limit_new(&def, &e->lim, msg, sizeof(msg));
-    if (rc != 0) {
-        reply_engine_error(c, rc, msg);
+    *rc = sluice_limit_new(&def, &e->lim, msg, msglen);
+    if (*rc != 0)
         return NULL;
-    }
+    /* Tracked from its first decision, so the next pull of the feed drains its keys. */
+    if (sluice_engine_changes_running(s->engine))
+        sluice_limit_track_changes(e->lim, 1);
     e->max_burst = max_burst;
     e->count = count;
     e->period = period;
@@ -190,6 +203,97 @@ static cell_entry *cell_get(conn *c, int64_t max_burst, int64_t count, int64_t p
     (void)ptab_insert(&cs->index, entry_hash(e), e); /* reserved for max entries */
     cs->n++;
     return e;
+}
+
+/* Finds or creates the limit of a triple. Returns it, or NULL after replying. */
+static cell_entry *cell_get(conn *c, int64_t max_burst, int64_t count, int64_t period)
+{
+    cell_entry *e = cell_find(c->srv->cell_state, max_burst, count, period);
+    char msg[200];
+    int rc;
+
+    if (e)
+        return e;
+    msg[0] = '\0';
+    e = cell_create(c->srv, max_burst, count, period, &rc, msg, sizeof(msg));
+    if (e)
+        return e;
+    if (rc == SLUICE_EINVAL)
+        resp_error(conn_out(c), "WRONGARGS", "CL.THROTTLE: %s", msg);
+    else if (rc == SLUICE_EBUSY)
+        resp_error(conn_out(c), "BUSY", "CL.THROTTLE: %s", msg);
+    else
+        reply_engine_error(c, rc, msg);
+    return NULL;
+}
+
+/* ---- The triples as the engine's foreign limits ------------------------------------------ */
+
+#define CELL_ID_PREFIX "!cell:"
+
+static int cell_visit(void *arg, int (*fn)(const char *id, sluice_limit *lim, void *fnarg),
+                      void *fnarg)
+{
+    server *s = arg;
+    cell_state *cs = s->cell_state;
+    char id[96];
+
+    for (size_t i = 0; cs && i < cs->n; i++) {
+        const cell_entry *e = &cs->entries[i];
+        int rc;
+
+        snprintf(id, sizeof id, CELL_ID_PREFIX "%" PRId64 ":%" PRId64 ":%" PRId64, e->max_burst,
+                 e->count, e->period);
+        rc = fn(id, e->lim, fnarg);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int cell_parse_id(const char *id, int64_t *max_burst, int64_t *count, int64_t *period)
+{
+    int64_t v[3];
+    const char *p;
+
+    if (strncmp(id, CELL_ID_PREFIX, strlen(CELL_ID_PREFIX)) != 0)
+        return -1;
+    p = id + strlen(CELL_ID_PREFIX);
+    for (int i = 0; i < 3; i++) {
+        const char *start = p;
+
+        v[i] = 0;
+        while (*p >= '0' && *p <= '9') {
+            if (v[i] > (INT64_MAX - 9) / 10)
+                return -1;
+            v[i] = v[i] * 10 + (*p++ - '0');
+        }
+        if (p == start || p - start > 18 || *p != (i < 2 ? ':' : '\0'))
+            return -1;
+        p++;
+    }
+    if (v[1] < 1 || v[2] < 1)
+        return -1;
+    *max_burst = v[0];
+    *count = v[1];
+    *period = v[2];
+    return 0;
+}
+
+static sluice_limit *cell_find_id(void *arg, const char *id)
+{
+    server *s = arg;
+    int64_t max_burst, count, period;
+    cell_entry *e;
+    char msg[200];
+    int rc;
+
+    if (!s->cell_state || cell_parse_id(id, &max_burst, &count, &period) != 0)
+        return NULL;
+    e = cell_find(s->cell_state, max_burst, count, period);
+    if (!e)
+        e = cell_create(s, max_burst, count, period, &rc, msg, sizeof(msg));
+    return e ? e->lim : NULL;
 }
 
 /* Seconds of a non-negative duration, redis-cell's way: whole seconds, plus one when a

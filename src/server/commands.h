@@ -142,6 +142,11 @@ int cmd_limit_init(server *s);
 void cmd_limit_free(server *s);
 /* Records that the limit `name` was replaced or removed: its lease handles become stale. */
 void cmd_limit_bump(server *s, const char *name);
+/* Moves every lease handle generation to `base` (and bumps above it), so that no handle issued
+ * before a restart matches one issued after it. Called once at start, after recovery, with the
+ * server's clock in ns: it never goes back across restarts (floored at the stored clock, see
+ * durable.h) and a run issues fewer generations than nanoseconds pass. */
+void cmd_limit_rebase(server *s, uint64_t base);
 
 /* ---- Handlers (cmd_throttle.c: CL.THROTTLE) ---------------------------------------------- */
 void cmd_cl_throttle(conn *c, const resp_command *cmd);
@@ -164,6 +169,10 @@ typedef struct cell_reply {
  * the reply of redis-cell for `quantity` (0: the decision was a peek of 1 unit). Seconds are
  * rounded as redis-cell does: truncated, plus one when a millisecond part remains. Pure. */
 void cell_map_decision(const sluice_decision *d, int64_t quantity, int64_t t_ns, cell_reply *out);
+
+/* Parses the feed id of a CL.THROTTLE triple, "!cell:MAX_BURST:COUNT:PERIOD" (decimal, no sign,
+ * count and period >= 1). Returns 0, or -1 when id is not one. Pure. */
+int cell_parse_id(const char *id, int64_t *max_burst, int64_t *count, int64_t *period);
 
 /* ---- Handlers (cmd_task.c: TASK.*) -------------------------------------------------------- */
 /* Besides the codes above they reply NOTASK (an id the engine does not know) and EXISTS (a task

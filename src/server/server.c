@@ -664,6 +664,8 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
     rc = durable_open(s, msg, msglen);
     if (rc != 0)
         goto fail_loop;
+    /* After recovery, which floors the clock at the stored one: see cmd_limit_rebase. */
+    cmd_limit_rebase(s, (uint64_t)server_now(s));
     rc = bind_listener(s, msg, msglen);
     if (rc != 0)
         goto fail_loop;

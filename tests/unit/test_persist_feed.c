@@ -397,6 +397,61 @@ static int feed_oom_body(void *arg)
     return rc;
 }
 
+/* A foreign limit (kept outside the engine, as the server's CL.THROTTLE triples): visited after
+ * the engine's own under its '!' id, resolved by limit_by_id, and its keys drained by a pull. */
+typedef struct foreign_fx {
+    sluice_limit *lim;
+    int finds;
+} foreign_fx;
+
+static int foreign_visit(void *arg, int (*fn)(const char *id, sluice_limit *lim, void *fnarg),
+                         void *fnarg)
+{
+    foreign_fx *f = arg;
+
+    return fn("!x", f->lim, fnarg);
+}
+
+static sluice_limit *foreign_find(void *arg, const char *id)
+{
+    foreign_fx *f = arg;
+
+    f->finds++;
+    return strcmp(id, "!x") == 0 ? f->lim : NULL;
+}
+
+static void test_feed_foreign(void **unused)
+{
+    sluice_engine *e = feed_engine();
+    foreign_fx f = {NULL, 0};
+    sluice_foreign_limits fl = {foreign_visit, foreign_find, &f};
+    sluice_limit_def def;
+    sluice_decision d;
+    const void *st;
+    char msg[128];
+
+    (void)unused;
+    sluice_limit_def_init(&def, SLUICE_RATE);
+    def.limit = 1;
+    def.period_ns = SEC;
+    assert_int_equal(sluice_limit_new(&def, &f.lim, msg, sizeof msg), SLUICE_OK);
+    assert_true(sluice_engine_changes_running(e));
+    sluice_engine_set_foreign_limits(e, &fl);
+    assert_ptr_equal(sluice_engine_limit_by_id(e, "!x"), f.lim);
+    assert_null(sluice_engine_limit_by_id(e, "!y"));
+    assert_int_equal(f.finds, 2);
+    sluice_limit_track_changes(f.lim, 1);
+    assert_int_equal(sluice_limit_decide(f.lim, "k", 1, 1, SEC, 0, &d), SLUICE_OK);
+    assert_true(d.allowed);
+    assert_true(batch_key(pull(e), "!x", "k", &st));
+    sluice_engine_changes_done(e);
+    sluice_engine_set_foreign_limits(e, NULL);
+    assert_null(sluice_engine_limit_by_id(e, "!x"));
+    assert_int_equal(f.finds, 2);
+    sluice_engine_free(e);
+    sluice_limit_free(f.lim);
+}
+
 static void test_feed_oom(void **unused)
 {
     (void)unused;
@@ -406,10 +461,15 @@ static void test_feed_oom(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_feed_after_pull),     cmocka_unit_test(test_feed_unconfirmed),
-        cmocka_unit_test(test_feed_async_consumer), cmocka_unit_test(test_feed_keys_and_sweep),
-        cmocka_unit_test(test_feed_limit_replaced), cmocka_unit_test(test_feed_forget),
-        cmocka_unit_test(test_feed_pull_oom),       cmocka_unit_test(test_feed_oom),
+        cmocka_unit_test(test_feed_after_pull),
+        cmocka_unit_test(test_feed_unconfirmed),
+        cmocka_unit_test(test_feed_async_consumer),
+        cmocka_unit_test(test_feed_keys_and_sweep),
+        cmocka_unit_test(test_feed_limit_replaced),
+        cmocka_unit_test(test_feed_forget),
+        cmocka_unit_test(test_feed_pull_oom),
+        cmocka_unit_test(test_feed_foreign),
+        cmocka_unit_test(test_feed_oom),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -327,14 +327,45 @@ static void test_policy_eq(void **unused)
     sluice_limit_policy_clear(&b);
 }
 
+/* The feed id of a CL.THROTTLE triple parses back to the triple, and nothing else parses. */
+static void test_cell_parse_id(void **unused)
+{
+    int64_t b = -1, c = -1, p = -1;
+
+    (void)unused;
+    assert_int_equal(cell_parse_id("!cell:2:1:3600", &b, &c, &p), 0);
+    assert_int_equal(b, 2);
+    assert_int_equal(c, 1);
+    assert_int_equal(p, 3600);
+    assert_int_equal(cell_parse_id("!cell:0:5:1", &b, &c, &p), 0);
+    assert_int_equal(b, 0);
+    static const char *const bad[] = {
+        "cell:2:1:3600",
+        "!cell:2:1",
+        "!cell:2:1:3600:",
+        "!cell:2:0:60",
+        "!cell:2:1:0",
+        "!cell:-2:1:60",
+        "!cell::1:60",
+        "!cell:2:1:60x",
+        "!cell:2: 1:60",
+        "!cell:1:1:9999999999999999999",
+        "",
+        "!cell:",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(cell_parse_id(bad[i], &b, &c, &p), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table_rows),     cmocka_unit_test(test_table_arity),
-        cmocka_unit_test(test_lookup_misses),  cmocka_unit_test(test_cell_table),
-        cmocka_unit_test(test_cell_readme),    cmocka_unit_test(test_cell_rounding),
-        cmocka_unit_test(test_protected_mode), cmocka_unit_test(test_parse_int),
-        cmocka_unit_test(test_encode_and_ms),  cmocka_unit_test(test_policy_eq),
+        cmocka_unit_test(test_table_rows),    cmocka_unit_test(test_table_arity),
+        cmocka_unit_test(test_lookup_misses), cmocka_unit_test(test_cell_table),
+        cmocka_unit_test(test_cell_readme),   cmocka_unit_test(test_cell_rounding),
+        cmocka_unit_test(test_cell_parse_id), cmocka_unit_test(test_protected_mode),
+        cmocka_unit_test(test_parse_int),     cmocka_unit_test(test_encode_and_ms),
+        cmocka_unit_test(test_policy_eq),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
