@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <uv.h>
 
@@ -108,5 +109,20 @@ int durable_load(durable *d, char *msg, size_t msglen);
  * it committed; see durable_turn. Returns 0 or the error. Held replies are released either
  * way. */
 int durable_commit(durable *d);
+
+/* durable.c: clock_gettime(id) in nanoseconds; times a commit or a load, never a decision. */
+int64_t durable_read_clock(clockid_t id);
+
+/* durable_job.c, loop thread: serialises batch c of the engine's change feed, with the meta
+ * (clock, next id), into d->job (on running out of memory, sets job.oom). */
+void durable_job_fill(durable *d, const sluice_changes *c);
+
+/* durable_job.c, any thread: runs job j on the store (the transaction and its fsync, then the
+ * sync it asks for) and records the results in j. Touches nothing but the store and the job. */
+void durable_job_run(store *st, store_durability mode, durable_job *j);
+
+/* durable_job.c: the commit thread's body (arg: the durable state); runs each job posted under
+ * d->mu and wakes the loop through d->done_async, until d->stop. */
+void durable_commit_thread(void *arg);
 
 #endif
