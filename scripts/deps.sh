@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config clang-format
   libyaml-dev libssl-dev libjansson-dev libuv1-dev libcmocka-dev
-  libhiredis-dev redis-tools libxml2-utils libsqlite3-dev libmicrohttpd-dev curl jq
+  libhiredis-dev redis-tools redis-server libxml2-utils libsqlite3-dev libmicrohttpd-dev curl jq
   chromium
   python3-redis
 )

@@ -209,3 +209,41 @@ finish() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
 }
+
+# ---- Redis (the shared store's tests) -------------------------------------------------------
+
+# start_redis NAME [redis-server args...]: starts a throwaway redis-server on a free loopback port
+# (no persistence, its files in $tmp/NAME.redis), sets rport_NAME and rpid_NAME; stopped by PID
+# on exit with the rest. The port is the kernel's choice: a listener bound to port 0 is closed
+# and its port reused, retried when another process took it meanwhile.
+start_redis() {
+  local name=$1 port pid dir=$tmp/$1.redis try
+  shift
+  command -v redis-server >/dev/null || {
+    bad "redis-server is not installed (scripts/deps.sh installs it)"
+    finish
+    exit 1
+  }
+  mkdir -p "$dir"
+  for try in 1 2 3 4 5; do
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
+      --daemonize no --logfile "$dir/log" "$@" &
+    pid=$!
+    pids+=("$pid")
+    for _ in $(seq 1 250); do
+      redis-cli -p "$port" PING 2>/dev/null | grep -q PONG && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.02
+    done
+    if kill -0 "$pid" 2>/dev/null && redis-cli -p "$port" PING 2>/dev/null | grep -q PONG; then
+      printf -v "rport_$name" '%s' "$port"
+      printf -v "rpid_$name" '%s' "$pid"
+      return 0
+    fi
+    kill -KILL "$pid" 2>/dev/null
+  done
+  bad "redis-server $name did not start: $(tail -3 "$dir/log")"
+  finish
+  exit 1
+}
