@@ -3,6 +3,7 @@
  * The configuration file: one YAML file that declares the engine's settings, the named limits
  * and the task types (docs/configuration.md is the reference of its format).
  *
+ *   enabled: true                # optional; false: every limit passes (still counting)
  *   engine:                      # optional; every key has a default
  *     max_parked: 50000
  *   limits:
@@ -54,8 +55,10 @@ typedef struct sluice_config {
     size_t nlimits;
     sluice_type_policy *types; /* the types: section, in file order; ntypes entries */
     size_t ntypes;
-    char *path;  /* the file name used in messages; NULL when parsed without one */
-    void *index; /* private: the names' index of sluice_config_find_*; NULL when not built */
+    int disabled; /* `enabled: false` at the top: every limit lets everything through while
+                   * still counting (sluice_engine_set_enabled); 0, the default, enforces */
+    char *path;   /* the file name used in messages; NULL when parsed without one */
+    void *index;  /* private: the names' index of sluice_config_find_*; NULL when not built */
 } sluice_config;
 
 /* Reads and parses the file at path into *out (see sluice_config_parse).
@@ -95,7 +98,8 @@ const sluice_limit_policy *sluice_config_find_limit(const sluice_config *c, cons
 const sluice_type_policy *sluice_config_find_type(const sluice_config *c, const char *name);
 
 /* Installs the limits, then the types, of c into the engine e (sluice_engine_set_limit,
- * sluice_engine_set_type, at now_ns), replacing any of the same name. c->engine is not applied:
+ * sluice_engine_set_type, at now_ns), replacing any of the same name, and applies the global
+ * switch (sluice_engine_set_enabled(e, !c->disabled, now_ns)). c->engine is not applied:
  * pass it to sluice_engine_new(). Not atomic: when a call fails, the limits and types installed
  * before it stay. Returns 0 or the engine's error, with msg naming the file, line and the limit or
  * type, e.g. `sluice.yaml:7: limit "stripe": out of memory`. */

@@ -163,6 +163,8 @@ typedef enum sluice_event_kind {
     SLUICE_EVENT_UNKNOWN_LIMIT, /* a type names a limit that does not exist */
     SLUICE_EVENT_BUDGET,        /* a quota key crossed 80% or 100% of its budget */
     SLUICE_EVENT_KEY_CAP,       /* a limit's key table is full */
+    SLUICE_EVENT_SHADOW_DENIED, /* a limit in shadow mode (or with limits off) would have
+                                 * denied a task: it went on, uncharged by that limit */
 } sluice_event_kind;
 
 /* One event, or the summary of several of one kind, limit and key within one interval.
@@ -176,7 +178,8 @@ typedef struct sluice_event {
     uint64_t count;       /* occurrences summarised (1 for the first, immediate event) */
     int64_t wanted;       /* THROTTLED: tasks asked for; BUDGET: percent crossed (80, 100) */
     int64_t granted;      /* THROTTLED: tasks granted */
-    int64_t next_slot_ns; /* DEFERRED: the key's next slot */
+    int64_t next_slot_ns; /* DEFERRED: the key's next slot; SHADOW_DENIED: when the enforced
+                           * limit would have let the task through (the latest, in a summary) */
     int summary;          /* 1 for an end-of-interval summary */
 } sluice_event;
 
@@ -199,6 +202,25 @@ void sluice_engine_on_event(sluice_engine *e, sluice_event_fn fn, void *arg);
  * SLUICE_EINVAL / SLUICE_ERANGE with msg, or SLUICE_ENOMEM. */
 int sluice_engine_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t now_ns,
                             char *msg, size_t msglen);
+
+/* Switches a limit between enforce and shadow mode (policy.h, sluice_limit_mode) without
+ * replacing it: its key state, its leases and the charges of running tasks are kept, so a limit
+ * rolled out in shadow and watched is enforced with the budget it has been counting. Switching
+ * to shadow wakes the tasks parked on it at now_ns (it no longer holds them). The change feed
+ * records a DROP of the limit's stored runtime definition (its key states stay): a caller that
+ * persists the change records its SET over it, as after sluice_engine_set_limit. Returns 0,
+ * SLUICE_ENOTFOUND, or SLUICE_EINVAL for an unknown mode. */
+int sluice_engine_set_limit_mode(sluice_engine *e, const char *name, sluice_limit_mode mode,
+                                 int64_t now_ns);
+
+/* The global switch (seed 004's `enabled`): with on == 0 every limit behaves as in shadow mode,
+ * whatever its own mode: evaluated, charged and counted (shadow_denied, SHADOW_DENIED events),
+ * never denying, and the tasks parked on any limit are woken at now_ns. on != 0 (the default)
+ * gives every limit its own mode back. Key state is kept either way. */
+void sluice_engine_set_enabled(sluice_engine *e, int on, int64_t now_ns);
+
+/* Returns 0 when limits are switched off engine-wide (sluice_engine_set_enabled), else 1. */
+int sluice_engine_enabled(const sluice_engine *e);
 
 /* Removes a limit (tasks parked on it are woken at now_ns). Returns SLUICE_ENOTFOUND, or
  * SLUICE_ESTATE when a type still names it. */
@@ -316,6 +338,8 @@ typedef struct sluice_charge {
                              * (units from the task or its input, or a quota) */
     int held;               /* 1: a concurrency lease holds these units now (RUNNING only); an
                              * ack, a fail or the lease's expiry gives them back */
+    int shadow_denied;      /* 1: the limit, in shadow mode (or with limits off), would have
+                             * denied the task's last grant; it ran without this charge */
 } sluice_charge;
 
 /* Fills out[0..max) with the links of task id's chain, in its type's order (a limit removed
@@ -641,7 +665,10 @@ int sluice_engine_type_stats(const sluice_engine *e,
 
 /* One named limit's figures. */
 typedef struct sluice_limit_figures {
-    sluice_limit_stats core; /* its core limits' stats, summed over its tiers */
+    sluice_limit_stats core; /* its core limits' stats, summed over its tiers (shadow_denied:
+                              * the would-be denials of a shadow limit) */
+    int shadow;              /* 1: it lets everything through now (its mode is shadow, or
+                              * limits are off engine-wide) */
     size_t parked;           /* tasks parked on it */
     size_t parked_keys;      /* keys (per tier) with tasks parked on them */
     int64_t next_wake_ns;    /* the earliest of those keys' next slots, or SLUICE_NEVER */

@@ -115,6 +115,9 @@ typedef struct sluice_decision {
                              * granted if nothing else changes (rounded up), or SLUICE_NEVER */
     int64_t reset_after_ns; /* wait until the key is back to its full capacity */
     uint64_t lease_id;      /* concurrency: the lease taken by a granted, non-peek request */
+    int shadow_denied;      /* 1 when a shadow limit (sluice_limit_set_shadow) would have denied:
+                             * allowed is then 1 but nothing was charged (no lease taken), and
+                             * retry_after_ns holds the wait the denial would have named */
 } sluice_decision;
 
 typedef struct sluice_limit sluice_limit;
@@ -129,6 +132,18 @@ void sluice_limit_free(sluice_limit *lim);
 
 /* Returns the limit's definition, valid as long as the limit. */
 const sluice_limit_def *sluice_limit_get_def(const sluice_limit *lim);
+
+/* Shadow (dry-run) mode. A shadow limit is evaluated and charged exactly as if it were enforced,
+ * but it never denies: a request it would deny is answered allowed, with shadow_denied set,
+ * charges nothing (as the denial would have) and is counted in stats.shadow_denied instead of
+ * stats.denied. So its key state, its grants and its would-be denials are those of the enforced
+ * limit under the same requests. Peeks and estimates answer as the limit decides: allowed, and
+ * a start of now. Switching a live limit (on != 0: shadow) keeps every key's state; the mode is
+ * not part of the definition and is not persisted with key state. */
+void sluice_limit_set_shadow(sluice_limit *lim, int on);
+
+/* Returns 1 when the limit is in shadow mode, else 0. */
+int sluice_limit_shadow(const sluice_limit *lim);
 
 /* Flags of sluice_limit_decide(). */
 #define SLUICE_PEEK 1u /* decide without charging, creating or moving the clock: a read */
@@ -262,6 +277,9 @@ typedef struct sluice_limit_stats {
     uint64_t allowed;   /* charging decisions that granted (peeks are not counted) */
     uint64_t denied;    /* charging decisions that denied */
     uint64_t units;     /* units granted */
+    /* Charging decisions a shadow limit would have denied and let through uncharged: what
+     * `denied` would have counted had the limit been enforced. */
+    uint64_t shadow_denied;
 } sluice_limit_stats;
 
 void sluice_limit_get_stats(const sluice_limit *lim, sluice_limit_stats *out);
@@ -291,9 +309,15 @@ typedef struct sluice_chain_result {
 
 /* Evaluates n links as one atomic decision at now_ns: granted only when every link has budget,
  * in which case every link is charged; when one says no, none is charged. decisions (may be
- * NULL) receives each link's own decision, n entries. Links may repeat a limit and key; they are
- * then charged cumulatively. For concurrency links decisions[i].lease_id holds the lease taken.
- * Returns 0 with *out filled, or the error of the first link that failed (EINVAL, EBUSY,
+ * NULL) receives each link's own decision, n entries.
+ * A link whose limit is in shadow mode never makes the chain deny and is never named by
+ * denied_by: when it would deny, its decision is allowed with shadow_denied set and it is not
+ * charged, while the other links are decided and charged as without it; when it has room it is
+ * charged with the others if the chain is granted. When an enforced link denies, nothing is
+ * charged, shadow links included, and a shadow link that would also have denied is counted in
+ * its shadow_denied (as an enforced one is counted in denied). Links may repeat a limit and key;
+ * they are then charged cumulatively. For concurrency links decisions[i].lease_id holds the lease
+ * taken. Returns 0 with *out filled, or the error of the first link that failed (EINVAL, EBUSY,
  * ENOMEM), in which case nothing was charged. */
 int sluice_chain_decide(const sluice_chain_link *links, size_t n, int64_t now_ns, unsigned flags,
                         sluice_decision *decisions, sluice_chain_result *out);

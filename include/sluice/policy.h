@@ -36,6 +36,17 @@ typedef enum sluice_overflow {
     SLUICE_OVERFLOW_REJECT,   /* fail at once with the reason (a circuit breaker) */
 } sluice_overflow;
 
+/* Whether a limit's denials deny. */
+typedef enum sluice_limit_mode {
+    SLUICE_MODE_ENFORCE = 0, /* the default: a denial parks, rejects or refuses */
+    SLUICE_MODE_SHADOW,      /* a dry run: evaluated, charged and counted exactly as if enforced,
+                              * but a would-be denial lets the task (or caller) through uncharged
+                              * and is counted as shadow_denied (sluice_limit_set_shadow) */
+} sluice_limit_mode;
+
+/* Returns "enforce" or "shadow" ("?" for anything else). */
+const char *sluice_limit_mode_name(sluice_limit_mode mode);
+
 /* Where a limit takes the units a task costs. */
 typedef enum sluice_units_source {
     SLUICE_UNITS_TASK = 0, /* the task's own units (TASK.ADD ... UNITS n; default 1) */
@@ -62,6 +73,7 @@ typedef struct sluice_limit_policy {
     int missing_key_skip;   /* a task without the key (or with an empty one) skips this limit;
                              * exclusive with missing_key_global */
     sluice_overflow overflow;
+    sluice_limit_mode mode; /* enforce (default) or shadow; switching it keeps the key state */
     sluice_units_source units_source;
     int64_t units_fixed; /* UNITS_FIXED */
     char *units_path;    /* owned; UNITS_PATH */

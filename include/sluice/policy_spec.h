@@ -10,13 +10,16 @@
  *                  | "missing_key=" ( "global" | "skip" | "error" ) a task without the key
  *                  | "overflow=" ( "wait" | "reject" )              a denied task
  *                  | "units=" ( "task" | N | DOTPATH )              what one task costs
+ *                  | "mode=" ( "enforce" | "shadow" )             shadow: a dry run
  *
  *   e.g.  rate=100/1s,burst=20,key=input.tenant_id,missing_key=global,overflow=reject
  *
  * key=none (the default) puts every request in one global bucket; key=explicit takes the key the
  * producer gives; a dot path (docs: src/policy/dotpath.h; `input.` is optional) reads it from the
  * task's JSON input. missing_key applies to the last two only (default error). units=task (the
- * default) charges the task's own units, N a fixed cost, a dot path a number in the input. The
+ * default) charges the task's own units, N a fixed cost, a dot path a number in the input.
+ * mode=shadow evaluates, charges and counts the limit as if enforced but never denies (policy.h,
+ * sluice_limit_mode); mode=enforce is the default. The
  * words none, explicit and task are keywords, never paths. Policies with tiers have no one-line
  * form (they come from the configuration file).
  *
@@ -55,11 +58,16 @@ int sluice_spec_parse_policy(const char *text, sluice_limit_policy *out, char *m
 
 /* Writes the canonical policy spec of p into buf, NUL-terminated: the canonical limit spec of
  * p->def (sluice_spec_format_limit) followed by the policy options whose value is not the
- * default, in the order key, missing_key, overflow, units. Parsing the text gives back p's
+ * default, in the order key, missing_key, overflow, units, mode. Parsing the text gives back p's
  * fields (the name aside). Returns 0; SLUICE_EINVAL for NULL arguments or a tiered policy (it
  * has no one-line form); the code of sluice_spec_format_limit() for a def that does not
  * validate; SLUICE_ERANGE when len is too small (buf then holds "" when len > 0). */
 int sluice_spec_format_policy(const sluice_limit_policy *p, char *buf, size_t len);
+
+/* Recognises the text of a mode change alone, "mode=enforce" or "mode=shadow" (LIMIT.SET name
+ * mode=shadow: the limit as it is, tiered ones included, in that mode). Returns 1 and sets
+ * *mode when text is exactly one of the two, else 0 (*mode unchanged). */
+int sluice_spec_parse_mode(const char *text, sluice_limit_mode *mode);
 
 SLUICE_API_END
 

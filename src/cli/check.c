@@ -155,6 +155,8 @@ void check_describe_limit(const sluice_limit_policy *p, char *buf, size_t len)
     else if (p->units_source == SLUICE_UNITS_PATH)
         put(&l, ", units %s", p->units_path);
     put(&l, ", overflow %s", p->overflow == SLUICE_OVERFLOW_REJECT ? "reject" : "wait");
+    if (p->mode == SLUICE_MODE_SHADOW)
+        put(&l, ", mode shadow (counts, never denies)");
 }
 
 void check_describe_type(const sluice_type_policy *t, char *buf, size_t len)
@@ -246,6 +248,9 @@ int check_main(int argc, char **argv)
         sluice_config_clear(&cfg);
         return EXIT_INVALID;
     }
+    if (cfg.disabled)
+        printf("enabled: false: every limit lets everything through, counting its would-be "
+               "denials as shadow_denied\n");
     print_engine(&cfg.engine);
     for (size_t j = 0; j < cfg.nlimits; j++) {
         check_describe_limit(&cfg.limits[j], text, sizeof(text));

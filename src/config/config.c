@@ -37,7 +37,7 @@
 /* The name shown in messages for a buffer parsed without a file name. */
 #define NO_NAME "<config>"
 
-static const char *const top_keys[] = {"engine", "limits", "types"};
+static const char *const top_keys[] = {"enabled", "engine", "limits", "types"};
 static const char *const engine_keys[] = {"max_tasks",    "max_parked",     "max_finished",
                                           "strict_types", "event_interval", "default_lease"};
 static const char *const type_keys[] = {"limits", "priority", "lease", "retry"};
@@ -464,7 +464,7 @@ static int walk(ywalk *w, const yaml_node_t *root, const char *const *ignored, s
     size_t nnames = 0;
     yaml_node_t *node;
     size_t saved;
-    int rc;
+    int enabled = 1, rc;
 
     /* The sections, and the top-level keys the caller reads itself. */
     for (size_t i = 0; i < N_OF(top_keys); i++)
@@ -476,6 +476,12 @@ static int walk(ywalk *w, const yaml_node_t *root, const char *const *ignored, s
         rc = yw_check_keys(w, root, names, nnames);
     if (rc != 0)
         return rc;
+
+    /* Seed 004's global switch: off lets every limit through, still counting. */
+    rc = yw_field_bool(w, root, "enabled", &enabled);
+    if (rc != 0)
+        return rc;
+    cfg->disabled = !enabled;
 
     node = yw_get(w, root, "engine", NULL);
     saved = yw_push(w, "engine", 6);

@@ -44,5 +44,6 @@ int sluice_config_apply(const sluice_config *c, sluice_engine *e, int64_t now_ns
             return rc;
         }
     }
+    sluice_engine_set_enabled(e, !c->disabled, now_ns);
     return 0;
 }

@@ -31,7 +31,7 @@
 static const char *const limit_keys[] = {
     "rate",        "window", "sliding",     "concurrency", "quota", "permits",  "period",
     "tier",        "burst",  "start_empty", "horizon",     "ttl",   "max_keys", "keys_overflow",
-    "max_key_len", "key",    "missing_key", "overflow",    "units",
+    "max_key_len", "key",    "missing_key", "overflow",    "units", "mode",
 };
 
 /* Every key a tier may have. */
@@ -44,6 +44,7 @@ static const char *const tier_section_keys[] = {"field", "tiers"};
 static const char *const quota_keys[] = {"budget", "period"};
 static const char *const calendars[] = {"day", "month", "total"};
 static const char *const overflows[] = {"wait", "reject"};
+static const char *const modes[] = {"enforce", "shadow"};
 static const char *const missing_keys[] = {"error", "global", "skip"};
 static const char *const key_overflows[] = {"refuse", "allow"};
 static const char *const key_words[] = {"none", "explicit"};
@@ -646,6 +647,9 @@ static const yaml_node_t *fault_node(ywalk *w, const yaml_node_t *namekey, const
     case POLICY_FIELD_OVERFLOW:
         field = "overflow";
         break;
+    case POLICY_FIELD_MODE:
+        field = "mode";
+        break;
     case POLICY_FIELD_UNITS:
         field = "units";
         break;
@@ -803,6 +807,10 @@ static int parse_limit(ywalk *w, const yaml_node_t *namekey, const yaml_node_t *
     if ((rc = yw_field_choice(w, map, "overflow", overflows, N_OF(overflows), &which)) != 0)
         return rc;
     p->overflow = which == 1 ? SLUICE_OVERFLOW_REJECT : SLUICE_OVERFLOW_WAIT;
+    which = 0;
+    if ((rc = yw_field_choice(w, map, "mode", modes, N_OF(modes), &which)) != 0)
+        return rc;
+    p->mode = which == 1 ? SLUICE_MODE_SHADOW : SLUICE_MODE_ENFORCE;
     if ((rc = parse_units(w, map, p)) != 0)
         return rc;
 

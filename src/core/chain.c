@@ -9,6 +9,11 @@
  * normalise keys, find or create every key's state, record every change) can fail without a
  * charge; peek asks every group without charging; commit charges every group, concurrency leases
  * first because only they can still fail, and takes back the leases already granted if one does.
+ *
+ * A link whose limit is in shadow mode is decided like any other, but a denial of it never
+ * becomes the chain's: peek turns it into a pass (shadow_denied), commit leaves it uncharged,
+ * and it is counted in the limit's shadow_denied. Enforced links keep all-or-nothing among
+ * themselves; a shadow link with room is charged only when the chain is granted.
  */
 #include "sluice/limit.h"
 
@@ -167,6 +172,8 @@ static int chain_peek(const sluice_chain_link *links, size_t n, link_work *w, in
         }
         /* A peek cannot fail: nothing is allocated. */
         limit_state_decide(lim, state, fresh, w[i].units, lim->def.ttl_ns, now, 1, &w[i].d);
+        if (!w[i].d.allowed && lim->shadow)
+            limit_shadow_pass(&w[i].d); /* never the chain's no; commit skips it */
         all &= w[i].d.allowed;
     }
     return all;
@@ -182,14 +189,19 @@ static int chain_commit(const sluice_chain_link *links, size_t n, link_work *w, 
             int is_lease = lim->def.kind == SLUICE_CONCURRENCY;
             int rc;
 
-            if (w[i].leader != i || w[i].fresh < 0 || is_lease != (pass == 0))
+            if (w[i].leader != i || w[i].fresh < 0 || w[i].d.shadow_denied ||
+                is_lease != (pass == 0))
                 continue;
             rc = limit_state_decide(lim, w[i].state, w[i].fresh, w[i].units, lim->def.ttl_ns,
                                     limit_clamp_now(lim, now_ns), 0, &w[i].d);
             if (rc == SLUICE_OK && w[i].d.allowed)
                 continue;
+            if (rc == SLUICE_OK && lim->shadow) { /* a denial charges nothing: pass it */
+                limit_shadow_pass(&w[i].d);
+                continue;
+            }
             for (size_t j = 0; j < i; j++)
-                if (w[j].leader == j && w[j].fresh >= 0 &&
+                if (w[j].leader == j && w[j].fresh >= 0 && w[j].d.lease_id &&
                     links[j].limit->def.kind == SLUICE_CONCURRENCY)
                     lease_release(links[j].limit->leases, w[j].d.lease_id, now_ns);
             return rc != SLUICE_OK ? rc : SLUICE_ESTATE;
@@ -226,9 +238,16 @@ int sluice_chain_decide(const sluice_chain_link *links, size_t n, int64_t now_ns
             goto done;
         }
     }
-    for (size_t i = 0; i < n && !peek; i++)
-        if (w[i].leader == i && (out->allowed || !w[i].d.allowed))
+    for (size_t i = 0; i < n && !peek; i++) {
+        if (w[i].leader != i)
+            continue;
+        /* A shadow link's would-be denial counts whatever the chain did, as an enforced
+         * link's denial does; links with room count only when the chain was granted. */
+        if (w[i].d.shadow_denied)
+            links[i].limit->stats.shadow_denied++;
+        else if (out->allowed || !w[i].d.allowed)
             limit_count_decision(links[i].limit, &w[i].d, w[i].units);
+    }
     for (size_t i = 0; i < n; i++) {
         const sluice_decision *d = &w[w[i].leader].d;
 

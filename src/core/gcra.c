@@ -176,6 +176,7 @@ static void decide_whole(const gcra *g, gcra_state *s, int fresh, int64_t units,
     d->limit = g->burst;
     d->lease_id = 0;
     d->untracked = 0;
+    d->shadow_denied = 0;
     if (units > g->burst) {
         d->allowed = 0;
         d->remaining = (bt - ahead) / t;
@@ -212,6 +213,7 @@ static void decide_exact(const gcra *g, gcra_state *s, int fresh, int64_t units,
     d->limit = g->burst;
     d->lease_id = 0;
     d->untracked = 0;
+    d->shadow_denied = 0;
     if (units > g->burst) {
         d->allowed = 0;
         d->remaining = div_t_floor(g, rat_sub(bt, ahead, g->permits));

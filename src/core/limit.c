@@ -278,6 +278,16 @@ const sluice_limit_def *sluice_limit_get_def(const sluice_limit *lim)
     return &lim->def;
 }
 
+void sluice_limit_set_shadow(sluice_limit *lim, int on)
+{
+    lim->shadow = on != 0;
+}
+
+int sluice_limit_shadow(const sluice_limit *lim)
+{
+    return lim->shadow;
+}
+
 /* ---- Shared steps -----------------------------------------------------------------------------
  */
 
@@ -426,11 +436,15 @@ static int decide_one(sluice_limit *lim, const norm_key *nk, int64_t units, int6
 }
 
 /* Counts a charging decision in the limit's figures. */
-void limit_count_decision(sluice_limit *lim, const sluice_decision *d, int64_t units)
+void limit_count_decision(sluice_limit *lim, sluice_decision *d, int64_t units)
 {
     if (d->allowed) {
         lim->stats.allowed++;
         lim->stats.units += (uint64_t)units;
+    } else if (lim->shadow) {
+        /* The denial charged nothing; it is only told as a pass. */
+        limit_shadow_pass(d);
+        lim->stats.shadow_denied++;
     } else {
         lim->stats.denied++;
     }
@@ -468,6 +482,8 @@ int sluice_limit_decide(sluice_limit *lim, const char *key, size_t keylen, int64
                         flags, out);
     if (rc == SLUICE_OK && !(flags & SLUICE_PEEK))
         limit_count_decision(lim, out, units);
+    else if (rc == SLUICE_OK && !out->allowed && lim->shadow)
+        limit_shadow_pass(out); /* a peek answers as the decision would, counting nothing */
     if (rc != SLUICE_OK)
         memset(out, 0, sizeof *out);
     return rc;
@@ -624,6 +640,10 @@ int sluice_limit_estimate(sluice_limit *lim, const char *key, size_t keylen, int
     if (rc != SLUICE_OK)
         return rc;
     now = limit_view_now(lim, now_ns);
+    if (lim->shadow) { /* it never holds anything back */
+        *start_ns = now;
+        return SLUICE_OK;
+    }
     state = keytab_find(lim->keys, nk.key, nk.len);
     if (!state) {
         memset(&blank, 0, sizeof blank);
@@ -694,6 +714,12 @@ int sluice_limit_reserve(sluice_limit *lim, const char *key, size_t keylen, uint
         return SLUICE_OK;
     }
     slot = gcra_slot(&lim->rate, state, fresh, units, now);
+    if (lim->shadow && slot > now) {
+        /* The enforced limit would hold it back: it runs now, uncharged, and is counted. */
+        lim->stats.shadow_denied++;
+        *slot_ns = now;
+        return SLUICE_OK;
+    }
     *slot_ns = slot;
     if (slot - now > lim->def.horizon_ns)
         return SLUICE_EHORIZON;

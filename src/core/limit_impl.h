@@ -32,6 +32,7 @@ struct sluice_limit {
     int64_t last_now_ns;  /* newest time seen: the clock clamp */
     int64_t sweep_now_ns; /* `now` of the sweep in progress, for the idle callbacks */
     size_t sweep_pos;     /* where the next sweep resumes while changes are tracked */
+    int shadow;           /* shadow mode: would-be denials pass uncharged (limit.h) */
     sluice_limit_stats stats;
 };
 
@@ -87,7 +88,16 @@ int limit_state_decide(sluice_limit *lim, void *state, int fresh, int64_t units,
  * with the limit's full budget and `untracked` set. */
 void limit_untracked_decision(const sluice_limit *lim, sluice_decision *d);
 
-/* Counts a charging decision in the limit's figures (allowed, denied, units granted). */
-void limit_count_decision(sluice_limit *lim, const sluice_decision *d, int64_t units);
+/* Counts a charging decision in the limit's figures (allowed, denied, units granted). A denial
+ * of a shadow limit is turned into its pass here (allowed, shadow_denied set) and counted in
+ * shadow_denied: the one branch shadow mode costs, on the denied path only. */
+void limit_count_decision(sluice_limit *lim, sluice_decision *d, int64_t units);
+
+/* Turns a denial of a shadow limit into its pass (allowed, shadow_denied), counting nothing. */
+static inline void limit_shadow_pass(sluice_decision *d)
+{
+    d->allowed = 1;
+    d->shadow_denied = 1;
+}
 
 #endif

@@ -143,6 +143,7 @@ void quota_decide(int64_t budget, sluice_calendar cal, quota_state *s, int64_t u
     d->limit = budget;
     d->lease_id = 0;
     d->untracked = 0;
+    d->shadow_denied = 0;
     if (units <= budget && cur.spent <= budget - units) {
         cur.spent += units;
         d->allowed = 1;

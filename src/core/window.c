@@ -59,6 +59,7 @@ void fixed_decide(int64_t limit, int64_t window_ns, fixed_state *s, int64_t unit
     d->limit = limit;
     d->lease_id = 0;
     d->untracked = 0;
+    d->shadow_denied = 0;
     if (units <= limit && used <= limit - units) {
         d->allowed = 1;
         d->remaining = limit - used - units;
@@ -237,6 +238,7 @@ int sliding_decide(int64_t limit, int64_t window_ns, sliding_state *s, int64_t u
     d->limit = limit;
     d->lease_id = 0;
     d->untracked = 0;
+    d->shadow_denied = 0;
     if (units > limit || v.total > limit - units) {
         d->allowed = 0;
         d->remaining = v.total < limit ? limit - v.total : 0;

@@ -194,6 +194,40 @@ int sluice_engine_set_limit(sluice_engine *e, const sluice_limit_policy *p, int6
     return rc;
 }
 
+int sluice_engine_set_limit_mode(sluice_engine *e, const char *name, sluice_limit_mode mode,
+                                 int64_t now_ns)
+{
+    elimit *l = registry_find_limit(e, name);
+
+    if (!l)
+        return SLUICE_ENOTFOUND;
+    if (mode != SLUICE_MODE_ENFORCE && mode != SLUICE_MODE_SHADOW)
+        return SLUICE_EINVAL;
+    l->pol.mode = mode;
+    /* Tasks parked on a limit that stopped holding them back are gated again now. */
+    if (registry_apply_mode(e, l))
+        park_rearm_limit(e, l, now_ns);
+    feed_limit_mode(e, name);
+    return SLUICE_OK;
+}
+
+void sluice_engine_set_enabled(sluice_engine *e, int on, int64_t now_ns)
+{
+    int off = on == 0;
+
+    if (off == e->limits_off)
+        return;
+    e->limits_off = off;
+    for (size_t i = 0; i < e->nlimits; i++)
+        if (registry_apply_mode(e, e->limits[i]))
+            park_rearm_limit(e, e->limits[i], now_ns);
+}
+
+int sluice_engine_enabled(const sluice_engine *e)
+{
+    return !e->limits_off;
+}
+
 int sluice_engine_del_limit(sluice_engine *e, const char *name, int64_t now_ns)
 {
     int rc = registry_del_limit(e, name, now_ns);
@@ -514,6 +548,24 @@ static void explain_parked(const task *t, int64_t now, sluice_explanation *out)
                  secs(out->estimated_start_ns > now ? out->estimated_start_ns : now, now));
 }
 
+/* Appends to the text which shadow limit would have denied the task's last grant: its
+ * would-be denial was counted, not enforced. */
+static void explain_shadow(const task *t, sluice_explanation *out)
+{
+    for (uint16_t i = 0; i < t->nlinks; i++) {
+        const task_link *l = &t->links[i];
+        size_t len = strlen(out->text);
+
+        if (!(l->flags & LINK_SHADOW))
+            continue;
+        snprintf(out->text + len, sizeof out->text - len,
+                 " Shadow limit \"%s\" (key \"%s\") would have denied its start; it was let "
+                 "through and counted as shadow_denied.",
+                 l->lim->pol.name, l->key);
+        return;
+    }
+}
+
 int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
                           sluice_explanation *out)
 {
@@ -548,9 +600,11 @@ int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
                  "Running (attempt %d); its lease ends in %.3f s unless the worker acks, fails or "
                  "touches it.",
                  t->attempt, secs(t->due_ns, now));
+        explain_shadow(t, out);
         break;
     case SLUICE_TASK_DONE:
         snprintf(out->text, sizeof out->text, "Done after %d attempt(s).", t->attempt);
+        explain_shadow(t, out);
         break;
     case SLUICE_TASK_CANCELLED:
         snprintf(out->text, sizeof out->text, "Cancelled before it ran.");

@@ -68,6 +68,7 @@ struct etype {
 /* Link flags. */
 #define LINK_SETTLE  1u /* units came from the task (or its input): settled by an ack's cost */
 #define LINK_CHARGED 2u /* charged by the task's current grant */
+#define LINK_SHADOW  4u /* a shadow limit would have denied the current grant (not charged) */
 
 /* One limit of a task's chain, resolved at submit. */
 typedef struct task_link {
@@ -196,6 +197,7 @@ struct sluice_engine {
     size_t task_bytes;             /* blocks and payloads of unfinished tasks */
     sluice_engine_stats st;        /* the counters (state counts are filled in by get_stats) */
     struct feed *feed;             /* the change feed (feed.h); NULL until started */
+    int limits_off;                /* the global switch is off: every limit acts as shadow */
     sluice_foreign_limits foreign; /* limits kept outside the engine; visit NULL when none */
 };
 

@@ -55,6 +55,17 @@ void feed_limit_replaced(sluice_engine *e, const char *name, int gone)
         track_cores(l);
 }
 
+void feed_limit_mode(sluice_engine *e, const char *name)
+{
+    feed *f = e->feed;
+
+    if (!f)
+        return;
+    f->seq++;
+    if (changeset_set_limit(f->pending, name, SLUICE_LIMIT_DEF_DROP, NULL) != SLUICE_OK)
+        f->lost++;
+}
+
 void feed_free(feed *f)
 {
     if (!f)

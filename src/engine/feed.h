@@ -37,6 +37,10 @@ void feed_series(feed *f, const char *name);
  * changes are tracked. */
 void feed_limit_replaced(sluice_engine *e, const char *name, int gone);
 
+/* Limit `name` changed its mode only: its stored runtime definition is dropped (unless the
+ * caller records one over it); its key states stay. */
+void feed_limit_mode(sluice_engine *e, const char *name);
+
 /* Frees the feed. Accepts NULL. */
 void feed_free(feed *f);
 

@@ -10,6 +10,7 @@
 #include "base/grow.h"
 #include "base/hash.h"
 #include "base/ptab.h"
+#include "base/sat.h"
 #include "engine/park.h"
 #include "engine/registry.h"
 #include "engine/task.h"
@@ -97,6 +98,26 @@ static void emit(sluice_engine *e, sluice_event_kind kind, const task *t, const 
     engine_emit(e, &ev, now);
 }
 
+/* A shadow limit would have denied link `link` of t: emit SHADOW_DENIED with the time the
+ * enforced limit would have let it through. Counted by the core limit itself. */
+static void shadow_denied(sluice_engine *e, const task *t, uint16_t link, const sluice_decision *d,
+                          int64_t now)
+{
+    const task_link *l = &t->links[link];
+    sluice_event ev;
+
+    memset(&ev, 0, sizeof ev);
+    ev.kind = SLUICE_EVENT_SHADOW_DENIED;
+    ev.at_ns = now;
+    ev.limit = l->lim->pol.name;
+    ev.key = l->key;
+    ev.type = t->type->pol.name;
+    ev.count = 1;
+    ev.next_slot_ns =
+        d->retry_after_ns == SLUICE_NEVER ? SLUICE_NEVER : sat_add_i64(now, d->retry_after_ns);
+    engine_emit(e, &ev, now);
+}
+
 /* ceil(budget * pct / 100) without overflow, for budget >= 0. */
 static int64_t threshold(int64_t budget, int64_t pct)
 {
@@ -124,7 +145,8 @@ static int64_t quota_spent(sluice_limit *core, const task_link *l, int64_t now)
 
     if (sluice_limit_decide(core, l->key, l->keylen, 1, now, SLUICE_PEEK, &d) != SLUICE_OK)
         return 0;
-    return d.limit - d.remaining - (d.allowed ? 1 : 0);
+    /* A shadow quota answers a full key allowed: only a real grant took the unit peeked. */
+    return d.limit - d.remaining - (d.allowed && !d.shadow_denied ? 1 : 0);
 }
 
 /* ---- Evaluation ------------------------------------------------------------------------------ */
@@ -224,8 +246,11 @@ int gate_eval(sluice_engine *e, task *t, int64_t now, gate_result *r)
     }
     if (rc != SLUICE_OK)
         return rc;
-    for (size_t k = 0; k < n; k++)
+    for (size_t k = 0; k < n; k++) {
         gate_acct_add(e, t, e->chain_map[k], res.allowed);
+        if (e->decisions[k].shadow_denied)
+            shadow_denied(e, t, e->chain_map[k], &e->decisions[k], now);
+    }
     if (!res.allowed) {
         classify(e, t, n, &res, r);
         return SLUICE_OK;
@@ -236,6 +261,11 @@ int gate_eval(sluice_engine *e, task *t, int64_t now, gate_result *r)
         const sluice_decision *d = &e->decisions[k];
         sluice_limit_kind kind = sluice_limit_get_def(e->chain[k].limit)->kind;
 
+        l->flags &= (uint8_t)~LINK_SHADOW;
+        if (d->shadow_denied) { /* let through uncharged: no lease, nothing to settle */
+            l->flags |= LINK_SHADOW;
+            continue;
+        }
         if (kind == SLUICE_CONCURRENCY) {
             l->lease_id = d->lease_id;
             continue;

@@ -197,6 +197,7 @@ static void add_core_stats(sluice_limit_stats *sum, const sluice_limit_stats *s)
     sum->hashed = sat_add_u64(sum->hashed, s->hashed);
     sum->allowed = sat_add_u64(sum->allowed, s->allowed);
     sum->denied = sat_add_u64(sum->denied, s->denied);
+    sum->shadow_denied = sat_add_u64(sum->shadow_denied, s->shadow_denied);
     sum->units = sat_add_u64(sum->units, s->units);
 }
 
@@ -230,6 +231,7 @@ int sluice_engine_limit_figures(const sluice_engine *e, const char *name, int64_
             out->next_wake_ns = q->wake_ns;
     }
     memcpy(out->rejected, l->counts.rejected, sizeof(out->rejected));
+    out->shadow = l->nlims > 0 && sluice_limit_shadow(l->lims[0]);
     return SLUICE_OK;
 }
 
@@ -298,6 +300,7 @@ int sluice_engine_task_charges(const sluice_engine *e, uint64_t id, sluice_charg
         c->settles = c->charged && !l->lim->dead &&
                      ((l->flags & LINK_SETTLE) != 0 || c->kind == SLUICE_QUOTA);
         c->held = l->lease_id != 0;
+        c->shadow_denied = (l->flags & LINK_SHADOW) != 0;
     }
     return (int)t->nlinks;
 }

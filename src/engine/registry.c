@@ -146,6 +146,15 @@ static void forget_grants(sluice_engine *e, const elimit *l)
             }
 }
 
+int registry_apply_mode(const sluice_engine *e, elimit *l)
+{
+    int shadow = l->pol.mode == SLUICE_MODE_SHADOW || e->limits_off;
+
+    for (size_t i = 0; i < l->nlims; i++)
+        sluice_limit_set_shadow(l->lims[i], shadow);
+    return shadow;
+}
+
 int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t now_ns, char *msg,
                        size_t msglen)
 {
@@ -174,6 +183,7 @@ int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t n
         l->pol = copy;
         l->lims = lims;
         l->nlims = nlims;
+        registry_apply_mode(e, l);
         forget_grants(e, l);
         park_rearm_limit(e, l, now_ns);
         return SLUICE_OK;
@@ -199,6 +209,7 @@ int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t n
     l->lims = lims;
     l->nlims = nlims;
     l->refs = 1;
+    registry_apply_mode(e, l);
     l->hash = name_hash(copy.name, strlen(copy.name));
     l->pos = e->nlimits;
     ptab_insert(&e->limit_index, l->hash, l); /* reserved */

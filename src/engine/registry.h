@@ -30,6 +30,10 @@
 int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t now_ns, char *msg,
                        size_t msglen);
 
+/* Gives every core limit of l the mode it has now: shadow when its policy's mode is shadow or
+ * limits are off engine-wide (e->limits_off), else enforced. Returns 1 when l is shadow. */
+int registry_apply_mode(const sluice_engine *e, elimit *l);
+
 /* Removes a limit: SLUICE_ENOTFOUND, SLUICE_ESTATE when a declared type names it, else 0. Tasks
  * that still refer to it keep it alive (dead: the gate skips it). */
 int registry_del_limit(sluice_engine *e, const char *name, int64_t now_ns);

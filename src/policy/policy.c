@@ -42,6 +42,17 @@
 
 /* ---- Defaults and clearing --------------------------------------------------------------- */
 
+const char *sluice_limit_mode_name(sluice_limit_mode mode)
+{
+    switch (mode) {
+    case SLUICE_MODE_ENFORCE:
+        return "enforce";
+    case SLUICE_MODE_SHADOW:
+        return "shadow";
+    }
+    return "?";
+}
+
 void sluice_limit_policy_init(sluice_limit_policy *p)
 {
     memset(p, 0, sizeof(*p));
@@ -50,6 +61,7 @@ void sluice_limit_policy_init(sluice_limit_policy *p)
     p->missing_key_global = 0;
     p->missing_key_skip = 0;
     p->overflow = SLUICE_OVERFLOW_WAIT;
+    p->mode = SLUICE_MODE_ENFORCE;
     p->units_source = SLUICE_UNITS_TASK;
     p->units_fixed = 1;
 }
@@ -427,6 +439,8 @@ int policy_check_limit(const sluice_limit_policy *p, policy_fault *where, char *
     if (p->overflow != SLUICE_OVERFLOW_WAIT && p->overflow != SLUICE_OVERFLOW_REJECT)
         return fault(where, POLICY_FIELD_OVERFLOW, 0, msg, msglen, "unknown overflow action %d",
                      (int)p->overflow);
+    if (p->mode != SLUICE_MODE_ENFORCE && p->mode != SLUICE_MODE_SHADOW)
+        return fault(where, POLICY_FIELD_MODE, 0, msg, msglen, "unknown mode %d", (int)p->mode);
 
     switch (p->units_source) {
     case SLUICE_UNITS_TASK:

@@ -31,6 +31,7 @@ typedef enum policy_field {
     POLICY_FIELD_KEY,         /* key_source / key_path */
     POLICY_FIELD_MISSING_KEY, /* missing_key_global */
     POLICY_FIELD_OVERFLOW,    /* overflow */
+    POLICY_FIELD_MODE,        /* mode */
     POLICY_FIELD_UNITS,       /* units_source / units_fixed / units_path */
     POLICY_FIELD_TIER_FIELD,  /* tier_path */
     POLICY_FIELD_TIERS,       /* the tier list as a whole */

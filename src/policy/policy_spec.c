@@ -76,6 +76,7 @@ enum {
     OPT_MISSING_KEY = 1u << 1,
     OPT_OVERFLOW = 1u << 2,
     OPT_UNITS = 1u << 3,
+    OPT_MODE = 1u << 4,
 };
 
 typedef struct popt {
@@ -84,10 +85,9 @@ typedef struct popt {
 } popt;
 
 static const popt popts[] = {
-    {"key=", OPT_KEY},
-    {"missing_key=", OPT_MISSING_KEY},
-    {"overflow=", OPT_OVERFLOW},
-    {"units=", OPT_UNITS},
+    {"key=", OPT_KEY},           {"missing_key=", OPT_MISSING_KEY},
+    {"overflow=", OPT_OVERFLOW}, {"units=", OPT_UNITS},
+    {"mode=", OPT_MODE},
 };
 
 #define N_POPTS (sizeof(popts) / sizeof(popts[0]))
@@ -177,6 +177,16 @@ static int parse_popt(const popt *o, const char *item, size_t n, sluice_limit_po
         else
             return fail(SLUICE_EPARSE, msg, msglen,
                         "bad value %s in %s: expected overflow=wait or overflow=reject",
+                        quote(&q1, v, vn), quote(&q2, text, strlen(text)));
+        return 0;
+    case OPT_MODE:
+        if (is_word(v, vn, "enforce"))
+            p->mode = SLUICE_MODE_ENFORCE;
+        else if (is_word(v, vn, "shadow"))
+            p->mode = SLUICE_MODE_SHADOW;
+        else
+            return fail(SLUICE_EPARSE, msg, msglen,
+                        "bad value %s in %s: expected mode=enforce or mode=shadow",
                         quote(&q1, v, vn), quote(&q2, text, strlen(text)));
         return 0;
     default: /* OPT_UNITS */
@@ -350,9 +360,24 @@ int sluice_spec_format_policy(const sluice_limit_policy *p, char *buf, size_t le
         append(buf, len, &pos, ",units=%" PRId64, p->units_fixed);
     else if (p->units_source == SLUICE_UNITS_PATH)
         append(buf, len, &pos, ",units=%s", p->units_path ? p->units_path : "");
+    if (p->mode == SLUICE_MODE_SHADOW)
+        append(buf, len, &pos, ",mode=shadow");
     if (pos >= len) {
         buf[0] = '\0';
         return SLUICE_ERANGE;
     }
     return 0;
+}
+
+int sluice_spec_parse_mode(const char *text, sluice_limit_mode *mode)
+{
+    if (!text || !mode)
+        return 0;
+    if (strcmp(text, "mode=enforce") == 0)
+        *mode = SLUICE_MODE_ENFORCE;
+    else if (strcmp(text, "mode=shadow") == 0)
+        *mode = SLUICE_MODE_SHADOW;
+    else
+        return 0;
+    return 1;
 }

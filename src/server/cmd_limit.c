@@ -244,7 +244,8 @@ static int throttle_core(conn *c, const sluice_limit_policy *p, const tier_arg *
 
 /* THROTTLE's reply, positional like CL.THROTTLE's (cheap to write and to parse, and the same
  * in RESP2 and RESP3): [allowed 0|1, limit, remaining, retry_after_ms, reset_after_ms,
- * denied_by (the limit's name, or nil when allowed)]. */
+ * denied_by (the limit's name, or nil when allowed)]. A shadow limit's would-be denial is
+ * answered allowed (retry_after 0, nil), and counted as its shadow_denied. */
 static void reply_decision(conn *c, const sluice_decision *d, const char *denied_by)
 {
     resp_writer *w = conn_out(c);
@@ -253,6 +254,8 @@ static void reply_decision(conn *c, const sluice_decision *d, const char *denied
         c->srv->stats.throttle_allowed++;
     else
         c->srv->stats.throttle_denied++;
+    if (d->shadow_denied)
+        c->srv->stats.throttle_shadow_denied++;
     resp_array(w, 6);
     resp_int(w, d->allowed);
     resp_int(w, d->limit);
@@ -351,9 +354,12 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
     if (!res.allowed) {
         report = res.denied_by;
     } else {
-        /* Report the tightest link: the one with the fewest units left. */
+        /* Report the tightest link: the one with the fewest units left, among the links that
+         * said yes for real when there are any (a shadow link's would-be no has none left). */
         for (size_t i = 1; i < n; i++) {
-            if (dec[i].remaining < dec[report].remaining)
+            if (dec[i].shadow_denied != dec[report].shadow_denied
+                    ? dec[report].shadow_denied
+                    : dec[i].remaining < dec[report].remaining)
                 report = i;
         }
     }
@@ -572,6 +578,8 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
         return;
     }
     s->stats.throttle_allowed++;
+    if (d.shadow_denied) /* a shadow limit's pass holds nothing: its handle's id is 0 */
+        s->stats.throttle_shadow_denied++;
     resp_map(w, 3);
     resp_bulk_str(w, "lease");
     resp_bulk_fmt(w, "%s/%" PRIu64 "/%" PRIu64, name, gen_of(s, name), d.lease_id);
@@ -595,6 +603,10 @@ void cmd_lease_renew(conn *c, const resp_command *cmd)
         return;
     ttl_ns = ttl_ms > 0 ? ttl_ms * SLUICE_NS_PER_MS : sluice_limit_get_def(live)->ttl_ns;
     now = server_now(c->srv);
+    if (h.id == 0) { /* a shadow limit's pass: nothing is held, so there is nothing to lose */
+        resp_int(conn_out(c), command_ns_to_ms(ttl_ns));
+        return;
+    }
     rc = sluice_lease_renew(live, h.id, ttl_ns, now, &expires);
     if (rc == SLUICE_ESTALE)
         resp_error(conn_out(c), "NOLEASE", "lease is gone (it expired or was released)");
@@ -612,6 +624,10 @@ void cmd_lease_release(conn *c, const resp_command *cmd)
 
     if (!live)
         return;
+    if (h.id == 0) { /* a shadow limit's pass held nothing */
+        resp_simple(conn_out(c), "OK");
+        return;
+    }
     rc = sluice_lease_release(live, h.id, server_now(c->srv));
     if (rc == SLUICE_ESTALE)
         resp_error(conn_out(c), "NOLEASE", "lease is gone (it expired, or never existed)");
@@ -628,12 +644,46 @@ void cmd_lease_release(conn *c, const resp_command *cmd)
 
 /* ---- LIMIT.* ----------------------------------------------------------------------------- */
 
+/* Switches limit `name` to `mode` in place (LIMIT.SET name mode=shadow, or a spec that differs
+ * from the live one in its mode alone) and persists `spec`, the text given. A bare "mode=..." of
+ * an untiered limit is persisted as the limit's whole spec, so that it never hides a runtime
+ * definition stored before it; a tiered limit (only the file declares those) stores the bare
+ * text, applied over the file's version at start. Replies. */
+static void limit_set_mode(conn *c, const char *name, const char *spec, sluice_limit_mode mode)
+{
+    server *s = c->srv;
+    char text[SLUICE_POLICY_SPEC_MAX_LEN];
+    const sluice_limit_policy *p = sluice_engine_get_limit(s->engine, name, NULL);
+    int rc;
+
+    if (!p) {
+        resp_error(conn_out(c), "NOLIMIT",
+                   "no limit named \"%s\" (mode= alone switches an existing limit; give its "
+                   "spec to create one)",
+                   name);
+        return;
+    }
+    rc = p->mode == mode ? 0 : sluice_engine_set_limit_mode(s->engine, name, mode, server_now(s));
+    if (rc != 0) {
+        reply_engine_error(c, rc, NULL);
+        return;
+    }
+    if (p->ntiers == 0 && sluice_spec_format_policy(p, text, sizeof(text)) == 0)
+        spec = text;
+    durable_limit_set(s, name, spec);
+    server_engine_changed(s);
+    log_info("limit \"%s\" in %s mode by client %" PRIu64, name, sluice_limit_mode_name(mode),
+             c->id);
+    resp_simple(conn_out(c), "OK");
+}
+
 void cmd_limit_set(conn *c, const resp_command *cmd)
 {
     server *s = c->srv;
     char name[COMMAND_NAME_BUF], spec[SPEC_BUF], msg[512];
     const sluice_limit_policy *old;
     sluice_limit_policy p;
+    sluice_limit_mode mode;
     int rc;
 
     if (command_arg_str(cmd->argv[1], cmd->argvlen[1], name, sizeof(name)) != 0) {
@@ -647,6 +697,10 @@ void cmd_limit_set(conn *c, const resp_command *cmd)
                    "spec too long (at most %d bytes) or holds a NUL "
                    "byte",
                    SPEC_BUF - 1);
+        return;
+    }
+    if (sluice_spec_parse_mode(spec, &mode)) {
+        limit_set_mode(c, name, spec, mode);
         return;
     }
     rc = sluice_spec_parse_policy(spec, &p, msg, sizeof(msg));
@@ -668,6 +722,13 @@ void cmd_limit_set(conn *c, const resp_command *cmd)
         resp_simple(conn_out(c), "OK");
         return;
     }
+    if (old && server_policy_mode_only(old, &p)) {
+        /* The same limit in the other mode: switched live, its budget and leases kept. */
+        mode = p.mode;
+        sluice_limit_policy_clear(&p);
+        limit_set_mode(c, name, spec, mode);
+        return;
+    }
     rc = sluice_engine_set_limit(s->engine, &p, server_now(s), msg, sizeof(msg));
     sluice_limit_policy_clear(&p);
     if (rc != 0) {
@@ -686,8 +747,8 @@ void cmd_limit_set(conn *c, const resp_command *cmd)
 static void policy_text(const sluice_limit_policy *p, char *buf, size_t len)
 {
     if (p->ntiers > 0)
-        snprintf(buf, len, "tiered by %s (%zu tiers)", p->tier_path ? p->tier_path : "?",
-                 p->ntiers);
+        snprintf(buf, len, "tiered by %s (%zu tiers)%s", p->tier_path ? p->tier_path : "?",
+                 p->ntiers, p->mode == SLUICE_MODE_SHADOW ? ", mode=shadow" : "");
     else if (sluice_spec_format_policy(p, buf, len) != 0)
         snprintf(buf, len, "?");
 }

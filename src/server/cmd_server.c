@@ -263,11 +263,13 @@ static void info_stats(conn *c, sbuf *b)
               "\r\ntotal_commands_processed:%" PRIu64 "\r\nprotocol_errors:%" PRIu64
               "\r\noutput_buffer_overflows:%" PRIu64 "\r\nauth_failures:%" PRIu64
               "\r\nthrottle_allowed:%" PRIu64 "\r\nthrottle_denied:%" PRIu64
-              "\r\nauth_timeouts:%" PRIu64 "\r\nauth_evictions:%" PRIu64
-              "\r\nidle_timeouts:%" PRIu64 "\r\nunauthenticated_clients:%zu\r\n",
+              "\r\nthrottle_shadow_denied:%" PRIu64 "\r\nauth_timeouts:%" PRIu64
+              "\r\nauth_evictions:%" PRIu64 "\r\nidle_timeouts:%" PRIu64
+              "\r\nunauthenticated_clients:%zu\r\n",
               st->connections, st->rejected, st->commands, st->protocol_errors,
               st->output_overflows, st->auth_failures, st->throttle_allowed, st->throttle_denied,
-              st->auth_timeouts, st->auth_evictions, st->idle_timeouts, c->srv->nunauth);
+              st->throttle_shadow_denied, st->auth_timeouts, st->auth_evictions, st->idle_timeouts,
+              c->srv->nunauth);
 }
 
 static void info_engine(conn *c, sbuf *b)
@@ -298,16 +300,23 @@ static void info_limit_line(const sluice_limit_policy *p, void *arg)
     info_walk *iw = arg;
     sluice_limit *live = NULL;
     sluice_limit_stats st;
+    sluice_limit_figures f;
 
     memset(&st, 0, sizeof(st));
     sluice_engine_get_limit(iw->s->engine, p->name, &live);
     if (live)
         sluice_limit_get_stats(live, &st);
+    /* The decisions are summed over every tier; mode is the one in force now (the global
+     * switch off makes every limit shadow). */
+    if (sluice_engine_limit_figures(iw->s->engine, p->name, server_now(iw->s), 0, &f) != 0)
+        memset(&f, 0, sizeof(f));
     sb_printf(iw->b,
               "limit_%s:kind=%s,tiers=%zu,keys=%zu,bytes=%zu,untracked=%" PRIu64 ",refused=%" PRIu64
-              ",forgotten=%" PRIu64 "\r\n",
+              ",forgotten=%" PRIu64 ",mode=%s,allowed=%" PRIu64 ",denied=%" PRIu64
+              ",shadow_denied=%" PRIu64 "\r\n",
               p->name, sluice_limit_kind_name(p->def.kind), p->ntiers, st.keys, st.bytes,
-              st.untracked, st.refused, st.forgotten);
+              st.untracked, st.refused, st.forgotten, f.shadow ? "shadow" : "enforce",
+              f.core.allowed, f.core.denied, f.core.shadow_denied);
 }
 
 static void info_limits(conn *c, sbuf *b)
@@ -316,7 +325,8 @@ static void info_limits(conn *c, sbuf *b)
     info_walk iw = {s, b};
     size_t n = sluice_engine_list_limits(s->engine, NULL, NULL);
 
-    sb_printf(b, "# Limits\r\nlimits:%zu\r\ncell_limits:%zu\r\n", n, cmd_cell_count(s));
+    sb_printf(b, "# Limits\r\nlimits:%zu\r\nlimits_enabled:%d\r\ncell_limits:%zu\r\n", n,
+              sluice_engine_enabled(s->engine), cmd_cell_count(s));
     sluice_engine_list_limits(s->engine, info_limit_line, &iw);
 }
 

@@ -367,6 +367,9 @@ void cmd_cl_throttle(conn *c, const resp_command *cmd)
     e = cell_get(c, max_burst, count, period);
     if (!e)
         return;
+    /* CL.THROTTLE's parameter sets have no name and so no mode of their own: the global switch
+     * (`enabled: false`) alone makes them let everything through, still counting. */
+    sluice_limit_set_shadow(e->lim, !sluice_engine_enabled(s->engine));
     rc = sluice_limit_decide(e->lim, cmd->argv[1], cmd->argvlen[1], quantity ? quantity : 1,
                              server_now(s), quantity ? 0 : SLUICE_PEEK, &d);
     if (rc != 0) {
@@ -374,6 +377,8 @@ void cmd_cl_throttle(conn *c, const resp_command *cmd)
         return;
     }
     cell_map_decision(&d, quantity, e->t_ns, &r);
+    if (d.shadow_denied && quantity)
+        s->stats.throttle_shadow_denied++;
     if (r.limited)
         s->stats.throttle_denied++;
     else

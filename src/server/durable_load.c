@@ -82,6 +82,7 @@ static int apply_limit(const char *name, const char *spec, void *arg)
     sluice_engine *e = l->s->engine;
     sluice_limit_policy p;
     const sluice_limit_policy *old;
+    sluice_limit_mode mode;
     char why[512];
     int64_t now = load_now(l);
     int rc;
@@ -98,6 +99,15 @@ static int apply_limit(const char *name, const char *spec, void *arg)
             d->rec.limits_failed++;
         return 0;
     }
+    why[0] = '\0';
+    if (sluice_spec_parse_mode(spec, &mode)) {
+        /* LIMIT.SET name mode=...: of a limit the file declares (a tiered one), over its
+         * version there. */
+        rc = sluice_engine_set_limit_mode(e, name, mode, now);
+        if (rc == SLUICE_ENOTFOUND)
+            snprintf(why, sizeof why, "no limit of that name is declared");
+        goto applied;
+    }
     rc = sluice_spec_parse_policy(spec, &p, why, sizeof why);
     if (rc == SLUICE_ENOMEM)
         return fatal(l, rc, "a stored limit");
@@ -108,13 +118,15 @@ static int apply_limit(const char *name, const char *spec, void *arg)
             return fatal(l, SLUICE_ENOMEM, "a stored limit");
         }
         old = sluice_engine_get_limit(e, name, NULL);
-        rc = old && server_policy_eq(old, &p)
-                 ? 0
+        rc = old && server_policy_eq(old, &p) ? 0
+             : old && server_policy_mode_only(old, &p)
+                 ? sluice_engine_set_limit_mode(e, name, p.mode, now)
                  : sluice_engine_set_limit(e, &p, now, why, sizeof why);
         sluice_limit_policy_clear(&p);
         if (rc == SLUICE_ENOMEM)
             return fatal(l, rc, "a stored limit");
     }
+applied:
     if (rc != 0) {
         d->rec.limits_failed++;
         log_warn("persistence: the stored LIMIT.SET %s \"%s\" is refused now (%s); the "

@@ -153,9 +153,9 @@ int server_policy_eq(const sluice_limit_policy *a, const sluice_limit_policy *b)
     if (!str_eq(a->name, b->name) || !def_eq(&a->def, &b->def) || a->key_source != b->key_source ||
         !str_eq(a->key_path, b->key_path) || a->missing_key_global != b->missing_key_global ||
         a->missing_key_skip != b->missing_key_skip || a->overflow != b->overflow ||
-        a->units_source != b->units_source || a->units_fixed != b->units_fixed ||
-        !str_eq(a->units_path, b->units_path) || !str_eq(a->tier_path, b->tier_path) ||
-        a->ntiers != b->ntiers)
+        a->mode != b->mode || a->units_source != b->units_source ||
+        a->units_fixed != b->units_fixed || !str_eq(a->units_path, b->units_path) ||
+        !str_eq(a->tier_path, b->tier_path) || a->ntiers != b->ntiers)
         return 0;
     for (size_t i = 0; i < a->ntiers; i++) {
         const sluice_tier *x = &a->tiers[i], *y = &b->tiers[i];
@@ -165,6 +165,18 @@ int server_policy_eq(const sluice_limit_policy *a, const sluice_limit_policy *b)
             return 0;
     }
     return 1;
+}
+
+int server_policy_mode_only(const sluice_limit_policy *a, const sluice_limit_policy *b)
+{
+    sluice_limit_policy same;
+
+    if (a->mode == b->mode)
+        return 0;
+    /* A shallow copy: only compared, never freed. */
+    same = *b;
+    same.mode = a->mode;
+    return server_policy_eq(a, &same);
 }
 
 /* Limits whose LIMIT.SET override a reload replaced, named in its reply (at most). */
@@ -196,6 +208,12 @@ int server_load_config(server *s, const char *path, char *msg, size_t msglen)
     }
     if (s->has_config && memcmp(&nc.engine, &s->config.engine, sizeof(nc.engine)) != 0)
         log_warn("config %s: the engine: section changed; it takes effect at the next start", path);
+    if (sluice_engine_enabled(s->engine) == nc.disabled)
+        log_warn("config %s: limits are %s (enabled: %s)", path,
+                 nc.disabled ? "off: every limit lets everything through, still counting" : "on",
+                 nc.disabled ? "false" : "true");
+    /* The global switch is live: it keeps every limit's state. */
+    sluice_engine_set_enabled(s->engine, !nc.disabled, now);
 
     for (size_t i = 0; i < nc.nlimits; i++) {
         const sluice_limit_policy *old =
@@ -211,6 +229,14 @@ int server_load_config(server *s, const char *path, char *msg, size_t msglen)
         if (old && !(prev && server_policy_eq(old, prev)) && noverrides < RELOAD_NAMED) {
             overrides[noverrides] = nc.limits[i].name;
             noverrides++;
+        }
+        if (old && server_policy_mode_only(old, &nc.limits[i])) {
+            /* Only the mode changed: the limit keeps its budget (and its lease handles). */
+            rc = sluice_engine_set_limit_mode(s->engine, nc.limits[i].name, nc.limits[i].mode, now);
+            if (rc != 0)
+                goto partial;
+            changed++;
+            continue;
         }
         rc = sluice_engine_set_limit(s->engine, &nc.limits[i], now, msg, msglen);
         if (rc != 0)
@@ -346,8 +372,9 @@ static void on_housekeeping(uv_timer_t *t)
 
 static void on_event(const sluice_event *ev, void *arg)
 {
-    static const char *const kinds[] = {
-        "?", "throttled", "deferred", "rejected", "unknown_limit", "budget", "key_cap"};
+    static const char *const kinds[] = {"?",        "throttled",     "deferred",
+                                        "rejected", "unknown_limit", "budget",
+                                        "key_cap",  "shadow_denied"};
     const char *kind = (size_t)ev->kind < sizeof(kinds) / sizeof(kinds[0]) ? kinds[ev->kind] : "?";
 
     admin_on_event(arg, ev);

@@ -142,6 +142,7 @@ typedef struct server_stats {
     uint64_t output_overflows; /* clients closed past max_output */
     uint64_t throttle_allowed; /* THROTTLE and CL.THROTTLE decisions */
     uint64_t throttle_denied;
+    uint64_t throttle_shadow_denied; /* of the allowed: passed by a shadow limit's would-be no */
     uint64_t auth_failures;
     uint64_t auth_timeouts;  /* closed for not authenticating in time */
     uint64_t auth_evictions; /* unauthenticated clients closed to make room for a new one */
@@ -241,6 +242,10 @@ int server_check_password(const server *s, const char *pass, size_t len);
 /* Returns 1 when two limit policies enforce the same thing (declaration lines aside), so that
  * setting one over the other can keep the limit's state. Pure. */
 int server_policy_eq(const sluice_limit_policy *a, const sluice_limit_policy *b);
+
+/* Returns 1 when two limit policies differ in their mode (enforce / shadow) alone: setting one
+ * over the other is a sluice_engine_set_limit_mode, which keeps the limit's state. Pure. */
+int server_policy_mode_only(const sluice_limit_policy *a, const sluice_limit_policy *b);
 
 /* conn.c: a client was freed (the last one lets a stopping server finish). */
 void server_client_gone(server *s);

@@ -150,6 +150,14 @@ static uint64_t l_denied(const limit_snap *l)
 {
     return l->f.core.denied;
 }
+static uint64_t l_shadow_denied(const limit_snap *l)
+{
+    return l->f.core.shadow_denied;
+}
+static uint64_t l_shadow(const limit_snap *l)
+{
+    return (uint64_t)l->f.shadow;
+}
 static uint64_t l_units(const limit_snap *l)
 {
     return l->f.core.units;
@@ -221,6 +229,10 @@ static const limit_family limit_families[] = {
      "Requests refused because the key table was full (key_overflow refuse).", l_refused},
     {"sluice_limit_keys_forgotten_total", METRICS_COUNTER,
      "Keys forgotten because their state carried no information any more.", l_forgotten},
+    {"sluice_limit_shadow", METRICS_GAUGE,
+     "1 while the limit is in shadow mode (or limits are off): it counts its would-be denials "
+     "(decision=\"shadow_denied\") and denies nothing.",
+     l_shadow},
 };
 
 static void limit_labels(const limit_snap *l, prom_label lb[2])
@@ -238,7 +250,8 @@ static void write_limits(prom_buf *b, const snapshot *sn)
     prom_label lb[3];
 
     prom_family(b, "sluice_limit_decisions_total", METRICS_COUNTER,
-                "Charging decisions of the limit, allowed or denied (peeks are not counted).");
+                "Charging decisions of the limit: allowed, denied, or shadow_denied (a shadow "
+                "limit would have denied, and let it through uncharged). Peeks are not counted.");
     for (size_t i = 0; i < sn->nlimits; i++) {
         limit_labels(&sn->limits[i], lb);
         lb[2].name = "decision";
@@ -246,6 +259,8 @@ static void write_limits(prom_buf *b, const snapshot *sn)
         prom_sample_u64(b, "sluice_limit_decisions_total", lb, 3, l_allowed(&sn->limits[i]));
         lb[2].value = "denied";
         prom_sample_u64(b, "sluice_limit_decisions_total", lb, 3, l_denied(&sn->limits[i]));
+        lb[2].value = "shadow_denied";
+        prom_sample_u64(b, "sluice_limit_decisions_total", lb, 3, l_shadow_denied(&sn->limits[i]));
     }
     for (size_t f = 0; f < sizeof(limit_families) / sizeof(limit_families[0]); f++) {
         const limit_family *fam = &limit_families[f];
@@ -395,8 +410,8 @@ static void counter(prom_buf *b, const char *name, const char *help, uint64_t v)
 
 static void write_server(prom_buf *b, admin *a)
 {
-    static const char *const event_kinds[] = {"throttled",     "deferred", "rejected",
-                                              "unknown_limit", "budget",   "key_cap"};
+    static const char *const event_kinds[] = {
+        "throttled", "deferred", "rejected", "unknown_limit", "budget", "key_cap", "shadow_denied"};
     server *s = a->srv;
     int64_t now = server_now(s);
     sluice_engine_stats es;
@@ -413,6 +428,10 @@ static void write_server(prom_buf *b, admin *a)
     gauge(b, "sluice_clients", "RESP clients connected now.", (double)s->nclients);
     gauge(b, "sluice_blocked_clients", "RESP clients waiting in a blocking command (TASK.GET).",
           (double)s->nblocked);
+    gauge(b, "sluice_limits_enabled",
+          "0 while the configuration's `enabled: false` lets every limit through (still counting "
+          "as shadow_denied), else 1.",
+          (double)sluice_engine_enabled(s->engine));
     counter(b, "sluice_connections_total", "RESP connections accepted.", s->stats.connections);
     counter(b, "sluice_connections_rejected_total",
             "RESP connections refused (max clients, protected mode).", s->stats.rejected);
