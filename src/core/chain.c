@@ -117,11 +117,14 @@ static int chain_prepare(const sluice_chain_link *links, size_t n, link_work *w,
             continue;
         w[i].state = NULL;
         if (keytab_count(lim->keys) >= lim->def.max_keys) {
-            if (lim->def.key_overflow == SLUICE_KEYS_REFUSE) {
+            if (lim->def.key_overflow == SLUICE_KEYS_REFUSE && !lim->shadow) {
                 lim->stats.refused++;
                 return SLUICE_EBUSY;
             }
-            lim->stats.untracked++;
+            /* A shadow limit refuses nothing: its refusal is a would-be denial, counted as one
+             * with the decision (limit_untracked_decision). */
+            if (lim->def.key_overflow != SLUICE_KEYS_REFUSE)
+                lim->stats.untracked++;
             w[i].fresh = -1; /* untracked */
             continue;
         }

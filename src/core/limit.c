@@ -382,11 +382,14 @@ int limit_prepare_key(sluice_limit *lim, const norm_key *nk, int64_t now, void *
     if (keytab_count(lim->keys) >= lim->def.max_keys) {
         limit_reclaim_keys(lim, now);
         if (keytab_count(lim->keys) >= lim->def.max_keys) {
-            if (lim->def.key_overflow == SLUICE_KEYS_REFUSE) {
+            if (lim->def.key_overflow == SLUICE_KEYS_REFUSE && !lim->shadow) {
                 lim->stats.refused++;
                 return SLUICE_EBUSY;
             }
-            lim->stats.untracked++;
+            /* A shadow limit refuses nothing: its refusal is a would-be denial, counted as one
+             * with the decision (limit_untracked_decision). */
+            if (lim->def.key_overflow != SLUICE_KEYS_REFUSE)
+                lim->stats.untracked++;
             return SLUICE_OK;
         }
     }
@@ -400,6 +403,8 @@ void limit_untracked_decision(const sluice_limit *lim, sluice_decision *d)
     d->untracked = 1;
     d->limit = lim->def.kind == SLUICE_RATE ? lim->def.burst : lim->def.limit;
     d->remaining = d->limit;
+    /* Past a refusing cap only a shadow limit lets a key through: what it would have refused. */
+    d->shadow_denied = lim->def.key_overflow == SLUICE_KEYS_REFUSE;
 }
 
 static int decide_one(sluice_limit *lim, const norm_key *nk, int64_t units, int64_t ttl_ns,
@@ -480,7 +485,9 @@ int sluice_limit_decide(sluice_limit *lim, const char *key, size_t keylen, int64
                         flags & SLUICE_PEEK ? limit_view_now(lim, now_ns)
                                             : limit_clamp_now(lim, now_ns),
                         flags, out);
-    if (rc == SLUICE_OK && !(flags & SLUICE_PEEK))
+    if (rc == SLUICE_OK && !(flags & SLUICE_PEEK) && out->shadow_denied)
+        lim->stats.shadow_denied++; /* a shadow limit past its refusing key cap */
+    else if (rc == SLUICE_OK && !(flags & SLUICE_PEEK))
         limit_count_decision(lim, out, units);
     else if (rc == SLUICE_OK && !out->allowed && lim->shadow)
         limit_shadow_pass(out); /* a peek answers as the decision would, counting nothing */
@@ -508,7 +515,9 @@ int sluice_lease_acquire(sluice_limit *lim, const char *key, size_t keylen, int6
     if (rc != SLUICE_OK)
         return rc;
     rc = decide_one(lim, &nk, units, ttl_ns, limit_clamp_now(lim, now_ns), 0, out);
-    if (rc == SLUICE_OK)
+    if (rc == SLUICE_OK && out->shadow_denied)
+        lim->stats.shadow_denied++; /* a shadow limit past its refusing key cap */
+    else if (rc == SLUICE_OK)
         limit_count_decision(lim, out, units);
     else
         memset(out, 0, sizeof *out);

@@ -84,8 +84,9 @@ int limit_mark_changed(sluice_limit *lim, const norm_key *nk);
 int limit_state_decide(sluice_limit *lim, void *state, int fresh, int64_t units, int64_t ttl_ns,
                        int64_t now, int peek, sluice_decision *d);
 
-/* The decision given for a key the table cannot track (key cap reached, overflow ALLOW): allowed,
- * with the limit's full budget and `untracked` set. */
+/* The decision given for a key the table cannot track (key cap reached, overflow ALLOW, or a
+ * shadow limit whose overflow REFUSE would have refused it): allowed, with the limit's full
+ * budget and `untracked` set, and shadow_denied for the would-be refusal. */
 void limit_untracked_decision(const sluice_limit *lim, sluice_decision *d);
 
 /* Counts a charging decision in the limit's figures (allowed, denied, units granted). A denial

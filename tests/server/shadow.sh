@@ -27,7 +27,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for tool in curl redis-cli; do
+for tool in curl jq redis-cli; do
   if ! command -v $tool >/dev/null; then
     echo "shadow.sh: $tool is missing (scripts/deps.sh installs it)"
     echo "0 passed, 1 failed"
@@ -96,6 +96,9 @@ check "INFO: throttle_shadow_denied (the peek's answer too)" "2" "$(info_field s
 check "metrics: shadow_denied" "1" \
   "$(metric 'sluice_limit_decisions_total{limit="api",kind="rate",decision="shadow_denied"}')"
 check "metrics: the limit is shadow" "1" "$(metric 'sluice_limit_shadow{limit="api",kind="rate"}')"
+stats=$(curl -s --max-time 60 "http://127.0.0.1:$A/api/stats")
+check "/api/stats: mode and would-be denials" "shadow 1" \
+  "$(echo "$stats" | jq -r '.limits[] | select(.name == "api") | "\(.mode) \(.shadow_denied_total)"')"
 check "a fresh key is charged in shadow" "1 1 0 0 3600000" "$(cli THROTTLE api fresh | cut -d' ' -f1-5)"
 check "and spent after" "1" "$(cli THROTTLE api fresh | cut -d' ' -f1)"
 check "INFO: allowed" "2" "$(limit_info api allowed)"

@@ -132,6 +132,39 @@ static void test_core_reads_and_leases(void **unused)
     sluice_limit_free(sh);
 }
 
+/* A full key table that refuses new keys refuses nothing in shadow: the new key goes untracked
+ * and the refusal is counted as a would-be denial, alone and in a chain. */
+static void test_core_key_cap(void **unused)
+{
+    sluice_limit_def def;
+    sluice_limit *lim = NULL, *other = rate_limit(10, SEC, 10);
+    sluice_chain_link links[2];
+    sluice_chain_result res;
+    sluice_decision d, dec[2];
+    sluice_limit_stats st;
+
+    (void)unused;
+    sluice_limit_def_init(&def, SLUICE_RATE);
+    def.limit = 1;
+    def.period_ns = SEC;
+    def.max_keys = 1;
+    assert_int_equal(sluice_limit_new(&def, &lim, NULL, 0), SLUICE_OK);
+    assert_int_equal(sluice_limit_decide(lim, "a", 1, 1, T0, 0, &d), SLUICE_OK);
+    assert_int_equal(sluice_limit_decide(lim, "b", 1, 1, T0, 0, &d), SLUICE_EBUSY);
+    sluice_limit_set_shadow(lim, 1);
+    assert_int_equal(sluice_limit_decide(lim, "b", 1, 1, T0, 0, &d), SLUICE_OK);
+    assert_true(d.allowed && d.untracked && d.shadow_denied);
+    links[0] = (sluice_chain_link){other, "k", 1, 1};
+    links[1] = (sluice_chain_link){lim, "c", 1, 1};
+    assert_int_equal(sluice_chain_decide(links, 2, T0, 0, dec, &res), SLUICE_OK);
+    assert_true(res.allowed && dec[1].shadow_denied && dec[1].untracked);
+    sluice_limit_get_stats(lim, &st);
+    assert_true(st.refused == 1 && st.shadow_denied == 2 && st.untracked == 0);
+    assert_true(st.allowed == 1 && st.keys == 1);
+    sluice_limit_free(lim);
+    sluice_limit_free(other);
+}
+
 /* A chain of an enforced limit A and a shadow limit B. */
 static void test_chain(void **unused)
 {
@@ -585,17 +618,12 @@ static void test_config(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_core_twin),
-        cmocka_unit_test(test_core_reads_and_leases),
-        cmocka_unit_test(test_chain),
-        cmocka_unit_test(test_chain_lease),
-        cmocka_unit_test(test_engine_twin),
-        cmocka_unit_test(test_engine_no_wait),
-        cmocka_unit_test(test_engine_mode_switch),
-        cmocka_unit_test(test_engine_chain),
-        cmocka_unit_test(test_engine_global_switch),
-        cmocka_unit_test(test_spec),
-        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_core_twin),      cmocka_unit_test(test_core_reads_and_leases),
+        cmocka_unit_test(test_core_key_cap),   cmocka_unit_test(test_chain),
+        cmocka_unit_test(test_chain_lease),    cmocka_unit_test(test_engine_twin),
+        cmocka_unit_test(test_engine_no_wait), cmocka_unit_test(test_engine_mode_switch),
+        cmocka_unit_test(test_engine_chain),   cmocka_unit_test(test_engine_global_switch),
+        cmocka_unit_test(test_spec),           cmocka_unit_test(test_config),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -209,6 +209,8 @@ static json_t *limit_json(admin *a, const sluice_limit_policy *p, sluice_limit_f
     bad |= put(o, "untracked_total", admin_json_u64(f->core.untracked));
     bad |= put(o, "refused_total", admin_json_u64(f->core.refused));
     /* Beyond the dashboard's contract. */
+    bad |= put(o, "mode", json_string(f->shadow ? "shadow" : "enforce"));
+    bad |= put(o, "shadow_denied_total", admin_json_u64(f->core.shadow_denied));
     bad |= put(o, "parked_keys", admin_json_u64(f->parked_keys));
     bad |= put(o, "next_slot_ms", admin_json_time(f->next_wake_ns));
     bad |= put(o, "rejected_total", rejections(f));
@@ -266,6 +268,9 @@ static json_t *limit_short_json(admin *a, const sluice_limit_policy *p)
     bad |= put(o, "units_total", admin_json_u64(f.core.units));
     bad |= put(o, "parked", admin_json_u64(f.parked));
     bad |= put(o, "keys", admin_json_u64(f.core.keys));
+    /* The mode in force (shadow also while limits are off) and its would-be denials. */
+    bad |= put(o, "mode", json_string(f.shadow ? "shadow" : "enforce"));
+    bad |= put(o, "shadow_denied_total", admin_json_u64(f.core.shadow_denied));
     if (bad) {
         json_decref(o);
         return NULL;

@@ -227,18 +227,26 @@
     tr.tabIndex = -1;
     const cName = el('td', 'c-name');
     cName.append(el('span', 'dot'), el('span', 'nm', s.name));
+    /* Shadow mode (a dry run): shown by a badge, and the denied column then shows the would-be
+     * denials it counts instead of enforcing them. */
+    const badge = el('span', 'badge-shadow', 'shadow');
+    badge.title = 'Shadow mode: evaluated and counted as if enforced, but it denies nothing; the ' +
+      'denied column shows its would-be denials';
+    badge.hidden = true;
+    cName.append(badge);
     cName.title = s.name;
     const cells = {
       name: cName, kind: el('td', 'c-kind', s.kind || ''), rule: el('td', 'c-rule', ''),
       spark: el('td', 'c-spark'), allowed: el('td', 'num c-allowed', '–'),
       denied: el('td', 'num c-denied', '–'), parked: el('td', 'num c-parked', '–'),
-      keys: el('td', 'num c-keys', '–'),
+      keys: el('td', 'num c-keys', '–'), badge,
     };
     const canvas = document.createElement('canvas');
     cells.spark.append(canvas);
     tr.append(cells.name, cells.kind, cells.rule, cells.spark, cells.allowed, cells.denied,
       cells.parked, cells.keys);
-    const e = { name: s.name, kind: s.kind, meta: null, hist: [], prev: null, cur: { a: null, d: null, u: null },
+    const e = { name: s.name, kind: s.kind, meta: null, hist: [], prev: null, cur: { a: null, d: null, u: null, sd: null },
+      shadow: false,
       parked: 0, keys: 0, unitsDiffer: false, row: tr, cells, spark: canvas, onScreen: !rowObserver,
       state: 'idle', text: '' };
     if (rowObserver) rowObserver.observe(tr);
@@ -260,7 +268,11 @@
   function updateRow(e) {
     const c = e.cells;
     setText(c.allowed, fmtRate(e.cur.a));
-    setText(c.denied, fmtRate(e.cur.d));
+    /* A shadow limit denies nothing: its column tells what it would have denied. */
+    setText(c.denied, e.shadow ? fmtRate(e.cur.sd) : fmtRate(e.cur.d));
+    c.denied.classList.toggle('would', e.shadow);
+    c.denied.title = e.shadow ? 'would-be denials per second (shadow mode: counted, not enforced)' : '';
+    c.badge.hidden = !e.shadow;
     setText(c.parked, fmtInt(e.parked));
     setText(c.keys, fmtInt(e.keys));
     c.allowed.classList.toggle('zero', e.cur.a === 0);
@@ -389,17 +401,20 @@
       }
       e.kind = s.kind;
       const p = e.prev;
-      let a = null, d = null, u = null;
+      let a = null, d = null, u = null, sd = null;
       if (p && dt > 0 && !gap) {
         a = (s.allowed_total - p.allowed_total) / dt;
         d = (s.denied_total - p.denied_total) / dt;
         u = (s.units_total - p.units_total) / dt;
+        sd = ((s.shadow_denied_total || 0) - (p.shadow_denied_total || 0)) / dt;
         if (a < 0 || d < 0 || u < 0) { a = d = u = null; e.hist.push({ t: st.time_ms, gap: true }); }
       } else if (gap && e.hist.length) {
         e.hist.push({ t: st.time_ms, gap: true });
       }
-      e.prev = { allowed_total: s.allowed_total, denied_total: s.denied_total, units_total: s.units_total };
-      e.cur = { a, d, u };
+      e.prev = { allowed_total: s.allowed_total, denied_total: s.denied_total, units_total: s.units_total,
+        shadow_denied_total: s.shadow_denied_total || 0 };
+      e.cur = { a, d, u, sd: sd != null && sd < 0 ? null : sd };
+      e.shadow = s.mode === 'shadow';
       e.parked = s.parked || 0;
       e.keys = s.keys || 0;
       e.unitsDiffer = e.unitsDiffer || s.units_total !== s.allowed_total;
