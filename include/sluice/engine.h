@@ -198,7 +198,9 @@ void sluice_engine_free(sluice_engine *e);
 void sluice_engine_on_event(sluice_engine *e, sluice_event_fn fn, void *arg);
 
 /* Adds a named limit, or replaces one of the same name (its key state restarts; tasks parked
- * on it are woken at now_ns to be gated again). The policy is copied and validated. Returns 0, or
+ * on it are woken at now_ns to be gated again). A policy that differs from the live one in its
+ * mode alone is better applied with sluice_engine_set_limit_mode, which keeps the key state. The
+ * policy is copied and validated. Returns 0, or
  * SLUICE_EINVAL / SLUICE_ERANGE with msg, or SLUICE_ENOMEM. */
 int sluice_engine_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t now_ns,
                             char *msg, size_t msglen);

@@ -366,6 +366,9 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
     dec[report].allowed = res.allowed;
     if (!res.allowed)
         dec[report].retry_after_ns = res.retry_after_ns;
+    /* The reply counts as a shadow pass when any link of the chain would have said no. */
+    for (size_t i = 0; i < n; i++)
+        dec[report].shadow_denied |= res.allowed && dec[i].shadow_denied;
     reply_decision(c, &dec[report], res.allowed ? NULL : pols[report]->name);
 done:
     if (links != stack_links) {

@@ -132,6 +132,11 @@ check "every task runs at once" "${ids[*]}" "$got"
 for id in "${ids[@]}"; do cli TASK.ACK "$id" >/dev/null; done
 check "two of them were would-be denials" "4" "$(limit_info api shadow_denied)"
 contains "TASK.EXPLAIN says so" 'Shadow limit "api"' "$(field TASK.EXPLAIN "${ids[2]}" text)"
+sd=$(info_field stats throttle_shadow_denied)
+out=$(redis-cli -p "$P" --no-raw THROTTLE job k | tr '\n' ' ')
+contains "THROTTLE of the type passes its shadow chain" "1) (integer) 1 " "$out"
+contains "with no limit named" "6) (nil)" "$out"
+check "and is counted" "$((sd + 1))" "$(info_field stats throttle_shadow_denied)"
 # The first event is told at once, the second in the summary at the end of its interval.
 two_events() { [ "$(metric 'sluice_events_total{event="shadow_denied"}')" = 2 ]; }
 wait_until "two SHADOW_DENIED events" 30 two_events
