@@ -708,7 +708,8 @@ void durable_info(server *s, char *buf, size_t len)
              "\r\ncommits:%" PRIu64 "\r\nfailed_commits:%" PRIu64 "\r\nsyncs:%" PRIu64
              "\r\nfailed_syncs:%" PRIu64 "\r\nioerr_replies:%" PRIu64
              "\r\ndirty_tasks:%zu\r\ndirty_series:%zu\r\ndirty_limits:%zu\r\ndirty_keys:%zu"
-             "\r\nheld_replies:%zu\r\nuntracked_changes:%" PRIu64 "\r\nlast_error:%s"
+             "\r\nheld_replies:%zu\r\ncommit_in_flight:%d\r\nuntracked_changes:%" PRIu64
+             "\r\nlast_error:%s"
              "\r\nrecovered_tasks:%" PRIu64 "\r\nunrestorable_tasks:%" PRIu64
              "\r\nrecovered_keys:%" PRIu64 "\r\ndropped_keys:%" PRIu64
              "\r\nrecovered_limits:%" PRIu64 "\r\nrecovered_series:%" PRIu64
@@ -716,7 +717,7 @@ void durable_info(server *s, char *buf, size_t len)
              mode_name(d->mode), d->st && s->opt.data_dir ? s->opt.data_dir : "",
              d->mode == STORE_BATCH ? s->opt.batch_ms : 0, DURABLE_KEYS_MS, d->last_ok, ago,
              d->commits, d->failed_commits, d->syncs, d->failed_syncs, d->ioerr_replies, dc.tasks,
-             dc.series, dc.limits + dc.purges, dc.keys, d->nheld + d->nflight, dc.lost,
+             dc.series, dc.limits + dc.purges, dc.keys, d->nheld + d->nflight, d->busy, dc.lost,
              d->last_error, d->rec.tasks, d->rec.unrestorable, d->rec.keys, d->rec.keys_dropped,
              d->rec.limits, d->rec.series, d->rec.series_failed, d->rec.ms);
 }

@@ -93,12 +93,20 @@ for i in 1 2 3 4; do
 done
 # The 5th THROTTLE and INFO in one write: the server runs both in the same turn, so the commits
 # INFO counts are those before it, and the key timer's next commit (every 100 ms) takes it
-# along. Wait for that commit, however late it comes on a busy machine, then crash.
+# along. Wait for that commit, however late it comes on a busy machine, then crash. A commit
+# already in flight when the THROTTLE ran does not carry it: wait until a commit has finished
+# since, no key is left dirty and no commit is in flight.
 exec {fd}<>"/dev/tcp/127.0.0.1/$P"
 printf 'THROTTLE burst5 k2\r\nINFO persistence\r\nQUIT\r\n' >&"$fd"
 c1=$(timeout 30 cat <&"$fd" | tr -d '\r' | awk -F: '$1 == "commits" { print $2 }')
 exec {fd}>&-
-committed_since() { [ "$(info commits)" -gt "$c1" ]; }
+committed_since() {
+  local out
+  out=$(redis-cli -p "$P" INFO persistence | tr -d '\r')
+  [ "$(echo "$out" | awk -F: '$1 == "commits" { print $2 }')" -gt "$c1" ] &&
+    [ "$(echo "$out" | awk -F: '$1 == "dirty_keys" { print $2 }')" = 0 ] &&
+    [ "$(echo "$out" | awk -F: '$1 == "commit_in_flight" { print $2 }')" = 0 ]
+}
 wait_until "the key timer commits the last THROTTLE" 20 committed_since
 crash
 start_single
