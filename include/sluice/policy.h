@@ -27,7 +27,8 @@ SLUICE_API_BEGIN
 typedef enum sluice_key_source {
     SLUICE_KEY_NONE = 0, /* one global bucket for every task */
     SLUICE_KEY_EXPLICIT, /* the producer's key (TASK.ADD ... KEY k) */
-    SLUICE_KEY_PATH,     /* a dot-path into the task's JSON input, e.g. input.tenant_id */
+    SLUICE_KEY_PATH,     /* a dot-path into the task's JSON input, e.g. input.tenant_id, or
+                          * a template of several (text holding a brace: {input.u}:{input.w}) */
 } sluice_key_source;
 
 /* What happens to a task the limit denies. */
@@ -57,7 +58,7 @@ typedef struct sluice_limit_policy {
     char *name;           /* owned; [A-Za-z0-9_.:-]+ */
     sluice_limit_def def; /* the limit (unused when tiers are given) */
     sluice_key_source key_source;
-    char *key_path;         /* owned; KEY_PATH only */
+    char *key_path;         /* owned; KEY_PATH only: a dot path or a key template */
     int missing_key_global; /* a task without the key shares one global bucket (else error) */
     int missing_key_skip;   /* a task without the key (or with an empty one) skips this limit;
                              * exclusive with missing_key_global */

@@ -6,7 +6,8 @@
  * A policy spec is a limit spec (include/sluice/spec.h) whose option list may also hold the
  * options of the policy around the limit, each at most once, anywhere after the kind:
  *
- *   policy-option := "key=" ( "none" | "explicit" | DOTPATH )      where the key comes from
+ *   policy-option := "key=" ( "none" | "explicit" | DOTPATH        where the key comes from
+ *                            | TEMPLATE )                           (e.g. {input.user}:{input.tag})
  *                  | "missing_key=" ( "global" | "skip" | "error" ) a task without the key
  *                  | "overflow=" ( "wait" | "reject" )              a denied task
  *                  | "units=" ( "task" | N | DOTPATH )              what one task costs
@@ -15,7 +16,8 @@
  *
  * key=none (the default) puts every request in one global bucket; key=explicit takes the key the
  * producer gives; a dot path (docs: src/policy/dotpath.h; `input.` is optional) reads it from the
- * task's JSON input. missing_key applies to the last two only (default error). units=task (the
+ * task's JSON input, and a template (any text holding a brace: src/policy/keytpl.h) builds it from
+ * several fields of it. missing_key applies to the last two only (default error). units=task (the
  * default) charges the task's own units, N a fixed cost, a dot path a number in the input. The
  * words none, explicit and task are keywords, never paths. Policies with tiers have no one-line
  * form (they come from the configuration file).

@@ -23,6 +23,7 @@
 
 #include "base/alloc.h"
 #include "policy/dotpath.h"
+#include "policy/keytpl.h"
 #include "policy/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
@@ -414,6 +415,32 @@ static int take_path(ywalk *w, const yaml_node_t *node, const char *s, size_t n,
     return *out ? 0 : yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
 }
 
+/* Reads a key template (keytpl.h) into an owned copy. A fault is reported at its own column when
+ * the scalar sits on one line and holds no escape (its source is then the text itself, quoted or
+ * not), else at the scalar. */
+static int take_template(ywalk *w, const yaml_node_t *node, const char *s, size_t n, char **out)
+{
+    char why[300];
+    size_t at;
+
+    if (memchr(s, '\0', n))
+        return yw_fail(w, node, SLUICE_EINVAL, "a key template cannot hold a NUL byte");
+    *out = alloc_memdup0(s, n);
+    if (!*out)
+        return yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
+    if (keytpl_validate(*out, &at, why, sizeof(why)) != 0) {
+        yaml_mark_t mark = node->start_mark;
+        size_t quotes = node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE ? 0 : 2;
+
+        alloc_free(*out);
+        *out = NULL;
+        if (node->end_mark.line == mark.line && node->end_mark.column - mark.column == n + quotes)
+            mark.column += at + quotes / 2;
+        return yw_fail_mark(w, mark, SLUICE_EINVAL, "%s", why);
+    }
+    return 0;
+}
+
 /* Fails for a word that is neither one of the words nor a path, with a hint. */
 static int bad_word_or_path(ywalk *w, const yaml_node_t *node, const char *expected,
                             const char *const *words, size_t nwords)
@@ -445,7 +472,10 @@ static int parse_key(ywalk *w, const yaml_node_t *map, sluice_limit_policy *p)
     saved = yw_push(w, "key", 3);
     rc = yw_string(w, node, expected, &s, &n);
     if (rc == 0) {
-        if (starts_with_input(s, n)) {
+        if (memchr(s, '{', n) || memchr(s, '}', n)) {
+            p->key_source = SLUICE_KEY_PATH;
+            rc = take_template(w, node, s, n, &p->key_path);
+        } else if (starts_with_input(s, n)) {
             p->key_source = SLUICE_KEY_PATH;
             rc = take_path(w, node, s, n, &p->key_path);
         } else if (yw_choice(w, node, key_words, N_OF(key_words), &which) == 0) {

@@ -25,6 +25,7 @@
 #include "base/alloc.h"
 #include "base/attr.h"
 #include "policy/dotpath.h"
+#include "policy/keytpl.h"
 #include "policy/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
@@ -410,7 +411,7 @@ int policy_check_limit(const sluice_limit_policy *p, policy_fault *where, char *
                          "a key path is set but the key is not taken from a path");
         break;
     case SLUICE_KEY_PATH:
-        if (dotpath_validate(p->key_path, vmsg, sizeof(vmsg)) != 0)
+        if (keytpl_validate(p->key_path, NULL, vmsg, sizeof(vmsg)) != 0)
             return fault(where, POLICY_FIELD_KEY, 0, msg, msglen, "%s", vmsg);
         break;
     default:

@@ -23,6 +23,7 @@
 #include "base/attr.h"
 #include "base/quote.h"
 #include "policy/dotpath.h"
+#include "policy/keytpl.h"
 #include "policy/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
@@ -129,7 +130,9 @@ static int take_path(const char *what, const char *v, size_t n, char **dst, cons
     p = alloc_memdup0(v, n);
     if (!p)
         return fail(SLUICE_ENOMEM, msg, msglen, "out of memory");
-    if (dotpath_validate(p, vmsg, sizeof(vmsg)) != 0) {
+    /* A limit's key may also be a template (keytpl.h); units and tiers are plain paths. */
+    if ((strcmp(what, "key") == 0 ? keytpl_validate(p, NULL, vmsg, sizeof(vmsg))
+                                  : dotpath_validate(p, vmsg, sizeof(vmsg))) != 0) {
         alloc_free(p);
         return fail(SLUICE_EINVAL, msg, msglen, "bad %s path %s in %s: %s", what, quote(&q1, v, n),
                     quote(&q2, text, strlen(text)), vmsg);
