@@ -200,6 +200,18 @@ void sluice_engine_on_event(sluice_engine *e, sluice_event_fn fn, void *arg);
 int sluice_engine_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t now_ns,
                             char *msg, size_t msglen);
 
+/* Per-key overrides of a keyed, untiered limit (a paying tenant's own rate): gives `key` (keylen
+ * bytes; see sluice_key_override for what a key may hold) its own definition def, of the limit's
+ * kind, or removes its override when def is NULL. Unlike sluice_engine_set_limit, only that key's
+ * state restarts; every other key, and the limit's other overrides, keep theirs. The limit's
+ * policy (sluice_engine_get_limit) shows the change at once, and its one-line spec carries it
+ * (policy_spec.h), which is what a store records. Returns 0; SLUICE_ENOTFOUND (no such limit, or
+ * no override of key to remove); SLUICE_EINVAL / SLUICE_ERANGE with msg; SLUICE_ENOMEM. Nothing
+ * changes on failure. */
+int sluice_engine_set_key_override(sluice_engine *e, const char *name, const char *key,
+                                   size_t keylen, const sluice_limit_def *def, int64_t now_ns,
+                                   char *msg, size_t msglen);
+
 /* Removes a limit (tasks parked on it are woken at now_ns). Returns SLUICE_ENOTFOUND, or
  * SLUICE_ESTATE when a type still names it. */
 int sluice_engine_del_limit(sluice_engine *e, const char *name, int64_t now_ns);

@@ -53,6 +53,19 @@ typedef struct sluice_tier {
     sluice_limit_def def; /* the limit applied to tasks of this tier */
 } sluice_tier;
 
+/* Most per-key overrides one limit holds, and the longest key one may name: bounds that keep a
+ * limit's one-line spec (policy_spec.h) within SLUICE_POLICY_SPEC_MAX_LEN. */
+#define SLUICE_MAX_KEY_OVERRIDES    16
+#define SLUICE_MAX_OVERRIDE_KEY_LEN 64
+
+/* One key of a keyed limit with limits of its own (a paying tenant's higher rate): the key's
+ * budget follows `def` instead of the limit's; every other key is unchanged. */
+typedef struct sluice_key_override {
+    char *key;            /* owned, NUL-terminated: 1 to SLUICE_MAX_OVERRIDE_KEY_LEN bytes, none
+                           * of them a control byte, ',', ';' or '=' */
+    sluice_limit_def def; /* of the same kind as the limit's own definition */
+} sluice_key_override;
+
 /* A named limit. */
 typedef struct sluice_limit_policy {
     char *name;           /* owned; [A-Za-z0-9_.:-]+ */
@@ -69,6 +82,9 @@ typedef struct sluice_limit_policy {
     char *tier_path;     /* owned; dot-path of the field choosing the tier; NULL = none */
     sluice_tier *tiers;  /* owned array of ntiers */
     size_t ntiers;
+    sluice_key_override *overrides; /* owned array of noverrides, distinct keys; only on a keyed
+                                     * limit without tiers */
+    size_t noverrides;
     int line; /* where it was declared in the config file (0 = not from one) */
 } sluice_limit_policy;
 
@@ -120,8 +136,9 @@ void sluice_type_policy_clear(sluice_type_policy *t);
 int sluice_limit_policy_copy(sluice_limit_policy *dst, const sluice_limit_policy *src);
 int sluice_type_policy_copy(sluice_type_policy *dst, const sluice_type_policy *src);
 
-/* Validates a policy on its own (names, paths, the limit definition of every tier, tiers that
- * overlap, units_fixed above the burst). Returns 0 or an error with a one-line message. */
+/* Validates a policy on its own (names, paths, the limit definition of every tier and every key
+ * override, tiers that overlap, units_fixed above the burst). Returns 0 or an error with a one-line
+ * message. */
 int sluice_limit_policy_validate(const sluice_limit_policy *p, char *msg, size_t msglen);
 int sluice_type_policy_validate(const sluice_type_policy *t, char *msg, size_t msglen);
 

@@ -35,7 +35,7 @@
 #include "sluice/spec.h"
 
 /* Longest LIMIT.SET spec. */
-#define SPEC_BUF 4096
+#define SPEC_BUF SLUICE_POLICY_SPEC_MAX_LEN
 /* Links of a chain held on the stack; longer chains are allocated. */
 #define CHAIN_STACK 16
 
