@@ -824,6 +824,17 @@ void cmd_limit_get(conn *c, const resp_command *cmd)
     memset(&st, 0, sizeof(st));
     if (live)
         sluice_limit_get_stats(live, &st);
+    for (size_t i = 0; i < p->noverrides; i++) {
+        /* Keys with their own limit are tracked by their own core: count them too. */
+        sluice_limit *o =
+            key_core(c->srv, p, p->overrides[i].key, strlen(p->overrides[i].key), NULL);
+        sluice_limit_stats os;
+
+        if (o) {
+            sluice_limit_get_stats(o, &os);
+            st.keys += os.keys;
+        }
+    }
     policy_text(p, text, sizeof(text));
     resp_map(w, 6);
     resp_bulk_str(w, "name");

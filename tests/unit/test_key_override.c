@@ -322,13 +322,57 @@ static void test_live(void **unused)
     sluice_engine_free(e);
 }
 
+/* Parsing, copying, formatting and installing a policy with overrides: every allocation may
+ * fail, and each failure returns SLUICE_ENOMEM and leaks nothing. */
+static int oom_body(void *arg)
+{
+    sluice_limit_policy p, q;
+    sluice_engine *e = NULL;
+    sluice_limit_def def;
+    char m[256];
+    int rc;
+
+    (void)arg;
+    rc = sluice_spec_parse_policy("rate=10/1s,key=explicit,override.a=rate=5/1s,"
+                                  "override.b=rate=7/1s;burst=2",
+                                  &p, m, sizeof m);
+    if (rc != SLUICE_OK)
+        return rc;
+    rc = sluice_limit_policy_copy(&q, &p);
+    sluice_limit_policy_clear(&p);
+    if (rc != SLUICE_OK)
+        return rc;
+    rc = sluice_engine_new(NULL, &e);
+    if (rc == SLUICE_OK) {
+        sluice_limit_policy named = q;
+
+        named.name = "l";
+        rc = sluice_engine_set_limit(e, &named, T0, m, sizeof m);
+    }
+    sluice_limit_policy_clear(&q);
+    if (rc == SLUICE_OK) {
+        sluice_limit_def_init(&def, SLUICE_RATE);
+        def.limit = 3;
+        def.period_ns = SEC;
+        rc = sluice_engine_set_key_override(e, "l", "c", 1, &def, T0, m, sizeof m);
+    }
+    if (rc == SLUICE_OK)
+        rc = sluice_engine_set_key_override(e, "l", "a", 1, NULL, T0, m, sizeof m);
+    sluice_engine_free(e);
+    return rc;
+}
+
+static void test_oom(void **unused)
+{
+    (void)unused;
+    assert_true(oom_sweep(oom_body, NULL, 2000) > 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_spec),
-        cmocka_unit_test(test_config),
-        cmocka_unit_test(test_property),
-        cmocka_unit_test(test_live),
+        cmocka_unit_test(test_spec), cmocka_unit_test(test_config), cmocka_unit_test(test_property),
+        cmocka_unit_test(test_live), cmocka_unit_test(test_oom),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
