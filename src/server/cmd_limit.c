@@ -602,7 +602,7 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
                              .limit = name,
                              .kind = "concurrency",
                              .key = keybuf,
-                             .limit_value = p->def.limit,
+                             .limit_value = sluice_limit_get_def(live)->limit,
                              .window_ns = 0,
                              .retry_after_ns = d.retry_after_ns};
 

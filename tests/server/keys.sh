@@ -83,7 +83,7 @@ check "LIMIT.KEY on a concurrency limit" "OK" "$(cli LIMIT.KEY slots vip concurr
 h1=$(word "$(cli LEASE.ACQUIRE slots vip)" 2)
 h2=$(word "$(cli LEASE.ACQUIRE slots vip)" 2)
 case $h1 in slots/=vip/*) ok ;; *) bad "lease handle names the key's core: [$h1]" ;; esac
-contains "a third is denied" "RATELIMITED" "$(cli LEASE.ACQUIRE slots vip)"
+contains "a third is denied, against the key's own limit" "RATELIMITED limit=slots kind=concurrency key=vip limit_value=2" "$(cli LEASE.ACQUIRE slots vip)"
 check "other keys keep 1" 0 "$(cli LEASE.ACQUIRE slots x | grep -c RATELIMITED)"
 contains "and not 2" "RATELIMITED" "$(cli LEASE.ACQUIRE slots x)"
 check "LEASE.RENEW on the key's core" 1 "$([ "$(cli LEASE.RENEW "$h1")" -gt 0 ] && echo 1)"
