@@ -476,7 +476,14 @@ static int parse_key(ywalk *w, const yaml_node_t *map, sluice_limit_policy *p)
     if (!key)
         return 0;
     saved = yw_push(w, "key", 3);
-    rc = yw_string(w, node, expected, &s, &n);
+    /* `key: {input.user}:{input.tag}` unquoted is a YAML flow mapping, not text. */
+    if (node && node->type == YAML_MAPPING_NODE)
+        rc = yw_fail(w, node, SLUICE_EINVAL,
+                     "expected %s, got a mapping; a key template that starts with '{' must be "
+                     "quoted, e.g. key: \"{input.user}:{input.workflow_tag}\"",
+                     expected);
+    else
+        rc = yw_string(w, node, expected, &s, &n);
     if (rc == 0) {
         if (memchr(s, '{', n) || memchr(s, '}', n)) {
             p->key_source = SLUICE_KEY_PATH;

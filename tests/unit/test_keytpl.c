@@ -211,6 +211,12 @@ static void test_config(void **unused)
     assert_int_equal(parse("limits:\n  wf:\n    rate: 10/1m\n    key: \"a}\"\n", &c),
                      SLUICE_EINVAL);
     assert_non_null(strstr(msg, "t.yaml:4:12:"));
+    /* Unquoted, a template starting with a brace is a YAML mapping: the error says to quote it. */
+    assert_int_equal(parse("limits:\n  wf:\n    rate: 10/1m\n    key: {input.user}\n", &c),
+                     SLUICE_EINVAL);
+    assert_non_null(strstr(msg, "t.yaml:4:10: limits.wf.key: expected none, explicit or a path"));
+    assert_non_null(
+        strstr(msg, "got a mapping; a key template that starts with '{' must be quoted"));
     /* An escape in the scalar: the column is the scalar's. */
     assert_int_equal(parse("limits:\n  wf:\n    rate: 10/1m\n    key: \"\\x41{}\"\n", &c),
                      SLUICE_EINVAL);
