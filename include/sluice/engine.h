@@ -223,6 +223,17 @@ void sluice_engine_set_enabled(sluice_engine *e, int on, int64_t now_ns);
 
 /* Returns 0 when limits are switched off engine-wide (sluice_engine_set_enabled), else 1. */
 int sluice_engine_enabled(const sluice_engine *e);
+/* Per-key overrides of a keyed, untiered limit (a paying tenant's own rate): gives `key` (keylen
+ * bytes; see sluice_key_override for what a key may hold) its own definition def, of the limit's
+ * kind, or removes its override when def is NULL. Unlike sluice_engine_set_limit, only that key's
+ * state restarts; every other key, and the limit's other overrides, keep theirs. The limit's
+ * policy (sluice_engine_get_limit) shows the change at once, and its one-line spec carries it
+ * (policy_spec.h), which is what a store records. Returns 0; SLUICE_ENOTFOUND (no such limit, or
+ * no override of key to remove); SLUICE_EINVAL / SLUICE_ERANGE with msg; SLUICE_ENOMEM. Nothing
+ * changes on failure. */
+int sluice_engine_set_key_override(sluice_engine *e, const char *name, const char *key,
+                                   size_t keylen, const sluice_limit_def *def, int64_t now_ns,
+                                   char *msg, size_t msglen);
 
 /* Removes a limit (tasks parked on it are woken at now_ns). Returns SLUICE_ENOTFOUND, or
  * SLUICE_ESTATE when a type still names it. */

@@ -27,7 +27,8 @@ SLUICE_API_BEGIN
 typedef enum sluice_key_source {
     SLUICE_KEY_NONE = 0, /* one global bucket for every task */
     SLUICE_KEY_EXPLICIT, /* the producer's key (TASK.ADD ... KEY k) */
-    SLUICE_KEY_PATH,     /* a dot-path into the task's JSON input, e.g. input.tenant_id */
+    SLUICE_KEY_PATH,     /* a dot-path into the task's JSON input, e.g. input.tenant_id, or
+                          * a template of several (text holding a brace: {input.u}:{input.w}) */
 } sluice_key_source;
 
 /* What happens to a task the limit denies. */
@@ -63,12 +64,25 @@ typedef struct sluice_tier {
     sluice_limit_def def; /* the limit applied to tasks of this tier */
 } sluice_tier;
 
+/* Most per-key overrides one limit holds, and the longest key one may name: bounds that keep a
+ * limit's one-line spec (policy_spec.h) within SLUICE_POLICY_SPEC_MAX_LEN. */
+#define SLUICE_MAX_KEY_OVERRIDES    16
+#define SLUICE_MAX_OVERRIDE_KEY_LEN 64
+
+/* One key of a keyed limit with limits of its own (a paying tenant's higher rate): the key's
+ * budget follows `def` instead of the limit's; every other key is unchanged. */
+typedef struct sluice_key_override {
+    char *key;            /* owned, NUL-terminated: 1 to SLUICE_MAX_OVERRIDE_KEY_LEN bytes, none
+                           * of them a control byte, ',', ';' or '=' */
+    sluice_limit_def def; /* of the same kind as the limit's own definition */
+} sluice_key_override;
+
 /* A named limit. */
 typedef struct sluice_limit_policy {
     char *name;           /* owned; [A-Za-z0-9_.:-]+ */
     sluice_limit_def def; /* the limit (unused when tiers are given) */
     sluice_key_source key_source;
-    char *key_path;         /* owned; KEY_PATH only */
+    char *key_path;         /* owned; KEY_PATH only: a dot path or a key template */
     int missing_key_global; /* a task without the key shares one global bucket (else error) */
     int missing_key_skip;   /* a task without the key (or with an empty one) skips this limit;
                              * exclusive with missing_key_global */
@@ -80,6 +94,9 @@ typedef struct sluice_limit_policy {
     char *tier_path;     /* owned; dot-path of the field choosing the tier; NULL = none */
     sluice_tier *tiers;  /* owned array of ntiers */
     size_t ntiers;
+    sluice_key_override *overrides; /* owned array of noverrides, distinct keys; only on a keyed
+                                     * limit without tiers */
+    size_t noverrides;
     int line; /* where it was declared in the config file (0 = not from one) */
 } sluice_limit_policy;
 
@@ -131,8 +148,9 @@ void sluice_type_policy_clear(sluice_type_policy *t);
 int sluice_limit_policy_copy(sluice_limit_policy *dst, const sluice_limit_policy *src);
 int sluice_type_policy_copy(sluice_type_policy *dst, const sluice_type_policy *src);
 
-/* Validates a policy on its own (names, paths, the limit definition of every tier, tiers that
- * overlap, units_fixed above the burst). Returns 0 or an error with a one-line message. */
+/* Validates a policy on its own (names, paths, the limit definition of every tier and every key
+ * override, tiers that overlap, units_fixed above the burst). Returns 0 or an error with a one-line
+ * message. */
 int sluice_limit_policy_validate(const sluice_limit_policy *p, char *msg, size_t msglen);
 int sluice_type_policy_validate(const sluice_type_policy *t, char *msg, size_t msglen);
 

@@ -6,17 +6,22 @@
  * A policy spec is a limit spec (include/sluice/spec.h) whose option list may also hold the
  * options of the policy around the limit, each at most once, anywhere after the kind:
  *
- *   policy-option := "key=" ( "none" | "explicit" | DOTPATH )      where the key comes from
+ *   policy-option := "key=" ( "none" | "explicit" | DOTPATH        where the key comes from
+ *                            | TEMPLATE )                           (e.g. {input.user}:{input.tag})
  *                  | "missing_key=" ( "global" | "skip" | "error" ) a task without the key
  *                  | "overflow=" ( "wait" | "reject" )              a denied task
  *                  | "units=" ( "task" | N | DOTPATH )              what one task costs
  *                  | "mode=" ( "enforce" | "shadow" )             shadow: a dry run
+ *                  | "override." KEY "=" LIMITSPEC                 key KEY's own limit (repeats,
+ *                                                                  once per key; LIMITSPEC
+ *                                                                  with ';' for ',')
  *
  *   e.g.  rate=100/1s,burst=20,key=input.tenant_id,missing_key=global,overflow=reject
  *
  * key=none (the default) puts every request in one global bucket; key=explicit takes the key the
  * producer gives; a dot path (docs: src/policy/dotpath.h; `input.` is optional) reads it from the
- * task's JSON input. missing_key applies to the last two only (default error). units=task (the
+ * task's JSON input, and a template (any text holding a brace: src/policy/keytpl.h) builds it from
+ * several fields of it. missing_key applies to the last two only (default error). units=task (the
  * default) charges the task's own units, N a fixed cost, a dot path a number in the input.
  * mode=shadow evaluates, charges and counts the limit as if enforced but never denies (policy.h,
  * sluice_limit_mode); mode=enforce is the default. The
@@ -41,8 +46,8 @@ extern "C" {
 SLUICE_API_BEGIN
 
 /* A buffer of this many bytes always holds the text written by sluice_spec_format_policy()
- * for paths of up to 256 bytes. */
-#define SLUICE_POLICY_SPEC_MAX_LEN 1024
+ * for paths of up to 256 bytes and up to SLUICE_MAX_KEY_OVERRIDES overrides. */
+#define SLUICE_POLICY_SPEC_MAX_LEN 8192
 
 /* Parses the NUL-terminated policy spec text into *out, which it first sets with
  * sluice_limit_policy_init() and fills only on success; out->name stays NULL (the caller names
@@ -58,10 +63,10 @@ int sluice_spec_parse_policy(const char *text, sluice_limit_policy *out, char *m
 
 /* Writes the canonical policy spec of p into buf, NUL-terminated: the canonical limit spec of
  * p->def (sluice_spec_format_limit) followed by the policy options whose value is not the
- * default, in the order key, missing_key, overflow, units, mode. Parsing the text gives back p's
- * fields (the name aside). Returns 0; SLUICE_EINVAL for NULL arguments or a tiered policy (it
- * has no one-line form); the code of sluice_spec_format_limit() for a def that does not
- * validate; SLUICE_ERANGE when len is too small (buf then holds "" when len > 0). */
+ * default, in the order key, missing_key, overflow, units, mode, then the overrides by key. Parsing
+ * the text gives back p's fields (the name aside). Returns 0; SLUICE_EINVAL for NULL arguments or a
+ * tiered policy (it has no one-line form); the code of sluice_spec_format_limit() for a def that
+ * does not validate; SLUICE_ERANGE when len is too small (buf then holds "" when len > 0). */
 int sluice_spec_format_policy(const sluice_limit_policy *p, char *buf, size_t len);
 
 /* Recognises the text of a mode change alone, "mode=enforce" or "mode=shadow" (LIMIT.SET name

@@ -157,6 +157,12 @@ void check_describe_limit(const sluice_limit_policy *p, char *buf, size_t len)
     put(&l, ", overflow %s", p->overflow == SLUICE_OVERFLOW_REJECT ? "reject" : "wait");
     if (p->mode == SLUICE_MODE_SHADOW)
         put(&l, ", mode shadow (counts, never denies)");
+    for (size_t i = 0; i < p->noverrides; i++) {
+        put(&l, "%s%s: ", i ? "; " : ", overrides [", p->overrides[i].key);
+        put_def(&l, &p->overrides[i].def);
+        if (i + 1 == p->noverrides)
+            put(&l, "]");
+    }
 }
 
 void check_describe_type(const sluice_type_policy *t, char *buf, size_t len)

@@ -23,6 +23,7 @@
 
 #include "base/alloc.h"
 #include "policy/dotpath.h"
+#include "policy/keytpl.h"
 #include "policy/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
@@ -31,7 +32,13 @@
 static const char *const limit_keys[] = {
     "rate",        "window", "sliding",     "concurrency", "quota", "permits",  "period",
     "tier",        "burst",  "start_empty", "horizon",     "ttl",   "max_keys", "keys_overflow",
-    "max_key_len", "key",    "missing_key", "overflow",    "units", "mode",
+    "max_key_len", "key",    "missing_key", "overflow",    "units", "mode",     "overrides",
+};
+
+/* Every key of one key's override: a limit definition. */
+static const char *const override_keys[] = {
+    "rate",   "window", "sliding",     "concurrency", "quota", "permits",
+    "period", "burst",  "start_empty", "horizon",     "ttl",
 };
 
 /* Every key a tier may have. */
@@ -415,6 +422,32 @@ static int take_path(ywalk *w, const yaml_node_t *node, const char *s, size_t n,
     return *out ? 0 : yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
 }
 
+/* Reads a key template (keytpl.h) into an owned copy. A fault is reported at its own column when
+ * the scalar sits on one line and holds no escape (its source is then the text itself, quoted or
+ * not), else at the scalar. */
+static int take_template(ywalk *w, const yaml_node_t *node, const char *s, size_t n, char **out)
+{
+    char why[300];
+    size_t at;
+
+    if (memchr(s, '\0', n))
+        return yw_fail(w, node, SLUICE_EINVAL, "a key template cannot hold a NUL byte");
+    *out = alloc_memdup0(s, n);
+    if (!*out)
+        return yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
+    if (keytpl_validate(*out, &at, why, sizeof(why)) != 0) {
+        yaml_mark_t mark = node->start_mark;
+        size_t quotes = node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE ? 0 : 2;
+
+        alloc_free(*out);
+        *out = NULL;
+        if (node->end_mark.line == mark.line && node->end_mark.column - mark.column == n + quotes)
+            mark.column += at + quotes / 2;
+        return yw_fail_mark(w, mark, SLUICE_EINVAL, "%s", why);
+    }
+    return 0;
+}
+
 /* Fails for a word that is neither one of the words nor a path, with a hint. */
 static int bad_word_or_path(ywalk *w, const yaml_node_t *node, const char *expected,
                             const char *const *words, size_t nwords)
@@ -444,9 +477,19 @@ static int parse_key(ywalk *w, const yaml_node_t *map, sluice_limit_policy *p)
     if (!key)
         return 0;
     saved = yw_push(w, "key", 3);
-    rc = yw_string(w, node, expected, &s, &n);
+    /* `key: {input.user}:{input.tag}` unquoted is a YAML flow mapping, not text. */
+    if (node && node->type == YAML_MAPPING_NODE)
+        rc = yw_fail(w, node, SLUICE_EINVAL,
+                     "expected %s, got a mapping; a key template that starts with '{' must be "
+                     "quoted, e.g. key: \"{input.user}:{input.workflow_tag}\"",
+                     expected);
+    else
+        rc = yw_string(w, node, expected, &s, &n);
     if (rc == 0) {
-        if (starts_with_input(s, n)) {
+        if (memchr(s, '{', n) || memchr(s, '}', n)) {
+            p->key_source = SLUICE_KEY_PATH;
+            rc = take_template(w, node, s, n, &p->key_path);
+        } else if (starts_with_input(s, n)) {
             p->key_source = SLUICE_KEY_PATH;
             rc = take_path(w, node, s, n, &p->key_path);
         } else if (yw_choice(w, node, key_words, N_OF(key_words), &which) == 0) {
@@ -638,6 +681,18 @@ static const yaml_node_t *fault_node(ywalk *w, const yaml_node_t *namekey, const
             return node;
         }
         return namekey;
+    case POLICY_FIELD_OVERRIDE:
+        /* The override's value, by its index in the mapping (the loader keeps the file's order). */
+        node = yw_get(w, map, "overrides", &key);
+        if (!key)
+            return namekey;
+        yw_push(w, "overrides", 9);
+        if (node->type != YAML_MAPPING_NODE ||
+            f->index >= (size_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start))
+            return key;
+        s = yw_text(yw_node(w, node->data.mapping.pairs.start[f->index].key), &n);
+        yw_push(w, s, n);
+        return yw_node(w, node->data.mapping.pairs.start[f->index].value);
     case POLICY_FIELD_KEY:
         field = "key";
         break;
@@ -743,6 +798,102 @@ static int parse_spec_limit(ywalk *w, const yaml_node_t *node, sluice_limit_poli
     return 0;
 }
 
+/* Reads the definition of one override: a mapping as a tier's limit, or a limit spec string. */
+static int parse_override_def(ywalk *w, const yaml_node_t *value, sluice_limit_def *def)
+{
+    const kind_key *kind;
+    yaml_node_t *kkey, *kvalue;
+    int rc;
+
+    if (value->type == YAML_SCALAR_NODE) {
+        char why[400];
+        size_t n;
+        const char *s;
+
+        rc = yw_string(w, value, "the key's limit: a mapping such as {rate: 1000/1s}", &s, &n);
+        if (rc == 0 && sluice_spec_parse_limit(s, def, why, sizeof(why)) != 0)
+            rc = yw_fail(w, value, SLUICE_EINVAL, "%s", why);
+        return rc;
+    }
+    rc = yw_expect_map(w, value, "the key's limit: a mapping such as {rate: 1000/1s}");
+    if (rc == 0)
+        rc = yw_check_keys(w, value, override_keys, N_OF(override_keys));
+    if (rc == 0)
+        rc = find_kind(w, value, 1, &kind, &kkey, &kvalue);
+    if (rc == 0)
+        rc = parse_def(w, value, value, 1, kind, kkey, kvalue, def);
+    return rc;
+}
+
+/* Reads `overrides:`, a mapping of keys to their own limit (after the limit's own settings, whose
+ * key table settings the overrides share). */
+static int parse_overrides(ywalk *w, const yaml_node_t *map, sluice_limit_policy *p)
+{
+    yaml_node_t *key, *node = yw_get(w, map, "overrides", &key);
+    size_t saved, n, count;
+    const char *s;
+    char why[200];
+    int rc;
+
+    if (!key)
+        return 0;
+    saved = yw_push(w, "overrides", 9);
+    if (p->key_source == SLUICE_KEY_NONE || p->ntiers > 0) {
+        rc = yw_fail(w, key, SLUICE_EINVAL,
+                     "per-key overrides apply to a keyed limit without tiers");
+        goto out;
+    }
+    rc = yw_expect_map(w, node,
+                       "a mapping of keys to their own limit, e.g. {tenant-42: {rate: 1000/1s}}");
+    if (rc != 0)
+        goto out;
+    count = (size_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start);
+    if (count > SLUICE_MAX_KEY_OVERRIDES) {
+        rc = yw_fail(w, node, SLUICE_EINVAL, "at most %d keys have overrides, got %zu",
+                     SLUICE_MAX_KEY_OVERRIDES, count);
+        goto out;
+    }
+    if (count == 0)
+        goto out;
+    p->overrides = alloc_calloc(count, sizeof(*p->overrides));
+    if (!p->overrides) {
+        rc = yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < count; i++) {
+        yaml_node_pair_t *pair = &node->data.mapping.pairs.start[i];
+        yaml_node_t *k = yw_node(w, pair->key), *v = yw_node(w, pair->value);
+        sluice_key_override *o = &p->overrides[i];
+        size_t saved2;
+
+        rc = yw_string(w, k, "a key", &s, &n);
+        if (rc == 0 && (memchr(s, '\0', n) || policy_check_override_key(s, n, why, sizeof(why))))
+            rc = yw_fail(w, k, SLUICE_EINVAL, "%s",
+                         memchr(s, '\0', n) ? "an override's key holds no NUL byte" : why);
+        if (rc == 0 && policy_find_override(p, s, n) >= 0)
+            rc = yw_fail(w, k, SLUICE_EINVAL, "key \"%.*s\" has two overrides", (int)n, s);
+        if (rc != 0)
+            goto out;
+        o->key = alloc_memdup0(s, n);
+        if (!o->key) {
+            rc = yw_fail(w, k, SLUICE_ENOMEM, "out of memory");
+            goto out;
+        }
+        p->noverrides = i + 1;
+        saved2 = yw_push(w, s, n);
+        rc = parse_override_def(w, v, &o->def);
+        yw_pop(w, saved2);
+        if (rc != 0)
+            goto out;
+        o->def.max_keys = p->def.max_keys;
+        o->def.key_overflow = p->def.key_overflow;
+        o->def.max_key_len = p->def.max_key_len;
+    }
+out:
+    yw_pop(w, saved);
+    return rc;
+}
+
 static int parse_limit(ywalk *w, const yaml_node_t *namekey, const yaml_node_t *map,
                        sluice_limit_policy *p)
 {
@@ -829,6 +980,8 @@ static int parse_limit(ywalk *w, const yaml_node_t *namekey, const yaml_node_t *
         p->tiers[i].def.key_overflow = (sluice_key_overflow)c.key_overflow;
         p->tiers[i].def.max_key_len = (size_t)c.max_key_len;
     }
+    if ((rc = parse_overrides(w, map, p)) != 0)
+        return rc;
     return check_limit(w, namekey, map, p);
 }
 

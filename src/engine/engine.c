@@ -228,6 +228,20 @@ int sluice_engine_enabled(const sluice_engine *e)
     return !e->limits_off;
 }
 
+int sluice_engine_set_key_override(sluice_engine *e, const char *name, const char *key,
+                                   size_t keylen, const sluice_limit_def *def, int64_t now_ns,
+                                   char *msg, size_t msglen)
+{
+    int rc;
+
+    if (!e || !name || !key)
+        return SLUICE_EINVAL;
+    rc = registry_set_override(e, name, key, keylen, def, now_ns, msg, msglen);
+    if (rc == SLUICE_OK)
+        feed_override_changed(e, name, key, keylen);
+    return rc;
+}
+
 int sluice_engine_del_limit(sluice_engine *e, const char *name, int64_t now_ns)
 {
     int rc = registry_del_limit(e, name, now_ns);
@@ -333,8 +347,8 @@ static int would_park(sluice_engine *e, const link_spec *links, size_t n, int64_
         if (park_find(e, l->lim, l->tier, l->key, l->keylen))
             return 1;
         memset(&d, 0, sizeof d);
-        if (sluice_limit_decide(registry_core(l->lim, l->tier), l->key, l->keylen, l->units, now,
-                                SLUICE_PEEK, &d) == SLUICE_OK &&
+        if (sluice_limit_decide(registry_core(l->lim, l->tier, l->key, l->keylen), l->key,
+                                l->keylen, l->units, now, SLUICE_PEEK, &d) == SLUICE_OK &&
             !d.allowed)
             return 1;
     }

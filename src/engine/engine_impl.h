@@ -42,7 +42,8 @@ typedef struct series series;
 /* A named limit: the policy and one core limit per tier (one when untiered). */
 struct elimit {
     sluice_limit_policy pol; /* owned copy */
-    sluice_limit **lims;     /* nlims core limits: tier i's, or the one of pol.def */
+    sluice_limit **lims;     /* nlims core limits: tier i's; untiered, the one of pol.def and
+                              * then one per key override (lims[1 + i] is pol.overrides[i]'s) */
     size_t nlims;
     size_t refs;         /* task links naming it, plus one while it is registered */
     int dead;            /* removed by del_limit: the gate skips it */

@@ -13,9 +13,12 @@
  */
 #include "engine/feed.h"
 
+#include <stdio.h>
+
 #include "base/alloc.h"
 #include "engine/engine_impl.h"
 #include "engine/registry.h"
+#include "policy/policy_check.h"
 #include "sluice/error.h"
 
 void feed_task(feed *f, uint64_t id)
@@ -64,6 +67,24 @@ void feed_limit_mode(sluice_engine *e, const char *name)
     f->seq++;
     if (changeset_set_limit(f->pending, name, SLUICE_LIMIT_DEF_DROP, NULL) != SLUICE_OK)
         f->lost++;
+}
+
+void feed_override_changed(sluice_engine *e, const char *name, const char *key, size_t keylen)
+{
+    feed *f = e->feed;
+    char id[2 * POLICY_NAME_MAX + 4];
+    const elimit *l;
+
+    if (!f)
+        return;
+    f->seq++;
+    snprintf(id, sizeof id, "%s/=%.*s", name, (int)keylen, key);
+    if (changeset_purge_limit(f->pending, id) != SLUICE_OK ||
+        changeset_set_limit(f->pending, name, SLUICE_LIMIT_DEF_DROP, NULL) != SLUICE_OK)
+        f->lost++;
+    l = registry_find_limit(e, name);
+    if (l)
+        track_cores(l);
 }
 
 void feed_free(feed *f)

@@ -40,6 +40,10 @@ void feed_limit_replaced(sluice_engine *e, const char *name, int gone);
 /* Limit `name` changed its mode only: its stored runtime definition is dropped (unless the
  * caller records one over it); its key states stay. */
 void feed_limit_mode(sluice_engine *e, const char *name);
+/* The override of `key` on limit `name` was set or removed: the stored key state of its core
+ * ("name/=key") is purged, the runtime definition dropped (unless the caller records one over
+ * it), and the limit's key changes are tracked (its new core's included). */
+void feed_override_changed(sluice_engine *e, const char *name, const char *key, size_t keylen);
 
 /* Frees the feed. Accepts NULL. */
 void feed_free(feed *f);

@@ -49,7 +49,7 @@ static int pays_in_full(const task *t)
 
 static sluice_limit_kind link_kind(const task_link *l)
 {
-    return sluice_limit_get_def(registry_core(l->lim, l->tier))->kind;
+    return sluice_limit_get_def(registry_core(l->lim, l->tier, l->key, l->keylen))->kind;
 }
 
 int gate_link_active(const task *t, uint16_t i)
@@ -219,7 +219,7 @@ int gate_eval(sluice_engine *e, task *t, int64_t now, gate_result *r)
 
         if (!gate_link_active(t, i))
             continue;
-        e->chain[n].limit = registry_core(l->lim, l->tier);
+        e->chain[n].limit = registry_core(l->lim, l->tier, l->key, l->keylen);
         e->chain[n].key = l->key;
         e->chain[n].keylen = l->keylen;
         e->chain[n].units = l->units;
@@ -291,7 +291,8 @@ void gate_release(sluice_engine *e, task *t, int64_t now)
         if (!l->lease_id)
             continue;
         if (!l->lim->dead)
-            sluice_lease_release(registry_core(l->lim, l->tier), l->lease_id, now);
+            sluice_lease_release(registry_core(l->lim, l->tier, l->key, l->keylen), l->lease_id,
+                                 now);
         l->lease_id = 0;
         park_wake_key(e, l->lim, l->tier, l->key, l->keylen, now);
     }
@@ -304,7 +305,8 @@ void gate_renew(sluice_engine *e, task *t, int64_t ttl_ns, int64_t now)
         task_link *l = &t->links[i];
 
         if (l->lease_id && !l->lim->dead)
-            sluice_lease_renew(registry_core(l->lim, l->tier), l->lease_id, ttl_ns, now, NULL);
+            sluice_lease_renew(registry_core(l->lim, l->tier, l->key, l->keylen), l->lease_id,
+                               ttl_ns, now, NULL);
     }
 }
 
@@ -318,7 +320,7 @@ void gate_settle(sluice_engine *e, task *t, int64_t cost, int64_t now)
 
         if (!(l->flags & LINK_CHARGED) || l->lim->dead)
             continue;
-        core = registry_core(l->lim, l->tier);
+        core = registry_core(l->lim, l->tier, l->key, l->keylen);
         kind = sluice_limit_get_def(core)->kind;
         if (!(l->flags & LINK_SETTLE) && kind != SLUICE_QUOTA)
             continue;
@@ -350,7 +352,7 @@ void gate_denial(const task *t, sluice_denial *out)
     if (t->fail_link == LINK_NONE)
         return;
     l = &t->links[t->fail_link];
-    def = sluice_limit_get_def(registry_core(l->lim, l->tier));
+    def = sluice_limit_get_def(registry_core(l->lim, l->tier, l->key, l->keylen));
     out->limit = l->lim->pol.name;
     out->kind = sluice_limit_kind_name(def->kind);
     if (l->lim->pol.ntiers && l->tier < l->lim->pol.ntiers)

@@ -199,7 +199,7 @@ static int unpark_head(sluice_engine *e, waitq *q, task *head)
 
 int park_wake(sluice_engine *e, waitq *q, int64_t now)
 {
-    sluice_limit *core = q->lim->dead ? NULL : registry_core(q->lim, q->tier);
+    sluice_limit *core = q->lim->dead ? NULL : registry_core(q->lim, q->tier, q->key, q->keylen);
     sluice_decision d;
     int64_t cum = 0, wake = SLUICE_NEVER;
     size_t moved = 0;
@@ -344,8 +344,8 @@ int64_t park_eta(const waitq *q, const task *t, uint16_t link, int64_t now)
     /* When the limit cannot estimate (removed, or units past int64), the queue's wake is all
      * that is known. */
     if (q->lim->dead || units_ahead > INT64_MAX - u ||
-        sluice_limit_estimate(registry_core(q->lim, q->tier), q->key, q->keylen, units_ahead + u,
-                              now, &start) != SLUICE_OK)
+        sluice_limit_estimate(registry_core(q->lim, q->tier, q->key, q->keylen), q->key, q->keylen,
+                              units_ahead + u, now, &start) != SLUICE_OK)
         return q->wake_ns;
     /* The engine looks at the key only when its queue wakes: the task cannot start before. */
     if (start != SLUICE_NEVER && start < q->wake_ns)
@@ -365,7 +365,7 @@ int park_beyond_horizon(const waitq *q, const task *t, uint16_t link, int64_t no
 
     if (q->lim->dead)
         return 0;
-    def = sluice_limit_get_def(registry_core(q->lim, q->tier));
+    def = sluice_limit_get_def(registry_core(q->lim, q->tier, q->key, q->keylen));
     /* Concurrency is exempt, as in the gate: its wait ends with a release, not a slot. */
     if (def->kind == SLUICE_CONCURRENCY)
         return 0;

@@ -142,7 +142,8 @@ static void drop_leases(task *t, int64_t now)
         task_link *l = &t->links[i];
 
         if (l->lease_id)
-            sluice_lease_release(registry_core(l->lim, l->tier), l->lease_id, now);
+            sluice_lease_release(registry_core(l->lim, l->tier, l->key, l->keylen), l->lease_id,
+                                 now);
         l->lease_id = 0;
     }
 }
@@ -156,7 +157,7 @@ static int take_leases(task *t, int64_t lease_until, int64_t now)
 {
     for (uint16_t i = 0; i < t->nlinks; i++) {
         task_link *l = &t->links[i];
-        sluice_limit *core = registry_core(l->lim, l->tier);
+        sluice_limit *core = registry_core(l->lim, l->tier, l->key, l->keylen);
         sluice_decision d;
         int rc;
 

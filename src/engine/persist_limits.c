@@ -5,8 +5,9 @@
  * same limit after a restart, and the task id counter, so that ids a store still holds are never
  * issued again.
  *
- * A named limit without tiers has one core limit whose id is its name; a tiered limit has one core
- * limit per tier, whose id is "name/tier". Names of limits and tiers are [A-Za-z0-9_.:-]+ (at
+ * A named limit without tiers has one core limit whose id is its name, and one per key override
+ * whose id is "name/=key" (no tier name holds '='); a tiered limit has one core limit per tier,
+ * whose id is "name/tier". Names of limits and tiers are [A-Za-z0-9_.:-]+ (at
  * most POLICY_NAME_MAX bytes), so the first '/' of an id always ends the limit's name.
  * Replacing a limit (sluice_engine_set_limit) creates new core limits under the same ids: a store
  * that must not carry the old state over deletes what it holds for them.
@@ -23,7 +24,7 @@
 #include "sluice/engine.h"
 #include "sluice/error.h"
 
-/* Longest id: a name, '/', a tier name, NUL. */
+/* Longest id: a name, '/', a tier name (or '=' and an override's key, shorter), NUL. */
 #define ID_MAX (2 * POLICY_NAME_MAX + 2)
 
 int sluice_engine_visit_limits(sluice_engine *e,
@@ -38,8 +39,10 @@ int sluice_engine_visit_limits(sluice_engine *e,
         for (size_t t = 0; t < l->nlims; t++) {
             int rc;
 
-            if (l->pol.ntiers == 0)
+            if (l->pol.ntiers == 0 && t == 0)
                 snprintf(id, sizeof id, "%s", l->pol.name);
+            else if (l->pol.ntiers == 0)
+                snprintf(id, sizeof id, "%s/=%s", l->pol.name, l->pol.overrides[t - 1].key);
             else
                 snprintf(id, sizeof id, "%s/%s", l->pol.name, l->pol.tiers[t].name);
             rc = fn(id, l->lims[t], arg);
@@ -87,8 +90,11 @@ sluice_limit *sluice_engine_limit_by_id(const sluice_engine *e, const char *id)
         return NULL;
     if (!slash)
         return l->pol.ntiers == 0 ? l->lims[0] : NULL;
-    if (l->pol.ntiers == 0)
-        return NULL;
+    if (l->pol.ntiers == 0) {
+        long i = slash[1] == '=' ? policy_find_override(&l->pol, slash + 2, strlen(slash + 2)) : -1;
+
+        return i >= 0 && (size_t)i + 1 < l->nlims ? l->lims[i + 1] : NULL;
+    }
     for (size_t t = 0; t < l->pol.ntiers && t < l->nlims; t++)
         if (strcmp(l->pol.tiers[t].name, slash + 1) == 0)
             return l->lims[t];

@@ -14,6 +14,7 @@
 #include "engine/park.h"
 #include "engine/ready.h"
 #include "engine/task.h"
+#include "policy/policy_check.h"
 #include "sluice/error.h"
 #include "base/quote.h"
 
@@ -35,8 +36,15 @@ static void elimit_free(elimit *l)
     alloc_free(l);
 }
 
-sluice_limit *registry_core(const elimit *l, uint16_t tier)
+sluice_limit *registry_core(const elimit *l, uint16_t tier, const char *key, size_t keylen)
 {
+    if (l->pol.noverrides) {
+        long i = policy_find_override(&l->pol, key, keylen);
+
+        if (i >= 0 && (size_t)i + 1 < l->nlims)
+            return l->lims[i + 1];
+        return l->lims[0];
+    }
     return l->lims[tier < l->nlims ? tier : l->nlims - 1];
 }
 
@@ -110,7 +118,7 @@ static void chain_claim(elimit **chain, size_t nlimits, int n)
 static int make_cores(const sluice_limit_policy *p, sluice_limit ***out, size_t *n, char *msg,
                       size_t msglen)
 {
-    size_t count = p->ntiers ? p->ntiers : 1;
+    size_t count = p->ntiers ? p->ntiers : 1 + p->noverrides;
     sluice_limit **lims = alloc_calloc(count, sizeof *lims);
 
     *out = NULL;
@@ -118,7 +126,9 @@ static int make_cores(const sluice_limit_policy *p, sluice_limit ***out, size_t 
     if (!lims)
         return SLUICE_ENOMEM;
     for (size_t i = 0; i < count; i++) {
-        const sluice_limit_def *def = p->ntiers ? &p->tiers[i].def : &p->def;
+        const sluice_limit_def *def = p->ntiers ? &p->tiers[i].def
+                                      : i == 0  ? &p->def
+                                                : &p->overrides[i - 1].def;
         int rc = sluice_limit_new(def, &lims[i], msg, msglen);
 
         if (rc != SLUICE_OK) {
@@ -222,6 +232,119 @@ fail_copy:
     sluice_limit_policy_clear(&copy);
 fail_cores:
     free_cores(lims, nlims);
+    if (rc == SLUICE_ENOMEM)
+        msgf(msg, msglen, "%s", "out of memory");
+    return rc;
+}
+
+/* After one key's override changed: running tasks on that key hold no lease or charge in the
+ * new state (forget_grants, for one key). */
+static void forget_key_grants(sluice_engine *e, const elimit *l, const char *key, size_t keylen)
+{
+    size_t pos = 0;
+    task *t;
+
+    while ((t = ptab_next(&e->ids, &pos)) != NULL)
+        for (uint16_t i = 0; i < t->nlinks; i++)
+            if (t->links[i].lim == l && t->links[i].keylen == keylen &&
+                memcmp(t->links[i].key, key, keylen) == 0) {
+                t->links[i].lease_id = 0;
+                t->links[i].flags &= (uint8_t)~LINK_CHARGED;
+            }
+}
+
+int registry_set_override(sluice_engine *e, const char *name, const char *key, size_t keylen,
+                          const sluice_limit_def *def, int64_t now_ns, char *msg, size_t msglen)
+{
+    elimit *l = registry_find_limit(e, name);
+    sluice_limit_policy copy;
+    sluice_limit **lims = NULL, *fresh = NULL;
+    sluice_key_override *o;
+    size_t n;
+    long at;
+    int rc;
+
+    msgf(msg, msglen, "%s", "");
+    if (!l)
+        return SLUICE_ENOTFOUND;
+    rc = policy_check_override_key(key, keylen, msg, msglen);
+    if (rc != SLUICE_OK)
+        return rc;
+    at = policy_find_override(&l->pol, key, keylen);
+    if (!def && at < 0) {
+        msgf(msg, msglen, "limit \"%s\" has no override for that key", name);
+        return SLUICE_ENOTFOUND;
+    }
+    rc = sluice_limit_policy_copy(&copy, &l->pol);
+    if (rc != SLUICE_OK)
+        goto fail;
+    if (!def) {
+        /* Removal: the later overrides move down one, as their cores will. */
+        alloc_free(copy.overrides[at].key);
+        memmove(&copy.overrides[at], &copy.overrides[at + 1],
+                (copy.noverrides - (size_t)at - 1) * sizeof *copy.overrides);
+        copy.noverrides--;
+    } else {
+        if (at < 0) {
+            o = alloc_realloc(copy.overrides, (copy.noverrides + 1) * sizeof *o);
+            rc = SLUICE_ENOMEM;
+            if (!o)
+                goto fail_copy;
+            copy.overrides = o;
+            o = &o[copy.noverrides];
+            o->key = alloc_memdup0(key, keylen);
+            if (!o->key)
+                goto fail_copy;
+            copy.noverrides++;
+        } else {
+            o = &copy.overrides[at];
+        }
+        o->def = *def;
+        /* The key lives in the limit's table settings, whatever the override says. */
+        o->def.max_keys = copy.def.max_keys;
+        o->def.key_overflow = copy.def.key_overflow;
+        o->def.max_key_len = copy.def.max_key_len;
+    }
+    rc = sluice_limit_policy_validate(&copy, msg, msglen);
+    if (rc != SLUICE_OK)
+        goto fail_copy;
+    if (def) {
+        rc = sluice_limit_new(&copy.overrides[at < 0 ? copy.noverrides - 1 : (size_t)at].def,
+                              &fresh, msg, msglen);
+        if (rc != SLUICE_OK)
+            goto fail_copy;
+    }
+    n = 1 + copy.noverrides;
+    lims = alloc_calloc(n, sizeof *lims);
+    rc = SLUICE_ENOMEM;
+    if (!lims)
+        goto fail_fresh;
+    /* Every other key keeps its core, and so its state. */
+    lims[0] = l->lims[0];
+    for (size_t i = 0; i < copy.noverrides; i++) {
+        const char *k = copy.overrides[i].key;
+        long old = policy_find_override(&l->pol, k, strlen(k));
+
+        lims[1 + i] = strlen(k) == keylen && memcmp(k, key, keylen) == 0 ? fresh : l->lims[1 + old];
+    }
+    if (at >= 0)
+        sluice_limit_free(l->lims[1 + at]);
+    if (!def) /* back on the limit's own core, from a fresh start there too */
+        sluice_limit_reset(lims[0], key, keylen);
+    alloc_free(l->lims);
+    l->lims = lims;
+    l->nlims = n;
+    sluice_limit_policy_clear(&l->pol);
+    l->pol = copy;
+    registry_apply_mode(e, l); /* the new core follows the limit's mode */
+    forget_key_grants(e, l, key, keylen);
+    park_rearm_limit(e, l, now_ns);
+    return SLUICE_OK;
+fail_fresh:
+    sluice_limit_free(fresh);
+fail_copy:
+    sluice_limit_policy_clear(&copy);
+fail:
     if (rc == SLUICE_ENOMEM)
         msgf(msg, msglen, "%s", "out of memory");
     return rc;

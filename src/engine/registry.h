@@ -42,8 +42,18 @@ int registry_del_limit(sluice_engine *e, const char *name, int64_t now_ns);
 elimit *registry_find_limit(const sluice_engine *e, const char *name);
 
 /* The core limit of one tier of l (the last tier when `tier` is past the end after a
- * replacement shortened the tier list). */
-sluice_limit *registry_core(const elimit *l, uint16_t tier);
+ * replacement shortened the tier list), or for an untiered limit the core of key's override when
+ * it has one. A limit without overrides pays one branch for them. */
+sluice_limit *registry_core(const elimit *l, uint16_t tier, const char *key, size_t keylen);
+
+/* Gives key `key` of limit `name` its own definition def (copied; the limit's key table settings
+ * apply), or removes its override when def is NULL. Only that key's state restarts: the key's
+ * running tasks forget what they took from it, and the limit's wait queues are gated again.
+ * Returns 0; SLUICE_ENOTFOUND (no such limit, or no override to remove); SLUICE_EINVAL /
+ * SLUICE_ERANGE with msg (the key or def is refused, or the limit cannot have overrides);
+ * SLUICE_ENOMEM. Nothing changes on failure. */
+int registry_set_override(sluice_engine *e, const char *name, const char *key, size_t keylen,
+                          const sluice_limit_def *def, int64_t now_ns, char *msg, size_t msglen);
 
 /* Takes / drops a reference on l; the last drop of a removed limit frees it. */
 void registry_limit_ref(elimit *l);

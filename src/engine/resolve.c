@@ -14,6 +14,7 @@
 #include "base/alloc.h"
 #include "base/grow.h"
 #include "policy/dotpath.h"
+#include "policy/keytpl.h"
 #include "engine/registry.h"
 #include "sluice/error.h"
 #include "base/quote.h"
@@ -39,6 +40,30 @@ static int extract(sluice_engine *e, const json_t *input, const char *path, size
             return rc;
         rc = dotpath_extract_msg(input, path, e->kbuf + *used, e->kbuf_cap - *used, len, why,
                                  whylen);
+        if (rc == SLUICE_ERANGE) {
+            rc = kbuf_grow(e, *used + *len + 1);
+            if (rc != SLUICE_OK)
+                return rc;
+            continue;
+        }
+        if (rc == SLUICE_OK)
+            *used += *len + 1;
+        return rc;
+    }
+}
+
+/* extract() for a limit's key text, a dot path or a template (keytpl.h); *empty is set when the
+ * key or one of its fields is empty. */
+static int extract_key(sluice_engine *e, const json_t *input, const char *text, size_t *used,
+                       size_t *len, int *empty, char *why, size_t whylen)
+{
+    for (;;) {
+        int rc = kbuf_grow(e, *used + 64);
+
+        if (rc != SLUICE_OK)
+            return rc;
+        rc = keytpl_extract_msg(input, text, e->kbuf + *used, e->kbuf_cap - *used, len, empty, why,
+                                whylen);
         if (rc == SLUICE_ERANGE) {
             rc = kbuf_grow(e, *used + *len + 1);
             if (rc != SLUICE_OK)
@@ -106,8 +131,8 @@ static int choose_key(sluice_engine *e, const sluice_limit_policy *p, const slui
                       const json_t *input, size_t *used, size_t *off, const char **key,
                       size_t *keylen, char *msg, size_t msglen)
 {
-    char why[160];
-    int rc;
+    char why[320];
+    int rc, empty = 0;
 
     *off = KEY_UNSET;
     *key = "";
@@ -129,8 +154,8 @@ static int choose_key(sluice_engine *e, const sluice_limit_policy *p, const slui
         return SLUICE_EINVAL;
     case SLUICE_KEY_PATH:
         *off = *used;
-        rc = extract(e, input, p->key_path, used, keylen, why, sizeof why);
-        if (rc == SLUICE_OK && *keylen == 0 && p->missing_key_skip) {
+        rc = extract_key(e, input, p->key_path, used, keylen, &empty, why, sizeof why);
+        if (rc == SLUICE_OK && empty && p->missing_key_skip) {
             *off = KEY_UNSET;
             return RESOLVE_SKIP;
         }

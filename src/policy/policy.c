@@ -25,6 +25,7 @@
 #include "base/alloc.h"
 #include "base/attr.h"
 #include "policy/dotpath.h"
+#include "policy/keytpl.h"
 #include "policy/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
@@ -109,6 +110,9 @@ void sluice_limit_policy_clear(sluice_limit_policy *p)
     alloc_free(p->units_path);
     alloc_free(p->tier_path);
     free_tiers(p->tiers, p->ntiers);
+    for (size_t i = 0; p->overrides && i < p->noverrides; i++)
+        alloc_free(p->overrides[i].key);
+    alloc_free(p->overrides);
     sluice_limit_policy_init(p);
 }
 
@@ -151,6 +155,8 @@ int sluice_limit_policy_copy(sluice_limit_policy *dst, const sluice_limit_policy
     c.name = c.key_path = c.units_path = c.tier_path = NULL;
     c.tiers = NULL;
     c.ntiers = 0;
+    c.overrides = NULL;
+    c.noverrides = 0;
     if (dup_str(&c.name, src->name) || dup_str(&c.key_path, src->key_path) ||
         dup_str(&c.units_path, src->units_path) || dup_str(&c.tier_path, src->tier_path))
         goto fail;
@@ -164,6 +170,18 @@ int sluice_limit_policy_copy(sluice_limit_policy *dst, const sluice_limit_policy
             c.ntiers = i + 1;
             if (dup_str(&c.tiers[i].name, src->tiers[i].name) ||
                 dup_str(&c.tiers[i].equals, src->tiers[i].equals))
+                goto fail;
+        }
+    }
+    if (src->noverrides > 0) {
+        c.overrides = alloc_calloc(src->noverrides, sizeof(*c.overrides));
+        if (!c.overrides)
+            goto fail;
+        for (size_t i = 0; i < src->noverrides; i++) {
+            c.overrides[i] = src->overrides[i];
+            c.overrides[i].key = NULL;
+            c.noverrides = i + 1;
+            if (dup_str(&c.overrides[i].key, src->overrides[i].key))
                 goto fail;
         }
     }
@@ -405,6 +423,76 @@ static int check_tiers(const sluice_limit_policy *p, policy_fault *where, char *
     return 0;
 }
 
+int policy_check_override_key(const char *key, size_t len, char *msg, size_t msglen)
+{
+    if (!key || len == 0 || len > SLUICE_MAX_OVERRIDE_KEY_LEN) {
+        msgf(msg, msglen, "an override's key is 1 to %d bytes", SLUICE_MAX_OVERRIDE_KEY_LEN);
+        return SLUICE_EINVAL;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)key[i];
+
+        if (c < 0x20 || c == 0x7f || c == ',' || c == ';' || c == '=') {
+            msgf(msg, msglen,
+                 "an override's key holds no control byte, ',', ';' or '=' (byte %zu of \"%.*s\")",
+                 i, (int)len, key);
+            return SLUICE_EINVAL;
+        }
+    }
+    return SLUICE_OK;
+}
+
+long policy_find_override(const sluice_limit_policy *p, const char *key, size_t len)
+{
+    for (size_t i = 0; i < p->noverrides; i++)
+        if (strlen(p->overrides[i].key) == len && memcmp(p->overrides[i].key, key, len) == 0)
+            return (long)i;
+    return -1;
+}
+
+/* The per-key overrides of an untiered keyed limit whose own definition validated. */
+static int check_overrides(const sluice_limit_policy *p, policy_fault *where, char *msg,
+                           size_t msglen)
+{
+    char vmsg[200];
+    int rc;
+
+    if (p->noverrides > SLUICE_MAX_KEY_OVERRIDES || !p->overrides)
+        return fault(where, POLICY_FIELD_OVERRIDE, 0, msg, msglen,
+                     "at most %d keys have overrides, got %zu", SLUICE_MAX_KEY_OVERRIDES,
+                     p->noverrides);
+    for (size_t i = 0; i < p->noverrides; i++) {
+        const sluice_key_override *o = &p->overrides[i];
+        size_t len = o->key ? strlen(o->key) : 0;
+
+        if (policy_check_override_key(o->key, len, vmsg, sizeof(vmsg)) != 0)
+            return fault(where, POLICY_FIELD_OVERRIDE, i, msg, msglen, "%s", vmsg);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(p->overrides[j].key, o->key) == 0)
+                return fault(where, POLICY_FIELD_OVERRIDE, i, msg, msglen,
+                             "key \"%s\" has two overrides", o->key);
+        rc = sluice_limit_def_validate(&o->def, vmsg, sizeof(vmsg));
+        if (rc != 0) {
+            fault(where, POLICY_FIELD_OVERRIDE, i, msg, msglen, "override of key \"%s\": %s",
+                  o->key, vmsg);
+            return rc;
+        }
+        if (o->def.kind != p->def.kind)
+            return fault(where, POLICY_FIELD_OVERRIDE, i, msg, msglen,
+                         "override of key \"%s\": a %s limit's override is a %s limit too, not "
+                         "a %s one",
+                         o->key, sluice_limit_kind_name(p->def.kind),
+                         sluice_limit_kind_name(p->def.kind), sluice_limit_kind_name(o->def.kind));
+        rc = check_units_fit(p, &o->def, NULL, where, msg, msglen);
+        if (rc != 0) {
+            if (where)
+                *where = (policy_fault){POLICY_FIELD_OVERRIDE, i};
+            return rc;
+        }
+    }
+    return 0;
+}
+
 int policy_check_limit(const sluice_limit_policy *p, policy_fault *where, char *msg, size_t msglen)
 {
     char vmsg[200];
@@ -422,7 +510,7 @@ int policy_check_limit(const sluice_limit_policy *p, policy_fault *where, char *
                          "a key path is set but the key is not taken from a path");
         break;
     case SLUICE_KEY_PATH:
-        if (dotpath_validate(p->key_path, vmsg, sizeof(vmsg)) != 0)
+        if (keytpl_validate(p->key_path, NULL, vmsg, sizeof(vmsg)) != 0)
             return fault(where, POLICY_FIELD_KEY, 0, msg, msglen, "%s", vmsg);
         break;
     default:
@@ -462,6 +550,9 @@ int policy_check_limit(const sluice_limit_policy *p, policy_fault *where, char *
         return fault(where, POLICY_FIELD_UNITS, 0, msg, msglen,
                      "a units path is set but the units are not taken from a path");
 
+    if (p->noverrides > 0 && (p->tier_path || p->ntiers > 0 || p->key_source == SLUICE_KEY_NONE))
+        return fault(where, POLICY_FIELD_OVERRIDE, 0, msg, msglen,
+                     "per-key overrides apply to a keyed limit without tiers");
     if (p->tier_path || p->ntiers > 0)
         return check_tiers(p, where, msg, msglen);
     rc = sluice_limit_def_validate(&p->def, vmsg, sizeof(vmsg));
@@ -469,7 +560,10 @@ int policy_check_limit(const sluice_limit_policy *p, policy_fault *where, char *
         fault(where, POLICY_FIELD_DEF, 0, msg, msglen, "%s", vmsg);
         return rc;
     }
-    return check_units_fit(p, &p->def, NULL, where, msg, msglen);
+    rc = check_units_fit(p, &p->def, NULL, where, msg, msglen);
+    if (rc != 0 || p->noverrides == 0)
+        return rc;
+    return check_overrides(p, where, msg, msglen);
 }
 
 int policy_check_type(const sluice_type_policy *t, policy_fault *where, char *msg, size_t msglen)

@@ -38,6 +38,7 @@ typedef enum policy_field {
     POLICY_FIELD_TIER_NAME,   /* tiers[index].name */
     POLICY_FIELD_TIER_MATCH,  /* tiers[index].min / max / equals */
     POLICY_FIELD_TIER_DEF,    /* tiers[index].def */
+    POLICY_FIELD_OVERRIDE,    /* overrides[index] (its key or its def) */
     /* types */
     POLICY_FIELD_LIMITS, /* limits[index] */
     POLICY_FIELD_RETRY_MAX_ATTEMPTS,
@@ -68,6 +69,13 @@ int policy_check_name(const char *name, char *msg, size_t msglen);
 /* The most units one task may ask of def: the burst of a rate limit, the limit of every other
  * kind. A task asking more could never be granted. def must validate. */
 int64_t policy_capacity(const sluice_limit_def *def);
+
+/* Checks the key of a per-key override: 1 to SLUICE_MAX_OVERRIDE_KEY_LEN bytes, no control byte,
+ * ',', ';' or '=' (a spec could not carry them). Returns 0 or SLUICE_EINVAL with the reason. */
+int policy_check_override_key(const char *key, size_t len, char *msg, size_t msglen);
+
+/* Returns the index of key in p's overrides, or -1 when it has none. */
+long policy_find_override(const sluice_limit_policy *p, const char *key, size_t len);
 
 /* Check a policy as the public validate functions do. Return 0 (where->field is then NONE) or
  * SLUICE_EINVAL / SLUICE_ERANGE with *where set and the reason alone in msg. where may be NULL. */

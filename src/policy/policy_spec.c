@@ -23,6 +23,7 @@
 #include "base/attr.h"
 #include "base/quote.h"
 #include "policy/dotpath.h"
+#include "policy/keytpl.h"
 #include "policy/policy_check.h"
 #include "sluice/error.h"
 #include "sluice/spec.h"
@@ -77,6 +78,7 @@ enum {
     OPT_OVERFLOW = 1u << 2,
     OPT_UNITS = 1u << 3,
     OPT_MODE = 1u << 4,
+    OPT_OVERRIDE = 1u << 5, /* may repeat, once per key */
 };
 
 typedef struct popt {
@@ -87,7 +89,7 @@ typedef struct popt {
 static const popt popts[] = {
     {"key=", OPT_KEY},           {"missing_key=", OPT_MISSING_KEY},
     {"overflow=", OPT_OVERFLOW}, {"units=", OPT_UNITS},
-    {"mode=", OPT_MODE},
+    {"mode=", OPT_MODE},         {"override.", OPT_OVERRIDE},
 };
 
 #define N_POPTS (sizeof(popts) / sizeof(popts[0]))
@@ -129,12 +131,62 @@ static int take_path(const char *what, const char *v, size_t n, char **dst, cons
     p = alloc_memdup0(v, n);
     if (!p)
         return fail(SLUICE_ENOMEM, msg, msglen, "out of memory");
-    if (dotpath_validate(p, vmsg, sizeof(vmsg)) != 0) {
+    /* A limit's key may also be a template (keytpl.h); units and tiers are plain paths. */
+    if ((strcmp(what, "key") == 0 ? keytpl_validate(p, NULL, vmsg, sizeof(vmsg))
+                                  : dotpath_validate(p, vmsg, sizeof(vmsg))) != 0) {
         alloc_free(p);
         return fail(SLUICE_EINVAL, msg, msglen, "bad %s path %s in %s: %s", what, quote(&q1, v, n),
                     quote(&q2, text, strlen(text)), vmsg);
     }
     *dst = p;
+    return 0;
+}
+
+/* Reads `KEY=SPEC` (the limit spec with ';' for ','), the value of an override option, and
+ * appends the override to p. */
+static int parse_override(const char *v, size_t vn, sluice_limit_policy *p, const char *text,
+                          char *msg, size_t msglen)
+{
+    const char *eq = memchr(v, '=', vn);
+    char vmsg[200], spec[SLUICE_SPEC_MAX_LEN];
+    sluice_key_override *arr, *o;
+    size_t klen = eq ? (size_t)(eq - v) : 0, sn = eq ? vn - klen - 1 : 0;
+    quoted q1, q2;
+    int rc;
+
+    if (!eq || policy_check_override_key(v, klen, vmsg, sizeof(vmsg)) != 0)
+        return fail(SLUICE_EPARSE, msg, msglen,
+                    "bad override %s in %s: expected override.KEY=SPEC, e.g. "
+                    "override.tenant-42=rate=1000/1s;burst=100%s%s",
+                    quote(&q1, v, vn), quote(&q2, text, strlen(text)), eq ? ": " : "",
+                    eq ? vmsg : "");
+    if (policy_find_override(p, v, klen) >= 0)
+        return fail(SLUICE_EPARSE, msg, msglen, "key %s has two overrides in %s",
+                    quote(&q1, v, klen), quote(&q2, text, strlen(text)));
+    if (p->noverrides >= SLUICE_MAX_KEY_OVERRIDES)
+        return fail(SLUICE_EINVAL, msg, msglen, "at most %d keys have overrides, in %s",
+                    SLUICE_MAX_KEY_OVERRIDES, quote(&q2, text, strlen(text)));
+    if (sn >= sizeof(spec))
+        return fail(SLUICE_EPARSE, msg, msglen, "override of key %s too long in %s",
+                    quote(&q1, v, klen), quote(&q2, text, strlen(text)));
+    /* Inside an option a comma would end it: the override's own options are split by ';'. */
+    for (size_t i = 0; i < sn; i++)
+        spec[i] = eq[1 + i] == ';' ? ',' : eq[1 + i];
+    spec[sn] = '\0';
+    arr = alloc_realloc(p->overrides, (p->noverrides + 1) * sizeof(*arr));
+    if (!arr)
+        return fail(SLUICE_ENOMEM, msg, msglen, "out of memory");
+    p->overrides = arr;
+    o = &arr[p->noverrides];
+    memset(o, 0, sizeof(*o));
+    rc = sluice_spec_parse_limit(spec, &o->def, vmsg, sizeof(vmsg));
+    if (rc != 0)
+        return fail(rc, msg, msglen, "override of key %s in %s: %s", quote(&q1, v, klen),
+                    quote(&q2, text, strlen(text)), vmsg);
+    o->key = alloc_memdup0(v, klen);
+    if (!o->key)
+        return fail(SLUICE_ENOMEM, msg, msglen, "out of memory");
+    p->noverrides++;
     return 0;
 }
 
@@ -150,6 +202,8 @@ static int parse_popt(const popt *o, const char *item, size_t n, sluice_limit_po
         return fail(SLUICE_EPARSE, msg, msglen, "missing value in %s in %s", quote(&q1, item, n),
                     quote(&q2, text, strlen(text)));
     switch (o->bit) {
+    case OPT_OVERRIDE:
+        return parse_override(v, vn, p, text, msg, msglen);
     case OPT_KEY:
         if (is_word(v, vn, "none"))
             p->key_source = SLUICE_KEY_NONE;
@@ -261,7 +315,7 @@ int sluice_spec_parse_policy(const char *text, sluice_limit_policy *out, char *m
             goto fail;
         }
         if (o) {
-            if (seen & o->bit) {
+            if ((seen & o->bit) && o->bit != OPT_OVERRIDE) {
                 rc = fail(SLUICE_EPARSE, msg, msglen, "option %.*s given twice in %s",
                           (int)(strlen(o->name) - 1), o->name, quote(&q2, text, len));
                 goto fail;
@@ -286,6 +340,12 @@ int sluice_spec_parse_policy(const char *text, sluice_limit_policy *out, char *m
     rc = sluice_spec_parse_limit(limit_text, &p.def, msg, msglen);
     if (rc != 0)
         goto fail;
+    for (size_t i = 0; i < p.noverrides; i++) {
+        /* Overrides share the limit's key table settings (spec.h options of the limit). */
+        p.overrides[i].def.max_keys = p.def.max_keys;
+        p.overrides[i].def.key_overflow = p.def.key_overflow;
+        p.overrides[i].def.max_key_len = p.def.max_key_len;
+    }
     if ((seen & OPT_MISSING_KEY) && p.key_source == SLUICE_KEY_NONE) {
         rc = fail(SLUICE_EPARSE, msg, msglen,
                   "missing_key applies to key=explicit or a key path, not to key=none, in %s",
@@ -327,6 +387,37 @@ static void append(char *buf, size_t len, size_t *pos, const char *fmt, ...)
     *pos = n < 0 ? len : *pos + (size_t)n;
 }
 
+/* Appends ",override.KEY=SPEC" for every override, in byte order of the keys so that the text is
+ * canonical whatever order they were added in. */
+static int format_overrides(const sluice_limit_policy *p, char *buf, size_t len, size_t *pos)
+{
+    const char *last = NULL;
+
+    for (size_t n = 0; n < p->noverrides; n++) {
+        const sluice_key_override *next = NULL;
+        char spec[SLUICE_SPEC_MAX_LEN];
+        int rc;
+
+        for (size_t i = 0; i < p->noverrides; i++) {
+            const sluice_key_override *o = &p->overrides[i];
+
+            if ((!last || strcmp(o->key, last) > 0) && (!next || strcmp(o->key, next->key) < 0))
+                next = o;
+        }
+        if (!next)
+            break;
+        rc = sluice_spec_format_limit(&next->def, spec, sizeof(spec));
+        if (rc != 0)
+            return rc;
+        for (char *c = spec; *c; c++)
+            if (*c == ',')
+                *c = ';';
+        append(buf, len, pos, ",override.%s=%s", next->key, spec);
+        last = next->key;
+    }
+    return 0;
+}
+
 int sluice_spec_format_policy(const sluice_limit_policy *p, char *buf, size_t len)
 {
     size_t pos;
@@ -362,6 +453,11 @@ int sluice_spec_format_policy(const sluice_limit_policy *p, char *buf, size_t le
         append(buf, len, &pos, ",units=%s", p->units_path ? p->units_path : "");
     if (p->mode == SLUICE_MODE_SHADOW)
         append(buf, len, &pos, ",mode=shadow");
+    rc = format_overrides(p, buf, len, &pos);
+    if (rc != 0) {
+        buf[0] = '\0';
+        return rc;
+    }
     if (pos >= len) {
         buf[0] = '\0';
         return SLUICE_ERANGE;

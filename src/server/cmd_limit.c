@@ -35,7 +35,9 @@
 #include "sluice/spec.h"
 
 /* Longest LIMIT.SET spec. */
-#define SPEC_BUF 4096
+#define SPEC_BUF SLUICE_POLICY_SPEC_MAX_LEN
+/* The id of a key override's core, "name/=key" (both bounded well below COMMAND_NAME_BUF). */
+#define KEY_ID_BUF (2 * COMMAND_NAME_BUF + 4)
 /* Links of a chain held on the stack; longer chains are allocated. */
 #define CHAIN_STACK 16
 
@@ -181,6 +183,33 @@ static int check_direct(conn *c, const sluice_limit_policy *p, const sluice_limi
                "asked through tasks, not directly",
                p->name, p->tier_path ? p->tier_path : "?");
     return -1;
+}
+
+/* Writes the id of key's override core of p ("name/=key") into id and returns 1, or returns 0
+ * when p has no override for key. */
+static int override_id(const sluice_limit_policy *p, const char *key, size_t keylen, char *id,
+                       size_t idlen)
+{
+    for (size_t i = 0; i < p->noverrides; i++)
+        if (strlen(p->overrides[i].key) == keylen &&
+            memcmp(p->overrides[i].key, key, keylen) == 0) {
+            snprintf(id, idlen, "%s/=%s", p->name, p->overrides[i].key);
+            return 1;
+        }
+    return 0;
+}
+
+/* The core limit that holds key of an untiered limit p: its override's, or `live`. */
+static sluice_limit *key_core(server *s, const sluice_limit_policy *p, const char *key,
+                              size_t keylen, sluice_limit *live)
+{
+    char id[KEY_ID_BUF];
+    sluice_limit *o;
+
+    if (p->noverrides == 0 || !override_id(p, key, keylen, id, sizeof(id)))
+        return live;
+    o = sluice_engine_limit_by_id(s->engine, id);
+    return o ? o : live;
 }
 
 /* ---- THROTTLE ---------------------------------------------------------------------------- */
@@ -336,7 +365,7 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
             goto done;
         if (rc == 1) /* skipped: the key is empty and the limit's missing_key is skip */
             continue;
-        links[kept].limit = live;
+        links[kept].limit = key_core(s, p, links[kept].key, links[kept].keylen, live);
         pols[kept] = p;
         kept++;
     }
@@ -430,6 +459,7 @@ void cmd_throttle(conn *c, const resp_command *cmd)
         reply_decision(c, &none, NULL);
         return;
     }
+    live = key_core(s, p, link.key, link.keylen, live);
     rc = sluice_limit_decide(live, link.key, link.keylen, link.units, server_now(s), flags, &d);
     if (rc != 0) {
         reply_engine_error(c, rc, NULL);
@@ -487,7 +517,17 @@ static sluice_limit *handle_limit(conn *c, const resp_command *cmd, lease_handle
     const sluice_limit_policy *p;
 
     if (parse_handle(cmd->argv[1], cmd->argvlen[1], h) == 0) {
-        p = sluice_engine_get_limit(c->srv->engine, h->name, &live);
+        /* A lease on a key with an override names that key's core: "name/=key/GEN/ID". */
+        char *ov = strstr(h->name, "/=");
+
+        if (ov) {
+            live = sluice_engine_limit_by_id(c->srv->engine, h->name);
+            *ov = '\0';
+            p = sluice_engine_get_limit(c->srv->engine, h->name, NULL);
+            *ov = '/';
+        } else {
+            p = sluice_engine_get_limit(c->srv->engine, h->name, &live);
+        }
         if (p && live && p->def.kind == SLUICE_CONCURRENCY && gen_of(c->srv, h->name) == h->gen)
             return live;
     }
@@ -526,7 +566,7 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
 {
     server *s = c->srv;
     resp_writer *w = conn_out(c);
-    char name[COMMAND_NAME_BUF];
+    char name[COMMAND_NAME_BUF], hname[KEY_ID_BUF];
     const sluice_limit_policy *p;
     sluice_limit *live = NULL;
     sluice_chain_link link;
@@ -556,7 +596,10 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
         resp_error(w, "WRONGARGS", "limit \"%s\" needs a key for a lease", name);
     if (rc != 0)
         return;
-    ttl_ns = ttl_ms > 0 ? ttl_ms * SLUICE_NS_PER_MS : p->def.ttl_ns;
+    if (!override_id(p, link.key, link.keylen, hname, sizeof(hname)))
+        snprintf(hname, sizeof(hname), "%s", name);
+    live = key_core(s, p, link.key, link.keylen, live);
+    ttl_ns = ttl_ms > 0 ? ttl_ms * SLUICE_NS_PER_MS : sluice_limit_get_def(live)->ttl_ns;
     rc = sluice_lease_acquire(live, link.key, link.keylen, link.units, ttl_ns, server_now(s), &d);
     if (rc != 0) {
         reply_engine_error(c, rc, NULL);
@@ -568,7 +611,7 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
                              .limit = name,
                              .kind = "concurrency",
                              .key = keybuf,
-                             .limit_value = p->def.limit,
+                             .limit_value = sluice_limit_get_def(live)->limit,
                              .window_ns = 0,
                              .retry_after_ns = d.retry_after_ns};
 
@@ -585,7 +628,7 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
         s->stats.throttle_shadow_denied++;
     resp_map(w, 3);
     resp_bulk_str(w, "lease");
-    resp_bulk_fmt(w, "%s/%" PRIu64 "/%" PRIu64, name, gen_of(s, name), d.lease_id);
+    resp_bulk_fmt(w, "%s/%" PRIu64 "/%" PRIu64, hname, gen_of(s, hname), d.lease_id);
     resp_bulk_str(w, "ttl_ms");
     resp_int(w, command_ns_to_ms(ttl_ns));
     resp_bulk_str(w, "remaining");
@@ -637,6 +680,10 @@ void cmd_lease_release(conn *c, const resp_command *cmd)
     else if (rc != 0)
         reply_engine_error(c, rc, NULL);
     else {
+        char *ov = strstr(h.name, "/=");
+
+        if (ov) /* the limit's name, before its override's key */
+            *ov = '\0';
         /* Tasks parked on this limit wake now, not at the released lease's expiry. */
         sluice_engine_limit_released(c->srv->engine, h.name, server_now(c->srv));
         server_signal_ready(c->srv);
@@ -746,6 +793,73 @@ void cmd_limit_set(conn *c, const resp_command *cmd)
     resp_simple(conn_out(c), "OK");
 }
 
+/* LIMIT.KEY name key spec (spec NULL: LIMIT.KEYDEL name key): sets or removes key's override,
+ * then stores the limit's new one-line spec, re-applied at start like LIMIT.SET's. */
+static void limit_key(conn *c, const resp_command *cmd, int del)
+{
+    server *s = c->srv;
+    char name[COMMAND_NAME_BUF], spec[SLUICE_SPEC_MAX_LEN], msg[512], id[KEY_ID_BUF];
+    char text[SLUICE_POLICY_SPEC_MAX_LEN];
+    const sluice_limit_policy *p;
+    sluice_limit_def def;
+    int rc;
+
+    if (name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0)
+        return;
+    p = sluice_engine_get_limit(s->engine, name, NULL);
+    if (!p) {
+        resp_error(conn_out(c), "NOLIMIT", "no limit named \"%s\"", name);
+        return;
+    }
+    if (!del) {
+        if (command_arg_str(cmd->argv[3], cmd->argvlen[3], spec, sizeof(spec)) != 0) {
+            resp_error(conn_out(c), "WRONGARGS",
+                       "spec too long (at most %d bytes) or holds a NUL byte",
+                       SLUICE_SPEC_MAX_LEN - 1);
+            return;
+        }
+        rc = sluice_spec_parse_limit(spec, &def, msg, sizeof(msg));
+        if (rc != 0) {
+            reply_engine_error(c, rc, msg);
+            return;
+        }
+    }
+    rc = sluice_engine_set_key_override(s->engine, name, cmd->argv[2], cmd->argvlen[2],
+                                        del ? NULL : &def, server_now(s), msg, sizeof(msg));
+    if (rc == SLUICE_ENOTFOUND && del) {
+        resp_int(conn_out(c), 0);
+        return;
+    }
+    if (rc != 0) {
+        reply_engine_error(c, rc, msg);
+        return;
+    }
+    /* Old handles of that key's leases name a core that is gone: refuse them. */
+    snprintf(id, sizeof(id), "%s/=%.*s", name, (int)cmd->argvlen[2], cmd->argv[2]);
+    cmd_limit_bump(s, id);
+    p = sluice_engine_get_limit(s->engine, name, NULL);
+    if (p && sluice_spec_format_policy(p, text, sizeof(text)) == 0)
+        durable_limit_set(s, name, text); /* re-applied at start, over the file's version */
+    server_engine_changed(s);
+    server_signal_ready(s);
+    log_info("limit \"%s\": key \"%s\" override %s by client %" PRIu64, name, id + strlen(name) + 2,
+             del ? "removed" : "set", c->id);
+    if (del)
+        resp_int(conn_out(c), 1);
+    else
+        resp_simple(conn_out(c), "OK");
+}
+
+void cmd_limit_key(conn *c, const resp_command *cmd)
+{
+    limit_key(c, cmd, 0);
+}
+
+void cmd_limit_keydel(conn *c, const resp_command *cmd)
+{
+    limit_key(c, cmd, 1);
+}
+
 /* Writes a limit's one-line spec, or a description of its tiers. */
 static void policy_text(const sluice_limit_policy *p, char *buf, size_t len)
 {
@@ -774,6 +888,17 @@ void cmd_limit_get(conn *c, const resp_command *cmd)
     memset(&st, 0, sizeof(st));
     if (live)
         sluice_limit_get_stats(live, &st);
+    for (size_t i = 0; i < p->noverrides; i++) {
+        /* Keys with their own limit are tracked by their own core: count them too. */
+        sluice_limit *o =
+            key_core(c->srv, p, p->overrides[i].key, strlen(p->overrides[i].key), NULL);
+        sluice_limit_stats os;
+
+        if (o) {
+            sluice_limit_get_stats(o, &os);
+            st.keys += os.keys;
+        }
+    }
     policy_text(p, text, sizeof(text));
     resp_map(w, 6);
     resp_bulk_str(w, "name");
@@ -869,6 +994,7 @@ void cmd_limit_reset(conn *c, const resp_command *cmd)
     if (cmd->argc == 3) {
         if (check_direct(c, p, live) != 0)
             return;
+        live = key_core(s, p, cmd->argv[2], cmd->argvlen[2], live);
         rc = sluice_limit_reset(live, cmd->argv[2], cmd->argvlen[2]);
         resp_int(conn_out(c), rc == 0);
         return;

@@ -306,6 +306,23 @@ static void info_limit_line(const sluice_limit_policy *p, void *arg)
     sluice_engine_get_limit(iw->s->engine, p->name, &live);
     if (live)
         sluice_limit_get_stats(live, &st);
+    for (size_t i = 0; i < p->noverrides; i++) {
+        /* Keys with an override live in a core of their own ("name/=key"): count them too. */
+        char id[2 * COMMAND_NAME_BUF + 4];
+        sluice_limit *core;
+        sluice_limit_stats os;
+
+        snprintf(id, sizeof(id), "%s/=%s", p->name, p->overrides[i].key);
+        core = sluice_engine_limit_by_id(iw->s->engine, id);
+        if (!core)
+            continue;
+        sluice_limit_get_stats(core, &os);
+        st.keys += os.keys;
+        st.bytes += os.bytes;
+        st.untracked += os.untracked;
+        st.refused += os.refused;
+        st.forgotten += os.forgotten;
+    }
     /* The decisions are summed over every tier; mode is the one in force now (the global
      * switch off makes every limit shadow). */
     if (sluice_engine_limit_figures(iw->s->engine, p->name, server_now(iw->s), 0, &f) != 0)
@@ -313,10 +330,15 @@ static void info_limit_line(const sluice_limit_policy *p, void *arg)
     sb_printf(iw->b,
               "limit_%s:kind=%s,tiers=%zu,keys=%zu,bytes=%zu,untracked=%" PRIu64 ",refused=%" PRIu64
               ",forgotten=%" PRIu64 ",mode=%s,allowed=%" PRIu64 ",denied=%" PRIu64
-              ",shadow_denied=%" PRIu64 "\r\n",
+              ",shadow_denied=%" PRIu64,
               p->name, sluice_limit_kind_name(p->def.kind), p->ntiers, st.keys, st.bytes,
               st.untracked, st.refused, st.forgotten, f.shadow ? "shadow" : "enforce",
               f.core.allowed, f.core.denied, f.core.shadow_denied);
+    /* Keys with a limit of their own (LIMIT.KEY): listed only where there are some, so the line
+     * of every other limit reads as before. */
+    if (p->noverrides > 0)
+        sb_printf(iw->b, ",overrides=%zu", p->noverrides);
+    sb_printf(iw->b, "\r\n");
 }
 
 static void info_limits(conn *c, sbuf *b)

@@ -54,6 +54,10 @@ const command_def command_table[] = {
     {"limit.del", 2, CMD_WRITE | CMD_ADMIN, cmd_limit_del, "LIMIT.DEL name: remove a limit"},
     {"limit.reset", -2, CMD_WRITE | CMD_ADMIN, cmd_limit_reset,
      "LIMIT.RESET name [key]: forget the state of one key or of all"},
+    {"limit.key", 4, CMD_WRITE | CMD_ADMIN, cmd_limit_key,
+     "LIMIT.KEY name key spec: give one key of a keyed limit its own limit"},
+    {"limit.keydel", 3, CMD_WRITE | CMD_ADMIN, cmd_limit_keydel,
+     "LIMIT.KEYDEL name key: remove a key's own limit"},
     /* Tasks (cmd_task.c). */
     {"task.add", -3, CMD_WRITE | CMD_FAST, cmd_task_add,
      "TASK.ADD type payload [KEY k] [UNITS n] [PRIORITY p] [ID taskkey] [DELAY ms]: submit"},

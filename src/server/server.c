@@ -157,6 +157,18 @@ int server_policy_eq(const sluice_limit_policy *a, const sluice_limit_policy *b)
         a->units_fixed != b->units_fixed || !str_eq(a->units_path, b->units_path) ||
         !str_eq(a->tier_path, b->tier_path) || a->ntiers != b->ntiers)
         return 0;
+    if (a->noverrides != b->noverrides)
+        return 0;
+    for (size_t i = 0; i < a->noverrides; i++) {
+        const sluice_key_override *x = &a->overrides[i];
+        size_t j = 0;
+
+        /* The same keys with the same limits, in any order. */
+        while (j < b->noverrides && !str_eq(x->key, b->overrides[j].key))
+            j++;
+        if (j == b->noverrides || !def_eq(&x->def, &b->overrides[j].def))
+            return 0;
+    }
     for (size_t i = 0; i < a->ntiers; i++) {
         const sluice_tier *x = &a->tiers[i], *y = &b->tiers[i];
 

@@ -191,6 +191,31 @@ check "agree: missing_key: global charges the global key" 1 \
 run simulate "$tmp/agree.yaml" --format csv
 check "agree: a refused task lists no keys" 4 "$(printf '%s\n' "$out" | grep -c ',job,,refused$')"
 
+# A key built from two fields (seed 004's per-user, per-workflow breaker): ann's etl runs are
+# paced on their own key, ann's ml run and bob's etl run are not held up, and a task missing a
+# field skips the limit (missing_key: skip).
+cat >"$tmp/tpl.yaml" <<'YAML'
+limits:
+  wf: {rate: 1/10s, key: "{input.user}:{input.workflow_tag}", missing_key: skip}
+types:
+  job: {limits: [wf]}
+scenario:
+  arrivals:
+    - {type: job, count: 3, payload: {user: ann, workflow_tag: etl}}
+    - {type: job, count: 1, payload: {user: ann, workflow_tag: ml}}
+    - {type: job, count: 1, payload: {user: bob, workflow_tag: etl}}
+    - {type: job, count: 2, payload: {user: cy}}
+YAML
+run simulate "$tmp/tpl.yaml" --format csv
+check "template: status" 0 "$rc"
+check "template: ann:etl paced" "0 10 20" "$(csv_granted ann:etl | xargs)"
+check "template: ann:ml" "0" "$(csv_granted ann:ml | xargs)"
+check "template: bob:etl" "0" "$(csv_granted bob:etl | xargs)"
+check "template: a missing field skips the limit" "0 0" "$(csv_granted '' | xargs)"
+printf 'limits:\n  wf: {rate: 1/10s, key: "{input.user}:{input.tag"}\n' >"$tmp/tplbad.yaml"
+run simulate "$tmp/tplbad.yaml"
+contains "template: unclosed brace" "$err" "tplbad.yaml:2:40: limits.wf.key: key template"
+
 # ---- --svg ------------------------------------------------------------------------------------
 
 for f in "$examples"/seed*.yaml; do

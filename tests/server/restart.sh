@@ -12,7 +12,7 @@
 # - a running task whose lease expired while the server was down is delivered again (attempt 2)
 #   without paying its rate limit again (the limit has no budget left for an hour);
 # - LIMIT.SET (a new limit, and one overriding the file's) and LIMIT.DEL (of a file's limit)
-#   survive a restart;
+#   survive a restart, and so do a key's own limit (LIMIT.KEY, LIMIT.KEYDEL) and its state;
 # - a recurring series survives with its counters and keeps producing occurrences;
 # - a task whose type is gone from the configuration is kept in the store (logged, counted in
 #   INFO, its id not reused) and comes back once the type does;
@@ -191,6 +191,24 @@ check "LIMIT.DEL the new one" "1" "$(cli LIMIT.DEL dyn)"
 stop_single
 start_single
 contains "LIMIT.DEL survives too" "NOLIMIT" "$(cli LIMIT.GET dyn)"
+
+# ---- A key's override (LIMIT.KEY) survives, with its key's state -------------------------------
+
+check "LIMIT.KEY" "OK" "$(cli LIMIT.KEY burst5 vip rate=1/1h)"
+check "the overridden key gets its own limit" "1" "$(word "$(cli THROTTLE burst5 vip)" 1)"
+check "and spends it" "0" "$(word "$(cli THROTTLE burst5 vip)" 1)"
+check "another key is unchanged" "1" "$(word "$(cli THROTTLE burst5 other)" 1)"
+stop_single
+start_single
+check "the override is back" "rate=3/1s,key=explicit,override.vip=rate=1/1h" \
+  "$(field LIMIT.GET burst5 spec)"
+check "its key's state too (still spent)" "0" "$(word "$(cli THROTTLE burst5 vip)" 1)"
+check "LIMIT.KEYDEL" "1" "$(cli LIMIT.KEYDEL burst5 vip)"
+check "LIMIT.KEYDEL again" "0" "$(cli LIMIT.KEYDEL burst5 vip)"
+check "vip is back on the limit's own rate" "1" "$(word "$(cli THROTTLE burst5 vip)" 1)"
+crash
+start_single
+check "the removal survives" "rate=3/1s,key=explicit" "$(field LIMIT.GET burst5 spec)"
 
 # ---- A recurring series survives ---------------------------------------------------------------
 

@@ -90,6 +90,13 @@ static void series_def(const sluice_engine *e, const sluice_charge *c, simrun_se
         if (strcmp(pol->tiers[i].name, c->tier) == 0)
             s->def = pol->tiers[i].def;
     }
+    for (size_t i = 0; i < pol->noverrides; i++) {
+        /* A key with its own limit is drawn against its own capacity. */
+        const char *k = pol->overrides[i].key;
+
+        if (strlen(k) == c->keylen && memcmp(k, c->key, c->keylen) == 0)
+            s->def = pol->overrides[i].def;
+    }
 }
 
 /* Returns the index of the series of link c, adding it when new; -1 when out of memory. */

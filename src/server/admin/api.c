@@ -238,6 +238,25 @@ static json_t *limit_json(admin *a, const sluice_limit_policy *p, sluice_limit_f
         }
         bad |= put(o, "tiers", tiers);
     }
+    if (p->noverrides > 0) {
+        json_t *ovs = json_array();
+
+        for (size_t i = 0; ovs && i < p->noverrides; i++) {
+            char os[SLUICE_SPEC_MAX_LEN];
+            json_t *ov = json_object();
+
+            if (sluice_spec_format_limit(&p->overrides[i].def, os, sizeof(os)) != 0)
+                snprintf(os, sizeof(os), "?");
+            if (!ov || put(ov, "key", json_string(p->overrides[i].key)) != 0 ||
+                put(ov, "spec", json_string(os)) != 0) {
+                json_decref(ov);
+                bad = 1;
+            } else {
+                bad |= json_array_append_new(ovs, ov);
+            }
+        }
+        bad |= put(o, "overrides", ovs);
+    }
     if (bad) {
         json_decref(o);
         return NULL;
