@@ -1,0 +1,3 @@
+-- SPDX-License-Identifier: MIT
+-- Shared limits on Redis (skeleton; filled in next).
+return {}
