@@ -859,14 +859,21 @@ local function split(v)
   return t
 end
 
+-- String states start with their kind's mark, so that a limit redefined as another kind under
+-- the same name reads the old state as absent (the core refuses to import such a blob).
+local KIND_MARK = {"r ", "w ", "s ", "c ", "q "}
+
 -- Reads a link's state, as absent when it carries no information at now (as the core forgets
 -- it). s.fresh marks an absent state.
 local function load(L, now)
   local s = {fresh = true}
   local k = L.kind
   if k == 4 then
-    local h = redis.call("HGETALL", L.skey)
+    local h = redis.pcall("HGETALL", L.skey)
     s.leases, s.held, s.drop = {}, 0, {}
+    if h.err then -- the state of another kind: dropped, as the core refuses to import it
+      h, s.foreign = {}, true
+    end
     for i = 1, #h, 2 do
       local f = split(h[i + 1])
       local exp, u = num(f[1]), tonumber(f[2])
@@ -880,9 +887,11 @@ local function load(L, now)
     end
     return s
   end
-  local v = redis.call("GET", L.skey)
-  if not v then
-    v = nil
+  local v = redis.pcall("GET", L.skey)
+  if type(v) ~= "string" or v:sub(1, 2) ~= KIND_MARK[k] then
+    v = nil -- absent, or the state of another kind (dropped)
+  else
+    v = v:sub(3)
   end
   if k == 1 then
     s.tat, s.rem = 0, 0
@@ -964,7 +973,7 @@ local function store(L, s, now, tag)
     end
     local until_ns = s.rem > 0 and add(s.tat, 1) or s.tat
     local ms = ttl_ms(until_ns)
-    redis.call("SET", L.skey, str(s.tat) .. " " .. str(s.rem), "PX", str(ms))
+    redis.call("SET", L.skey, "r " .. str(s.tat) .. " " .. str(s.rem), "PX", str(ms))
     keep_clock(tag, until_ns)
   elseif k == 2 then
     if sign(s.count) <= 0 then
@@ -972,7 +981,8 @@ local function store(L, s, now, tag)
       return
     end
     local until_ns = add(s.start, L.period)
-    redis.call("SET", L.skey, str(s.start) .. " " .. str(s.count), "PX", str(ttl_ms(until_ns)))
+    redis.call("SET", L.skey, "w " .. str(s.start) .. " " .. str(s.count), "PX",
+               str(ttl_ms(until_ns)))
     keep_clock(tag, until_ns)
   elseif k == 3 then
     if #s.ev == 0 then
@@ -985,9 +995,15 @@ local function store(L, s, now, tag)
       out[#out + 1] = str(s.ev[i][2])
     end
     local until_ns = add(s.ev[#s.ev][1], L.period)
-    redis.call("SET", L.skey, table.concat(out, " "), "PX", str(ttl_ms(until_ns)))
+    redis.call("SET", L.skey, "s " .. table.concat(out, " "), "PX", str(ttl_ms(until_ns)))
     keep_clock(tag, until_ns)
   elseif k == 4 then
+    if s.foreign then
+      redis.call("DEL", L.skey)
+      for id, v in pairs(s.leases) do
+        redis.call("HSET", L.skey, id, str(v[1]) .. " " .. str(v[2]))
+      end
+    end
     if #s.drop > 0 then
       redis.call("HDEL", L.skey, unpack(s.drop))
     end
@@ -1008,7 +1024,7 @@ local function store(L, s, now, tag)
       redis.call("DEL", L.skey)
       return
     end
-    local v = str(s.pstart) .. " " .. str(s.pend) .. " " .. str(s.spent)
+    local v = "q " .. str(s.pstart) .. " " .. str(s.pend) .. " " .. str(s.spent)
     if eq(s.pend, NEVER) then
       redis.call("SET", L.skey, v)
       tag.forever = true
@@ -1087,6 +1103,10 @@ local function run_decide(R, now, peek, reply)
         local d = {}
         decide_link(L, st[i].s, st[i].units, sign(ttl) > 0 and ttl or L.ttl, now, false, d)
         if L.kind == 4 then
+          if st[i].s.foreign then
+            redis.call("DEL", L.skey)
+            st[i].s.foreign = false
+          end
           d.lease = next_lease(L.tag, now)
           st[i].s.leases[d.lease] = st[i].s.new
           redis.call("HSET", L.skey, d.lease, str(st[i].s.new[1]) .. " " .. str(st[i].s.new[2]))
@@ -1320,14 +1340,22 @@ for r = 1, nreq do
         tags[i].dirty = true
       end
     end
-    if R.op == "D" or R.op == "P" then
-      status, msg = run_decide(R, now, R.op == "P", reply)
-    elseif R.op == "N" or R.op == "R" then
-      status, msg = run_lease(R, now, reply)
-    elseif R.op == "S" then
-      status, msg = run_settle(R, now)
+    -- A request that fails (a malformed stored value: a bug) answers INVAL and leaves the
+    -- others alone; every request reads everything before it writes anything.
+    local okr, e1, e2 = pcall(function()
+      if R.op == "D" or R.op == "P" then
+        return run_decide(R, now, R.op == "P", reply)
+      elseif R.op == "N" or R.op == "R" then
+        return run_lease(R, now, reply)
+      elseif R.op == "S" then
+        return run_settle(R, now)
+      end
+      return "INVAL", "unknown op " .. tostring(R.op)
+    end)
+    if okr then
+      status, msg = e1, e2
     else
-      status, msg = "INVAL", "unknown op " .. tostring(R.op)
+      status, msg = "INVAL", tostring(e1)
     end
   end
   local out = {status, str(now)}
