@@ -209,15 +209,8 @@ local function mdivmod(a, b)
   return strip(q), r
 end
 
-local function add(a, b)
-  if type(a) == "number" and type(b) == "number" then
-    local r = a + b
-    if r <= TWO52 and r >= -TWO52 then
-      return r
-    end
-  end
-  local sa, ma = parts(a)
-  local sb, mb = parts(b)
+-- sa * |a| + sb * |b| for magnitudes ma, mb.
+local function addm(sa, ma, sb, mb)
   if sa == sb then
     return norm(sa, madd(ma, mb))
   end
@@ -230,6 +223,18 @@ local function add(a, b)
   return norm(sb, msub(mb, ma))
 end
 
+local function add(a, b)
+  if type(a) == "number" and type(b) == "number" then
+    local r = a + b
+    if r <= TWO52 and r >= -TWO52 then
+      return r
+    end
+  end
+  local sa, ma = parts(a)
+  local sb, mb = parts(b)
+  return addm(sa, ma, sb, mb)
+end
+
 local function neg(a)
   if type(a) == "number" then
     return -a
@@ -238,7 +243,15 @@ local function neg(a)
 end
 
 local function sub(a, b)
-  return add(a, neg(b))
+  if type(a) == "number" and type(b) == "number" then
+    local r = a - b
+    if r <= TWO52 and r >= -TWO52 then
+      return r
+    end
+  end
+  local sa, ma = parts(a)
+  local sb, mb = parts(b)
+  return addm(sa, ma, -sb, mb)
 end
 
 local function mul(a, b)
@@ -260,11 +273,19 @@ local function sign(a)
   return a.s
 end
 
+-- Without allocating: a big is always larger in magnitude than any number.
 local function cmp(a, b)
-  if type(a) == "number" and type(b) == "number" then
+  local ta, tb = type(a) == "number", type(b) == "number"
+  if ta and tb then
     return a < b and -1 or (a > b and 1 or 0)
+  elseif ta then
+    return b.s > 0 and -1 or 1
+  elseif tb then
+    return a.s > 0 and 1 or -1
+  elseif a.s ~= b.s then
+    return a.s < b.s and -1 or 1
   end
-  return sign(sub(a, b))
+  return a.s * mcmp(a, b)
 end
 
 -- C division: the quotient truncated toward zero, the remainder with the dividend's sign.
@@ -343,6 +364,9 @@ local I64MIN = num("-9223372036854775808")
 local NEVER = I64MAX
 
 local function sat(x)
+  if type(x) == "number" then
+    return x
+  end
   if cmp(x, I64MAX) > 0 then
     return I64MAX
   elseif cmp(x, I64MIN) < 0 then
@@ -357,6 +381,9 @@ local function sat_sub(a, b)
   return sat(sub(a, b))
 end
 local function fits(x)
+  if type(x) == "number" then
+    return true
+  end
   return cmp(x, I64MAX) <= 0 and cmp(x, I64MIN) >= 0
 end
 
@@ -1232,6 +1259,109 @@ local function run_settle(R, now)
   return "OK"
 end
 
+-- ---- the fast path ----------------------------------------------------------------------------
+
+-- THROTTLE's common case, a one-link rate DECIDE or PEEK whose emission interval is a whole
+-- number of ns, decided in plain doubles relative to now, with no bignum and few tables (table
+-- allocation dominates a Lua script's cost). It applies only when every quantity stays below
+-- 2^52 (times within ~52 days of now, burst * T < 2^52 ns) and the state's fraction is 0; then
+-- it is decide_whole exactly (no saturation can occur that close to now). Otherwise it returns
+-- nil before touching anything, and the general path decides. Returns the status and the reply
+-- fields, or nil.
+local FAST_MAX = 4503599627370496
+
+local function fast_rate(op, ai, skey, tag, now_s, nr, reply)
+  local limit, period = tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2])
+  local burst, units = tonumber(ARGV[ai + 3]), tonumber(ARGV[ai + 9])
+  if not limit or not period or not burst or not units or #ARGV[ai + 2] > 15 or limit < 1 or
+    units < 1 or period < 1 or burst < 0 or #now_s < 10 or type(nr) ~= "number" then
+    return nil
+  end
+  if burst == 0 then
+    burst = limit
+  end
+  if period % limit ~= 0 then
+    return nil
+  end
+  local t = period / limit
+  local bt = burst * t
+  if bt >= FAST_MAX or units > burst and units * t >= FAST_MAX then
+    return nil
+  end
+  local nhi, nlo = tonumber(now_s:sub(1, -10)), tonumber(now_s:sub(-9))
+  local fresh, rel = true, 0
+  local v = redis.pcall("GET", skey)
+  if type(v) == "string" then
+    if v:sub(1, 2) ~= "r " then
+      return nil -- another kind's state: the general path drops it
+    end
+    local ts, rs = v:match("^r (%d+) (%d+)$")
+    if not ts or rs ~= "0" or #ts < 10 or #ts > 19 then
+      return nil
+    end
+    local dh = tonumber(ts:sub(1, -10)) - nhi
+    if dh > 4000000 or dh < -4000000 then
+      return nil
+    end
+    rel = dh * 1000000000 + (tonumber(ts:sub(-9)) - nlo)
+    if rel > 0 then
+      fresh = false
+    else
+      rel = 0
+    end
+  elseif v and type(v) ~= "boolean" then
+    return nil
+  end
+  local start_empty = ARGV[ai + 4] == "1"
+  local base
+  if start_empty and fresh then
+    base = (burst - (units < burst and units or burst)) * t
+  else
+    base = rel
+  end
+  local allowed, remaining, retry, reset
+  if units > burst then
+    allowed, retry, reset = 0, nil, base
+    remaining = (divt(bt - base, t))
+  else
+    local need = base + units * t
+    if need <= bt then
+      allowed, remaining, retry, reset = 1, (divt(bt - need, t)), 0, need
+      if op == "D" then
+        local tat = need -- relative to now: base + units * T
+        local lo = nlo + tat
+        local r = fmod(lo, 1000000000)
+        if r < 0 then
+          r = r + 1000000000
+        end
+        local hi = nhi + (lo - r) / 1000000000
+        local d = tat + nr
+        if d < 0 then
+          d = 0
+        end
+        local ms = floor(d / 1000000) + 2 + CTX.slack_ms
+        redis.call("SET", skey, sfmt("r %.0f%09.0f 0", hi, r), "PX", sfmt("%.0f", ms))
+        if not tag.until_ms or lt(tag.until_ms, ms) then
+          tag.until_ms = ms
+        end
+      end
+    else
+      allowed, remaining, retry, reset = 0, (divt(bt - base, t)), need - bt, base
+    end
+  end
+  local never = "9223372036854775807"
+  reply[3] = allowed
+  reply[4] = 0
+  reply[5] = allowed == 1 and "0" or (retry and sfmt("%.0f", retry) or never)
+  reply[6] = allowed
+  reply[7] = sfmt("%.0f", burst)
+  reply[8] = sfmt("%.0f", remaining)
+  reply[9] = retry and sfmt("%.0f", retry) or never
+  reply[10] = sfmt("%.0f", reset)
+  reply[11] = "0"
+  return "OK"
+end
+
 -- ---- the call -------------------------------------------------------------------------------
 
 if ARGV[1] ~= "1" then
@@ -1241,6 +1371,7 @@ end
 
 local t = redis.call("TIME")
 CTX.real = num(t[1] .. sfmt("%06d", tonumber(t[2])) .. "000")
+CTX.real_ms = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) -- Redis's expiry clock
 CTX.audit = ARGV[2]:find("a", 1, true) ~= nil
 CTX.slack_ms = 0
 local base = CTX.real
@@ -1258,7 +1389,62 @@ local ai, ki = 5, 1
 local replies = {}
 local tags_seen = {}
 
+local function tag_of(ck)
+  local tg = tags_seen[ck]
+  if not tg then
+    -- "<time ns> <last lease id> <deadline>": the deadline (Redis ms, -1: none) is kept in
+    -- the value so that one SET ... PX renews the clock without reading its TTL.
+    local v = redis.pcall("GET", ck)
+    local ts, ls, ds
+    if type(v) == "string" then
+      ts, ls, ds = v:match("^(%-?%d+) (%d+) (%-?%d+)$")
+    end
+    tg = {clock = ck, t = ts and num(ts) or 0, last_lease = ls and num(ls) or 0,
+          deadline = ds and tonumber(ds) or nil}
+    tags_seen[ck] = tg
+  end
+  return tg
+end
+
+-- The decimal text of a request's time and its distance from the real time, computed once for
+-- the requests that share it (most of a call's).
+local last_now, last_now_s, last_nr
+local function now_text(now)
+  if now ~= last_now then
+    last_now, last_now_s, last_nr = now, str(now), sub(now, CTX.real)
+  end
+  return last_now_s, last_nr
+end
+
 for r = 1, nreq do
+  local fast = false
+  local op = ARGV[ai]
+  if (op == "D" or op == "P") and ARGV[ai + 1] == "1" and ARGV[ai + 2] == "1" and
+    ARGV[ai + 6] == "1" then
+    local tg = tag_of(KEYS[ki])
+    local now = base
+    if lt(now, tg.t) then
+      now = tg.t
+    end
+    local now_s, nr = now_text(now)
+    local out = {"OK", now_s}
+    local skey = KEYS[ki + (CTX.audit and 2 or 1)]
+    if fast_rate(op, ai + 6, skey, tg, now_s, nr, out) then
+      if op == "D" then
+        tg.t = now
+        tg.dirty = true
+        if CTX.audit and out[3] == 1 then
+          redis.call("RPUSH", KEYS[ki + 1], ARGV[ai + 13] .. " " .. ARGV[ai + 14] .. " " ..
+                       ARGV[ai + 15] .. " " .. now_s)
+        end
+      end
+      replies[r] = out
+      ki = ki + (CTX.audit and 3 or 2)
+      ai = ai + 17
+      fast = true
+    end
+  end
+  if not fast then
   local R = {op = ARGV[ai]}
   local ntags, nlinks = tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2])
   R.a1s = ARGV[ai + 3]
@@ -1268,15 +1454,8 @@ for r = 1, nreq do
   ai = ai + 6
   local tags = {}
   for i = 1, ntags do
-    local ck = KEYS[ki]
+    tags[i] = tag_of(KEYS[ki])
     ki = ki + 1
-    local tg = tags_seen[ck]
-    if not tg then
-      local h = redis.call("HMGET", ck, "t", "l")
-      tg = {clock = ck, t = h[1] and num(h[1]) or 0, last_lease = h[2] and num(h[2]) or 0}
-      tags_seen[ck] = tg
-    end
-    tags[i] = tg
   end
   if CTX.audit then
     for i = 1, ntags do
@@ -1368,21 +1547,26 @@ for r = 1, nreq do
   end
   replies[r] = out
 end
+end
 
 -- Clocks: the ratchet and the lease counter, kept at least as long as any state of their tag.
 -- A clock without an expiry stays so: it counts a quota that never ends.
 for ck, tg in pairs(tags_seen) do
   if tg.dirty then
-    local cur = redis.call("PTTL", ck)
-    redis.call("HSET", ck, "t", str(tg.t), "l", str(tg.last_lease))
-    if tg.forever then
-      redis.call("PERSIST", ck)
-    elseif cur ~= -1 then
+    local v = str(tg.t) .. " " .. str(tg.last_lease)
+    if tg.forever or tg.deadline == -1 then
+      redis.call("SET", ck, v .. " -1")
+    else
       local ms = tg.until_ms or add(2, CTX.slack_ms)
-      if cur >= 0 and lt(ms, cur) then
-        ms = cur
+      local deadline = add(CTX.real_ms, ms)
+      if tg.deadline and lt(deadline, tg.deadline) then
+        deadline = tg.deadline
       end
-      redis.call("PEXPIRE", ck, str(ms))
+      local px = sub(deadline, CTX.real_ms)
+      if cmp(px, 1) < 0 then
+        px = 1
+      end
+      redis.call("SET", ck, v .. " " .. str(deadline), "PX", str(px))
     end
   end
 end
