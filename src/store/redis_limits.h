@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared limits on Redis: the encoder and decoder of one batched call of the limits script
+ * (src/store/redis/limits.lua, embedded at build time). Pure: it builds the arguments of one
+ * EVALSHA and reads its reply; no I/O, no hiredis connection, no clock. The caller (the server)
+ * owns the connection, sends the command and hands the reply back.
+ *
+ * One batch is one script call carrying many requests (every decision of a loop turn), evaluated
+ * by Redis in order; each request is atomic (a chain charges all of its links or none), and one
+ * request's error never aborts the others. Every decision uses the store's clock (Redis TIME,
+ * ratcheted per hash tag so that it never goes back), never the caller's.
+ *
+ * Key layout (docs/redis-store.md): a link's state lives in
+ * `<prefix>:{<tag>}:<len>:<limit_id>:<key>`, its tag's clock in `<prefix>:{<tag>}:clock`, its
+ * grants (when auditing) in
+ * `<prefix>:{<tag>}:audit`; <len> is the length of limit_id in decimal, so that no two (limit,
+ * key) pairs share a name. The tag of a link is the one its rlim_link names, else its key (the
+ * hex of its digest for a key longer than max_key_len), else (an empty key: a global bucket) its
+ * limit id; a tag that is empty or holds '{' or '}' is replaced by the hex of its SHA-256. It
+ * must be the same for every request that touches one (limit, key), or that state is split in
+ * two.
+ *
+ * Invariants:
+ * - Requests come back in the order they were added; rlim_batch_result(i) reads the i-th.
+ * - The batch copies nothing it is given but the bytes of its arguments: links, keys and
+ *   definitions may be freed after rlim_batch_add returns.
+ * - A malformed or unexpected reply is refused with SLUICE_EPARSE, never half-read into a
+ *   decision that was not made.
+ */
+#ifndef SLUICE_STORE_REDIS_LIMITS_H
+#define SLUICE_STORE_REDIS_LIMITS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/limit.h"
+
+struct redisReply; /* hiredis; only its fields type, integer, len, str, elements, element */
+
+/* One link of a request: a limit (its whole definition travels with every call, so nodes with
+ * the same config need no shared definitions and a changed config takes effect at once), the
+ * key it is asked about, and the units asked. */
+typedef struct rlim_link {
+    const sluice_limit_def *def; /* kind and parameters */
+    const char *limit_id;        /* the limit's name, or the CL.THROTTLE id "!cell:B:C:P" */
+    const char *key;             /* may hold any bytes; NULL only with keylen 0 */
+    size_t keylen;
+    const char *tag; /* the Redis Cluster hash tag of this state; NULL: the key, or the limit
+                      * id for an empty key. Must be the same for every use of (limit, key). */
+    size_t taglen;
+    int64_t units; /* >= 1 (RENEW and RELEASE ignore it) */
+} rlim_link;
+
+typedef enum rlim_op {
+    RLIM_DECIDE = 1,    /* a chain: all-or-nothing; a concurrency link takes a lease */
+    RLIM_PEEK,          /* the same, charging nothing and writing nothing (not even the clock) */
+    RLIM_LEASE_RENEW,   /* one concurrency link + lease id + ttl */
+    RLIM_LEASE_RELEASE, /* one concurrency link + lease id */
+    RLIM_SETTLE,        /* one link + charged time + estimate + actual (sluice_limit_settle) */
+} rlim_op;
+
+/* The arguments of an op beyond its links. Zero what an op does not use. */
+typedef struct rlim_args {
+    int64_t ttl_ns;     /* DECIDE: lease TTL of concurrency links (0: the def's ttl_ns);
+                         * RENEW: the new TTL from the store's now (0: the def's ttl_ns) */
+    uint64_t lease_id;  /* RENEW, RELEASE: the id a DECIDE returned */
+    int64_t charged_ns; /* SETTLE: the store time of the grant being corrected */
+    int64_t estimate;   /* SETTLE: the units charged then */
+    int64_t actual;     /* SETTLE: the units it really cost */
+} rlim_args;
+
+typedef struct rlim_batch rlim_batch;
+
+/* Creates an empty batch whose keys start with `prefix` (NULL: "sluice"). Returns 0 and *out,
+ * or SLUICE_EINVAL (a prefix with '{' or '}') / SLUICE_ENOMEM with *out NULL. Free with
+ * rlim_batch_free. */
+int rlim_batch_new(const char *prefix, rlim_batch **out);
+
+/* Empties the batch for the next loop turn, keeping its memory, its audit flag and its
+ * injected time. */
+void rlim_batch_reset(rlim_batch *b);
+
+/* Frees the batch. Accepts NULL. */
+void rlim_batch_free(rlim_batch *b);
+
+/* Audit (a debugging option of the node): when on, every grant of the batch's DECIDE requests is
+ * appended to `<prefix>:{<tag>}:audit` as "limit_id key units store_now_ns" (one entry per
+ * link; the key is the raw key bytes, so a reader splits off limit_id at the first space and
+ * units and time at the last two). The audit lists are KEYS of each request, so the flag is set
+ * on an empty batch (new or reset): returns 0, or SLUICE_ESTATE (nothing changed) when the
+ * batch holds requests. rlim_batch_reset keeps the flag. */
+int rlim_batch_set_audit(rlim_batch *b, int on);
+
+/* Tests only: decide at now_ns (still ratcheted) instead of Redis TIME; 0 goes back to TIME. */
+void rlim_batch_set_now(rlim_batch *b, int64_t now_ns);
+
+/* Appends one request of n links (n >= 1; RENEW, RELEASE and SETTLE take exactly one). Returns
+ * its index in the batch (>= 0; replies come back in the same order), or SLUICE_EINVAL (a bad
+ * op, link, units or argument; the batch is unchanged) or SLUICE_ENOMEM (unchanged). */
+int rlim_batch_add(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
+                   const rlim_args *args);
+
+/* Requests in the batch. */
+size_t rlim_batch_count(const rlim_batch *b);
+
+/* The command "EVALSHA <sha> numkeys keys... args..." (or "EVAL <script> ..." when sha is NULL)
+ * as argc/argv/argvlen for redisAsyncCommandArgv / redisCommandArgv. The arrays belong to the
+ * batch and stay valid until its next add, reset or free. Returns 0, SLUICE_EINVAL for an empty
+ * batch, or SLUICE_ENOMEM. */
+int rlim_batch_command(rlim_batch *b, const char *sha, int *argc, const char ***argv,
+                       const size_t **argvlen);
+
+/* One request's answer. */
+typedef struct rlim_result {
+    int rc;         /* 0, or this request's error: SLUICE_ESTALE (RENEW/RELEASE of a lease that
+                     * is gone), SLUICE_ESTATE (SETTLE of a grant whose window or period is over),
+                     * SLUICE_EINVAL (SETTLE on a concurrency limit; a request the script refused) */
+    int64_t now_ns; /* the store time the request was decided at */
+    sluice_chain_result chain; /* DECIDE, PEEK: as sluice_chain_decide fills it */
+    int64_t expires_ns;        /* RENEW: the lease's new expiry (store time) */
+    size_t n;                  /* links of the request */
+} rlim_result;
+
+/* Reads request i of the reply to this batch's command. decisions (may be NULL) receives the n
+ * links' decisions as sluice_chain_decide gives them (DECIDE, PEEK; lease_id of concurrency
+ * links); it must hold rlim_batch_link_count(b, i) entries. Returns 0 with *res filled (the
+ * request's own error in res->rc), SLUICE_EINVAL for i out of range, or SLUICE_EPARSE for a
+ * reply that is not the script's (an error reply, a wrong shape, a malformed number), with
+ * *res and decisions zeroed. */
+int rlim_batch_result(const rlim_batch *b, const struct redisReply *reply, size_t i,
+                      rlim_result *res, sluice_decision *decisions);
+
+/* Links of request i (0 when i is out of range). */
+size_t rlim_batch_link_count(const rlim_batch *b, size_t i);
+
+/* The script's text (embedded at build time from src/store/redis/limits.lua) and its length.
+ * The node loads it with SCRIPT LOAD on every (re)connect and reloads it on a NOSCRIPT reply. */
+const char *rlim_script(size_t *len);
+
+#endif
