@@ -164,13 +164,11 @@ static lease *lease_lookup(const lease_reg *r, uint64_t id, int64_t now_ns)
 
 /* Shrinks the map and heap after mass expiry so memory follows the live leases. Best effort: an
  * allocation failure keeps the larger arrays. */
-/* The expiry after which enough of k's leases are gone for `units` (<= limit) to fit: walks the
- * list in expiry order, so a request for several units waits for as many expiries as it needs,
- * not just the first. */
-static int64_t expiry_freeing(const lease_key *k, int64_t limit, int64_t units)
+/* The expiry after which enough of a key's leases are gone for `units` (<= limit) to fit, given
+ * its first live lease l and the units `held` from l on: walks the list in expiry order, so a
+ * request for several units waits for as many expiries as it needs, not just the first. */
+static int64_t expiry_freeing(const lease *l, int64_t held, int64_t limit, int64_t units)
 {
-    int64_t held = k->held;
-    const lease *l = k->head;
 
     while (l->next && units > limit - (held - l->units)) {
         held -= l->units;
@@ -231,12 +229,26 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
     void **items;
     size_t items_cap;
     lease *l;
-    int64_t held;
+    const lease *head; /* k's first lease alive at now_ns */
+    int64_t held;      /* the units of k's leases alive at now_ns */
 
     memset(d, 0, sizeof *d);
-    if (k)
+    head = NULL;
+    held = 0;
+    if (k && !peek) {
         key_drop_expired(r, k, now_ns);
-    held = k ? k->held : 0;
+        head = k->head;
+        held = k->held;
+    } else if (k) {
+        /* A peek is a read: it skips the leases expired by now_ns instead of forgetting them,
+         * since now_ns may be ahead of the limit's clock, which a later call can still be at. */
+        head = k->head;
+        held = k->held;
+        while (head && head->expires_ns <= now_ns) {
+            held -= head->units;
+            head = head->next;
+        }
+    }
     d->limit = limit;
 
     /* units > limit - held rather than held + units > limit: no overflow for any units. */
@@ -246,7 +258,7 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
         if (units > limit)
             d->retry_after_ns = SLUICE_NEVER;
         else
-            d->retry_after_ns = wait_until(expiry_freeing(k, limit, units), now_ns);
+            d->retry_after_ns = wait_until(expiry_freeing(head, held, limit, units), now_ns);
         d->reset_after_ns = k && k->tail ? wait_until(k->tail->expires_ns, now_ns) : 0;
         return SLUICE_OK;
     }

@@ -116,6 +116,37 @@ static void test_core_reads_leave_the_clock(void **unused)
     sluice_limit_free(twin);
 }
 
+/* A peek ahead of a concurrency limit's clock sees the leases expired by then as gone, but does
+ * not forget them: at the limit's own time they still hold their units. (Found by the Redis
+ * script's differential test: the peek used to drop them.) */
+static void test_lease_peek_ahead_forgets_nothing(void **unused)
+{
+    sluice_limit_def def;
+    sluice_limit *lim;
+    sluice_decision d;
+
+    (void)unused;
+    sluice_limit_def_init(&def, SLUICE_CONCURRENCY);
+    def.limit = 1;
+    def.ttl_ns = 2 * SEC;
+    assert_int_equal(sluice_limit_new(&def, &lim, NULL, 0), SLUICE_OK);
+    assert_int_equal(sluice_limit_decide(lim, "k", 1, 1, T0, 0, &d), SLUICE_OK);
+    assert_true(d.allowed);
+    assert_int_equal(sluice_limit_decide(lim, "k", 1, 1, T0, SLUICE_PEEK, &d), SLUICE_OK);
+    assert_false(d.allowed);
+    assert_int_equal(d.retry_after_ns, 2 * SEC);
+    assert_int_equal(sluice_limit_decide(lim, "k", 1, 1, T0 + 5 * SEC, SLUICE_PEEK, &d), SLUICE_OK);
+    assert_true(d.allowed);
+    assert_int_equal(d.remaining, 1);
+    /* Back at the limit's clock the lease is still there. */
+    assert_int_equal(sluice_limit_decide(lim, "k", 1, 1, T0, SLUICE_PEEK, &d), SLUICE_OK);
+    assert_false(d.allowed);
+    assert_int_equal(sluice_limit_decide(lim, "k", 1, 1, T0 + SEC, 0, &d), SLUICE_OK);
+    assert_false(d.allowed);
+    assert_int_equal(d.retry_after_ns, SEC);
+    sluice_limit_free(lim);
+}
+
 #define HOUR_LEASE (60 * MIN)
 
 /* Builds an engine with a keyed rate limit (1 per minute, burst 1) where tenant a's first task
@@ -236,6 +267,7 @@ int main(void)
         cmocka_unit_test(test_backwards_now_is_clamped),
         cmocka_unit_test(test_clamp_shared_by_engine_and_direct_callers),
         cmocka_unit_test(test_core_reads_leave_the_clock),
+        cmocka_unit_test(test_lease_peek_ahead_forgets_nothing),
         cmocka_unit_test(test_engine_reads_leave_the_clock),
         cmocka_unit_test(test_event_stamped_with_now_given),
     };
