@@ -399,10 +399,17 @@ static int tick_timers(sluice_engine *e, int64_t now)
             return rc;
         heap_remove(&e->timers, t);
         if (lost) {
-            /* The worker is lost: its grant stays with the task, its leases go. */
+            /* The worker is lost: its leases go. Its grant stays with the task (exactly-once),
+             * unless the type charges every execution (charge_redelivery, seed 001): then the
+             * redelivery pays its limits again, and the first charge is not given back. */
             e->nrunning--;
             gate_release(e, t, now);
-            t->flags |= TASK_HOLDS_GRANT;
+            if (t->type->pol.charge_redelivery) {
+                gate_clear_charges(t);
+                t->flags &= (uint8_t) ~(TASK_HOLDS_GRANT | TASK_FREE_RETRY);
+            } else {
+                t->flags |= TASK_HOLDS_GRANT;
+            }
             t->state = SLUICE_TASK_QUEUED;
             e->st.redelivered++;
         } else {

@@ -294,6 +294,10 @@ static int restore_checked(sluice_engine *e, const sluice_task_record *r, etype 
      * The charges behind a grant are not known any more, so a restored grant is never settled. */
     if (unfinished && (r->granted || r->state == SLUICE_TASK_RUNNING))
         t->flags |= TASK_HOLDS_GRANT;
+    /* Under charge_redelivery a running task's grant covers that execution only: one whose
+     * lease passed while the process was down is delivered again and pays again. */
+    if (r->state == SLUICE_TASK_RUNNING && type->pol.charge_redelivery)
+        t->flags &= (uint8_t)~TASK_HOLDS_GRANT;
     if (r->series)
         recurring_relink(e, t, r->series);
     file_task(e, t, place, r);
