@@ -323,6 +323,7 @@ static int parse_fairness(ywalk *w, const yaml_node_t *namekey, const yaml_node_
     yaml_node_t *key, *node;
     const char *s;
     size_t len, saved;
+    yw_quoted q;
 
     rc = yw_field_choice(w, map, "fairness", fairnesses, N_OF(fairnesses), &fairness);
     if (rc != 0)
@@ -339,7 +340,9 @@ static int parse_fairness(ywalk *w, const yaml_node_t *namekey, const yaml_node_
                 lim = sluice_config_find_limit(cfg, t->limits[i]);
         if (rc == 0 && !lim)
             rc = yw_fail(w, node, SLUICE_EINVAL,
-                         "fair_key must name one of the type's limits (its key names the tenant)");
+                         "%s is not one of the type's limits (fair_key names the limit whose key "
+                         "is a task's tenant)",
+                         yw_quote(&q, s, len));
         if (rc == 0 && lim->key_source == SLUICE_KEY_NONE)
             rc = yw_fail(w, node, SLUICE_EINVAL,
                          "limit \"%s\" has no key, so it cannot tell tenants apart", lim->name);
@@ -356,8 +359,8 @@ static int parse_fairness(ywalk *w, const yaml_node_t *namekey, const yaml_node_
             node = yw_get(w, map, "fairness", &key);
             saved = yw_push(w, "fairness", 8);
             rc = yw_fail(w, node ? node : namekey, SLUICE_EINVAL,
-                         "fairness: keys shares workers between the keys of a keyed limit, and "
-                         "none of the type's limits has a key");
+                         "keys shares workers between the keys of a keyed limit, and none of "
+                         "the type's limits has a key");
             yw_pop(w, saved);
             return rc;
         }

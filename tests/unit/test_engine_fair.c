@@ -8,9 +8,11 @@
  *   workers between the keys of a limit by units within a priority, so a tenant with one task is
  *   served within a bounded number of deliveries while another has 10000 queued; a property
  *   test against a model checks that fair dispatch never skips a limit nor loses a task, and a
- *   restart puts the tasks back in the same fair order.
+ *   restart puts the tasks back in the same fair order;
+ * - the configuration keys (fairness, fair_key, charge_redelivery) and their errors.
  */
 #include "engine_fixture.h"
+#include "sluice/config.h"
 #include "testutil.h"
 
 /* A type with every option at hand; fair_key NULL picks the first keyed limit. */
@@ -484,6 +486,109 @@ static void test_fair_reconfigure_oom(void **unused)
     sluice_engine_free(e);
 }
 
+/* ---- The configuration file ------------------------------------------------------------------ */
+
+#define CFG_LIMITS                                                                                 \
+    "limits:\n  per_user: {rate: 10/1s, key: input.user}\n  global: {concurrency: 4}\n"            \
+    "types:\n  job:\n"
+
+static void expect_cfg_error(const char *text, const char *expected)
+{
+    sluice_config c;
+    char msg[512];
+
+    assert_int_equal(sluice_config_parse(text, strlen(text), "t.yaml", &c, msg, sizeof msg),
+                     SLUICE_EINVAL);
+    assert_string_equal(msg, expected);
+    assert_null(c.types);
+}
+
+/* The keys load, default to the first keyed limit, install into an engine, and every mistake
+ * is refused with the file, line and column of the value at fault. */
+static void test_config_keys(void **unused)
+{
+    static const char ok[] = CFG_LIMITS "    limits: [global, per_user]\n"
+                                        "    fairness: keys\n"
+                                        "    charge_redelivery: true\n"
+                                        "  plain:\n    limits: [per_user]\n";
+    const sluice_type_policy *tp;
+    sluice_engine *e = fx_engine(NULL);
+    sluice_config c;
+    char msg[512];
+
+    (void)unused;
+    assert_int_equal(sluice_config_parse(ok, strlen(ok), "t.yaml", &c, msg, sizeof msg), SLUICE_OK);
+    assert_int_equal(sluice_config_apply(&c, e, T0, msg, sizeof msg), SLUICE_OK);
+    tp = sluice_engine_get_type(e, "job");
+    assert_int_equal(tp->fairness, SLUICE_FAIR_KEYS);
+    assert_string_equal(tp->fair_key, "per_user");
+    assert_int_equal(tp->charge_redelivery, 1);
+    tp = sluice_engine_get_type(e, "plain"); /* the defaults: today's behaviour */
+    assert_int_equal(tp->fairness, SLUICE_FAIR_FIFO);
+    assert_null(tp->fair_key);
+    assert_int_equal(tp->charge_redelivery, 0);
+    sluice_config_clear(&c);
+    sluice_engine_free(e);
+
+    expect_cfg_error(CFG_LIMITS "    limits: [global, per_user]\n    fairness: key\n",
+                     "t.yaml:7:15: types.job.fairness: expected fifo or keys, got \"key\"; did "
+                     "you mean \"keys\"?");
+    expect_cfg_error(CFG_LIMITS "    limits: [global, per_user]\n    fairness: keys\n"
+                                "    fair_key: global\n",
+                     "t.yaml:8:15: types.job.fair_key: limit \"global\" has no key, so it cannot "
+                     "tell tenants apart");
+    expect_cfg_error(CFG_LIMITS "    limits: [global]\n    fairness: keys\n",
+                     "t.yaml:7:15: types.job.fairness: keys shares workers between the keys of a "
+                     "keyed limit, and none of the type's limits has a key");
+    expect_cfg_error(CFG_LIMITS "    limits: [global]\n    fairness: keys\n"
+                                "    fair_key: per_user\n",
+                     "t.yaml:8:15: types.job.fair_key: \"per_user\" is not one of the type's "
+                     "limits (fair_key names the limit whose key is a task's tenant)");
+    expect_cfg_error(CFG_LIMITS "    limits: [global, per_user]\n    fair_key: per_user\n",
+                     "t.yaml:7:15: types.job.fair_key: fair_key needs fairness: keys");
+    expect_cfg_error(CFG_LIMITS "    limits: [per_user]\n    charge_redelivery: yes\n",
+                     "t.yaml:7:24: types.job.charge_redelivery: expected true or false, got "
+                     "\"yes\"");
+}
+
+/* A policy built by hand is checked by the engine the same way. */
+static void test_engine_checks_fairness(void **unused)
+{
+    static const char *const global[] = {"global", NULL}, *const both[] = {"global", "per_user",
+                                                                           NULL};
+    sluice_engine *e = fx_engine(NULL);
+    sluice_limit_policy p;
+    sluice_type_policy t;
+    char msg[256];
+
+    (void)unused;
+    fx_limit(&p, "global", SLUICE_CONCURRENCY, 4, 0);
+    fx_set_limit(e, &p);
+    fx_rate(e, "per_user", 10, SEC, 10, "input.user");
+    sluice_type_policy_init(&t);
+    t.name = (char *)"job";
+    t.limits = (char **)global;
+    t.nlimits = 1;
+    t.fairness = SLUICE_FAIR_KEYS;
+    assert_int_equal(sluice_engine_set_type(e, &t, T0, msg, sizeof msg), SLUICE_EINVAL);
+    assert_non_null(strstr(msg, "none of its limits has a key"));
+    assert_null(sluice_engine_get_type(e, "job"));
+    t.fair_key = (char *)"per_user";
+    assert_int_equal(sluice_engine_set_type(e, &t, T0, msg, sizeof msg), SLUICE_EINVAL);
+    assert_non_null(strstr(msg, "not one of the type's limits"));
+    t.limits = (char **)both;
+    t.nlimits = 2;
+    assert_int_equal(sluice_engine_set_type(e, &t, T0, msg, sizeof msg), SLUICE_OK);
+    t.fairness = SLUICE_FAIR_FIFO;
+    assert_int_equal(sluice_engine_set_type(e, &t, T0, msg, sizeof msg), SLUICE_EINVAL);
+    assert_non_null(strstr(msg, "fair_key is set but fairness is not keys"));
+    t.fair_key = NULL;
+    t.charge_redelivery = 2;
+    assert_int_equal(sluice_engine_set_type(e, &t, T0, msg, sizeof msg), SLUICE_EINVAL);
+    assert_non_null(strstr(msg, "charge_redelivery must be 0 or 1"));
+    sluice_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -499,6 +604,8 @@ int main(void)
         cmocka_unit_test(test_fair_restore),
         cmocka_unit_test(test_fair_reconfigure),
         cmocka_unit_test(test_fair_reconfigure_oom),
+        cmocka_unit_test(test_config_keys),
+        cmocka_unit_test(test_engine_checks_fairness),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
