@@ -23,14 +23,16 @@ struct fairq {
 
 /* The ready tasks of one tenant. */
 struct rflow {
-    fairq *q;         /* its type's fair queue */
-    char *key;        /* owned copy, NUL-terminated */
-    size_t keylen;    /* bytes of key */
-    uint64_t hash;    /* its key in q->flows */
-    heap tasks;       /* most urgent first */
-    int64_t tag;      /* virtual start of its head */
-    size_t aidx;      /* position in q->active */
-    rflow *idle_next; /* the engine's idle list, while empty */
+    fairq *q;          /* its type's fair queue */
+    char *key;         /* owned copy, NUL-terminated */
+    size_t keylen;     /* bytes of key */
+    uint64_t hash;     /* its key in q->flows */
+    heap tasks;        /* most urgent first */
+    int64_t tag;       /* virtual start of its head */
+    uint64_t head_seq; /* its head's sequence number and priority, kept here so that ordering */
+    int head_prio;     /* the flows reads no task (a cache miss each) */
+    size_t aidx;       /* position in q->active */
+    rflow *idle_next;  /* the engine's idle list, while empty */
     rflow *idle_prev;
     int idle; /* on the idle list */
 };
@@ -58,13 +60,21 @@ static int flow_eq(const void *p, const void *key)
 static int flow_less(const void *a, const void *b)
 {
     const rflow *x = a, *y = b;
-    const task *hx = heap_top(&x->tasks), *hy = heap_top(&y->tasks);
 
-    if (hx->priority != hy->priority)
-        return hx->priority > hy->priority;
+    if (x->head_prio != y->head_prio)
+        return x->head_prio > y->head_prio;
     if (x->tag != y->tag)
         return x->tag < y->tag;
-    return hx->seq < hy->seq;
+    return x->head_seq < y->head_seq;
+}
+
+/* Copies a non-empty flow's head into its cache. */
+static void note_head(rflow *f)
+{
+    const task *h = heap_top(&f->tasks);
+
+    f->head_seq = h->seq;
+    f->head_prio = h->priority;
 }
 
 /* ---- Tenants --------------------------------------------------------------------------------- */
@@ -245,6 +255,7 @@ int ready_push(sluice_engine *e, task *t)
     if (rc != SLUICE_OK)
         return rc;
     type->nready++;
+    note_head(f);
     if (f->aidx == HEAP_NONE) {
         /* A flow that was empty joins behind those already served: every tag it had is at or
          * below the virtual time. */
@@ -284,6 +295,7 @@ void ready_remove(sluice_engine *e, task *t)
         heap_remove(&type->fair->active, f);
         idle_link(e, f);
     } else {
+        note_head(f);
         heap_update(&type->fair->active, f);
     }
     refile_type(e, type);
