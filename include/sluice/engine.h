@@ -232,9 +232,10 @@ int sluice_engine_submit(sluice_engine *e, const sluice_task_spec *spec, int64_t
                          uint64_t *id, sluice_submit_error *err);
 
 /* Hands out up to `max` granted tasks of the given types (ntypes == 0: any type), most urgent
- * first, taking each through the gate; denied tasks are parked or failed on the way. Returns the
- * number delivered (0 when nothing is grantable now; see sluice_engine_next_wake), or
- * SLUICE_ENOMEM. */
+ * first (higher priority; then, within a type, submission order, or under fairness keys a fair
+ * share of units between the keys of its fair limit), taking each through the gate; denied tasks
+ * are parked or failed on the way. Returns the number delivered (0 when nothing is grantable now;
+ * see sluice_engine_next_wake), or SLUICE_ENOMEM. */
 int sluice_engine_poll(sluice_engine *e, const char *const *types, size_t ntypes, size_t max,
                        int64_t now_ns, sluice_delivery *out);
 
