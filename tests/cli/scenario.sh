@@ -167,6 +167,33 @@ check "fifo: bob's first task waits behind alice's 2000" 99 \
 run simulate "$examples/seed004-fairness.yaml"
 contains "fairness text: the type's fairness" "$out" "workflow: per_user; fair between keys of per_user"
 
+# ---- Seed 001: charge_redelivery, every execution pays ------------------------------------------
+
+# Workers slower than the lease: each task is lost and delivered again every second. With
+# charge_redelivery each of the 14 deliveries is charged; without, the 2 first ones only.
+cat >"$tmp/redeliver.yaml" <<'YAML'
+limits:
+  api: {rate: 100/1m, burst: 100}
+types:
+  job:
+    limits: [api]
+    lease: 1s
+    charge_redelivery: true
+scenario:
+  duration: 10s
+  arrivals:
+    - {type: job, count: 2}
+  workers:
+    - {count: 2, service: 1500ms}
+YAML
+run simulate "$tmp/redeliver.yaml"
+check "charge_redelivery: status" 0 "$rc"
+contains "charge_redelivery: every delivery charged" "$out" "max grants   api: 14 in any 1m"
+contains "charge_redelivery: the type says so" "$out" "job: api; redeliveries pay again"
+sed 's/charge_redelivery: true/charge_redelivery: false/' "$tmp/redeliver.yaml" >"$tmp/redeem.yaml"
+run simulate "$tmp/redeem.yaml"
+contains "exactly-once: the first deliveries only" "$out" "max grants   api: 2 in any 1m"
+
 # ---- The simulator counts what the engine charged, nothing else --------------------------------
 
 # A units value of 0, a missing team (seats has no missing_key: global) and a tier value no tier
