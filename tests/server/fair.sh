@@ -7,7 +7,8 @@
 #   delivered (under FIFO it would be the 301st);
 # - charge_redelivery: a running task whose lease ends while the server is down is delivered
 #   again (attempt 2) and pays its rate limit again (seed 001), so the hourly budget of 2 is
-#   spent and the next task waits; restart.sh checks the default (redeemed, not charged).
+#   spent and the next task waits; restart.sh checks the default (redeemed, not charged);
+# - `sluice check` restates both settings.
 # Traffic goes to 127.0.0.1 only.
 #
 # Usage: bash tests/server/fair.sh PATH-TO-SLUICE SOURCE-DIR
@@ -51,6 +52,10 @@ types:
     lease: 1s
     charge_redelivery: true
 YAML
+
+out=$("$sluice" check "$conf")
+contains "check: job's fairness" "type job: limits per_user; priority 0, lease 30s, retry 3 attempts exponential 1s..5m; fairness keys of per_user" "$out"
+contains "check: redo's accounting" "; redeliveries pay the limits again" "$out"
 
 start_single
 
