@@ -23,8 +23,8 @@
  *   denied, overflow reject,
  *   or slot past horizon    -> FAILED with a typed reason.
  * RUNNING -> ack -> DONE; fail -> retry (delayed by backoff, QUEUED) or FAILED; lease expiry ->
- * QUEUED again (redelivery, which redeems the grant it already holds). CANCELLED from any
- * unfinished state but RUNNING.
+ * QUEUED again (redelivery, which redeems the grant it already holds, or pays its limits again
+ * when its type has charge_redelivery). CANCELLED from any unfinished state but RUNNING.
  *
  * Invariants:
  * - A worker never waits for budget: poll hands out granted tasks only and parks the others.
@@ -118,8 +118,9 @@ typedef struct sluice_delivery {
     int attempt;            /* 1 for the first delivery */
     int64_t lease_until_ns; /* redelivered to another worker after this unless acked/touched */
     int charged;            /* 1: this grant charged every limit of the task's chain (a first
-                             * delivery, or a retry under throttle_retries); 0: it redeemed a
-                             * grant the task held (redelivery after a lost lease) or is a retry
+                             * delivery, a retry under throttle_retries, or a redelivery under
+                             * charge_redelivery); 0: it redeemed a grant the task held
+                             * (redelivery after a lost lease) or is a retry
                              * under throttle_retries 0, and took its concurrency units only.
                              * What was charged, per limit: sluice_engine_task_charges */
 } sluice_delivery;
@@ -266,9 +267,10 @@ int sluice_engine_submit(sluice_engine *e, const sluice_task_spec *spec, int64_t
                          uint64_t *id, sluice_submit_error *err);
 
 /* Hands out up to `max` granted tasks of the given types (ntypes == 0: any type), most urgent
- * first, taking each through the gate; denied tasks are parked or failed on the way. Returns the
- * number delivered (0 when nothing is grantable now; see sluice_engine_next_wake), or
- * SLUICE_ENOMEM. */
+ * first (higher priority; then, within a type, submission order, or under fairness keys a fair
+ * share of units between the keys of its fair limit), taking each through the gate; denied tasks
+ * are parked or failed on the way. Returns the number delivered (0 when nothing is grantable now;
+ * see sluice_engine_next_wake), or SLUICE_ENOMEM. */
 int sluice_engine_poll(sluice_engine *e, const char *const *types, size_t ntypes, size_t max,
                        int64_t now_ns, sluice_delivery *out);
 
@@ -345,7 +347,8 @@ typedef struct sluice_charge {
                              * the task's own */
     int charged;            /* 1: the task's grant (its last one, once finished) charged these
                              * units to a rate, window, sliding or quota key. Kept across a lost
-                             * lease (the redelivery redeems the grant); cleared by a fail, since
+                             * lease (the redelivery redeems the grant; under charge_redelivery
+                             * cleared, as the redelivery pays again); cleared by a fail, since
                              * a retry pays again (or not, under throttle_retries 0) */
     int settles;            /* 1: charged, and an ack's cost replaces these units with the cost
                              * (units from the task or its input, or a quota) */
@@ -426,7 +429,8 @@ typedef struct sluice_task_record {
 /* Fills *out with a task's durable record. Returns 0 or SLUICE_ENOTFOUND. Exported as: payload,
  * key and task_key NULL when none; not_before_ns as sluice_task_info's (its delay, or a retry's
  * backoff end); lease_until_ns for RUNNING only; granted 1 for RUNNING and for a task that
- * will not be charged again (it lost its lease, or retries under throttle_retries 0); series,
+ * will not be charged again (it lost its lease, unless its type has charge_redelivery, or it
+ * retries under throttle_retries 0); series,
  * fail_reason and fail_limit as their comments say; fail_message whenever a worker gave one. */
 int sluice_engine_export_task(const sluice_engine *e, uint64_t id, sluice_task_record *out);
 
@@ -434,7 +438,8 @@ int sluice_engine_export_task(const sluice_engine *e, uint64_t id, sluice_task_r
  * from its payload under the current policies. QUEUED and PARKED come back QUEUED (the gate
  * re-paces them against the restored limiter state: nothing is released at once); RUNNING
  * stays RUNNING until lease_until_ns (re-taking its concurrency leases), or comes back QUEUED
- * holding its grant when the lease has passed; finished states are kept for TASK.INFO. Ids
+ * holding its grant when the lease has passed (paying again at its next delivery when its type
+ * has charge_redelivery); finished states are kept for TASK.INFO. Ids
  * issued later are above every restored id. Returns 0, SLUICE_EEXIST (id taken), or a submit
  * error (EINVAL, ENOTFOUND: its type or limits are gone; the caller decides what to do).
  * Details: not_before_ns in the future delays a QUEUED task; granted (or RUNNING) makes the

@@ -114,6 +114,13 @@ typedef struct sluice_retry_policy {
     int throttle_retries; /* retries pay the limits again (default 1) */
 } sluice_retry_policy;
 
+/* How the ready tasks of one type share the workers that poll it. */
+typedef enum sluice_fairness {
+    SLUICE_FAIR_FIFO = 0, /* priority, then submission order (one busy key delays the rest) */
+    SLUICE_FAIR_KEYS,     /* priority, then a fair share of units between keys (the tenants of
+                           * fair_key), then submission order within a key */
+} sluice_fairness;
+
 /* A task type. */
 typedef struct sluice_type_policy {
     char *name;    /* owned */
@@ -123,6 +130,12 @@ typedef struct sluice_type_policy {
     int64_t lease_ns; /* visibility timeout of a delivered task; default 30 s */
     int priority;     /* default priority of its tasks (higher runs first); default 0 */
     int line;
+    sluice_fairness fairness; /* default SLUICE_FAIR_FIFO */
+    char *fair_key;           /* owned; FAIR_KEYS: the limit of `limits` whose key names a task's
+                               * tenant; NULL = the first keyed limit of `limits` */
+    int charge_redelivery;    /* 1: a task delivered again after its lease was lost pays its
+                               * limits again (seed 001, at-least-once accounting); 0 (default):
+                               * it redeems the grant it holds (exactly-once, seed 003) */
 } sluice_type_policy;
 
 /* Engine-wide settings. */

@@ -179,17 +179,20 @@ void check_describe_type(const sluice_type_policy *t, char *buf, size_t len)
     for (size_t i = 0; i < t->nlimits; i++)
         put(&l, "%s%s", i ? ", " : "", t->limits[i]);
     put(&l, "; priority %d, lease %s, ", t->priority, dur(t->lease_ns, d1, sizeof(d1)));
-    if (r->max_attempts <= 1) {
+    if (r->max_attempts <= 1)
         put(&l, "no retry");
-        return;
-    }
-    if (r->backoff == SLUICE_BACKOFF_FIXED)
+    else if (r->backoff == SLUICE_BACKOFF_FIXED)
         put(&l, "retry %d attempts fixed %s", r->max_attempts, dur(r->base_ns, d1, sizeof(d1)));
     else
         put(&l, "retry %d attempts exponential %s..%s", r->max_attempts,
             dur(r->base_ns, d1, sizeof(d1)), dur(r->max_ns, d2, sizeof(d2)));
-    if (!r->throttle_retries)
+    if (r->max_attempts > 1 && !r->throttle_retries)
         put(&l, ", retries skip the limits");
+    /* Only what differs from the defaults, so existing summaries read as before. */
+    if (t->fairness == SLUICE_FAIR_KEYS)
+        put(&l, "; fairness keys of %s", t->fair_key ? t->fair_key : "the first keyed limit");
+    if (t->charge_redelivery)
+        put(&l, "; redeliveries pay the limits again");
 }
 
 static void print_engine(const sluice_engine_policy *e)

@@ -40,7 +40,9 @@
 static const char *const top_keys[] = {"enabled", "engine", "limits", "types"};
 static const char *const engine_keys[] = {"max_tasks",    "max_parked",     "max_finished",
                                           "strict_types", "event_interval", "default_lease"};
-static const char *const type_keys[] = {"limits", "priority", "lease", "retry"};
+static const char *const type_keys[] = {
+    "limits", "priority", "lease", "retry", "fairness", "fair_key", "charge_redelivery"};
+static const char *const fairnesses[] = {"fifo", "keys"};
 static const char *const retry_keys[] = {"max_attempts", "backoff", "base", "max",
                                          "throttle_retries"};
 static const char *const backoffs[] = {"fixed", "exponential"};
@@ -260,6 +262,15 @@ static const yaml_node_t *type_fault_node(ywalk *w, const yaml_node_t *namekey,
     case POLICY_FIELD_LEASE:
         field = "lease";
         break;
+    case POLICY_FIELD_FAIRNESS:
+        field = "fairness";
+        break;
+    case POLICY_FIELD_FAIR_KEY:
+        field = "fair_key";
+        break;
+    case POLICY_FIELD_CHARGE_REDELIVERY:
+        field = "charge_redelivery";
+        break;
     case POLICY_FIELD_RETRY_MAX_ATTEMPTS:
         alt = "max_attempts";
         break;
@@ -301,6 +312,67 @@ static const yaml_node_t *type_fault_node(ywalk *w, const yaml_node_t *namekey,
     return node;
 }
 
+/* Reads `fairness:` and `fair_key:` of a type. The tenant of fair dispatch is the key of one of
+ * the type's limits: fair_key names it, by default the first keyed limit of `limits`, and it
+ * must be keyed (a limit without a key gives every task the same tenant). */
+static int parse_fairness(ywalk *w, const yaml_node_t *namekey, const yaml_node_t *map,
+                          const sluice_config *cfg, sluice_type_policy *t)
+{
+    int fairness = (int)t->fairness, rc;
+    const sluice_limit_policy *lim = NULL;
+    yaml_node_t *key, *node;
+    const char *s;
+    size_t len, saved;
+    yw_quoted q;
+
+    rc = yw_field_choice(w, map, "fairness", fairnesses, N_OF(fairnesses), &fairness);
+    if (rc != 0)
+        return rc;
+    t->fairness = fairness == 1 ? SLUICE_FAIR_KEYS : SLUICE_FAIR_FIFO;
+    node = yw_get(w, map, "fair_key", &key);
+    if (key) {
+        saved = yw_push(w, "fair_key", 8);
+        rc = yw_string(w, node, "a limit name", &s, &len);
+        if (rc == 0 && t->fairness != SLUICE_FAIR_KEYS)
+            rc = yw_fail(w, node, SLUICE_EINVAL, "fair_key needs fairness: keys");
+        for (size_t i = 0; rc == 0 && !lim && i < t->nlimits; i++)
+            if (strlen(t->limits[i]) == len && memcmp(t->limits[i], s, len) == 0)
+                lim = sluice_config_find_limit(cfg, t->limits[i]);
+        if (rc == 0 && !lim)
+            rc = yw_fail(w, node, SLUICE_EINVAL,
+                         "%s is not one of the type's limits (fair_key names the limit whose key "
+                         "is a task's tenant)",
+                         yw_quote(&q, s, len));
+        if (rc == 0 && lim->key_source == SLUICE_KEY_NONE)
+            rc = yw_fail(w, node, SLUICE_EINVAL,
+                         "limit \"%s\" has no key, so it cannot tell tenants apart", lim->name);
+        yw_pop(w, saved);
+        if (rc != 0)
+            return rc;
+    } else if (t->fairness == SLUICE_FAIR_KEYS) {
+        for (size_t i = 0; !lim && i < t->nlimits; i++) {
+            lim = sluice_config_find_limit(cfg, t->limits[i]);
+            if (lim && lim->key_source == SLUICE_KEY_NONE)
+                lim = NULL;
+        }
+        if (!lim) {
+            node = yw_get(w, map, "fairness", &key);
+            saved = yw_push(w, "fairness", 8);
+            rc = yw_fail(w, node ? node : namekey, SLUICE_EINVAL,
+                         "keys shares workers between the keys of a keyed limit, and none of "
+                         "the type's limits has a key");
+            yw_pop(w, saved);
+            return rc;
+        }
+    }
+    if (lim) {
+        t->fair_key = alloc_memdup0(lim->name, strlen(lim->name));
+        if (!t->fair_key)
+            return yw_fail(w, map, SLUICE_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
 static int parse_type(ywalk *w, const yaml_node_t *namekey, const yaml_node_t *map,
                       const sluice_config *cfg, sluice_type_policy *t)
 {
@@ -337,6 +409,9 @@ static int parse_type(ywalk *w, const yaml_node_t *namekey, const yaml_node_t *m
             if (rc != 0)
                 return rc;
         }
+        if ((rc = yw_field_bool(w, map, "charge_redelivery", &t->charge_redelivery)) != 0 ||
+            (rc = parse_fairness(w, namekey, map, cfg, t)) != 0)
+            return rc;
     }
     if (policy_check_type(t, &f, why, sizeof(why)) != 0) {
         const yaml_node_t *at;

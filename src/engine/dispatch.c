@@ -214,6 +214,7 @@ int sluice_engine_poll(sluice_engine *e, const char *const *types, size_t ntypes
         e->nqueued--;
         outcome = poll_one(e, t, now, &out[n]);
         if (outcome == POLL_DELIVERED) {
+            ready_served(e, t);
             n++;
         } else if (outcome < 0) {
             ready_push(e, t); /* back into the slot it left */
@@ -223,6 +224,7 @@ int sluice_engine_poll(sluice_engine *e, const char *const *types, size_t ntypes
         }
     }
     gate_acct_flush(e, now);
+    ready_trim(e);
     engine_trim_finished(e);
     return n > 0 ? (int)n : rc;
 }
@@ -364,6 +366,7 @@ int sluice_engine_cancel(sluice_engine *e, uint64_t id, int64_t now_ns)
     if (t->state != SLUICE_TASK_QUEUED && t->state != SLUICE_TASK_PARKED)
         return SLUICE_ESTATE;
     engine_cancel_task(e, t, now);
+    ready_trim(e);
     engine_trim_finished(e);
     return SLUICE_OK;
 }
@@ -393,16 +396,23 @@ static int tick_timers(sluice_engine *e, int64_t now)
     task *t;
 
     while ((t = heap_top(&e->timers)) != NULL && t->due_ns <= now) {
-        int rc = ready_reserve(t->type, 1), lost = t->state == SLUICE_TASK_RUNNING;
+        int rc = ready_reserve(e, t), lost = t->state == SLUICE_TASK_RUNNING;
 
         if (rc != SLUICE_OK)
             return rc;
         heap_remove(&e->timers, t);
         if (lost) {
-            /* The worker is lost: its grant stays with the task, its leases go. */
+            /* The worker is lost: its leases go. Its grant stays with the task (exactly-once),
+             * unless the type charges every execution (charge_redelivery, seed 001): then the
+             * redelivery pays its limits again, and the first charge is not given back. */
             e->nrunning--;
             gate_release(e, t, now);
-            t->flags |= TASK_HOLDS_GRANT;
+            if (t->type->pol.charge_redelivery) {
+                gate_clear_charges(t);
+                t->flags &= (uint8_t) ~(TASK_HOLDS_GRANT | TASK_FREE_RETRY);
+            } else {
+                t->flags |= TASK_HOLDS_GRANT;
+            }
             t->state = SLUICE_TASK_QUEUED;
             e->st.redelivered++;
         } else {
@@ -432,6 +442,7 @@ int sluice_engine_tick(sluice_engine *e, int64_t now_ns)
         rc = rc2;
     events_flush(e->ev, now);
     registry_sweep(e, now, SWEEP_BUDGET);
+    ready_trim(e);
     engine_trim_finished(e);
     return rc;
 }

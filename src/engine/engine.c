@@ -318,7 +318,8 @@ static int replace_payload(sluice_engine *e, task *t, const sluice_task_spec *sp
 }
 
 /* Reserves every table and heap slot the new task will take. */
-static int reserve_for(sluice_engine *e, etype *type, size_t nlinks, int has_task_key, int delayed)
+static int reserve_for(sluice_engine *e, etype *type, const link_spec *links, size_t nlinks,
+                       int has_task_key, int delayed)
 {
     int rc = gate_reserve(e, nlinks);
 
@@ -327,7 +328,8 @@ static int reserve_for(sluice_engine *e, etype *type, size_t nlinks, int has_tas
     if (rc == SLUICE_OK && has_task_key)
         rc = ptab_reserve(&e->task_keys, 1);
     if (rc == SLUICE_OK)
-        rc = delayed ? heap_reserve(&e->timers, e->timers.n + 1) : ready_reserve(type, 1);
+        rc = delayed ? heap_reserve(&e->timers, e->timers.n + 1)
+                     : ready_reserve_links(e, type, links, nlinks);
     return rc;
 }
 
@@ -381,7 +383,7 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
         rc = SLUICE_EBUSY;
         goto done;
     }
-    rc = reserve_for(e, type, nlinks, spec->task_key != NULL, delayed);
+    rc = reserve_for(e, type, links, nlinks, spec->task_key != NULL, delayed);
     if (rc == SLUICE_OK)
         rc = task_new(links, nlinks, spec->task_key, spec->task_key_len, spec->key, spec->key_len,
                       &t);
@@ -585,6 +587,8 @@ int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
 {
     const task *t = task_by_id(e, id);
     int64_t now = now_ns; /* a read: the limits' estimates view their clamp and move nothing */
+    size_t fkeylen = 0, fready = 0, fflows = 0;
+    const char *fkey = NULL, *flim = NULL;
 
     memset(out, 0, sizeof *out);
     if (!t)
@@ -601,12 +605,21 @@ int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
                      "Queued, held back until %.3f s from now (not_before or retry backoff); it is "
                      "gated when a worker polls after that.",
                      secs(t->due_ns, now));
+        } else if (ready_flow_info(t, &flim, &fkey, &fkeylen, &fready, &fflows)) {
+            /* Fair dispatch: its turn depends on its key's share, not on the whole backlog. */
+            out->estimated_start_ns = now;
+            snprintf(out->text, sizeof out->text,
+                     "Queued and due; type \"%s\" shares workers fairly between the keys of "
+                     "limit \"%s\": key \"%.*s\" has %zu task(s) ready, and %zu key(s) take "
+                     "turns (%zu task(s) of its type are ready).",
+                     t->type->pol.name, flim, (int)(fkeylen > 64 ? 64 : fkeylen), fkey, fready,
+                     fflows, t->type->nready);
         } else {
             out->estimated_start_ns = now;
             snprintf(out->text, sizeof out->text,
                      "Queued and due: the next worker polling type \"%s\" takes it through the "
                      "gate (%zu task(s) of its type are ready).",
-                     t->type->pol.name, t->type->ready.n);
+                     t->type->pol.name, t->type->nready);
         }
         break;
     case SLUICE_TASK_RUNNING:
@@ -654,7 +667,7 @@ void sluice_engine_get_stats(const sluice_engine *e, sluice_engine_stats *out)
     out->tasks_bytes = e->task_bytes + ptab_bytes(&e->ids) + ptab_bytes(&e->task_keys) +
                        heap_bytes(&e->timers) + park_bytes(e);
     while ((t = ptab_next(&e->types, &pos)) != NULL)
-        out->tasks_bytes += heap_bytes(&t->ready);
+        out->tasks_bytes += ready_bytes(t);
 }
 
 const char *sluice_task_state_name(sluice_task_state s)

@@ -5,7 +5,8 @@
  * is.
  *
  * Where a task lives, by state (each task is in exactly one place):
- *   QUEUED, due      -> its type's ready heap (etype.ready), by priority then sequence;
+ *   QUEUED, due      -> its type's ready queue: the heap etype.ready by priority then sequence,
+ *                       or under fair dispatch the heap of its flow (ready.h);
  *   QUEUED, delayed  -> the timer heap (not_before or retry backoff), TASK_DELAYED set;
  *   PARKED           -> the heap of one wait queue (waitq.tasks), by priority then sequence;
  *   RUNNING          -> the timer heap (its lease expiry);
@@ -38,6 +39,8 @@ typedef struct etype etype;
 typedef struct task task;
 typedef struct waitq waitq;
 typedef struct series series;
+typedef struct fairq fairq;
+typedef struct rflow rflow;
 
 /* A named limit: the policy and one core limit per tier (one when untiered). */
 struct elimit {
@@ -60,7 +63,9 @@ struct etype {
     elimit **chain;         /* pol.nlimits limits, resolved by name (declared types) */
     int declared;           /* 0: created for a submit of an undeclared type */
     uint64_t hash;          /* of the name, its key in the type table */
-    heap ready;             /* due QUEUED tasks, most urgent first */
+    heap ready;             /* FIFO: due QUEUED tasks, most urgent first (empty when fair) */
+    fairq *fair;            /* fair dispatch between keys: its flows (ready.c); NULL = FIFO */
+    size_t nready;          /* due QUEUED tasks, in either */
     size_t tidx;            /* position in the engine's heap of types with ready tasks */
     size_t refs;            /* tasks kept that are of this type */
     type_counts counts;     /* introspect.h: what its tasks did */
@@ -164,7 +169,8 @@ struct sluice_engine {
     int limits_dirty;  /* adds / removals broke the order: registry_order() sorts it */
     ptab types;        /* etype by name */
     size_t ntypes;     /* types created (the types_ready heap reserves room for all) */
-    heap types_ready;  /* types with ready tasks, by their most urgent one */
+    heap types_ready;  /* types with ready tasks, by the task each hands out next */
+    rflow *idle_flows; /* fair flows left empty, freed by ready_trim (ready.c) */
     ptab ids;          /* every task kept, by id */
     ptab task_keys;    /* unfinished tasks with a task key, by task key */
     heap timers;       /* delayed and running tasks, by due_ns */

@@ -17,8 +17,10 @@
  *
  * Exactly-once grant: a task holding a grant (its lease was lost) or retrying under
  * throttle_retries 0 asks its concurrency links only; everything else is charged once per
- * grant. The gate also keeps a poll's THROTTLED accounting (per limit and key: tasks wanted,
- * tasks granted), releases and renews leases, and settles charges with an ack's actual cost.
+ * grant. A type with charge_redelivery never holds a grant across a lost lease (dispatch.c's
+ * tick), so each execution is charged (seed 001). The gate also keeps a poll's THROTTLED accounting
+ * (per limit and key: tasks wanted, tasks granted), releases and renews leases, and settles charges
+ * with an ack's actual cost.
  */
 #ifndef SLUICE_ENGINE_GATE_H
 #define SLUICE_ENGINE_GATE_H

@@ -183,7 +183,7 @@ void park_remove(sluice_engine *e, task *t)
 /* Moves the head of q back to its ready queue. */
 static int unpark_head(sluice_engine *e, waitq *q, task *head)
 {
-    int rc = ready_reserve(head->type, 1);
+    int rc = ready_reserve(e, head);
 
     if (rc != SLUICE_OK)
         return rc;

@@ -119,8 +119,8 @@ static restore_place place_of(const sluice_task_record *r, int64_t now)
 }
 
 /* Reserves every table and heap slot the task will take. */
-static int reserve_for(sluice_engine *e, etype *type, size_t nlinks, int in_task_keys,
-                       restore_place place)
+static int reserve_for(sluice_engine *e, etype *type, const link_spec *links, size_t nlinks,
+                       int in_task_keys, restore_place place)
 {
     int rc = gate_reserve(e, nlinks);
 
@@ -131,7 +131,7 @@ static int reserve_for(sluice_engine *e, etype *type, size_t nlinks, int in_task
     if (rc == SLUICE_OK && (place == PLACE_DELAYED || place == PLACE_RUNNING))
         rc = heap_reserve(&e->timers, e->timers.n + 1);
     if (rc == SLUICE_OK && place == PLACE_READY)
-        rc = ready_reserve(type, 1);
+        rc = ready_reserve_links(e, type, links, nlinks);
     return rc;
 }
 
@@ -252,7 +252,7 @@ static int restore_checked(sluice_engine *e, const sluice_task_record *r, etype 
                       sizeof err->message);
     if (rc != SLUICE_OK)
         goto done;
-    rc = reserve_for(e, type, nlinks, unfinished && r->task_key != NULL, place);
+    rc = reserve_for(e, type, links, nlinks, unfinished && r->task_key != NULL, place);
     if (rc == SLUICE_OK)
         rc = task_new(links, nlinks, r->task_key, r->task_key_len, r->key, r->key_len, &t);
     if (rc == SLUICE_OK)
@@ -295,6 +295,10 @@ static int restore_checked(sluice_engine *e, const sluice_task_record *r, etype 
      * The charges behind a grant are not known any more, so a restored grant is never settled. */
     if (unfinished && (r->granted || r->state == SLUICE_TASK_RUNNING))
         t->flags |= TASK_HOLDS_GRANT;
+    /* Under charge_redelivery a running task's grant covers that execution only: one whose
+     * lease passed while the process was down is delivered again and pays again. */
+    if (r->state == SLUICE_TASK_RUNNING && type->pol.charge_redelivery)
+        t->flags &= (uint8_t)~TASK_HOLDS_GRANT;
     if (r->series)
         recurring_relink(e, t, r->series);
     file_task(e, t, place, r);

@@ -446,6 +446,7 @@ static void type_free(sluice_engine *e, etype *t)
     chain_claim(t->chain, t->pol.nlimits, -1);
     ptab_remove(&e->types, t->hash, t);
     e->ntypes--;
+    ready_free_type(e, t);
     heap_free(&t->ready);
     alloc_free(t->chain);
     sluice_type_policy_clear(&t->pol);
@@ -454,15 +455,37 @@ static void type_free(sluice_engine *e, etype *t)
 
 void registry_type_release(sluice_engine *e, etype *t)
 {
-    if (t && !t->declared && t->refs == 0 && t->ready.n == 0)
+    if (t && !t->declared && t->refs == 0 && t->nready == 0)
         type_free(e, t);
+}
+
+/* The limit of a type's chain whose key is the tenant of fair dispatch: fair_key, else the
+ * first keyed limit; NULL under FIFO. Returns 0, or SLUICE_EINVAL with msg when fairness keys
+ * has no keyed limit to go by. */
+static int fair_limit(const sluice_type_policy *tp, elimit *const *chain, elimit **out, char *msg,
+                      size_t msglen)
+{
+    *out = NULL;
+    if (tp->fairness != SLUICE_FAIR_KEYS)
+        return SLUICE_OK;
+    for (size_t i = 0; i < tp->nlimits && !*out; i++)
+        if (tp->fair_key ? strcmp(tp->limits[i], tp->fair_key) == 0
+                         : chain[i]->pol.key_source != SLUICE_KEY_NONE)
+            *out = chain[i];
+    if (*out)
+        return SLUICE_OK;
+    msgf(msg, msglen,
+         "type \"%s\": fairness keys shares workers between the keys of a keyed limit, and none "
+         "of its limits has a key",
+         tp->name);
+    return SLUICE_EINVAL;
 }
 
 int registry_set_type(sluice_engine *e, const sluice_type_policy *tp, int64_t now_ns, char *msg,
                       size_t msglen)
 {
     sluice_type_policy copy;
-    elimit **chain = NULL;
+    elimit **chain = NULL, *fair = NULL;
     etype *t;
     int rc;
 
@@ -495,11 +518,22 @@ int registry_set_type(sluice_engine *e, const sluice_type_policy *tp, int64_t no
         for (size_t i = 0; i < tp->nlimits; i++)
             chain[i] = registry_find_limit(e, tp->limits[i]);
     }
+    rc = fair_limit(tp, chain, &fair, msg, msglen);
+    if (rc != SLUICE_OK) {
+        alloc_free(chain);
+        return rc;
+    }
     if (sluice_type_policy_copy(&copy, tp) != SLUICE_OK)
         goto fail_chain;
     t = registry_find_type(e, tp->name, strlen(tp->name));
     if (!t && type_create(e, tp->name, &t) != SLUICE_OK) {
         sluice_type_policy_clear(&copy);
+        goto fail_chain;
+    }
+    /* The ready tasks are re-filed in the new order (all or nothing). */
+    if (ready_set_fairness(e, t, fair) != SLUICE_OK) {
+        sluice_type_policy_clear(&copy);
+        registry_type_release(e, t);
         goto fail_chain;
     }
     chain_claim(t->chain, t->pol.nlimits, -1);
@@ -549,6 +583,7 @@ void registry_free(sluice_engine *e)
     etype *t;
 
     while ((t = ptab_next(&e->types, &pos)) != NULL) {
+        ready_free_type(e, t);
         heap_free(&t->ready);
         alloc_free(t->chain);
         sluice_type_policy_clear(&t->pol);

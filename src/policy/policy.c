@@ -130,6 +130,7 @@ void sluice_type_policy_clear(sluice_type_policy *t)
     if (!t)
         return;
     alloc_free(t->name);
+    alloc_free(t->fair_key);
     free_names(t->limits, t->nlimits);
     sluice_type_policy_init(t);
 }
@@ -198,10 +199,10 @@ int sluice_type_policy_copy(sluice_type_policy *dst, const sluice_type_policy *s
 {
     sluice_type_policy c = *src;
 
-    c.name = NULL;
+    c.name = c.fair_key = NULL;
     c.limits = NULL;
     c.nlimits = 0;
-    if (dup_str(&c.name, src->name))
+    if (dup_str(&c.name, src->name) || dup_str(&c.fair_key, src->fair_key))
         goto fail;
     if (src->nlimits > 0) {
         c.limits = alloc_calloc(src->nlimits, sizeof(*c.limits));
@@ -606,6 +607,24 @@ int policy_check_type(const sluice_type_policy *t, policy_fault *where, char *ms
     if (t->lease_ns < 1)
         return fault(where, POLICY_FIELD_LEASE, 0, msg, msglen,
                      "the lease must be above zero, got %s", dur(&d1, t->lease_ns));
+    if (t->fairness != SLUICE_FAIR_FIFO && t->fairness != SLUICE_FAIR_KEYS)
+        return fault(where, POLICY_FIELD_FAIRNESS, 0, msg, msglen, "unknown fairness %d",
+                     (int)t->fairness);
+    if (t->fair_key) {
+        size_t i = 0;
+
+        if (t->fairness != SLUICE_FAIR_KEYS)
+            return fault(where, POLICY_FIELD_FAIR_KEY, 0, msg, msglen,
+                         "fair_key is set but fairness is not keys");
+        while (i < t->nlimits && strcmp(t->limits[i], t->fair_key) != 0)
+            i++;
+        if (i == t->nlimits)
+            return fault(where, POLICY_FIELD_FAIR_KEY, 0, msg, msglen,
+                         "fair_key %s is not one of the type's limits", show(&q, t->fair_key));
+    }
+    if (t->charge_redelivery != 0 && t->charge_redelivery != 1)
+        return fault(where, POLICY_FIELD_CHARGE_REDELIVERY, 0, msg, msglen,
+                     "charge_redelivery must be 0 or 1, got %d", t->charge_redelivery);
     return 0;
 }
 

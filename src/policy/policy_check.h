@@ -47,6 +47,9 @@ typedef enum policy_field {
     POLICY_FIELD_RETRY_MAX,
     POLICY_FIELD_RETRY_THROTTLE,
     POLICY_FIELD_LEASE,
+    POLICY_FIELD_FAIRNESS,          /* fairness */
+    POLICY_FIELD_FAIR_KEY,          /* fair_key */
+    POLICY_FIELD_CHARGE_REDELIVERY, /* charge_redelivery */
     /* engine */
     POLICY_FIELD_MAX_TASKS,
     POLICY_FIELD_MAX_PARKED,

@@ -151,6 +151,49 @@ check "seed000: 10 llm calls as they arrive, every 2 s" "0 2 4 6 8 10 12 14 16 1
   "$(printf '%s\n' "$llm" | head -n 10 | xargs)"
 check "seed000: then paced: 30 calls by 120 s" 120 "$(printf '%s\n' "$llm" | tail -n 1)"
 
+# ---- Seed 004: fair share between users -------------------------------------------------------
+
+run simulate "$examples/seed004-fairness.yaml" --format csv
+check "fairness: status" 0 "$rc"
+bob=$(printf '%s\n' "$out" | awk -F, 'NR > 1 && $5 == "bob" { print $3 - $2 }')
+check "fairness: bob's 11 tasks start as they arrive" "0 0 0 0 0 0 0 0 0 0 0" "$(printf '%s\n' "$bob" | xargs)"
+check "fairness: all 2011 done" 2011 "$(printf '%s\n' "$out" | grep -c ',done$')"
+sed 's/fairness: keys /fairness: fifo /; s/^    fair_key:/    #fair_key:/' \
+  "$examples/seed004-fairness.yaml" >"$tmp/fifo.yaml"
+run simulate "$tmp/fifo.yaml" --format csv
+check "fifo: status" 0 "$rc"
+check "fifo: bob's first task waits behind alice's 2000" 99 \
+  "$(printf '%s\n' "$out" | awk -F, 'NR > 1 && $5 == "bob" { print int($3 - $2); exit }')"
+run simulate "$examples/seed004-fairness.yaml"
+contains "fairness text: the type's fairness" "$out" "workflow: per_user; fair between keys of per_user"
+
+# ---- Seed 001: charge_redelivery, every execution pays ------------------------------------------
+
+# Workers slower than the lease: each task is lost and delivered again every second. With
+# charge_redelivery each of the 14 deliveries is charged; without, the 2 first ones only.
+cat >"$tmp/redeliver.yaml" <<'YAML'
+limits:
+  api: {rate: 100/1m, burst: 100}
+types:
+  job:
+    limits: [api]
+    lease: 1s
+    charge_redelivery: true
+scenario:
+  duration: 10s
+  arrivals:
+    - {type: job, count: 2}
+  workers:
+    - {count: 2, service: 1500ms}
+YAML
+run simulate "$tmp/redeliver.yaml"
+check "charge_redelivery: status" 0 "$rc"
+contains "charge_redelivery: every delivery charged" "$out" "max grants   api: 14 in any 1m"
+contains "charge_redelivery: the type says so" "$out" "job: api; redeliveries pay again"
+sed 's/charge_redelivery: true/charge_redelivery: false/' "$tmp/redeliver.yaml" >"$tmp/redeem.yaml"
+run simulate "$tmp/redeem.yaml"
+contains "exactly-once: the first deliveries only" "$out" "max grants   api: 2 in any 1m"
+
 # ---- The simulator counts what the engine charged, nothing else --------------------------------
 
 # A units value of 0, a missing team (seats has no missing_key: global) and a tier value no tier

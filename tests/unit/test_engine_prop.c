@@ -10,11 +10,15 @@
  * window (GCRA: at most burst + elapsed / T units in any interval; fixed: at most limit per
  * aligned window; sliding: at most limit in any period; concurrency: at most limit held); and
  * it finally keeps workers polling and acking until every task ended in a terminal state.
+ * It runs once with every type in FIFO order and exactly-once grants, and once with fair
+ * dispatch between keys for every type that has a keyed limit and charge_redelivery for every
+ * other type (a lost lease then pays again): neither may skip a limit or lose a task.
  *
  * The out-of-memory sweep fails allocation N (and every later one) for N = 1, 2, ... over a
  * whole submit / poll / park / ack / fail / cancel / tick / recurring cycle until the cycle
  * runs without a failure: each failure must be SLUICE_ENOMEM, leave consistent counts, and
- * leak nothing.
+ * leak nothing; once more with fair dispatch and charge_redelivery, ending with a change back to
+ * FIFO that re-files the ready tasks.
  */
 #include "engine_fixture.h"
 
@@ -60,7 +64,11 @@ typedef struct world {
     grant *log[NLIMITS][NKEYS];
     size_t nlog[NLIMITS][NKEYS];
     int64_t held[NKEYS]; /* concurrency units held per key (or [0] when global) */
+    int charge[5];       /* the type has charge_redelivery */
 } world;
+
+/* 1: types get fairness keys (when they have a keyed limit) or charge_redelivery. */
+static int prop_fair;
 
 static const char *limit_names[NLIMITS] = {"rate", "win", "slide", "conc"};
 static const char *type_names[5] = {"t0", "t1", "t2", "t3", "t4"};
@@ -134,6 +142,13 @@ static void setup(world *w, uint64_t seed)
                 tp.retry.backoff = SLUICE_BACKOFF_FIXED;
                 tp.retry.base_ns = 500 * MS;
                 tp.retry.throttle_retries = w->throttle[t];
+                if (prop_fair) {
+                    for (int l = 0; l < NLIMITS; l++)
+                        if (chains[t][l] && w->keyed[l])
+                            tp.fairness = SLUICE_FAIR_KEYS;
+                    w->charge[t] = t % 2;
+                    tp.charge_redelivery = w->charge[t];
+                }
                 assert_int_equal(sluice_engine_set_type(w->e, &tp, w->now, msg, sizeof msg),
                                  SLUICE_OK);
             }
@@ -210,7 +225,7 @@ static void model_tick(world *w)
         if (m->state == M_RUNNING && m->lease_until <= w->now) {
             release(w, m);
             m->state = M_PENDING;
-            m->hold = 1;
+            m->hold = !w->charge[m->type];
         }
     }
     assert_int_equal(sluice_engine_tick(w->e, w->now), SLUICE_OK);
@@ -520,6 +535,22 @@ static void test_property_random(void **unused)
     assert_true(total_redelivered > 0);
 }
 
+/* The same with fair dispatch and charge_redelivery. */
+static void test_property_fair(void **unused)
+{
+    (void)unused;
+    total_grants = total_parked_peak = total_rejected = total_redelivered = 0;
+    prop_fair = 1;
+    for (uint64_t seed = 1; seed <= 40; seed++)
+        run_property(seed * 0x9e3779b97f4a7c15u, 1500);
+    prop_fair = 0;
+    printf("fair: %llu grants logged, parked peaks %llu, %llu rejected, %llu redelivered\n",
+           (unsigned long long)total_grants, (unsigned long long)total_parked_peak,
+           (unsigned long long)total_rejected, (unsigned long long)total_redelivered);
+    assert_true(total_grants > 1000);
+    assert_true(total_redelivered > 0);
+}
+
 /* ---- Out of memory --------------------------------------------------------------------------- */
 
 /* Counts agree with each other: every unfinished task is counted in one state. */
@@ -541,6 +572,9 @@ static void check_counts(const sluice_engine *e)
         }                                                                                          \
         rc = SLUICE_OK;                                                                            \
     } while (0)
+
+/* 1: the cycle's type has fairness keys and charge_redelivery, and goes back to FIFO. */
+static int oom_fair;
 
 static int oom_cycle(void)
 {
@@ -567,6 +601,8 @@ static int oom_cycle(void)
     t.name = "job";
     t.limits = (char **)lims;
     t.nlimits = 2;
+    t.fairness = oom_fair ? SLUICE_FAIR_KEYS : SLUICE_FAIR_FIFO;
+    t.charge_redelivery = oom_fair;
     TRY(sluice_engine_set_type(e, &t, T0, msg, sizeof msg));
     memset(&s, 0, sizeof s);
     s.type = "job";
@@ -607,6 +643,12 @@ static int oom_cycle(void)
     fx_limit(&p, "rate", SLUICE_RATE, 5, MIN);
     TRY(sluice_engine_set_limit(e, &p, T0 + 2 * MIN, msg, sizeof msg));
     TRY(sluice_engine_tick(e, T0 + 3 * MIN));
+    if (oom_fair) {
+        t.fairness = SLUICE_FAIR_FIFO;
+        TRY(sluice_engine_set_type(e, &t, T0 + 3 * MIN, msg, sizeof msg));
+        TRY(sluice_engine_poll(e, NULL, 0, 8, T0 + 3 * MIN, out));
+        check_counts(e);
+    }
 out:
     if (e)
         check_counts(e);
@@ -614,11 +656,10 @@ out:
     return rc;
 }
 
-static void test_oom_sweep(void **unused)
+static void oom_sweep_cycle(void)
 {
     long n;
 
-    (void)unused;
     for (n = 1; n < 100000; n++) {
         long allocations;
         int rc;
@@ -637,11 +678,28 @@ static void test_oom_sweep(void **unused)
     assert_true(n < 100000);
 }
 
+static void test_oom_sweep(void **unused)
+{
+    (void)unused;
+    oom_fair = 0;
+    oom_sweep_cycle();
+}
+
+static void test_oom_sweep_fair(void **unused)
+{
+    (void)unused;
+    oom_fair = 1;
+    oom_sweep_cycle();
+    oom_fair = 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_property_random),
+        cmocka_unit_test(test_property_fair),
         cmocka_unit_test(test_oom_sweep),
+        cmocka_unit_test(test_oom_sweep_fair),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -218,6 +218,10 @@ static void print_setting(FILE *f, const simrun_result *r, const char *file)
             fprintf(f, " no limits");
         for (size_t j = 0; j < t->nlimits; j++)
             fprintf(f, "%s %s", j ? "," : "", t->limits[j]);
+        if (t->fairness == SLUICE_FAIR_KEYS && t->fair_key)
+            fprintf(f, "; fair between keys of %s", t->fair_key);
+        if (t->charge_redelivery)
+            fprintf(f, "; redeliveries pay again");
         fprintf(f, "\n");
     }
     for (size_t i = 0; i < sc->nworkers; i++) {

@@ -461,7 +461,8 @@ static int start(run *x, size_t pi, const sluice_delivery *d, int64_t now)
             t->arrival_ns = now;
     }
     /* The engine says what this grant charged: the whole chain, or (a redelivery after a lost
-     * lease, a retry under throttle_retries 0) the concurrency units only. */
+     * lease unless the type has charge_redelivery, a retry under throttle_retries 0) the
+     * concurrency units only. */
     if (simkeys_delivered(r, x->e, t, d->charged, now) != 0)
         return oom(x);
     t->lease_lost = 0;
