@@ -42,6 +42,9 @@
 #define V1_TASK_SLACK ((size_t)64 << 10)
 /* Body of a GET (none is expected; a small one is read and dropped). */
 #define V1_GET_BODY ((size_t)4 << 10)
+/* Bytes of a body past its bound read and dropped, so that the 413 reaches the client (MHD
+ * answers only once the request is whole); past them the connection is closed. */
+#define V1_DISCARD_MAX ((size_t)4 << 20)
 /* Values of one RESP reply read back (THROTTLE's has 6). */
 #define V1_REPLY_VALUES 8
 
@@ -67,6 +70,8 @@ struct admin_v1_req {
     char *body;                /* alloc_malloc, NUL-terminated; NULL before the first byte */
     size_t len, cap;           /* body bytes and its allocation */
     size_t max;                /* the route's body bound */
+    unsigned refused;          /* 413 or 503 (the status to answer): the body is dropped */
+    size_t dropped;            /* bytes dropped since */
     resp_writer reply;         /* V1_WAITING/V1_DONE: the command's reply */
     char failure[256];         /* V1_DONE: the commit's error, "" when durable */
     admin_v1_req *prev, *next; /* a->v1_waiting while V1_WAITING */
@@ -898,17 +903,31 @@ enum MHD_Result admin_v1_continue(admin *a, admin_v1_req *r, const char *upload_
         return tasks_answer(r);
     }
     if (*upload_data_size > 0) {
-        int brc = body_append(r, upload_data, *upload_data_size);
+        size_t n = *upload_data_size;
+        int brc = r->refused ? 0 : body_append(r, upload_data, n);
 
         *upload_data_size = 0;
-        if (brc > 0)
-            return reply_too_large(r->conn, r->max);
-        if (brc < 0)
-            return reply_failed(r->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "BusyError", "Server busy",
-                                "BUSY", "too many request bodies are being received at once",
-                                "Back off and retry", MHD_HTTP_HEADER_RETRY_AFTER, "1");
+        if (brc != 0) {
+            /* Refused: what was buffered goes now, the rest is dropped as it comes. */
+            r->refused = brc > 0 ? MHD_HTTP_CONTENT_TOO_LARGE : MHD_HTTP_SERVICE_UNAVAILABLE;
+            a->v1_body_bytes -= r->cap;
+            alloc_free(r->body);
+            r->body = NULL;
+            r->len = r->cap = 0;
+        }
+        if (r->refused) {
+            r->dropped += n;
+            if (r->dropped > V1_DISCARD_MAX)
+                return MHD_NO; /* closes the connection */
+        }
         return MHD_YES;
     }
+    if (r->refused == MHD_HTTP_CONTENT_TOO_LARGE)
+        return reply_too_large(r->conn, r->max);
+    if (r->refused)
+        return reply_failed(r->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "BusyError", "Server busy",
+                            "BUSY", "too many request bodies are being received at once",
+                            "Back off and retry", MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (a->srv->stopping || a->stopping)
         return reply_failed(r->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "BusyError", "Shutting down",
                             "SHUTDOWN", "the server is shutting down", "Retry on another server",
