@@ -290,7 +290,9 @@ static void fail_flight(durable *d, const char *reason)
             fn(h->arg, reason[0] ? reason : "?");
         }
     }
-    qsort(d->flight, d->nflight, sizeof *d->flight, held_cmp);
+    /* A commit nobody waited for (the key timer's) may have no array at all: qsort wants one. */
+    if (d->nflight > 1)
+        qsort(d->flight, d->nflight, sizeof *d->flight, held_cmp);
     for (size_t i = 0; i < d->nflight;) {
         size_t j = i;
 

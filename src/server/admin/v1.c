@@ -74,6 +74,7 @@ struct admin_v1_req {
     size_t dropped;            /* bytes dropped since */
     resp_writer reply;         /* V1_WAITING/V1_DONE: the command's reply */
     char failure[256];         /* V1_DONE: the commit's error, "" when durable */
+    int shutdown;              /* V1_DONE: answered early, the admin port is stopping */
     admin_v1_req *prev, *next; /* a->v1_waiting while V1_WAITING */
 };
 
@@ -607,6 +608,11 @@ static enum MHD_Result tasks_answer(admin_v1_req *r)
     size_t nv;
     int is_array;
 
+    if (r->shutdown)
+        return reply_failed(r->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "BusyError", "Shutting down",
+                            "SHUTDOWN", r->failure,
+                            "Retry with the same \"id\" (task key) once the server is back", NULL,
+                            NULL);
     if (r->failure[0])
         return reply_failed(r->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "StorageError", "Not durable",
                             "IOERR", r->failure,
@@ -970,6 +976,7 @@ void admin_v1_stop(admin *a)
 
     while ((r = a->v1_waiting) != NULL) {
         durable_wait_cancel(a->srv, r);
+        r->shutdown = 1;
         on_durable(r, "the server is shutting down before the task's commit completed; the "
                       "final commit may still store it");
     }
