@@ -8,7 +8,8 @@
 #   Retry-After and seed 004's error body (every field); peek charges nothing; a task type's
 #   chain; the decisions are THROTTLE's (an HTTP grant is seen by RESP THROTTLE and back);
 # - errors: 400 (not JSON, not an object, unknown member, wrong types, THROTTLE's WRONGARGS),
-#   404 (unknown limit, path, task), 405 with Allow, 413 (by Content-Length, and chunked);
+#   404 (unknown limit, path, task), 405 with Allow, 413 (by Content-Length, and chunked), 503
+#   with Retry-After (BUSY: a limit at its max_keys);
 # - POST /v1/tasks then GET /v1/tasks/{id}/explain; TASK.ADD's validation (400), EXISTS (409);
 #   the answer waits for the commit (DEBUG FAULT SLOWSYNC) and is 503 when the commit fails
 #   (DEBUG FAULT FULL), and a task answered 201 survives a kill -9;
@@ -64,6 +65,10 @@ limits:
   quota:
     quota: {budget: 3, period: day}
     key: explicit
+  one:
+    rate: 10/1h
+    key: explicit
+    max_keys: 1
 types:
   sync:
     limits: [tenant]
@@ -176,6 +181,10 @@ check "400 peek not a boolean" 400 "$(post $A /v1/throttle '{"limit":"api","key"
 check "400 no limit" 400 "$(post $A /v1/throttle '{"key":"x"}')"
 check "400 duplicate member" 400 "$(post $A /v1/throttle '{"limit":"api","limit":"big","key":"x"}')"
 check "400 key required" 400 "$(post $A /v1/throttle '{"limit":"api"}')"
+check "one key of max_keys 1" 200 "$(post $A /v1/throttle '{"limit":"one","key":"first"}')"
+check "503 BUSY past max_keys" 503 "$(post $A /v1/throttle '{"limit":"one","key":"second"}')"
+jqok "503 body" '.code == "BUSY" and .error_type == "BusyError"'
+check "503 Retry-After" 1 "$(header Retry-After)"
 check "404 unknown path" 404 "$(post $A /v1/nothing '{}')"
 check "405 GET /v1/throttle" 405 "$(get $A /v1/throttle)"
 check "405 Allow" "POST" "$(header Allow)"
