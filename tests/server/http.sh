@@ -12,7 +12,8 @@
 #   with Retry-After (BUSY: a limit at its max_keys);
 # - POST /v1/tasks then GET /v1/tasks/{id}/explain; TASK.ADD's validation (400), EXISTS (409);
 #   the answer waits for the commit (DEBUG FAULT SLOWSYNC) and is 503 when the commit fails
-#   (DEBUG FAULT FULL), and a task answered 201 survives a kill -9;
+#   (DEBUG FAULT FULL), a task answered 201 survives a kill -9, and a submit still waiting when
+#   the server stops is answered 503 SHUTDOWN;
 # - auth: with --requirepass, 401 with WWW-Authenticate without the bearer token or with a wrong
 #   one, 200 with it; Basic auth works too.
 #
@@ -118,6 +119,7 @@ stop() {
   local pidvar="PID_$1"
   kill -TERM "${!pidvar}"
   wait "${!pidvar}" 2>/dev/null
+  stop_rc=$?
 }
 header() { grep -i "^$1:" "$tmp/headers" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
 
@@ -249,6 +251,21 @@ A=$A_d
 P=$P_d
 check "a 201 task survives kill -9" 200 "$(get $A "/v1/tasks/$did/explain")"
 stop d
+# A submit waiting for its commit when the server stops is answered (503 SHUTDOWN), and the
+# server exits cleanly (MHD holds no suspended connection when it stops).
+start d --enable-debug-commands
+A=$A_d
+P=$P_d
+check "SLOWSYNC 3000" OK "$(cli DEBUG FAULT SLOWSYNC 3000)"
+curl -s -o "$tmp/late" -w '%{http_code}' --max-time 60 --data-binary '{"type":"sync","payload":{"tenant":"late"}}' \
+  "http://127.0.0.1:$A/v1/tasks" >"$tmp/late.status" &
+late=$!
+wait_until "the submit is held" 30 sh -c "redis-cli -p $P INFO persistence | grep -q '^held_replies:[1-9]'"
+stop d
+check "stopped while a submit waits: exit 0" 0 "$stop_rc"
+wait "$late"
+check "the waiting submit: 503" 503 "$(cat "$tmp/late.status")"
+contains "SHUTDOWN" '"code":"SHUTDOWN"' "$(cat "$tmp/late")"
 
 # ---- Auth ---------------------------------------------------------------------------------------
 start auth --requirepass s3cret
