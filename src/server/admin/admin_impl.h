@@ -142,7 +142,7 @@ enum MHD_Result admin_api_task(admin *a, struct MHD_Connection *c, const char *i
 enum MHD_Result admin_metrics(admin *a, struct MHD_Connection *c);
 enum MHD_Result admin_sse_open(admin *a, struct MHD_Connection *c);
 
-/* ---- The HTTP decision API (v1.c) ---------------------------------------------------- */
+/* ---- The HTTP decision API (v1.c, and its pure side v1_reply.c) ---------------------------- */
 
 /* One value of a RESP2 reply read back. */
 typedef struct admin_resp_val {
@@ -182,6 +182,9 @@ typedef struct admin_v1_denial {
  * window_ms, retry_after_seconds (rounded up; null when no wait helps), retry_after_ms,
  * remaining, peek, message}, "help"}. NULL without memory. Pure. */
 json_t *admin_v1_denial_json(const admin_v1_denial *d);
+
+/* Seconds of a wait of ms milliseconds, rounded up (0 for none). Pure. */
+int64_t admin_v1_seconds(int64_t ms);
 
 /* A window in words: "60 seconds", "1 second", "1500 ms". Pure. */
 void admin_v1_window_text(int64_t window_ms, char *buf, size_t buflen);
