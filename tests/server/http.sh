@@ -11,6 +11,7 @@
 #   404 (unknown limit, path, task), 405 with Allow, 413 (by Content-Length, and chunked), 503
 #   with Retry-After (BUSY: a limit at its max_keys);
 # - POST /v1/tasks then GET /v1/tasks/{id}/explain; TASK.ADD's validation (400), EXISTS (409);
+#   a worker blocked in TASK.GET is handed an HTTP-submitted task at once;
 #   the answer waits for the commit (DEBUG FAULT SLOWSYNC) and is 503 when the commit fails
 #   (DEBUG FAULT FULL), a task answered 201 survives a kill -9, and a submit still waiting when
 #   the server stops is answered 503 SHUTDOWN;
@@ -225,6 +226,16 @@ cli TASK.GET sync >/dev/null
 check "EXISTS 409" 409 "$(post $A /v1/tasks '{"type":"sync","payload":{"tenant":"t3"},"id":"run-1"}')"
 jqok "409 body" ".code == \"EXISTS\" and (.details.message | test(\"$rid\"))"
 check "405 GET /v1/tasks" 405 "$(get $A /v1/tasks)"
+# A worker blocked in TASK.GET is handed a task submitted over HTTP at once.
+redis-cli -p "$P" TASK.GET wake TIMEOUT 20000 >"$tmp/wake" 2>&1 &
+wake=$!
+wait_until "the worker blocks" 30 blocked_is 1
+check "submit for the blocked worker" 201 "$(post $A /v1/tasks '{"type":"wake","payload":{"n":42}}')"
+wid=$(jq -r .id "$tmp/body")
+t0=$(now_ms)
+wait "$wake"
+within "the blocked worker was woken (ms)" 0 5000 $(($(now_ms) - t0))
+contains "the worker got the task" "$wid" "$(head -1 "$tmp/wake")"
 
 # ---- Durability: the answer waits for the commit; a failed commit is 503 ------------------------
 stop m
