@@ -61,6 +61,14 @@ void commands_free(server *s);
 /* Runs one command of client c: the checks of the file comment, then its handler. */
 void commands_dispatch(conn *c, const resp_command *cmd);
 
+/* Runs one command for a caller that is not a client (the admin port's HTTP API) through the
+ * same checks and handler as commands_dispatch, as an authenticated RESP2 client would, and
+ * appends its one reply to out (initialised by the caller, which frees it). Only commands that
+ * answer at once from the server's state are run (not CMD_NOAUTH connection commands, not
+ * CMD_BLOCKING ones): others get -ERR. The reply is not held for durability: the caller reads
+ * durable_changes before and after, and waits with durable_wait when it moved. */
+void commands_run_detached(server *s, const resp_command *cmd, resp_writer *out);
+
 /* ---- Reply helpers shared by the command modules --------------------------------------- */
 
 /* -WRONGARGS wrong number of arguments for 'name' command */

@@ -143,29 +143,76 @@ void durable_delivered_unblocked(conn *c, size_t mark, uint64_t max_id)
         hold_reply(d, c, mark);
 }
 
+/* Makes room for one more held entry. Returns 0, or -1 when out of memory. */
+static int held_grow(durable *d)
+{
+    size_t cap;
+    durable_held *h;
+
+    if (d->nheld < d->held_cap)
+        return 0;
+    cap = d->held_cap ? d->held_cap * 2 : 64;
+    h = alloc_realloc(d->held, cap * sizeof *h);
+    if (!h)
+        return -1;
+    d->held = h;
+    d->held_cap = cap;
+    return 0;
+}
+
 /* Holds the reply client c appended from mark until the next commit. */
 static void hold_reply(durable *d, conn *c, size_t mark)
 {
-    if (d->nheld == d->held_cap) {
-        size_t cap = d->held_cap ? d->held_cap * 2 : 64;
-        durable_held *h = alloc_realloc(d->held, cap * sizeof *h);
-
-        if (!h) {
-            /* Cannot hold it: make the change durable now instead, before the reply can go. */
-            durable_commit(d);
-            if (d->last_ok)
-                return;
-            c->out.len = mark; /* its reply becomes the error */
-            resp_error(conn_out(c), "IOERR", "%s", d->last_error);
+    if (held_grow(d) != 0) {
+        /* Cannot hold it: make the change durable now instead, before the reply can go. */
+        durable_commit(d);
+        if (d->last_ok)
             return;
-        }
-        d->held = h;
-        d->held_cap = cap;
+        c->out.len = mark; /* its reply becomes the error */
+        resp_error(conn_out(c), "IOERR", "%s", d->last_error);
+        return;
     }
-    d->held[d->nheld++] = (durable_held){c, mark, c->out.len};
+    d->held[d->nheld++] = (durable_held){c, mark, c->out.len, NULL, NULL};
     conn_hold(c);
     /* Another round of the turn's end, for a client resumed there after the commit. */
     server_signal_ready(c->srv);
+}
+
+int durable_wait(server *s, durable_wait_fn fn, void *arg)
+{
+    durable *d = state_of(s);
+
+    if (!d || !d->st)
+        return 1;
+    if (held_grow(d) != 0) {
+        /* As a reply that cannot be held: the change is made durable before the answer. */
+        durable_commit(d);
+        return d->last_ok ? 1 : SLUICE_EIO;
+    }
+    d->held[d->nheld++] = (durable_held){NULL, 0, 0, fn, arg};
+    server_signal_ready(s);
+    return 0;
+}
+
+void durable_wait_cancel(server *s, void *arg)
+{
+    durable *d = state_of(s);
+
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->nheld; i++)
+        if (d->held[i].fn && d->held[i].arg == arg)
+            d->held[i].fn = NULL;
+    for (size_t i = 0; i < d->nflight; i++)
+        if (d->flight[i].fn && d->flight[i].arg == arg)
+            d->flight[i].fn = NULL;
+}
+
+const char *durable_last_error(const server *s)
+{
+    const durable *d = state_of(s);
+
+    return d ? d->last_error : "";
 }
 
 void durable_conn_closed(conn *c)
@@ -232,7 +279,20 @@ static void fail_flight(durable *d, const char *reason)
         if (err[i] == '\r' || err[i] == '\n')
             err[i] = ' ';
     memcpy(err + errlen - 2, "\r\n", 2);
-    qsort(d->flight, d->nflight, sizeof *d->flight, held_cmp);
+    /* Waiters are told, and are done with: release_flight does not call them again. */
+    for (size_t i = 0; i < d->nflight; i++) {
+        durable_held *h = &d->flight[i];
+
+        if (h->fn) {
+            durable_wait_fn fn = h->fn;
+
+            h->fn = NULL;
+            fn(h->arg, reason[0] ? reason : "?");
+        }
+    }
+    /* A commit nobody waited for (the key timer's) may have no array at all: qsort wants one. */
+    if (d->nflight > 1)
+        qsort(d->flight, d->nflight, sizeof *d->flight, held_cmp);
     for (size_t i = 0; i < d->nflight;) {
         size_t j = i;
 
@@ -270,9 +330,16 @@ static void release_flight(durable *d)
     size_t n = d->nflight;
 
     d->nflight = 0;
-    for (size_t i = 0; i < n; i++)
-        if (d->flight[i].c)
+    for (size_t i = 0; i < n; i++) {
+        if (d->flight[i].c) {
             conn_release(d->flight[i].c);
+        } else if (d->flight[i].fn) {
+            durable_wait_fn fn = d->flight[i].fn;
+
+            d->flight[i].fn = NULL;
+            fn(d->flight[i].arg, NULL);
+        }
+    }
 }
 
 /* ---- Commits (loop thread) ---------------------------------------------------------------- */

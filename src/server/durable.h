@@ -92,6 +92,26 @@ void durable_delivered(server *s, uint64_t max_id);
  * the reply is held until the next commit, as a command's. */
 void durable_delivered_unblocked(conn *c, size_t mark, uint64_t max_id);
 
+/* The outcome of a durable_wait: error is NULL when the changes are durable, else the one-line
+ * reason of the commit that failed (valid during the call only). */
+typedef void (*durable_wait_fn)(void *arg, const char *error);
+
+/* For a caller that is not a client (the admin port's HTTP API): its request changed something
+ * (durable_changes moved past what it read before) and its answer must wait, as a held reply
+ * does, for the commit of this turn's changes. Returns 1 when there is nothing to wait for (no
+ * store): answer now, fn is never called; 0 when fn(arg, ...) will be called once, on the loop
+ * thread, when the commit that takes these changes completes (never from inside this call).
+ * Without memory to record the wait, the changes are made durable at once instead: 1 when that
+ * commit succeeded, SLUICE_EIO when it failed (the reason in durable_last_error). */
+int durable_wait(server *s, durable_wait_fn fn, void *arg);
+
+/* Forgets every wait of arg (its fn is not called). For a caller that must answer earlier (the
+ * admin port stopping). */
+void durable_wait_cancel(server *s, void *arg);
+
+/* The reason of the last commit that failed, "" when none. */
+const char *durable_last_error(const server *s);
+
 /* A client is closing: forget its held replies (they are dropped with it). */
 void durable_conn_closed(conn *c);
 

@@ -19,10 +19,13 @@
 #define META_CLOCK   "clock_ns" /* the server clock when the commit was made */
 #define META_NEXT_ID "next_id"  /* the largest task id issued so far */
 
-/* One held reply: bytes [start, end) of a client's reply buffer. */
+/* One held reply: bytes [start, end) of a client's reply buffer; or, with fn set (c NULL), a
+ * waiter of durable_wait, told the commit's outcome instead. */
 typedef struct durable_held {
-    conn *c; /* NULL once the client closed */
+    conn *c; /* NULL once the client closed, and for a waiter */
     size_t start, end;
+    durable_wait_fn fn; /* a waiter's callback; NULL once called or cancelled */
+    void *arg;          /* passed to fn */
 } durable_held;
 
 /* What recovery found, for the log and INFO. */

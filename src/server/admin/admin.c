@@ -37,7 +37,7 @@
 
 /* ---- Replies ----------------------------------------------------------------------------- */
 
-static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *r)
+enum MHD_Result admin_queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *r)
 {
     enum MHD_Result rc;
 
@@ -70,11 +70,10 @@ enum MHD_Result admin_reply_owned(struct MHD_Connection *c, unsigned status,
 
     if (r)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    return queue(c, status, r);
+    return admin_queue(c, status, r);
 }
 
-/* Dumps doc (consumed) into a response, newline-terminated. NULL without memory. */
-static struct MHD_Response *json_response(json_t *doc)
+struct MHD_Response *admin_json_response(json_t *doc)
 {
     struct MHD_Response *r;
     size_t n;
@@ -97,18 +96,26 @@ static struct MHD_Response *json_response(json_t *doc)
     return r;
 }
 
-enum MHD_Result admin_reply_json(struct MHD_Connection *c, unsigned status, json_t *doc)
+enum MHD_Result admin_reply_json_header(struct MHD_Connection *c, unsigned status, json_t *doc,
+                                        const char *hname, const char *hvalue)
 {
     static const char oom[] = "{\"error\":\"nomem\",\"message\":\"out of memory\"}\n";
-    struct MHD_Response *r = json_response(doc);
+    struct MHD_Response *r = admin_json_response(doc);
 
+    if (r && hname)
+        MHD_add_response_header(r, hname, hvalue);
     if (!r) {
         status = MHD_HTTP_INTERNAL_SERVER_ERROR;
         r = MHD_create_response_from_buffer(sizeof(oom) - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
         if (r)
             MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     }
-    return queue(c, status, r);
+    return admin_queue(c, status, r);
+}
+
+enum MHD_Result admin_reply_json(struct MHD_Connection *c, unsigned status, json_t *doc)
+{
+    return admin_reply_json_header(c, status, doc, NULL, NULL);
 }
 
 /* The {"error", "message"} document. NULL without memory. */
@@ -174,8 +181,7 @@ static long b64_decode(const char *in, unsigned char *out, size_t cap)
     return (long)n;
 }
 
-/* Returns 1 when the request carries the password (or none is set). */
-static int authorized(const admin *a, struct MHD_Connection *c)
+int admin_authorized(const admin *a, struct MHD_Connection *c)
 {
     const char *h;
 
@@ -213,25 +219,25 @@ static int authorized(const admin *a, struct MHD_Connection *c)
 
 static enum MHD_Result reply_unauthorized(struct MHD_Connection *c)
 {
-    struct MHD_Response *r = json_response(
+    struct MHD_Response *r = admin_json_response(
         json_pack("{s:s, s:s}", "error", "unauthorized", "message",
                   "a password is required: HTTP Basic auth or Authorization: Bearer <password>"));
 
     if (r)
         MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
                                 "Basic realm=\"sluice\", charset=\"UTF-8\"");
-    return queue(c, MHD_HTTP_UNAUTHORIZED, r);
+    return admin_queue(c, MHD_HTTP_UNAUTHORIZED, r);
 }
 
 static enum MHD_Result reply_method(struct MHD_Connection *c, const char *method)
 {
     struct MHD_Response *r =
-        json_response(json_pack("{s:s, s:s+}", "error", "method_not_allowed", "message",
-                                "the admin port answers GET and HEAD only, not ", method));
+        admin_json_response(json_pack("{s:s, s:s+}", "error", "method_not_allowed", "message",
+                                      "the admin port answers GET and HEAD only, not ", method));
 
     if (r)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-    return queue(c, MHD_HTTP_METHOD_NOT_ALLOWED, r);
+    return admin_queue(c, MHD_HTTP_METHOD_NOT_ALLOWED, r);
 }
 
 /* ---- Routes ------------------------------------------------------------------------------ */
@@ -246,7 +252,7 @@ static enum MHD_Result reply_healthz(struct MHD_Connection *c)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     }
-    return queue(c, MHD_HTTP_OK, r);
+    return admin_queue(c, MHD_HTTP_OK, r);
 }
 
 static enum MHD_Result reply_readyz(admin *a, struct MHD_Connection *c)
@@ -287,7 +293,7 @@ static enum MHD_Result reply_static(struct MHD_Connection *c, const dash_file *f
         MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, f->etag);
         MHD_add_response_header(r, "X-Frame-Options", "DENY");
     }
-    return queue(c, status, r);
+    return admin_queue(c, status, r);
 }
 
 static enum MHD_Result route(admin *a, struct MHD_Connection *c, const char *url)
@@ -320,7 +326,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     int probe = strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0;
 
     (void)version;
-    (void)upload_data;
+    /* The decision API reads its bodies and answers POSTs (v1.c). */
+    if (*req_cls == NULL && admin_v1_path(url))
+        return admin_v1_begin(a, c, url, method, req_cls);
+    if (*req_cls != NULL && *req_cls != a)
+        return admin_v1_continue(a, *req_cls, upload_data, upload_data_size);
     /* The first call brings the headers only; answering then would make MHD close the
      * connection. The reply is queued once the request is whole; a body is read and dropped
      * (within the connection's memory limit). */
@@ -333,7 +343,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     a->requests++;
-    if (!probe && !authorized(a, c))
+    if (!probe && !admin_authorized(a, c))
         return reply_unauthorized(c);
     if (!get)
         return reply_method(c, method);
@@ -342,6 +352,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (strcmp(url, "/readyz") == 0)
         return reply_readyz(a, c);
     return route(a, c, url);
+}
+
+/* MHD is done with a request: an API request's state goes. */
+static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)c;
+    (void)toe;
+    if (*req_cls && *req_cls != cls)
+        admin_v1_free(*req_cls);
+    *req_cls = NULL;
 }
 
 /* Protected mode, as on the data port. */
@@ -516,13 +537,14 @@ int admin_start(server *s, char *msg, size_t msglen)
     a->srv = s;
     a->port = port;
     /* MHD owns the listening socket from here and closes it when it stops. */
-    a->d = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, (uint16_t)port, accept_policy,
-        a, on_request, a, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned int)ADMIN_MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned int)ADMIN_MAX_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned int)ADMIN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)ADMIN_CONN_MEMORY, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a, MHD_OPTION_END);
+    a->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+                            (uint16_t)port, accept_policy, a, on_request, a,
+                            MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned int)ADMIN_MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                            (unsigned int)ADMIN_MAX_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned int)ADMIN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                            (size_t)ADMIN_CONN_MEMORY, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, a, MHD_OPTION_END);
     if (!a->d) {
         close(fd);
         unlink_port_file(s);
@@ -565,6 +587,7 @@ void admin_stop(server *s)
     /* The streams end: resumed, their readers return end-of-stream; MHD must hold no
      * suspended connection when it stops. */
     admin_sse_end_all(a);
+    admin_v1_stop(a);
     if (a->d)
         MHD_run(a->d);
     a->stopping = 1;

@@ -3,7 +3,9 @@
  * The admin port: HTTP on its own address (default 127.0.0.1:7380) for monitoring and the
  * dashboard. GET /metrics (Prometheus), /api/stats, /api/limits, /api/limits/{name},
  * /api/tasks/{id}, /api/events (Server-Sent Events), /healthz, /readyz, and the dashboard's
- * static files at / (docs/admin.md has the shapes).
+ * static files at / (docs/admin.md has the shapes); and the HTTP decision API for callers that do
+ * not speak RESP, POST /v1/throttle, POST /v1/tasks, GET /v1/tasks/{id}/explain (v1.c,
+ * docs/http.md).
  *
  * Threading: libmicrohttpd runs inside the server's libuv loop, on the loop thread, like
  * everything else that touches the engine. It is started in "external" epoll mode: one uv_poll
@@ -39,6 +41,7 @@
 #define ADMIN_SSE_QUEUE        256         /* events queued per stream */
 #define ADMIN_SSE_HEARTBEAT_MS 15000       /* a comment line this often keeps streams alive */
 #define ADMIN_TOP_KEYS         20          /* keys listed by /api/limits/{name} */
+#define ADMIN_V1_BODY_TOTAL    (64u << 20) /* request bodies buffered at once, all together */
 
 /* Starts the admin port when s->opt.admin_port >= 0: binds s->opt.admin_bind:admin_port,
  * writes admin_port_file, and hooks MHD into s->loop (which must be initialised). When the port

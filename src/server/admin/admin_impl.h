@@ -2,8 +2,9 @@
 /*
  * The inside of the admin port, shared by its files: admin.c (MHD in the loop, routing,
  * authentication, static files, replies), api.c (the JSON documents), metrics.c
- * (/metrics) and events.c (event tallies, the most-denied keys, the SSE streams). Nothing
- * outside these files includes it.
+ * (/metrics), events.c (event tallies, the most-denied keys, the SSE streams) and v1.c (the
+ * HTTP decision API). Nothing outside these files includes it, but the unit tests of v1.c's
+ * pure helpers.
  */
 #ifndef SLUICE_SERVER_ADMIN_IMPL_H
 #define SLUICE_SERVER_ADMIN_IMPL_H
@@ -29,6 +30,7 @@
 
 typedef struct sse_client sse_client;
 typedef struct sse_msg sse_msg;
+typedef struct admin_v1_req admin_v1_req;
 
 /* One slot of a most-denied summary. */
 typedef struct sketch_slot {
@@ -69,6 +71,10 @@ typedef struct admin {
     uint64_t next_event_id;
     uint64_t sse_dropped; /* events dropped for slow readers, all streams together */
     uint64_t requests;    /* HTTP requests answered */
+
+    /* The HTTP decision API (v1.c). */
+    admin_v1_req *v1_waiting; /* submits suspended until their commit, doubly linked */
+    size_t v1_body_bytes;     /* bytes allocated for request bodies, all requests together */
 } admin;
 
 /* The admin of a server (NULL when off). */
@@ -89,6 +95,21 @@ enum MHD_Result admin_reply_json(struct MHD_Connection *c, unsigned status, json
 enum MHD_Result admin_reply_error(struct MHD_Connection *c, unsigned status, const char *code,
                                   const char *fmt, ...) PRINTF_ATTR(4, 5);
 
+/* Queues doc (consumed) as admin_reply_json does, with one more header when hname is not NULL. */
+enum MHD_Result admin_reply_json_header(struct MHD_Connection *c, unsigned status, json_t *doc,
+                                        const char *hname, const char *hvalue);
+
+/* A newline-terminated application/json response of doc (consumed), not cached. NULL without
+ * memory (or when doc is NULL); admin_queue then answers by closing the connection. */
+struct MHD_Response *admin_json_response(json_t *doc);
+
+/* Queues r (may be NULL: out of memory) with `status` and destroys the caller's reference. */
+enum MHD_Result admin_queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *r);
+
+/* Returns 1 when the request carries the server's password (Basic or Bearer, compared in
+ * constant time), or none is set. */
+int admin_authorized(const admin *a, struct MHD_Connection *c);
+
 /* Queues `len` bytes taken over from body (a alloc_malloc block, freed with the response). */
 enum MHD_Result admin_reply_owned(struct MHD_Connection *c, unsigned status,
                                   const char *content_type, char *body, size_t len);
@@ -105,6 +126,13 @@ json_t *admin_json_u64(uint64_t v);
 /* Unix ms of ns, or JSON null for SLUICE_NEVER / 0. */
 json_t *admin_json_time(int64_t ns);
 
+/* The explanation of task id (the "explain" object of /api/tasks/{id}), JSON null when the
+ * engine does not know the task, NULL without memory. */
+json_t *admin_explain_json(admin *a, uint64_t id);
+
+/* Parses a decimal task id (1 to 20 digits, no sign). Returns 0 or -1. Pure. */
+int admin_parse_id(const char *s, uint64_t *out);
+
 /* ---- Endpoints --------------------------------------------------------------------------- */
 
 enum MHD_Result admin_api_stats(admin *a, struct MHD_Connection *c);
@@ -113,6 +141,73 @@ enum MHD_Result admin_api_limit(admin *a, struct MHD_Connection *c, const char *
 enum MHD_Result admin_api_task(admin *a, struct MHD_Connection *c, const char *id);
 enum MHD_Result admin_metrics(admin *a, struct MHD_Connection *c);
 enum MHD_Result admin_sse_open(admin *a, struct MHD_Connection *c);
+
+/* ---- The HTTP decision API (v1.c, and its pure side v1_reply.c) ---------------------------- */
+
+/* One value of a RESP2 reply read back. */
+typedef struct admin_resp_val {
+    char type;     /* ':' integer, '$' bulk, '_' null (nil bulk), '-' error, '+' simple */
+    int64_t i;     /* ':' */
+    const char *s; /* '$', '-', '+': the bytes (an error's is "WORD message"), in the buffer */
+    size_t len;
+} admin_resp_val;
+
+/* Parses exactly one RESP2 reply of buf (len bytes): a scalar (*n = 1) or a flat array of at most
+ * max scalars (*is_array = 1, *n its length). Nested arrays, maps and anything malformed or
+ * trailing are refused. Returns 0 or -1. Pure. */
+int admin_resp_parse(const char *buf, size_t len, admin_resp_val *vals, size_t max, size_t *n,
+                     int *is_array);
+
+/* The HTTP status of a RESP error word (len bytes), and the error_type and title of seed 004's
+ * error body: WRONGARGS 400, NOAUTH 401, NOLIMIT and NOTASK 404, EXISTS, INUSE and NOLEASE 409,
+ * RATELIMITED 429, BUSY, NOMEM and IOERR 503, anything else 500. Pure. */
+unsigned admin_v1_status(const char *word, size_t len, const char **error_type, const char **title);
+
+/* A denial, as the 429 body reports it. */
+typedef struct admin_v1_denial {
+    const char *limit_name; /* the limit that said no */
+    const char *kind;       /* rate, window, sliding, quota, concurrency, tiered */
+    const char *key;        /* keylen bytes, any */
+    size_t keylen;
+    int64_t limit;           /* its capacity */
+    int64_t window_ms;       /* its period, 0 when it has none */
+    const char *window_text; /* the period in words when window_ms does not say it (quota) */
+    int64_t retry_after_ms;  /* -1: no wait helps */
+    int64_t remaining;
+    int peek;
+} admin_v1_denial;
+
+/* Seed 004's rate-limit error body: {"status": "failed", "error": "Rate limit exceeded",
+ * "error_type": "RateLimitError", "details": {limit_type, limit_name, key, limit, window,
+ * window_ms, retry_after_seconds (rounded up; null when no wait helps), retry_after_ms,
+ * remaining, peek, message}, "help"}. NULL without memory. Pure. */
+json_t *admin_v1_denial_json(const admin_v1_denial *d);
+
+/* Seconds of a wait of ms milliseconds, rounded up (0 for none). Pure. */
+int64_t admin_v1_seconds(int64_t ms);
+
+/* A window in words: "60 seconds", "1 second", "1500 ms". Pure. */
+void admin_v1_window_text(int64_t window_ms, char *buf, size_t buflen);
+
+/* Returns 1 when url belongs to the API (/v1/...). */
+int admin_v1_path(const char *url);
+
+/* The first call of an API request (headers only): checks the password (401 at once), the route
+ * and method (404, 405), the Content-Length against the route's bound (413 at once), and sets
+ * *req_cls to a new request. */
+enum MHD_Result admin_v1_begin(admin *a, struct MHD_Connection *c, const char *url,
+                               const char *method, void **req_cls);
+
+/* The later calls: buffers the body (413 past the route's bound, 503 past ADMIN_V1_BODY_TOTAL),
+ * then answers, or suspends a submit until its commit and answers once resumed. */
+enum MHD_Result admin_v1_continue(admin *a, admin_v1_req *r, const char *upload_data,
+                                  size_t *upload_data_size);
+
+/* MHD is done with the request: frees it. Accepts NULL. */
+void admin_v1_free(admin_v1_req *r);
+
+/* The admin port stops: every suspended submit is resumed with a 503 (MHD must hold none). */
+void admin_v1_stop(admin *a);
 
 /* ---- Events and streams (events.c) -------------------------------------------------- */
 

@@ -467,7 +467,7 @@ static json_t *failure_json(const sluice_task_info *ti)
     return o;
 }
 
-static json_t *explain_json(admin *a, uint64_t id)
+json_t *admin_explain_json(admin *a, uint64_t id)
 {
     sluice_explanation ex;
     json_t *o;
@@ -496,8 +496,7 @@ static json_t *explain_json(admin *a, uint64_t id)
     return o;
 }
 
-/* Parses a decimal task id. Returns 0 or -1. */
-static int parse_id(const char *s, uint64_t *out)
+int admin_parse_id(const char *s, uint64_t *out)
 {
     uint64_t v = 0;
 
@@ -519,7 +518,7 @@ enum MHD_Result admin_api_task(admin *a, struct MHD_Connection *c, const char *i
     json_t *o;
     int bad = 0;
 
-    if (parse_id(idtext, &id) != 0 || sluice_engine_task_info(a->srv->engine, id, &ti) != 0)
+    if (admin_parse_id(idtext, &id) != 0 || sluice_engine_task_info(a->srv->engine, id, &ti) != 0)
         return admin_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
                                  "no task \"%.40s\" (it never existed, or finished long ago)",
                                  idtext);
@@ -540,7 +539,7 @@ enum MHD_Result admin_api_task(admin *a, struct MHD_Connection *c, const char *i
     bad |= put(o, "lease_until_ms",
                ti.state == SLUICE_TASK_RUNNING ? admin_json_time(ti.lease_until_ns) : json_null());
     bad |= put(o, "failure", failure_json(&ti));
-    bad |= put(o, "explain", explain_json(a, id));
+    bad |= put(o, "explain", admin_explain_json(a, id));
     if (bad) {
         json_decref(o);
         o = NULL;
