@@ -30,6 +30,7 @@
 #include "server/commands.h"
 #include "server/durable.h"
 #include "server/log.h"
+#include "server/rstore.h"
 #include "sluice/error.h"
 #include "sluice/policy_spec.h"
 #include "sluice/spec.h"
@@ -191,17 +192,21 @@ typedef struct tier_arg {
     size_t len;
 } tier_arg;
 
+/* Room for the id of a limit or of one of its tiers, "name/tier". */
+#define LIMIT_ID_BUF (2 * COMMAND_NAME_BUF + 2)
+
 /* Finds the core limit THROTTLE asks of p: p itself, or for a tiered limit the tier that `ta`
  * chooses by the engine's rule (a string tier matches `equals`, a numeric one its inclusive
- * range). Returns 0, or -1 after replying (no TIER for a tiered limit, no tier matches, or a
- * concurrency tier THROTTLE cannot charge). */
+ * range). id (LIMIT_ID_BUF bytes) receives its id: the name, or "name/tier". Returns 0, or -1
+ * after replying (no TIER for a tiered limit, no tier matches, or a concurrency tier THROTTLE
+ * cannot charge). */
 static int throttle_core(conn *c, const sluice_limit_policy *p, const tier_arg *ta, unsigned flags,
-                         sluice_limit **live)
+                         sluice_limit **live, char *id)
 {
-    char id[2 * COMMAND_NAME_BUF + 2];
     size_t i;
     int64_t v = 0;
 
+    snprintf(id, LIMIT_ID_BUF, "%s", p->name);
     if (p->ntiers == 0)
         return check_direct(c, p, *live);
     if (!ta->value) {
@@ -228,7 +233,7 @@ static int throttle_core(conn *c, const sluice_limit_policy *p, const tier_arg *
                    (int)(ta->len > 64 ? 64 : ta->len), ta->value);
         return -1;
     }
-    snprintf(id, sizeof id, "%s/%s", p->name, p->tiers[i].name);
+    snprintf(id, LIMIT_ID_BUF, "%s/%s", p->name, p->tiers[i].name);
     *live = sluice_engine_limit_by_id(c->srv->engine, id);
     if (!*live)
         return check_direct(c, p, NULL);
@@ -245,7 +250,7 @@ static int throttle_core(conn *c, const sluice_limit_policy *p, const tier_arg *
 /* THROTTLE's reply, positional like CL.THROTTLE's (cheap to write and to parse, and the same
  * in RESP2 and RESP3): [allowed 0|1, limit, remaining, retry_after_ms, reset_after_ms,
  * denied_by (the limit's name, or nil when allowed)]. */
-static void reply_decision(conn *c, const sluice_decision *d, const char *denied_by)
+void reply_throttle(conn *c, const sluice_decision *d, const char *denied_by)
 {
     resp_writer *w = conn_out(c);
 
@@ -292,6 +297,34 @@ static int resolve_link(conn *c, const sluice_limit_policy *p, const resp_comman
     return 0;
 }
 
+/* Under a shared store: hands the resolved links to rstore, which replies (now or later). ids[i]
+ * is the id of links[i]'s limit (its name, or "name/tier"). */
+static void throttle_shared(conn *c, const sluice_chain_link *links,
+                            const sluice_limit_policy *const *pols, const char *const *ids,
+                            size_t n, unsigned flags)
+{
+    rstore_link stack[CHAIN_STACK], *rl = stack;
+
+    if (n > CHAIN_STACK) {
+        rl = alloc_calloc(n, sizeof(*rl));
+        if (!rl) {
+            resp_error(conn_out(c), "NOMEM", "out of memory");
+            return;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        rl[i].def = sluice_limit_get_def(links[i].limit);
+        rl[i].limit_id = ids[i];
+        rl[i].name = pols[i]->name;
+        rl[i].key = links[i].key;
+        rl[i].keylen = links[i].keylen;
+        rl[i].units = links[i].units;
+    }
+    rstore_throttle(c, rl, n, flags);
+    if (rl != stack)
+        alloc_free(rl);
+}
+
 static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_policy *t,
                           int64_t units, unsigned flags, const tier_arg *ta)
 {
@@ -299,13 +332,15 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
     sluice_chain_link stack_links[CHAIN_STACK], *links = stack_links;
     sluice_decision stack_dec[CHAIN_STACK], *dec = stack_dec;
     const sluice_limit_policy *stack_pol[CHAIN_STACK], **pols = stack_pol;
+    char(*ids)[LIMIT_ID_BUF] = NULL, id[LIMIT_ID_BUF];
+    const char **idp = NULL;
     sluice_chain_result res;
     size_t n = t->nlimits, report = 0, kept = 0;
     int rc;
 
     if (n == 0) {
         sluice_decision d = {.allowed = 1};
-        reply_decision(c, &d, NULL);
+        reply_throttle(c, &d, NULL);
         return;
     }
     if (n > CHAIN_STACK) {
@@ -313,6 +348,14 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
         dec = alloc_calloc(n, sizeof(*dec));
         pols = alloc_calloc(n, sizeof(*pols));
         if (!links || !dec || !pols) {
+            resp_error(conn_out(c), "NOMEM", "out of memory");
+            goto done;
+        }
+    }
+    if (rstore_active(s)) {
+        ids = alloc_calloc(n, sizeof(*ids));
+        idp = alloc_calloc(n, sizeof(*idp));
+        if (!ids || !idp) {
             resp_error(conn_out(c), "NOMEM", "out of memory");
             goto done;
         }
@@ -328,19 +371,27 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
                        t->name, t->limits[i]);
             goto done;
         }
-        if (throttle_core(c, p, ta, flags, &live) != 0 || check_throttle(c, p, flags) != 0 ||
+        if (throttle_core(c, p, ta, flags, &live, id) != 0 || check_throttle(c, p, flags) != 0 ||
             (rc = resolve_link(c, p, cmd, units, &links[kept])) < 0)
             goto done;
         if (rc == 1) /* skipped: the key is empty and the limit's missing_key is skip */
             continue;
         links[kept].limit = live;
         pols[kept] = p;
+        if (ids) {
+            memcpy(ids[kept], id, sizeof(id));
+            idp[kept] = ids[kept];
+        }
         kept++;
     }
     n = kept;
     if (n == 0) {
         sluice_decision d = {.allowed = 1};
-        reply_decision(c, &d, NULL);
+        reply_throttle(c, &d, NULL);
+        goto done;
+    }
+    if (ids) {
+        throttle_shared(c, links, pols, idp, n, flags);
         goto done;
     }
     rc = sluice_chain_decide(links, n, server_now(s), flags, dec, &res);
@@ -360,13 +411,15 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
     dec[report].allowed = res.allowed;
     if (!res.allowed)
         dec[report].retry_after_ns = res.retry_after_ns;
-    reply_decision(c, &dec[report], res.allowed ? NULL : pols[report]->name);
+    reply_throttle(c, &dec[report], res.allowed ? NULL : pols[report]->name);
 done:
     if (links != stack_links) {
         alloc_free(links);
         alloc_free(dec);
         alloc_free((void *)pols);
     }
+    alloc_free(ids);
+    alloc_free((void *)idp);
 }
 
 void cmd_throttle(conn *c, const resp_command *cmd)
@@ -380,6 +433,7 @@ void cmd_throttle(conn *c, const resp_command *cmd)
     int64_t units = 0;
     unsigned flags = 0;
     tier_arg ta = {NULL, 0};
+    char id[LIMIT_ID_BUF];
     int rc;
 
     for (size_t i = 3; i < cmd->argc; i++) {
@@ -413,12 +467,19 @@ void cmd_throttle(conn *c, const resp_command *cmd)
         throttle_type(c, cmd, t, units, flags, &ta);
         return;
     }
-    if (throttle_core(c, p, &ta, flags, &live) != 0 || check_throttle(c, p, flags) != 0 ||
+    if (throttle_core(c, p, &ta, flags, &live, id) != 0 || check_throttle(c, p, flags) != 0 ||
         (rc = resolve_link(c, p, cmd, units, &link)) < 0)
         return;
     if (rc == 1) { /* missing_key=skip and no key: the limit does not apply */
         sluice_decision none = {.allowed = 1};
-        reply_decision(c, &none, NULL);
+        reply_throttle(c, &none, NULL);
+        return;
+    }
+    if (rstore_active(s)) {
+        const char *idp = id;
+
+        link.limit = live;
+        throttle_shared(c, &link, &p, &idp, 1, flags);
         return;
     }
     rc = sluice_limit_decide(live, link.key, link.keylen, link.units, server_now(s), flags, &d);
@@ -426,7 +487,7 @@ void cmd_throttle(conn *c, const resp_command *cmd)
         reply_engine_error(c, rc, NULL);
         return;
     }
-    reply_decision(c, &d, d.allowed ? NULL : p->name);
+    reply_throttle(c, &d, d.allowed ? NULL : p->name);
 }
 
 /* ---- Leases ------------------------------------------------------------------------------ */
