@@ -1,3 +1,1362 @@
 -- SPDX-License-Identifier: MIT
--- Shared limits on Redis (skeleton; filled in next).
-return {}
+--
+-- Shared limits on Redis: one batched call decides many requests, in order, each atomically, in
+-- the store's clock, with the arithmetic of src/core (gcra.c, window.c, lease.c, quota.c,
+-- chain.c, limit.c's settle) ported decision for decision. src/store/redis_limits.c builds the
+-- call and reads the reply; tests/redis/limits_diff.c proves both sides equal on random runs.
+--
+-- Integers are exact. Redis 7 runs Lua 5.1, whose numbers are doubles (exact to 2^53), while
+-- nanosecond epochs and the durations of long limits pass 2^53. So every integer below is either
+-- a Lua number of magnitude <= 2^52 or a "big": a table of base-10^6 limbs with a sign, and the
+-- arithmetic (add, sub, mul, div, cmp) goes through functions that pick the exact path. int64
+-- saturation of the C core (sat_add_i64 and friends) is reproduced by clamping the exact result.
+-- Every integer is written as a decimal string built from its limbs, never with tostring.
+--
+-- KEYS, per request in order: its T clock keys "<prefix>:{<tag>}:clock" (one per distinct tag of
+-- its links), then (when auditing) its T audit keys "<prefix>:{<tag>}:audit", then one state key
+-- per link "<prefix>:{<tag>}:<len>:<limit_id>:<key>".
+--
+-- ARGV: "1" (protocol), flags ("a": audit grants), now_ns ("" = Redis TIME; tests inject one),
+-- the number of requests R, then per request:
+--   op ("D" decide, "P" peek, "N" renew, "R" release, "S" settle), T, N, a1, a2, a3,
+--   and per link: kind (1 rate, 2 window, 3 sliding, 4 concurrency, 5 quota), limit, period_ns,
+--   burst, start_empty, ttl_ns, calendar (0 none, 1 day, 2 month), limit_id, key, units, tag
+--   index (1..T).
+--   a1..a3: D/P: ttl_ns for leases ("0": the link's ttl), -, -; N: lease id, ttl_ns, -;
+--   R: lease id, -, -; S: charged_ns, estimate, actual.
+--
+-- Reply: one array per request, its first two elements the status ("OK", "STALE", "STATE",
+-- "INVAL") and the store time (ns) it was decided at; then
+--   D, P: allowed (0/1), denied_by (0-based), chain retry_after_ns, and per link 6 fields:
+--         allowed, limit, remaining, retry_after_ns, reset_after_ns, lease id ("0" if none);
+--   N:    the new expiry (ns);
+--   R, S: nothing more.
+-- An "INVAL" status carries a message as its third element. Every integer but the 0/1 flags and
+-- denied_by is a decimal string.
+--
+-- Time: TIME is read once per call. A request decides at max(now, the clocks of its tags); a
+-- request that is not a peek writes that time back to each of its tags' clocks, so in a tag the
+-- store time never goes back. State that carries no information at a request's time (the core's
+-- "idle": a passed TAT, an ended window or period, no leases) is read as absent, and every key
+-- written gets a PEXPIRE no shorter than the time until it becomes idle (clock keys: no shorter
+-- than any state of their tag), so Redis forgets idle state by itself.
+--
+-- Invariants: a request's writes happen only after all of its links were judged, so a chain
+-- charges all of its links or none; a request's error ("INVAL") writes nothing.
+
+local B = 1000000
+local TWO52 = 4503599627370496
+local floor, fmod = math.floor, math.fmod
+local sfmt = string.format
+
+-- ---- exact integers ------------------------------------------------------------------------
+
+local function strip(m)
+  local n = #m
+  while n > 0 and m[n] == 0 do
+    m[n] = nil
+    n = n - 1
+  end
+  return m
+end
+
+local function tomag(x) -- x: a number (integer); returns sign, magnitude
+  local s = 1
+  if x < 0 then
+    s, x = -1, -x
+  end
+  local m, i = {}, 0
+  while x > 0 do
+    local r = fmod(x, B)
+    i = i + 1
+    m[i] = r
+    x = (x - r) / B
+  end
+  return s, m
+end
+
+local function parts(x)
+  if type(x) == "number" then
+    return tomag(x)
+  end
+  return x.s, x
+end
+
+-- A magnitude and a sign as a value: a number when it fits 2^52.
+local function norm(s, m)
+  local n = #m
+  if n == 0 then
+    return 0
+  end
+  if n <= 2 then
+    return s * ((m[2] or 0) * B + m[1])
+  end
+  if n == 3 then
+    local v = (m[3] * B + m[2]) * B + m[1]
+    if v <= TWO52 then
+      return s * v
+    end
+  end
+  local t = {s = s}
+  for i = 1, n do
+    t[i] = m[i]
+  end
+  return t
+end
+
+local function mcmp(a, b)
+  if #a ~= #b then
+    return #a < #b and -1 or 1
+  end
+  for i = #a, 1, -1 do
+    if a[i] ~= b[i] then
+      return a[i] < b[i] and -1 or 1
+    end
+  end
+  return 0
+end
+
+local function madd(a, b)
+  local r, c = {}, 0
+  local n = #a > #b and #a or #b
+  for i = 1, n do
+    local v = (a[i] or 0) + (b[i] or 0) + c
+    if v >= B then
+      r[i], c = v - B, 1
+    else
+      r[i], c = v, 0
+    end
+  end
+  if c > 0 then
+    r[n + 1] = c
+  end
+  return r
+end
+
+local function msub(a, b) -- a >= b
+  local r, c = {}, 0
+  for i = 1, #a do
+    local v = a[i] - (b[i] or 0) - c
+    if v < 0 then
+      r[i], c = v + B, 1
+    else
+      r[i], c = v, 0
+    end
+  end
+  return strip(r)
+end
+
+local function mmul(a, b)
+  local r = {}
+  for k = 1, #a + #b do
+    r[k] = 0
+  end
+  for i = 1, #a do
+    local c, ai = 0, a[i]
+    for j = 1, #b do
+      local v = r[i + j - 1] + ai * b[j] + c
+      c = floor(v / B)
+      r[i + j - 1] = v - c * B
+    end
+    local k = i + #b
+    while c > 0 do
+      local v = r[k] + c
+      c = floor(v / B)
+      r[k] = v - c * B
+      k = k + 1
+    end
+  end
+  return strip(r)
+end
+
+local function approx(m)
+  local v = 0
+  for i = #m, 1, -1 do
+    v = v * B + m[i]
+  end
+  return v
+end
+
+-- Magnitudes: quotient and remainder (schoolbook, one base-10^6 digit a step, each digit
+-- estimated in doubles and corrected exactly).
+local function mdivmod(a, b)
+  local q, r = {}, {}
+  for i = #a, 1, -1 do
+    table.insert(r, 1, a[i])
+    strip(r)
+    local qd = 0
+    if mcmp(r, b) >= 0 then
+      qd = floor(approx(r) / approx(b))
+      if qd >= B then
+        qd = B - 1
+      end
+      local p = mmul(b, {qd})
+      while mcmp(p, r) > 0 do
+        qd = qd - 1
+        p = msub(p, b)
+      end
+      r = msub(r, p)
+      while mcmp(r, b) >= 0 do
+        qd = qd + 1
+        r = msub(r, b)
+      end
+    end
+    q[i] = qd
+  end
+  for i = 1, #a do
+    q[i] = q[i] or 0
+  end
+  return strip(q), r
+end
+
+local function add(a, b)
+  if type(a) == "number" and type(b) == "number" then
+    local r = a + b
+    if r <= TWO52 and r >= -TWO52 then
+      return r
+    end
+  end
+  local sa, ma = parts(a)
+  local sb, mb = parts(b)
+  if sa == sb then
+    return norm(sa, madd(ma, mb))
+  end
+  local c = mcmp(ma, mb)
+  if c == 0 then
+    return 0
+  elseif c > 0 then
+    return norm(sa, msub(ma, mb))
+  end
+  return norm(sb, msub(mb, ma))
+end
+
+local function neg(a)
+  if type(a) == "number" then
+    return -a
+  end
+  return norm(-a.s, a)
+end
+
+local function sub(a, b)
+  return add(a, neg(b))
+end
+
+local function mul(a, b)
+  if type(a) == "number" and type(b) == "number" then
+    local r = a * b
+    if r <= TWO52 and r >= -TWO52 then
+      return r
+    end
+  end
+  local sa, ma = parts(a)
+  local sb, mb = parts(b)
+  return norm(sa * sb, mmul(ma, mb))
+end
+
+local function sign(a)
+  if type(a) == "number" then
+    return a < 0 and -1 or (a > 0 and 1 or 0)
+  end
+  return a.s
+end
+
+local function cmp(a, b)
+  if type(a) == "number" and type(b) == "number" then
+    return a < b and -1 or (a > b and 1 or 0)
+  end
+  return sign(sub(a, b))
+end
+
+-- C division: the quotient truncated toward zero, the remainder with the dividend's sign.
+local function divt(a, b)
+  local sa, sb = sign(a), sign(b)
+  if type(a) == "number" and type(b) == "number" then
+    local x, y = a * sa, b * sb
+    local q = floor(x / y)
+    local r = x - q * y
+    if r < 0 then
+      q, r = q - 1, r + y
+    elseif r >= y then
+      q, r = q + 1, r - y
+    end
+    return sa * sb * q, sa * r
+  end
+  local _, ma = parts(a)
+  local _, mb = parts(b)
+  local q, r = mdivmod(ma, mb)
+  return norm(sa * sb, q), norm(sa, r)
+end
+
+local function lt(a, b)
+  return cmp(a, b) < 0
+end
+local function le(a, b)
+  return cmp(a, b) <= 0
+end
+local function eq(a, b)
+  return cmp(a, b) == 0
+end
+local function max(a, b)
+  return cmp(a, b) >= 0 and a or b
+end
+local function min(a, b)
+  return cmp(a, b) <= 0 and a or b
+end
+
+local function str(x)
+  if x == 0 then
+    return "0"
+  end
+  if type(x) == "number" then
+    return sfmt("%.0f", x)
+  end
+  local out = {x.s < 0 and "-" or "", sfmt("%d", x[#x])}
+  for i = #x - 1, 1, -1 do
+    out[#out + 1] = sfmt("%06d", x[i])
+  end
+  return table.concat(out)
+end
+
+local function num(s)
+  if type(s) ~= "string" or not s:match("^%-?%d+$") then
+    error("not an integer: " .. tostring(s))
+  end
+  local sg, d = 1, s
+  if s:sub(1, 1) == "-" then
+    sg, d = -1, s:sub(2)
+  end
+  if #d <= 15 then
+    return sg * tonumber(d)
+  end
+  local m, i, e = {}, 0, #d
+  while e > 0 do
+    local b0 = e - 5 > 1 and e - 5 or 1
+    i = i + 1
+    m[i] = tonumber(d:sub(b0, e))
+    e = b0 - 1
+  end
+  return norm(sg, strip(m))
+end
+
+local I64MAX = num("9223372036854775807")
+local I64MIN = num("-9223372036854775808")
+local NEVER = I64MAX
+
+local function sat(x)
+  if cmp(x, I64MAX) > 0 then
+    return I64MAX
+  elseif cmp(x, I64MIN) < 0 then
+    return I64MIN
+  end
+  return x
+end
+local function sat_add(a, b)
+  return sat(add(a, b))
+end
+local function sat_sub(a, b)
+  return sat(sub(a, b))
+end
+local function fits(x)
+  return cmp(x, I64MAX) <= 0 and cmp(x, I64MIN) >= 0
+end
+
+-- ---- GCRA (gcra.c) ----------------------------------------------------------------------------
+
+local RAT_SAT = {ns = I64MAX, rem = 0}
+
+local function rat(ns, rem)
+  return {ns = ns, rem = rem}
+end
+
+local function rat_add(a, b, p)
+  local r = rat(sat_add(a.ns, b.ns), a.rem + b.rem)
+  if r.rem >= p then
+    r.rem = r.rem - p
+    r.ns = sat_add(r.ns, 1)
+  end
+  if eq(r.ns, I64MAX) then
+    return RAT_SAT
+  end
+  return r
+end
+
+local function rat_sub(a, b, p)
+  local r = rat(sat_sub(a.ns, b.ns), a.rem - b.rem)
+  if r.rem < 0 then
+    r.rem = r.rem + p
+    r.ns = sat_sub(r.ns, 1)
+  end
+  return r
+end
+
+local function rat_cmp(a, b)
+  local c = cmp(a.ns, b.ns)
+  if c ~= 0 then
+    return c
+  end
+  return a.rem < b.rem and -1 or (a.rem > b.rem and 1 or 0)
+end
+
+local function rat_ceil(r)
+  return sat_add(r.ns, r.rem > 0 and 1 or 0)
+end
+
+local function times_t(g, units)
+  local frac, whole = mul(units, g.t_r), mul(units, g.t_q)
+  if not fits(frac) or not fits(whole) then
+    return RAT_SAT
+  end
+  local q, r = divt(frac, g.permits)
+  local ns = sat_add(whole, q)
+  if eq(ns, I64MAX) then
+    return RAT_SAT
+  end
+  return rat(ns, r)
+end
+
+local function div_t_floor(g, x)
+  if g.t_r == 0 then
+    return (divt(x.ns, g.t_q))
+  end
+  local q = divt(add(mul(x.ns, g.permits), x.rem), g.period)
+  if cmp(q, I64MIN) < 0 then
+    q = I64MIN
+  end
+  return q
+end
+
+local function gcra_new(limit, period, burst, start_empty)
+  local g = {permits = limit, period = period, burst = burst, start_empty = start_empty}
+  g.t_q, g.t_r = divt(period, limit)
+  local bt = times_t(g, burst)
+  g.bt_q, g.bt_r = bt.ns, bt.rem
+  return g
+end
+
+local function is_zero_state(s)
+  return s.fresh or (eq(s.tat, 0) and s.rem == 0)
+end
+
+local function decide_whole(g, s, units, now, peek, d)
+  local t, bt = g.t_q, g.bt_q
+  local base
+  if g.start_empty and is_zero_state(s) then
+    base = sat_add(now, mul(g.burst - min(units, g.burst), t))
+  else
+    base = max(s.tat, now)
+  end
+  local ahead = sat_sub(base, now)
+  d.limit = g.burst
+  if units > g.burst then
+    d.allowed = 0
+    d.remaining = (divt(sub(bt, ahead), t))
+    d.retry = NEVER
+    d.reset = ahead
+    return
+  end
+  local need = sat_add(ahead, mul(units, t))
+  if le(need, bt) then
+    d.allowed = 1
+    d.remaining = (divt(sub(bt, need), t))
+    d.retry = 0
+    d.reset = need
+    if not peek then
+      s.tat = sat_add(base, mul(units, t))
+      s.dirty = true
+    end
+    return
+  end
+  d.allowed = 0
+  d.remaining = (divt(sub(bt, ahead), t))
+  d.retry = sub(need, bt)
+  d.reset = ahead
+end
+
+local function base_tat(g, s, units, now)
+  if g.start_empty and is_zero_state(s) then
+    local first = min(units, g.burst)
+    return rat_add(rat(now, 0), times_t(g, g.burst - first), g.permits)
+  end
+  local tat = rat(s.tat, s.rem)
+  local n = rat(now, 0)
+  return rat_cmp(tat, n) >= 0 and tat or n
+end
+
+local function decide_exact(g, s, units, now, peek, d)
+  local p = g.permits
+  local n = rat(now, 0)
+  local bt = rat(g.bt_q, g.bt_r)
+  local base = base_tat(g, s, units, now)
+  local ahead = rat_sub(base, n, p)
+  d.limit = g.burst
+  if units > g.burst then
+    d.allowed = 0
+    d.remaining = div_t_floor(g, rat_sub(bt, ahead, p))
+    d.retry = NEVER
+    d.reset = rat_ceil(ahead)
+    return
+  end
+  local nxt = rat_add(base, times_t(g, units), p)
+  local need = rat_sub(nxt, n, p)
+  if rat_cmp(need, bt) <= 0 then
+    d.allowed = 1
+    d.remaining = div_t_floor(g, rat_sub(bt, need, p))
+    d.retry = 0
+    d.reset = rat_ceil(need)
+    if not peek then
+      s.tat, s.rem, s.dirty = nxt.ns, nxt.rem, true
+    end
+    return
+  end
+  d.allowed = 0
+  d.remaining = div_t_floor(g, rat_sub(bt, ahead, p))
+  d.retry = rat_ceil(rat_sub(need, bt, p))
+  d.reset = rat_ceil(ahead)
+end
+
+local function gcra_adjust(g, s, diff, now)
+  local n = rat(now, 0)
+  local tat = rat(s.tat, s.rem)
+  if diff > 0 then
+    if rat_cmp(tat, n) < 0 then
+      tat = n
+    end
+    tat = rat_add(tat, times_t(g, diff), g.permits)
+  elseif diff < 0 then
+    tat = rat_sub(tat, times_t(g, -diff), g.permits)
+    if rat_cmp(tat, n) < 0 then
+      tat = n
+    end
+  end
+  s.tat, s.rem, s.fresh, s.dirty = tat.ns, tat.rem, false, true
+end
+
+-- ---- windows (window.c) -----------------------------------------------------------------------
+
+local function fixed_decide(limit, w, s, units, now, peek, d)
+  if sign(now) < 0 then
+    now = 0
+  end
+  local _, r = divt(now, w)
+  local start = sub(now, r)
+  if sign(s.count) > 0 and lt(start, s.start) then
+    now, start = s.start, s.start
+  end
+  local used = eq(s.start, start) and s.count or 0
+  local left = sub(w, sub(now, start))
+  d.limit = limit
+  if units <= limit and le(used, limit - units) then
+    d.allowed = 1
+    d.remaining = sub(sub(limit, used), units)
+    d.retry = 0
+    d.reset = left
+    if not peek then
+      s.start, s.count, s.dirty = start, add(used, units), true
+    end
+    return
+  end
+  d.allowed = 0
+  d.remaining = lt(used, limit) and sub(limit, used) or 0
+  d.retry = units > limit and NEVER or left
+  d.reset = sign(used) > 0 and left or 0
+end
+
+local function sliding_decide(limit, w, s, units, now, peek, d)
+  if sign(now) < 0 then
+    now = 0
+  end
+  local ev = s.ev
+  if #ev > 0 and lt(now, ev[#ev][1]) then
+    now = ev[#ev][1]
+  end
+  local first, total = 1, s.total
+  while first <= #ev do
+    if lt(sub(now, ev[first][1]), w) then
+      break
+    end
+    total = sub(total, ev[first][2])
+    first = first + 1
+  end
+  d.limit = limit
+  local function drain()
+    if first > #ev then
+      return 0
+    end
+    return sub(w, sub(now, ev[#ev][1]))
+  end
+  if units > limit or cmp(total, limit - units) > 0 then
+    d.allowed = 0
+    d.remaining = lt(total, limit) and sub(limit, total) or 0
+    if units > limit then
+      d.retry = NEVER
+    else
+      local excess, freed, i = sub(sat_add(total, units), limit), 0, first
+      while true do
+        freed = sat_add(freed, ev[i][2])
+        if le(excess, freed) or i + 1 > #ev then
+          break
+        end
+        i = i + 1
+      end
+      d.retry = sub(w, sub(now, ev[i][1]))
+    end
+    d.reset = drain()
+    return
+  end
+  d.allowed = 1
+  d.remaining = sub(sub(limit, total), units)
+  d.retry = 0
+  d.reset = w
+  if peek then
+    return
+  end
+  local kept = {}
+  for i = first, #ev do
+    kept[#kept + 1] = ev[i]
+  end
+  if #kept == 0 or not eq(kept[#kept][1], now) then
+    kept[#kept + 1] = {now, 0}
+  end
+  kept[#kept][2] = add(kept[#kept][2], units)
+  s.ev, s.total, s.dirty = kept, add(total, units), true
+end
+
+local function sliding_adjust(s, diff, now)
+  if sign(now) < 0 then
+    now = 0
+  end
+  local ev = s.ev
+  if diff > 0 then
+    if #ev > 0 and lt(now, ev[#ev][1]) then
+      now = ev[#ev][1]
+    end
+    if #ev == 0 or not eq(ev[#ev][1], now) then
+      ev[#ev + 1] = {now, 0}
+    end
+    ev[#ev][2] = sat_add(ev[#ev][2], diff)
+    s.total = sat_add(s.total, diff)
+  else
+    while diff < 0 and #ev > 0 do
+      local e = ev[#ev]
+      local take = lt(-diff, e[2]) and -diff or e[2]
+      e[2] = sub(e[2], take)
+      s.total = sub(s.total, take)
+      diff = add(diff, take)
+      if eq(e[2], 0) then
+        ev[#ev] = nil
+      end
+    end
+  end
+  s.fresh, s.dirty = false, true
+end
+
+-- ---- quotas (quota.c) ---------------------------------------------------------------------------
+
+local NS_PER_DAY = 86400000000000
+local DAYS_1601_TO_1970 = 134774
+
+local function is_leap(y)
+  return (y % 4 == 0 and y % 100 ~= 0) or y % 400 == 0
+end
+
+local BEFORE = {0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334}
+local function days_before_month(y, m)
+  return BEFORE[m] + ((m > 2 and is_leap(y)) and 1 or 0)
+end
+
+local function civil_from_days(days)
+  local d = days + DAYS_1601_TO_1970
+  local c400 = floor(d / 146097)
+  d = d - c400 * 146097
+  local c100 = floor(d / 36524)
+  if c100 == 4 then
+    c100 = 3
+  end
+  d = d - c100 * 36524
+  local c4 = floor(d / 1461)
+  d = d - c4 * 1461
+  local y1 = floor(d / 365)
+  if y1 == 4 then
+    y1 = 3
+  end
+  d = d - y1 * 365
+  local year = 1601 + 400 * c400 + 100 * c100 + 4 * c4 + y1
+  local m = 12
+  while m > 1 and days_before_month(year, m) > d do
+    m = m - 1
+  end
+  return year, m
+end
+
+local function days_from_civil(year, month)
+  local y = year - 1601
+  return y * 365 + floor(y / 4) - floor(y / 100) + floor(y / 400) +
+           days_before_month(year, month) - DAYS_1601_TO_1970
+end
+
+local function day_to_ns(days)
+  if days > 106751 then -- INT64_MAX / NS_PER_DAY
+    return NEVER
+  end
+  return mul(days, NS_PER_DAY)
+end
+
+local function period_start(cal, t)
+  if sign(t) < 0 then
+    t = 0
+  end
+  local day = (divt(t, NS_PER_DAY))
+  if cal == 1 then
+    return mul(day, NS_PER_DAY), day_to_ns(day + 1)
+  elseif cal == 2 then
+    local year, month = civil_from_days(day)
+    local e
+    if month == 12 then
+      e = days_from_civil(year + 1, 1)
+    else
+      e = days_from_civil(year, month + 1)
+    end
+    return mul(days_from_civil(year, month), NS_PER_DAY), day_to_ns(e)
+  end
+  return 0, NEVER
+end
+
+local function quota_current(cal, s, now)
+  if s.fresh or (not eq(s.pend, NEVER) and le(s.pend, now)) then
+    local st, en = period_start(cal, now)
+    return {pstart = st, pend = en, spent = 0}
+  end
+  return {pstart = s.pstart, pend = s.pend, spent = s.spent}
+end
+
+local function quota_left(cur, now)
+  if eq(cur.pend, NEVER) then
+    return NEVER
+  end
+  return sub(cur.pend, now)
+end
+
+local function quota_decide(budget, cal, s, units, now, peek, d)
+  if sign(now) < 0 then
+    now = 0
+  end
+  if not s.fresh and lt(now, s.pstart) then
+    now = s.pstart
+  end
+  local cur = quota_current(cal, s, now)
+  d.limit = budget
+  if units <= budget and le(cur.spent, budget - units) then
+    cur.spent = add(cur.spent, units)
+    d.allowed = 1
+    d.remaining = sub(budget, cur.spent)
+    d.retry = 0
+    d.reset = quota_left(cur, now)
+    if not peek then
+      s.pstart, s.pend, s.spent, s.fresh, s.dirty = cur.pstart, cur.pend, cur.spent, false, true
+    end
+    return
+  end
+  d.allowed = 0
+  d.remaining = lt(cur.spent, budget) and sub(budget, cur.spent) or 0
+  d.retry = units > budget and NEVER or quota_left(cur, now)
+  d.reset = sign(cur.spent) > 0 and quota_left(cur, now) or 0
+end
+
+-- Returns a status: "OK", or "STATE" when the charge lies outside the period counted now.
+local function quota_settle(cal, s, charged, estimate, actual, now)
+  if sign(now) < 0 then
+    now = 0
+  end
+  if sign(charged) < 0 then
+    charged = 0
+  end
+  if not s.fresh and lt(now, s.pstart) then
+    now = s.pstart
+  end
+  local cur = quota_current(cal, s, now)
+  if lt(charged, cur.pstart) or (not eq(cur.pend, NEVER) and le(cur.pend, charged)) then
+    return "STATE"
+  end
+  local spent = add(cur.spent, sub(actual, estimate))
+  if cmp(spent, I64MAX) > 0 then
+    spent = I64MAX
+  elseif sign(spent) < 0 then
+    spent = 0
+  end
+  s.pstart, s.pend, s.spent, s.fresh, s.dirty = cur.pstart, cur.pend, spent, false, true
+  return "OK"
+end
+
+-- ---- concurrency (lease.c) ----------------------------------------------------------------------
+
+-- Leases of a key, sorted by expiry: the walk of expiry_freeing (lease.c) only needs the order
+-- of expiries, not of ids among equal expiries.
+local function live_sorted(s)
+  local l = {}
+  for id, v in pairs(s.leases) do
+    if v[2] > 0 then
+      l[#l + 1] = v
+    end
+  end
+  table.sort(l, function(a, b)
+    return lt(a[1], b[1])
+  end)
+  return l
+end
+
+local function wait_until(t, now)
+  if le(t, now) then
+    return 0
+  end
+  return sat_sub(t, now)
+end
+
+local function lease_decide(limit, s, units, ttl, now, peek, d)
+  local held = s.held
+  d.limit = limit
+  d.lease = "0"
+  local l = live_sorted(s)
+  local tail = l[#l]
+  if units > limit or units > limit - held then
+    d.allowed = 0
+    d.remaining = limit > held and limit - held or 0
+    if units > limit then
+      d.retry = NEVER
+    else
+      local h, i = held, 1
+      while i < #l and units > limit - (h - l[i][2]) do
+        h = h - l[i][2]
+        i = i + 1
+      end
+      d.retry = wait_until(l[i][1], now)
+    end
+    d.reset = tail and wait_until(tail[1], now) or 0
+    return
+  end
+  d.allowed = 1
+  if peek then
+    d.remaining = limit - held
+    d.reset = tail and wait_until(tail[1], now) or 0
+    d.retry = 0
+    return
+  end
+  local exp = sat_add(now, ttl)
+  s.new = {exp, units}
+  s.held = held + units
+  s.dirty = true
+  d.remaining = limit - s.held
+  d.reset = wait_until(max(exp, tail and tail[1] or exp), now)
+  d.retry = 0
+end
+
+-- ---- state in Redis -----------------------------------------------------------------------------
+
+local function split(v)
+  local t = {}
+  for w in v:gmatch("%S+") do
+    t[#t + 1] = w
+  end
+  return t
+end
+
+-- Reads a link's state, as absent when it carries no information at now (as the core forgets
+-- it). s.fresh marks an absent state.
+local function load(L, now)
+  local s = {fresh = true}
+  local k = L.kind
+  if k == 4 then
+    local h = redis.call("HGETALL", L.skey)
+    s.leases, s.held, s.drop = {}, 0, {}
+    for i = 1, #h, 2 do
+      local f = split(h[i + 1])
+      local exp, u = num(f[1]), tonumber(f[2])
+      if le(exp, now) then
+        s.drop[#s.drop + 1] = h[i]
+      else
+        s.leases[h[i]] = {exp, u}
+        s.held = s.held + u
+        s.fresh = false
+      end
+    end
+    return s
+  end
+  local v = redis.call("GET", L.skey)
+  if not v then
+    v = nil
+  end
+  if k == 1 then
+    s.tat, s.rem = 0, 0
+    if v then
+      local f = split(v)
+      local tat, rem = num(f[1]), tonumber(f[2])
+      if lt(now, tat) or (eq(now, tat) and rem > 0) then
+        s.tat, s.rem, s.fresh = tat, rem, false
+      end
+    end
+  elseif k == 2 then
+    s.start, s.count = 0, 0
+    if v then
+      local f = split(v)
+      local st, c = num(f[1]), num(f[2])
+      local _, r = divt(max(now, 0), L.period)
+      if sign(c) > 0 and not lt(st, sub(max(now, 0), r)) then
+        s.start, s.count, s.fresh = st, c, false
+      end
+    end
+  elseif k == 3 then
+    s.ev, s.total = {}, 0
+    if v then
+      local f = split(v)
+      for i = 1, #f, 2 do
+        s.ev[#s.ev + 1] = {num(f[i]), num(f[i + 1])}
+        s.total = add(s.total, s.ev[#s.ev][2])
+      end
+      local newest = s.ev[#s.ev]
+      if newest and lt(sub(max(now, 0), newest[1]), L.period) then
+        s.fresh = false
+      else
+        s.ev, s.total = {}, 0
+      end
+    end
+  else
+    s.pstart, s.pend, s.spent = 0, 0, 0
+    if v then
+      local f = split(v)
+      local st, en, sp = num(f[1]), num(f[2]), num(f[3])
+      if sign(sp) > 0 and (eq(en, NEVER) or lt(now, en)) then
+        s.pstart, s.pend, s.spent, s.fresh = st, en, sp, false
+      end
+    end
+  end
+  return s
+end
+
+-- Milliseconds for PEXPIRE so that a state idle at store time `until_ns` outlives it in Redis's
+-- own expiry clock (which runs on the real time, `real`, not the ratcheted `now`).
+local CTX = {}
+local function ttl_ms(until_ns)
+  local d = sub(until_ns, CTX.real)
+  if sign(d) <= 0 then
+    d = 0
+  end
+  local ms = (divt(d, 1000000))
+  ms = add(ms, 2 + CTX.slack_ms)
+  return ms
+end
+
+local function keep_clock(tag, until_ns)
+  local ms = ttl_ms(until_ns)
+  if not tag.until_ms or lt(tag.until_ms, ms) then
+    tag.until_ms = ms
+  end
+end
+
+-- Writes a changed state (s.dirty) back, with an expiry no earlier than its idleness.
+local function store(L, s, now, tag)
+  if not s.dirty then
+    return
+  end
+  local k = L.kind
+  if k == 1 then
+    if not lt(now, s.tat) and not (eq(now, s.tat) and s.rem > 0) then
+      redis.call("DEL", L.skey)
+      return
+    end
+    local until_ns = s.rem > 0 and add(s.tat, 1) or s.tat
+    local ms = ttl_ms(until_ns)
+    redis.call("SET", L.skey, str(s.tat) .. " " .. str(s.rem), "PX", str(ms))
+    keep_clock(tag, until_ns)
+  elseif k == 2 then
+    if sign(s.count) <= 0 then
+      redis.call("DEL", L.skey)
+      return
+    end
+    local until_ns = add(s.start, L.period)
+    redis.call("SET", L.skey, str(s.start) .. " " .. str(s.count), "PX", str(ttl_ms(until_ns)))
+    keep_clock(tag, until_ns)
+  elseif k == 3 then
+    if #s.ev == 0 then
+      redis.call("DEL", L.skey)
+      return
+    end
+    local out = {}
+    for i = 1, #s.ev do
+      out[#out + 1] = str(s.ev[i][1])
+      out[#out + 1] = str(s.ev[i][2])
+    end
+    local until_ns = add(s.ev[#s.ev][1], L.period)
+    redis.call("SET", L.skey, table.concat(out, " "), "PX", str(ttl_ms(until_ns)))
+    keep_clock(tag, until_ns)
+  elseif k == 4 then
+    if #s.drop > 0 then
+      redis.call("HDEL", L.skey, unpack(s.drop))
+    end
+    local last = nil
+    for _, v in pairs(s.leases) do
+      if not last or lt(last, v[1]) then
+        last = v[1]
+      end
+    end
+    if not last then
+      redis.call("DEL", L.skey)
+      return
+    end
+    redis.call("PEXPIRE", L.skey, str(ttl_ms(last)))
+    keep_clock(tag, last)
+  else
+    if sign(s.spent) <= 0 then
+      redis.call("DEL", L.skey)
+      return
+    end
+    local v = str(s.pstart) .. " " .. str(s.pend) .. " " .. str(s.spent)
+    if eq(s.pend, NEVER) then
+      redis.call("SET", L.skey, v)
+      tag.forever = true
+    else
+      redis.call("SET", L.skey, v, "PX", str(ttl_ms(s.pend)))
+      keep_clock(tag, s.pend)
+    end
+  end
+end
+
+-- ---- requests -------------------------------------------------------------------------------
+
+local function decide_link(L, s, units, ttl, now, peek, d)
+  local k = L.kind
+  if k == 1 then
+    if L.g.t_r == 0 then
+      decide_whole(L.g, s, units, now, peek, d)
+    else
+      decide_exact(L.g, s, units, now, peek, d)
+    end
+  elseif k == 2 then
+    fixed_decide(L.limit, L.period, s, units, now, peek, d)
+  elseif k == 3 then
+    sliding_decide(L.limit, L.period, s, units, now, peek, d)
+  elseif k == 4 then
+    lease_decide(L.limit, s, units, ttl, now, peek, d)
+  else
+    quota_decide(L.limit, L.calendar, s, units, now, peek, d)
+  end
+  d.lease = d.lease or "0"
+end
+
+-- A new lease id for a tag: above every id the tag issued, and at least the store time in ns,
+-- so that ids stay unique across nodes and across the tag's clock key expiring.
+local function next_lease(tag, now)
+  local id = add(tag.last_lease, 1)
+  if lt(id, now) then
+    id = now
+  end
+  tag.last_lease = id
+  return str(id)
+end
+
+local function run_decide(R, now, peek, reply)
+  local links, n = R.links, #R.links
+  local ttl = R.a1
+  local st, lead = {}, {}
+  for i = 1, n do
+    local L = links[i]
+    lead[i] = i
+    for j = 1, i - 1 do
+      if lead[j] == j and links[j].skey == L.skey then
+        lead[i] = j
+        st[j].units = st[j].units + L.units
+        break
+      end
+    end
+    if lead[i] == i then
+      st[i] = {s = load(L, now), units = L.units}
+    end
+  end
+  local all, ds = true, {}
+  for i = 1, n do
+    if lead[i] == i then
+      local L = links[i]
+      local d = {}
+      decide_link(L, st[i].s, st[i].units, sign(ttl) > 0 and ttl or L.ttl, now, true, d)
+      ds[i] = d
+      all = all and d.allowed == 1
+    end
+  end
+  if all and not peek then
+    for i = 1, n do
+      if lead[i] == i then
+        local L = links[i]
+        local d = {}
+        decide_link(L, st[i].s, st[i].units, sign(ttl) > 0 and ttl or L.ttl, now, false, d)
+        if L.kind == 4 then
+          d.lease = next_lease(L.tag, now)
+          st[i].s.leases[d.lease] = st[i].s.new
+          redis.call("HSET", L.skey, d.lease, str(st[i].s.new[1]) .. " " .. str(st[i].s.new[2]))
+        end
+        ds[i] = d
+        store(L, st[i].s, now, L.tag)
+      end
+    end
+    if CTX.audit then
+      for i = 1, n do
+        local L = links[i]
+        redis.call("RPUSH", L.tag.audit,
+                   L.limit_id .. " " .. L.key .. " " .. str(L.units) .. " " .. str(now))
+      end
+    end
+  end
+  local retry, denied_by = 0, 0
+  local out = {}
+  for i = 1, n do
+    local d = ds[lead[i]]
+    if not all and d.allowed == 0 and lt(retry, d.retry) then
+      retry, denied_by = d.retry, i - 1
+    end
+    out[#out + 1] = d.allowed
+    out[#out + 1] = str(d.limit)
+    out[#out + 1] = str(d.remaining)
+    out[#out + 1] = str(d.retry)
+    out[#out + 1] = str(d.reset)
+    out[#out + 1] = lead[i] == i and d.lease or "0"
+  end
+  reply[#reply + 1] = all and 1 or 0
+  reply[#reply + 1] = denied_by
+  reply[#reply + 1] = str(retry)
+  for i = 1, #out do
+    reply[#reply + 1] = out[i]
+  end
+  return "OK"
+end
+
+local function run_lease(R, now, reply)
+  local L = R.links[1]
+  if L.kind ~= 4 then
+    return "INVAL", "not a concurrency limit"
+  end
+  local s = load(L, now)
+  local v = s.leases[R.a1s]
+  if R.op == "N" then
+    local ttl = sign(R.a2) > 0 and R.a2 or L.ttl
+    if not v or v[2] == 0 then
+      reply[#reply + 1] = "0"
+      return "STALE"
+    end
+    v[1] = sat_add(now, ttl)
+    redis.call("HSET", L.skey, R.a1s, str(v[1]) .. " " .. str(v[2]))
+    s.dirty = true
+    store(L, s, now, L.tag)
+    reply[#reply + 1] = str(v[1])
+    return "OK"
+  end
+  if not v then
+    return "STALE"
+  end
+  if v[2] > 0 then
+    v[2] = 0
+    redis.call("HSET", L.skey, R.a1s, str(v[1]) .. " 0")
+    s.dirty = true
+    store(L, s, now, L.tag)
+  end
+  return "OK"
+end
+
+local MAX_ADJUST = 8000000000
+
+local function run_settle(R, now)
+  local L = R.links[1]
+  local charged, est, act = R.a1, R.a2, R.a3
+  local k = L.kind
+  if k == 4 or sign(est) < 0 or sign(act) < 0 or cmp(est, MAX_ADJUST) > 0 or
+    cmp(act, MAX_ADJUST) > 0 then
+    return "INVAL", "settle applies to rate, window, sliding and quota limits"
+  end
+  local s = load(L, now)
+  if k == 5 then
+    if s.fresh then
+      return "STATE"
+    end
+    local rc = quota_settle(L.calendar, s, charged, est, act, now)
+    if rc == "OK" then
+      store(L, s, now, L.tag)
+    end
+    return rc
+  end
+  if k == 2 then
+    local _, r = divt(now, L.period)
+    if lt(charged, sub(now, r)) then
+      return "STATE"
+    end
+  elseif k == 3 and not lt(sub(now, charged), L.period) then
+    return "STATE"
+  end
+  local diff = sub(act, est)
+  if sign(diff) == 0 then
+    return "OK"
+  end
+  if sign(diff) < 0 and s.fresh then
+    return "OK"
+  end
+  if k == 1 then
+    gcra_adjust(L.g, s, diff, now)
+  elseif k == 2 then
+    local _, r = divt(now, L.period)
+    local start = sub(now, r)
+    if s.fresh or not eq(s.start, start) then
+      s.start, s.count = start, 0
+    end
+    local c = sat_add(s.count, diff)
+    s.count = sign(c) > 0 and c or 0
+    s.fresh, s.dirty = false, true
+  else
+    sliding_adjust(s, diff, now)
+  end
+  store(L, s, now, L.tag)
+  return "OK"
+end
+
+-- ---- the call -------------------------------------------------------------------------------
+
+if ARGV[1] ~= "1" then
+  return redis.error_reply("ERR sluice limits script: protocol " .. tostring(ARGV[1]) ..
+                             " not understood (expected 1)")
+end
+
+local t = redis.call("TIME")
+CTX.real = num(t[1] .. sfmt("%06d", tonumber(t[2])) .. "000")
+CTX.audit = ARGV[2]:find("a", 1, true) ~= nil
+CTX.slack_ms = 0
+local base = CTX.real
+if ARGV[3] ~= "" then
+  base = num(ARGV[3])
+  -- Injected (virtual) time has nothing to do with Redis's expiry clock: keep state an hour
+  -- past its idleness in virtual time, measured from the real time, so that it never expires
+  -- under a test that runs for a while.
+  CTX.real = base
+  CTX.slack_ms = 3600000
+end
+
+local nreq = tonumber(ARGV[4])
+local ai, ki = 5, 1
+local replies = {}
+local tags_seen = {}
+
+for r = 1, nreq do
+  local R = {op = ARGV[ai]}
+  local ntags, nlinks = tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2])
+  R.a1s = ARGV[ai + 3]
+  local ok, err = pcall(function()
+    R.a1, R.a2, R.a3 = num(ARGV[ai + 3]), num(ARGV[ai + 4]), num(ARGV[ai + 5])
+  end)
+  ai = ai + 6
+  local tags = {}
+  for i = 1, ntags do
+    local ck = KEYS[ki]
+    ki = ki + 1
+    local tg = tags_seen[ck]
+    if not tg then
+      local h = redis.call("HMGET", ck, "t", "l")
+      tg = {clock = ck, t = h[1] and num(h[1]) or 0, last_lease = h[2] and num(h[2]) or 0}
+      tags_seen[ck] = tg
+    end
+    tags[i] = tg
+  end
+  if CTX.audit then
+    for i = 1, ntags do
+      tags[i].audit = KEYS[ki]
+      ki = ki + 1
+    end
+  end
+  R.links = {}
+  for i = 1, nlinks do
+    local L = {skey = KEYS[ki]}
+    ki = ki + 1
+    local okl, errl = pcall(function()
+      L.kind = tonumber(ARGV[ai])
+      L.limit = tonumber(ARGV[ai + 1])
+      L.period = num(ARGV[ai + 2])
+      L.burst = tonumber(ARGV[ai + 3])
+      L.start_empty = ARGV[ai + 4] == "1"
+      L.ttl = num(ARGV[ai + 5])
+      L.calendar = tonumber(ARGV[ai + 6])
+      L.limit_id = ARGV[ai + 7]
+      L.key = ARGV[ai + 8]
+      L.units = tonumber(ARGV[ai + 9])
+      L.tag = tags[tonumber(ARGV[ai + 10])]
+      if not L.kind or L.kind < 1 or L.kind > 5 or not L.limit or L.limit < 1 or not L.units or
+        L.units < 1 or not L.tag or not L.burst or not L.calendar then
+        error("bad link")
+      end
+      if L.kind == 1 then
+        if L.burst == 0 then
+          L.burst = L.limit
+        end
+        if sign(L.period) <= 0 then
+          error("bad period")
+        end
+        L.g = gcra_new(L.limit, L.period, L.burst, L.start_empty)
+      elseif (L.kind == 2 or L.kind == 3) and sign(L.period) <= 0 then
+        error("bad period")
+      end
+    end)
+    if not okl then
+      ok, err = false, errl
+    end
+    ai = ai + 11
+    R.links[i] = L
+  end
+  -- The request's time: the call's, ratcheted by every clock of its tags.
+  local now = base
+  for i = 1, ntags do
+    if lt(now, tags[i].t) then
+      now = tags[i].t
+    end
+  end
+  local reply = {}
+  local status, msg
+  if not ok or nlinks < 1 then
+    status, msg = "INVAL", tostring(err or "no links")
+  else
+    if R.op ~= "P" then
+      for i = 1, ntags do
+        tags[i].t = now
+        tags[i].dirty = true
+      end
+    end
+    if R.op == "D" or R.op == "P" then
+      status, msg = run_decide(R, now, R.op == "P", reply)
+    elseif R.op == "N" or R.op == "R" then
+      status, msg = run_lease(R, now, reply)
+    elseif R.op == "S" then
+      status, msg = run_settle(R, now)
+    else
+      status, msg = "INVAL", "unknown op " .. tostring(R.op)
+    end
+  end
+  local out = {status, str(now)}
+  if status == "INVAL" then
+    out[3] = msg or ""
+  else
+    for i = 1, #reply do
+      out[#out + 1] = reply[i]
+    end
+  end
+  replies[r] = out
+end
+
+-- Clocks: the ratchet and the lease counter, kept at least as long as any state of their tag.
+-- A clock without an expiry stays so: it counts a quota that never ends.
+for ck, tg in pairs(tags_seen) do
+  if tg.dirty then
+    local cur = redis.call("PTTL", ck)
+    redis.call("HSET", ck, "t", str(tg.t), "l", str(tg.last_lease))
+    if tg.forever then
+      redis.call("PERSIST", ck)
+    elseif cur ~= -1 then
+      local ms = tg.until_ms or add(2, CTX.slack_ms)
+      if cur >= 0 and lt(ms, cur) then
+        ms = cur
+      end
+      redis.call("PEXPIRE", ck, str(ms))
+    end
+  end
+end
+
+return replies
