@@ -609,6 +609,11 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
     if (rc != 0)
         return;
     ttl_ns = ttl_ms > 0 ? ttl_ms * SLUICE_NS_PER_MS : p->def.ttl_ns;
+    if (rstore_active(s)) {
+        rstore_lease(c, RLIM_DECIDE, sluice_limit_get_def(live), name, link.key, link.keylen,
+                     link.units, 0, ttl_ns);
+        return;
+    }
     rc = sluice_lease_acquire(live, link.key, link.keylen, link.units, ttl_ns, server_now(s), &d);
     if (rc != 0) {
         reply_engine_error(c, rc, NULL);
@@ -642,6 +647,37 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
     resp_int(w, d.remaining);
 }
 
+/* LEASE.RENEW / RELEASE under a shared store: the handle names the limit, the lease id and the
+ * key (rstore_parse_handle); the limit must still be a concurrency limit of this node's
+ * configuration. */
+static void lease_shared(conn *c, const resp_command *cmd, rlim_op op, int64_t ttl_ms)
+{
+    char name[COMMAND_NAME_BUF];
+    size_t keymax = c->srv->opt.max_key_len, keylen = 0;
+    char *key = alloc_malloc(keymax + 1);
+    const sluice_limit_policy *p;
+    sluice_limit *live = NULL;
+    uint64_t id = 0;
+
+    if (!key) {
+        resp_error(conn_out(c), "NOMEM", "out of memory");
+        return;
+    }
+    if (rstore_parse_handle(cmd->argv[1], cmd->argvlen[1], name, sizeof(name), &id, key, keymax,
+                            &keylen) != 0 ||
+        !(p = sluice_engine_get_limit(c->srv->engine, name, &live)) || !live || p->ntiers > 0 ||
+        p->def.kind != SLUICE_CONCURRENCY) {
+        resp_error(conn_out(c), "NOLEASE",
+                   "no such lease (it expired, was released, its limit "
+                   "changed, or it never existed)");
+        alloc_free(key);
+        return;
+    }
+    rstore_lease(c, op, sluice_limit_get_def(live), name, key, keylen, 1, id,
+                 ttl_ms > 0 ? ttl_ms * SLUICE_NS_PER_MS : 0);
+    alloc_free(key);
+}
+
 void cmd_lease_renew(conn *c, const resp_command *cmd)
 {
     lease_handle h;
@@ -651,6 +687,10 @@ void cmd_lease_renew(conn *c, const resp_command *cmd)
 
     if (lease_options(c, cmd, 2, 0, &ttl_ms, NULL) != 0)
         return;
+    if (rstore_active(c->srv)) {
+        lease_shared(c, cmd, RLIM_LEASE_RENEW, ttl_ms);
+        return;
+    }
     live = handle_limit(c, cmd, &h);
     if (!live)
         return;
@@ -668,9 +708,14 @@ void cmd_lease_renew(conn *c, const resp_command *cmd)
 void cmd_lease_release(conn *c, const resp_command *cmd)
 {
     lease_handle h;
-    sluice_limit *live = handle_limit(c, cmd, &h);
+    sluice_limit *live;
     int rc;
 
+    if (rstore_active(c->srv)) {
+        lease_shared(c, cmd, RLIM_LEASE_RELEASE, 0);
+        return;
+    }
+    live = handle_limit(c, cmd, &h);
     if (!live)
         return;
     rc = sluice_lease_release(live, h.id, server_now(c->srv));

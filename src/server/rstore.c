@@ -45,6 +45,9 @@
 typedef enum wait_kind {
     WAIT_THROTTLE = 1,
     WAIT_CELL,
+    WAIT_ACQUIRE, /* LEASE.ACQUIRE */
+    WAIT_RENEW,   /* LEASE.RENEW */
+    WAIT_RELEASE, /* LEASE.RELEASE */
 } wait_kind;
 
 /* One request's client and how to write its reply. */
@@ -55,7 +58,10 @@ typedef struct rstore_wait {
     int req;          /* the request's index in the batch */
     size_t nlinks;    /* links of the request */
     size_t dec;       /* its first decision in the batch's decision array */
-    size_t names;     /* THROTTLE: its links' names, NUL-separated, at this offset of the arena */
+    size_t names;     /* THROTTLE: its links' names, NUL-separated, at this offset of the arena;
+                       * leases: the limit's name, NUL, then the key's keylen bytes */
+    size_t keylen;    /* leases: the key's length */
+    int64_t ttl_ns;   /* LEASE.ACQUIRE: the lease's time to live */
     int64_t limit;    /* fail-open: the capacity reported */
     int64_t quantity; /* CELL: 0 for a peek */
     int64_t t_ns;     /* CELL: the emission interval */
@@ -220,28 +226,126 @@ static void note_fail_open(rstore *st)
     st->open_logged_ns = now;
 }
 
+/* A lease handle under a redis store, "NAME/ID/KEYHEX": the key travels in the handle because
+ * RENEW and RELEASE name only the handle, and any node may receive them. */
+static void reply_handle(conn *c, const char *name, uint64_t id, const char *key, size_t keylen)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t nlen = strlen(name), len = nlen + 24 + 2 * keylen;
+    char *buf = alloc_malloc(len + 1);
+    int at;
+
+    if (!buf) {
+        resp_error(conn_out(c), "NOMEM", "out of memory");
+        return;
+    }
+    at = snprintf(buf, len + 1, "%s/%" PRIu64 "/", name, id);
+    for (size_t i = 0; i < keylen; i++) {
+        buf[at++] = hex[(unsigned char)key[i] >> 4];
+        buf[at++] = hex[(unsigned char)key[i] & 15];
+    }
+    resp_bulk(conn_out(c), buf, (size_t)at);
+    alloc_free(buf);
+}
+
+/* LEASE.ACQUIRE's grant: {lease, ttl_ms, remaining}. */
+static void reply_lease(conn *c, const char *name, uint64_t id, const char *key, size_t keylen,
+                        int64_t ttl_ns, int64_t remaining)
+{
+    resp_writer *w = conn_out(c);
+
+    c->srv->stats.throttle_allowed++;
+    resp_map(w, 3);
+    resp_bulk_str(w, "lease");
+    reply_handle(c, name, id, key, keylen);
+    resp_bulk_str(w, "ttl_ms");
+    resp_int(w, command_ns_to_ms(ttl_ns));
+    resp_bulk_str(w, "remaining");
+    resp_int(w, remaining < 0 ? 0 : remaining);
+}
+
+/* What a request is, for the replies that do not come from Redis. */
+typedef struct req_info {
+    wait_kind kind;
+    int64_t limit;  /* the capacity reported */
+    int64_t ttl_ns; /* leases */
+    const char *name, *key;
+    size_t keylen;
+} req_info;
+
 /* The reply of a request the store could not decide: an error (closed) or a grant (open). */
-static void reply_unavailable_decision(rstore *st, conn *c, wait_kind kind, int64_t limit,
-                                       int64_t quantity, const char *why)
+static void reply_unavailable_decision(rstore *st, conn *c, const req_info *q, const char *why)
 {
     if (!st->fail_open) {
         st->stats.unavailable++;
         resp_error(conn_out(c), "STOREDOWN",
-                   "the shared store is unavailable (%s); nothing was "
-                   "granted",
+                   "the shared store is unavailable (%s); nothing was granted",
                    why && why[0] ? why : "not connected");
         return;
     }
     note_fail_open(st);
-    if (kind == WAIT_CELL) {
-        cell_reply r = {0, limit, 0, -1, 0};
+    switch (q->kind) {
+    case WAIT_ACQUIRE:
+        /* Lease id 0: no lease exists, so its RENEW and RELEASE answer NOLEASE once back. */
+        reply_lease(c, q->name, 0, q->key, q->keylen, q->ttl_ns, 0);
+        return;
+    case WAIT_RENEW:
+        resp_int(conn_out(c), command_ns_to_ms(q->ttl_ns));
+        return;
+    case WAIT_RELEASE:
+        resp_simple(conn_out(c), "OK");
+        return;
+    case WAIT_CELL: {
+        cell_reply r = {0, q->limit, 0, -1, 0};
 
-        (void)quantity;
         cell_write_reply(c, &r);
         return;
     }
-    sluice_decision d = {.allowed = 1, .limit = limit};
+    case WAIT_THROTTLE:
+        break;
+    }
+    sluice_decision d = {.allowed = 1, .limit = q->limit};
     reply_throttle(c, &d, NULL);
+}
+
+/* The reply of a lease request Redis answered. */
+static void reply_lease_answer(conn *c, const rstore_wait *w, const sluice_decision *d,
+                               const char *name, const char *key)
+{
+    if (w->kind == WAIT_RENEW || w->kind == WAIT_RELEASE) {
+        if (w->res.rc == SLUICE_ESTALE)
+            resp_error(conn_out(c), "NOLEASE", "lease is gone (it expired or was released)");
+        else if (w->res.rc != 0)
+            reply_engine_error(c, w->res.rc, NULL);
+        else if (w->kind == WAIT_RENEW)
+            resp_int(conn_out(c), command_ns_to_ms(w->res.expires_ns - w->res.now_ns));
+        else
+            resp_simple(conn_out(c), "OK");
+        return;
+    }
+    if (w->res.rc != 0) {
+        reply_engine_error(c, w->res.rc, NULL);
+        return;
+    }
+    if (d->allowed && w->res.chain.allowed) {
+        reply_lease(c, name, d->lease_id, key, w->keylen, w->ttl_ns, d->remaining);
+        return;
+    }
+    char keybuf[256];
+    size_t kl = w->keylen < sizeof(keybuf) - 1 ? w->keylen : sizeof(keybuf) - 1;
+    sluice_denial den = {.reason = SLUICE_FAIL_RATELIMITED,
+                         .limit = name,
+                         .kind = "concurrency",
+                         .key = keybuf,
+                         .limit_value = w->limit,
+                         .window_ns = 0,
+                         .retry_after_ns = d->retry_after_ns};
+
+    /* The key may hold any byte; it is encoded in the reply, and cut at 255 bytes here. */
+    memcpy(keybuf, key, kl);
+    keybuf[kl] = '\0';
+    c->srv->stats.throttle_denied++;
+    reply_ratelimited(c, &den);
 }
 
 /* Writes the reply of one answered wait (its batch decoded). */
@@ -250,8 +354,24 @@ static void reply_wait(rstore *st, rbatch *b, rstore_wait *w)
     conn *c = w->c;
     sluice_decision *dec = &b->dec[w->dec];
 
+    if (w->kind >= WAIT_ACQUIRE) {
+        const char *name = &b->arena[w->names];
+        const char *key = name + strlen(name) + 1;
+
+        if (b->why[0]) {
+            req_info q = {w->kind, w->limit, w->ttl_ns, name, key, w->keylen};
+
+            reply_unavailable_decision(st, c, &q, b->why);
+            return;
+        }
+        st->stats.answered++;
+        reply_lease_answer(c, w, dec, name, key);
+        return;
+    }
     if (b->why[0]) {
-        reply_unavailable_decision(st, c, w->kind, w->limit, w->quantity, b->why);
+        req_info q = {w->kind, w->limit, 0, NULL, NULL, 0};
+
+        reply_unavailable_decision(st, c, &q, b->why);
         return;
     }
     st->stats.answered++;
@@ -416,12 +536,11 @@ static const char *down_why(const rstore *st)
 
 /* Adds one request to the turn's batch and defers the client's reply. Returns the wait (to be
  * completed by the caller before anything else touches the batch), or NULL after replying. */
-static rstore_wait *add_request(rstore *st, conn *c, rlim_op op, const rlim_link *links, size_t n,
-                                size_t namelen)
+static rstore_wait *add_request_args(rstore *st, conn *c, rlim_op op, const rlim_link *links,
+                                     size_t n, size_t namelen, const rlim_args *args)
 {
     rbatch *b = st->cur;
     rstore_wait *w;
-    rlim_args args;
     int idx;
 
     if (!b) {
@@ -436,8 +555,7 @@ static rstore_wait *add_request(rstore *st, conn *c, rlim_op op, const rlim_link
         resp_error(conn_out(c), "NOMEM", "out of memory");
         return NULL;
     }
-    memset(&args, 0, sizeof(args));
-    idx = rlim_batch_add(b->rb, op, links, n, &args);
+    idx = rlim_batch_add(b->rb, op, links, n, args);
     if (idx < 0) {
         if (idx == SLUICE_ENOMEM)
             resp_error(conn_out(c), "NOMEM", "out of memory");
@@ -457,6 +575,15 @@ static rstore_wait *add_request(rstore *st, conn *c, rlim_op op, const rlim_link
     return w;
 }
 
+static rstore_wait *add_request(rstore *st, conn *c, rlim_op op, const rlim_link *links, size_t n,
+                                size_t namelen)
+{
+    rlim_args args;
+
+    memset(&args, 0, sizeof(args));
+    return add_request_args(st, c, op, links, n, namelen, &args);
+}
+
 /* Sends the batch at once when it is full (the rest of the turn starts another). */
 static void maybe_send_full(rstore *st)
 {
@@ -472,8 +599,9 @@ void rstore_throttle(conn *c, const rstore_link *links, size_t n, unsigned flags
     rstore_wait *w;
 
     if (!store_up(st)) {
-        reply_unavailable_decision(st, c, WAIT_THROTTLE, def_capacity(links[0].def), 1,
-                                   down_why(st));
+        req_info q = {WAIT_THROTTLE, def_capacity(links[0].def), 0, NULL, NULL, 0};
+
+        reply_unavailable_decision(st, c, &q, down_why(st));
         return;
     }
     if (n > LINKS_STACK) {
@@ -516,7 +644,9 @@ void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const cha
     rstore_wait *w;
 
     if (!store_up(st)) {
-        reply_unavailable_decision(st, c, WAIT_CELL, def_capacity(def), quantity, down_why(st));
+        req_info q = {WAIT_CELL, def_capacity(def), 0, NULL, NULL, 0};
+
+        reply_unavailable_decision(st, c, &q, down_why(st));
         return;
     }
     memset(&link, 0, sizeof(link));
@@ -533,6 +663,89 @@ void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const cha
     w->quantity = quantity;
     w->t_ns = t_ns;
     maybe_send_full(st);
+}
+
+void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *name,
+                  const char *key, size_t keylen, int64_t units, uint64_t lease_id, int64_t ttl_ns)
+{
+    rstore *st = state_of(c->srv);
+    wait_kind kind = op == RLIM_DECIDE        ? WAIT_ACQUIRE
+                     : op == RLIM_LEASE_RENEW ? WAIT_RENEW
+                                              : WAIT_RELEASE;
+    size_t nlen = strlen(name) + 1;
+    rlim_link link;
+    rlim_args args;
+    rstore_wait *w;
+
+    if (!store_up(st)) {
+        req_info q = {kind, def->limit, ttl_ns > 0 ? ttl_ns : def->ttl_ns, name, key, keylen};
+
+        reply_unavailable_decision(st, c, &q, down_why(st));
+        return;
+    }
+    memset(&link, 0, sizeof(link));
+    link.def = def;
+    link.limit_id = name;
+    link.key = key;
+    link.keylen = keylen;
+    link.units = units > 0 ? units : 1;
+    memset(&args, 0, sizeof(args));
+    args.ttl_ns = ttl_ns;
+    args.lease_id = lease_id;
+    w = add_request_args(st, c, op, &link, 1, nlen + keylen, &args);
+    if (!w)
+        return;
+    w->kind = kind;
+    w->limit = def->limit;
+    w->ttl_ns = ttl_ns > 0 ? ttl_ns : def->ttl_ns;
+    w->keylen = keylen;
+    memcpy(st->cur->arena + st->cur->alen, name, nlen);
+    if (keylen)
+        memcpy(st->cur->arena + st->cur->alen + nlen, key, keylen);
+    st->cur->alen += nlen + keylen;
+    maybe_send_full(st);
+}
+
+static int hex_value(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+int rstore_parse_handle(const char *s, size_t len, char *name, size_t namemax, uint64_t *id,
+                        char *key, size_t keymax, size_t *keylen)
+{
+    const char *end = s + len, *p = memchr(s, '/', len), *q;
+    uint64_t v = 0;
+    size_t n = 0;
+
+    if (!p || p == s || (size_t)(p - s) >= namemax || memchr(s, '\0', (size_t)(p - s)))
+        return -1;
+    memcpy(name, s, (size_t)(p - s));
+    name[p - s] = '\0';
+    q = ++p;
+    while (p < end && *p >= '0' && *p <= '9') {
+        if (v > (UINT64_MAX - 9) / 10)
+            return -1;
+        v = v * 10 + (uint64_t)(*p++ - '0');
+    }
+    if (p == q || p == end || *p != '/' || (end - p - 1) % 2 != 0)
+        return -1;
+    for (p++; p < end; p += 2) {
+        int hi = hex_value(p[0]), lo = hex_value(p[1]);
+
+        if (hi < 0 || lo < 0 || n >= keymax)
+            return -1;
+        key[n++] = (char)(hi << 4 | lo);
+    }
+    *id = v;
+    *keylen = n;
+    return 0;
 }
 
 void rstore_conn_closed(conn *c)
@@ -561,8 +774,8 @@ void rstore_reply_unavailable(conn *c, const char *command)
             command[i] >= 'a' && command[i] <= 'z' ? (char)(command[i] - 'a' + 'A') : command[i];
     upper[i] = '\0';
     resp_error(conn_out(c), "ERR",
-               "%s is not available with a redis store yet: this version shares THROTTLE and "
-               "CL.THROTTLE across nodes only (docs/cluster.md)",
+               "%s is not available with a redis store yet: this version shares THROTTLE, "
+               "CL.THROTTLE and LEASE.* across nodes only (docs/cluster.md)",
                upper);
 }
 

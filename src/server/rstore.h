@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Limits shared on Redis, the node's side: with `--store redis://...` (server_options.store_url),
- * THROTTLE and CL.THROTTLE do not decide in this process. The command resolves its chain and
- * checks its arguments as it always does (same errors, same words), then adds one request to the
- * loop turn's batch (store/redis_limits.h) and takes a deferred-reply slot for its client
+ * THROTTLE, CL.THROTTLE and LEASE.* do not decide in this process. The command resolves its chain
+ * and checks its arguments as it always does (same errors, same words), then adds one request to
+ * the loop turn's batch (store/redis_limits.h) and takes a deferred-reply slot for its client
  * (conn_defer): the client goes on with the commands it pipelined, whose replies queue behind
  * the slot. At the end of the turn (rstore_turn, in the server's "before sleep", next to the
  * embedded store's group commit) the batch leaves as one EVALSHA on the Redis connection
@@ -33,6 +33,7 @@
 #include "server/conn.h"
 #include "server/server.h"
 #include "sluice/limit.h"
+#include "store/redis_limits.h"
 
 /* Requests in one script call at most: a turn with more sends several calls. */
 #define RSTORE_BATCH_MAX 512
@@ -88,6 +89,17 @@ void rstore_throttle(conn *c, const rstore_link *links, size_t n, unsigned flags
 void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const char *key,
                  size_t keylen, int64_t quantity, int64_t t_ns);
 
+/* LEASE.ACQUIRE (op RLIM_DECIDE: units, ttl_ns, 0 for the def's), LEASE.RENEW (RLIM_LEASE_RENEW:
+ * lease_id, ttl_ns) and LEASE.RELEASE (RLIM_LEASE_RELEASE: lease_id) of a concurrency limit on the
+ * shared store. The handle ACQUIRE answers is "NAME/ID/KEYHEX" (rstore_parse_handle). */
+void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *name,
+                  const char *key, size_t keylen, int64_t units, uint64_t lease_id, int64_t ttl_ns);
+
+/* Parses a handle of rstore_lease: name (COMMAND_NAME_BUF bytes), the lease id, and the key
+ * decoded into key (at most keymax bytes; *keylen its length). Returns 0 or -1. Pure. */
+int rstore_parse_handle(const char *s, size_t len, char *name, size_t namemax, uint64_t *id,
+                        char *key, size_t keymax, size_t *keylen);
+
 /* The end of a loop turn: sends the turn's batch. Cheap when it is empty. */
 void rstore_turn(server *s);
 
@@ -95,8 +107,8 @@ void rstore_turn(server *s);
 void rstore_conn_closed(conn *c);
 
 /* Replies `-ERR <command> is not available with a redis store yet ...` for a command the shared
- * store does not serve in this version (the tasks, recurring series, runtime limit changes,
- * leases). The one place that says so. */
+ * store does not serve in this version (the tasks, recurring series, runtime limit changes). The
+ * one place that says so. */
 void rstore_reply_unavailable(conn *c, const char *command);
 
 void rstore_get_stats(const server *s, rstore_stats *out);

@@ -197,6 +197,10 @@ int server_load_config(server *s, const char *path, char *msg, size_t msglen)
     }
     if (s->has_config && memcmp(&nc.engine, &s->config.engine, sizeof(nc.engine)) != 0)
         log_warn("config %s: the engine: section changed; it takes effect at the next start", path);
+    if (s->has_config && (!str_eq(nc.store.url, s->config.store.url) ||
+                          nc.store.failure != s->config.store.failure ||
+                          nc.store.timeout_ns != s->config.store.timeout_ns))
+        log_warn("config %s: the store: section changed; it takes effect at the next start", path);
 
     for (size_t i = 0; i < nc.nlimits; i++) {
         const sluice_limit_policy *old =

@@ -96,7 +96,20 @@ check "pipelined replies in command order" "PONG 1 5 4 0 50  x 0 10 9 -1 1 PONG 
 # Not shared yet: one clear error.
 contains "TASK.ADD refused" "not available with a redis store yet" "$(cli TASK.ADD job '{}')"
 contains "LIMIT.SET refused" "not available with a redis store yet" "$(cli LIMIT.SET x rate=1/1s)"
-contains "LEASE.ACQUIRE refused" "not available with a redis store yet" "$(cli LEASE.ACQUIRE api k)"
+contains "LIMIT.RESET refused" "not available with a redis store yet" "$(cli LIMIT.RESET api)"
+# Leases are shared: two slots for all nodes; a handle from one node renews and releases on another.
+h1=$(redis-cli -p "$port_n1" LEASE.ACQUIRE slots job1 | sed -n 2p)
+h2=$(redis-cli -p "$port_n2" LEASE.ACQUIRE slots job1 TTL 60000 | sed -n 2p)
+contains "first lease" "slots/" "$h1"
+contains "second lease, other node" "slots/" "$h2"
+contains "third lease refused on a third node" "RATELIMITED limit=slots kind=concurrency key=job1" \
+  "$(P=$port_n3 cli LEASE.ACQUIRE slots job1)"
+check "renewed on another node" 5000 "$(redis-cli -p "$port_n3" LEASE.RENEW "$h1" TTL 5000)"
+check "released on another node" OK "$(redis-cli -p "$port_n2" LEASE.RELEASE "$h1")"
+contains "a slot again" "slots/" "$(redis-cli -p "$port_n3" LEASE.ACQUIRE slots job1 | sed -n 2p)"
+contains "a handle of nothing" "NOLEASE" "$(P=$port_n1 cli LEASE.RELEASE slots/99/6a6f6231)"
+contains "a malformed handle" "NOLEASE" "$(P=$port_n1 cli LEASE.RENEW nonsense)"
+contains "THROTTLE still only peeks at a concurrency limit" "WRONGARGS" "$(cli THROTTLE slots job1)"
 redis-cli -p "$rport_a" -n 3 FLUSHDB >/dev/null
 
 # The checker: every node, many clients, pipelines of 16.

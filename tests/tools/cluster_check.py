@@ -13,7 +13,9 @@ Redis ran them, started with --store-audit) and checks, for every (limit, key):
   - the units granted over [first, last] never exceed the single-node bound burst + (last -
     first) / T, whichever node granted them;
   - the grants in Redis are exactly the grants the clients were told (none lost, none invented);
-  - a chain is all-or-nothing: its global link has as many grants as its per-key links together.
+  - a chain is all-or-nothing: its global link has as many grants as its per-key links together;
+  - every reply comes back in its command's place (an ECHO answered at once between deferred
+    decisions returns its own token).
 
 Prints one summary line; exits 1 on any violation. Uses Debian's python3-redis (redis-py).
 
@@ -43,6 +45,7 @@ CONFIG_YAML = """limits:
   perkey: {rate: 10/1s, burst: 3, key: explicit}
   global: {rate: 40/1s, burst: 8}
   slow: {rate: 1/1h, key: explicit}
+  slots: {concurrency: 2, ttl: 30s, key: explicit}
 types:
   job: {limits: [perkey, global]}
 """
@@ -90,6 +93,11 @@ class Client(threading.Thread):
         if x < 0.70:
             p.execute_command("THROTTLE", "api", k, "PEEK")
             return ("peek", [], 0)
+        if x < 0.74:
+            # Answered at once, between deferred replies: it must come back in its place.
+            token = "t%d" % self.rng.randrange(10**9)
+            p.execute_command("ECHO", token)
+            return ("echo", token, 0)
         b, c, per = self.rng.choice(CELLS)
         q = 1 if self.rng.random() < 0.9 else self.rng.choice([0, 2])
         p.execute_command("CL.THROTTLE", k, b, c, per, q)
@@ -105,6 +113,14 @@ class Client(threading.Thread):
                     self.decisions += 1
                     if isinstance(rep, Exception):
                         self.errors.append(str(rep))
+                        continue
+                    if kind == "echo":
+                        if rep != links.encode():
+                            self.errors.append("reply out of order: ECHO %s answered %r" %
+                                               (links, rep))
+                        continue
+                    if not isinstance(rep, list) or len(rep) != (5 if kind == "cell" else 6):
+                        self.errors.append("reply out of order: %s answered %r" % (kind, rep))
                         continue
                     if kind == "throttle" and rep[0] == 1:
                         for link in links:
