@@ -214,9 +214,12 @@ void rlim_batch_free(rlim_batch *b)
     alloc_free(b);
 }
 
-void rlim_batch_set_audit(rlim_batch *b, int on)
+int rlim_batch_set_audit(rlim_batch *b, int on)
 {
+    if (b->nreqs > 0)
+        return SLUICE_ESTATE;
     b->audit = on != 0;
+    return SLUICE_OK;
 }
 
 void rlim_batch_set_now(rlim_batch *b, int64_t now_ns)
@@ -259,8 +262,7 @@ static void hex(const unsigned char *d, size_t n, char *out)
 
 static int names_of(const rlim_link *l, link_names *nm)
 {
-    const char *tag;
-    size_t taglen;
+    int hashed = 0;
 
     nm->key = l->key ? l->key : "";
     nm->keylen = l->keylen;
@@ -271,22 +273,26 @@ static int names_of(const rlim_link *l, link_names *nm)
             return rc;
         nm->key = (const char *)nm->digest;
         nm->keylen = KEYHASH_LEN;
+        hashed = 1;
     }
     if (l->tag) {
-        tag = l->tag;
-        taglen = l->taglen;
+        nm->tag = l->tag;
+        nm->taglen = l->taglen;
+    } else if (hashed) { /* the digest's bytes may hold braces: its hex never does */
+        hex(nm->digest, KEYHASH_LEN, nm->taghex);
+        nm->tag = nm->taghex;
+        nm->taglen = sizeof nm->taghex;
+        return SLUICE_OK;
     } else if (nm->keylen > 0) {
-        tag = nm->key;
-        taglen = nm->keylen;
+        nm->tag = nm->key;
+        nm->taglen = nm->keylen;
     } else {
-        tag = l->limit_id;
-        taglen = strlen(l->limit_id);
+        nm->tag = l->limit_id;
+        nm->taglen = strlen(l->limit_id);
     }
-    nm->tag = tag;
-    nm->taglen = taglen;
-    if (taglen == 0 || memchr(tag, '{', taglen) || memchr(tag, '}', taglen)) {
+    if (nm->taglen == 0 || memchr(nm->tag, '{', nm->taglen) || memchr(nm->tag, '}', nm->taglen)) {
         unsigned char d[KEYHASH_LEN];
-        int rc = keyhash_digest(tag, taglen, d);
+        int rc = keyhash_digest(nm->tag, nm->taglen, d);
 
         if (rc != SLUICE_OK)
             return rc;

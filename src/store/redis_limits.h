@@ -10,11 +10,15 @@
  * request's error never aborts the others. Every decision uses the store's clock (Redis TIME,
  * ratcheted per hash tag so that it never goes back), never the caller's.
  *
- * Key layout (docs/redis-store.md): a link's state lives in `<prefix>:{<tag>}:<limit_id>:<key>`,
- * its tag's clock in `<prefix>:{<tag>}:clock`, its grants (when auditing) in
- * `<prefix>:{<tag>}:audit`. The tag of a link is the one its rlim_link names, else its key, else
- * (an empty key: a global bucket) its limit id. It must be the same for every request that
- * touches one (limit, key), or that state is split in two.
+ * Key layout (docs/redis-store.md): a link's state lives in
+ * `<prefix>:{<tag>}:<len>:<limit_id>:<key>`, its tag's clock in `<prefix>:{<tag>}:clock`, its
+ * grants (when auditing) in
+ * `<prefix>:{<tag>}:audit`; <len> is the length of limit_id in decimal, so that no two (limit,
+ * key) pairs share a name. The tag of a link is the one its rlim_link names, else its key (the
+ * hex of its digest for a key longer than max_key_len), else (an empty key: a global bucket) its
+ * limit id; a tag that is empty or holds '{' or '}' is replaced by the hex of its SHA-256. It
+ * must be the same for every request that touches one (limit, key), or that state is split in
+ * two.
  *
  * Invariants:
  * - Requests come back in the order they were added; rlim_batch_result(i) reads the i-th.
@@ -82,8 +86,10 @@ void rlim_batch_free(rlim_batch *b);
 /* Audit (a debugging option of the node): when on, every grant of the batch's DECIDE requests is
  * appended to `<prefix>:{<tag>}:audit` as "limit_id key units store_now_ns" (one entry per
  * link; the key is the raw key bytes, so a reader splits off limit_id at the first space and
- * units and time at the last two). */
-void rlim_batch_set_audit(rlim_batch *b, int on);
+ * units and time at the last two). The audit lists are KEYS of each request, so the flag is set
+ * on an empty batch (new or reset): returns 0, or SLUICE_ESTATE (nothing changed) when the
+ * batch holds requests. rlim_batch_reset keeps the flag. */
+int rlim_batch_set_audit(rlim_batch *b, int on);
 
 /* Tests only: decide at now_ns (still ratcheted) instead of Redis TIME; 0 goes back to TIME. */
 void rlim_batch_set_now(rlim_batch *b, int64_t now_ns);

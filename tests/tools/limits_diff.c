@@ -1,0 +1,639 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sluice_limits_diff: the differential test of the Redis limits script against the C core.
+ *
+ * Random worlds of five limits (rate with units, burst and start_empty, fixed and sliding
+ * windows, concurrency leases, quotas with none/day/month calendars) get random batches of
+ * requests (chains of 1 to 3 links, peeks, lease renewals and releases, settlements) at injected
+ * times that move forward by steps of nanoseconds to days, and sometimes back. Every request goes
+ * both through the in-process core (sluice_chain_decide and friends) and through the script in a
+ * real redis-server (one EVALSHA per batch, built and read by store/redis_limits.c), and every
+ * field of every answer is compared: the chain's result, each link's decision, lease presence,
+ * renew expiries, statuses and the store time used.
+ *
+ * The script ratchets its clock per hash tag and forgets idle state at the request's time; the
+ * core clamps per limit and forgets idle keys when swept. So the driver puts every link of a round
+ * under one tag, passes the core the running maximum of the injected times (the ratchet), and
+ * sweeps every limit at that time before each request. One case stays ambiguous in the core and
+ * is not generated: a peek at a time past the clock on a start_empty rate key that became idle
+ * in between (swept: "empty"; not swept: "full").
+ *
+ * Also checked: the audit list (one entry per granted link), the TIME path (a decision without
+ * an injected time is taken near the real clock) and the ratchet (after a decision at a future
+ * time, TIME-based decisions do not go back).
+ *
+ * Usage: sluice_limits_diff PORT [SEED [OPS_PER_KIND]] against a throwaway redis-server on
+ * 127.0.0.1:PORT, whose database it empties first (FLUSHDB) so that a seed replays. Prints a
+ * summary; exits 1 on the first mismatches (printed with the seed, round and request), 2 on a setup
+ * error.
+ */
+#include <hiredis.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sluice/error.h"
+#include "sluice/limit.h"
+#include "store/redis_limits.h"
+
+#define NLIM       5
+#define NKEYS      5
+#define MAX_BATCH  8
+#define MAX_LINKS  3
+#define NGRANTS    64
+#define NLEASES    256
+#define NS_PER_DAY (INT64_C(86400) * SLUICE_NS_PER_SEC)
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+    uint64_t x = rng_state;
+
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    rng_state = x;
+    return x * UINT64_C(2685821657736338717);
+}
+
+/* Uniform in [lo, hi]. */
+static int64_t rr(int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1));
+}
+
+static int chance(int percent)
+{
+    return rr(0, 99) < percent;
+}
+
+static const char *const key_names[NKEYS] = {"", "a", "b", "c-a-rather-long-key-name"};
+
+typedef struct grant {
+    int lim;
+    int key;
+    int64_t at_ns;
+    int64_t units;
+} grant;
+
+typedef struct lease_pair {
+    int lim;
+    int key;
+    uint64_t core_id;
+    uint64_t redis_id;
+} lease_pair;
+
+typedef struct world {
+    sluice_limit_def def[NLIM];
+    sluice_limit *lim[NLIM];
+    char id[NLIM][16];
+    grant grants[NGRANTS];
+    size_t ngrants;
+    lease_pair leases[NLEASES];
+    size_t nleases;
+    uint64_t last_redis_lease;
+    int64_t clock; /* the ratchet: newest time of a request that was not a peek */
+} world;
+
+/* One request of a batch, as both sides get it. */
+typedef struct req {
+    rlim_op op;
+    size_t n;
+    int lim[MAX_LINKS];
+    int key[MAX_LINKS];
+    int64_t units[MAX_LINKS];
+    rlim_args args;
+    int lease;       /* RENEW/RELEASE: index in world.leases */
+    int acquire_ttl; /* a one-link concurrency DECIDE through sluice_lease_acquire with a TTL */
+} req;
+
+static long ops_per_kind[6];
+static long mismatches;
+static long total_requests, total_calls;
+static const char *where_seed;
+static int where_round;
+
+static void report(int ri, const char *what, int64_t core, int64_t redis)
+{
+    mismatches++;
+    if (mismatches <= 10)
+        fprintf(stderr,
+                "MISMATCH seed %s round %d request %d: %s core=%" PRId64 " redis=%" PRId64 "\n",
+                where_seed, where_round, ri, what, core, redis);
+}
+
+#define SAME(ri, what, c, r)                                                                       \
+    do {                                                                                           \
+        if ((int64_t)(c) != (int64_t)(r))                                                          \
+            report(ri, what, (int64_t)(c), (int64_t)(r));                                          \
+    } while (0)
+
+static int64_t pick_period(void)
+{
+    static const int64_t periods[] = {1000,
+                                      SLUICE_NS_PER_MS,
+                                      7 * SLUICE_NS_PER_MS,
+                                      SLUICE_NS_PER_SEC,
+                                      60 * SLUICE_NS_PER_SEC,
+                                      3600 * SLUICE_NS_PER_SEC,
+                                      NS_PER_DAY,
+                                      30 * NS_PER_DAY,
+                                      366 * NS_PER_DAY};
+
+    return periods[rr(0, (int64_t)(sizeof periods / sizeof periods[0]) - 1)];
+}
+
+static void make_limit(world *w, int i, sluice_limit_kind kind)
+{
+    for (;;) {
+        sluice_limit_def *d = &w->def[i];
+        char msg[128];
+
+        sluice_limit_def_init(d, kind);
+        d->limit = chance(90) ? rr(1, 12) : rr(1, 1000000000);
+        if (kind == SLUICE_SLIDING && d->limit > 50)
+            d->limit = rr(1, 50);
+        d->period_ns = pick_period();
+        if (kind == SLUICE_RATE) {
+            d->burst = chance(40) ? 0 : rr(1, 3 * (d->limit < 10 ? d->limit : 10));
+            d->start_empty = chance(40);
+            if (chance(30))
+                d->period_ns += rr(1, 999); /* T with a fraction */
+        }
+        if (kind == SLUICE_CONCURRENCY) {
+            d->limit = rr(1, 5);
+            d->ttl_ns =
+                chance(50) ? rr(1, 1000) * SLUICE_NS_PER_MS : rr(1, 3600) * SLUICE_NS_PER_SEC;
+        }
+        if (kind == SLUICE_QUOTA)
+            d->calendar = (sluice_calendar)rr(0, 2);
+        if (kind == SLUICE_CONCURRENCY || kind == SLUICE_QUOTA)
+            d->period_ns = 0;
+        if (chance(20))
+            d->max_key_len = 8; /* the long key goes by its digest */
+        if (sluice_limit_new(d, &w->lim[i], msg, sizeof msg) == SLUICE_OK)
+            return;
+    }
+}
+
+static void world_init(world *w, int focus)
+{
+    memset(w, 0, sizeof *w);
+    for (int i = 0; i < NLIM; i++) {
+        sluice_limit_kind kind = i < 3 ? (sluice_limit_kind)focus : (sluice_limit_kind)rr(1, 5);
+
+        make_limit(w, i, kind);
+        snprintf(w->id[i], sizeof w->id[i], "L%d", i);
+    }
+}
+
+static void world_free(world *w)
+{
+    for (int i = 0; i < NLIM; i++)
+        sluice_limit_free(w->lim[i]);
+}
+
+/* The next batch time: forward by ns to days, sometimes the same, sometimes back. */
+static int64_t step_time(int64_t t)
+{
+    static const int64_t scales[] = {0,
+                                     1000,
+                                     SLUICE_NS_PER_MS,
+                                     100 * SLUICE_NS_PER_MS,
+                                     SLUICE_NS_PER_SEC,
+                                     60 * SLUICE_NS_PER_SEC,
+                                     3600 * SLUICE_NS_PER_SEC,
+                                     3 * NS_PER_DAY};
+    int64_t scale = scales[rr(0, 7)];
+    int64_t d = scale ? rr(1, scale) : 0;
+
+    if (chance(8))
+        return t - d; /* the caller's clock stepped back */
+    return t + d;
+}
+
+static int is_start_empty_rate(const world *w, int lim)
+{
+    return w->def[lim].kind == SLUICE_RATE && w->def[lim].start_empty;
+}
+
+static void gen_request(world *w, req *q, int64_t t, int64_t clock)
+{
+    int r = (int)rr(0, 99);
+
+    memset(q, 0, sizeof *q);
+    q->op = RLIM_DECIDE;
+    if (r < 15)
+        q->op = RLIM_PEEK;
+    else if (r < 27 && w->nleases > 0)
+        q->op = chance(50) ? RLIM_LEASE_RENEW : RLIM_LEASE_RELEASE;
+    else if (r < 37 && w->ngrants > 0)
+        q->op = RLIM_SETTLE;
+
+    if (q->op == RLIM_LEASE_RENEW || q->op == RLIM_LEASE_RELEASE) {
+        q->lease = (int)rr(0, (int64_t)w->nleases - 1);
+        q->n = 1;
+        q->lim[0] = w->leases[q->lease].lim;
+        q->key[0] = w->leases[q->lease].key;
+        q->units[0] = 1;
+        q->args.lease_id = w->leases[q->lease].redis_id;
+        q->args.ttl_ns = rr(1, 2000) * SLUICE_NS_PER_MS;
+        return;
+    }
+    if (q->op == RLIM_SETTLE) {
+        const grant *g = &w->grants[rr(0, (int64_t)w->ngrants - 1)];
+
+        q->n = 1;
+        q->lim[0] = g->lim;
+        q->key[0] = g->key;
+        q->units[0] = 1;
+        q->args.charged_ns = chance(90) ? g->at_ns : g->at_ns - rr(0, 40 * NS_PER_DAY);
+        q->args.estimate = g->units;
+        q->args.actual = chance(95) ? rr(0, 3 * g->units + 2) : rr(0, INT64_C(8000000000));
+        if (chance(2))
+            q->args.actual = -1; /* refused by both */
+        if (chance(3))
+            q->lim[0] = (int)rr(0, NLIM - 1); /* maybe a concurrency limit: refused by both */
+        return;
+    }
+    q->n = (size_t)(chance(50) ? 1 : rr(2, MAX_LINKS));
+    for (size_t i = 0; i < q->n; i++) {
+        int lim = (int)rr(0, NLIM - 1);
+
+        if (q->op == RLIM_PEEK && t > clock && is_start_empty_rate(w, lim))
+            q->op = RLIM_DECIDE; /* the ambiguous case of the header comment */
+        q->lim[i] = lim;
+        q->key[i] = (int)rr(0, NKEYS - 2);
+        q->units[i] = chance(93) ? rr(1, 3) : rr(1, w->def[lim].limit + 2);
+        if (w->def[lim].kind == SLUICE_RATE && chance(3))
+            q->units[i] = (w->def[lim].burst ? w->def[lim].burst : w->def[lim].limit) + 1;
+    }
+    if (q->op == RLIM_DECIDE && q->n == 1 && w->def[q->lim[0]].kind == SLUICE_CONCURRENCY &&
+        chance(50)) {
+        q->acquire_ttl = 1;
+        q->args.ttl_ns = rr(1, 3000) * SLUICE_NS_PER_MS;
+    }
+}
+
+static void make_link(const world *w, const req *q, size_t i, rlim_link *l)
+{
+    memset(l, 0, sizeof *l);
+    l->def = sluice_limit_get_def(w->lim[q->lim[i]]);
+    l->limit_id = w->id[q->lim[i]];
+    l->key = key_names[q->key[i]];
+    l->keylen = strlen(l->key);
+    l->tag = "T";
+    l->taglen = 1;
+    l->units = q->units[i];
+}
+
+static void sweep_all(world *w, int64_t now)
+{
+    for (int i = 0; i < NLIM; i++)
+        sluice_limit_sweep(w->lim[i], now, SIZE_MAX);
+}
+
+static void remember_grant(world *w, int lim, int key, int64_t at, int64_t units)
+{
+    grant *g;
+
+    if (w->def[lim].kind == SLUICE_CONCURRENCY)
+        return;
+    if (w->ngrants < NGRANTS)
+        g = &w->grants[w->ngrants++];
+    else
+        g = &w->grants[rr(0, NGRANTS - 1)];
+    g->lim = lim;
+    g->key = key;
+    g->at_ns = at;
+    g->units = units;
+}
+
+/* Runs request q on the core at the driver's clock and compares with Redis's answer. */
+static void check_request(world *w, const req *q, int ri, int64_t t, const rlim_result *res,
+                          const sluice_decision *rd, int rrc)
+{
+    const sluice_decision *rdec = rd;
+    int peek = q->op == RLIM_PEEK;
+    int64_t now;
+
+    if (rrc != SLUICE_OK) {
+        report(ri, "reply could not be read (rc)", 0, rrc);
+        return;
+    }
+    if (!peek && t > w->clock)
+        w->clock = t;
+    sweep_all(w, w->clock);
+    now = peek && t > w->clock ? t : w->clock;
+    SAME(ri, "store time", now, res->now_ns);
+    total_requests++;
+    for (size_t i = 0; i < q->n; i++)
+        ops_per_kind[w->def[q->lim[i]].kind]++;
+
+    if (q->op == RLIM_DECIDE || q->op == RLIM_PEEK) {
+        sluice_chain_link links[MAX_LINKS];
+        sluice_decision cd[MAX_LINKS];
+        sluice_chain_result cr;
+        int rc;
+
+        for (size_t i = 0; i < q->n; i++) {
+            links[i].limit = w->lim[q->lim[i]];
+            links[i].key = key_names[q->key[i]];
+            links[i].keylen = strlen(links[i].key);
+            links[i].units = q->units[i];
+        }
+        if (q->acquire_ttl) {
+            rc = sluice_lease_acquire(links[0].limit, links[0].key, links[0].keylen, links[0].units,
+                                      q->args.ttl_ns, now, &cd[0]);
+            memset(&cr, 0, sizeof cr);
+            cr.allowed = cd[0].allowed;
+            cr.retry_after_ns = cd[0].allowed ? 0 : cd[0].retry_after_ns;
+        } else {
+            rc = sluice_chain_decide(links, q->n, now, peek ? SLUICE_PEEK : 0, cd, &cr);
+        }
+        SAME(ri, "core rc", SLUICE_OK, rc);
+        SAME(ri, "request status", SLUICE_OK, res->rc);
+        SAME(ri, "chain allowed", cr.allowed, res->chain.allowed);
+        SAME(ri, "chain retry_after", cr.retry_after_ns, res->chain.retry_after_ns);
+        if (!cr.allowed)
+            SAME(ri, "chain denied_by", cr.denied_by, res->chain.denied_by);
+        for (size_t i = 0; i < q->n; i++) {
+            char what[64];
+
+#define FIELD(f)                                                                                   \
+    do {                                                                                           \
+        snprintf(what, sizeof what, "link %zu (%s) " #f, i,                                        \
+                 sluice_limit_kind_name(w->def[q->lim[i]].kind));                                  \
+        SAME(ri, what, cd[i].f, rdec[i].f);                                                        \
+    } while (0)
+            FIELD(allowed);
+            FIELD(limit);
+            FIELD(remaining);
+            FIELD(retry_after_ns);
+            FIELD(reset_after_ns);
+#undef FIELD
+            SAME(ri, "lease presence", cd[i].lease_id != 0, rdec[i].lease_id != 0);
+            if (cd[i].lease_id && rdec[i].lease_id) {
+                if (rdec[i].lease_id <= w->last_redis_lease)
+                    report(ri, "redis lease id not increasing", (int64_t)w->last_redis_lease,
+                           (int64_t)rdec[i].lease_id);
+                w->last_redis_lease = rdec[i].lease_id;
+                if (w->nleases < NLEASES) {
+                    lease_pair *p = &w->leases[w->nleases++];
+
+                    p->lim = q->lim[i];
+                    p->key = q->key[i];
+                    p->core_id = cd[i].lease_id;
+                    p->redis_id = rdec[i].lease_id;
+                }
+            }
+        }
+        if (cr.allowed && !peek)
+            for (size_t i = 0; i < q->n; i++)
+                remember_grant(w, q->lim[i], q->key[i], now, q->units[i]);
+        return;
+    }
+    if (q->op == RLIM_LEASE_RENEW || q->op == RLIM_LEASE_RELEASE) {
+        const lease_pair *p = &w->leases[q->lease];
+        int rc;
+
+        if (q->op == RLIM_LEASE_RENEW) {
+            int64_t exp = 0;
+
+            rc = sluice_lease_renew(w->lim[p->lim], p->core_id, q->args.ttl_ns, now, &exp);
+            SAME(ri, "renew status", rc, res->rc);
+            if (rc == SLUICE_OK)
+                SAME(ri, "renew expiry", exp, res->expires_ns);
+        } else {
+            rc = sluice_lease_release(w->lim[p->lim], p->core_id, now);
+            SAME(ri, "release status", rc, res->rc);
+        }
+        return;
+    }
+    {
+        int rc = sluice_limit_settle(w->lim[q->lim[0]], key_names[q->key[0]],
+                                     strlen(key_names[q->key[0]]), q->args.charged_ns,
+                                     q->args.estimate, q->args.actual, now);
+
+        SAME(ri, "settle status", rc, res->rc);
+    }
+}
+
+static const char *load_script(redisContext *c, char *sha, size_t shalen)
+{
+    size_t len;
+    const char *text = rlim_script(&len);
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %b", text, len);
+
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        fprintf(stderr, "SCRIPT LOAD failed: %s\n", r && r->str ? r->str : c->errstr);
+        exit(2);
+    }
+    snprintf(sha, shalen, "%s", r->str);
+    freeReplyObject(r);
+    return sha;
+}
+
+static redisReply *call(redisContext *c, rlim_batch *b, const char *sha)
+{
+    int argc;
+    const char **argv;
+    const size_t *argvlen;
+    redisReply *r;
+
+    if (rlim_batch_command(b, sha, &argc, &argv, &argvlen) != SLUICE_OK) {
+        fprintf(stderr, "rlim_batch_command failed\n");
+        exit(2);
+    }
+    r = redisCommandArgv(c, argc, argv, argvlen);
+    if (!r) {
+        fprintf(stderr, "redis: %s\n", c->errstr);
+        exit(2);
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        fprintf(stderr, "script error: %s\n", r->str);
+        exit(1);
+    }
+    total_calls++;
+    return r;
+}
+
+static long long llen(redisContext *c, const char *key)
+{
+    redisReply *r = redisCommand(c, "LLEN %s", key);
+    long long n = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+
+    freeReplyObject(r);
+    return n;
+}
+
+/* One round: a world, its batches, and (when auditing) the audit list's count. */
+static void run_round(redisContext *c, const char *sha, int round, int focus, int requests)
+{
+    char prefix[64];
+    world w;
+    rlim_batch *b;
+    int64_t t = INT64_C(1577836800) * SLUICE_NS_PER_SEC + rr(0, 10 * 365 * NS_PER_DAY);
+    int audit = chance(30);
+    long granted_links = 0;
+
+    where_round = round;
+    snprintf(prefix, sizeof prefix, "diff%sr%d", where_seed, round);
+    world_init(&w, focus);
+    if (rlim_batch_new(prefix, &b) != SLUICE_OK)
+        exit(2);
+    rlim_batch_set_audit(b, audit);
+    while (requests > 0) {
+        req qs[MAX_BATCH];
+        int n = (int)rr(1, MAX_BATCH);
+        int64_t clock = w.clock;
+        redisReply *r;
+
+        t = step_time(t);
+        rlim_batch_reset(b);
+        rlim_batch_set_now(b, t);
+        for (int i = 0; i < n; i++) {
+            rlim_link links[MAX_LINKS];
+            int idx;
+
+            gen_request(&w, &qs[i], t, clock);
+            if (qs[i].op != RLIM_PEEK && t > clock)
+                clock = t;
+            for (size_t k = 0; k < qs[i].n; k++)
+                make_link(&w, &qs[i], k, &links[k]);
+            idx = rlim_batch_add(b, qs[i].op, links, qs[i].n, &qs[i].args);
+            if (idx != i) {
+                fprintf(stderr, "rlim_batch_add: %d\n", idx);
+                exit(2);
+            }
+        }
+        r = call(c, b, sha);
+        for (int i = 0; i < n; i++) {
+            rlim_result res;
+            sluice_decision d[MAX_LINKS];
+            int rc = rlim_batch_result(b, r, (size_t)i, &res, d);
+
+            check_request(&w, &qs[i], i, t, &res, d, rc);
+            if (rc == SLUICE_OK && res.chain.allowed && qs[i].op == RLIM_DECIDE)
+                granted_links += (long)qs[i].n;
+        }
+        freeReplyObject(r);
+        requests -= n;
+        if (mismatches > 10)
+            break;
+    }
+    if (audit) {
+        char key[96];
+
+        snprintf(key, sizeof key, "%s:{T}:audit", prefix);
+        if (llen(c, key) != (granted_links ? granted_links : -1) &&
+            !(granted_links == 0 && llen(c, key) == 0))
+            report(-1, "audit entries", granted_links, llen(c, key));
+    }
+    rlim_batch_free(b);
+    world_free(&w);
+}
+
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * SLUICE_NS_PER_SEC + ts.tv_nsec;
+}
+
+/* The TIME path and the ratchet, on a rate limit under the default tag (its key). */
+static void check_clock(redisContext *c, const char *sha)
+{
+    sluice_limit_def def;
+    rlim_link l = {0};
+    rlim_batch *b;
+    rlim_result res;
+    sluice_decision d;
+    redisReply *r;
+    int64_t before = wall_ns(), future;
+
+    sluice_limit_def_init(&def, SLUICE_RATE);
+    def.limit = 1000;
+    def.period_ns = SLUICE_NS_PER_SEC;
+    l.def = &def;
+    l.limit_id = "clock";
+    l.key = "k";
+    l.keylen = 1;
+    l.units = 1;
+    char prefix[64];
+
+    snprintf(prefix, sizeof prefix, "clock%s", where_seed);
+    if (rlim_batch_new(prefix, &b) != SLUICE_OK)
+        exit(2);
+    rlim_batch_add(b, RLIM_DECIDE, &l, 1, NULL);
+    r = call(c, b, sha);
+    if (rlim_batch_result(b, r, 0, &res, &d) != SLUICE_OK || !res.chain.allowed)
+        report(-2, "TIME decision", 1, res.chain.allowed);
+    if (res.now_ns < before - 5 * SLUICE_NS_PER_SEC ||
+        res.now_ns > wall_ns() + 5 * SLUICE_NS_PER_SEC)
+        report(-2, "TIME far from the wall clock", before, res.now_ns);
+    freeReplyObject(r);
+    /* A decision an hour ahead, then TIME again: the tag's clock does not go back. */
+    future = res.now_ns + 3600 * SLUICE_NS_PER_SEC;
+    rlim_batch_reset(b);
+    rlim_batch_set_now(b, future);
+    rlim_batch_add(b, RLIM_DECIDE, &l, 1, NULL);
+    freeReplyObject(call(c, b, sha));
+    rlim_batch_reset(b);
+    rlim_batch_set_now(b, 0);
+    rlim_batch_add(b, RLIM_PEEK, &l, 1, NULL);
+    rlim_batch_add(b, RLIM_DECIDE, &l, 1, NULL);
+    r = call(c, b, sha);
+    for (size_t i = 0; i < 2; i++) {
+        if (rlim_batch_result(b, r, i, &res, &d) != SLUICE_OK || res.now_ns != future)
+            report(-2, "ratchet: time after a future decision", future, res.now_ns);
+    }
+    freeReplyObject(r);
+    rlim_batch_free(b);
+}
+
+int main(int argc, char **argv)
+{
+    int port = argc > 1 ? atoi(argv[1]) : 0;
+    const char *seed = argc > 2 ? argv[2] : "1";
+    long per_kind = argc > 3 ? atol(argv[3]) : 10000;
+    char sha[64];
+    redisContext *c;
+    int round = 0;
+
+    if (port <= 0) {
+        fprintf(stderr, "usage: sluice_limits_diff PORT [SEED [OPS_PER_KIND]]\n");
+        return 2;
+    }
+    where_seed = seed;
+    rng_state = strtoull(seed, NULL, 10) * UINT64_C(0x9E3779B97F4A7C15) + 1;
+    c = redisConnect("127.0.0.1", port);
+    if (!c || c->err) {
+        fprintf(stderr, "connect: %s\n", c ? c->errstr : "out of memory");
+        return 2;
+    }
+    /* A throwaway server: start from nothing, so that a seed replays exactly. */
+    freeReplyObject(redisCommand(c, "FLUSHDB"));
+    load_script(c, sha, sizeof sha);
+    check_clock(c, sha);
+    for (;;) {
+        int focus = 0;
+
+        for (int k = SLUICE_RATE; k <= SLUICE_QUOTA; k++)
+            if (ops_per_kind[k] < per_kind && (!focus || ops_per_kind[k] < ops_per_kind[focus]))
+                focus = k;
+        if (!focus || mismatches > 10)
+            break;
+        run_round(c, sha, round++, focus, 300);
+    }
+    printf("seed %s: %d rounds, %ld requests in %ld calls; link decisions: rate %ld, window %ld, "
+           "sliding %ld, concurrency %ld, quota %ld; %ld mismatches\n",
+           seed, round, total_requests, total_calls, ops_per_kind[1], ops_per_kind[2],
+           ops_per_kind[3], ops_per_kind[4], ops_per_kind[5], mismatches);
+    redisFree(c);
+    return mismatches ? 1 : 0;
+}
