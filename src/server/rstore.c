@@ -743,9 +743,11 @@ int rstore_parse_handle(const char *s, size_t len, char *name, size_t namemax, u
     name[p - s] = '\0';
     q = ++p;
     while (p < end && *p >= '0' && *p <= '9') {
-        if (v > (UINT64_MAX - 9) / 10)
+        uint64_t d = (uint64_t)(*p++ - '0');
+
+        if (v > (UINT64_MAX - d) / 10)
             return -1;
-        v = v * 10 + (uint64_t)(*p++ - '0');
+        v = v * 10 + d;
     }
     if (p == q || p == end || *p != '/' || (end - p - 1) % 2 != 0)
         return -1;

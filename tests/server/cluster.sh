@@ -31,8 +31,10 @@ fi
 start_node() {
   local name=$1
   shift
+  local admin=--no-admin
+  case " $* " in *" --admin-port "*) admin= ;; esac
   rm -f "$tmp/$name.port"
-  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/$name.port" --no-admin \
+  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/$name.port" $admin \
     --config "$tmp/sluice.yaml" "$@" 2>"$tmp/$name.log" &
   local pid=$!
   pids+=("$pid")
@@ -134,8 +136,12 @@ for n in n1 n2 n3; do stop $n; check "node $n stops with 0" 0 "$stop_rc"; done
 
 # ---- 2. Faults: SIGSTOP, SIGCONT, kill and restart --------------------------------------------
 
-start_node closed --store "$url" --store-timeout 300
+start_node closed --store "$url" --store-timeout 300 --admin-port 0 \
+  --admin-port-file "$tmp/closed.admin"
 start_node open --store "$url" --store-timeout 300 --store-failure open
+metric() { curl -s "http://127.0.0.1:$(cat "$tmp/closed.admin")/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+check "/metrics: store up" 1 "$(metric sluice_store_up)"
+contains "INFO store: the URL" "$url" "$(P=$port_closed cli INFO store)"
 kill -STOP "$rpid_a"
 t0=$(now_ms)
 r=$(P=$port_closed cli THROTTLE api k1)
@@ -152,10 +158,16 @@ wait_until "the closed node sees the store down" 10 \
   test "$(info_field "$port_closed" store_state)" != up
 contains "closed: STOREDOWN counted" "STOREDOWN" "$(P=$port_closed cli THROTTLE api k2)"
 within "closed node counts -STOREDOWN" 1 1000 "$(info_field "$port_closed" store_unavailable)"
+check "/metrics: store down" 0 "$(metric sluice_store_up)"
+within "/metrics: -STOREDOWN counted" 1 1000 "$(metric sluice_store_unavailable_total)"
+within "/metrics: STOREDOWN error code counted" 1 1000 \
+  "$(curl -s "http://127.0.0.1:$(cat "$tmp/closed.admin")/metrics" |
+    awk '$1 == "sluice_command_errors_total{code=\"STOREDOWN\"}" { print $2 }')"
 kill -CONT "$rpid_a"
 wait_until "closed node recovers after SIGCONT" 20 throttle_works "$port_closed"
 wait_until "open node recovers after SIGCONT" 20 throttle_works "$port_open"
 check "closed node up again" up "$(info_field "$port_closed" store_state)"
+check "/metrics: store up again" 1 "$(metric sluice_store_up)"
 
 # Kill Redis, start it again on the same port: the nodes reconnect by themselves.
 kill -KILL "$rpid_a"
