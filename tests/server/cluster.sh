@@ -60,6 +60,9 @@ store_up() { [ "$(info_field "$1" store_state)" = up ]; }
 throttle_works() { [ "$(redis-cli -p "$1" THROTTLE api probe 2>&1 | head -1)" = 1 ]; }
 
 $py "$checker" --print-config >"$tmp/sluice.yaml"
+# The reference models catch what they must (each rule broken once, and kept once).
+out=$($py "$checker" --selftest 2>&1)
+check "checker self-test: $out" 0 "$?"
 
 # ---- 1. Three nodes, one budget ---------------------------------------------------------------
 

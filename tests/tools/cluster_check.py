@@ -1,15 +1,16 @@
 # SPDX-License-Identifier: MIT
 """The multi-node checker of the shared store (tests/server/cluster.sh).
 
-Drives THROTTLE (a named rate limit, a chain type of a per-key and a global rate limit) and
-CL.THROTTLE from many clients on every node at once, pipelined, on a few hot keys so the nodes
+Drives THROTTLE (a named rate limit, a fixed and a sliding window, a chain type of a per-key and
+a global rate limit) and CL.THROTTLE from many clients on every node at once, pipelined, on a few hot keys so the nodes
 contend; counts every grant each client was told; then reads the audit lists the limits script
 wrote in Redis (`sluice:{TAG}:audit`, entries "limit_id key units store_now_ns", in the order
 Redis ran them, started with --store-audit) and checks, for every (limit, key):
 
-  - the grants replay through a reference GCRA (exact rationals: T = period / permits, a grant of
-    u units needs max(tat, now) + u*T - now <= burst*T) with zero violations, in store time that
-    never goes back;
+  - the grants replay through a reference model with zero violations, in store time that never
+    goes back: GCRA for rates (exact rationals: T = period / permits, a grant of u units needs
+    max(tat, now) + u*T - now <= burst*T), at most `limit` units per epoch-aligned window for
+    fixed windows, at most `limit` units within any W for sliding windows;
   - the units granted over [first, last] never exceed the single-node bound burst + (last -
     first) / T, whichever node granted them;
   - the grants in Redis are exactly the grants the clients were told (none lost, none invented);
@@ -36,9 +37,11 @@ NS = 10**9
 # The limits of the test's configuration (cluster.sh writes the same): id -> (permits, period_ns,
 # burst). Kept in one place here so the replay and the configuration cannot drift apart.
 LIMITS = {
-    "api": (20, 1 * NS, 5),
-    "perkey": (10, 1 * NS, 3),
-    "global": (40, 1 * NS, 8),
+    "api": ("rate", 20, 1 * NS, 5),
+    "perkey": ("rate", 10, 1 * NS, 3),
+    "global": ("rate", 40, 1 * NS, 8),
+    "win": ("window", 15, 1 * NS),
+    "slide": ("sliding", 12, 1 * NS),
 }
 CONFIG_YAML = """limits:
   api: {rate: 20/1s, burst: 5, key: explicit}
@@ -46,6 +49,8 @@ CONFIG_YAML = """limits:
   global: {rate: 40/1s, burst: 8}
   slow: {rate: 1/1h, key: explicit}
   slots: {concurrency: 2, ttl: 30s, key: explicit}
+  win: {window: 15/1s, key: explicit}
+  slide: {sliding: 12/1s, key: explicit}
 types:
   job: {limits: [perkey, global]}
 """
@@ -59,7 +64,7 @@ def cell_id(b, c, p):
 
 
 for b, c, p in CELLS:
-    LIMITS[cell_id(b, c, p)] = (c, p * NS, b + 1)
+    LIMITS[cell_id(b, c, p)] = ("rate", c, p * NS, b + 1)
 
 
 class Client(threading.Thread):
@@ -93,7 +98,12 @@ class Client(threading.Thread):
         if x < 0.70:
             p.execute_command("THROTTLE", "api", k, "PEEK")
             return ("peek", [], 0)
-        if x < 0.74:
+        if x < 0.78:
+            lid = "win" if self.rng.random() < 0.5 else "slide"
+            units = 1 if self.rng.random() < 0.8 else 3
+            p.execute_command("THROTTLE", lid, k, "UNITS", units)
+            return ("throttle", [(lid, k)], units)
+        if x < 0.82:
             # Answered at once, between deferred replies: it must come back in its place.
             token = "t%d" % self.rng.randrange(10**9)
             p.execute_command("ECHO", token)
@@ -146,17 +156,44 @@ def read_audit(r):
 
 
 def replay(lid, key, grants, problems):
-    """Replays one stream through the reference GCRA; appends what does not hold."""
-    permits, period, burst = LIMITS[lid]
-    t = Fraction(period, permits)
-    bt = burst * t
-    tat = None
+    """Replays one stream through its reference model; appends what does not hold."""
     last = None
-    total = 0
-    for now, units in grants:
+    for now, _ in grants:
         if last is not None and now < last:
             problems.append("%s %r: store time went back (%d after %d)" % (lid, key, now, last))
         last = now
+    kind = LIMITS[lid][0]
+    if kind == "window":
+        # Fixed windows aligned to multiples of W since the epoch: at most `limit` units each.
+        _, limit, w = LIMITS[lid]
+        per = defaultdict(int)
+        for now, units in grants:
+            per[now // w] += units
+        for idx, total in per.items():
+            if total > limit:
+                problems.append("%s %r: %d units in window %d, limit %d" %
+                                (lid, key, total, idx, limit))
+        return
+    if kind == "sliding":
+        # At most `limit` units in any interval of length W: a grant counts while now - at < W.
+        _, limit, w = LIMITS[lid]
+        live, total, first = [], 0, 0
+        for now, units in grants:
+            while first < len(live) and now - live[first][0] >= w:
+                total -= live[first][1]
+                first += 1
+            total += units
+            live.append((now, units))
+            if total > limit:
+                problems.append("%s %r: %d units within %d ns of %d, limit %d" %
+                                (lid, key, total, w, now, limit))
+        return
+    _, permits, period, burst = LIMITS[lid]
+    t = Fraction(period, permits)
+    bt = burst * t
+    tat = None
+    total = 0
+    for now, units in grants:
         base = now if tat is None or tat < now else tat
         need = base + units * t - now
         if need > bt:
@@ -171,6 +208,35 @@ def replay(lid, key, grants, problems):
                         (lid, key, total, last - first, float(bound)))
 
 
+def selftest():
+    """The models must catch what they are there to catch: each case below breaks one rule."""
+    ms = NS // 1000
+    cases = [
+        # api: burst 5, T = 50 ms: six grants at one instant is one too many.
+        ("api", [(10**18, 1)] * 6, True),
+        ("api", [(10**18, 1)] * 5, False),
+        ("api", [(10**18, 1)] * 5 + [(10**18 + 50 * ms, 1)], False),
+        ("api", [(10**18, 1)] * 5 + [(10**18 + 49 * ms, 1)], True),
+        # win: 15 a window of 1 s aligned to the epoch.
+        ("win", [(10**18 + 1, 15), (10**18 + NS - 1, 1)], True),
+        ("win", [(10**18 + NS - 1, 15), (10**18 + NS, 15)], False),
+        # slide: 12 within any second.
+        ("slide", [(10**18, 12), (10**18 + NS - 1, 1)], True),
+        ("slide", [(10**18, 12), (10**18 + NS, 12)], False),
+        # time going back is a violation whatever the counts.
+        ("api", [(10**18 + 1, 1), (10**18, 1)], True),
+    ]
+    bad = 0
+    for lid, grants, want in cases:
+        problems = []
+        replay(lid, "k", grants, problems)
+        if bool(problems) != want:
+            bad += 1
+            print("SELFTEST: %s %r: violations %r, wanted %s" % (lid, grants[:3], problems, want))
+    print("selftest: %d cases, %d wrong" % (len(cases), bad))
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes")
@@ -182,7 +248,10 @@ def main():
     ap.add_argument("--pipeline", type=int, default=16)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--print-config", action="store_true")
+    ap.add_argument("--selftest", action="store_true")
     a = ap.parse_args()
+    if a.selftest:
+        return selftest()
     if a.print_config:
         sys.stdout.write(CONFIG_YAML)
         return 0
