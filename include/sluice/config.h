@@ -6,6 +6,7 @@
  *   enabled: true                # optional; false: every limit passes (still counting)
  *   engine:                      # optional; every key has a default
  *     max_parked: 50000
+ *   store: redis://10.0.0.5:6379 # optional; `sluice serve` only (sluice_store_config)
  *   limits:
  *     stripe:
  *       rate: 100/1s
@@ -48,9 +49,32 @@ SLUICE_API_BEGIN
  * nested brackets took 35 s to load; past this depth the file is refused before it is loaded. */
 #define SLUICE_CONFIG_MAX_DEPTH 64
 
+/* store.failure: what a decision does while the shared store cannot be reached. */
+typedef enum sluice_store_failure {
+    SLUICE_STORE_FAILURE_UNSET = 0, /* not given: the server's default (closed) */
+    SLUICE_STORE_FAILURE_CLOSED,    /* nothing is granted: the command answers an error */
+    SLUICE_STORE_FAILURE_OPEN       /* granted, and counted as granted without the store */
+} sluice_store_failure;
+
+/* The store: section, read by `sluice serve` only (the library keeps no state outside the
+ * process). Every field keeps its "not given" value when the section or the key is absent, so
+ * that command-line flags can take precedence over the file.
+ *
+ *   store: redis://127.0.0.1:6379/0      # shorthand for store: {url: ...}
+ *   store:
+ *     url: redis://10.0.0.5:6379
+ *     failure: open                       # closed (default) or open
+ *     timeout: 250ms                      # how long a decision waits for the store (1s) */
+typedef struct sluice_store_config {
+    char *url;                    /* checked redis://HOST[:PORT][/DB]; NULL when not given */
+    sluice_store_failure failure; /* SLUICE_STORE_FAILURE_UNSET when not given */
+    int64_t timeout_ns;           /* 0 when not given */
+} sluice_store_config;
+
 /* A loaded configuration. Everything in it is owned by it; free with sluice_config_clear(). */
 typedef struct sluice_config {
     sluice_engine_policy engine; /* the engine: section (defaults for keys not given) */
+    sluice_store_config store;   /* the store: section (zeroed when absent) */
     sluice_limit_policy *limits; /* the limits: section, in file order; nlimits entries */
     size_t nlimits;
     sluice_type_policy *types; /* the types: section, in file order; ntypes entries */

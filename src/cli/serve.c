@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config_store.h"
 #include "server/admin/admin.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -49,6 +50,19 @@ static const char usage_text[] =
     "                            default always\n"
     "      --batch-ms N          fsync interval of batch, 1 to 60000 ms (default 100)\n"
     "      --enable-debug-commands  allow DEBUG (fault injection into the store: tests only)\n"
+    "\n"
+    "Several nodes (see docs/cluster.md; also the store: section of the config file):\n"
+    "      --store URL           redis://HOST[:PORT][/DB]: THROTTLE, CL.THROTTLE and LEASE.* of\n"
+    "                            every node given the same URL charge one budget kept in that\n"
+    "                            Redis, decided in Redis's clock. Not shared yet (and refused\n"
+    "                            with a redis store): tasks (TASK.*), recurring series (RECUR.*),\n"
+    "                            LIMIT.SET/DEL/RESET, Redis Cluster. Nothing is kept on disk\n"
+    "                            then (--data does not apply)\n"
+    "      --store-failure MODE  when Redis is down or late: closed (answer -STOREDOWN, the\n"
+    "                            default) or open (grant, counted in INFO and /metrics)\n"
+    "      --store-timeout MS    how long a decision waits for Redis (default 1000)\n"
+    "      --store-audit         Redis keeps every grant in audit lists (tests and debugging:\n"
+    "                            they grow without bound)\n"
     "\n"
     "Limits (BYTES may end in k, m or g):\n"
     "      --max-clients N       connections at once (default 10000)\n"
@@ -99,6 +113,10 @@ enum {
     OPT_TIMEOUT,
     OPT_AUTH_TIMEOUT,
     OPT_AUTH_RESERVE,
+    OPT_STORE,
+    OPT_STORE_FAILURE,
+    OPT_STORE_TIMEOUT,
+    OPT_STORE_AUDIT,
 };
 
 static const struct option long_options[] = {
@@ -131,6 +149,10 @@ static const struct option long_options[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"auth-timeout", required_argument, NULL, OPT_AUTH_TIMEOUT},
     {"auth-reserve", required_argument, NULL, OPT_AUTH_RESERVE},
+    {"store", required_argument, NULL, OPT_STORE},
+    {"store-failure", required_argument, NULL, OPT_STORE_FAILURE},
+    {"store-timeout", required_argument, NULL, OPT_STORE_TIMEOUT},
+    {"store-audit", no_argument, NULL, OPT_STORE_AUDIT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -241,7 +263,7 @@ static size_t *size_target(server_options *o, int opt)
 /* Fills o from argv. Returns -1 to go on, or the exit status to stop with. */
 static int parse_options(int argc, char **argv, server_options *o, char *pass, size_t passlen)
 {
-    int c, no_admin = 0;
+    int c, no_admin = 0, data_given = 0;
 
     server_options_init(o);
     /* The server's own default is no admin port; the command's is 7380. */
@@ -324,6 +346,35 @@ static int parse_options(int argc, char **argv, server_options *o, char *pass, s
             if (optarg[0] == '\0')
                 return bad_value("--data", optarg, "a directory");
             o->data_dir = optarg;
+            data_given = 1;
+            break;
+        case OPT_STORE: {
+            config_store_url u;
+            char why[400];
+
+            if (config_store_parse_url(optarg, &u, why, sizeof(why)) != 0) {
+                fprintf(stderr, "sluice serve: --store: %s\n", why);
+                return EXIT_USAGE;
+            }
+            o->store_url = optarg;
+            break;
+        }
+        case OPT_STORE_FAILURE:
+            if (strcmp(optarg, "closed") == 0)
+                o->store_failure = SLUICE_STORE_FAILURE_CLOSED;
+            else if (strcmp(optarg, "open") == 0)
+                o->store_failure = SLUICE_STORE_FAILURE_OPEN;
+            else
+                return bad_value("--store-failure", optarg, "closed or open");
+            break;
+        case OPT_STORE_TIMEOUT:
+            if (parse_size(optarg, 0, 600000, &v) != 0)
+                return bad_value("--store-timeout", optarg,
+                                 "a number of milliseconds from 1 to 600000");
+            o->store_timeout_ms = (int64_t)v;
+            break;
+        case OPT_STORE_AUDIT:
+            o->store_audit = 1;
             break;
         case OPT_DURABILITY:
             if (store_durability_parse(optarg, &o->durability) != 0)
@@ -397,6 +448,13 @@ static int parse_options(int argc, char **argv, server_options *o, char *pass, s
     }
     if (no_admin)
         o->admin_port = -1;
+    if (o->store_url && data_given) {
+        fprintf(stderr,
+                "sluice serve: --data names the embedded store; with --store %s nothing "
+                "is kept on disk (tasks are not shared yet): drop one of them\n",
+                o->store_url);
+        return EXIT_USAGE;
+    }
     /* One command never needs more than the whole query allows. */
     if (o->limits.max_bulk_len > o->limits.max_query_len)
         o->limits.max_query_len = o->limits.max_bulk_len;

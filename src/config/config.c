@@ -10,8 +10,8 @@
  * is built in a local sluice_config and handed out only when everything, cross-references
  * included, checked out; on failure it is cleared, so nothing leaks and *out stays zeroed.
  *
- * Sections are read in a fixed order (engine, limits, types) whatever their order in the file,
- * because types refer to limits by name.
+ * Sections are read in a fixed order (engine, store, limits, types) whatever their order in the
+ * file, because types refer to limits by name. The `store:` section is config_store.c.
  */
 #include "sluice/config.h"
 
@@ -23,6 +23,7 @@
 #include <yaml.h>
 
 #include "config/config_limits.h"
+#include "config/config_store.h"
 #include "config/yaml_walk.h"
 #include "base/alloc.h"
 #include "base/quote.h"
@@ -37,7 +38,7 @@
 /* The name shown in messages for a buffer parsed without a file name. */
 #define NO_NAME "<config>"
 
-static const char *const top_keys[] = {"enabled", "engine", "limits", "types"};
+static const char *const top_keys[] = {"enabled", "engine", "store", "limits", "types"};
 static const char *const engine_keys[] = {"max_tasks",    "max_parked",     "max_finished",
                                           "strict_types", "event_interval", "default_lease"};
 static const char *const type_keys[] = {
@@ -565,6 +566,13 @@ static int walk(ywalk *w, const yaml_node_t *root, const char *const *ignored, s
     if (rc != 0)
         return rc;
 
+    node = yw_get(w, root, "store", NULL);
+    saved = yw_push(w, "store", 5);
+    rc = config_parse_store(w, node, &cfg->store);
+    yw_pop(w, saved);
+    if (rc != 0)
+        return rc;
+
     node = yw_get(w, root, "limits", NULL);
     saved = yw_push(w, "limits", 6);
     rc = config_parse_limits(w, node, cfg);
@@ -760,6 +768,7 @@ void sluice_config_clear(sluice_config *c)
         sluice_type_policy_clear(&c->types[i]);
     alloc_free(c->types);
     alloc_free(c->path);
+    alloc_free(c->store.url);
     if (c->index) {
         config_index *ix = c->index;
 

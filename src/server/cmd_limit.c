@@ -30,6 +30,7 @@
 #include "server/commands.h"
 #include "server/durable.h"
 #include "server/log.h"
+#include "server/rstore.h"
 #include "sluice/error.h"
 #include "sluice/policy_spec.h"
 #include "sluice/spec.h"
@@ -220,17 +221,21 @@ typedef struct tier_arg {
     size_t len;
 } tier_arg;
 
+/* Room for the id of a limit or of one of its tiers, "name/tier". */
+#define LIMIT_ID_BUF (2 * COMMAND_NAME_BUF + 2)
+
 /* Finds the core limit THROTTLE asks of p: p itself, or for a tiered limit the tier that `ta`
  * chooses by the engine's rule (a string tier matches `equals`, a numeric one its inclusive
- * range). Returns 0, or -1 after replying (no TIER for a tiered limit, no tier matches, or a
- * concurrency tier THROTTLE cannot charge). */
+ * range). id (LIMIT_ID_BUF bytes) receives its id: the name, or "name/tier". Returns 0, or -1
+ * after replying (no TIER for a tiered limit, no tier matches, or a concurrency tier THROTTLE
+ * cannot charge). */
 static int throttle_core(conn *c, const sluice_limit_policy *p, const tier_arg *ta, unsigned flags,
-                         sluice_limit **live)
+                         sluice_limit **live, char *id)
 {
-    char id[2 * COMMAND_NAME_BUF + 2];
     size_t i;
     int64_t v = 0;
 
+    snprintf(id, LIMIT_ID_BUF, "%s", p->name);
     if (p->ntiers == 0)
         return check_direct(c, p, *live);
     if (!ta->value) {
@@ -257,7 +262,7 @@ static int throttle_core(conn *c, const sluice_limit_policy *p, const tier_arg *
                    (int)(ta->len > 64 ? 64 : ta->len), ta->value);
         return -1;
     }
-    snprintf(id, sizeof id, "%s/%s", p->name, p->tiers[i].name);
+    snprintf(id, LIMIT_ID_BUF, "%s/%s", p->name, p->tiers[i].name);
     *live = sluice_engine_limit_by_id(c->srv->engine, id);
     if (!*live)
         return check_direct(c, p, NULL);
@@ -275,7 +280,7 @@ static int throttle_core(conn *c, const sluice_limit_policy *p, const tier_arg *
  * in RESP2 and RESP3): [allowed 0|1, limit, remaining, retry_after_ms, reset_after_ms,
  * denied_by (the limit's name, or nil when allowed)]. A shadow limit's would-be denial is
  * answered allowed (retry_after 0, nil), and counted as its shadow_denied. */
-static void reply_decision(conn *c, const sluice_decision *d, const char *denied_by)
+void reply_throttle(conn *c, const sluice_decision *d, const char *denied_by)
 {
     resp_writer *w = conn_out(c);
 
@@ -324,6 +329,34 @@ static int resolve_link(conn *c, const sluice_limit_policy *p, const resp_comman
     return 0;
 }
 
+/* Under a shared store: hands the resolved links to rstore, which replies (now or later). ids[i]
+ * is the id of links[i]'s limit (its name, or "name/tier"). */
+static void throttle_shared(conn *c, const sluice_chain_link *links,
+                            const sluice_limit_policy *const *pols, const char *const *ids,
+                            size_t n, unsigned flags)
+{
+    rstore_link stack[CHAIN_STACK], *rl = stack;
+
+    if (n > CHAIN_STACK) {
+        rl = alloc_calloc(n, sizeof(*rl));
+        if (!rl) {
+            resp_error(conn_out(c), "NOMEM", "out of memory");
+            return;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        rl[i].def = sluice_limit_get_def(links[i].limit);
+        rl[i].limit_id = ids[i];
+        rl[i].name = pols[i]->name;
+        rl[i].key = links[i].key;
+        rl[i].keylen = links[i].keylen;
+        rl[i].units = links[i].units;
+    }
+    rstore_throttle(c, rl, n, flags);
+    if (rl != stack)
+        alloc_free(rl);
+}
+
 static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_policy *t,
                           int64_t units, unsigned flags, const tier_arg *ta)
 {
@@ -331,13 +364,15 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
     sluice_chain_link stack_links[CHAIN_STACK], *links = stack_links;
     sluice_decision stack_dec[CHAIN_STACK], *dec = stack_dec;
     const sluice_limit_policy *stack_pol[CHAIN_STACK], **pols = stack_pol;
+    char(*ids)[LIMIT_ID_BUF] = NULL, id[LIMIT_ID_BUF];
+    const char **idp = NULL;
     sluice_chain_result res;
     size_t n = t->nlimits, report = 0, kept = 0;
     int rc;
 
     if (n == 0) {
         sluice_decision d = {.allowed = 1};
-        reply_decision(c, &d, NULL);
+        reply_throttle(c, &d, NULL);
         return;
     }
     if (n > CHAIN_STACK) {
@@ -345,6 +380,14 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
         dec = alloc_calloc(n, sizeof(*dec));
         pols = alloc_calloc(n, sizeof(*pols));
         if (!links || !dec || !pols) {
+            resp_error(conn_out(c), "NOMEM", "out of memory");
+            goto done;
+        }
+    }
+    if (rstore_active(s)) {
+        ids = alloc_calloc(n, sizeof(*ids));
+        idp = alloc_calloc(n, sizeof(*idp));
+        if (!ids || !idp) {
             resp_error(conn_out(c), "NOMEM", "out of memory");
             goto done;
         }
@@ -360,19 +403,27 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
                        t->name, t->limits[i]);
             goto done;
         }
-        if (throttle_core(c, p, ta, flags, &live) != 0 || check_throttle(c, p, flags) != 0 ||
+        if (throttle_core(c, p, ta, flags, &live, id) != 0 || check_throttle(c, p, flags) != 0 ||
             (rc = resolve_link(c, p, cmd, units, &links[kept])) < 0)
             goto done;
         if (rc == 1) /* skipped: the key is empty and the limit's missing_key is skip */
             continue;
         links[kept].limit = key_core(s, p, links[kept].key, links[kept].keylen, live);
         pols[kept] = p;
+        if (ids) {
+            memcpy(ids[kept], id, sizeof(id));
+            idp[kept] = ids[kept];
+        }
         kept++;
     }
     n = kept;
     if (n == 0) {
         sluice_decision d = {.allowed = 1};
-        reply_decision(c, &d, NULL);
+        reply_throttle(c, &d, NULL);
+        goto done;
+    }
+    if (ids) {
+        throttle_shared(c, links, pols, idp, n, flags);
         goto done;
     }
     rc = sluice_chain_decide(links, n, server_now(s), flags, dec, &res);
@@ -398,13 +449,15 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
     /* The reply counts as a shadow pass when any link of the chain would have said no. */
     for (size_t i = 0; i < n; i++)
         dec[report].shadow_denied |= res.allowed && dec[i].shadow_denied;
-    reply_decision(c, &dec[report], res.allowed ? NULL : pols[report]->name);
+    reply_throttle(c, &dec[report], res.allowed ? NULL : pols[report]->name);
 done:
     if (links != stack_links) {
         alloc_free(links);
         alloc_free(dec);
         alloc_free((void *)pols);
     }
+    alloc_free(ids);
+    alloc_free((void *)idp);
 }
 
 void cmd_throttle(conn *c, const resp_command *cmd)
@@ -418,6 +471,7 @@ void cmd_throttle(conn *c, const resp_command *cmd)
     int64_t units = 0;
     unsigned flags = 0;
     tier_arg ta = {NULL, 0};
+    char id[LIMIT_ID_BUF];
     int rc;
 
     for (size_t i = 3; i < cmd->argc; i++) {
@@ -451,12 +505,19 @@ void cmd_throttle(conn *c, const resp_command *cmd)
         throttle_type(c, cmd, t, units, flags, &ta);
         return;
     }
-    if (throttle_core(c, p, &ta, flags, &live) != 0 || check_throttle(c, p, flags) != 0 ||
+    if (throttle_core(c, p, &ta, flags, &live, id) != 0 || check_throttle(c, p, flags) != 0 ||
         (rc = resolve_link(c, p, cmd, units, &link)) < 0)
         return;
     if (rc == 1) { /* missing_key=skip and no key: the limit does not apply */
         sluice_decision none = {.allowed = 1};
-        reply_decision(c, &none, NULL);
+        reply_throttle(c, &none, NULL);
+        return;
+    }
+    if (rstore_active(s)) {
+        const char *idp = id;
+
+        link.limit = live;
+        throttle_shared(c, &link, &p, &idp, 1, flags);
         return;
     }
     live = key_core(s, p, link.key, link.keylen, live);
@@ -465,7 +526,7 @@ void cmd_throttle(conn *c, const resp_command *cmd)
         reply_engine_error(c, rc, NULL);
         return;
     }
-    reply_decision(c, &d, d.allowed ? NULL : p->name);
+    reply_throttle(c, &d, d.allowed ? NULL : p->name);
 }
 
 /* ---- Leases ------------------------------------------------------------------------------ */
@@ -600,6 +661,13 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
         snprintf(hname, sizeof(hname), "%s", name);
     live = key_core(s, p, link.key, link.keylen, live);
     ttl_ns = ttl_ms > 0 ? ttl_ms * SLUICE_NS_PER_MS : sluice_limit_get_def(live)->ttl_ns;
+    if (rstore_active(s)) {
+        /* The handle names the policy (RENEW and RELEASE find it by name); the key's override,
+         * if any, only gives the definition, and only that key ever uses its state. */
+        rstore_lease(c, RLIM_DECIDE, sluice_limit_get_def(live), name, link.key, link.keylen,
+                     link.units, 0, ttl_ns);
+        return;
+    }
     rc = sluice_lease_acquire(live, link.key, link.keylen, link.units, ttl_ns, server_now(s), &d);
     if (rc != 0) {
         reply_engine_error(c, rc, NULL);
@@ -635,6 +703,37 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
     resp_int(w, d.remaining);
 }
 
+/* LEASE.RENEW / RELEASE under a shared store: the handle names the limit, the lease id and the
+ * key (rstore_parse_handle); the limit must still be a concurrency limit of this node's
+ * configuration. */
+static void lease_shared(conn *c, const resp_command *cmd, rlim_op op, int64_t ttl_ms)
+{
+    char name[COMMAND_NAME_BUF];
+    size_t keymax = c->srv->opt.max_key_len, keylen = 0;
+    char *key = alloc_malloc(keymax + 1);
+    const sluice_limit_policy *p;
+    sluice_limit *live = NULL;
+    uint64_t id = 0;
+
+    if (!key) {
+        resp_error(conn_out(c), "NOMEM", "out of memory");
+        return;
+    }
+    if (rstore_parse_handle(cmd->argv[1], cmd->argvlen[1], name, sizeof(name), &id, key, keymax,
+                            &keylen) != 0 ||
+        !(p = sluice_engine_get_limit(c->srv->engine, name, &live)) || !live || p->ntiers > 0 ||
+        p->def.kind != SLUICE_CONCURRENCY) {
+        resp_error(conn_out(c), "NOLEASE",
+                   "no such lease (it expired, was released, its limit "
+                   "changed, or it never existed)");
+        alloc_free(key);
+        return;
+    }
+    rstore_lease(c, op, sluice_limit_get_def(live), name, key, keylen, 1, id,
+                 ttl_ms > 0 ? ttl_ms * SLUICE_NS_PER_MS : 0);
+    alloc_free(key);
+}
+
 void cmd_lease_renew(conn *c, const resp_command *cmd)
 {
     lease_handle h;
@@ -644,6 +743,10 @@ void cmd_lease_renew(conn *c, const resp_command *cmd)
 
     if (lease_options(c, cmd, 2, 0, &ttl_ms, NULL) != 0)
         return;
+    if (rstore_active(c->srv)) {
+        lease_shared(c, cmd, RLIM_LEASE_RENEW, ttl_ms);
+        return;
+    }
     live = handle_limit(c, cmd, &h);
     if (!live)
         return;
@@ -665,9 +768,14 @@ void cmd_lease_renew(conn *c, const resp_command *cmd)
 void cmd_lease_release(conn *c, const resp_command *cmd)
 {
     lease_handle h;
-    sluice_limit *live = handle_limit(c, cmd, &h);
+    sluice_limit *live;
     int rc;
 
+    if (rstore_active(c->srv)) {
+        lease_shared(c, cmd, RLIM_LEASE_RELEASE, 0);
+        return;
+    }
+    live = handle_limit(c, cmd, &h);
     if (!live)
         return;
     if (h.id == 0) { /* a shadow limit's pass held nothing */

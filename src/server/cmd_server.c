@@ -16,6 +16,7 @@
 #include "server/commands.h"
 #include "server/durable.h"
 #include "server/log.h"
+#include "server/rstore.h"
 #include "sluice/error.h"
 #include "sluice/policy_spec.h"
 #include "sluice/spec.h"
@@ -360,6 +361,14 @@ static void info_persistence(conn *c, sbuf *b)
     sb_printf(b, "%s", text);
 }
 
+static void info_store(conn *c, sbuf *b)
+{
+    char text[2048];
+
+    rstore_info(c->srv, text, sizeof(text));
+    sb_printf(b, "%s", text);
+}
+
 typedef struct info_section {
     const char *name;
     void (*fn)(conn *c, sbuf *b);
@@ -368,6 +377,7 @@ typedef struct info_section {
 static const info_section sections[] = {
     {"server", info_server}, {"clients", info_clients}, {"stats", info_stats},
     {"engine", info_engine}, {"limits", info_limits},   {"persistence", info_persistence},
+    {"store", info_store},
 };
 
 #define N_SECTIONS (sizeof(sections) / sizeof(sections[0]))

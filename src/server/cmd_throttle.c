@@ -33,6 +33,7 @@
 #include "base/ptab.h"
 #include "server/commands.h"
 #include "server/log.h"
+#include "server/rstore.h"
 #include "sluice/error.h"
 
 typedef struct cell_entry {
@@ -158,6 +159,26 @@ static int cell_evict(cell_state *cs)
     return -1;
 }
 
+int cell_def(const server *s, int64_t max_burst, int64_t count, int64_t period,
+             sluice_limit_def *def, char *msg, size_t msglen)
+{
+    if (max_burst >= SLUICE_MAX_PERMITS || period > SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_SEC) {
+        snprintf(msg, msglen,
+                 "max_burst must be below %" PRId64 " and period at most %" PRId64 " seconds",
+                 SLUICE_MAX_PERMITS, SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_SEC);
+        return SLUICE_EINVAL;
+    }
+    sluice_limit_def_init(def, SLUICE_RATE);
+    def->limit = count;
+    def->period_ns = period * SLUICE_NS_PER_SEC;
+    def->burst = max_burst + 1;
+    if (def->max_key_len < s->opt.max_key_len)
+        def->max_key_len = s->opt.max_key_len;
+    if (sluice_limit_def_validate(def, msg, msglen) != 0)
+        return SLUICE_EINVAL;
+    return 0;
+}
+
 /* Creates the limit of a triple not cached yet. Returns it, or NULL with *rc and msg set
  * (SLUICE_EINVAL: parameters out of range; SLUICE_EBUSY: every cached triple is in use). */
 static cell_entry *cell_create(server *s, int64_t max_burst, int64_t count, int64_t period, int *rc,
@@ -167,23 +188,9 @@ static cell_entry *cell_create(server *s, int64_t max_burst, int64_t count, int6
     sluice_limit_def def;
     cell_entry *e;
 
-    if (max_burst >= SLUICE_MAX_PERMITS || period > SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_SEC) {
-        *rc = SLUICE_EINVAL;
-        snprintf(msg, msglen,
-                 "max_burst must be below %" PRId64 " and period at most %" PRId64 " seconds",
-                 SLUICE_MAX_PERMITS, SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_SEC);
+    *rc = cell_def(s, max_burst, count, period, &def, msg, msglen);
+    if (*rc != 0)
         return NULL;
-    }
-    sluice_limit_def_init(&def, SLUICE_RATE);
-    def.limit = count;
-    def.period_ns = period * SLUICE_NS_PER_SEC;
-    def.burst = max_burst + 1;
-    if (def.max_key_len < s->opt.max_key_len)
-        def.max_key_len = s->opt.max_key_len;
-    if (sluice_limit_def_validate(&def, msg, msglen) != 0) {
-        *rc = SLUICE_EINVAL;
-        return NULL;
-    }
     if (cs->n == cs->max && cell_evict(cs) != 0) {
         *rc = SLUICE_EBUSY;
         snprintf(msg, msglen, "%zu parameter sets are in use (the maximum); reuse one", cs->max);
@@ -330,6 +337,40 @@ void cell_map_decision(const sluice_decision *d, int64_t quantity, int64_t t_ns,
     out->reset_after = cell_seconds(reset_ns < 0 ? 0 : reset_ns);
 }
 
+void cell_write_reply(conn *c, const cell_reply *r)
+{
+    resp_writer *w = conn_out(c);
+
+    if (r->limited)
+        c->srv->stats.throttle_denied++;
+    else
+        c->srv->stats.throttle_allowed++;
+    resp_array(w, 5);
+    resp_int(w, r->limited);
+    resp_int(w, r->limit);
+    resp_int(w, r->remaining);
+    resp_int(w, r->retry_after);
+    resp_int(w, r->reset_after);
+}
+
+/* Under a shared store: the triple's limit is not kept here (its state is Redis's); its
+ * definition travels with the request, under the same id as the local cache's feed id. */
+static void cell_shared(conn *c, const resp_command *cmd, int64_t max_burst, int64_t count,
+                        int64_t period, int64_t quantity)
+{
+    sluice_limit_def def;
+    char msg[200], id[96];
+
+    msg[0] = '\0';
+    if (cell_def(c->srv, max_burst, count, period, &def, msg, sizeof(msg)) != 0) {
+        resp_error(conn_out(c), "WRONGARGS", "CL.THROTTLE: %s", msg);
+        return;
+    }
+    snprintf(id, sizeof id, CELL_ID_PREFIX "%" PRId64 ":%" PRId64 ":%" PRId64, max_burst, count,
+             period);
+    rstore_cell(c, &def, id, cmd->argv[1], cmd->argvlen[1], quantity, def.period_ns / count);
+}
+
 void cmd_cl_throttle(conn *c, const resp_command *cmd)
 {
     server *s = c->srv;
@@ -364,6 +405,10 @@ void cmd_cl_throttle(conn *c, const resp_command *cmd)
                    cmd->argvlen[1], s->opt.max_key_len);
         return;
     }
+    if (rstore_active(s)) {
+        cell_shared(c, cmd, max_burst, count, period, quantity);
+        return;
+    }
     e = cell_get(c, max_burst, count, period);
     if (!e)
         return;
@@ -379,14 +424,5 @@ void cmd_cl_throttle(conn *c, const resp_command *cmd)
     cell_map_decision(&d, quantity, e->t_ns, &r);
     if (d.shadow_denied && quantity)
         s->stats.throttle_shadow_denied++;
-    if (r.limited)
-        s->stats.throttle_denied++;
-    else
-        s->stats.throttle_allowed++;
-    resp_array(w, 5);
-    resp_int(w, r.limited);
-    resp_int(w, r.limit);
-    resp_int(w, r.remaining);
-    resp_int(w, r.retry_after);
-    resp_int(w, r.reset_after);
+    cell_write_reply(c, &r);
 }

@@ -17,6 +17,7 @@
 #include "base/ptab.h"
 #include "server/durable.h"
 #include "server/log.h"
+#include "server/rstore.h"
 #include "sluice/error.h"
 #include "sluice/limit.h"
 
@@ -47,38 +48,41 @@ const command_def command_table[] = {
     {"lease.release", 2, CMD_WRITE | CMD_FAST, cmd_lease_release,
      "LEASE.RELEASE lease: give a lease back"},
     /* Limits, changed live (cmd_limit.c). */
-    {"limit.set", 3, CMD_WRITE | CMD_ADMIN, cmd_limit_set,
+    {"limit.set", 3, CMD_WRITE | CMD_ADMIN | CMD_LOCAL, cmd_limit_set,
      "LIMIT.SET name spec: add or replace a named limit"},
     {"limit.get", 2, CMD_READONLY, cmd_limit_get, "LIMIT.GET name: a limit's spec and figures"},
     {"limit.list", 1, CMD_READONLY, cmd_limit_list, "LIMIT.LIST: every limit and its spec"},
-    {"limit.del", 2, CMD_WRITE | CMD_ADMIN, cmd_limit_del, "LIMIT.DEL name: remove a limit"},
-    {"limit.reset", -2, CMD_WRITE | CMD_ADMIN, cmd_limit_reset,
+    {"limit.del", 2, CMD_WRITE | CMD_ADMIN | CMD_LOCAL, cmd_limit_del,
+     "LIMIT.DEL name: remove a limit"},
+    {"limit.reset", -2, CMD_WRITE | CMD_ADMIN | CMD_LOCAL, cmd_limit_reset,
      "LIMIT.RESET name [key]: forget the state of one key or of all"},
     {"limit.key", 4, CMD_WRITE | CMD_ADMIN, cmd_limit_key,
      "LIMIT.KEY name key spec: give one key of a keyed limit its own limit"},
     {"limit.keydel", 3, CMD_WRITE | CMD_ADMIN, cmd_limit_keydel,
      "LIMIT.KEYDEL name key: remove a key's own limit"},
     /* Tasks (cmd_task.c). */
-    {"task.add", -3, CMD_WRITE | CMD_FAST, cmd_task_add,
+    {"task.add", -3, CMD_WRITE | CMD_FAST | CMD_LOCAL, cmd_task_add,
      "TASK.ADD type payload [KEY k] [UNITS n] [PRIORITY p] [ID taskkey] [DELAY ms]: submit"},
-    {"task.get", -2, CMD_WRITE | CMD_BLOCKING, cmd_task_get,
+    {"task.get", -2, CMD_WRITE | CMD_BLOCKING | CMD_LOCAL, cmd_task_get,
      "TASK.GET type [type ...] [COUNT n] [TIMEOUT ms]: take granted tasks, or wait"},
-    {"task.ack", -2, CMD_WRITE | CMD_FAST, cmd_task_ack,
+    {"task.ack", -2, CMD_WRITE | CMD_FAST | CMD_LOCAL, cmd_task_ack,
      "TASK.ACK id [COST n] [ATTEMPT n]: complete a running task"},
-    {"task.fail", -2, CMD_WRITE | CMD_FAST, cmd_task_fail,
+    {"task.fail", -2, CMD_WRITE | CMD_FAST | CMD_LOCAL, cmd_task_fail,
      "TASK.FAIL id [RETRY|DEAD] [RETRY_AFTER ms] [REASON text] [ATTEMPT n]: fail a running task"},
-    {"task.cancel", 2, CMD_WRITE | CMD_FAST, cmd_task_cancel,
+    {"task.cancel", 2, CMD_WRITE | CMD_FAST | CMD_LOCAL, cmd_task_cancel,
      "TASK.CANCEL id: cancel a queued or parked task"},
-    {"task.touch", -2, CMD_WRITE | CMD_FAST, cmd_task_touch,
+    {"task.touch", -2, CMD_WRITE | CMD_FAST | CMD_LOCAL, cmd_task_touch,
      "TASK.TOUCH id [ATTEMPT n]: extend a running task's lease"},
-    {"task.info", 2, CMD_READONLY | CMD_FAST, cmd_task_info, "TASK.INFO id: a task's fields"},
-    {"task.explain", 2, CMD_READONLY | CMD_FAST, cmd_task_explain,
+    {"task.info", 2, CMD_READONLY | CMD_FAST | CMD_LOCAL, cmd_task_info,
+     "TASK.INFO id: a task's fields"},
+    {"task.explain", 2, CMD_READONLY | CMD_FAST | CMD_LOCAL, cmd_task_explain,
      "TASK.EXPLAIN id: why a task waits and when it should start"},
     /* Recurring series (cmd_recur.c). */
-    {"recur.add", -6, CMD_WRITE, cmd_recur_add,
+    {"recur.add", -6, CMD_WRITE | CMD_LOCAL, cmd_recur_add,
      "RECUR.ADD name type payload EVERY ms|CRON expr [KEY k] [START ms] [END ms] [MAX n]"},
-    {"recur.del", 2, CMD_WRITE, cmd_recur_del, "RECUR.DEL name: remove a recurring series"},
-    {"recur.info", 2, CMD_READONLY | CMD_FAST, cmd_recur_info,
+    {"recur.del", 2, CMD_WRITE | CMD_LOCAL, cmd_recur_del,
+     "RECUR.DEL name: remove a recurring series"},
+    {"recur.info", 2, CMD_READONLY | CMD_FAST | CMD_LOCAL, cmd_recur_info,
      "RECUR.INFO name: a series' runs, skips and next occurrence"},
     /* Tests only (cmd_debug.c): refused unless --enable-debug-commands. */
     {"debug", -2, CMD_ADMIN, cmd_debug,
@@ -241,6 +245,10 @@ static void dispatch(conn *c, const resp_command *cmd)
     }
     c->srv->stats.commands++;
     counters_command(&c->srv->counters, (size_t)(d - command_table));
+    if ((d->flags & CMD_LOCAL) && rstore_active(c->srv)) {
+        rstore_reply_unavailable(c, d->name);
+        return;
+    }
     d->handler(c, cmd);
 }
 

@@ -12,8 +12,10 @@
  *
  * Error replies start with a stable code word (docs/commands.md lists them all):
  *   ERR (protocol and unknown command), WRONGARGS, NOAUTH, WRONGPASS, NOPROTO, NOLIMIT, BUSY,
- *   RATELIMITED, NOLEASE, INUSE, DENIED, NOMEM, CONFIG, and IOERR (a change the store could
- *   not make durable, replied by durable.c instead of the command's own reply).
+ *   RATELIMITED, NOLEASE, INUSE, DENIED, NOMEM, CONFIG, IOERR (a change the store could
+ *   not make durable, replied by durable.c instead of the command's own reply), and STOREDOWN
+ *   (a decision the shared store could not make: it is unreachable or did not answer in time,
+ *   and store_failure is closed; rstore.h).
  */
 #ifndef SLUICE_SERVER_COMMANDS_H
 #define SLUICE_SERVER_COMMANDS_H
@@ -32,6 +34,9 @@
 #define CMD_ADMIN    0x08u /* changes the server's configuration */
 #define CMD_FAST     0x10u /* O(1) or O(log n) */
 #define CMD_BLOCKING 0x20u /* may block the client */
+#define CMD_LOCAL                                                                                  \
+    0x40u /* keeps state the shared store does not share yet: refused under a                      \
+           * redis store (rstore_reply_unavailable) */
 
 typedef void (*command_fn)(conn *c, const resp_command *cmd);
 
@@ -84,6 +89,10 @@ void reply_engine_error(conn *c, int rc, const char *msg);
  * (command_encode_value) so a program splits on spaces and '='. retry_after_ms is -1 when no
  * wait helps. */
 void reply_ratelimited(conn *c, const sluice_denial *d);
+
+/* THROTTLE's reply for decision d (denied_by: the denying limit's name, NULL when allowed),
+ * counted in throttle_allowed / throttle_denied. */
+void reply_throttle(conn *c, const sluice_decision *d, const char *denied_by);
 
 /* Writes the bytes at s into buf percent-encoded: bytes outside [A-Za-z0-9_.:/@+-] become
  * %XX. At most max_in input bytes are encoded (a longer value ends in "..."). Returns buf.
@@ -179,6 +188,15 @@ typedef struct cell_reply {
  * the reply of redis-cell for `quantity` (0: the decision was a peek of 1 unit). Seconds are
  * rounded as redis-cell does: truncated, plus one when a millisecond part remains. Pure. */
 void cell_map_decision(const sluice_decision *d, int64_t quantity, int64_t t_ns, cell_reply *out);
+
+/* Writes CL.THROTTLE's reply r (five integers), counted in throttle_allowed / throttle_denied. */
+void cell_write_reply(conn *c, const cell_reply *r);
+
+/* The rate limit of a CL.THROTTLE triple (permits = count, period = period s, burst = max_burst +
+ * 1; keys up to the server's max_key_len kept whole), validated. Returns 0, or SLUICE_EINVAL
+ * with msg. */
+int cell_def(const server *s, int64_t max_burst, int64_t count, int64_t period,
+             sluice_limit_def *def, char *msg, size_t msglen);
 
 /* Parses the feed id of a CL.THROTTLE triple, "!cell:MAX_BURST:COUNT:PERIOD" (decimal, no sign,
  * count and period >= 1). Returns 0, or -1 when id is not one. Pure. */

@@ -21,6 +21,7 @@
 #include "server/commands.h"
 #include "server/durable.h"
 #include "server/log.h"
+#include "server/rstore.h"
 #include "sluice/error.h"
 
 /* A written buffer up to this size is kept for the next replies instead of being freed. */
@@ -125,6 +126,8 @@ void conn_close(conn *c)
     }
     pending_unlink(c);
     durable_conn_closed(c); /* its held replies go with it */
+    if (c->ndeferred)
+        rstore_conn_closed(c); /* and its deferred ones */
     log_debug("client %" PRIu64 " %s closed after %" PRIu64 " commands", c->id, c->addr,
               c->ncommands);
     uv_close((uv_handle_t *)&c->tcp, on_close);
@@ -158,10 +161,11 @@ static void on_close(uv_handle_t *h)
         conn_free(c);
 }
 
-/* True when nothing is left to write or to run for a client that is to close. */
+/* True when nothing is left to write or to run for a client that is to close (a deferred reply
+ * is still to be written). */
 static int drained(const conn *c)
 {
-    return !c->wbuf && c->out.len == 0 && !(c->flags & CONN_BLOCKED);
+    return !c->wbuf && c->out.len == 0 && !(c->flags & CONN_BLOCKED) && c->holds == 0;
 }
 
 static void on_linger_timeout(uv_timer_t *t)
@@ -327,6 +331,60 @@ void conn_release(conn *c)
         c->holds--;
     if (c->holds == 0)
         conn_reply_ready(c);
+}
+
+size_t conn_defer(conn *c)
+{
+    size_t ticket;
+
+    if (c->ndeferred == 0) {
+        c->defer_next = 0;
+        ticket = c->out.len;
+    } else {
+        ticket = c->out.len - c->defer_last;
+    }
+    c->defer_last = c->out.len;
+    c->ndeferred++;
+    conn_hold(c);
+    return ticket;
+}
+
+/* Moves the n bytes at buf[from..from+n) to buf[to..), shifting buf[to..from) up by n. */
+static int rotate_into(char *buf, size_t to, size_t from, size_t n)
+{
+    char stack[256], *tmp = n <= sizeof stack ? stack : alloc_malloc(n);
+
+    if (!tmp)
+        return -1;
+    memcpy(tmp, buf + from, n);
+    memmove(buf + to + n, buf + to, from - to);
+    memcpy(buf + to, tmp, n);
+    if (tmp != stack)
+        alloc_free(tmp);
+    return 0;
+}
+
+void conn_defer_fill(conn *c, size_t ticket, size_t mark)
+{
+    resp_writer *w = &c->out;
+    size_t n, pos;
+
+    if (c->ndeferred == 0 || (c->flags & CONN_CLOSING))
+        return;
+    /* Nothing was flushed since the slot was taken (the hold), so positions are still valid. */
+    n = w->len - mark;
+    pos = c->defer_next + ticket;
+    if (w->failed || pos > mark || (pos < mark && rotate_into(w->buf, pos, mark, n) != 0)) {
+        log_error("client %" PRIu64 " %s: out of memory for replies", c->id, c->addr);
+        conn_close(c);
+        return;
+    }
+    c->defer_next = pos + n;
+    c->defer_last += n;
+    c->ndeferred--;
+    conn_release(c);
+    if (!(c->flags & CONN_CLOSING))
+        over_output_limit(c);
 }
 
 /* ---- Running commands -------------------------------------------------------------------- */

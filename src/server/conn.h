@@ -19,6 +19,8 @@
  *   close: closing with unread input makes the kernel send a reset, which can destroy the error
  *   reply before the client reads it);
  * - a blocked client runs no command (later ones stay in its reader) until it is unblocked;
+ * - a deferred reply (conn_defer) keeps its place: later replies go behind it, and nothing of the
+ *   client's is written until it is filled;
  * - with a password, a client not yet authenticated is on the server's unauth list (oldest
  *   first) and counts in nunauth until it authenticates or closes; it is closed after
  *   auth_timeout_ms, and when a new connection would leave fewer than auth_reserve slots of
@@ -79,6 +81,9 @@ struct conn {
     unsigned flags;      /* CONN_* */
     int handles;         /* libuv handles not yet closed */
     int holds;           /* conn_hold count: replies are not flushed while > 0 */
+    unsigned ndeferred;  /* conn_defer slots not filled yet (each also holds) */
+    size_t defer_next;   /* where the slot filled last ended (the next slot's base) */
+    size_t defer_last;   /* where the newest slot is */
     resp_reader *reader; /* the parser of what the client sends */
     resp_writer out;     /* replies not yet handed to the socket */
     char *wbuf;          /* the bytes of the write in flight (owned), or NULL */
@@ -139,6 +144,17 @@ void conn_unblock(conn *c);
  * conn_release undoes one hold and schedules the flush. */
 void conn_hold(conn *c);
 void conn_release(conn *c);
+
+/* Deferred replies: a command whose answer comes later (from the shared store, rstore.h) takes a
+ * slot where its reply belongs; the client keeps running the commands it sent after it, whose
+ * replies are appended behind the slot, and nothing is flushed until every slot is filled, so
+ * replies still leave in command order. A client's slots are filled in the order they were
+ * taken. conn_defer takes a slot and returns its ticket (a distance from the slot before it).
+ * conn_defer_fill: the reply of the oldest slot was just appended to conn_out(c) from `mark` on
+ * (mark = conn_out(c)->len before appending it); moves it into the slot and lets the client's
+ * replies go once no slot is left. A closed client's slots are simply never filled. */
+size_t conn_defer(conn *c);
+void conn_defer_fill(conn *c, size_t ticket, size_t mark);
 
 /* Applies the reader limits for the client's authentication state. */
 void conn_apply_limits(conn *c);

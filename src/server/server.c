@@ -28,6 +28,7 @@
 #include "server/conn.h"
 #include "server/durable.h"
 #include "server/log.h"
+#include "server/rstore.h"
 #include "sluice/error.h"
 
 #define LISTEN_BACKLOG      511
@@ -226,6 +227,10 @@ int server_load_config(server *s, const char *path, char *msg, size_t msglen)
                  nc.disabled ? "false" : "true");
     /* The global switch is live: it keeps every limit's state. */
     sluice_engine_set_enabled(s->engine, !nc.disabled, now);
+    if (s->has_config && (!str_eq(nc.store.url, s->config.store.url) ||
+                          nc.store.failure != s->config.store.failure ||
+                          nc.store.timeout_ns != s->config.store.timeout_ns))
+        log_warn("config %s: the store: section changed; it takes effect at the next start", path);
 
     for (size_t i = 0; i < nc.nlimits; i++) {
         const sluice_limit_policy *old =
@@ -429,6 +434,8 @@ static void before_sleep(uv_prepare_t *h)
             s->ready_signalled = 0;
             retry_blocked(s);
         }
+        /* The turn's shared-store decisions leave as one call; their replies wait for it. */
+        rstore_turn(s);
         /* One commit for every change of the turn, before any reply it holds can leave. */
         durable_turn(s);
         while ((c = s->pending) != NULL) {
@@ -445,6 +452,8 @@ static void before_sleep(uv_prepare_t *h)
             conn_flush(c);
         }
     } while (s->ready_signalled && ++rounds < 16);
+    /* Resumed clients may have added decisions after the send above. */
+    rstore_turn(s);
     arm_engine_timer(s);
     s->now_valid = 0;
 }
@@ -548,6 +557,7 @@ static void maybe_finish(server *s)
 {
     if (!s->stopping || s->nclients > 0)
         return;
+    rstore_close(s); /* its connection's handles would keep the loop running */
     close_handle(s, (uv_handle_t *)&s->before_sleep);
     close_handle(s, (uv_handle_t *)&s->after_io);
     close_handle(s, (uv_handle_t *)&s->engine_timer);
@@ -658,7 +668,18 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
             goto fail_alloc;
         s->has_config = 1;
         ep = s->config.engine;
+        /* The command line wins over the file's store: section. */
+        if (!s->opt.store_url)
+            s->opt.store_url = s->config.store.url;
+        if (s->opt.store_failure == SLUICE_STORE_FAILURE_UNSET)
+            s->opt.store_failure = s->config.store.failure;
+        if (s->opt.store_timeout_ms == 0)
+            s->opt.store_timeout_ms = s->config.store.timeout_ns / SLUICE_NS_PER_MS;
     }
+    /* With a shared store nothing is kept on disk here: the commands that would keep something
+     * (tasks, series, LIMIT.SET) are refused (rstore_reply_unavailable). */
+    if (s->opt.store_url)
+        s->opt.data_dir = NULL;
     rc = sluice_engine_new(&ep, &s->engine);
     if (rc != 0) {
         snprintf(msg, msglen, "cannot create the engine: %s", sluice_strerror(rc));
@@ -703,6 +724,9 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
     rc = durable_open(s, msg, msglen);
     if (rc != 0)
         goto fail_loop;
+    rc = rstore_open(s, msg, msglen);
+    if (rc != 0)
+        goto fail_loop;
     /* After recovery, which floors the clock at the stored one: see cmd_limit_rebase. */
     cmd_limit_rebase(s, (uint64_t)server_now(s));
     rc = bind_listener(s, msg, msglen);
@@ -745,7 +769,9 @@ fail_loop:
     close_handle(s, (uv_handle_t *)&s->housekeeping);
     close_handle(s, (uv_handle_t *)&s->stop_timer);
     durable_close(s);
+    rstore_close(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
+    rstore_free(s);
     uv_loop_close(&s->loop);
 fail_commands:
     commands_free(s);
@@ -773,8 +799,10 @@ void server_free(server *s)
         server_stop(s);
     /* The last commit (limiter state included), then the store's timers close with the rest. */
     durable_close(s);
+    rstore_close(s);
     /* Close whatever is left (a server freed without running) and let the closes finish. */
     uv_run(&s->loop, UV_RUN_DEFAULT);
+    rstore_free(s);
     admin_free(s);
     if (uv_loop_close(&s->loop) != 0)
         log_error("the loop still had open handles at exit");

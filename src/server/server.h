@@ -13,7 +13,9 @@
  *               appending replies to the client's output buffer (nothing is written yet);
  *   check    -> the cached clock is invalidated;
  *   prepare  -> ("before sleep") blocked clients are retried when something signalled them
- *               (server_signal_ready), the turn's changes are committed to the store in one
+ *               (server_signal_ready), the turn's decisions on a shared store leave as one
+ *               script call (rstore.h: their replies are deferred until it answers), the
+ *               turn's changes are committed to the store in one
  *               transaction (durable.h: replies that wait for it are held until then), every
  *               client with replies is flushed with one write
  *               (replies are batched per turn: a pipeline of 16 commands costs one syscall), the
@@ -128,6 +130,12 @@ typedef struct server_options {
     store_durability durability; /* always, batch or none */
     int64_t batch_ms;            /* STORE_BATCH: fsync interval */
     int debug_commands;          /* 1: DEBUG allowed, and the store uses the fault VFS */
+    /* The shared store (rstore.h, docs/cluster.md): THROTTLE and CL.THROTTLE decided in Redis.
+     * Unset here, the configuration file's store: section applies. */
+    const char *store_url;              /* redis://HOST[:PORT][/DB]; NULL: the embedded store */
+    sluice_store_failure store_failure; /* UNSET: the file's, else closed */
+    int64_t store_timeout_ms;           /* 0: the file's, else 1000 */
+    int store_audit;                    /* 1: Redis keeps every grant in audit lists (tests) */
 } server_options;
 
 /* Fills every option with its default (no config, 127.0.0.1:7379, no password, protected). */
@@ -196,6 +204,7 @@ struct server {
     void *task_state;    /* cmd_task.c (TASK.*), when present */
     void *admin_state;   /* admin.c: the admin port, NULL when off */
     void *durable_state; /* durable.c: the store, the commit state, held replies */
+    void *rstore_state;  /* rstore.c: the shared store (Redis), NULL when not used */
 
     /* Commands by name, errors by code, store commit latency (the admin port's /metrics). */
     server_counters counters;

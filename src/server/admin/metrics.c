@@ -17,6 +17,7 @@
 #include "server/admin/admin_impl.h"
 #include "server/commands.h"
 #include "server/admin/prom.h"
+#include "server/rstore.h"
 #include "sluice/error.h"
 
 #ifndef SLUICE_VERSION_STRING
@@ -408,6 +409,35 @@ static void counter(prom_buf *b, const char *name, const char *help, uint64_t v)
     prom_sample_u64(b, name, NULL, 0, v);
 }
 
+/* The shared store (rstore.h): only with --store redis://..., so a node without one exports
+ * nothing that could be mistaken for an outage. */
+static void write_shared_store(prom_buf *b, server *s)
+{
+    rstore_stats st;
+
+    if (!rstore_active(s))
+        return;
+    rstore_get_stats(s, &st);
+    gauge(b, "sluice_store_up",
+          "1 when the shared store (Redis) is connected and its script loaded.", st.up);
+    counter(b, "sluice_store_calls_total", "Script calls sent to the shared store (batches).",
+            st.batches);
+    counter(b, "sluice_store_requests_total", "Decisions sent to the shared store.", st.requests);
+    counter(b, "sluice_store_unavailable_total",
+            "Decisions answered -STOREDOWN: the store was down or late (store_failure: closed).",
+            st.unavailable);
+    counter(b, "sluice_store_fail_open_grants_total",
+            "Decisions granted without the store (store_failure: open).", st.fail_open_grants);
+    counter(b, "sluice_store_connects_total", "Connections to the shared store that came up.",
+            st.connects);
+    counter(b, "sluice_store_disconnects_total", "Connections to the shared store lost.",
+            st.disconnects);
+    counter(b, "sluice_store_timeouts_total",
+            "Connections dropped because the store did not answer in time.", st.timeouts);
+    gauge(b, "sluice_store_in_flight", "Script calls waiting for the store's answer.",
+          (double)st.in_flight);
+}
+
 static void write_server(prom_buf *b, admin *a)
 {
     static const char *const event_kinds[] = {
@@ -454,6 +484,7 @@ static void write_server(prom_buf *b, admin *a)
     prom_family(b, "sluice_store_commit_seconds", METRICS_HISTOGRAM,
                 "Duration of a store commit (empty while no store is attached).");
     prom_hist_write(b, "sluice_store_commit_seconds", NULL, 0, &s->counters.store_commit);
+    write_shared_store(b, s);
 
     sluice_engine_get_stats(s->engine, &es);
     prom_family(b, "sluice_tasks", METRICS_GAUGE, "Unfinished tasks by state, all types.");

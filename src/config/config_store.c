@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shared store's settings (config_store.h): the URL grammar and the YAML `store:` section.
+ *
+ * The URL is checked strictly and whole: a URL sluice would read differently from how the user
+ * meant it (a password it would not send, a TLS scheme it would not speak, a Cluster it would
+ * treat as one server) is refused with its reason rather than half-used.
+ */
+#include "config/config_store.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/alloc.h"
+#include "sluice/error.h"
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+static const char *const store_keys[] = {"url", "failure", "timeout"};
+static const char *const failure_words[] = {"closed", "open"};
+
+static int url_fail(char *msg, size_t msglen, const char *url, const char *why)
+{
+    if (msg && msglen > 0)
+        snprintf(msg, msglen, "bad store URL \"%.120s\": %s", url, why);
+    return SLUICE_EINVAL;
+}
+
+static int is_host_byte(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '.' || ch == '-' || ch == '_';
+}
+
+/* Reads 1 to `digits` decimal digits at *p into *v (at most max). Returns 0 or -1. */
+static int read_number(const char **p, int digits, long max, long *v)
+{
+    const char *s = *p;
+    long n = 0;
+    int k = 0;
+
+    while (*s >= '0' && *s <= '9') {
+        if (++k > digits)
+            return -1;
+        n = n * 10 + (*s - '0');
+        s++;
+    }
+    if (k == 0 || n > max)
+        return -1;
+    *p = s;
+    *v = n;
+    return 0;
+}
+
+int config_store_parse_url(const char *url, config_store_url *out, char *msg, size_t msglen)
+{
+    static const char scheme[] = "redis://";
+    const char *p, *host, *host_end;
+    size_t hostlen;
+    long v;
+
+    if (msg && msglen > 0)
+        msg[0] = '\0';
+    memset(out, 0, sizeof(*out));
+    if (!url || !*url)
+        return url_fail(msg, msglen, "", "expected redis://HOST[:PORT][/DB]");
+    if (strncasecmp(url, "rediss://", 9) == 0)
+        return url_fail(msg, msglen, url, "TLS (rediss://) is not supported yet");
+    if (strncasecmp(url, "redis-cluster://", 16) == 0 ||
+        strncasecmp(url, "redis+cluster://", 16) == 0)
+        return url_fail(msg, msglen, url,
+                        "Redis Cluster is not supported yet: give one standalone Redis, "
+                        "redis://HOST[:PORT][/DB]");
+    if (strncasecmp(url, "unix://", 7) == 0 || strncasecmp(url, "redis+unix://", 13) == 0 ||
+        strncasecmp(url, "redis+socket://", 15) == 0)
+        return url_fail(msg, msglen, url,
+                        "Unix sockets are not supported yet: give redis://HOST[:PORT][/DB]");
+    if (strncasecmp(url, scheme, sizeof(scheme) - 1) != 0)
+        return url_fail(msg, msglen, url, "expected redis://HOST[:PORT][/DB]");
+    p = url + sizeof(scheme) - 1;
+    if (strchr(p, '@'))
+        return url_fail(msg, msglen, url,
+                        "a user or password in the URL is not supported yet (protect Redis by "
+                        "its network instead)");
+    if (*p == '[') {
+        host = ++p;
+        while (*p && *p != ']') {
+            if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') ||
+                  (*p >= 'A' && *p <= 'F') || *p == ':' || *p == '.'))
+                return url_fail(msg, msglen, url, "bad IPv6 address between [ and ]");
+            p++;
+        }
+        if (*p != ']' || p == host)
+            return url_fail(msg, msglen, url, "an IPv6 address needs a closing ]");
+        host_end = p++;
+    } else {
+        host = p;
+        while (is_host_byte(*p))
+            p++;
+        host_end = p;
+    }
+    hostlen = (size_t)(host_end - host);
+    if (hostlen == 0)
+        return url_fail(msg, msglen, url, "no host (expected redis://HOST[:PORT][/DB])");
+    if (hostlen > CONFIG_STORE_HOST_MAX)
+        return url_fail(msg, msglen, url, "the host name is longer than 255 characters");
+    if (*p && *p != ':' && *p != '/' && *p != '?')
+        return url_fail(msg, msglen, url, "bad host name (letters, digits, '.', '-' and '_')");
+    memcpy(out->host, host, hostlen);
+    out->host[hostlen] = '\0';
+    out->port = CONFIG_STORE_DEFAULT_PORT;
+    if (*p == ':') {
+        p++;
+        if (read_number(&p, 5, 65535, &v) != 0 || v == 0 || (*p && *p != '/' && *p != '?'))
+            return url_fail(msg, msglen, url, "the port must be a number from 1 to 65535");
+        out->port = (int)v;
+    }
+    if (*p == '/') {
+        p++;
+        if (*p && *p != '?') {
+            if (read_number(&p, 10, 2147483647L, &v) != 0 || (*p && *p != '?'))
+                return url_fail(msg, msglen, url,
+                                "the database must be a number (the SELECT index, e.g. /0)");
+            out->db = (int)v;
+        }
+    }
+    if (*p == '?')
+        return url_fail(msg, msglen, url, "URL options (?...) are not supported");
+    return 0;
+}
+
+/* Reads and checks a URL node into *out (allocated). */
+static int parse_url(ywalk *w, const yaml_node_t *node, sluice_store_config *out)
+{
+    config_store_url u;
+    const char *s;
+    size_t len;
+    char why[300];
+    int rc;
+
+    rc = yw_string(w, node, "a store URL, redis://HOST[:PORT][/DB]", &s, &len);
+    if (rc != 0)
+        return rc;
+    if (config_store_parse_url(s, &u, why, sizeof(why)) != 0)
+        return yw_fail(w, node, SLUICE_EINVAL, "%s", why);
+    out->url = alloc_memdup0(s, len);
+    if (!out->url)
+        return yw_fail(w, node, SLUICE_ENOMEM, "out of memory");
+    return 0;
+}
+
+int config_parse_store(ywalk *w, const yaml_node_t *node, sluice_store_config *out)
+{
+    const yaml_node_t *url;
+    size_t saved;
+    int rc, choice = -1;
+
+    if (!node || yw_is_null(node))
+        return 0;
+    if (yw_is_scalar(node))
+        return parse_url(w, node, out);
+    rc = yw_expect_map(w, node, "a store URL, or a mapping with url, failure and timeout");
+    if (rc == 0)
+        rc = yw_check_keys(w, node, store_keys, N_OF(store_keys));
+    if (rc != 0)
+        return rc;
+    url = yw_get(w, node, "url", NULL);
+    if (url) {
+        saved = yw_push(w, "url", 3);
+        rc = parse_url(w, url, out);
+        yw_pop(w, saved);
+        if (rc != 0)
+            return rc;
+    }
+    if ((rc = yw_field_choice(w, node, "failure", failure_words, N_OF(failure_words), &choice)) !=
+            0 ||
+        (rc = yw_field_duration(w, node, "timeout", SLUICE_NS_PER_MS, &out->timeout_ns)) != 0)
+        return rc;
+    if (choice >= 0)
+        out->failure = choice == 0 ? SLUICE_STORE_FAILURE_CLOSED : SLUICE_STORE_FAILURE_OPEN;
+    return 0;
+}

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shared store's settings: the URL grammar (`redis://HOST[:PORT][/DB]`), read by the YAML
+ * `store:` section and by `sluice serve --store`, and the section itself.
+ *
+ * One grammar for both, so the file and the flag accept and refuse the same URLs with the same
+ * words. Parsing is pure: no name is resolved here (the connection resolves HOST without blocking
+ * the loop, src/store/redis_conn.h), so a URL that parses may still name a host that does not
+ * answer.
+ */
+#ifndef SLUICE_CONFIG_CONFIG_STORE_H
+#define SLUICE_CONFIG_CONFIG_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/yaml_walk.h"
+#include "sluice/config.h"
+
+/* Redis's own default port, used when the URL names none. */
+#define CONFIG_STORE_DEFAULT_PORT 6379
+/* Longest host name a URL may give (DNS: 253 characters). */
+#define CONFIG_STORE_HOST_MAX 255
+/* Default of store.timeout / --store-timeout: how long a decision waits for the store. */
+#define CONFIG_STORE_DEFAULT_TIMEOUT_NS ((int64_t)1000 * 1000 * 1000)
+
+/* A parsed store URL. */
+typedef struct config_store_url {
+    char host[CONFIG_STORE_HOST_MAX + 1]; /* a name, an IPv4 literal or an IPv6 one (no []) */
+    int port;                             /* 1..65535 */
+    int db;                               /* the SELECT index, 0 when the URL names none */
+} config_store_url;
+
+/* Parses url as `redis://HOST[:PORT][/DB]` (the scheme in any case; HOST a name of letters,
+ * digits, '.', '-' and '_', an IPv4 literal or a bracketed IPv6 literal; PORT 1..65535; DB a
+ * decimal index below 2^31). Returns 0 with *out filled, or SLUICE_EINVAL with msg (when msglen >
+ * 0) naming the problem in one line: another scheme (rediss://, redis-cluster://, unix:// are
+ * named: not supported yet), a user or password part, a bad host, port or database, or
+ * anything after the database. Pure. */
+int config_store_parse_url(const char *url, config_store_url *out, char *msg, size_t msglen);
+
+/* Reads the `store:` section at node (absent or null: nothing) into *out, whose url is then
+ * allocated (freed by sluice_config_clear). Returns 0 or the error it reported through w. */
+int config_parse_store(ywalk *w, const yaml_node_t *node, sluice_store_config *out);
+
+#endif

@@ -1,0 +1,965 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Limits shared on Redis, the node's side (rstore.h): the turn's batch, the batches in flight,
+ * the deferred replies, the failure modes.
+ *
+ * A batch (rbatch) is one script call: the encoded requests (rlim_batch, store/redis_limits.h),
+ * one wait per request (the client and its deferred-reply ticket, and what its reply needs: the
+ * links' names for THROTTLE's denied_by, the quantity and emission interval of CL.THROTTLE), and
+ * room for the decoded answer. Batches in flight form a FIFO; an answer is decoded into its
+ * batch when it arrives (hiredis frees the reply after the callback), and batches are applied to
+ * their clients strictly in FIFO order, so a client's slots are filled in the order taken even
+ * when a NOSCRIPT retry makes Redis answer out of order. Applied batches are kept for reuse (their
+ * buffers keep their capacity), at most SPARE_MAX of them.
+ *
+ * Invariants:
+ * - every request added gets exactly one reply: decoded from Redis, or by the failure mode when
+ *   its batch could not be sent or got no answer (rconn answers every call it accepted);
+ * - a wait whose client closed has c == NULL and is skipped (rstore_conn_closed);
+ * - nothing here blocks the loop but rstore_open's bounded wait for the first connection, before
+ *   the server listens.
+ */
+#include "server/rstore.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "base/alloc.h"
+#include "config/config_store.h"
+#include "server/commands.h"
+#include "server/log.h"
+#include "sluice/error.h"
+#include "store/redis_conn.h"
+#include "store/redis_limits.h"
+
+/* Applied batches kept for reuse. */
+#define SPARE_MAX 8
+/* Links of a request converted on the stack; longer chains are allocated. */
+#define LINKS_STACK 16
+/* The hash tag of every link (redis_limits.h, docs/redis-store.md). On a standalone Redis any
+ * tag is correct as long as one (limit, key) always gets the same; one tag for everything makes
+ * a call read and write one clock key instead of one per key (about half the script's Redis
+ * work per decision, measured with bench/cluster.sh) and ratchets one clock for every key. Redis
+ * Cluster will need per-key tags instead (and a chain's tag its global link's). */
+#define RSTORE_TAG     "all"
+#define RSTORE_TAG_LEN 3
+/* At most one summary line of fail-open grants per this many ns. */
+#define OPEN_LOG_NS SLUICE_NS_PER_SEC
+
+typedef enum wait_kind {
+    WAIT_THROTTLE = 1,
+    WAIT_CELL,
+    WAIT_ACQUIRE, /* LEASE.ACQUIRE */
+    WAIT_RENEW,   /* LEASE.RENEW */
+    WAIT_RELEASE, /* LEASE.RELEASE */
+} wait_kind;
+
+/* One request's client and how to write its reply. */
+typedef struct rstore_wait {
+    conn *c;          /* NULL once the client closed */
+    size_t ticket;    /* conn_defer's */
+    wait_kind kind;   /* which reply */
+    int req;          /* the request's index in the batch */
+    size_t nlinks;    /* links of the request */
+    size_t dec;       /* its first decision in the batch's decision array */
+    size_t names;     /* THROTTLE: its links' names, NUL-separated, at this offset of the arena;
+                       * leases: the limit's name, NUL, then the key's keylen bytes */
+    size_t keylen;    /* leases: the key's length */
+    int64_t ttl_ns;   /* LEASE.ACQUIRE: the lease's time to live */
+    int64_t limit;    /* fail-open: the capacity reported */
+    int64_t quantity; /* CELL: 0 for a peek */
+    int64_t t_ns;     /* CELL: the emission interval */
+    rlim_result res;  /* the decoded answer */
+} rstore_wait;
+
+typedef struct rstore rstore;
+
+typedef struct rbatch {
+    rstore *st;
+    rlim_batch *rb; /* the encoded requests */
+    rstore_wait *w; /* one per request, in order */
+    size_t n, cap;
+    sluice_decision *dec; /* the decoded links' decisions */
+    size_t ndec, deccap;
+    char *arena; /* THROTTLE names */
+    size_t alen, acap;
+    rconn_call call;
+    int answered;        /* the answer (or the failure) is in */
+    char why[256];       /* the failure, "" when Redis answered */
+    struct rbatch *next; /* in flight, or spare */
+} rbatch;
+
+struct rstore {
+    server *s;
+    rconn *conn;
+    char url[CONFIG_STORE_HOST_MAX + 64]; /* the URL, for INFO and messages */
+    config_store_url u;
+    int fail_open;
+    int64_t timeout_ms;
+    int audit;
+    int closed;
+    rbatch *cur;         /* the turn's batch, NULL until its first request */
+    rbatch *head, *tail; /* sent, oldest first */
+    rbatch *spare;
+    size_t nspare;
+    rstore_stats stats;
+    char logged_why[256];   /* the last failure logged, so an outage logs once per reason */
+    uint64_t open_unlogged; /* fail-open grants not yet in a log line */
+    int64_t open_logged_ns;
+};
+
+static rstore *state_of(const server *s)
+{
+    return s->rstore_state;
+}
+
+/* ---- Batches ----------------------------------------------------------------------------- */
+
+static void batch_free(rbatch *b)
+{
+    if (!b)
+        return;
+    rlim_batch_free(b->rb);
+    alloc_free(b->w);
+    alloc_free(b->dec);
+    alloc_free(b->arena);
+    alloc_free(b);
+}
+
+static rbatch *batch_get(rstore *st)
+{
+    rbatch *b = st->spare;
+    int rc;
+
+    if (b) {
+        st->spare = b->next;
+        st->nspare--;
+        b->next = NULL;
+        return b;
+    }
+    b = alloc_calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    b->st = st;
+    rc = rlim_batch_new(NULL, &b->rb);
+    if (rc != 0) {
+        alloc_free(b);
+        return NULL;
+    }
+    rlim_batch_set_audit(b->rb, st->audit);
+    return b;
+}
+
+static void batch_recycle(rstore *st, rbatch *b)
+{
+    rlim_batch_reset(b->rb);
+    b->n = b->ndec = b->alen = 0;
+    b->answered = 0;
+    b->why[0] = '\0';
+    if (st->nspare >= SPARE_MAX) {
+        batch_free(b);
+        return;
+    }
+    b->next = st->spare;
+    st->spare = b;
+    st->nspare++;
+}
+
+/* Makes room for one more wait, n decisions and alen bytes of names. Returns 0 or -1. */
+static int batch_reserve(rbatch *b, size_t n, size_t alen)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 64;
+        rstore_wait *w = alloc_realloc(b->w, cap * sizeof(*w));
+
+        if (!w)
+            return -1;
+        b->w = w;
+        b->cap = cap;
+    }
+    if (b->ndec + n > b->deccap) {
+        size_t cap = b->deccap ? b->deccap * 2 : 64;
+        sluice_decision *d;
+
+        while (cap < b->ndec + n)
+            cap *= 2;
+        d = alloc_realloc(b->dec, cap * sizeof(*d));
+        if (!d)
+            return -1;
+        b->dec = d;
+        b->deccap = cap;
+    }
+    if (b->alen + alen > b->acap) {
+        size_t cap = b->acap ? b->acap * 2 : 1024;
+        char *a;
+
+        while (cap < b->alen + alen)
+            cap *= 2;
+        a = alloc_realloc(b->arena, cap);
+        if (!a)
+            return -1;
+        b->arena = a;
+        b->acap = cap;
+    }
+    return 0;
+}
+
+/* ---- Replies ----------------------------------------------------------------------------- */
+
+/* The capacity a decision reports for a definition (as the core's `limit` field). */
+static int64_t def_capacity(const sluice_limit_def *def)
+{
+    if (def->kind == SLUICE_RATE && def->burst > 0)
+        return def->burst;
+    return def->limit;
+}
+
+static void note_fail_open(rstore *st)
+{
+    int64_t now = server_now(st->s);
+
+    st->stats.fail_open_grants++;
+    st->open_unlogged++;
+    if (now - st->open_logged_ns < OPEN_LOG_NS)
+        return;
+    log_warn("event store_fail_open (summary) count=%" PRIu64 " total=%" PRIu64
+             ": granted without the shared store (%s)",
+             st->open_unlogged, st->stats.fail_open_grants,
+             st->logged_why[0] ? st->logged_why : "unavailable");
+    st->open_unlogged = 0;
+    st->open_logged_ns = now;
+}
+
+/* A lease handle under a redis store, "NAME/ID/KEYHEX": the key travels in the handle because
+ * RENEW and RELEASE name only the handle, and any node may receive them. */
+static void reply_handle(conn *c, const char *name, uint64_t id, const char *key, size_t keylen)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t nlen = strlen(name), len = nlen + 24 + 2 * keylen;
+    char *buf = alloc_malloc(len + 1);
+    int at;
+
+    if (!buf) {
+        resp_error(conn_out(c), "NOMEM", "out of memory");
+        return;
+    }
+    at = snprintf(buf, len + 1, "%s/%" PRIu64 "/", name, id);
+    for (size_t i = 0; i < keylen; i++) {
+        buf[at++] = hex[(unsigned char)key[i] >> 4];
+        buf[at++] = hex[(unsigned char)key[i] & 15];
+    }
+    resp_bulk(conn_out(c), buf, (size_t)at);
+    alloc_free(buf);
+}
+
+/* LEASE.ACQUIRE's grant: {lease, ttl_ms, remaining}. */
+static void reply_lease(conn *c, const char *name, uint64_t id, const char *key, size_t keylen,
+                        int64_t ttl_ns, int64_t remaining)
+{
+    resp_writer *w = conn_out(c);
+
+    c->srv->stats.throttle_allowed++;
+    resp_map(w, 3);
+    resp_bulk_str(w, "lease");
+    reply_handle(c, name, id, key, keylen);
+    resp_bulk_str(w, "ttl_ms");
+    resp_int(w, command_ns_to_ms(ttl_ns));
+    resp_bulk_str(w, "remaining");
+    resp_int(w, remaining < 0 ? 0 : remaining);
+}
+
+/* What a request is, for the replies that do not come from Redis. */
+typedef struct req_info {
+    wait_kind kind;
+    int64_t limit;  /* the capacity reported */
+    int64_t ttl_ns; /* leases */
+    const char *name, *key;
+    size_t keylen;
+} req_info;
+
+/* The reply of a request the store could not decide: an error (closed) or a grant (open). */
+static void reply_unavailable_decision(rstore *st, conn *c, const req_info *q, const char *why)
+{
+    if (!st->fail_open) {
+        st->stats.unavailable++;
+        resp_error(conn_out(c), "STOREDOWN",
+                   "the shared store is unavailable (%s); nothing was granted",
+                   why && why[0] ? why : "not connected");
+        return;
+    }
+    note_fail_open(st);
+    switch (q->kind) {
+    case WAIT_ACQUIRE:
+        /* Lease id 0: no lease exists, so its RENEW and RELEASE answer NOLEASE once back. */
+        reply_lease(c, q->name, 0, q->key, q->keylen, q->ttl_ns, 0);
+        return;
+    case WAIT_RENEW:
+        resp_int(conn_out(c), command_ns_to_ms(q->ttl_ns));
+        return;
+    case WAIT_RELEASE:
+        resp_simple(conn_out(c), "OK");
+        return;
+    case WAIT_CELL: {
+        cell_reply r = {0, q->limit, 0, -1, 0};
+
+        cell_write_reply(c, &r);
+        return;
+    }
+    case WAIT_THROTTLE:
+        break;
+    }
+    sluice_decision d = {.allowed = 1, .limit = q->limit};
+    reply_throttle(c, &d, NULL);
+}
+
+/* The reply of a lease request Redis answered. */
+static void reply_lease_answer(conn *c, const rstore_wait *w, const sluice_decision *d,
+                               const char *name, const char *key)
+{
+    if (w->kind == WAIT_RENEW || w->kind == WAIT_RELEASE) {
+        if (w->res.rc == SLUICE_ESTALE)
+            resp_error(conn_out(c), "NOLEASE", "lease is gone (it expired or was released)");
+        else if (w->res.rc != 0)
+            reply_engine_error(c, w->res.rc, NULL);
+        else if (w->kind == WAIT_RENEW)
+            resp_int(conn_out(c), command_ns_to_ms(w->res.expires_ns - w->res.now_ns));
+        else
+            resp_simple(conn_out(c), "OK");
+        return;
+    }
+    if (w->res.rc != 0) {
+        reply_engine_error(c, w->res.rc, NULL);
+        return;
+    }
+    if (d->allowed && w->res.chain.allowed) {
+        reply_lease(c, name, d->lease_id, key, w->keylen, w->ttl_ns, d->remaining);
+        return;
+    }
+    char keybuf[256];
+    size_t kl = w->keylen < sizeof(keybuf) - 1 ? w->keylen : sizeof(keybuf) - 1;
+    sluice_denial den = {.reason = SLUICE_FAIL_RATELIMITED,
+                         .limit = name,
+                         .kind = "concurrency",
+                         .key = keybuf,
+                         .limit_value = w->limit,
+                         .window_ns = 0,
+                         .retry_after_ns = d->retry_after_ns};
+
+    /* The key may hold any byte; it is encoded in the reply, and cut at 255 bytes here. */
+    memcpy(keybuf, key, kl);
+    keybuf[kl] = '\0';
+    c->srv->stats.throttle_denied++;
+    reply_ratelimited(c, &den);
+}
+
+/* Writes the reply of one answered wait (its batch decoded). */
+static void reply_wait(rstore *st, rbatch *b, rstore_wait *w)
+{
+    conn *c = w->c;
+    sluice_decision *dec = &b->dec[w->dec];
+
+    if (w->kind >= WAIT_ACQUIRE) {
+        const char *name = &b->arena[w->names];
+        const char *key = name + strlen(name) + 1;
+
+        if (b->why[0]) {
+            req_info q = {w->kind, w->limit, w->ttl_ns, name, key, w->keylen};
+
+            reply_unavailable_decision(st, c, &q, b->why);
+            return;
+        }
+        st->stats.answered++;
+        reply_lease_answer(c, w, dec, name, key);
+        return;
+    }
+    if (b->why[0]) {
+        req_info q = {w->kind, w->limit, 0, NULL, NULL, 0};
+
+        reply_unavailable_decision(st, c, &q, b->why);
+        return;
+    }
+    st->stats.answered++;
+    if (w->res.rc != 0) {
+        reply_engine_error(c, w->res.rc, NULL);
+        return;
+    }
+    if (w->kind == WAIT_CELL) {
+        cell_reply r;
+
+        cell_map_decision(&dec[0], w->quantity, w->t_ns, &r);
+        cell_write_reply(c, &r);
+        return;
+    }
+    /* THROTTLE: as the local chain reports it, the denying link, else the tightest one. */
+    size_t report = 0;
+    const char *name = &b->arena[w->names];
+
+    if (!w->res.chain.allowed) {
+        report = w->res.chain.denied_by < w->nlinks ? w->res.chain.denied_by : 0;
+    } else {
+        for (size_t i = 1; i < w->nlinks; i++) {
+            if (dec[i].remaining < dec[report].remaining)
+                report = i;
+        }
+    }
+    for (size_t i = 0; i < report; i++)
+        name += strlen(name) + 1;
+    dec[report].allowed = w->res.chain.allowed;
+    if (!w->res.chain.allowed)
+        dec[report].retry_after_ns = w->res.chain.retry_after_ns;
+    reply_throttle(c, &dec[report], w->res.chain.allowed ? NULL : name);
+}
+
+/* Applies every answered batch at the head of the FIFO to its clients. */
+static void drain(rstore *st)
+{
+    rbatch *b;
+
+    while ((b = st->head) != NULL && b->answered) {
+        st->head = b->next;
+        if (!st->head)
+            st->tail = NULL;
+        b->next = NULL;
+        for (size_t i = 0; i < b->n; i++) {
+            rstore_wait *w = &b->w[i];
+            size_t mark;
+
+            if (!w->c)
+                continue;
+            mark = conn_out(w->c)->len;
+            reply_wait(st, b, w);
+            if (!conn_out(w->c)->failed && conn_out(w->c)->len > mark)
+                counters_reply(&st->s->counters, conn_out(w->c)->buf + mark,
+                               conn_out(w->c)->len - mark);
+            conn_defer_fill(w->c, w->ticket, mark);
+        }
+        batch_recycle(st, b);
+    }
+}
+
+static void batch_fail(rbatch *b, const char *why)
+{
+    snprintf(b->why, sizeof b->why, "%s", why && why[0] ? why : "no answer");
+    b->answered = 1;
+}
+
+static void on_answer(void *arg, const redisReply *reply, const char *why)
+{
+    rbatch *b = arg;
+    rstore *st = b->st;
+
+    if (!reply) {
+        batch_fail(b, why);
+    } else if (reply->type == REDIS_REPLY_ERROR) {
+        char text[200];
+
+        snprintf(text, sizeof text, "the script failed: %.*s",
+                 (int)(reply->len < 150 ? reply->len : 150), reply->str);
+        log_error("store %s: %s", st->url, text);
+        batch_fail(b, text);
+    } else {
+        b->answered = 1;
+        for (size_t i = 0; i < b->n; i++) {
+            rstore_wait *w = &b->w[i];
+
+            if (rlim_batch_result(b->rb, reply, (size_t)w->req, &w->res, &b->dec[w->dec]) != 0) {
+                log_error("store %s: a reply the script does not give (request %zu of %zu)",
+                          st->url, i, b->n);
+                batch_fail(b, "a malformed reply from the script");
+                break;
+            }
+        }
+    }
+    drain(st);
+}
+
+/* Sends the turn's batch (or answers it by the failure mode when it cannot be sent). */
+static void send_batch(rstore *st)
+{
+    rbatch *b = st->cur;
+    int argc = 0, rc;
+    const char **argv = NULL;
+    const size_t *argvlen = NULL;
+
+    if (!b)
+        return;
+    st->cur = NULL;
+    if (st->tail)
+        st->tail->next = b;
+    else
+        st->head = b;
+    st->tail = b;
+    rc = st->closed || !st->conn
+             ? SLUICE_ESTATE
+             : rlim_batch_command(b->rb, rconn_sha(st->conn), &argc, &argv, &argvlen);
+    if (rc == 0) {
+        b->call.argc = argc;
+        b->call.argv = argv;
+        b->call.argvlen = argvlen;
+        b->call.fn = on_answer;
+        b->call.arg = b;
+        rc = rconn_evalsha(st->conn, &b->call);
+    }
+    if (rc == 0) {
+        st->stats.batches++;
+        st->stats.requests += b->n;
+        return;
+    }
+    batch_fail(b, rc == SLUICE_ENOMEM                         ? "out of memory"
+                  : st->conn && rconn_last_error(st->conn)[0] ? rconn_last_error(st->conn)
+                                                              : "not connected");
+    drain(st);
+}
+
+void rstore_turn(server *s)
+{
+    rstore *st = state_of(s);
+
+    if (st && st->cur)
+        send_batch(st);
+}
+
+/* ---- Requests ---------------------------------------------------------------------------- */
+
+static int store_up(const rstore *st)
+{
+    return !st->closed && st->conn && rconn_get_state(st->conn) == RCONN_UP;
+}
+
+static const char *down_why(const rstore *st)
+{
+    const char *e;
+
+    if (st->closed || !st->conn)
+        return "stopping";
+    e = rconn_last_error(st->conn);
+    if (e[0])
+        return e;
+    return rconn_state_name(rconn_get_state(st->conn));
+}
+
+/* Adds one request to the turn's batch and defers the client's reply. Returns the wait (to be
+ * completed by the caller before anything else touches the batch), or NULL after replying. */
+static rstore_wait *add_request_args(rstore *st, conn *c, rlim_op op, const rlim_link *links,
+                                     size_t n, size_t namelen, const rlim_args *args)
+{
+    rbatch *b = st->cur;
+    rstore_wait *w;
+    int idx;
+
+    if (!b) {
+        b = batch_get(st);
+        if (!b) {
+            resp_error(conn_out(c), "NOMEM", "out of memory");
+            return NULL;
+        }
+        st->cur = b;
+    }
+    if (batch_reserve(b, n, namelen) != 0) {
+        resp_error(conn_out(c), "NOMEM", "out of memory");
+        return NULL;
+    }
+    idx = rlim_batch_add(b->rb, op, links, n, args);
+    if (idx < 0) {
+        if (idx == SLUICE_ENOMEM)
+            resp_error(conn_out(c), "NOMEM", "out of memory");
+        else
+            reply_engine_error(c, idx, "the shared store cannot take this request");
+        return NULL;
+    }
+    w = &b->w[b->n++];
+    memset(w, 0, sizeof(*w));
+    w->c = c;
+    w->ticket = conn_defer(c);
+    w->req = idx;
+    w->nlinks = n;
+    w->dec = b->ndec;
+    b->ndec += n;
+    w->names = b->alen;
+    return w;
+}
+
+static rstore_wait *add_request(rstore *st, conn *c, rlim_op op, const rlim_link *links, size_t n,
+                                size_t namelen)
+{
+    rlim_args args;
+
+    memset(&args, 0, sizeof(args));
+    return add_request_args(st, c, op, links, n, namelen, &args);
+}
+
+/* Sends the batch at once when it is full (the rest of the turn starts another). */
+static void maybe_send_full(rstore *st)
+{
+    if (st->cur && st->cur->n >= RSTORE_BATCH_MAX)
+        send_batch(st);
+}
+
+void rstore_throttle(conn *c, const rstore_link *links, size_t n, unsigned flags)
+{
+    rstore *st = state_of(c->srv);
+    rlim_link stack[LINKS_STACK], *rl = stack;
+    size_t namelen = 0;
+    rstore_wait *w;
+
+    if (!store_up(st)) {
+        req_info q = {WAIT_THROTTLE, def_capacity(links[0].def), 0, NULL, NULL, 0};
+
+        reply_unavailable_decision(st, c, &q, down_why(st));
+        return;
+    }
+    if (n > LINKS_STACK) {
+        rl = alloc_calloc(n, sizeof(*rl));
+        if (!rl) {
+            resp_error(conn_out(c), "NOMEM", "out of memory");
+            return;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        memset(&rl[i], 0, sizeof(rl[i]));
+        rl[i].def = links[i].def;
+        rl[i].limit_id = links[i].limit_id;
+        rl[i].key = links[i].key;
+        rl[i].keylen = links[i].keylen;
+        rl[i].units = links[i].units;
+        rl[i].tag = RSTORE_TAG;
+        rl[i].taglen = RSTORE_TAG_LEN;
+        namelen += strlen(links[i].name) + 1;
+    }
+    w = add_request(st, c, (flags & SLUICE_PEEK) ? RLIM_PEEK : RLIM_DECIDE, rl, n, namelen);
+    if (rl != stack)
+        alloc_free(rl);
+    if (!w)
+        return;
+    w->kind = WAIT_THROTTLE;
+    w->limit = def_capacity(links[0].def);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(links[i].name) + 1;
+
+        memcpy(st->cur->arena + st->cur->alen, links[i].name, len);
+        st->cur->alen += len;
+    }
+    maybe_send_full(st);
+}
+
+void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const char *key,
+                 size_t keylen, int64_t quantity, int64_t t_ns)
+{
+    rstore *st = state_of(c->srv);
+    rlim_link link;
+    rstore_wait *w;
+
+    if (!store_up(st)) {
+        req_info q = {WAIT_CELL, def_capacity(def), 0, NULL, NULL, 0};
+
+        reply_unavailable_decision(st, c, &q, down_why(st));
+        return;
+    }
+    memset(&link, 0, sizeof(link));
+    link.def = def;
+    link.limit_id = id;
+    link.key = key;
+    link.keylen = keylen;
+    link.units = quantity ? quantity : 1;
+    link.tag = RSTORE_TAG;
+    link.taglen = RSTORE_TAG_LEN;
+    w = add_request(st, c, quantity ? RLIM_DECIDE : RLIM_PEEK, &link, 1, 0);
+    if (!w)
+        return;
+    w->kind = WAIT_CELL;
+    w->limit = def_capacity(def);
+    w->quantity = quantity;
+    w->t_ns = t_ns;
+    maybe_send_full(st);
+}
+
+void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *name,
+                  const char *key, size_t keylen, int64_t units, uint64_t lease_id, int64_t ttl_ns)
+{
+    rstore *st = state_of(c->srv);
+    wait_kind kind = op == RLIM_DECIDE        ? WAIT_ACQUIRE
+                     : op == RLIM_LEASE_RENEW ? WAIT_RENEW
+                                              : WAIT_RELEASE;
+    size_t nlen = strlen(name) + 1;
+    rlim_link link;
+    rlim_args args;
+    rstore_wait *w;
+
+    if (!store_up(st)) {
+        req_info q = {kind, def->limit, ttl_ns > 0 ? ttl_ns : def->ttl_ns, name, key, keylen};
+
+        reply_unavailable_decision(st, c, &q, down_why(st));
+        return;
+    }
+    memset(&link, 0, sizeof(link));
+    link.def = def;
+    link.limit_id = name;
+    link.key = key;
+    link.keylen = keylen;
+    link.units = units > 0 ? units : 1;
+    link.tag = RSTORE_TAG;
+    link.taglen = RSTORE_TAG_LEN;
+    memset(&args, 0, sizeof(args));
+    args.ttl_ns = ttl_ns;
+    args.lease_id = lease_id;
+    w = add_request_args(st, c, op, &link, 1, nlen + keylen, &args);
+    if (!w)
+        return;
+    w->kind = kind;
+    w->limit = def->limit;
+    w->ttl_ns = ttl_ns > 0 ? ttl_ns : def->ttl_ns;
+    w->keylen = keylen;
+    memcpy(st->cur->arena + st->cur->alen, name, nlen);
+    if (keylen)
+        memcpy(st->cur->arena + st->cur->alen + nlen, key, keylen);
+    st->cur->alen += nlen + keylen;
+    maybe_send_full(st);
+}
+
+static int hex_value(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+int rstore_parse_handle(const char *s, size_t len, char *name, size_t namemax, uint64_t *id,
+                        char *key, size_t keymax, size_t *keylen)
+{
+    const char *end = s + len, *p = memchr(s, '/', len), *q;
+    uint64_t v = 0;
+    size_t n = 0;
+
+    if (!p || p == s || (size_t)(p - s) >= namemax || memchr(s, '\0', (size_t)(p - s)))
+        return -1;
+    memcpy(name, s, (size_t)(p - s));
+    name[p - s] = '\0';
+    q = ++p;
+    while (p < end && *p >= '0' && *p <= '9') {
+        uint64_t d = (uint64_t)(*p++ - '0');
+
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    if (p == q || p == end || *p != '/' || (end - p - 1) % 2 != 0)
+        return -1;
+    for (p++; p < end; p += 2) {
+        int hi = hex_value(p[0]), lo = hex_value(p[1]);
+
+        if (hi < 0 || lo < 0 || n >= keymax)
+            return -1;
+        key[n++] = (char)(hi << 4 | lo);
+    }
+    *id = v;
+    *keylen = n;
+    return 0;
+}
+
+void rstore_conn_closed(conn *c)
+{
+    rstore *st = state_of(c->srv);
+
+    if (!st)
+        return;
+    for (rbatch *b = st->cur; b; b = NULL)
+        for (size_t i = 0; i < b->n; i++)
+            if (b->w[i].c == c)
+                b->w[i].c = NULL;
+    for (rbatch *b = st->head; b; b = b->next)
+        for (size_t i = 0; i < b->n; i++)
+            if (b->w[i].c == c)
+                b->w[i].c = NULL;
+}
+
+void rstore_reply_unavailable(conn *c, const char *command)
+{
+    char upper[64];
+    size_t i;
+
+    for (i = 0; command[i] && i + 1 < sizeof upper; i++)
+        upper[i] =
+            command[i] >= 'a' && command[i] <= 'z' ? (char)(command[i] - 'a' + 'A') : command[i];
+    upper[i] = '\0';
+    resp_error(conn_out(c), "ERR",
+               "%s is not available with a redis store yet: this version shares THROTTLE, "
+               "CL.THROTTLE and LEASE.* across nodes only (docs/cluster.md)",
+               upper);
+}
+
+/* ---- Life -------------------------------------------------------------------------------- */
+
+static void on_state(void *arg, rconn_state state, const char *why)
+{
+    rstore *st = arg;
+
+    if (state == RCONN_UP) {
+        log_info("store %s: up (limits script %s)", st->url, rconn_sha(st->conn));
+        st->logged_why[0] = '\0';
+        return;
+    }
+    if (!why || strcmp(why, st->logged_why) == 0)
+        return;
+    snprintf(st->logged_why, sizeof st->logged_why, "%s", why);
+    log_warn("store %s: down: %s; until it is back decisions %s", st->url, why,
+             st->fail_open ? "are granted (store_failure: open)"
+                           : "answer -STOREDOWN (store_failure: closed)");
+}
+
+int rstore_open(server *s, char *msg, size_t msglen)
+{
+    rstore *st;
+    rconn_options o;
+    size_t script_len = 0;
+    const char *script;
+    uint64_t until;
+    int rc;
+
+    if (!s->opt.store_url)
+        return 0;
+    st = alloc_calloc(1, sizeof(*st));
+    if (!st) {
+        snprintf(msg, msglen, "out of memory");
+        return SLUICE_ENOMEM;
+    }
+    rc = config_store_parse_url(s->opt.store_url, &st->u, msg, msglen);
+    if (rc != 0) {
+        alloc_free(st);
+        return rc;
+    }
+    snprintf(st->url, sizeof st->url, "%s", s->opt.store_url);
+    s->opt.store_url = st->url; /* the caller's string (the config's) may not outlive a reload */
+    st->s = s;
+    st->fail_open = s->opt.store_failure == SLUICE_STORE_FAILURE_OPEN;
+    st->timeout_ms = s->opt.store_timeout_ms > 0
+                         ? s->opt.store_timeout_ms
+                         : CONFIG_STORE_DEFAULT_TIMEOUT_NS / SLUICE_NS_PER_MS;
+    st->audit = s->opt.store_audit;
+    script = rlim_script(&script_len);
+    memset(&o, 0, sizeof(o));
+    o.host = st->u.host;
+    o.port = st->u.port;
+    o.db = st->u.db;
+    o.timeout_ms = st->timeout_ms;
+    o.script = script;
+    o.script_len = script_len;
+    o.on_state = on_state;
+    o.arg = st;
+    rc = rconn_new(&s->loop, &o, &st->conn);
+    if (rc != 0) {
+        snprintf(msg, msglen, "store %s: %s", st->url, sluice_strerror(rc));
+        alloc_free(st);
+        return rc;
+    }
+    s->rstore_state = st;
+    /* The first connection before listening, so that a node that starts next to a running Redis
+     * decides its first request; a Redis still down after the timeout is not fatal. */
+    until = uv_now(&s->loop) + (uint64_t)st->timeout_ms;
+    while (rconn_get_state(st->conn) != RCONN_UP && uv_now(&s->loop) < until)
+        uv_run(&s->loop, UV_RUN_ONCE);
+    if (rconn_get_state(st->conn) != RCONN_UP)
+        log_warn("store %s: not up after %" PRId64 " ms (%s); starting anyway, decisions %s "
+                 "until it is",
+                 st->url, st->timeout_ms, down_why(st),
+                 st->fail_open ? "are granted" : "answer -STOREDOWN");
+    log_info("store %s: THROTTLE and CL.THROTTLE decided in Redis (store_failure: %s, timeout "
+             "%" PRId64 " ms%s)",
+             st->url, st->fail_open ? "open" : "closed", st->timeout_ms,
+             st->audit ? ", audit on" : "");
+    return 0;
+}
+
+void rstore_close(server *s)
+{
+    rstore *st = state_of(s);
+    rconn *rc;
+
+    if (!st || st->closed)
+        return;
+    st->closed = 1;
+    send_batch(st); /* answered by the failure mode at once: closed */
+    rc = st->conn;
+    rconn_free(rc); /* answers what is in flight ("stopped") */
+    st->conn = NULL;
+    drain(st);
+}
+
+void rstore_free(server *s)
+{
+    rstore *st = state_of(s);
+    rbatch *b;
+
+    if (!st)
+        return;
+    rstore_close(s);
+    batch_free(st->cur);
+    while ((b = st->head) != NULL) {
+        st->head = b->next;
+        batch_free(b);
+    }
+    while ((b = st->spare) != NULL) {
+        st->spare = b->next;
+        batch_free(b);
+    }
+    alloc_free(st);
+    s->rstore_state = NULL;
+}
+
+void rstore_get_stats(const server *s, rstore_stats *out)
+{
+    const rstore *st = state_of(s);
+    rconn_stats cs;
+
+    memset(out, 0, sizeof(*out));
+    out->state = "none";
+    out->last_error = "";
+    if (!st)
+        return;
+    *out = st->stats;
+    if (st->closed || !st->conn) {
+        out->state = "stopped";
+        out->last_error = "";
+        return;
+    }
+    rconn_get_stats(st->conn, &cs);
+    out->up = rconn_get_state(st->conn) == RCONN_UP;
+    out->state = rconn_state_name(rconn_get_state(st->conn));
+    out->last_error = rconn_last_error(st->conn);
+    out->connects = cs.connects;
+    out->disconnects = cs.disconnects;
+    out->failed_connects = cs.failed_connects;
+    out->timeouts = cs.timeouts;
+    out->script_loads = cs.script_loads;
+    out->in_flight = cs.in_flight;
+}
+
+void rstore_info(const server *s, char *buf, size_t len)
+{
+    const rstore *st = state_of(s);
+    rstore_stats x;
+
+    if (!st) {
+        snprintf(buf, len, "# Store\r\nstore:embedded\r\n");
+        return;
+    }
+    rstore_get_stats(s, &x);
+    snprintf(
+        buf, len,
+        "# Store\r\nstore:redis\r\nstore_url:%s\r\nstore_state:%s\r\nstore_failure:%s\r\n"
+        "store_timeout_ms:%" PRId64 "\r\nstore_audit:%d\r\nstore_batches:%" PRIu64
+        "\r\nstore_requests:%" PRIu64 "\r\nstore_answered:%" PRIu64 "\r\nstore_unavailable:%" PRIu64
+        "\r\nstore_fail_open_grants:%" PRIu64 "\r\nstore_in_flight:%" PRIu64
+        "\r\nstore_connects:%" PRIu64 "\r\nstore_disconnects:%" PRIu64
+        "\r\nstore_failed_connects:%" PRIu64 "\r\nstore_timeouts:%" PRIu64
+        "\r\nstore_script_loads:%" PRIu64 "\r\nstore_last_error:%s\r\n",
+        st->url, x.state, st->fail_open ? "open" : "closed", st->timeout_ms, st->audit, x.batches,
+        x.requests, x.answered, x.unavailable, x.fail_open_grants, x.in_flight, x.connects,
+        x.disconnects, x.failed_connects, x.timeouts, x.script_loads, x.last_error);
+}

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Limits shared on Redis, the node's side: with `--store redis://...` (server_options.store_url),
+ * THROTTLE, CL.THROTTLE and LEASE.* do not decide in this process. The command resolves its chain
+ * and checks its arguments as it always does (same errors, same words), then adds one request to
+ * the loop turn's batch (store/redis_limits.h) and takes a deferred-reply slot for its client
+ * (conn_defer): the client goes on with the commands it pipelined, whose replies queue behind
+ * the slot. At the end of the turn (rstore_turn, in the server's "before sleep", next to the
+ * embedded store's group commit) the batch leaves as one EVALSHA on the Redis connection
+ * (store/redis_conn.h); when Redis answers, every slot is filled with the reply the command would
+ * have written, in each client's command order, and the clients' replies leave.
+ *
+ * So one loop turn costs one round trip to Redis however many clients and pipelined commands it
+ * served, and a client's pipeline of 16 THROTTLEs shares it too. Batches pipeline: a turn does
+ * not wait for the previous turn's answer. Answers are applied in the order batches were sent
+ * (a batch retried after NOSCRIPT may be answered late: the batches after it wait for it).
+ *
+ * When Redis is not up, or does not answer within the timeout, the failure mode decides:
+ * closed (the default) answers `-STOREDOWN <why>`; open grants, and counts the grant
+ * (fail_open_grants, logged as a summarised event). A request whose batch timed out may still
+ * have been applied by Redis: closed mode then denied something Redis charged (safe); open mode
+ * granted something Redis did not see (the documented exception of fail-open).
+ *
+ * Decisions use Redis's clock (the script's), never the node's; the counters (throttle_allowed,
+ * throttle_denied) count as for local decisions.
+ */
+#ifndef SLUICE_SERVER_RSTORE_H
+#define SLUICE_SERVER_RSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/conn.h"
+#include "server/server.h"
+#include "sluice/limit.h"
+#include "store/redis_limits.h"
+
+/* Requests in one script call at most: a turn with more sends several calls. */
+#define RSTORE_BATCH_MAX 512
+
+/* Counters, for INFO and /metrics. */
+typedef struct rstore_stats {
+    int up;                    /* 1 when the connection is UP */
+    const char *state;         /* "up", "down", "connecting", "loading" */
+    const char *last_error;    /* why it last went down ("" when never) */
+    uint64_t batches;          /* script calls sent */
+    uint64_t requests;         /* requests sent in them */
+    uint64_t answered;         /* requests answered by Redis */
+    uint64_t unavailable;      /* requests answered -STOREDOWN (closed mode) */
+    uint64_t fail_open_grants; /* requests granted without Redis (open mode) */
+    uint64_t connects, disconnects, failed_connects, timeouts, script_loads, in_flight;
+} rstore_stats;
+
+/* Attaches the shared store when s->opt.store_url is set (else does nothing and returns 0):
+ * parses the URL, creates the connection, and runs the loop until it is up or the timeout
+ * passed (a Redis down at start is logged, not fatal: the node starts and keeps trying).
+ * Before listening. Returns 0, or an error with a one-line msg (bad URL, out of memory). */
+int rstore_open(server *s, char *msg, size_t msglen);
+
+/* Answers everything in flight by the failure mode and closes the connection (its handles close
+ * with the loop). Idempotent; accepts a server without a shared store. */
+void rstore_close(server *s);
+
+/* Frees the state (after the loop ran the closes). Accepts a server without one. */
+void rstore_free(server *s);
+
+/* 1 when decisions go to the shared store. */
+static inline int rstore_active(const server *s)
+{
+    return s->rstore_state != NULL;
+}
+
+/* One THROTTLE on the shared store: the n links (n >= 1) as the command resolved them, each
+ * with its definition, the limit id Redis keys it under (the limit's name, or "name/tier") and
+ * the name a denial reports. PEEK in flags peeks. Replies now (store down) or later (deferred);
+ * either way exactly one reply. */
+typedef struct rstore_link {
+    const sluice_limit_def *def;
+    const char *limit_id;
+    const char *name;
+    const char *key;
+    size_t keylen;
+    int64_t units;
+} rstore_link;
+void rstore_throttle(conn *c, const rstore_link *links, size_t n, unsigned flags);
+
+/* One CL.THROTTLE on the shared store: def is the triple's rate limit, id its "!cell:B:C:P",
+ * quantity 0 a peek of one unit; t_ns the emission interval (cell_map_decision). */
+void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const char *key,
+                 size_t keylen, int64_t quantity, int64_t t_ns);
+
+/* LEASE.ACQUIRE (op RLIM_DECIDE: units, ttl_ns, 0 for the def's), LEASE.RENEW (RLIM_LEASE_RENEW:
+ * lease_id, ttl_ns) and LEASE.RELEASE (RLIM_LEASE_RELEASE: lease_id) of a concurrency limit on the
+ * shared store. The handle ACQUIRE answers is "NAME/ID/KEYHEX" (rstore_parse_handle). */
+void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *name,
+                  const char *key, size_t keylen, int64_t units, uint64_t lease_id, int64_t ttl_ns);
+
+/* Parses a handle of rstore_lease: name (COMMAND_NAME_BUF bytes), the lease id, and the key
+ * decoded into key (at most keymax bytes; *keylen its length). Returns 0 or -1. Pure. */
+int rstore_parse_handle(const char *s, size_t len, char *name, size_t namemax, uint64_t *id,
+                        char *key, size_t keymax, size_t *keylen);
+
+/* The end of a loop turn: sends the turn's batch. Cheap when it is empty. */
+void rstore_turn(server *s);
+
+/* A client with deferred replies is closing: its slots are forgotten. */
+void rstore_conn_closed(conn *c);
+
+/* Replies `-ERR <command> is not available with a redis store yet ...` for a command the shared
+ * store does not serve in this version (the tasks, recurring series, runtime limit changes). The
+ * one place that says so. */
+void rstore_reply_unavailable(conn *c, const char *command);
+
+void rstore_get_stats(const server *s, rstore_stats *out);
+
+/* Writes INFO's "# Store" section (lines ending in \r\n) into buf, NUL-terminated. */
+void rstore_info(const server *s, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Several nodes on one Redis (issue 10, docs/cluster.md): three `sluice serve --store redis://...`
+# share THROTTLE and CL.THROTTLE budgets. The checker (tests/tools/cluster_check.py) drives all
+# three from many pipelining clients at once, then replays every grant Redis audited through a
+# reference GCRA (zero violations, the single-node bound across nodes, grants in Redis ==
+# grants the clients were told, chains all-or-nothing). Then the store's faults: SIGSTOP of
+# redis-server (closed: a typed error within the timeout; open: granted and counted), SIGCONT
+# (recovers), SIGKILL and a restart on the same port (reconnects by itself). Also: the commands
+# not shared yet are refused with one clear error, PING and INFO keep answering while Redis is
+# away, and a bad --store URL is a usage error. Every wait is a deadline, never a sleep.
+#
+# Usage: bash tests/server/cluster.sh PATH-TO-SLUICE SOURCE-DIR
+set -u
+set -f
+
+sluice=${1:?usage: cluster.sh PATH-TO-SLUICE SOURCE-DIR}
+src=${2:?usage: cluster.sh PATH-TO-SLUICE SOURCE-DIR}
+. "$(dirname "$0")/lib.bash"
+
+py=/usr/bin/python3
+checker=$src/tests/tools/cluster_check.py
+if ! $py -c 'import redis' 2>/dev/null; then
+  bad "python3-redis is not installed (scripts/deps.sh installs it)"
+  finish
+  exit 1
+fi
+
+# start_node NAME ARGS...: a node on the shared store (no --data: nothing is kept on disk);
+# sets port_NAME and pid_NAME.
+start_node() {
+  local name=$1
+  shift
+  local admin=--no-admin
+  case " $* " in *" --admin-port "*) admin= ;; esac
+  rm -f "$tmp/$name.port"
+  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/$name.port" $admin \
+    --config "$tmp/sluice.yaml" "$@" 2>"$tmp/$name.log" &
+  local pid=$!
+  pids+=("$pid")
+  for _ in $(seq 1 500); do
+    [ -s "$tmp/$name.port" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  if [ ! -s "$tmp/$name.port" ]; then
+    bad "node $name did not start: $(cat "$tmp/$name.log")"
+    finish
+    exit 1
+  fi
+  printf -v "port_$name" '%s' "$(cat "$tmp/$name.port")"
+  printf -v "pid_$name" '%s' "$pid"
+}
+
+# info_field PORT FIELD: one field of INFO store.
+info_field() {
+  redis-cli -p "$1" INFO store | tr -d '\r' | awk -F: -v f="$2" '$1 == f { print $2 }'
+}
+store_up() { [ "$(info_field "$1" store_state)" = up ]; }
+throttle_works() { [ "$(redis-cli -p "$1" THROTTLE api probe 2>&1 | head -1)" = 1 ]; }
+
+$py "$checker" --print-config >"$tmp/sluice.yaml"
+# The reference models catch what they must (each rule broken once, and kept once).
+out=$($py "$checker" --selftest 2>&1)
+check "checker self-test: $out" 0 "$?"
+
+# ---- 1. Three nodes, one budget ---------------------------------------------------------------
+
+start_redis a
+url=redis://127.0.0.1:$rport_a/3
+# A generous timeout: a busy machine must not turn slow answers into STOREDOWN here.
+for n in n1 n2 n3; do
+  start_node $n --store "$url" --store-timeout 20000 --store-audit
+done
+for n in $port_n1 $port_n2 $port_n3; do
+  check "node on $n is up" up "$(info_field "$n" store_state)"
+done
+
+# One budget: a burst of 5 refilled once an hour; five grants over three nodes, then a denial
+# anywhere.
+P=$port_n1
+got=""
+for p in $port_n1 $port_n2 $port_n3 $port_n1 $port_n2 $port_n3; do
+  got="$got $(redis-cli -p "$p" CL.THROTTLE shared 4 1 3600 | head -1)"
+done
+check "burst of 5 shared by three nodes" " 0 0 0 0 0 1" "$got"
+check "THROTTLE on one node" 1 "$(redis-cli -p "$port_n1" THROTTLE slow x | head -1)"
+check "denied on another, naming the limit" "0 slow" \
+  "$(redis-cli -p "$port_n2" THROTTLE slow x | sed -n '1p;6p' | tr '\n' ' ' | sed 's/ $//')"
+# CL.THROTTLE keeps redis-cell's reply: burst 0 + 1, one per second.
+check "CL.THROTTLE first" "0 1 0 -1 1" "$(P=$port_n2 cli CL.THROTTLE cellkey 0 1 1)"
+contains "CL.THROTTLE second, other node" "1 1 0 1 1" "$(P=$port_n3 cli CL.THROTTLE cellkey 0 1 1)"
+# Argument errors keep their words and never reach Redis.
+contains "bad units" "WRONGARGS UNITS must be an integer" "$(cli THROTTLE api k UNITS 0)"
+contains "unknown limit" "NOLIMIT" "$(cli THROTTLE nope k)"
+contains "CL.THROTTLE bad numbers" "WRONGARGS" "$(cli CL.THROTTLE k 1 0 1)"
+# A pipeline of decisions and other commands keeps its order.
+printf 'PING\r\nTHROTTLE api order\r\nECHO x\r\nCL.THROTTLE order 9 9 1\r\nPING\r\nQUIT\r\n' >"$tmp/pipe"
+out=$(timeout 30 redis-cli -p "$P" <"$tmp/pipe" 2>&1 | tr '\n' ' ')
+check "pipelined replies in command order" "PONG 1 5 4 0 50  x 0 10 9 -1 1 PONG " "$out"
+# Not shared yet: one clear error.
+contains "TASK.ADD refused" "not available with a redis store yet" "$(cli TASK.ADD job '{}')"
+contains "LIMIT.SET refused" "not available with a redis store yet" "$(cli LIMIT.SET x rate=1/1s)"
+contains "LIMIT.RESET refused" "not available with a redis store yet" "$(cli LIMIT.RESET api)"
+# Leases are shared: two slots for all nodes; a handle from one node renews and releases on another.
+h1=$(redis-cli -p "$port_n1" LEASE.ACQUIRE slots job1 | sed -n 2p)
+h2=$(redis-cli -p "$port_n2" LEASE.ACQUIRE slots job1 TTL 60000 | sed -n 2p)
+contains "first lease" "slots/" "$h1"
+contains "second lease, other node" "slots/" "$h2"
+contains "third lease refused on a third node" "RATELIMITED limit=slots kind=concurrency key=job1" \
+  "$(P=$port_n3 cli LEASE.ACQUIRE slots job1)"
+check "renewed on another node" 5000 "$(redis-cli -p "$port_n3" LEASE.RENEW "$h1" TTL 5000)"
+check "released on another node" OK "$(redis-cli -p "$port_n2" LEASE.RELEASE "$h1")"
+contains "a slot again" "slots/" "$(redis-cli -p "$port_n3" LEASE.ACQUIRE slots job1 | sed -n 2p)"
+contains "a handle of nothing" "NOLEASE" "$(P=$port_n1 cli LEASE.RELEASE slots/99/6a6f6231)"
+contains "a malformed handle" "NOLEASE" "$(P=$port_n1 cli LEASE.RENEW nonsense)"
+contains "THROTTLE still only peeks at a concurrency limit" "WRONGARGS" "$(cli THROTTLE slots job1)"
+redis-cli -p "$rport_a" -n 3 FLUSHDB >/dev/null
+
+# The checker: every node, many clients, pipelines of 16.
+out=$($py "$checker" --nodes "$port_n1,$port_n2,$port_n3" --redis "$rport_a" --db 3 --target 90000 \
+  --max-seconds 30 --clients-per-node 6 --pipeline 16 --seed 7 2>&1)
+rc=$?
+echo "# checker, 3 nodes x 6 clients, -P 16: $out"
+check "checker: zero violations" 0 "$rc"
+# And without pipelining, more clients (one request each per round trip).
+redis-cli -p "$rport_a" -n 3 FLUSHDB >/dev/null
+out=$($py "$checker" --nodes "$port_n1,$port_n2,$port_n3" --redis "$rport_a" --db 3 --target 20000 \
+  --max-seconds 15 --clients-per-node 10 --pipeline 1 --seed 8 2>&1)
+rc=$?
+echo "# checker, 3 nodes x 10 clients, -P 1: $out"
+check "checker unpipelined: zero violations" 0 "$rc"
+batches=$(info_field "$port_n1" store_batches)
+requests=$(info_field "$port_n1" store_requests)
+echo "# node 1: $requests decisions in $batches script calls"
+within "batched: fewer calls than decisions" 1 "$((requests - 1))" "$batches"
+
+for n in n1 n2 n3; do stop $n; check "node $n stops with 0" 0 "$stop_rc"; done
+
+# ---- 2. Faults: SIGSTOP, SIGCONT, kill and restart --------------------------------------------
+
+start_node closed --store "$url" --store-timeout 300 --admin-port 0 \
+  --admin-port-file "$tmp/closed.admin"
+start_node open --store "$url" --store-timeout 300 --store-failure open
+metric() { curl -s "http://127.0.0.1:$(cat "$tmp/closed.admin")/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+check "/metrics: store up" 1 "$(metric sluice_store_up)"
+contains "INFO store: the URL" "$url" "$(P=$port_closed cli INFO store)"
+kill -STOP "$rpid_a"
+t0=$(now_ms)
+r=$(P=$port_closed cli THROTTLE api k1)
+t1=$(now_ms)
+contains "closed: typed error while Redis is stopped" "STOREDOWN" "$r"
+# Within the timeout, or at once once the connection is known down (a deadline far above it).
+within "closed: answered within seconds" 0 10000 "$((t1 - t0))"
+check "open: granted while Redis is stopped" "1" "$(redis-cli -p "$port_open" THROTTLE api k1 | head -1)"
+contains "open: CL.THROTTLE granted too" "0 2 0 -1 0" "$(P=$port_open cli CL.THROTTLE k1 1 1 1)"
+wait_until "open node counts its grants" 10 \
+  test "$(info_field "$port_open" store_fail_open_grants)" -ge 2
+check "PING while Redis is stopped" PONG "$(P=$port_closed cli PING)"
+wait_until "the closed node sees the store down" 10 \
+  test "$(info_field "$port_closed" store_state)" != up
+contains "closed: STOREDOWN counted" "STOREDOWN" "$(P=$port_closed cli THROTTLE api k2)"
+within "closed node counts -STOREDOWN" 1 1000 "$(info_field "$port_closed" store_unavailable)"
+check "/metrics: store down" 0 "$(metric sluice_store_up)"
+within "/metrics: -STOREDOWN counted" 1 1000 "$(metric sluice_store_unavailable_total)"
+within "/metrics: STOREDOWN error code counted" 1 1000 \
+  "$(curl -s "http://127.0.0.1:$(cat "$tmp/closed.admin")/metrics" |
+    awk '$1 == "sluice_command_errors_total{code=\"STOREDOWN\"}" { print $2 }')"
+kill -CONT "$rpid_a"
+wait_until "closed node recovers after SIGCONT" 20 throttle_works "$port_closed"
+wait_until "open node recovers after SIGCONT" 20 throttle_works "$port_open"
+check "closed node up again" up "$(info_field "$port_closed" store_state)"
+check "/metrics: store up again" 1 "$(metric sluice_store_up)"
+
+# Kill Redis, start it again on the same port: the nodes reconnect by themselves.
+kill -KILL "$rpid_a"
+wait "$rpid_a" 2>/dev/null
+wait_until "closed node notices Redis is gone" 10 \
+  test "$(info_field "$port_closed" store_state)" != up
+contains "STOREDOWN while Redis is dead" "STOREDOWN" "$(P=$port_closed cli THROTTLE api k3)"
+redis-server --port "$rport_a" --bind 127.0.0.1 --save '' --appendonly no \
+  --dir "$tmp/a.redis" --daemonize no --logfile "$tmp/a.redis/log2" &
+rpid_a=$!
+pids+=("$rpid_a")
+wait_until "closed node reconnects to the restarted Redis" 20 throttle_works "$port_closed"
+wait_until "open node reconnects to the restarted Redis" 20 throttle_works "$port_open"
+within "reconnects counted" 2 100 "$(info_field "$port_closed" store_connects)"
+stop closed
+check "closed node stops with 0" 0 "$stop_rc"
+stop open
+check "open node stops with 0" 0 "$stop_rc"
+
+# ---- 3. Start-up -------------------------------------------------------------------------------
+
+out=$("$sluice" serve --port 0 --store 'redis://h:99999' 2>&1)
+check "bad --store URL: usage error" 2 "$?"
+contains "bad --store URL names the problem" "the port must be a number from 1 to 65535" "$out"
+out=$("$sluice" serve --port 0 --store 'redis-cluster://a:1,b:2' 2>&1)
+contains "Cluster refused" "Redis Cluster is not supported yet" "$out"
+out=$("$sluice" serve --port 0 --store "$url" --data "$tmp/d" 2>&1)
+check "--store with --data: usage error" 2 "$?"
+# A node whose Redis is down at start still starts, answers PING, and says STOREDOWN.
+kill -KILL "$rpid_a"
+wait "$rpid_a" 2>/dev/null
+start_node late --store "$url" --store-timeout 200
+check "PING with Redis down at start" PONG "$(P=$port_late cli PING)"
+contains "STOREDOWN with Redis down at start" "STOREDOWN" "$(P=$port_late cli THROTTLE api k)"
+stop late
+check "late node stops with 0" 0 "$stop_rc"
+
+finish
