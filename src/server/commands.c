@@ -56,9 +56,9 @@ const command_def command_table[] = {
      "LIMIT.DEL name: remove a limit"},
     {"limit.reset", -2, CMD_WRITE | CMD_ADMIN | CMD_LOCAL, cmd_limit_reset,
      "LIMIT.RESET name [key]: forget the state of one key or of all"},
-    {"limit.key", 4, CMD_WRITE | CMD_ADMIN, cmd_limit_key,
+    {"limit.key", 4, CMD_WRITE | CMD_ADMIN | CMD_LOCAL, cmd_limit_key,
      "LIMIT.KEY name key spec: give one key of a keyed limit its own limit"},
-    {"limit.keydel", 3, CMD_WRITE | CMD_ADMIN, cmd_limit_keydel,
+    {"limit.keydel", 3, CMD_WRITE | CMD_ADMIN | CMD_LOCAL, cmd_limit_keydel,
      "LIMIT.KEYDEL name key: remove a key's own limit"},
     /* Tasks (cmd_task.c). */
     {"task.add", -3, CMD_WRITE | CMD_FAST | CMD_LOCAL, cmd_task_add,
@@ -274,6 +274,13 @@ void commands_run_detached(server *s, const resp_command *cmd, resp_writer *out)
 
     if (!d || (d->flags & (CMD_NOAUTH | CMD_BLOCKING))) {
         resp_error(out, "ERR", "this command is not available here");
+        return;
+    }
+    /* Under a shared store a decision is answered later (conn_defer), which a client with no
+     * socket cannot wait for. */
+    if (rstore_active(s)) {
+        resp_error(out, "NOTSHARED",
+                   "the HTTP API is not available with a redis store yet: use RESP (THROTTLE)");
         return;
     }
     /* A client that never touches a socket: the handlers of these commands read c->srv and

@@ -192,6 +192,21 @@ int server_policy_mode_only(const sluice_limit_policy *a, const sluice_limit_pol
     return server_policy_eq(a, &same);
 }
 
+#define SHADOW_ON_REDIS                                                                            \
+    "mode: shadow and enabled: false are not available with a redis store yet (its script would "  \
+    "enforce every limit)"
+
+/* 1 when the file asks for a dry run anywhere: the global switch off or a limit in shadow mode. */
+static int shadow_wanted(const sluice_config *c)
+{
+    if (c->disabled)
+        return 1;
+    for (size_t i = 0; i < c->nlimits; i++)
+        if (c->limits[i].mode == SLUICE_MODE_SHADOW)
+            return 1;
+    return 0;
+}
+
 /* Limits whose LIMIT.SET override a reload replaced, named in its reply (at most). */
 #define RELOAD_NAMED 16
 
@@ -218,6 +233,12 @@ int server_load_config(server *s, const char *path, char *msg, size_t msglen)
             snprintf(msg, msglen, "%s: %s", path, sluice_strerror(rc));
         sluice_config_clear(&nc);
         return rc;
+    }
+    /* The shared store's script enforces every limit: a dry run there would be a silent lie. */
+    if ((s->opt.store_url || nc.store.url) && shadow_wanted(&nc)) {
+        snprintf(msg, msglen, "%s: %s", path, SHADOW_ON_REDIS);
+        sluice_config_clear(&nc);
+        return SLUICE_EINVAL;
     }
     if (s->has_config && memcmp(&nc.engine, &s->config.engine, sizeof(nc.engine)) != 0)
         log_warn("config %s: the engine: section changed; it takes effect at the next start", path);
@@ -675,6 +696,11 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
             s->opt.store_failure = s->config.store.failure;
         if (s->opt.store_timeout_ms == 0)
             s->opt.store_timeout_ms = s->config.store.timeout_ns / SLUICE_NS_PER_MS;
+        if (s->opt.store_url && shadow_wanted(&s->config)) {
+            snprintf(msg, msglen, "%s: %s", opt->config_path, SHADOW_ON_REDIS);
+            rc = SLUICE_EINVAL;
+            goto fail_config;
+        }
     }
     /* With a shared store nothing is kept on disk here: the commands that would keep something
      * (tasks, series, LIMIT.SET) are refused (rstore_reply_unavailable). */

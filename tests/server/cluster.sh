@@ -145,6 +145,13 @@ start_node open --store "$url" --store-timeout 300 --store-failure open
 metric() { curl -s "http://127.0.0.1:$(cat "$tmp/closed.admin")/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 check "/metrics: store up" 1 "$(metric sluice_store_up)"
 contains "INFO store: the URL" "$url" "$(P=$port_closed cli INFO store)"
+# The HTTP decision API and per-key overrides are not shared yet: refused, not kept per node.
+code=$(curl -s -o "$tmp/v1.json" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+  -d '{"limit":"api","key":"k"}' "http://127.0.0.1:$(cat "$tmp/closed.admin")/v1/throttle")
+check "POST /v1/throttle under a redis store: 501" 501 "$code"
+contains "the 501 says why" "not available with a redis store yet" "$(cat "$tmp/v1.json")"
+contains "LIMIT.KEY refused" "not available with a redis store yet" \
+  "$(P=$port_closed cli LIMIT.KEY api k rate=5/1s)"
 kill -STOP "$rpid_a"
 t0=$(now_ms)
 r=$(P=$port_closed cli THROTTLE api k1)
@@ -199,6 +206,14 @@ out=$("$sluice" serve --port 0 --store 'redis-cluster://a:1,b:2' 2>&1)
 contains "Cluster refused" "Redis Cluster is not supported yet" "$out"
 out=$("$sluice" serve --port 0 --store "$url" --data "$tmp/d" 2>&1)
 check "--store with --data: usage error" 2 "$?"
+# The script enforces every limit, so a dry run asked for in the file is refused, not ignored.
+printf 'limits:\n  dry: {rate: 1/1s, mode: shadow}\n' >"$tmp/shadow.yaml"
+out=$("$sluice" serve --port 0 --no-admin --config "$tmp/shadow.yaml" --store "$url" 2>&1)
+check "shadow limit with a redis store: refused" 1 "$?"
+contains "shadow with a redis store says why" "not available with a redis store yet" "$out"
+printf 'enabled: false\nlimits:\n  a: {rate: 1/1s}\n' >"$tmp/off.yaml"
+out=$("$sluice" serve --port 0 --no-admin --config "$tmp/off.yaml" --store "$url" 2>&1)
+check "enabled: false with a redis store: refused" 1 "$?"
 # A node whose Redis is down at start still starts, answers PING, and says STOREDOWN.
 kill -KILL "$rpid_a"
 wait "$rpid_a" 2>/dev/null

@@ -103,6 +103,7 @@ unsigned admin_v1_status(const char *word, size_t len, const char **error_type, 
         {"NOMEM", 503, "BusyError", "Server out of memory"},
         {"IOERR", 503, "StorageError", "Not durable"},
         {"NOAUTH", 401, "AuthenticationError", "Authentication required"},
+        {"NOTSHARED", 501, "NotImplementedError", "Not available with a shared store yet"},
     };
 
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
