@@ -337,14 +337,15 @@ static int reserve_for(sluice_engine *e, etype *type, const link_spec *links, si
  * parked already (it would queue behind them), or a limit has no budget for it. A peek: nothing
  * is charged. Tasks that pass may still park at poll (budget taken meanwhile); the poll then
  * refuses them when the parking lot is full. */
-static int would_park(sluice_engine *e, const link_spec *links, size_t n, int64_t now)
+static int would_park(sluice_engine *e, const link_spec *links, size_t n, uint16_t group_link,
+                      int64_t now)
 {
     sluice_decision d;
 
     for (size_t i = 0; i < n; i++) {
         const link_spec *l = &links[i];
 
-        if (l->lim->dead)
+        if (l->lim->dead || i == group_link) /* the group's lease stands in for that link */
             continue;
         if (park_find(e, l->lim, l->tier, l->key, l->keylen))
             return 1;
@@ -364,6 +365,7 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
     link_spec stack[STACK_LINKS], *links = stack;
     size_t nlinks = type->pol.nlimits;
     int delayed = spec->not_before_ns > now;
+    uint16_t group_link = LINK_NONE;
     task *t = NULL;
     char *payload = NULL;
     int rc;
@@ -374,9 +376,13 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
             return SLUICE_ENOMEM;
     }
     rc = resolve_spec(e, type, spec, units, now, links, &nlinks, err->message, sizeof err->message);
+    if (rc == SLUICE_OK)
+        rc = gate_group_resolve(e, links, nlinks, spec->lease_limit, spec->lease_id, now,
+                                &group_link, err->message, sizeof err->message);
     if (rc != SLUICE_OK || dry_run)
         goto done;
-    if (e->nparked >= e->pol.max_parked && !delayed && would_park(e, links, nlinks, now)) {
+    if (e->nparked >= e->pol.max_parked && !delayed &&
+        would_park(e, links, nlinks, group_link, now)) {
         msgf(err->message, sizeof err->message,
              "too many parked tasks (max_parked %zu): this task would wait for budget",
              e->pol.max_parked);
@@ -410,6 +416,8 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
     t->submitted_ns = now;
     t->not_before_ns = spec->not_before_ns ? spec->not_before_ns : now;
     t->state = SLUICE_TASK_QUEUED;
+    t->group_link = group_link;
+    t->group_lease = group_link == LINK_NONE ? 0 : spec->lease_id;
     ptab_insert(&e->ids, task_id_hash(t->id), t);
     if (t->task_key)
         ptab_insert(&e->task_keys, task_key_hash(t->task_key, t->task_key_len), t);
