@@ -590,6 +590,28 @@ static void explain_shadow(const task *t, sluice_explanation *out)
     }
 }
 
+/* Appends to the text the group slot an unfinished task runs under, or that its group ended
+ * (read with sluice_lease_check: the task leaves the group for good at its next gate). */
+static void explain_group(const task *t, int64_t now, sluice_explanation *out)
+{
+    const task_link *l;
+    size_t len = strlen(out->text);
+    int live;
+
+    if (t->group_link == LINK_NONE)
+        return;
+    l = &t->links[t->group_link];
+    live = !l->lim->dead &&
+           sluice_lease_check(registry_core(l->lim, l->tier, l->key, l->keylen), t->group_lease,
+                              l->key, l->keylen, now, NULL) == SLUICE_OK;
+    if (live)
+        snprintf(out->text + len, sizeof out->text - len,
+                 " Group slot: it runs under its producer's lease of \"%s\".", l->lim->pol.name);
+    else
+        snprintf(out->text + len, sizeof out->text - len,
+                 " Its group's lease of \"%s\" ended: it takes its own unit.", l->lim->pol.name);
+}
+
 int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
                           sluice_explanation *out)
 {
@@ -605,6 +627,7 @@ int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
     switch ((sluice_task_state)t->state) {
     case SLUICE_TASK_PARKED:
         explain_parked(t, now, out);
+        explain_group(t, now, out);
         break;
     case SLUICE_TASK_QUEUED:
         if (t->flags & TASK_DELAYED) {
@@ -629,6 +652,7 @@ int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
                      "gate (%zu task(s) of its type are ready).",
                      t->type->pol.name, t->type->nready);
         }
+        explain_group(t, now, out);
         break;
     case SLUICE_TASK_RUNNING:
         snprintf(out->text, sizeof out->text,
@@ -636,6 +660,7 @@ int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
                  "touches it.",
                  t->attempt, secs(t->due_ns, now));
         explain_shadow(t, out);
+        explain_group(t, now, out);
         break;
     case SLUICE_TASK_DONE:
         snprintf(out->text, sizeof out->text, "Done after %d attempt(s).", t->attempt);

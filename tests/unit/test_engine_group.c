@@ -71,6 +71,7 @@ static void test_group_runs_under_one_slot(void **unused)
     sluice_engine *e = fx_engine(NULL);
     sluice_limit *live = setup(e, 1);
     sluice_delivery out[32];
+    sluice_explanation ex;
     uint64_t lease, group[10], other, elsewhere;
     int n;
 
@@ -80,6 +81,8 @@ static void test_group_runs_under_one_slot(void **unused)
         group[i] = submit_ok(e, "{\"wf\":\"w1\"}", lease, T0);
     other = submit_ok(e, "{\"wf\":\"w1\"}", 0, T0);
     elsewhere = submit_ok(e, "{\"wf\":\"w2\"}", 0, T0);
+    assert_int_equal(sluice_engine_explain(e, group[0], T0, &ex), SLUICE_OK);
+    assert_non_null(strstr(ex.text, "Group slot"));
     n = fx_poll(e, T0, 32, out);
     assert_int_equal(n, 11); /* the group's 10, and w2's task on its own key */
     for (int i = 0; i < 10; i++)
@@ -116,6 +119,7 @@ static void test_group_expiry_and_renewal(void **unused)
     sluice_engine *e = fx_engine(NULL);
     sluice_limit *live = setup(e, 1);
     sluice_delivery out[8];
+    sluice_explanation ex;
     uint64_t lease, a[3], b[3];
     int64_t exp = 0;
 
@@ -133,6 +137,8 @@ static void test_group_expiry_and_renewal(void **unused)
     /* Not renewed: at T0 + 28 s the group (until T0 + 18 s) is over. */
     for (int i = 0; i < 3; i++)
         b[i] = submit_ok(e, "{\"wf\":\"w1\"}", lease, T0 + 14 * SEC);
+    assert_int_equal(sluice_engine_explain(e, b[0], T0 + 28 * SEC, &ex), SLUICE_OK);
+    assert_non_null(strstr(ex.text, "ended"));
     assert_int_equal(fx_poll(e, T0 + 28 * SEC, 8, out), 1);
     assert_int_equal(out[0].id, b[0]);
     assert_int_equal(fx_state(e, b[1]), SLUICE_TASK_PARKED);
