@@ -8,6 +8,7 @@
  * groups; a restored task (a restart) holds no group.
  */
 #include "engine_fixture.h"
+#include "testutil.h"
 
 /* A concurrency limit of `limit` units keyed by input.wf, and type "step" naming it. */
 static sluice_limit *setup(sluice_engine *e, int64_t limit)
@@ -302,6 +303,70 @@ static void test_lease_check(void **unused)
     sluice_limit_free(l);
 }
 
+/* The whole life of a group with allocation N failing: every failure is SLUICE_ENOMEM and
+ * leaks nothing. */
+static int group_life(void *unused)
+{
+    static const char *const lims[] = {"wf", NULL};
+    sluice_limit_policy p;
+    sluice_type_policy tp;
+    sluice_task_spec s;
+    sluice_delivery out[4];
+    sluice_decision d;
+    sluice_limit *live = NULL;
+    sluice_engine *e = NULL;
+    char msg[128];
+    uint64_t id;
+    int rc;
+
+    (void)unused;
+    rc = sluice_engine_new(NULL, &e);
+    if (rc != SLUICE_OK)
+        return rc;
+    fx_limit(&p, "wf", SLUICE_CONCURRENCY, 1, 0);
+    p.key_source = SLUICE_KEY_PATH;
+    p.key_path = (char *)"wf";
+    rc = sluice_engine_set_limit(e, &p, T0, msg, sizeof msg);
+    if (rc != SLUICE_OK)
+        goto out;
+    sluice_type_policy_init(&tp);
+    tp.name = (char *)"step";
+    tp.limits = (char **)lims;
+    tp.nlimits = 1;
+    rc = sluice_engine_set_type(e, &tp, T0, msg, sizeof msg);
+    if (rc != SLUICE_OK)
+        goto out;
+    (void)sluice_engine_get_limit(e, "wf", &live);
+    rc = sluice_lease_acquire(live, "w1", 2, 1, MIN, T0, &d);
+    if (rc != SLUICE_OK)
+        goto out;
+    memset(&s, 0, sizeof s);
+    s.type = "step";
+    s.payload = "{\"wf\":\"w1\"}";
+    s.payload_len = strlen(s.payload);
+    s.lease_limit = "wf";
+    s.lease_id = d.lease_id;
+    for (int i = 0; i < 3; i++) {
+        rc = sluice_engine_submit(e, &s, T0, &id, NULL);
+        if (rc != SLUICE_OK)
+            goto out;
+    }
+    rc = sluice_engine_poll(e, NULL, 0, 4, T0, out);
+    if (rc < 0)
+        goto out;
+    assert_int_equal(rc, 3);
+    rc = SLUICE_OK;
+out:
+    sluice_engine_free(e);
+    return rc;
+}
+
+static void test_group_oom(void **unused)
+{
+    (void)unused;
+    assert_true(oom_sweep(group_life, NULL, 500) > 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -312,6 +377,7 @@ int main(void)
         cmocka_unit_test(test_group_redelivery),
         cmocka_unit_test(test_group_restore),
         cmocka_unit_test(test_lease_check),
+        cmocka_unit_test(test_group_oom),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
