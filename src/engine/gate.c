@@ -97,6 +97,12 @@ int gate_group_resolve(sluice_engine *e, const link_spec *links, size_t n, const
         if (strcmp(l->lim->pol.name, limit) != 0 || l->lim->dead)
             continue;
         core = registry_core(l->lim, l->tier, l->key, l->keylen);
+        /* A tiered limit's tiers are cores of their own, each issuing the same lease ids: a
+         * lease could not say which tier it is of (LEASE.ACQUIRE refuses them too). */
+        if (l->lim->pol.ntiers) {
+            msgf(msg, msglen, "limit \"%s\" is tiered: a lease cannot stand in for it", limit);
+            return SLUICE_EINVAL;
+        }
         if (sluice_limit_get_def(core)->kind != SLUICE_CONCURRENCY) {
             msgf(msg, msglen,
                  "limit \"%s\" is not a concurrency limit: a lease cannot stand in for it", limit);
