@@ -197,7 +197,7 @@ int sluice_lease_release(sluice_limit *lim, uint64_t lease_id, int64_t now_ns);
  * expired, was released or was never issued; SLUICE_ENOTFOUND when it is live but on another
  * key; SLUICE_EINVAL when lim is not a concurrency limit. Changes no state (it sees the clamp,
  * see Time, without moving it). Used to let a task run under a lease its producer holds. */
-int sluice_lease_check(sluice_limit *lim, uint64_t lease_id, const char *key, size_t keylen,
+int sluice_lease_check(const sluice_limit *lim, uint64_t lease_id, const char *key, size_t keylen,
                        int64_t now_ns, int64_t *expires_ns);
 
 /* Calls fn for every lease that expired by now_ns and forgets it (its units are free again).

@@ -539,7 +539,7 @@ int sluice_lease_release(sluice_limit *lim, uint64_t lease_id, int64_t now_ns)
     return lease_release(lim->leases, lease_id, limit_clamp_now(lim, now_ns));
 }
 
-int sluice_lease_check(sluice_limit *lim, uint64_t lease_id, const char *key, size_t keylen,
+int sluice_lease_check(const sluice_limit *lim, uint64_t lease_id, const char *key, size_t keylen,
                        int64_t now_ns, int64_t *expires_ns)
 {
     int64_t now = limit_view_now(lim, now_ns);
@@ -553,8 +553,10 @@ int sluice_lease_check(sluice_limit *lim, uint64_t lease_id, const char *key, si
         return SLUICE_EINVAL;
     if (key) {
         lease_key *const *state;
+        int hashed;
 
-        rc = limit_normalize_key(lim, key, keylen, &nk);
+        /* Not limit_normalize_key: a read counts nothing, not even a hashed key. */
+        rc = normalize_key(lim, key, keylen, &nk, &hashed);
         if (rc != SLUICE_OK)
             return rc;
         state = keytab_find(lim->keys, nk.key, nk.len);
