@@ -62,6 +62,28 @@ contains "a released handle is refused" "NOLEASE" \
   "$(cli TASK.ADD step '{"wf":"w1"}' LEASE "$lease")"
 cli TASK.ACK "$other" >/dev/null
 
+# ---- A key with its own limit (LIMIT.KEY): its handle names that key's core -----------------
+
+check "LIMIT.KEY gives vip its own slots" "OK" "$(cli LIMIT.KEY wf vip concurrency=1)"
+vlease=$(redis-cli -p "$P" LEASE.ACQUIRE wf vip | sed -n 2p)
+contains "an override's handle" "wf/=vip/" "$vlease"
+v1=$(cli TASK.ADD step '{"wf":"vip"}' LEASE "$vlease")
+v2=$(cli TASK.ADD step '{"wf":"vip"}' LEASE "$vlease")
+vother=$(cli TASK.ADD step '{"wf":"vip"}')
+got=$(redis-cli -p "$P" TASK.GET step COUNT 10 TIMEOUT 0 | ids)
+check "the vip group runs under its slot" "$v1 $v2" "$got"
+check "vip's other task waits" "parked" "$(field TASK.INFO "$vother" state)"
+contains "EXPLAIN names the group" "Group slot" "$(cli TASK.EXPLAIN "$v1")"
+# Replacing vip's limit restarts its leases: the group is over and its handle refused.
+check "LIMIT.KEY again" "OK" "$(cli LIMIT.KEY wf vip concurrency=1)"
+contains "a handle of a replaced key limit is refused" "NOLEASE" \
+  "$(cli TASK.ADD step '{"wf":"vip"}' LEASE "$vlease")"
+cli TASK.ACK "$v1" >/dev/null
+cli TASK.ACK "$v2" >/dev/null
+got=$(redis-cli -p "$P" TASK.GET step COUNT 10 TIMEOUT 2000 | ids)
+check "then vip's other task runs" "$vother" "$got"
+cli TASK.ACK "$vother" >/dev/null
+
 # ---- A restart ends every group ---------------------------------------------------------------
 
 lease=$(redis-cli -p "$P" LEASE.ACQUIRE wf w1 TTL 600000 | sed -n 2p)
