@@ -87,6 +87,12 @@ typedef struct sluice_task_spec {
     int has_priority; /* 0 = the type's default priority */
     int priority;
     int64_t not_before_ns; /* 0 = now */
+    /* A workflow-level slot (docs/limits.md, "Group slots"): the task runs under a concurrency
+     * lease its producer holds instead of taking its own unit of that limit. lease_limit names
+     * the concurrency limit of the task's chain, lease_id the live lease on the task's key of it
+     * (sluice_lease_acquire on the engine's live core); NULL and 0 = none. */
+    const char *lease_limit;
+    uint64_t lease_id;
 } sluice_task_spec;
 
 /* Details of a refusal or a failure: which limit said no, and when it will say yes. Every
@@ -260,9 +266,12 @@ const sluice_type_policy *sluice_engine_get_type(const sluice_engine *e, const c
 /* Submits a task. Its limits' keys and tiers are resolved now, so a missing key path, an
  * invalid payload or an unknown type (strict_types) fails here. With a task_key already held by
  * a queued or parked task, that task's payload is replaced and it keeps its place (*id is its
- * id). Returns 0 and *id, or: SLUICE_EINVAL (bad spec/payload/key path), SLUICE_ENOTFOUND
- * (unknown type under strict_types, or unknown limit), SLUICE_EBUSY (a cap is reached),
- * SLUICE_EEXIST (the task_key is running), SLUICE_ENOMEM; *err (may be NULL) explains. */
+ * id). Returns 0 and *id, or: SLUICE_EINVAL (bad spec/payload/key path; a lease_limit the
+ * type's chain has no concurrency link of, or a lease on another key), SLUICE_ESTALE (the lease
+ * expired or was released), SLUICE_ENOTFOUND (unknown type under strict_types, or unknown
+ * limit), SLUICE_EBUSY (a cap is reached), SLUICE_EEXIST (the task_key is running),
+ * SLUICE_ENOMEM; *err (may be NULL) explains. A submit that replaces a queued task's payload by
+ * task key leaves that task's group as it was. */
 int sluice_engine_submit(sluice_engine *e, const sluice_task_spec *spec, int64_t now_ns,
                          uint64_t *id, sluice_submit_error *err);
 

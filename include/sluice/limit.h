@@ -192,6 +192,14 @@ int sluice_lease_renew(sluice_limit *lim, uint64_t lease_id, int64_t ttl_ns, int
  * never issued returns SLUICE_ESTALE and changes nothing. */
 int sluice_lease_release(sluice_limit *lim, uint64_t lease_id, int64_t now_ns);
 
+/* A read: returns 0 when lease lease_id is live at now_ns and holds units of `key` (key NULL:
+ * of any key), *expires_ns (may be NULL) then getting when it expires; SLUICE_ESTALE when it
+ * expired, was released or was never issued; SLUICE_ENOTFOUND when it is live but on another
+ * key; SLUICE_EINVAL when lim is not a concurrency limit. Changes no state (it sees the clamp,
+ * see Time, without moving it). Used to let a task run under a lease its producer holds. */
+int sluice_lease_check(const sluice_limit *lim, uint64_t lease_id, const char *key, size_t keylen,
+                       int64_t now_ns, int64_t *expires_ns);
+
 /* Calls fn for every lease that expired by now_ns and forgets it (its units are free again).
  * fn may be NULL. Returns how many leases expired. */
 size_t sluice_lease_expire(sluice_limit *lim, int64_t now_ns,

@@ -378,6 +378,22 @@ size_t lease_expire(lease_reg *r, int64_t now_ns, void (*fn)(uint64_t lease_id, 
     return n;
 }
 
+int lease_check(const lease_reg *r, uint64_t lease_id, const lease_key *k, int64_t now_ns,
+                int64_t *expires_ns)
+{
+    const lease *l = lease_lookup(r, lease_id, now_ns);
+
+    if (expires_ns)
+        *expires_ns = 0;
+    if (!l || !l->key) /* gone, or a tombstone: a released lease holds nothing */
+        return SLUICE_ESTALE;
+    if (k && l->key != k)
+        return SLUICE_ENOTFOUND;
+    if (expires_ns)
+        *expires_ns = l->expires_ns;
+    return SLUICE_OK;
+}
+
 int64_t lease_key_held(const lease_key *k)
 {
     return k ? k->held : 0;

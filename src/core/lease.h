@@ -49,6 +49,13 @@ int lease_release(lease_reg *r, uint64_t lease_id, int64_t now_ns);
 size_t lease_expire(lease_reg *r, int64_t now_ns, void (*fn)(uint64_t lease_id, void *arg),
                     void *arg);
 
+/* A read of lease lease_id at now_ns: returns 0 when it is live and holds units of key k (k
+ * NULL: of any key), *expires_ns (may be NULL) then getting its expiry; SLUICE_ESTALE when it
+ * expired, was released or was never issued; SLUICE_ENOTFOUND when it is live on another key.
+ * Changes nothing: an expired lease is not forgotten here. */
+int lease_check(const lease_reg *r, uint64_t lease_id, const lease_key *k, int64_t now_ns,
+                int64_t *expires_ns);
+
 /* Units k holds (0 for NULL). */
 int64_t lease_key_held(const lease_key *k);
 

@@ -539,6 +539,36 @@ int sluice_lease_release(sluice_limit *lim, uint64_t lease_id, int64_t now_ns)
     return lease_release(lim->leases, lease_id, limit_clamp_now(lim, now_ns));
 }
 
+int sluice_lease_check(const sluice_limit *lim, uint64_t lease_id, const char *key, size_t keylen,
+                       int64_t now_ns, int64_t *expires_ns)
+{
+    int64_t now = limit_view_now(lim, now_ns);
+    const lease_key *k = NULL;
+    norm_key nk;
+    int rc;
+
+    if (expires_ns)
+        *expires_ns = 0;
+    if (lim->def.kind != SLUICE_CONCURRENCY)
+        return SLUICE_EINVAL;
+    if (key) {
+        lease_key *const *state;
+        int hashed;
+
+        /* Not limit_normalize_key: a read counts nothing, not even a hashed key. */
+        rc = normalize_key(lim, key, keylen, &nk, &hashed);
+        if (rc != SLUICE_OK)
+            return rc;
+        state = keytab_find(lim->keys, nk.key, nk.len);
+        if (!state || !*state) /* the key holds no lease: the lease is gone or on another key */
+            return lease_check(lim->leases, lease_id, NULL, now, NULL) == SLUICE_OK
+                       ? SLUICE_ENOTFOUND
+                       : SLUICE_ESTALE;
+        k = *state;
+    }
+    return lease_check(lim->leases, lease_id, k, now, expires_ns);
+}
+
 size_t sluice_lease_expire(sluice_limit *lim, int64_t now_ns,
                            void (*fn)(uint64_t lease_id, void *arg), void *arg)
 {

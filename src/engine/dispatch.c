@@ -132,6 +132,7 @@ static int poll_one(sluice_engine *e, task *t, int64_t now, sluice_delivery *out
         engine_finish(e, t, SLUICE_TASK_FAILED, SLUICE_FAIL_SKIPPED, LINK_NONE, 0, now);
         return POLL_FINISHED;
     }
+    gate_group_check(e, t, now);
     /* Strict priority: never overtake a more urgent task parked on a key this chain touches. */
     q = gate_blocked(e, t, &link);
     if (q && e->nparked >= e->pol.max_parked) {

@@ -337,14 +337,15 @@ static int reserve_for(sluice_engine *e, etype *type, const link_spec *links, si
  * parked already (it would queue behind them), or a limit has no budget for it. A peek: nothing
  * is charged. Tasks that pass may still park at poll (budget taken meanwhile); the poll then
  * refuses them when the parking lot is full. */
-static int would_park(sluice_engine *e, const link_spec *links, size_t n, int64_t now)
+static int would_park(sluice_engine *e, const link_spec *links, size_t n, uint16_t group_link,
+                      int64_t now)
 {
     sluice_decision d;
 
     for (size_t i = 0; i < n; i++) {
         const link_spec *l = &links[i];
 
-        if (l->lim->dead)
+        if (l->lim->dead || i == group_link) /* the group's lease stands in for that link */
             continue;
         if (park_find(e, l->lim, l->tier, l->key, l->keylen))
             return 1;
@@ -364,6 +365,7 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
     link_spec stack[STACK_LINKS], *links = stack;
     size_t nlinks = type->pol.nlimits;
     int delayed = spec->not_before_ns > now;
+    uint16_t group_link = LINK_NONE;
     task *t = NULL;
     char *payload = NULL;
     int rc;
@@ -374,9 +376,13 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
             return SLUICE_ENOMEM;
     }
     rc = resolve_spec(e, type, spec, units, now, links, &nlinks, err->message, sizeof err->message);
+    if (rc == SLUICE_OK)
+        rc = gate_group_resolve(e, links, nlinks, spec->lease_limit, spec->lease_id, now,
+                                &group_link, err->message, sizeof err->message);
     if (rc != SLUICE_OK || dry_run)
         goto done;
-    if (e->nparked >= e->pol.max_parked && !delayed && would_park(e, links, nlinks, now)) {
+    if (e->nparked >= e->pol.max_parked && !delayed &&
+        would_park(e, links, nlinks, group_link, now)) {
         msgf(err->message, sizeof err->message,
              "too many parked tasks (max_parked %zu): this task would wait for budget",
              e->pol.max_parked);
@@ -410,6 +416,8 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
     t->submitted_ns = now;
     t->not_before_ns = spec->not_before_ns ? spec->not_before_ns : now;
     t->state = SLUICE_TASK_QUEUED;
+    t->group_link = group_link;
+    t->group_lease = group_link == LINK_NONE ? 0 : spec->lease_id;
     ptab_insert(&e->ids, task_id_hash(t->id), t);
     if (t->task_key)
         ptab_insert(&e->task_keys, task_key_hash(t->task_key, t->task_key_len), t);
@@ -582,6 +590,28 @@ static void explain_shadow(const task *t, sluice_explanation *out)
     }
 }
 
+/* Appends to the text the group slot an unfinished task runs under, or that its group ended
+ * (read with sluice_lease_check: the task leaves the group for good at its next gate). */
+static void explain_group(const task *t, int64_t now, sluice_explanation *out)
+{
+    const task_link *l;
+    size_t len = strlen(out->text);
+    int live;
+
+    if (t->group_link == LINK_NONE)
+        return;
+    l = &t->links[t->group_link];
+    live = !l->lim->dead &&
+           sluice_lease_check(registry_core(l->lim, l->tier, l->key, l->keylen), t->group_lease,
+                              l->key, l->keylen, now, NULL) == SLUICE_OK;
+    if (live)
+        snprintf(out->text + len, sizeof out->text - len,
+                 " Group slot: it runs under its producer's lease of \"%s\".", l->lim->pol.name);
+    else
+        snprintf(out->text + len, sizeof out->text - len,
+                 " Its group's lease of \"%s\" ended: it takes its own unit.", l->lim->pol.name);
+}
+
 int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
                           sluice_explanation *out)
 {
@@ -597,6 +627,7 @@ int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
     switch ((sluice_task_state)t->state) {
     case SLUICE_TASK_PARKED:
         explain_parked(t, now, out);
+        explain_group(t, now, out);
         break;
     case SLUICE_TASK_QUEUED:
         if (t->flags & TASK_DELAYED) {
@@ -621,6 +652,7 @@ int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
                      "gate (%zu task(s) of its type are ready).",
                      t->type->pol.name, t->type->nready);
         }
+        explain_group(t, now, out);
         break;
     case SLUICE_TASK_RUNNING:
         snprintf(out->text, sizeof out->text,
@@ -628,6 +660,7 @@ int sluice_engine_explain(const sluice_engine *e, uint64_t id, int64_t now_ns,
                  "touches it.",
                  t->attempt, secs(t->due_ns, now));
         explain_shadow(t, out);
+        explain_group(t, now, out);
         break;
     case SLUICE_TASK_DONE:
         snprintf(out->text, sizeof out->text, "Done after %d attempt(s).", t->attempt);

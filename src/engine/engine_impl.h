@@ -117,6 +117,7 @@ struct task {
         int64_t retry_after_ns; /* FAILED by a limit: its retry_after */
     };
     int64_t granted_ns;    /* when the current grant was charged */
+    uint64_t group_lease;  /* the producer's lease it runs under (group_link's limit), or 0 */
     uint32_t bytes;        /* the block's size */
     uint32_t task_key_len; /* bytes of task_key */
     uint32_t key_len;      /* bytes of key */
@@ -125,6 +126,8 @@ struct task {
     uint16_t nlinks;       /* entries of links */
     uint16_t park_link;    /* PARKED: the link whose wait queue holds it */
     uint16_t fail_link;    /* FAILED by a limit: the link that said no, else LINK_NONE */
+    uint16_t group_link;   /* the link group_lease stands in for; LINK_NONE when none or the
+                            * lease ended (the task then takes its own unit: gate_group_check) */
     uint8_t state;         /* sluice_task_state */
     uint8_t flags;         /* TASK_* */
     uint8_t fail_reason;   /* sluice_fail_reason */

@@ -10,6 +10,7 @@
 #include "base/grow.h"
 #include "base/hash.h"
 #include "base/ptab.h"
+#include "base/quote.h"
 #include "base/sat.h"
 #include "engine/park.h"
 #include "engine/registry.h"
@@ -56,7 +57,7 @@ int gate_link_active(const task *t, uint16_t i)
 {
     const task_link *l = &t->links[i];
 
-    if (l->lim->dead)
+    if (l->lim->dead || i == t->group_link)
         return 0;
     return pays_in_full(t) || link_kind(l) == SLUICE_CONCURRENCY;
 }
@@ -78,6 +79,70 @@ waitq *gate_blocked(const sluice_engine *e, const task *t, uint16_t *link)
         }
     }
     return NULL;
+}
+
+/* ---- Group slots ----------------------------------------------------------------------------- */
+
+int gate_group_resolve(sluice_engine *e, const link_spec *links, size_t n, const char *limit,
+                       uint64_t lease_id, int64_t now, uint16_t *link, char *msg, size_t msglen)
+{
+    *link = LINK_NONE;
+    if (!limit)
+        return SLUICE_OK;
+    for (size_t i = 0; i < n; i++) {
+        const link_spec *l = &links[i];
+        sluice_limit *core;
+        int rc;
+
+        if (strcmp(l->lim->pol.name, limit) != 0 || l->lim->dead)
+            continue;
+        core = registry_core(l->lim, l->tier, l->key, l->keylen);
+        /* A tiered limit's tiers are cores of their own, each issuing the same lease ids: a
+         * lease could not say which tier it is of (LEASE.ACQUIRE refuses them too). */
+        if (l->lim->pol.ntiers) {
+            msgf(msg, msglen, "limit \"%s\" is tiered: a lease cannot stand in for it", limit);
+            return SLUICE_EINVAL;
+        }
+        if (sluice_limit_get_def(core)->kind != SLUICE_CONCURRENCY) {
+            msgf(msg, msglen,
+                 "limit \"%s\" is not a concurrency limit: a lease cannot stand in for it", limit);
+            return SLUICE_EINVAL;
+        }
+        rc = sluice_lease_check(core, lease_id, l->key, l->keylen, now, NULL);
+        if (rc == SLUICE_ENOTFOUND) {
+            msgf(msg, msglen, "the lease is on another key of limit \"%s\" than this task's",
+                 limit);
+            return SLUICE_EINVAL;
+        }
+        if (rc != SLUICE_OK) {
+            msgf(msg, msglen, "the lease on limit \"%s\" is gone (it expired or was released)",
+                 limit);
+            return SLUICE_ESTALE;
+        }
+        *link = (uint16_t)i;
+        return SLUICE_OK;
+    }
+    (void)e;
+    msgf(msg, msglen, "the task's type has no limit \"%s\" for its lease to stand in for", limit);
+    return SLUICE_EINVAL;
+}
+
+void gate_group_check(sluice_engine *e, task *t, int64_t now)
+{
+    const task_link *l;
+
+    (void)e;
+    if (t->group_link == LINK_NONE)
+        return;
+    l = &t->links[t->group_link];
+    if (!l->lim->dead &&
+        sluice_lease_check(registry_core(l->lim, l->tier, l->key, l->keylen), t->group_lease,
+                           l->key, l->keylen, now, NULL) == SLUICE_OK)
+        return;
+    /* The group ended (released, expired, or its limit replaced): from now on the task asks its
+     * own unit, like any other task. A lease never comes back, so this is for good. */
+    t->group_link = LINK_NONE;
+    t->group_lease = 0;
 }
 
 /* ---- Events ---------------------------------------------------------------------------------- */

@@ -21,6 +21,10 @@
  * tick), so each execution is charged (seed 001). The gate also keeps a poll's THROTTLED accounting
  * (per limit and key: tasks wanted, tasks granted), releases and renews leases, and settles charges
  * with an ack's actual cost.
+ *
+ * Group slots: a task submitted with its producer's lease (sluice_task_spec.lease_limit/lease_id)
+ * does not ask that link while the lease lives; the group holds the one slot. Once the lease has
+ * ended the task asks its own unit like any other (never both, never neither).
  */
 #ifndef SLUICE_ENGINE_GATE_H
 #define SLUICE_ENGINE_GATE_H
@@ -29,6 +33,7 @@
 #include <stdint.h>
 
 #include "engine/engine_impl.h"
+#include "engine/task.h"
 
 /* How long a task denied by a full key table waits before it is gated again. */
 #define GATE_KEY_CAP_WAIT_NS SLUICE_NS_PER_SEC
@@ -50,9 +55,22 @@ typedef struct gate_result {
 /* Makes the gate's scratch big enough for chains of nlinks links. 0 or SLUICE_ENOMEM. */
 int gate_reserve(sluice_engine *e, size_t nlinks);
 
-/* Returns 1 when link i of t is asked by the next gate (the limit is alive, and either the task
- * pays in full or the link is a concurrency limit). */
+/* Returns 1 when link i of t is asked by the next gate (the limit is alive, it is not the link
+ * t's group lease stands in for, and either the task pays in full or the link is a concurrency
+ * limit). */
 int gate_link_active(const task *t, uint16_t i);
+
+/* Group slots: finds the link of limit `limit` (NULL: none asked, *link LINK_NONE) among the n
+ * resolved links a task is about to get, and checks that lease_id is live at now on that link's
+ * key, so that the task runs under that lease instead of taking its own unit. Returns 0 with
+ * *link; SLUICE_EINVAL (no such concurrency link, or the lease is of another key) or SLUICE_ESTALE
+ * (the lease is gone), msg saying which. */
+int gate_group_resolve(sluice_engine *e, const link_spec *links, size_t n, const char *limit,
+                       uint64_t lease_id, int64_t now, uint16_t *link, char *msg, size_t msglen);
+
+/* Before t is gated at now: when the lease of its group ended, t leaves the group for good and
+ * asks its own unit of that limit from then on. */
+void gate_group_check(sluice_engine *e, task *t, int64_t now);
 
 /* Strict priority: returns the wait queue of one of t's active links whose most urgent task is
  * more urgent than t (t must not overtake it), with *link that link; NULL when none. */

@@ -141,6 +141,17 @@ static int make_cores(const sluice_limit_policy *p, sluice_limit ***out, size_t 
     return SLUICE_OK;
 }
 
+/* A group lease on link i named the core being replaced, whose lease ids restart: the group
+ * is over (the task asks its own unit from now on), so that a new lease that happens to get the
+ * same id never carries it. */
+static void group_forget(task *t, uint16_t i)
+{
+    if (t->group_link == i) {
+        t->group_link = LINK_NONE;
+        t->group_lease = 0;
+    }
+}
+
 /* After a replacement: the old core state is gone, so running tasks hold no lease or charge in
  * it any more. */
 static void forget_grants(sluice_engine *e, const elimit *l)
@@ -153,6 +164,7 @@ static void forget_grants(sluice_engine *e, const elimit *l)
             if (t->links[i].lim == l) {
                 t->links[i].lease_id = 0;
                 t->links[i].flags &= (uint8_t)~LINK_CHARGED;
+                group_forget(t, i);
             }
 }
 
@@ -250,6 +262,7 @@ static void forget_key_grants(sluice_engine *e, const elimit *l, const char *key
                 memcmp(t->links[i].key, key, keylen) == 0) {
                 t->links[i].lease_id = 0;
                 t->links[i].flags &= (uint8_t)~LINK_CHARGED;
+                group_forget(t, i);
             }
 }
 

@@ -52,6 +52,7 @@ int task_new(const link_spec *links, size_t nlinks, const char *task_key, size_t
     t->hidx = HEAP_NONE;
     t->park_link = LINK_NONE;
     t->fail_link = LINK_NONE;
+    t->group_link = LINK_NONE;
     t->nlinks = (uint16_t)nlinks;
     p = (char *)t;
     off = sizeof(task) + nlinks * sizeof(task_link);

@@ -27,9 +27,9 @@ typedef struct link_spec {
 
 /* Allocates a task with copies of nlinks links (their keys), of the task key and of the
  * producer's explicit key (each NULL when none). Everything else is zeroed, hidx is HEAP_NONE,
- * park_link and fail_link LINK_NONE; the links take no reference (the caller does). Returns 0
- * and *out, SLUICE_EINVAL when the block would pass 4 GiB or there are more than 65534 links,
- * or SLUICE_ENOMEM. */
+ * park_link, fail_link and group_link LINK_NONE; the links take no reference (the caller does).
+ * Returns 0 and *out, SLUICE_EINVAL when the block would pass 4 GiB or there are more than 65534
+ * links, or SLUICE_ENOMEM. */
 int task_new(const link_spec *links, size_t nlinks, const char *task_key, size_t task_key_len,
              const char *key, size_t key_len, task **out);
 

@@ -570,28 +570,60 @@ static int parse_handle(const char *s, size_t len, lease_handle *h)
     return 0;
 }
 
-/* Finds the concurrency limit of a handle; replies NOLEASE and returns NULL when the handle
- * is malformed or names a limit that was replaced or removed. */
-static sluice_limit *handle_limit(conn *c, const resp_command *cmd, lease_handle *h)
+/* Finds the concurrency limit of handle s (len bytes); NULL when the handle is malformed or
+ * names a limit that was replaced or removed. */
+static sluice_limit *handle_find(server *srv, const char *s, size_t len, lease_handle *h)
 {
     sluice_limit *live = NULL;
     const sluice_limit_policy *p;
 
-    if (parse_handle(cmd->argv[1], cmd->argvlen[1], h) == 0) {
+    if (parse_handle(s, len, h) == 0) {
         /* A lease on a key with an override names that key's core: "name/=key/GEN/ID". */
         char *ov = strstr(h->name, "/=");
 
         if (ov) {
-            live = sluice_engine_limit_by_id(c->srv->engine, h->name);
+            live = sluice_engine_limit_by_id(srv->engine, h->name);
             *ov = '\0';
-            p = sluice_engine_get_limit(c->srv->engine, h->name, NULL);
+            p = sluice_engine_get_limit(srv->engine, h->name, NULL);
             *ov = '/';
         } else {
-            p = sluice_engine_get_limit(c->srv->engine, h->name, &live);
+            p = sluice_engine_get_limit(srv->engine, h->name, &live);
         }
-        if (p && live && p->def.kind == SLUICE_CONCURRENCY && gen_of(c->srv, h->name) == h->gen)
+        if (p && live && p->def.kind == SLUICE_CONCURRENCY && gen_of(srv, h->name) == h->gen)
             return live;
     }
+    return NULL;
+}
+
+int cmd_lease_handle(server *s, const char *arg, size_t len, char *limit, size_t limitlen,
+                     uint64_t *id)
+{
+    lease_handle h;
+    char *ov;
+
+    *id = 0;
+    if (limitlen)
+        limit[0] = '\0';
+    if (!handle_find(s, arg, len, &h))
+        return -1;
+    ov = strstr(h.name, "/=");
+    if (ov) /* the limit's name, before its override's key */
+        *ov = '\0';
+    if (strlen(h.name) >= limitlen)
+        return -1;
+    memcpy(limit, h.name, strlen(h.name) + 1);
+    *id = h.id;
+    return 0;
+}
+
+/* Finds the concurrency limit of a handle; replies NOLEASE and returns NULL when the handle
+ * is malformed or names a limit that was replaced or removed. */
+static sluice_limit *handle_limit(conn *c, const resp_command *cmd, lease_handle *h)
+{
+    sluice_limit *live = handle_find(c->srv, cmd->argv[1], cmd->argvlen[1], h);
+
+    if (live)
+        return live;
     resp_error(conn_out(c), "NOLEASE",
                "no such lease (it expired, was released, its limit "
                "changed, or it never existed)");

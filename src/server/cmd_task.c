@@ -159,6 +159,7 @@ void cmd_task_add(conn *c, const resp_command *cmd)
     server *s = c->srv;
     sluice_task_spec spec;
     sluice_submit_error err;
+    char lease_limit[COMMAND_NAME_BUF];
     int64_t v, delay_ms = 0;
     uint64_t id;
     int rc;
@@ -188,6 +189,22 @@ void cmd_task_add(conn *c, const resp_command *cmd)
                 return;
             spec.task_key = val;
             spec.task_key_len = vlen;
+        } else if (command_arg_is(a, alen, "lease")) {
+            /* A group slot: the task runs under its producer's lease (docs/limits.md). */
+            if (cmd_lease_handle(s, val, vlen, lease_limit, sizeof(lease_limit), &spec.lease_id) !=
+                0) {
+                resp_error(conn_out(c), "NOLEASE",
+                           "no such lease (it expired, was released, its limit changed, the "
+                           "server restarted, or it never existed)");
+                return;
+            }
+            if (spec.lease_id == 0) {
+                resp_error(conn_out(c), "WRONGARGS",
+                           "that lease is a shadow limit's pass and holds no unit: submit "
+                           "without LEASE");
+                return;
+            }
+            spec.lease_limit = lease_limit;
         } else if (command_arg_is(a, alen, "delay")) {
             if (command_int_arg(c, "DELAY", val, vlen, 0, SLUICE_MAX_PERIOD_NS / SLUICE_NS_PER_MS,
                                 &delay_ms) != 0)
@@ -231,7 +248,7 @@ void cmd_task_add(conn *c, const resp_command *cmd)
 syntax:
     resp_error(conn_out(c), "WRONGARGS",
                "syntax error: TASK.ADD type payload [KEY k] [UNITS n] [PRIORITY p] "
-               "[ID taskkey] [DELAY ms]");
+               "[ID taskkey] [DELAY ms] [LEASE handle]");
 }
 
 /* ---- TASK.GET ---------------------------------------------------------------------------- */

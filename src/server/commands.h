@@ -167,6 +167,14 @@ void cmd_limit_bump(server *s, const char *name);
  * durable.h) and a run issues fewer generations than nanoseconds pass. */
 void cmd_limit_rebase(server *s, uint64_t base);
 
+/* Reads lease handle arg (len bytes, as LEASE.ACQUIRE gave it) for TASK.ADD ... LEASE: returns 0
+ * with the concurrency limit's name in limit (limitlen bytes; without a key override's "/=key")
+ * and the core lease id in *id (0: a shadow limit's pass, which holds nothing), or -1 when the
+ * handle is malformed or its limit was replaced, removed or restarted since (a handle from
+ * before a restart). Whether the lease itself still lives is the engine's to check. */
+int cmd_lease_handle(server *s, const char *arg, size_t len, char *limit, size_t limitlen,
+                     uint64_t *id);
+
 /* ---- Handlers (cmd_throttle.c: CL.THROTTLE) ---------------------------------------------- */
 void cmd_cl_throttle(conn *c, const resp_command *cmd);
 int cmd_cell_init(server *s);
