@@ -158,14 +158,19 @@ typedef struct sluice_explanation {
 /* ---- Events -------------------------------------------------------------------------------- */
 
 typedef enum sluice_event_kind {
-    SLUICE_EVENT_THROTTLED = 1, /* a poll wanted more tasks of a key than it could grant */
-    SLUICE_EVENT_DEFERRED,      /* tasks parked on a key */
-    SLUICE_EVENT_REJECTED,      /* tasks failed by a limit (reject, horizon, never) */
-    SLUICE_EVENT_UNKNOWN_LIMIT, /* a type names a limit that does not exist */
-    SLUICE_EVENT_BUDGET,        /* a quota key crossed 80% or 100% of its budget */
-    SLUICE_EVENT_KEY_CAP,       /* a limit's key table is full */
-    SLUICE_EVENT_SHADOW_DENIED, /* a limit in shadow mode (or with limits off) would have
-                                 * denied a task: it went on, uncharged by that limit */
+    SLUICE_EVENT_THROTTLED = 1,      /* a poll wanted more tasks of a key than it could grant */
+    SLUICE_EVENT_DEFERRED,           /* tasks parked on a key */
+    SLUICE_EVENT_REJECTED,           /* tasks failed by a limit (reject, horizon, never) */
+    SLUICE_EVENT_UNKNOWN_LIMIT,      /* a type names a limit that does not exist */
+    SLUICE_EVENT_BUDGET,             /* a quota key crossed 80% or 100% of its budget */
+    SLUICE_EVENT_KEY_CAP,            /* a limit's key table is full */
+    SLUICE_EVENT_SHADOW_DENIED,      /* a limit in shadow mode (or with limits off) would have
+                                      * denied a task: it went on, uncharged by that limit */
+    SLUICE_EVENT_RECURRING_TOO_FAST, /* a recurring series was added whose schedule is faster
+                                      * than a limit of its type lets occurrences through: key
+                                      * is the series' name, wanted its shortest gap between
+                                      * points (ns), granted the limit's emission interval
+                                      * (period / limit x units, ns); emitted once, at creation */
 } sluice_event_kind;
 
 /* One event, or the summary of several of one kind, limit and key within one interval.
