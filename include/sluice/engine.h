@@ -100,6 +100,10 @@ typedef struct sluice_denial {
     int64_t limit_value;    /* its capacity: permits, window limit, concurrent units, budget */
     int64_t window_ns;      /* its period or window (0 for concurrency and quotas) */
     int64_t retry_after_ns; /* SLUICE_NEVER when waiting cannot help */
+    int64_t current;        /* quota: the key's spending in its current period, as the limit
+                             * sees it now (seed 004's current_agents); else 0 */
+    int64_t attempted;      /* quota: the units the task asked of it (attempted_new_agents);
+                             * else 0 */
 } sluice_denial;
 
 /* A submit's error details (for EINVAL, ENOTFOUND "unknown limit", EBUSY, EEXIST). */
@@ -705,6 +709,15 @@ typedef struct sluice_limit_figures {
  * SLUICE_ENOTFOUND (out zeroed). */
 int sluice_engine_limit_figures(const sluice_engine *e, const char *name, int64_t now_ns,
                                 unsigned flags, sluice_limit_figures *out);
+
+/* A quota key's spending (seed 004's "a user's daily spend"): fills *out for `key` of the quota
+ * limit `name` (of its tier `tier` when it is tiered, else tier NULL), from the key's own
+ * definition when it has an override. A read: changes nothing, not even the limit's clock
+ * (limit.h, Time). Returns 0; SLUICE_ENOTFOUND for no such limit or tier; SLUICE_EINVAL for a
+ * limit that is not a quota, or a tiered one asked without a tier; out zeroed on failure. */
+int sluice_engine_quota_usage(const sluice_engine *e, const char *name, const char *tier,
+                              const char *key, size_t keylen, int64_t now_ns,
+                              sluice_quota_usage *out);
 
 /* One key of a limit with parked tasks. */
 typedef struct sluice_parked_key {
