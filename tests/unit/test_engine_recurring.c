@@ -334,6 +334,70 @@ static void test_too_fast_event(void **unused)
     sluice_engine_free(e);
 }
 
+/* Adding a series too fast for a chain longer than the pace check's stack, then deferring its
+ * occurrences: every allocation failure is SLUICE_ENOMEM and leaks nothing; the pace check and
+ * the skip ahead allocate nothing they could leave behind. */
+static int pace_oom_body(void *arg)
+{
+    static const char *const names[] = {"l0", "l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8", NULL};
+    sluice_engine *e = NULL;
+    sluice_limit_policy p;
+    sluice_type_policy t;
+    sluice_recurring_spec r;
+    sluice_delivery out[4];
+    fx_events *ev = arg;
+    char msg[128];
+    int rc;
+
+    rc = sluice_engine_new(NULL, &e);
+    if (rc != SLUICE_OK)
+        return rc;
+    sluice_engine_on_event(e, fx_on_event, ev);
+    for (int i = 0; names[i] && rc == SLUICE_OK; i++) {
+        fx_limit(&p, names[i], SLUICE_RATE, 1, 10 * SEC);
+        p.def.burst = 1;
+        p.key_source = SLUICE_KEY_PATH;
+        p.key_path = "u";
+        rc = sluice_engine_set_limit(e, &p, T0, msg, sizeof msg);
+    }
+    if (rc == SLUICE_OK) {
+        sluice_type_policy_init(&t);
+        t.name = "job";
+        t.limits = (char **)names;
+        t.nlimits = 9;
+        rc = sluice_engine_set_type(e, &t, T0, msg, sizeof msg);
+    }
+    if (rc == SLUICE_OK) {
+        memset(&r, 0, sizeof r);
+        r.name = "s";
+        r.type = "job";
+        r.payload = "{\"u\":\"a\"}";
+        r.payload_len = strlen(r.payload);
+        r.interval_ns = SEC;
+        rc = sluice_engine_add_recurring(e, &r, T0, msg, sizeof msg);
+    }
+    for (int64_t i = 0; i < 3 && rc == SLUICE_OK; i++) {
+        rc = sluice_engine_tick(e, T0 + i * SEC);
+        if (rc == SLUICE_OK) {
+            int n = sluice_engine_poll(e, NULL, 0, 4, T0 + i * SEC, out);
+
+            rc = n < 0 ? n : SLUICE_OK;
+        }
+    }
+    sluice_engine_free(e);
+    return rc;
+}
+
+static void test_pace_oom(void **unused)
+{
+    fx_events ev;
+
+    (void)unused;
+    memset(&ev, 0, sizeof ev);
+    assert_true(oom_sweep(pace_oom_body, &ev, 100000) > 1);
+    assert_true(ev.n[SLUICE_EVENT_RECURRING_TOO_FAST] >= 1); /* the run that succeeded */
+}
+
 static void test_delete_cancels_queued(void **unused)
 {
     sluice_engine *e = fx_engine(NULL);
@@ -415,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_horizon_skips_ahead),
         cmocka_unit_test(test_concurrency_no_skip),
         cmocka_unit_test(test_too_fast_event),
+        cmocka_unit_test(test_pace_oom),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
