@@ -106,6 +106,10 @@ typedef struct sluice_denial {
     int64_t limit_value;    /* its capacity: permits, window limit, concurrent units, budget */
     int64_t window_ns;      /* its period or window (0 for concurrency and quotas) */
     int64_t retry_after_ns; /* SLUICE_NEVER when waiting cannot help */
+    int64_t current;        /* quota: the key's spending in its current period, as the limit
+                             * sees it now (seed 004's current_agents); else 0 */
+    int64_t attempted;      /* quota: the units the task asked of it (attempted_new_agents);
+                             * else 0 */
 } sluice_denial;
 
 /* A submit's error details (for EINVAL, ENOTFOUND "unknown limit", EBUSY, EEXIST). */
@@ -164,14 +168,19 @@ typedef struct sluice_explanation {
 /* ---- Events -------------------------------------------------------------------------------- */
 
 typedef enum sluice_event_kind {
-    SLUICE_EVENT_THROTTLED = 1, /* a poll wanted more tasks of a key than it could grant */
-    SLUICE_EVENT_DEFERRED,      /* tasks parked on a key */
-    SLUICE_EVENT_REJECTED,      /* tasks failed by a limit (reject, horizon, never) */
-    SLUICE_EVENT_UNKNOWN_LIMIT, /* a type names a limit that does not exist */
-    SLUICE_EVENT_BUDGET,        /* a quota key crossed 80% or 100% of its budget */
-    SLUICE_EVENT_KEY_CAP,       /* a limit's key table is full */
-    SLUICE_EVENT_SHADOW_DENIED, /* a limit in shadow mode (or with limits off) would have
-                                 * denied a task: it went on, uncharged by that limit */
+    SLUICE_EVENT_THROTTLED = 1,      /* a poll wanted more tasks of a key than it could grant */
+    SLUICE_EVENT_DEFERRED,           /* tasks parked on a key */
+    SLUICE_EVENT_REJECTED,           /* tasks failed by a limit (reject, horizon, never) */
+    SLUICE_EVENT_UNKNOWN_LIMIT,      /* a type names a limit that does not exist */
+    SLUICE_EVENT_BUDGET,             /* a quota key crossed 80% or 100% of its budget */
+    SLUICE_EVENT_KEY_CAP,            /* a limit's key table is full */
+    SLUICE_EVENT_SHADOW_DENIED,      /* a limit in shadow mode (or with limits off) would have
+                                      * denied a task: it went on, uncharged by that limit */
+    SLUICE_EVENT_RECURRING_TOO_FAST, /* a recurring series was added whose schedule is faster
+                                      * than a limit of its type lets occurrences through: key
+                                      * is the series' name, wanted its shortest gap between
+                                      * points (ns), granted the limit's emission interval
+                                      * (period / limit x units, ns); emitted once, at creation */
 } sluice_event_kind;
 
 /* One event, or the summary of several of one kind, limit and key within one interval.
@@ -709,6 +718,15 @@ typedef struct sluice_limit_figures {
  * SLUICE_ENOTFOUND (out zeroed). */
 int sluice_engine_limit_figures(const sluice_engine *e, const char *name, int64_t now_ns,
                                 unsigned flags, sluice_limit_figures *out);
+
+/* A quota key's spending (seed 004's "a user's daily spend"): fills *out for `key` of the quota
+ * limit `name` (of its tier `tier` when it is tiered, else tier NULL), from the key's own
+ * definition when it has an override. A read: changes nothing, not even the limit's clock
+ * (limit.h, Time). Returns 0; SLUICE_ENOTFOUND for no such limit or tier; SLUICE_EINVAL for a
+ * limit that is not a quota, or a tiered one asked without a tier; out zeroed on failure. */
+int sluice_engine_quota_usage(const sluice_engine *e, const char *name, const char *tier,
+                              const char *key, size_t keylen, int64_t now_ns,
+                              sluice_quota_usage *out);
 
 /* One key of a limit with parked tasks. */
 typedef struct sluice_parked_key {

@@ -298,6 +298,24 @@ void sluice_limit_get_stats(const sluice_limit *lim, sluice_limit_stats *out);
  * for another kind. keys may be NULL. */
 int sluice_limit_quota_spent(const sluice_limit *lim, int64_t now_ns, int64_t *spent, size_t *keys);
 
+/* One quota key's spending in the current calendar period (seed 004's "a user's daily spend"). */
+typedef struct sluice_quota_usage {
+    int64_t spent;           /* units charged in the current period (may pass the budget after a
+                              * settlement) */
+    int64_t budget;          /* the budget per period */
+    int64_t remaining;       /* budget - spent, or 0 when spent reached it */
+    int64_t period_start_ns; /* when the current period began (0 for a quota without one) */
+    int64_t resets_at_ns;    /* when it ends and spending restarts at 0 (SLUICE_NEVER without a
+                              * calendar) */
+} sluice_quota_usage;
+
+/* Quotas only: fills *out for `key` at now_ns (a key never charged, or forgotten, has spent 0).
+ * A read: changes nothing, not even the clock (see Time), and counts nothing. O(1). Returns 0,
+ * SLUICE_EINVAL (out zeroed) for another kind or a NULL key with keylen > 0, or SLUICE_ENOMEM
+ * (hashing a long key). */
+int sluice_limit_quota_usage(const sluice_limit *lim, const char *key, size_t keylen,
+                             int64_t now_ns, sluice_quota_usage *out);
+
 /* ---- Chains ------------------------------------------------------------------------------- */
 
 /* One limit of a chain with the key and units it is asked for. */

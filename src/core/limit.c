@@ -337,6 +337,13 @@ static int normalize_key(const sluice_limit *lim, const char *key, size_t keylen
     return SLUICE_OK;
 }
 
+int limit_read_key(const sluice_limit *lim, const char *key, size_t keylen, norm_key *nk)
+{
+    int hashed;
+
+    return normalize_key(lim, key, keylen, nk, &hashed);
+}
+
 int limit_normalize_key(sluice_limit *lim, const char *key, size_t keylen, norm_key *nk)
 {
     int hashed, rc = normalize_key(lim, key, keylen, nk, &hashed);

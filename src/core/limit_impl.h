@@ -54,6 +54,9 @@ int64_t limit_view_now(const sluice_limit *lim, int64_t now_ns);
  * max_key_len. Returns 0, SLUICE_EINVAL (NULL key with a length) or SLUICE_ENOMEM. */
 int limit_normalize_key(sluice_limit *lim, const char *key, size_t keylen, norm_key *nk);
 
+/* limit_normalize_key for reads: the same key, and nothing counted (a read changes nothing). */
+int limit_read_key(const sluice_limit *lim, const char *key, size_t keylen, norm_key *nk);
+
 /* Finds or creates a key's state for a call that will change it, applying the key cap and
  * recording the key for sluice_limit_drain. *state is NULL when the key goes untracked (cap
  * reached, overflow ALLOW); *fresh is 1 when it was just created. Returns 0, SLUICE_EBUSY or

@@ -62,6 +62,9 @@ static void fail_by_limit(sluice_engine *e, task *t, sluice_fail_reason reason, 
                           int64_t retry_after_ns, int64_t now)
 {
     if (recurring_pending(t)) {
+        /* The next occurrence would meet the same refusal before the limiter's slot. */
+        if (retry_after_ns > 0 && reason != SLUICE_FAIL_SKIPPED)
+            recurring_skip_ahead(e, t, sat_add_i64(now, retry_after_ns));
         reason = SLUICE_FAIL_SKIPPED;
         recurring_dropped(e, t, 1);
     }
@@ -90,6 +93,15 @@ static void fail_pushed_back(sluice_engine *e, const task *t, int64_t now)
         park_remove(e, o); /* never empties q: t stays */
         fail_by_limit(e, o, SLUICE_FAIL_HORIZON, link, sat_sub_i64(eta, now), now);
     }
+}
+
+/* t, a pending occurrence of a series, was just parked: the series' next occurrence moves to
+ * the limiter's next slot behind every task on t's queue (t included) instead of being made at
+ * each point only to park in turn (seed 003). */
+static void skip_series_ahead(sluice_engine *e, const task *t, int64_t now)
+{
+    if (recurring_pending(t))
+        recurring_skip_ahead(e, t, park_next_slot(t->wq, t->links[t->park_link].units, now));
 }
 
 /* Hands t out at now; charged says whether its grant charged the whole chain (see
@@ -152,6 +164,7 @@ static int poll_one(sluice_engine *e, task *t, int64_t now, sluice_delivery *out
         if (rc != SLUICE_OK)
             return rc;
         fail_pushed_back(e, t, now);
+        skip_series_ahead(e, t, now);
         gate_acct_add(e, t, link, 0);
         emit_for(e, SLUICE_EVENT_DEFERRED, t, link, q->wake_ns, now);
         return POLL_PARKED;
@@ -186,6 +199,7 @@ static int poll_one(sluice_engine *e, task *t, int64_t now, sluice_delivery *out
         if (rc != SLUICE_OK)
             return rc;
         fail_pushed_back(e, t, now);
+        skip_series_ahead(e, t, now);
         emit_for(e, SLUICE_EVENT_DEFERRED, t, r.link, t->wq->wake_ns, now);
         return POLL_PARKED;
     }

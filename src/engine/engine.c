@@ -529,6 +529,13 @@ int sluice_engine_task_info(const sluice_engine *e, uint64_t id, sluice_task_inf
         gate_denial(t, &out->failure);
         if (t->fail_message)
             snprintf(out->fail_message, sizeof out->fail_message, "%s", t->fail_message);
+        else if (out->failure.limit && out->failure.attempted)
+            snprintf(out->fail_message, sizeof out->fail_message,
+                     "%s by limit \"%s\" (key \"%s\"): %" PRId64 " of %" PRId64 " spent, %" PRId64
+                     " more asked",
+                     sluice_fail_reason_name(out->failure.reason), out->failure.limit,
+                     out->failure.key, out->failure.current, out->failure.limit_value,
+                     out->failure.attempted);
         else if (out->failure.limit)
             snprintf(out->fail_message, sizeof out->fail_message, "%s by limit \"%s\" (key \"%s\")",
                      sluice_fail_reason_name(out->failure.reason), out->failure.limit,

@@ -426,6 +426,15 @@ void gate_denial(const task *t, sluice_denial *out)
     out->limit_value = def->limit;
     if (def->kind == SLUICE_RATE || def->kind == SLUICE_WINDOW || def->kind == SLUICE_SLIDING)
         out->window_ns = def->period_ns;
+    if (def->kind == SLUICE_QUOTA) {
+        sluice_quota_usage u;
+
+        /* Read at the limit's own newest time (now 0 is clamped up to it): a read, no change. */
+        if (sluice_limit_quota_usage(registry_core(l->lim, l->tier, l->key, l->keylen), l->key,
+                                     l->keylen, 0, &u) == SLUICE_OK)
+            out->current = u.spent;
+        out->attempted = l->units;
+    }
 }
 
 /* ---- THROTTLED accounting -------------------------------------------------------------------- */

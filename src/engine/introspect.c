@@ -235,6 +235,31 @@ int sluice_engine_limit_figures(const sluice_engine *e, const char *name, int64_
     return SLUICE_OK;
 }
 
+int sluice_engine_quota_usage(const sluice_engine *e, const char *name, const char *tier,
+                              const char *key, size_t keylen, int64_t now_ns,
+                              sluice_quota_usage *out)
+{
+    const elimit *l;
+    uint16_t ti = 0;
+
+    memset(out, 0, sizeof *out);
+    l = registry_find_limit(e, name);
+    if (!l)
+        return SLUICE_ENOTFOUND;
+    if (l->pol.ntiers) {
+        if (!tier)
+            return SLUICE_EINVAL;
+        while (ti < l->pol.ntiers && strcmp(l->pol.tiers[ti].name, tier) != 0)
+            ti++;
+        if (ti == l->pol.ntiers)
+            return SLUICE_ENOTFOUND;
+    } else if (tier) {
+        return SLUICE_ENOTFOUND;
+    }
+    /* The key's own core when it has an override, as a decision would use. */
+    return sluice_limit_quota_usage(registry_core(l, ti, key, keylen), key, keylen, now_ns, out);
+}
+
 /* Returns 1 when a ranks before b: more parked tasks, then the earlier wake. */
 static int ranks_before(const sluice_parked_key *a, const sluice_parked_key *b)
 {

@@ -353,6 +353,33 @@ int64_t park_eta(const waitq *q, const task *t, uint16_t link, int64_t now)
     return start;
 }
 
+int64_t park_next_slot(const waitq *q, int64_t units, int64_t now)
+{
+    int64_t ahead = 0, start = 0;
+    sluice_limit *core;
+
+    if (q->lim->dead)
+        return SLUICE_NEVER;
+    core = registry_core(q->lim, q->tier, q->key, q->keylen);
+    /* A concurrency wait ends with a release, which no estimate foresees. */
+    if (sluice_limit_get_def(core)->kind == SLUICE_CONCURRENCY)
+        return SLUICE_NEVER;
+    if (q->units_exact)
+        ahead = q->units;
+    else
+        for (size_t i = 0; i < q->tasks.n; i++) {
+            const task *o = heap_at(&q->tasks, i);
+
+            ahead = sat_add_i64(ahead, o->links[o->park_link].units);
+        }
+    if (units < 1 || ahead > INT64_MAX - units ||
+        sluice_limit_estimate(core, q->key, q->keylen, ahead + units, now, &start) != SLUICE_OK)
+        return SLUICE_NEVER;
+    if (start != SLUICE_NEVER && start < q->wake_ns)
+        start = q->wake_ns;
+    return start;
+}
+
 task *park_last(const waitq *q)
 {
     return q->last;

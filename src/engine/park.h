@@ -83,6 +83,12 @@ int64_t park_eta(const waitq *q, const task *t, uint16_t link, int64_t now);
  * concurrency limit, nor when the estimate is unknown). */
 int park_beyond_horizon(const waitq *q, const task *t, uint16_t link, int64_t now);
 
+/* The slot at which the limit of q could grant `units` more behind every task on q (as if a
+ * task of those units joined the end of the line now), not before q wakes; SLUICE_NEVER when it
+ * cannot tell (a concurrency limit, a removed limit) or never can. A read: changes nothing. Used
+ * to move a recurring series past the points that would only wait behind q. */
+int64_t park_next_slot(const waitq *q, int64_t units, int64_t now);
+
 /* The least urgent task on q (the last in line); NULL when q is empty. */
 task *park_last(const waitq *q);
 

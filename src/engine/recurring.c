@@ -11,12 +11,20 @@
 #include "base/alloc.h"
 #include "base/hash.h"
 #include "base/sat.h"
+#include "engine/registry.h"
+#include "engine/resolve.h"
 #include "engine/task.h"
 #include "sluice/error.h"
 #include "base/quote.h"
 
 /* Schedule points walked one by one when catching up after a long pause, before jumping. */
 #define CATCH_UP_STEPS 10000
+
+/* Cron points looked at to find a cron series' shortest gap (the pace check at creation). */
+#define PACE_POINTS 64
+
+/* Links resolved on the stack by the pace check before it allocates. */
+#define PACE_STACK_LINKS 8
 
 struct series {
     char *name;    /* owned */
@@ -159,6 +167,92 @@ static void occurrence_spec(const series *s, sluice_task_spec *spec)
     spec->key_len = s->key_len;
 }
 
+/* The shortest gap between two schedule points of s: its interval, or for a cron series the
+ * shortest of the gaps between its first PACE_POINTS points; 0 when it has fewer than two. */
+static int64_t shortest_gap(const series *s)
+{
+    int64_t p, q, gap = 0;
+
+    if (s->interval_ns)
+        return s->interval_ns;
+    p = first_point(s, s->start_ns);
+    for (int i = 0; i < PACE_POINTS && p != SLUICE_NEVER; i++, p = q) {
+        q = point_after(s, p);
+        if (q != SLUICE_NEVER && (gap == 0 || q - p < gap))
+            gap = q - p;
+    }
+    return gap;
+}
+
+/* The emission interval a link imposes on one occurrence: period / limit times its units, for
+ * the kinds that pace (rate, window, sliding); 0 for the others. */
+static int64_t link_pace(const link_spec *l)
+{
+    const sluice_limit_def *def;
+
+    if (l->lim->dead)
+        return 0;
+    def = sluice_limit_get_def(registry_core(l->lim, l->tier, l->key, l->keylen));
+    if (def->kind != SLUICE_RATE && def->kind != SLUICE_WINDOW && def->kind != SLUICE_SLIDING)
+        return 0;
+    if (def->limit < 1)
+        return 0;
+    return sat_mul_i64(def->period_ns / def->limit, l->units);
+}
+
+/* Seed 003: a series scheduled faster than its limit lets occurrences through piles them up
+ * behind the limiter. Emits one RECURRING_TOO_FAST event, stamped now, for the slowest pacing
+ * link whose emission interval exceeds the series' shortest gap. The engine does no I/O: the
+ * event is how the embedding program hears of it (the server logs it as a warning). A template
+ * that cannot be resolved, or memory running out, only skips the check. */
+static void check_pace(sluice_engine *e, const series *s, int64_t now)
+{
+    link_spec stack[PACE_STACK_LINKS], *links = stack;
+    sluice_task_spec ts;
+    char msg[64];
+    etype *type;
+    size_t nlinks;
+    int64_t gap = shortest_gap(s), worst = 0;
+    const char *worst_limit = NULL;
+    sluice_event ev;
+
+    if (gap <= 0 || registry_type_for_submit(e, s->type, &type, msg, sizeof msg) != SLUICE_OK)
+        return;
+    nlinks = type->pol.nlimits;
+    if (nlinks > PACE_STACK_LINKS) {
+        links = alloc_calloc(nlinks, sizeof *links);
+        if (!links)
+            goto done;
+    }
+    occurrence_spec(s, &ts);
+    if (resolve_spec(e, type, &ts, 1, now, links, &nlinks, msg, sizeof msg) != SLUICE_OK)
+        goto done;
+    for (size_t i = 0; i < nlinks; i++) {
+        int64_t pace = link_pace(&links[i]);
+
+        if (pace > gap && pace > worst) {
+            worst = pace;
+            worst_limit = links[i].lim->pol.name;
+        }
+    }
+    if (worst_limit) {
+        memset(&ev, 0, sizeof ev);
+        ev.kind = SLUICE_EVENT_RECURRING_TOO_FAST;
+        ev.at_ns = now;
+        ev.limit = worst_limit;
+        ev.key = s->name; /* the series: the event is about it, not about a limiter key */
+        ev.type = s->type;
+        ev.count = 1;
+        ev.wanted = gap;
+        ev.granted = worst;
+        engine_emit(e, &ev, now);
+    }
+done:
+    if (links != stack)
+        alloc_free(links);
+    registry_type_release(e, type);
+}
+
 /* Detaches s from its tasks, cancelling those not started at now_ns. */
 static void detach(sluice_engine *e, series *s, int64_t now_ns)
 {
@@ -255,8 +349,10 @@ static int add_series(sluice_engine *e, const sluice_recurring_spec *spec, int64
     ptab_insert(&e->series_names, s->hash, s); /* reserved */
     if (s->next_ns != SLUICE_NEVER)
         heap_push(&e->series_due, s); /* reserved */
-    if (!restore)
+    if (!restore) {
         series_changed(e, s);
+        check_pace(e, s, now);
+    }
     return SLUICE_OK;
 }
 
@@ -379,6 +475,29 @@ int recurring_tick(sluice_engine *e, int64_t now)
             series_changed(e, s);
     }
     return SLUICE_OK;
+}
+
+void recurring_skip_ahead(sluice_engine *e, const task *t, int64_t slot_ns)
+{
+    series *s = t->series;
+    int64_t next, missed = 0;
+    int steps = 0;
+
+    if (!recurring_pending(t) || slot_ns == SLUICE_NEVER || s->next_ns == SLUICE_NEVER ||
+        s->next_ns >= slot_ns)
+        return;
+    /* Each point before the slot would only queue behind the limiter: skipped, as a point
+     * missed in downtime is (counted, no run). The grid stays the series' own. */
+    for (next = s->next_ns; next != SLUICE_NEVER && next < slot_ns; next = point_after(s, next)) {
+        missed++;
+        if (++steps == CATCH_UP_STEPS) { /* jump: the count is a lower bound */
+            next = first_point(s, slot_ns);
+            break;
+        }
+    }
+    s->skipped = sat_add_i64(s->skipped, missed);
+    set_next(e, s, next);
+    series_changed(e, s);
 }
 
 int64_t recurring_next_wake(const sluice_engine *e)

@@ -12,6 +12,12 @@
  * (downtime) are skipped too. max_runs counts occurrences that started; the series stops
  * creating occurrences while those pending could complete it.
  *
+ * Seed 003's pacing: when a pending occurrence is deferred (parked) or refused by a rate-like
+ * limit, the points before that limit's next slot for another occurrence are skipped at once
+ * (counted in `skipped`) and the next occurrence is the first point at or after it, so a series
+ * far faster than its limit re-checks about once per refill interval. Adding a series whose
+ * shortest gap is under a limit's emission interval emits one RECURRING_TOO_FAST event.
+ *
  * Persistence: a series is saved as its definition and its runs and skipped counters, reported to
  * the series hook whenever one of them changes. It comes back scheduled from the first point at
  * or after the restore (points that passed while the process was down are neither run nor
@@ -56,6 +62,13 @@ int recurring_tick(sluice_engine *e, int64_t now);
 
 /* The next occurrence of any series, or SLUICE_NEVER. */
 int64_t recurring_next_wake(const sluice_engine *e);
+
+/* Pending occurrence t was deferred (parked) or refused by a limit whose next slot for
+ * another occurrence is slot_ns: the series' schedule points before slot_ns, which could only
+ * wait behind the limiter, are skipped (counted in `skipped`, as downtime) and the next
+ * occurrence is the first point at or after slot_ns (seed 003). No-op when t is not a pending
+ * occurrence, slot_ns is SLUICE_NEVER or the series' next point is already there. */
+void recurring_skip_ahead(sluice_engine *e, const task *t, int64_t slot_ns);
 
 /* Returns 1 when t is an occurrence that has not started yet (the series manages it until its
  * first delivery; after that it is an ordinary task, retries included). */

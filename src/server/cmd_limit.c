@@ -1112,6 +1112,69 @@ void cmd_limit_del(conn *c, const resp_command *cmd)
     }
 }
 
+/* LIMIT.SPEND name key [TIER tier]: one quota key's spending in its current period (seed 004's
+ * "a user's daily spend"). A read: it changes nothing, not even the limit's clock. */
+void cmd_limit_spend(conn *c, const resp_command *cmd)
+{
+    server *s = c->srv;
+    resp_writer *w = conn_out(c);
+    char name[COMMAND_NAME_BUF], tier[COMMAND_NAME_BUF];
+    const sluice_limit_policy *p;
+    sluice_quota_usage u;
+    int has_tier = 0, rc;
+
+    if (cmd->argc != 3 && cmd->argc != 5) {
+        reply_arity(c, "limit.spend");
+        return;
+    }
+    if (name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0 || key_arg(c, cmd->argvlen[2]) != 0)
+        return;
+    if (cmd->argc == 5) {
+        if (!command_arg_is(cmd->argv[3], cmd->argvlen[3], "tier")) {
+            resp_error(w, "WRONGARGS", "%s", "LIMIT.SPEND name key [TIER tier]");
+            return;
+        }
+        if (name_arg(c, cmd->argv[4], cmd->argvlen[4], tier) != 0)
+            return;
+        has_tier = 1;
+    }
+    p = sluice_engine_get_limit(s->engine, name, NULL);
+    if (!p) {
+        resp_error(w, "NOLIMIT", "no limit named \"%s\"", name);
+        return;
+    }
+    if ((p->ntiers ? p->tiers[0].def.kind : p->def.kind) != SLUICE_QUOTA) {
+        resp_error(w, "WRONGARGS", "limit \"%s\" is a %s limit; LIMIT.SPEND reads quotas", name,
+                   sluice_limit_kind_name(p->ntiers ? p->tiers[0].def.kind : p->def.kind));
+        return;
+    }
+    rc = sluice_engine_quota_usage(s->engine, name, has_tier ? tier : NULL, cmd->argv[2],
+                                   cmd->argvlen[2], server_now(s), &u);
+    if (rc == SLUICE_EINVAL) {
+        resp_error(w, "WRONGARGS", "limit \"%s\" is tiered: give TIER name", name);
+        return;
+    }
+    if (rc == SLUICE_ENOTFOUND) {
+        resp_error(w, "WRONGARGS", "limit \"%s\" has no tier \"%s\"", name, has_tier ? tier : "");
+        return;
+    }
+    if (rc != 0) {
+        reply_engine_error(c, rc, NULL);
+        return;
+    }
+    resp_map(w, 5);
+    resp_bulk_str(w, "spent");
+    resp_int(w, u.spent);
+    resp_bulk_str(w, "budget");
+    resp_int(w, u.budget);
+    resp_bulk_str(w, "remaining");
+    resp_int(w, u.remaining);
+    resp_bulk_str(w, "period_start_ms");
+    resp_int(w, command_time_ms(u.period_start_ns));
+    resp_bulk_str(w, "resets_at_ms");
+    resp_int(w, command_time_ms(u.resets_at_ns));
+}
+
 void cmd_limit_reset(conn *c, const resp_command *cmd)
 {
     server *s = c->srv;

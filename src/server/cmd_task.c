@@ -640,7 +640,7 @@ void cmd_task_info(conn *c, const resp_command *cmd)
     }
     failed = ti.state == SLUICE_TASK_FAILED;
     by_limit = failed && d->limit != NULL;
-    resp_map(w, 20);
+    resp_map(w, 22);
     field_int(w, "id", 1, (int64_t)ti.id);
     field_str(w, "state", sluice_task_state_name(ti.state));
     field_str(w, "type", ti.type);
@@ -664,6 +664,9 @@ void cmd_task_info(conn *c, const resp_command *cmd)
     field_int(w, "limit_value", by_limit, d->limit_value);
     field_int(w, "window_ms", by_limit, d->window_ns / SLUICE_NS_PER_MS);
     field_int(w, "retry_after_ms", by_limit, command_ns_to_ms(d->retry_after_ns));
+    /* A quota's figures, as seed 004's spawn error gives them (current + attempted > limit). */
+    field_int(w, "current", by_limit && d->attempted, d->current);
+    field_int(w, "attempted", by_limit && d->attempted, d->attempted);
 }
 
 void cmd_task_explain(conn *c, const resp_command *cmd)

@@ -56,6 +56,8 @@ const command_def command_table[] = {
      "LIMIT.DEL name: remove a limit"},
     {"limit.reset", -2, CMD_WRITE | CMD_ADMIN | CMD_LOCAL, cmd_limit_reset,
      "LIMIT.RESET name [key]: forget the state of one key or of all"},
+    {"limit.spend", -3, CMD_READONLY | CMD_LOCAL, cmd_limit_spend,
+     "LIMIT.SPEND name key [TIER tier]: a quota key's spent, budget, remaining and reset"},
     {"limit.key", 4, CMD_WRITE | CMD_ADMIN | CMD_LOCAL, cmd_limit_key,
      "LIMIT.KEY name key spec: give one key of a keyed limit its own limit"},
     {"limit.keydel", 3, CMD_WRITE | CMD_ADMIN | CMD_LOCAL, cmd_limit_keydel,
@@ -385,12 +387,20 @@ void reply_ratelimited(conn *c, const sluice_denial *d)
     command_encode_value(k, strlen(k), 256, key);
     if (d->tier)
         command_encode_value(d->tier, strlen(d->tier), 128, tier);
-    resp_error(conn_out(c), "RATELIMITED",
-               "limit=%s kind=%s%s%s key=%s limit_value=%" PRId64 " window_ms=%" PRId64
-               " retry_after_ms=%" PRId64,
-               name, d->kind ? d->kind : "?", d->tier ? " tier=" : "", d->tier ? tier : "", key,
-               d->limit_value, d->window_ns / SLUICE_NS_PER_MS,
-               command_ns_to_ms(d->retry_after_ns));
+    if (d->attempted) /* a quota: seed 004's figures, after the words every denial has */
+        resp_error(conn_out(c), "RATELIMITED",
+                   "limit=%s kind=%s%s%s key=%s limit_value=%" PRId64 " window_ms=%" PRId64
+                   " retry_after_ms=%" PRId64 " current=%" PRId64 " attempted=%" PRId64,
+                   name, d->kind ? d->kind : "?", d->tier ? " tier=" : "", d->tier ? tier : "", key,
+                   d->limit_value, d->window_ns / SLUICE_NS_PER_MS,
+                   command_ns_to_ms(d->retry_after_ns), d->current, d->attempted);
+    else
+        resp_error(conn_out(c), "RATELIMITED",
+                   "limit=%s kind=%s%s%s key=%s limit_value=%" PRId64 " window_ms=%" PRId64
+                   " retry_after_ms=%" PRId64,
+                   name, d->kind ? d->kind : "?", d->tier ? " tier=" : "", d->tier ? tier : "", key,
+                   d->limit_value, d->window_ns / SLUICE_NS_PER_MS,
+                   command_ns_to_ms(d->retry_after_ns));
 }
 
 int command_parse_int(const char *s, size_t len, int64_t *out)

@@ -412,10 +412,17 @@ static void on_event(const sluice_event *ev, void *arg)
 {
     static const char *const kinds[] = {"?",        "throttled",     "deferred",
                                         "rejected", "unknown_limit", "budget",
-                                        "key_cap",  "shadow_denied"};
+                                        "key_cap",  "shadow_denied", "recurring_too_fast"};
     const char *kind = (size_t)ev->kind < sizeof(kinds) / sizeof(kinds[0]) ? kinds[ev->kind] : "?";
 
     admin_on_event(arg, ev);
+    if (ev->kind == SLUICE_EVENT_RECURRING_TOO_FAST) {
+        log_warn("recurring series %s (type %s) is scheduled every %.3f s but limit %s lets one "
+                 "occurrence through every %.3f s: occurrences will wait behind the limiter",
+                 ev->key ? ev->key : "-", ev->type ? ev->type : "-", (double)ev->wanted / 1e9,
+                 ev->limit ? ev->limit : "-", (double)ev->granted / 1e9);
+        return;
+    }
     log_info("event %s%s limit=%s key=%s type=%s count=%" PRIu64, kind,
              ev->summary ? " (summary)" : "", ev->limit ? ev->limit : "-", ev->key ? ev->key : "-",
              ev->type ? ev->type : "-", ev->count);

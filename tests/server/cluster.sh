@@ -152,6 +152,10 @@ check "POST /v1/throttle under a redis store: 501" 501 "$code"
 contains "the 501 says why" "not available with a redis store yet" "$(cat "$tmp/v1.json")"
 contains "LIMIT.KEY refused" "not available with a redis store yet" \
   "$(P=$port_closed cli LIMIT.KEY api k rate=5/1s)"
+contains "LIMIT.SPEND refused" "not available with a redis store yet" \
+  "$(P=$port_closed cli LIMIT.SPEND api k)"
+check "/api/limits/NAME/spend under a redis store: 501" 501 \
+  "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$(cat "$tmp/closed.admin")/api/limits/api/spend?key=k")"
 kill -STOP "$rpid_a"
 t0=$(now_ms)
 r=$(P=$port_closed cli THROTTLE api k1)

@@ -277,7 +277,7 @@ cli TASK.ACK "$m" >/dev/null
 m=$(cli TASK.ADD plain '{"x":1}')
 out=$(raw 'HELLO 3\r\nTASK.GET plain\r\nTASK.INFO '"$m"'\r\nTASK.GET plain\r\nQUIT\r\n')
 contains "RESP3: an array of maps" "*1 %5 \$2 id :$m \$4 type \$5 plain \$7 payload \$7 {\"x\":1} \$7 attempt :1 \$14 lease_until_ms :" "$(echo $out)"
-contains "RESP3: TASK.INFO a map with nulls" "%20 \$2 id :$m \$5 state \$7 running" "$(echo $out)"
+contains "RESP3: TASK.INFO a map with nulls" "%22 \$2 id :$m \$5 state \$7 running" "$(echo $out)"
 contains "RESP3: null task_key" "\$8 task_key _ " "$(echo $out)"
 contains "RESP3: empty TASK.GET" "*0 +OK" "$(echo $out)"
 cli TASK.ACK "$m" >/dev/null

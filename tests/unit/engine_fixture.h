@@ -179,12 +179,12 @@ static inline sluice_task_state fx_state(const sluice_engine *e, uint64_t id)
 
 /* An event sink that counts per kind and keeps the last event of each kind (strings dropped). */
 typedef struct fx_events {
-    size_t n[8];          /* events by kind */
-    size_t summaries[8];  /* of which summaries */
-    uint64_t count[8];    /* occurrences by kind (sum of counts) */
-    sluice_event last[8]; /* the last event of each kind (strings NULLed) */
-    char last_limit[8][64];
-    char last_key[8][64];
+    size_t n[16];          /* events by kind */
+    size_t summaries[16];  /* of which summaries */
+    uint64_t count[16];    /* occurrences by kind (sum of counts) */
+    sluice_event last[16]; /* the last event of each kind (strings NULLed) */
+    char last_limit[16][64];
+    char last_key[16][64];
 } fx_events;
 
 static inline void fx_on_event(const sluice_event *ev, void *arg)
@@ -192,7 +192,7 @@ static inline void fx_on_event(const sluice_event *ev, void *arg)
     fx_events *r = arg;
     size_t k = (size_t)ev->kind;
 
-    assert_true(k >= 1 && k < 8);
+    assert_true(k >= 1 && k < 16);
     r->n[k]++;
     r->count[k] += ev->count;
     if (ev->summary)

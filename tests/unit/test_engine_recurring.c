@@ -3,8 +3,9 @@
  * Tests of recurring series in the engine, on a simulated clock: interval and cron schedules,
  * max_runs counting only occurrences that started, occurrences skipped when their slot falls
  * after the series' end or beyond the horizon (the rhythm kept: the next occurrence comes from
- * the schedule), points missed without a tick, removal cancelling queued occurrences, and the
- * errors of add_recurring.
+ * the schedule), points missed without a tick, removal cancelling queued occurrences, the
+ * errors of add_recurring, the skip ahead to the limiter's next slot after a deferral or a
+ * horizon refusal (seed 003), and the one RECURRING_TOO_FAST event at creation.
  */
 #include "engine_fixture.h"
 
@@ -198,6 +199,205 @@ static void test_missed_points_skipped(void **unused)
     sluice_engine_free(e);
 }
 
+static uint64_t submitted(sluice_engine *e)
+{
+    sluice_engine_stats st;
+
+    sluice_engine_get_stats(e, &st);
+    return st.submitted;
+}
+
+/* Seed 003: a deferred occurrence moves the series to the limiter's next slot behind it, so a
+ * series ten times faster than its limit re-checks about once per refill interval, still on its
+ * own grid, and still runs at the limiter's full rate. */
+static void test_deferred_skips_ahead(void **unused)
+{
+    sluice_engine *e = fx_engine(NULL);
+    const char *lims[] = {"r", NULL};
+    sluice_recurring_info ri;
+    int ran = 0;
+
+    (void)unused;
+    fx_rate(e, "r", 1, 10 * SEC, 1, NULL);
+    fx_type(e, "job", lims);
+    add(e, "s", "job", SEC, NULL, 0, 0, T0);
+    assert_int_equal(run_at(e, T0), 1);
+    /* T0+1: parked until T0+10; another occurrence could start at T0+20 at the earliest. */
+    assert_int_equal(run_at(e, T0 + SEC), 0);
+    ri = info_of(e, "s");
+    assert_int_equal(ri.next_ns, T0 + 20 * SEC);
+    assert_int_equal(ri.skipped, 18); /* T0+2 .. T0+19 */
+    assert_int_equal(submitted(e), 2);
+    for (int64_t t = 2; t < 20; t++)
+        ran += run_at(e, T0 + t * SEC);
+    assert_int_equal(ran, 1); /* the deferred one, at its slot */
+    assert_int_equal(submitted(e), 2);
+    /* The grid is the series' own: T0+20 runs, T0+21 defers, the next point is T0+40. */
+    assert_int_equal(run_at(e, T0 + 20 * SEC), 1);
+    assert_int_equal(run_at(e, T0 + 21 * SEC), 0);
+    assert_int_equal(info_of(e, "s").next_ns, T0 + 40 * SEC);
+    ran = 0;
+    for (int64_t t = 22; t <= 59; t++)
+        ran += run_at(e, T0 + t * SEC);
+    assert_int_equal(ran, 3); /* T0+30, T0+40, T0+50: the limiter's full rate */
+    ri = info_of(e, "s");
+    assert_int_equal(ri.runs, 6);
+    assert_int_equal(submitted(e), 6); /* one check per refill interval, not 60 */
+    sluice_engine_free(e);
+}
+
+/* An occurrence refused for the horizon also moves the series to the limiter's slot: the points
+ * before it would be refused the same way. */
+static void test_horizon_skips_ahead(void **unused)
+{
+    sluice_engine *e = fx_engine(NULL);
+    const char *lims[] = {"r", NULL};
+    sluice_recurring_info ri;
+
+    (void)unused;
+    fx_rate_horizon(e, "r", 1, 10 * SEC, 1, NULL, 5 * SEC);
+    fx_type(e, "job", lims);
+    add(e, "s", "job", SEC, NULL, 0, 0, T0);
+    assert_int_equal(run_at(e, T0), 1);
+    assert_int_equal(run_at(e, T0 + SEC), 0); /* slot T0+10 is 9 s away: refused */
+    ri = info_of(e, "s");
+    assert_int_equal(ri.next_ns, T0 + 10 * SEC);
+    assert_int_equal(ri.skipped, 9); /* the refused one and T0+2 .. T0+9 */
+    assert_int_equal(ri.runs, 1);
+    assert_int_equal(run_at(e, T0 + 10 * SEC), 1);
+    assert_int_equal(submitted(e), 3);
+    sluice_engine_free(e);
+}
+
+/* A concurrency limit says nothing of when a slot frees (a release may come any time): the
+ * series keeps its cadence. */
+static void test_concurrency_no_skip(void **unused)
+{
+    sluice_engine *e = fx_engine(NULL);
+    const char *lims[] = {"c", NULL};
+    sluice_limit_policy p;
+    sluice_delivery out[4];
+
+    (void)unused;
+    fx_limit(&p, "c", SLUICE_CONCURRENCY, 1, 0);
+    fx_set_limit(e, &p);
+    fx_type(e, "job", lims);
+    add(e, "s", "job", SEC, NULL, 0, 0, T0);
+    assert_int_equal(fx_poll(e, T0, 4, out), 1); /* holds the one slot, never acked */
+    assert_int_equal(fx_poll(e, T0 + SEC, 4, out), 0);
+    assert_int_equal(info_of(e, "s").next_ns, T0 + 2 * SEC);
+    assert_int_equal(info_of(e, "s").skipped, 0);
+    sluice_engine_free(e);
+}
+
+/* A series faster than its limit's emission interval is reported once, when it is added, as an
+ * event (the engine does no I/O; the server logs it as a warning). */
+static void test_too_fast_event(void **unused)
+{
+    sluice_engine *e = fx_engine(NULL);
+    const char *lims[] = {"r", NULL};
+    fx_events ev;
+    sluice_recurring_spec r;
+    char msg[128];
+
+    (void)unused;
+    memset(&ev, 0, sizeof ev);
+    sluice_engine_on_event(e, fx_on_event, &ev);
+    fx_rate(e, "r", 6, MIN, 0, NULL); /* one per 10 s */
+    fx_type(e, "job", lims);
+    add(e, "slow", "job", 10 * SEC, NULL, 0, 0, T0); /* as fast as the limit: fine */
+    add(e, "cron", "job", 0, "* * * * *", 0, 0, T0);
+    assert_int_equal(ev.n[SLUICE_EVENT_RECURRING_TOO_FAST], 0);
+    add(e, "fast", "job", 2 * SEC, NULL, 0, 0, T0 + 1);
+    assert_int_equal(ev.n[SLUICE_EVENT_RECURRING_TOO_FAST], 1);
+    assert_string_equal(ev.last_limit[SLUICE_EVENT_RECURRING_TOO_FAST], "r");
+    assert_string_equal(ev.last_key[SLUICE_EVENT_RECURRING_TOO_FAST], "fast");
+    assert_int_equal(ev.last[SLUICE_EVENT_RECURRING_TOO_FAST].wanted, 2 * SEC);
+    assert_int_equal(ev.last[SLUICE_EVENT_RECURRING_TOO_FAST].granted, 10 * SEC);
+    assert_int_equal(ev.last[SLUICE_EVENT_RECURRING_TOO_FAST].at_ns, T0 + 1);
+    /* Running it says nothing more; a restore (not a creation) says nothing. */
+    for (int64_t t = 0; t < 30; t++)
+        run_at(e, T0 + t * SEC);
+    memset(&r, 0, sizeof r);
+    r.name = "again";
+    r.type = "job";
+    r.interval_ns = SEC;
+    assert_int_equal(sluice_engine_restore_recurring(e, &r, 0, 0, T0 + 30 * SEC, msg, sizeof msg),
+                     SLUICE_OK);
+    assert_int_equal(ev.n[SLUICE_EVENT_RECURRING_TOO_FAST], 1);
+    /* A cron series counts its shortest gap. */
+    fx_rate(e, "r", 1, 2 * MIN, 0, NULL);
+    add(e, "cron2", "job", 0, "* * * * *", 0, 0, T0 + 60 * MIN);
+    assert_int_equal(ev.n[SLUICE_EVENT_RECURRING_TOO_FAST], 2);
+    assert_int_equal(ev.last[SLUICE_EVENT_RECURRING_TOO_FAST].wanted, MIN);
+    assert_int_equal(ev.last[SLUICE_EVENT_RECURRING_TOO_FAST].granted, 2 * MIN);
+    sluice_engine_free(e);
+}
+
+/* Adding a series too fast for a chain longer than the pace check's stack, then deferring its
+ * occurrences: every allocation failure is SLUICE_ENOMEM and leaks nothing; the pace check and
+ * the skip ahead allocate nothing they could leave behind. */
+static int pace_oom_body(void *arg)
+{
+    static const char *const names[] = {"l0", "l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8", NULL};
+    sluice_engine *e = NULL;
+    sluice_limit_policy p;
+    sluice_type_policy t;
+    sluice_recurring_spec r;
+    sluice_delivery out[4];
+    fx_events *ev = arg;
+    char msg[128];
+    int rc;
+
+    rc = sluice_engine_new(NULL, &e);
+    if (rc != SLUICE_OK)
+        return rc;
+    sluice_engine_on_event(e, fx_on_event, ev);
+    for (int i = 0; names[i] && rc == SLUICE_OK; i++) {
+        fx_limit(&p, names[i], SLUICE_RATE, 1, 10 * SEC);
+        p.def.burst = 1;
+        p.key_source = SLUICE_KEY_PATH;
+        p.key_path = "u";
+        rc = sluice_engine_set_limit(e, &p, T0, msg, sizeof msg);
+    }
+    if (rc == SLUICE_OK) {
+        sluice_type_policy_init(&t);
+        t.name = "job";
+        t.limits = (char **)names;
+        t.nlimits = 9;
+        rc = sluice_engine_set_type(e, &t, T0, msg, sizeof msg);
+    }
+    if (rc == SLUICE_OK) {
+        memset(&r, 0, sizeof r);
+        r.name = "s";
+        r.type = "job";
+        r.payload = "{\"u\":\"a\"}";
+        r.payload_len = strlen(r.payload);
+        r.interval_ns = SEC;
+        rc = sluice_engine_add_recurring(e, &r, T0, msg, sizeof msg);
+    }
+    for (int64_t i = 0; i < 3 && rc == SLUICE_OK; i++) {
+        rc = sluice_engine_tick(e, T0 + i * SEC);
+        if (rc == SLUICE_OK) {
+            int n = sluice_engine_poll(e, NULL, 0, 4, T0 + i * SEC, out);
+
+            rc = n < 0 ? n : SLUICE_OK;
+        }
+    }
+    sluice_engine_free(e);
+    return rc;
+}
+
+static void test_pace_oom(void **unused)
+{
+    fx_events ev;
+
+    (void)unused;
+    memset(&ev, 0, sizeof ev);
+    assert_true(oom_sweep(pace_oom_body, &ev, 100000) > 1);
+    assert_true(ev.n[SLUICE_EVENT_RECURRING_TOO_FAST] >= 1); /* the run that succeeded */
+}
+
 static void test_delete_cancels_queued(void **unused)
 {
     sluice_engine *e = fx_engine(NULL);
@@ -275,6 +475,11 @@ int main(void)
         cmocka_unit_test(test_missed_points_skipped),
         cmocka_unit_test(test_delete_cancels_queued),
         cmocka_unit_test(test_add_errors),
+        cmocka_unit_test(test_deferred_skips_ahead),
+        cmocka_unit_test(test_horizon_skips_ahead),
+        cmocka_unit_test(test_concurrency_no_skip),
+        cmocka_unit_test(test_too_fast_event),
+        cmocka_unit_test(test_pace_oom),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

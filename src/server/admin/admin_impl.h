@@ -22,7 +22,7 @@
 #include "server/server.h"
 
 /* Engine event kinds counted (index = sluice_event_kind; 0 unused). */
-#define ADMIN_EVENT_KINDS 8
+#define ADMIN_EVENT_KINDS 9
 
 /* Keys of one limit's most-denied list (a Space-Saving summary) and the bytes kept of a key. */
 #define ADMIN_SKETCH_SLOTS 64

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The admin port's JSON documents: /api/stats, /api/limits, /api/limits/{name} and
- * /api/tasks/{id}. The dashboard is built against these shapes (docs/admin.md): fields are only
- * ever added, never renamed or removed.
+ * The admin port's JSON documents: /api/stats, /api/limits, /api/limits/{name},
+ * /api/limits/{name}/spend?key=K[&tier=T] and /api/tasks/{id}. The dashboard is built against these
+ * shapes (docs/admin.md): fields are only ever added, never renamed or removed.
  *
  * Times are Unix milliseconds (null for "never" or "not applicable"), durations milliseconds,
  * counters integers that only grow (their names end in _total). Every document is built from
@@ -14,6 +14,7 @@
 
 #include "base/alloc.h"
 #include "server/admin/admin_impl.h"
+#include "server/rstore.h"
 #include "sluice/error.h"
 #include "sluice/policy_spec.h"
 #include "sluice/spec.h"
@@ -403,12 +404,81 @@ fail:
     return NULL;
 }
 
+/* /api/limits/{name}/spend?key=K[&tier=T]: one quota key's spending in its current period (seed
+ * 004's "a user's daily spend"), as LIMIT.SPEND. A read: nothing changes, not even the limit's
+ * clock. 404 for no such limit or tier, 400 for a missing key, a limit that is not a quota, or a
+ * tiered one asked without a tier. */
+static enum MHD_Result api_spend(admin *a, struct MHD_Connection *c, const char *name)
+{
+    const char *key = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "key");
+    const char *tier = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "tier");
+    const sluice_limit_policy *p = sluice_engine_get_limit(a->srv->engine, name, NULL);
+    sluice_quota_usage u;
+    json_t *doc;
+    int rc, bad = 0;
+
+    /* Under a shared store the spending lives in Redis, not in this node's limits. */
+    if (rstore_active(a->srv))
+        return admin_reply_error(c, MHD_HTTP_NOT_IMPLEMENTED, "not_shared", "%s",
+                                 "spend queries are not available with a redis store yet");
+    if (!p)
+        return admin_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found", "no limit named \"%.200s\"",
+                                 name);
+    if (!key)
+        return admin_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request", "%s",
+                                 "give the key: ?key=K");
+    if ((p->ntiers ? p->tiers[0].def.kind : p->def.kind) != SLUICE_QUOTA)
+        return admin_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "limit \"%.200s\" is not a quota", name);
+    rc = sluice_engine_quota_usage(a->srv->engine, name, tier, key, strlen(key), server_now(a->srv),
+                                   &u);
+    if (rc == SLUICE_EINVAL)
+        return admin_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                 "limit \"%.200s\" is tiered: give ?tier=T", name);
+    if (rc == SLUICE_ENOTFOUND)
+        return admin_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
+                                 "limit \"%.200s\" has no tier \"%.200s\"", name, tier ? tier : "");
+    if (rc != SLUICE_OK)
+        return admin_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "nomem", "%s",
+                                 sluice_strerror(rc));
+    doc = json_object();
+    if (!doc)
+        return admin_reply_json(c, MHD_HTTP_OK, NULL);
+    bad |= put(doc, "limit", json_string(name));
+    bad |= put(doc, "tier", str_or_null(tier));
+    bad |= put(doc, "key", admin_json_bytes(key, strlen(key)));
+    bad |= put(doc, "spent", json_integer(u.spent));
+    bad |= put(doc, "budget", json_integer(u.budget));
+    bad |= put(doc, "remaining", json_integer(u.remaining));
+    bad |= put(doc, "period_start_ms", admin_json_time(u.period_start_ns));
+    bad |= put(doc, "resets_at_ms", admin_json_time(u.resets_at_ns));
+    if (bad) {
+        json_decref(doc);
+        doc = NULL;
+    }
+    return admin_reply_json(c, MHD_HTTP_OK, doc);
+}
+
 enum MHD_Result admin_api_limit(admin *a, struct MHD_Connection *c, const char *name)
 {
-    const sluice_limit_policy *p = sluice_engine_get_limit(a->srv->engine, name, NULL);
+    const sluice_limit_policy *p;
     sluice_limit_figures f;
+    const char *slash = strchr(name, '/');
     json_t *doc;
 
+    /* Limit names hold no '/': what follows one is a sub-document. */
+    if (slash) {
+        char base[256];
+        size_t n = (size_t)(slash - name);
+
+        if (strcmp(slash, "/spend") != 0 || n >= sizeof base)
+            return admin_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found", "no document \"%.200s\"",
+                                     name);
+        memcpy(base, name, n);
+        base[n] = '\0';
+        return api_spend(a, c, base);
+    }
+    p = sluice_engine_get_limit(a->srv->engine, name, NULL);
     if (!p)
         return admin_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found", "no limit named \"%.200s\"",
                                  name);
@@ -455,6 +525,9 @@ static json_t *failure_json(const sluice_task_info *ti)
     bad |= put(o, "limit_value", d->limit ? json_integer(d->limit_value) : json_null());
     bad |=
         put(o, "window_ms", d->limit ? json_integer(d->window_ns / SLUICE_NS_PER_MS) : json_null());
+    /* A quota's figures, as seed 004's spawn error gives them (current + attempted > limit). */
+    bad |= put(o, "current", d->limit && d->attempted ? json_integer(d->current) : json_null());
+    bad |= put(o, "attempted", d->limit && d->attempted ? json_integer(d->attempted) : json_null());
     bad |= put(o, "retry_after_ms",
                !d->limit ? json_null()
                : d->retry_after_ns == SLUICE_NEVER

@@ -38,9 +38,9 @@
 #define ADMIN_MAX_TALLIES 65536
 #define SSE_BLOCK         4096
 
-static const char *const kind_names[ADMIN_EVENT_KINDS] = {"event",    "throttled",     "deferred",
-                                                          "rejected", "unknown_limit", "budget",
-                                                          "key_cap",  "shadow_denied"};
+static const char *const kind_names[ADMIN_EVENT_KINDS] = {
+    "event",  "throttled", "deferred",      "rejected",          "unknown_limit",
+    "budget", "key_cap",   "shadow_denied", "recurring_too_fast"};
 
 /* ---- Tallies ----------------------------------------------------------------------------- */
 

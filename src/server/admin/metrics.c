@@ -441,7 +441,8 @@ static void write_shared_store(prom_buf *b, server *s)
 static void write_server(prom_buf *b, admin *a)
 {
     static const char *const event_kinds[] = {
-        "throttled", "deferred", "rejected", "unknown_limit", "budget", "key_cap", "shadow_denied"};
+        "throttled", "deferred", "rejected",      "unknown_limit",
+        "budget",    "key_cap",  "shadow_denied", "recurring_too_fast"};
     server *s = a->srv;
     int64_t now = server_now(s);
     sluice_engine_stats es;

@@ -963,6 +963,7 @@
       case 'unknown_limit': return `type ${ev.type || '?'} names a limit that does not exist`;
       case 'budget': return ev.wanted != null ? `crossed ${ev.wanted}% of its budget` : 'budget threshold crossed';
       case 'key_cap': return 'the key table is full';
+      case 'recurring_too_fast': return `series ${ev.key || '?'} is scheduled every ${(ev.wanted || 0) / 1e9} s, faster than the limit's ${(ev.granted || 0) / 1e9} s: occurrences will wait`;
       case 'dropped': return `${fmtInt(n)} event${n === 1 ? '' : 's'} dropped: this page fell behind`;
       default: return '';
     }
