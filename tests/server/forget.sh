@@ -35,14 +35,19 @@ info() { redis-cli -p "$P" INFO persistence | tr -d '\r' | awk -F: -v f="$1" '$1
 
 # send_then_wait_commit CMD...: sends the commands and INFO persistence in one write (the server
 # runs them in one turn, so INFO counts the commits before them), then waits for the next commit,
-# which takes them along, however late it comes on a busy machine.
+# which takes them along, however late it comes on a busy machine. A commit already in flight
+# when they ran does not carry them: wait until a commit finished since, no key is left dirty and
+# no commit is in flight.
 send_then_wait_commit() {
   local c1 fd
   exec {fd}<>"/dev/tcp/127.0.0.1/$P"
   printf '%s\r\nINFO persistence\r\nQUIT\r\n' "$*" >&"$fd"
   c1=$(timeout 30 cat <&"$fd" | tr -d '\r' | awk -F: '$1 == "commits" { print $2 }')
   exec {fd}>&-
-  committed_since() { [ "$(info commits)" -gt "$c1" ]; }
+  committed_since() {
+    [ "$(info commits)" -gt "$c1" ] && [ "$(info dirty_keys)" = 0 ] &&
+      [ "$(info commit_in_flight)" = 0 ]
+  }
   wait_until "the commit after [$*]" 20 committed_since
 }
 
