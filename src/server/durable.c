@@ -766,6 +766,14 @@ void durable_info(server *s, char *buf, size_t len)
         snprintf(buf, len, "# Persistence\r\ndurability:none\r\n");
         return;
     }
+    /* The limiters' changed keys reach the feed when it is pulled (the key timer's pull, or a
+     * commit's): pull now, as the key timer would, so that dirty_keys counts every key not yet
+     * written. Pulling without confirming loses nothing; never while a job holds the batch. */
+    if (!d->busy) {
+        const sluice_changes *pulled;
+
+        (void)sluice_engine_changes(s->engine, &pulled);
+    }
     sluice_engine_changes_count(s->engine, &dc);
     if (d->last_commit_ns > 0)
         ago = (server_now(s) - d->last_commit_ns) / SLUICE_NS_PER_MS;
