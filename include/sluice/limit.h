@@ -224,6 +224,21 @@ int sluice_limit_settle(sluice_limit *lim, const char *key, size_t keylen, int64
 int sluice_limit_estimate(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
                           int64_t now_ns, int64_t *start_ns);
 
+/* Rate limits only: holds `key` back for wait_ns from now_ns, because the service the limit
+ * protects answered 429 with Retry-After. Afterwards nothing is granted on the key before
+ * now_ns + wait_ns, one unit is at that time, and the key refills at its steady pace from there
+ * (its TAT becomes at least now + wait + (burst - 1) * T; a key already held longer keeps its
+ * own TAT, so a backoff never gives budget back). The change is key state like a charge:
+ * recorded for sluice_limit_drain and restored by sluice_limit_import with its full lead. A
+ * shadow limit is held back too (it still never denies). *slot_ns (may be NULL) gets the key's
+ * earliest slot for one unit afterwards (now_ns for a key untracked past the cap). Returns 0;
+ * SLUICE_EINVAL for another kind (a window, sliding window, quota or concurrency limit cannot
+ * say "not before t": see docs/limits.md) or wait_ns < 0; SLUICE_ERANGE for wait_ns over 30
+ * days; SLUICE_EBUSY (new key, full table, overflow REFUSE) or SLUICE_ENOMEM, changing
+ * nothing. */
+int sluice_limit_backoff(sluice_limit *lim, const char *key, size_t keylen, int64_t wait_ns,
+                         int64_t now_ns, int64_t *slot_ns);
+
 /* Forgets one key's state (key != NULL) or every key's (key == NULL): it then behaves as new.
  * Leases of forgotten keys become stale. Returns 0 or SLUICE_ENOTFOUND for an untracked key. */
 int sluice_limit_reset(sluice_limit *lim, const char *key, size_t keylen);
@@ -280,6 +295,7 @@ typedef struct sluice_limit_stats {
     /* Charging decisions a shadow limit would have denied and let through uncharged: what
      * `denied` would have counted had the limit been enforced. */
     uint64_t shadow_denied;
+    uint64_t backoffs; /* sluice_limit_backoff calls that held a key back (429s told) */
 } sluice_limit_stats;
 
 void sluice_limit_get_stats(const sluice_limit *lim, sluice_limit_stats *out);

@@ -691,6 +691,42 @@ int sluice_limit_estimate(sluice_limit *lim, const char *key, size_t keylen, int
     return SLUICE_OK;
 }
 
+/* Longest backoff: 30 days, as TASK.FAIL's RETRY_AFTER (an upstream asking for more is broken). */
+#define MAX_BACKOFF_NS (INT64_C(30) * 86400 * SLUICE_NS_PER_SEC)
+
+int sluice_limit_backoff(sluice_limit *lim, const char *key, size_t keylen, int64_t wait_ns,
+                         int64_t now_ns, int64_t *slot_ns)
+{
+    norm_key nk;
+    void *state;
+    int64_t now;
+    int fresh, rc;
+
+    if (slot_ns)
+        *slot_ns = 0;
+    if (lim->def.kind != SLUICE_RATE || wait_ns < 0)
+        return SLUICE_EINVAL;
+    if (wait_ns > MAX_BACKOFF_NS)
+        return SLUICE_ERANGE;
+    now = limit_clamp_now(lim, now_ns);
+    rc = limit_normalize_key(lim, key, keylen, &nk);
+    if (rc == SLUICE_OK)
+        rc = limit_prepare_key(lim, &nk, now, &state, &fresh);
+    if (rc != SLUICE_OK)
+        return rc;
+    if (!state) { /* untracked past the cap (overflow ALLOW): nothing can hold it back */
+        if (slot_ns)
+            *slot_ns = now;
+        return SLUICE_OK;
+    }
+    /* A fresh start_empty key needs nothing more: once held, it is no longer new. */
+    gcra_backoff(&lim->rate, state, sat_add_i64(now, wait_ns));
+    lim->stats.backoffs++;
+    if (slot_ns)
+        *slot_ns = gcra_slot(&lim->rate, state, 0, 1, now);
+    return SLUICE_OK;
+}
+
 /* ---- Reservations -----------------------------------------------------------------------------
  */
 

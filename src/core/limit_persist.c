@@ -8,7 +8,7 @@
  * TAT, the window length, the calendar), so that a blob written under one definition and read
  * under another is converted or dropped rather than misread.
  *
- *   rate     'R' tat_ns tat_rem permits
+ *   rate     'R' tat_ns tat_rem permits [saved_ns]
  *   window   'W' start_ns count window_ns
  *   quota    'Q' period_start_ns period_end_ns spent calendar
  *   sliding  'S' window_ns n, then n times (at_ns units)
@@ -18,12 +18,16 @@
  * Restoring never makes a key richer than the blob said, and never poorer than a full wait:
  * states that carry no information any more are dropped, and a rate key is brought back no
  * further ahead than burst * T, so a clock that went back while the process was down cannot
- * lock a key out.
+ * lock a key out. A rate key held further ahead than that when it was saved (a backoff,
+ * sluice_limit_backoff, or an over-estimate settled) carries saved_ns, the limit's `now` at the
+ * drain: it is brought back no further ahead than it was then (tat - saved_ns), so the backoff
+ * survives a restart and a clock step back still locks it no longer than it was locked.
  */
 #include <string.h>
 
 #include "sluice/error.h"
 #include "base/alloc.h"
+#include "base/sat.h"
 #include "limit_impl.h"
 #include "quota.h"
 #include "window.h"
@@ -77,7 +81,10 @@ static size_t fixed_blob(const sluice_limit *lim, const void *state, unsigned ch
         put64(buf + 1, g->tat_ns);
         put64(buf + 9, g->tat_rem);
         put64(buf + 17, lim->def.limit);
-        return 25;
+        if (g->tat_ns - lim->last_now_ns <= lim->rate.bt_q)
+            return 25;
+        put64(buf + 25, lim->last_now_ns); /* held past a burst: keep how far (import_rate) */
+        return 33;
     }
     case SLUICE_WINDOW: {
         const fixed_state *f = state;
@@ -187,25 +194,30 @@ static int import_rate(const sluice_limit *lim, const unsigned char *b, size_t l
                        gcra_state *out)
 {
     const gcra *g = &lim->rate;
-    int64_t tat, rem, permits;
+    int64_t tat, rem, permits, lead_q = g->bt_q, lead_r = g->bt_r;
 
-    if (len != 25)
+    if (len != 25 && len != 33)
         return -1;
     tat = get64(b + 1);
     rem = get64(b + 9);
     permits = get64(b + 17);
     if (rem < 0 || permits < 1 || rem >= permits)
         return -1;
+    if (len == 33 && sat_sub_i64(tat, get64(b + 25)) > lead_q) {
+        lead_q = sat_sub_i64(tat, get64(b + 25)); /* the lead it was saved with, past a burst */
+        lead_r = 0;
+    }
     if (permits != g->permits) { /* the fraction means something else now: round up */
         tat += rem > 0;
         rem = 0;
     }
     if (tat < now || (tat == now && rem == 0))
         return 0;
-    /* No further ahead than a full burst: a clock that went back while down locks nothing. */
-    if (tat - now > g->bt_q || (tat - now == g->bt_q && rem > g->bt_r)) {
-        tat = now + g->bt_q;
-        rem = g->bt_r;
+    /* No further ahead than a full burst (or the lead it was saved with): a clock that went back
+     * while down locks nothing longer than it was locked. */
+    if (tat - now > lead_q || (tat - now == lead_q && rem > lead_r)) {
+        tat = now + lead_q;
+        rem = lead_r;
     }
     out->tat_ns = tat;
     out->tat_rem = rem;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Decisions, leases and live limit changes: THROTTLE, LEASE.ACQUIRE/RENEW/RELEASE and
- * LIMIT.SET/GET/LIST/DEL/RESET.
+ * LIMIT.SET/GET/LIST/DEL/RESET/BACKOFF.
  *
  * THROTTLE asks one named limit, or every limit of a task type's chain as one atomic decision
  * (sluice_chain_decide: granted only when all have budget, nothing charged otherwise). The key
@@ -1018,4 +1018,54 @@ void cmd_limit_reset(conn *c, const resp_command *cmd)
     }
     log_info("limit \"%s\" reset by client %" PRIu64, name, c->id);
     resp_simple(conn_out(c), "OK");
+}
+
+/* Longest LIMIT.BACKOFF: 30 days, as TASK.FAIL's RETRY_AFTER. */
+#define MAX_BACKOFF_MS (30LL * 24 * 3600 * 1000)
+
+void cmd_limit_backoff(conn *c, const resp_command *cmd)
+{
+    server *s = c->srv;
+    char name[COMMAND_NAME_BUF];
+    const sluice_limit_policy *p;
+    sluice_limit *live = NULL;
+    tier_arg ta = {NULL, 0};
+    int64_t ms = 0, slot = 0, now = server_now(s);
+    int rc;
+
+    if (cmd->argc == 6 && command_arg_is(cmd->argv[4], cmd->argvlen[4], "tier")) {
+        ta.value = cmd->argv[5];
+        ta.len = cmd->argvlen[5];
+    } else if (cmd->argc != 4) {
+        resp_error(conn_out(c), "WRONGARGS", "syntax error: LIMIT.BACKOFF limit key ms [TIER v]");
+        return;
+    }
+    if (name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0 || key_arg(c, cmd->argvlen[2]) != 0 ||
+        command_int_arg(c, "ms", cmd->argv[3], cmd->argvlen[3], 0, MAX_BACKOFF_MS, &ms) != 0)
+        return;
+    p = sluice_engine_get_limit(s->engine, name, &live);
+    if (!p) {
+        resp_error(conn_out(c), "NOLIMIT", "no limit named \"%s\"", name);
+        return;
+    }
+    /* As a peek: a concurrency tier is refused below with the other kinds, not as THROTTLE. */
+    if (throttle_core(c, p, &ta, SLUICE_PEEK, &live) != 0)
+        return;
+    live = key_core(s, p, cmd->argv[2], cmd->argvlen[2], live);
+    if (sluice_limit_get_def(live)->kind != SLUICE_RATE) {
+        resp_error(conn_out(c), "WRONGARGS",
+                   "limit \"%s\" is a %s limit: only a rate limit's key can be held back to a "
+                   "time (a window, sliding window, quota or concurrency limit has no slot to "
+                   "move)",
+                   p->name, sluice_limit_kind_name(sluice_limit_get_def(live)->kind));
+        return;
+    }
+    rc = sluice_limit_backoff(live, cmd->argv[2], cmd->argvlen[2], ms * SLUICE_NS_PER_MS, now,
+                              &slot);
+    if (rc != 0) {
+        reply_engine_error(c, rc, NULL);
+        return;
+    }
+    /* How long the key now waits for one unit: the backoff, or longer when it already waited. */
+    resp_int(conn_out(c), command_ns_to_ms(slot - now));
 }

@@ -54,6 +54,8 @@ const command_def command_table[] = {
     {"limit.del", 2, CMD_WRITE | CMD_ADMIN, cmd_limit_del, "LIMIT.DEL name: remove a limit"},
     {"limit.reset", -2, CMD_WRITE | CMD_ADMIN, cmd_limit_reset,
      "LIMIT.RESET name [key]: forget the state of one key or of all"},
+    {"limit.backoff", -4, CMD_WRITE | CMD_FAST, cmd_limit_backoff,
+     "LIMIT.BACKOFF limit key ms [TIER v]: hold a rate limit's key back (the upstream said 429)"},
     {"limit.key", 4, CMD_WRITE | CMD_ADMIN, cmd_limit_key,
      "LIMIT.KEY name key spec: give one key of a keyed limit its own limit"},
     {"limit.keydel", 3, CMD_WRITE | CMD_ADMIN, cmd_limit_keydel,

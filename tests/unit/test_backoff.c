@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tests of backoff, a rate limit's key held back because its upstream answered 429 with
+ * Retry-After (sluice_limit_backoff, and TASK.FAIL ... RETRY_AFTER through the engine), on a
+ * simulated clock: nothing is granted on the key before now + wait, exactly one unit is at that
+ * time, a backoff never gives budget back, the held key travels through drain and import with
+ * its whole lead, and a failed task's rate keys hold back the other tasks on them. A property
+ * test checks the first two claims over random limits (fractional intervals too), histories
+ * and waits against the decision itself.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine_fixture.h"
+#include "sluice/error.h"
+#include "sluice/limit.h"
+#include "testutil.h"
+
+static sluice_limit *rate_limit(int64_t permits, int64_t period_ns, int64_t burst)
+{
+    sluice_limit_def def;
+    sluice_limit *lim;
+    char msg[128];
+
+    sluice_limit_def_init(&def, SLUICE_RATE);
+    def.limit = permits;
+    def.period_ns = period_ns;
+    def.burst = burst;
+    assert_int_equal(sluice_limit_new(&def, &lim, msg, sizeof msg), SLUICE_OK);
+    return lim;
+}
+
+/* Whether `units` on key "k" would be granted at `at` (a peek: charges nothing). */
+static int would_grant(sluice_limit *lim, int64_t units, int64_t at)
+{
+    sluice_decision d;
+
+    assert_int_equal(sluice_limit_decide(lim, "k", 1, units, at, SLUICE_PEEK, &d), SLUICE_OK);
+    return d.allowed;
+}
+
+static void test_backoff_holds_key(void **unused)
+{
+    sluice_limit *lim = rate_limit(10, SEC, 10);
+    sluice_limit_stats st;
+    sluice_decision d;
+    int64_t slot;
+
+    (void)unused;
+    assert_int_equal(sluice_limit_decide(lim, "k", 1, 3, T0, 0, &d), SLUICE_OK);
+    assert_true(d.allowed);
+    assert_int_equal(sluice_limit_backoff(lim, "k", 1, 500 * MS, T0, &slot), SLUICE_OK);
+    assert_int_equal(slot, T0 + 500 * MS);
+    /* Nothing before the time asked, one unit then, the steady pace after it. */
+    assert_int_equal(sluice_limit_decide(lim, "k", 1, 1, T0 + 500 * MS - 1, 0, &d), SLUICE_OK);
+    assert_false(d.allowed);
+    assert_int_equal(d.retry_after_ns, 1);
+    assert_int_equal(sluice_limit_decide(lim, "k", 1, 1, T0 + 500 * MS, 0, &d), SLUICE_OK);
+    assert_true(d.allowed);
+    assert_int_equal(d.remaining, 0);
+    assert_int_equal(sluice_limit_decide(lim, "k", 1, 1, T0 + 500 * MS, 0, &d), SLUICE_OK);
+    assert_false(d.allowed);
+    assert_int_equal(d.retry_after_ns, 100 * MS);
+    /* Another key is not touched. */
+    assert_int_equal(sluice_limit_decide(lim, "j", 1, 10, T0 + 500 * MS, 0, &d), SLUICE_OK);
+    assert_true(d.allowed);
+    /* A shorter backoff than the key already waits changes nothing; a longer one does. */
+    assert_int_equal(sluice_limit_backoff(lim, "k", 1, 10 * MS, T0 + 500 * MS, &slot), SLUICE_OK);
+    assert_int_equal(slot, T0 + 600 * MS);
+    assert_int_equal(sluice_limit_backoff(lim, "k", 1, 2 * SEC, T0 + 500 * MS, &slot), SLUICE_OK);
+    assert_int_equal(slot, T0 + 2500 * MS);
+    assert_false(would_grant(lim, 1, T0 + 2500 * MS - 1));
+    assert_true(would_grant(lim, 1, T0 + 2500 * MS));
+    assert_false(would_grant(lim, 2, T0 + 2500 * MS));
+    assert_true(would_grant(lim, 2, T0 + 2600 * MS));
+    sluice_limit_get_stats(lim, &st);
+    assert_int_equal(st.backoffs, 3);
+    /* A key never seen is held too (NULL slot is fine). */
+    assert_int_equal(sluice_limit_backoff(lim, "new", 3, SEC, T0 + 3 * SEC, NULL), SLUICE_OK);
+    assert_int_equal(sluice_limit_decide(lim, "new", 3, 1, T0 + 4 * SEC - 1, 0, &d), SLUICE_OK);
+    assert_false(d.allowed);
+    /* Bounds. */
+    assert_int_equal(sluice_limit_backoff(lim, "k", 1, -1, T0, &slot), SLUICE_EINVAL);
+    assert_int_equal(sluice_limit_backoff(lim, "k", 1, 31 * 86400 * SEC, T0, &slot), SLUICE_ERANGE);
+    sluice_limit_free(lim);
+}
+
+/* Only a rate limit has a slot to move. */
+static void test_backoff_other_kinds(void **unused)
+{
+    static const sluice_limit_kind kinds[] = {SLUICE_WINDOW, SLUICE_SLIDING, SLUICE_CONCURRENCY,
+                                              SLUICE_QUOTA};
+
+    (void)unused;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        sluice_limit_def def;
+        sluice_limit *lim;
+        char msg[128];
+        int64_t slot = 7;
+
+        sluice_limit_def_init(&def, kinds[i]);
+        def.limit = 5;
+        def.period_ns = SEC;
+        if (kinds[i] == SLUICE_QUOTA) {
+            def.period_ns = 0;
+            def.calendar = SLUICE_CAL_DAY;
+        }
+        if (kinds[i] == SLUICE_CONCURRENCY)
+            def.period_ns = 0;
+        assert_int_equal(sluice_limit_new(&def, &lim, msg, sizeof msg), SLUICE_OK);
+        assert_int_equal(sluice_limit_backoff(lim, "k", 1, SEC, T0, &slot), SLUICE_EINVAL);
+        assert_int_equal(slot, 0);
+        sluice_limit_free(lim);
+    }
+}
+
+/* Random limits (fractional intervals included), random histories, random waits: after a
+ * backoff of w at now, one unit is denied at every probed time before max(now + w, the key's
+ * own slot) and granted exactly at it, and the slot returned is that time. */
+static void test_backoff_property(void **unused)
+{
+    (void)unused;
+    for (uint64_t seed = 1; seed <= 400; seed++) {
+        test_rng rng;
+        sluice_limit *lim;
+        int64_t permits, period, burst, now = T0, wait, slot, before;
+
+        rng_seed(&rng, seed);
+        permits = rng_range(&rng, 1, 50);
+        period = rng_range(&rng, 1, 2000) * (rng_range(&rng, 0, 1) ? MS : 7);
+        burst = rng_range(&rng, 1, 3 * permits);
+        lim = rate_limit(permits, period, burst);
+        for (int64_t i = rng_range(&rng, 0, 20); i > 0; i--) {
+            sluice_decision d;
+
+            assert_int_equal(
+                sluice_limit_decide(lim, "k", 1, rng_range(&rng, 1, burst), now, 0, &d), SLUICE_OK);
+            now += rng_range(&rng, 0, period);
+        }
+        /* The key's own earliest slot for one unit before the backoff. */
+        assert_int_equal(sluice_limit_estimate(lim, "k", 1, 1, now, &before), SLUICE_OK);
+        wait = rng_range(&rng, 0, 3) == 0 ? 0 : rng_range(&rng, 1, 5 * period);
+        assert_int_equal(sluice_limit_backoff(lim, "k", 1, wait, now, &slot), SLUICE_OK);
+        assert_int_equal(slot, before > now + wait ? before : now + wait);
+        assert_true(would_grant(lim, 1, slot));
+        if (slot > now) {
+            assert_false(would_grant(lim, 1, slot - 1));
+            for (int i = 0; i < 8; i++)
+                assert_false(would_grant(lim, 1, rng_range(&rng, now, slot - 1)));
+        }
+        sluice_limit_free(lim);
+    }
+}
+
+typedef struct saved {
+    unsigned char blob[SLUICE_KEY_STATE_MAX];
+    size_t len, n;
+} saved;
+
+static int save_one(const char *key, size_t keylen, const void *state, size_t len, void *arg)
+{
+    saved *s = arg;
+
+    assert_int_equal(keylen, 1);
+    assert_memory_equal(key, "k", 1);
+    assert_non_null(state);
+    assert_true(len <= sizeof s->blob);
+    memcpy(s->blob, state, len);
+    s->len = len;
+    s->n++;
+    return 0;
+}
+
+/* A backoff is key state: the change feed reports it, and a restart brings it back whole even
+ * when it holds the key further ahead than a burst (which an ordinary key never is). */
+static void test_backoff_persists(void **unused)
+{
+    sluice_limit *lim = rate_limit(10, SEC, 10), *again;
+    saved s = {.n = 0};
+
+    (void)unused;
+    sluice_limit_track_changes(lim, 1);
+    assert_int_equal(sluice_limit_backoff(lim, "k", 1, MIN, T0, NULL), SLUICE_OK);
+    assert_int_equal(sluice_limit_drain(lim, save_one, &s), SLUICE_OK);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.len, 33);
+    again = rate_limit(10, SEC, 10);
+    assert_int_equal(sluice_limit_import(again, "k", 1, s.blob, s.len, T0 + SEC), SLUICE_OK);
+    assert_false(would_grant(again, 1, T0 + MIN - 1));
+    assert_true(would_grant(again, 1, T0 + MIN));
+    sluice_limit_free(again);
+    /* A clock that went back while down: the key waits no longer than it did when saved. */
+    again = rate_limit(10, SEC, 10);
+    assert_int_equal(sluice_limit_import(again, "k", 1, s.blob, s.len, T0 - 3600 * SEC), SLUICE_OK);
+    assert_false(would_grant(again, 1, T0 - 3600 * SEC + MIN - 1));
+    assert_true(would_grant(again, 1, T0 - 3600 * SEC + MIN));
+    sluice_limit_free(again);
+    /* A key within its burst keeps the short blob. */
+    s.n = 0;
+    assert_int_equal(sluice_limit_backoff(lim, "k", 1, 0, T0 + 2 * MIN, NULL), SLUICE_OK);
+    assert_int_equal(sluice_limit_drain(lim, save_one, &s), SLUICE_OK);
+    assert_int_equal(s.len, 25);
+    sluice_limit_free(lim);
+}
+
+/* TASK.FAIL ... RETRY_AFTER: the upstream refuses the key, not only the task, so the other task
+ * on the same key waits as long; a task on another key does not. */
+static void test_fail_retry_after_backs_off_links(void **unused)
+{
+    sluice_engine *e = fx_engine(NULL);
+    const char *lims[] = {"api", NULL};
+    sluice_delivery out[4];
+    uint64_t a, b, c;
+
+    (void)unused;
+    fx_rate(e, "api", 10, SEC, 10, "input.user");
+    fx_type(e, "call", lims);
+    a = fx_submit(e, "call", "{\"user\":\"ann\"}", T0);
+    assert_int_equal(fx_poll(e, T0, 1, out), 1);
+    assert_int_equal(out[0].id, a);
+    b = fx_submit(e, "call", "{\"user\":\"ann\"}", T0);
+    c = fx_submit(e, "call", "{\"user\":\"bob\"}", T0);
+    assert_int_equal(sluice_engine_fail_retry_after(e, a, 2 * SEC, "429", T0), SLUICE_OK);
+    assert_int_equal(fx_poll(e, T0, 4, out), 1);
+    assert_int_equal(out[0].id, c);
+    assert_int_equal(fx_poll(e, T0 + 2 * SEC - 1, 4, out), 0);
+    /* At the time asked, one unit of the key: the first of the two in line; the other a T
+     * later. */
+    assert_int_equal(fx_poll(e, T0 + 2 * SEC, 4, out), 1);
+    assert_int_equal(fx_poll(e, T0 + 2 * SEC + 100 * MS - 1, 4, out), 0);
+    assert_int_equal(fx_poll(e, T0 + 2 * SEC + 100 * MS, 4, out), 1);
+    (void)b;
+    sluice_engine_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_backoff_holds_key),
+        cmocka_unit_test(test_backoff_other_kinds),
+        cmocka_unit_test(test_backoff_property),
+        cmocka_unit_test(test_backoff_persists),
+        cmocka_unit_test(test_fail_retry_after_backs_off_links),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
