@@ -87,6 +87,15 @@ typedef struct sluice_limit_def {
     size_t max_keys;                  /* cap on tracked keys */
     sluice_key_overflow key_overflow; /* behaviour past max_keys */
     size_t max_key_len;               /* keys longer than this are replaced by their SHA-256 */
+    /* rate, adaptive (AIMD) when decrease_den > 0: each sluice_limit_backoff multiplies the
+     * key's effective rate by decrease_num / decrease_den (0 < num < den), never below
+     * floor_permits per floor_period_ns; the rate then regains recover_pct percent of `limit`
+     * (rounded up to whole permits) every recover_ns, never above `limit`. All 0: not adaptive. */
+    int64_t decrease_num, decrease_den;
+    int64_t recover_pct;     /* 1..100 */
+    int64_t recover_ns;      /* >= 1 ms */
+    int64_t floor_permits;   /* >= 1 */
+    int64_t floor_period_ns; /* >= 1; the floor is at most the configured rate */
 } sluice_limit_def;
 
 /* Defaults set by sluice_limit_def_init(). */
@@ -238,6 +247,13 @@ int sluice_limit_estimate(sluice_limit *lim, const char *key, size_t keylen, int
  * nothing. */
 int sluice_limit_backoff(sluice_limit *lim, const char *key, size_t keylen, int64_t wait_ns,
                          int64_t now_ns, int64_t *slot_ns);
+
+/* An adaptive rate limit's effective rate for `key` at now_ns, in permits per the limit's
+ * period (its configured `limit` for a key never backed off or fully recovered, and for every
+ * key of a limit that is not adaptive), and the time of the key's last decrease (0 when it is at
+ * its configured rate). A read: changes nothing. Returns 0, or SLUICE_EINVAL for another kind. */
+int sluice_limit_key_rate(const sluice_limit *lim, const char *key, size_t keylen, int64_t now_ns,
+                          int64_t *permits, int64_t *since_ns);
 
 /* Forgets one key's state (key != NULL) or every key's (key == NULL): it then behaves as new.
  * Leases of forgotten keys become stale. Returns 0 or SLUICE_ENOTFOUND for an untracked key. */

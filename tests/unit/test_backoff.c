@@ -7,6 +7,12 @@
  * its whole lead, and a failed task's rate keys hold back the other tasks on them. A property
  * test checks the first two claims over random limits (fractional intervals too), histories
  * and waits against the decision itself.
+ *
+ * Adaptive (AIMD) rates: each backoff multiplies the key's effective rate by the decrease,
+ * never below the floor, and it recovers additively per interval, never above the configured
+ * rate; a property test follows random decisions, backoffs, reads and save/restore cycles on
+ * the simulated clock against a reference model that computes the rate from the last decrease
+ * alone.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -238,6 +244,228 @@ static void test_fail_retry_after_backs_off_links(void **unused)
     sluice_engine_free(e);
 }
 
+static sluice_limit *adaptive_limit(int64_t permits, int64_t period_ns, int64_t burst, int64_t num,
+                                    int64_t den, int64_t pct, int64_t every_ns, int64_t floor,
+                                    int64_t floor_period_ns)
+{
+    sluice_limit_def def;
+    sluice_limit *lim;
+    char msg[160];
+
+    sluice_limit_def_init(&def, SLUICE_RATE);
+    def.limit = permits;
+    def.period_ns = period_ns;
+    def.burst = burst;
+    def.decrease_num = num;
+    def.decrease_den = den;
+    def.recover_pct = pct;
+    def.recover_ns = every_ns;
+    def.floor_permits = floor;
+    def.floor_period_ns = floor_period_ns;
+    if (sluice_limit_new(&def, &lim, msg, sizeof msg) != SLUICE_OK)
+        fail_msg("adaptive limit: %s", msg);
+    return lim;
+}
+
+static int64_t key_rate(const sluice_limit *lim, int64_t now)
+{
+    int64_t permits, since;
+
+    assert_int_equal(sluice_limit_key_rate(lim, "k", 1, now, &permits, &since), SLUICE_OK);
+    return permits;
+}
+
+/* 20/1s, halved on each 429 down to 5/1s, regaining 10% (2/s) a minute. */
+static void test_adaptive_worked_example(void **unused)
+{
+    sluice_limit *lim = adaptive_limit(20, SEC, 1, 5, 10, 10, MIN, 5, SEC);
+    sluice_decision d;
+    int64_t since;
+
+    (void)unused;
+    assert_int_equal(key_rate(lim, T0), 20);
+    assert_int_equal(sluice_limit_backoff(lim, "k", 1, 0, T0, NULL), SLUICE_OK);
+    assert_int_equal(key_rate(lim, T0), 10);
+    /* Paced at the effective rate: 100 ms apart, not 50. */
+    assert_int_equal(sluice_limit_decide(lim, "k", 1, 1, T0, 0, &d), SLUICE_OK);
+    assert_true(d.allowed);
+    assert_int_equal(sluice_limit_decide(lim, "k", 1, 1, T0 + 50 * MS, 0, &d), SLUICE_OK);
+    assert_false(d.allowed);
+    assert_int_equal(d.retry_after_ns, 50 * MS);
+    assert_int_equal(sluice_limit_backoff(lim, "k", 1, 0, T0 + SEC, NULL), SLUICE_OK);
+    assert_int_equal(key_rate(lim, T0 + SEC), 5);
+    assert_int_equal(sluice_limit_backoff(lim, "k", 1, 0, T0 + 2 * SEC, NULL), SLUICE_OK);
+    assert_int_equal(key_rate(lim, T0 + 2 * SEC), 5); /* the floor */
+    assert_int_equal(sluice_limit_key_rate(lim, "k", 1, T0 + 2 * SEC, &d.limit, &since), SLUICE_OK);
+    assert_int_equal(since, T0 + 2 * SEC);
+    assert_int_equal(key_rate(lim, T0 + 2 * SEC + MIN - 1), 5);
+    assert_int_equal(key_rate(lim, T0 + 2 * SEC + MIN), 7);
+    assert_int_equal(key_rate(lim, T0 + 2 * SEC + 7 * MIN), 19);
+    assert_int_equal(key_rate(lim, T0 + 2 * SEC + 8 * MIN), 20); /* never above */
+    assert_int_equal(key_rate(lim, T0 + 2 * SEC + 80 * MIN), 20);
+    /* Another key, and a limit that is not adaptive, answer the configured rate. */
+    {
+        int64_t permits;
+        sluice_limit *plain = rate_limit(20, SEC, 1);
+
+        assert_int_equal(sluice_limit_key_rate(lim, "j", 1, T0, &permits, &since), SLUICE_OK);
+        assert_int_equal(permits, 20);
+        assert_int_equal(sluice_limit_backoff(plain, "k", 1, 0, T0, NULL), SLUICE_OK);
+        assert_int_equal(key_rate(plain, T0), 20);
+        sluice_limit_free(plain);
+    }
+    /* A key back at its rate and idle is forgotten; one below it is not. */
+    assert_int_equal(sluice_limit_backoff(lim, "k", 1, 0, T0 + 100 * MIN, NULL), SLUICE_OK);
+    assert_int_equal(sluice_limit_sweep(lim, T0 + 101 * MIN, 100), 0);
+    assert_int_equal(sluice_limit_sweep(lim, T0 + 200 * MIN, 100), 1);
+    sluice_limit_free(lim);
+}
+
+static void test_adaptive_validation(void **unused)
+{
+    sluice_limit_def def;
+    char msg[160];
+
+    (void)unused;
+    sluice_limit_def_init(&def, SLUICE_RATE);
+    def.limit = 10;
+    def.period_ns = SEC;
+    def.decrease_num = 1;
+    def.decrease_den = 2;
+    def.recover_pct = 10;
+    def.recover_ns = MIN;
+    def.floor_permits = 1;
+    def.floor_period_ns = SEC;
+    assert_int_equal(sluice_limit_def_validate(&def, msg, sizeof msg), SLUICE_OK);
+    def.floor_permits = 11;
+    assert_int_equal(sluice_limit_def_validate(&def, msg, sizeof msg), SLUICE_EINVAL);
+    assert_non_null(strstr(msg, "above the limit's rate"));
+    def.floor_permits = 1;
+    def.decrease_num = 2;
+    assert_int_equal(sluice_limit_def_validate(&def, msg, sizeof msg), SLUICE_EINVAL);
+    def.decrease_num = 1;
+    def.recover_pct = 0;
+    assert_int_equal(sluice_limit_def_validate(&def, msg, sizeof msg), SLUICE_EINVAL);
+    def.recover_pct = 10;
+    def.recover_ns = 0;
+    assert_int_equal(sluice_limit_def_validate(&def, msg, sizeof msg), SLUICE_EINVAL);
+    def.recover_ns = MIN;
+    def.kind = SLUICE_WINDOW;
+    assert_int_equal(sluice_limit_def_validate(&def, msg, sizeof msg), SLUICE_EINVAL);
+    assert_non_null(strstr(msg, "rate limits only"));
+}
+
+/* The reference: the rate computed from the last decrease alone. */
+typedef struct aimd_model {
+    int64_t permits, floor, num, den, step, every;
+    int64_t eff, since; /* eff 0: never decreased */
+} aimd_model;
+
+static int64_t model_rate(const aimd_model *m, int64_t t)
+{
+    int64_t r;
+
+    if (m->eff == 0)
+        return m->permits;
+    r = m->eff + m->step * ((t - m->since) / m->every);
+    return r > m->permits ? m->permits : r;
+}
+
+static void model_decrease(aimd_model *m, int64_t t)
+{
+    int64_t r = model_rate(m, t) * m->num / m->den;
+
+    m->eff = r < m->floor ? m->floor : r;
+    m->since = t;
+}
+
+typedef struct restore {
+    sluice_limit *to;
+    int64_t now;
+} restore;
+
+static int restore_one(const char *key, size_t keylen, const void *state, size_t len, void *arg)
+{
+    restore *r = arg;
+
+    if (!state)
+        return 0;
+    return sluice_limit_import(r->to, key, keylen, state, len, r->now) == SLUICE_OK ? 0 : -1;
+}
+
+static void test_adaptive_property(void **unused)
+{
+    (void)unused;
+    for (uint64_t seed = 1; seed <= 300; seed++) {
+        test_rng rng;
+        aimd_model m;
+        sluice_limit *lim;
+        int64_t period, burst, now = T0, floor_permits;
+
+        rng_seed(&rng, seed);
+        memset(&m, 0, sizeof m);
+        m.permits = rng_range(&rng, 2, 200);
+        period = rng_range(&rng, 1, 3) * SEC;
+        burst = rng_range(&rng, 1, m.permits);
+        m.den = rng_range(&rng, 0, 1) ? 10 : 100;
+        m.num = rng_range(&rng, 1, m.den - 1);
+        floor_permits = rng_range(&rng, 1, m.permits);
+        m.floor = floor_permits; /* floor given per the same period */
+        m.every = rng_range(&rng, 1, 60) * SEC;
+        m.step = (m.permits * rng_range(&rng, 1, 50) + 99) / 100;
+        lim = adaptive_limit(m.permits, period, burst, m.num, m.den, (m.step * 100) / m.permits,
+                             m.every, floor_permits, period);
+        /* the step the limit derives from that percentage may be smaller than asked: use it */
+        m.step = (m.permits * ((m.step * 100) / m.permits) + 99) / 100;
+        sluice_limit_track_changes(lim, 1);
+        for (int i = 0; i < 300; i++) {
+            sluice_decision d;
+            int64_t r;
+
+            switch (rng_range(&rng, 0, 9)) {
+            case 0:
+            case 1:
+                assert_int_equal(
+                    sluice_limit_backoff(lim, "k", 1, rng_range(&rng, 0, SEC), now, NULL),
+                    SLUICE_OK);
+                model_decrease(&m, now);
+                break;
+            case 2: { /* a restart: the key travels through drain and import */
+                sluice_limit *again =
+                    adaptive_limit(m.permits, period, burst, m.num, m.den,
+                                   (m.step * 100) / m.permits, m.every, floor_permits, period);
+
+                assert_int_equal(sluice_limit_decide(again, "z", 1, 1, now, 0, &d), SLUICE_OK);
+                restore rs = {again, now};
+
+                /* Tracking first, so that the restored key is reported by the next drain as a
+                 * store that keeps it would still hold it. */
+                sluice_limit_track_changes(again, 1);
+                assert_int_equal(sluice_limit_drain(lim, restore_one, &rs), SLUICE_OK);
+                sluice_limit_free(lim);
+                lim = again;
+                break;
+            }
+            case 3:
+                sluice_limit_sweep(lim, now, 16);
+                break;
+            default:
+                assert_int_equal(sluice_limit_decide(lim, "k", 1, 1, now,
+                                                     rng_range(&rng, 0, 1) ? SLUICE_PEEK : 0, &d),
+                                 SLUICE_OK);
+            }
+            r = key_rate(lim, now);
+            if (r != model_rate(&m, now))
+                fail_msg("seed %llu step %d: rate %lld, model %lld", (unsigned long long)seed, i,
+                         (long long)r, (long long)model_rate(&m, now));
+            assert_true(r >= m.floor && r <= m.permits);
+            now += rng_range(&rng, 0, 3) == 0 ? rng_range(&rng, 0, 10 * m.every)
+                                              : rng_range(&rng, 0, SEC);
+        }
+        sluice_limit_free(lim);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,6 +474,9 @@ int main(void)
         cmocka_unit_test(test_backoff_property),
         cmocka_unit_test(test_backoff_persists),
         cmocka_unit_test(test_fail_retry_after_backs_off_links),
+        cmocka_unit_test(test_adaptive_worked_example),
+        cmocka_unit_test(test_adaptive_validation),
+        cmocka_unit_test(test_adaptive_property),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
