@@ -152,7 +152,8 @@ typedef struct sluice_explanation {
     size_t queue_length;        /* PARKED: tasks on that key */
     int64_t wake_ns;            /* PARKED: when the key is woken next */
     int64_t estimated_start_ns; /* best estimate of its start; 0 when unknown */
-    char text[256];             /* one human sentence */
+    char text[384];             /* one human sentence (two when the key's adaptive rate is
+                                 * lowered: it says to what and why) */
 } sluice_explanation;
 
 /* ---- Events -------------------------------------------------------------------------------- */

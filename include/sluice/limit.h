@@ -88,7 +88,8 @@ typedef struct sluice_limit_def {
     sluice_key_overflow key_overflow; /* behaviour past max_keys */
     size_t max_key_len;               /* keys longer than this are replaced by their SHA-256 */
     /* rate, adaptive (AIMD) when decrease_den > 0: each sluice_limit_backoff multiplies the
-     * key's effective rate by decrease_num / decrease_den (0 < num < den), never below
+     * key's effective rate by decrease_num / decrease_den (0 < num < den, den a power of ten
+     * from 10 to 10^6: a decimal such as 0.5 = 5 / 10), never below
      * floor_permits per floor_period_ns; the rate then regains recover_pct percent of `limit`
      * (rounded up to whole permits) every recover_ns, never above `limit`. All 0: not adaptive. */
     int64_t decrease_num, decrease_den;

@@ -95,11 +95,16 @@ static int64_t adapt_floor(const sluice_limit_def *def)
 static int validate_adaptive(const sluice_limit_def *def, int64_t burst, char *msg, size_t msglen)
 {
     gcra g;
+    int64_t den = def->decrease_den;
 
-    if (def->decrease_den < 2 || def->decrease_den > MAX_DECREASE_DEN || def->decrease_num < 1 ||
-        def->decrease_num >= def->decrease_den)
+    while (den > 1 && den % 10 == 0)
+        den /= 10;
+    /* A decimal (den a power of ten), so that the spec writes it back exactly. */
+    if (def->decrease_den < 10 || def->decrease_den > MAX_DECREASE_DEN || den != 1 ||
+        def->decrease_num < 1 || def->decrease_num >= def->decrease_den)
         return invalid(msg, msglen, SLUICE_EINVAL,
-                       "adaptive decrease must be a fraction between 0 and 1 (such as 0.5)");
+                       "adaptive decrease must be a fraction between 0 and 1 with up to 6 "
+                       "decimals (such as 0.5: decrease_num 5, decrease_den 10)");
     if (def->recover_pct < 1 || def->recover_pct > 100)
         return invalid(msg, msglen, SLUICE_EINVAL,
                        "adaptive recover must be 1%% to 100%% of the rate per interval, got %lld%%",

@@ -870,6 +870,67 @@ static void policy_text(const sluice_limit_policy *p, char *buf, size_t len)
         snprintf(buf, len, "?");
 }
 
+/* LIMIT.RATE name key [TIER v]: a rate limit's key, its rate now ("20/1s"), the configured one,
+ * and why it is that (an adaptive rate lowered by its upstream's 429s). */
+void cmd_limit_rate(conn *c, const resp_command *cmd)
+{
+    resp_writer *w = conn_out(c);
+    char name[COMMAND_NAME_BUF], per[SLUICE_SPEC_DURATION_MAX_LEN],
+        every[SLUICE_SPEC_DURATION_MAX_LEN];
+    const sluice_limit_policy *p;
+    const sluice_limit_def *def;
+    sluice_limit *core = NULL;
+    tier_arg ta = {NULL, 0};
+    int64_t now = server_now(c->srv), permits, since;
+    const char *key = cmd->argv[2];
+    size_t keylen = cmd->argvlen[2];
+
+    if (cmd->argc == 5 && command_arg_is(cmd->argv[3], cmd->argvlen[3], "tier")) {
+        ta.value = cmd->argv[4];
+        ta.len = cmd->argvlen[4];
+    } else if (cmd->argc != 3) {
+        resp_error(w, "WRONGARGS", "syntax error: LIMIT.RATE limit key [TIER v]");
+        return;
+    }
+    if (name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0 || key_arg(c, keylen) != 0)
+        return;
+    p = sluice_engine_get_limit(c->srv->engine, name, &core);
+    if (!p) {
+        resp_error(w, "NOLIMIT", "no limit named \"%s\"", name);
+        return;
+    }
+    if (throttle_core(c, p, &ta, SLUICE_PEEK, &core) != 0)
+        return;
+    core = key_core(c->srv, p, key, keylen, core);
+    def = sluice_limit_get_def(core);
+    if (def->kind != SLUICE_RATE) {
+        resp_error(w, "WRONGARGS", "limit \"%s\" is a %s limit: only a rate limit has a rate",
+                   p->name, sluice_limit_kind_name(def->kind));
+        return;
+    }
+    sluice_limit_key_rate(core, key, keylen, now, &permits, &since);
+    sluice_spec_format_duration(def->period_ns, per, sizeof(per));
+    resp_map(w, 4);
+    resp_bulk_str(w, "key");
+    resp_bulk(w, key, keylen);
+    resp_bulk_str(w, "rate");
+    resp_bulk_fmt(w, "%" PRId64 "/%s", permits, per);
+    resp_bulk_str(w, "configured");
+    resp_bulk_fmt(w, "%" PRId64 "/%s", def->limit, per);
+    resp_bulk_str(w, "why");
+    if (def->decrease_den == 0)
+        resp_bulk_str(w, "configured (not adaptive)");
+    else if (permits >= def->limit)
+        resp_bulk_str(w, "configured (adaptive, at its configured rate)");
+    else {
+        sluice_spec_format_duration(def->recover_ns, every, sizeof(every));
+        resp_bulk_fmt(w,
+                      "lowered from %" PRId64 "/%s by its upstream's 429s, the last %" PRId64
+                      " ms ago; regains %" PRId64 "%% every %s",
+                      def->limit, per, command_ns_to_ms(now - since), def->recover_pct, every);
+    }
+}
+
 void cmd_limit_get(conn *c, const resp_command *cmd)
 {
     resp_writer *w = conn_out(c);

@@ -50,6 +50,8 @@ const command_def command_table[] = {
     {"limit.set", 3, CMD_WRITE | CMD_ADMIN, cmd_limit_set,
      "LIMIT.SET name spec: add or replace a named limit"},
     {"limit.get", 2, CMD_READONLY, cmd_limit_get, "LIMIT.GET name: a limit's spec and figures"},
+    {"limit.rate", -3, CMD_READONLY, cmd_limit_rate,
+     "LIMIT.RATE limit key [TIER v]: a rate limit's rate for key now, and why"},
     {"limit.list", 1, CMD_READONLY, cmd_limit_list, "LIMIT.LIST: every limit and its spec"},
     {"limit.del", 2, CMD_WRITE | CMD_ADMIN, cmd_limit_del, "LIMIT.DEL name: remove a limit"},
     {"limit.reset", -2, CMD_WRITE | CMD_ADMIN, cmd_limit_reset,

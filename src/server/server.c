@@ -145,7 +145,10 @@ static int def_eq(const sluice_limit_def *a, const sluice_limit_def *b)
            a->burst == b->burst && a->start_empty == b->start_empty && a->ttl_ns == b->ttl_ns &&
            a->calendar == b->calendar && a->horizon_ns == b->horizon_ns &&
            a->max_keys == b->max_keys && a->key_overflow == b->key_overflow &&
-           a->max_key_len == b->max_key_len;
+           a->max_key_len == b->max_key_len && a->decrease_num == b->decrease_num &&
+           a->decrease_den == b->decrease_den && a->recover_pct == b->recover_pct &&
+           a->recover_ns == b->recover_ns && a->floor_permits == b->floor_permits &&
+           a->floor_period_ns == b->floor_period_ns;
 }
 
 int server_policy_eq(const sluice_limit_policy *a, const sluice_limit_policy *b)

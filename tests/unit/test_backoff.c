@@ -25,6 +25,7 @@
 #include "engine_fixture.h"
 #include "sluice/error.h"
 #include "sluice/limit.h"
+#include "sluice/spec.h"
 #include "testutil.h"
 
 static sluice_limit *rate_limit(int64_t permits, int64_t period_ns, int64_t burst)
@@ -330,8 +331,8 @@ static void test_adaptive_validation(void **unused)
     sluice_limit_def_init(&def, SLUICE_RATE);
     def.limit = 10;
     def.period_ns = SEC;
-    def.decrease_num = 1;
-    def.decrease_den = 2;
+    def.decrease_num = 5;
+    def.decrease_den = 10;
     def.recover_pct = 10;
     def.recover_ns = MIN;
     def.floor_permits = 1;
@@ -341,9 +342,12 @@ static void test_adaptive_validation(void **unused)
     assert_int_equal(sluice_limit_def_validate(&def, msg, sizeof msg), SLUICE_EINVAL);
     assert_non_null(strstr(msg, "above the limit's rate"));
     def.floor_permits = 1;
-    def.decrease_num = 2;
+    def.decrease_num = 10;
     assert_int_equal(sluice_limit_def_validate(&def, msg, sizeof msg), SLUICE_EINVAL);
     def.decrease_num = 1;
+    def.decrease_den = 3; /* not a decimal: the spec could not write it back */
+    assert_int_equal(sluice_limit_def_validate(&def, msg, sizeof msg), SLUICE_EINVAL);
+    def.decrease_den = 10;
     def.recover_pct = 0;
     assert_int_equal(sluice_limit_def_validate(&def, msg, sizeof msg), SLUICE_EINVAL);
     def.recover_pct = 10;
@@ -353,6 +357,52 @@ static void test_adaptive_validation(void **unused)
     def.kind = SLUICE_WINDOW;
     assert_int_equal(sluice_limit_def_validate(&def, msg, sizeof msg), SLUICE_EINVAL);
     assert_non_null(strstr(msg, "rate limits only"));
+}
+
+/* The spec grammar: each setting, defaults for those left out, the canonical form written back
+ * and parsed again to the same definition. */
+static void test_adaptive_spec(void **unused)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"rate=20/1s,decrease=0.5,recover=10%/1m,floor=5/1s",
+         "rate=20/1s,decrease=0.5,recover=10%/1m,floor=5/1s"},
+        {"rate=20/1s,decrease=25%", "rate=20/1s,decrease=0.25,recover=10%/1m,floor=1/1s"},
+        {"rate=20/1s,floor=2/s", "rate=20/1s,decrease=0.5,recover=10%/1m,floor=2/1s"},
+        {"rate=600/1m,recover=5%/30s,decrease=0.125",
+         "rate=600/1m,decrease=0.125,recover=5%/30s,floor=1/1m"},
+    };
+    static const char *const bad[] = {
+        "rate=20/1s,decrease=1.5",
+        "rate=20/1s,decrease=0",
+        "rate=20/1s,decrease=0.1234567",
+        "rate=20/1s,recover=10/1m",
+        "rate=20/1s,recover=0%/1m",
+        "rate=20/1s,recover=10%",
+        "rate=20/1s,floor=0/1s",
+        "rate=20/1s,floor=21/1s",
+        "window=20/1s,decrease=0.5",
+        "rate=20/1s,recover=101%/1m",
+        "rate=20/1s,decrease=0.5,decrease=0.5",
+    };
+    sluice_limit_def def, again;
+    char msg[256], text[SLUICE_SPEC_MAX_LEN];
+
+    (void)unused;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (sluice_spec_parse_limit(cases[i].in, &def, msg, sizeof msg) != 0)
+            fail_msg("%s: %s", cases[i].in, msg);
+        assert_int_equal(sluice_spec_format_limit(&def, text, sizeof text), 0);
+        assert_string_equal(text, cases[i].out);
+        assert_int_equal(sluice_spec_parse_limit(text, &again, msg, sizeof msg), 0);
+        assert_memory_equal(&def, &again, sizeof def);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (sluice_spec_parse_limit(bad[i], &def, msg, sizeof msg) == 0)
+            fail_msg("%s was accepted", bad[i]);
+        assert_true(strlen(msg) > 0);
+    }
 }
 
 /* The reference: the rate computed from the last decrease alone. */
@@ -476,6 +526,7 @@ int main(void)
         cmocka_unit_test(test_fail_retry_after_backs_off_links),
         cmocka_unit_test(test_adaptive_worked_example),
         cmocka_unit_test(test_adaptive_validation),
+        cmocka_unit_test(test_adaptive_spec),
         cmocka_unit_test(test_adaptive_property),
     };
 
