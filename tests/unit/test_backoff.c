@@ -97,6 +97,50 @@ static void test_backoff_holds_key(void **unused)
     sluice_limit_free(lim);
 }
 
+/* Out of memory at every allocation of a backoff on a tracked adaptive limit (the key's table
+ * entry, its change record): each failure says so and holds nothing back; the success does. */
+static int oom_backoff(void *arg)
+{
+    sluice_limit_def def;
+    sluice_limit *lim;
+    char msg[128];
+    int64_t slot = 0;
+    int rc;
+
+    (void)arg;
+    sluice_limit_def_init(&def, SLUICE_RATE);
+    def.limit = 10;
+    def.period_ns = SEC;
+    def.decrease_num = 5;
+    def.decrease_den = 10;
+    def.recover_pct = 10;
+    def.recover_ns = MIN;
+    def.floor_permits = 1;
+    def.floor_period_ns = SEC;
+    rc = sluice_limit_new(&def, &lim, msg, sizeof msg);
+    if (rc != SLUICE_OK)
+        return rc;
+    sluice_limit_track_changes(lim, 1);
+    rc = sluice_limit_backoff(lim, "k", 1, SEC, T0, &slot);
+    if (rc == SLUICE_OK) {
+        int64_t permits, since;
+
+        assert_int_equal(slot, T0 + SEC);
+        assert_int_equal(sluice_limit_key_rate(lim, "k", 1, T0, &permits, &since), SLUICE_OK);
+        assert_int_equal(permits, 5);
+    } else {
+        assert_true(would_grant(lim, 1, T0)); /* nothing held back */
+    }
+    sluice_limit_free(lim);
+    return rc;
+}
+
+static void test_backoff_oom(void **unused)
+{
+    (void)unused;
+    assert_true(oom_sweep(oom_backoff, NULL, 1000) > 1);
+}
+
 /* Only a rate limit has a slot to move. */
 static void test_backoff_other_kinds(void **unused)
 {
@@ -521,6 +565,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backoff_holds_key),
         cmocka_unit_test(test_backoff_other_kinds),
+        cmocka_unit_test(test_backoff_oom),
         cmocka_unit_test(test_backoff_property),
         cmocka_unit_test(test_backoff_persists),
         cmocka_unit_test(test_fail_retry_after_backs_off_links),
