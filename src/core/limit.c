@@ -21,6 +21,7 @@
 
 #include "base/attr.h"
 #include "sluice/error.h"
+#include "sluice/spec.h"
 #include "base/alloc.h"
 #include "base/quote.h"
 #include "base/sat.h"
@@ -117,12 +118,15 @@ static int validate_adaptive(const sluice_limit_def *def, int64_t burst, char *m
         return invalid(
             msg, msglen, SLUICE_EINVAL,
             "adaptive floor must be a rate of at least 1 per period of 1 ns to 366 days");
-    if (adapt_floor(def) > def->limit)
-        return invalid(
-            msg, msglen, SLUICE_EINVAL,
-            "adaptive floor %lld per %lld ns is above the limit's rate of %lld per %lld ns",
-            (long long)def->floor_permits, (long long)def->floor_period_ns, (long long)def->limit,
-            (long long)def->period_ns);
+    if (adapt_floor(def) > def->limit) {
+        char fp[SLUICE_SPEC_DURATION_MAX_LEN], lp[SLUICE_SPEC_DURATION_MAX_LEN];
+
+        sluice_spec_format_duration(def->floor_period_ns, fp, sizeof fp);
+        sluice_spec_format_duration(def->period_ns, lp, sizeof lp);
+        return invalid(msg, msglen, SLUICE_EINVAL,
+                       "adaptive floor %lld/%s is above the limit's rate of %lld/%s",
+                       (long long)def->floor_permits, fp, (long long)def->limit, lp);
+    }
     if (gcra_init(&g, adapt_floor(def), def->period_ns, burst, def->start_empty) != SLUICE_OK)
         return invalid(msg, msglen, SLUICE_ERANGE,
                        "burst %lld times the emission interval at the adaptive floor exceeds 100 "
