@@ -162,7 +162,8 @@ typedef struct sluice_explanation {
     size_t queue_length;        /* PARKED: tasks on that key */
     int64_t wake_ns;            /* PARKED: when the key is woken next */
     int64_t estimated_start_ns; /* best estimate of its start; 0 when unknown */
-    char text[256];             /* one human sentence */
+    char text[384];             /* one human sentence (two when the key's adaptive rate is
+                                 * lowered: it says to what and why) */
 } sluice_explanation;
 
 /* ---- Events -------------------------------------------------------------------------------- */
@@ -313,8 +314,10 @@ int sluice_engine_fail(sluice_engine *e, uint64_t id, sluice_fail_mode mode, con
  * type's backoff when that is later. Such a failure never ends the task for want of attempts
  * (the task did not fail; the upstream asked for time), though its delivery still counts in
  * `attempt`; the retry pays its limits again as any retry does under throttle_retries.
- * retry_after_ns must be >= 0. message may be NULL. Returns 0, SLUICE_EINVAL, SLUICE_ENOTFOUND or
- * SLUICE_ESTATE. */
+ * The upstream refuses more than this task: the key of each of the task's rate links is held
+ * back as long too (sluice_limit_backoff), for every task and every direct caller of that key.
+ * retry_after_ns must be >= 0. message may be NULL. Returns 0, SLUICE_EINVAL, SLUICE_ENOTFOUND,
+ * SLUICE_ESTATE or SLUICE_ENOMEM (nothing failed; the call may be repeated). */
 int sluice_engine_fail_retry_after(sluice_engine *e, uint64_t id, int64_t retry_after_ns,
                                    const char *message, int64_t now_ns);
 

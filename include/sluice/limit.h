@@ -87,6 +87,16 @@ typedef struct sluice_limit_def {
     size_t max_keys;                  /* cap on tracked keys */
     sluice_key_overflow key_overflow; /* behaviour past max_keys */
     size_t max_key_len;               /* keys longer than this are replaced by their SHA-256 */
+    /* rate, adaptive (AIMD) when decrease_den > 0: each sluice_limit_backoff multiplies the
+     * key's effective rate by decrease_num / decrease_den (0 < num < den, den a power of ten
+     * from 10 to 10^6: a decimal such as 0.5 = 5 / 10), never below
+     * floor_permits per floor_period_ns; the rate then regains recover_pct percent of `limit`
+     * (rounded up to whole permits) every recover_ns, never above `limit`. All 0: not adaptive. */
+    int64_t decrease_num, decrease_den;
+    int64_t recover_pct;     /* 1..100 */
+    int64_t recover_ns;      /* >= 1 ms */
+    int64_t floor_permits;   /* >= 1 */
+    int64_t floor_period_ns; /* >= 1; the floor is at most the configured rate */
 } sluice_limit_def;
 
 /* Defaults set by sluice_limit_def_init(). */
@@ -232,6 +242,28 @@ int sluice_limit_settle(sluice_limit *lim, const char *key, size_t keylen, int64
 int sluice_limit_estimate(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
                           int64_t now_ns, int64_t *start_ns);
 
+/* Rate limits only: holds `key` back for wait_ns from now_ns, because the service the limit
+ * protects answered 429 with Retry-After. Afterwards nothing is granted on the key before
+ * now_ns + wait_ns, one unit is at that time, and the key refills at its steady pace from there
+ * (its TAT becomes at least now + wait + (burst - 1) * T; a key already held longer keeps its
+ * own TAT, so a backoff never gives budget back). The change is key state like a charge:
+ * recorded for sluice_limit_drain and restored by sluice_limit_import with its full lead. A
+ * shadow limit is held back too (it still never denies). *slot_ns (may be NULL) gets the key's
+ * earliest slot for one unit afterwards (now_ns for a key untracked past the cap). Returns 0;
+ * SLUICE_EINVAL for another kind (a window, sliding window, quota or concurrency limit cannot
+ * say "not before t": see docs/limits.md) or wait_ns < 0; SLUICE_ERANGE for wait_ns over 30
+ * days; SLUICE_EBUSY (new key, full table, overflow REFUSE) or SLUICE_ENOMEM, changing
+ * nothing. */
+int sluice_limit_backoff(sluice_limit *lim, const char *key, size_t keylen, int64_t wait_ns,
+                         int64_t now_ns, int64_t *slot_ns);
+
+/* An adaptive rate limit's effective rate for `key` at now_ns, in permits per the limit's
+ * period (its configured `limit` for a key never backed off or fully recovered, and for every
+ * key of a limit that is not adaptive), and the time of the key's last decrease (0 when it is at
+ * its configured rate). A read: changes nothing. Returns 0, or SLUICE_EINVAL for another kind. */
+int sluice_limit_key_rate(const sluice_limit *lim, const char *key, size_t keylen, int64_t now_ns,
+                          int64_t *permits, int64_t *since_ns);
+
 /* Forgets one key's state (key != NULL) or every key's (key == NULL): it then behaves as new.
  * Leases of forgotten keys become stale. Returns 0 or SLUICE_ENOTFOUND for an untracked key. */
 int sluice_limit_reset(sluice_limit *lim, const char *key, size_t keylen);
@@ -288,6 +320,7 @@ typedef struct sluice_limit_stats {
     /* Charging decisions a shadow limit would have denied and let through uncharged: what
      * `denied` would have counted had the limit been enforced. */
     uint64_t shadow_denied;
+    uint64_t backoffs; /* sluice_limit_backoff calls that held a key back (429s told) */
 } sluice_limit_stats;
 
 void sluice_limit_get_stats(const sluice_limit *lim, sluice_limit_stats *out);

@@ -13,6 +13,8 @@
  *             | "quota=" N "/" CAL            N units of cost per CAL
  *   CAL      := "day" | "month" | "total"
  *   option   := "burst=" N | "start_empty" | "horizon=" DURATION     (rate only)
+ *             | "decrease=" FRACTION | "recover=" PCT "%/" PERIOD
+ *             | "floor=" N "/" PERIOD             adaptive (AIMD) rate (rate only)
  *             | "ttl=" DURATION                                      (concurrency only)
  *             | "max_keys=" N | "keys_overflow=" ("refuse" | "allow")
  *             | "max_key_len=" N                                     (every kind)
@@ -20,6 +22,7 @@
  *   DURATION := DIGITS UNIT
  *   UNIT     := "ns" | "us" | "ms" | "s" | "m" | "h" | "d"
  *   N        := DIGITS                          decimal, no sign
+ *   FRACTION := "0." 1*6DIGIT | PCT "%"          strictly between 0 and 1: "0.5", "50%"
  *
  * The grammar is strict: lower case, no spaces, each option at most once, and an option that does
  * not apply to the kind is an error rather than silently ignored. Every error message is one line
@@ -63,6 +66,16 @@ int sluice_spec_parse_duration(const char *text, size_t len, int64_t *ns);
  * ("90s", "1m", "250ms", "0s"), NUL-terminated. Returns 0, SLUICE_EINVAL when ns < 0, or
  * SLUICE_ERANGE when len is too small (buf then holds "" when len > 0). */
 int sluice_spec_format_duration(int64_t ns, char *buf, size_t len);
+
+/* Parses one setting of an adaptive (AIMD) rate, named `name` ("decrease", "recover" or
+ * "floor"), from the vlen bytes at value ("0.5" or "50%"; "10%/1m"; "5/1s"), into def's
+ * decrease_num/decrease_den, recover_pct/recover_ns or floor_permits/floor_period_ns; settings
+ * not set yet take their defaults (decrease 0.5, recover 10%/1m, floor 1 per def->period_ns,
+ * which must be set first). Shared by the spec grammar and the YAML configuration. Bounds are
+ * checked by sluice_limit_def_validate(). Returns 0, SLUICE_EPARSE with a one-line message
+ * quoting the value, or SLUICE_EINVAL (unknown name, NULL arguments). */
+int sluice_spec_parse_adaptive(const char *name, const char *value, size_t vlen,
+                               sluice_limit_def *def, char *msg, size_t msglen);
 
 /* Parses the NUL-terminated spec text into *def, which it fills from sluice_limit_def_init() of
  * the kind named and then the values given, and checks with sluice_limit_def_validate().

@@ -80,6 +80,18 @@ static void put_def(line *l, const sluice_limit_def *def)
             def->burst ? def->burst : def->limit);
         if (def->start_empty)
             put(l, " start_empty");
+        if (def->decrease_den > 0) {
+            char f[SLUICE_SPEC_DURATION_MAX_LEN];
+            int digits = 0;
+
+            for (int64_t x = def->decrease_den; x > 1; x /= 10) /* a power of ten: a decimal */
+                digits++;
+            put(l,
+                " adaptive (each 429 multiplies a key's rate by 0.%0*" PRId64
+                ", it regains %" PRId64 "%% of the rate every %s, never below %" PRId64 "/%s)",
+                digits, def->decrease_num, def->recover_pct, dur(def->recover_ns, d, sizeof(d)),
+                def->floor_permits, dur(def->floor_period_ns, f, sizeof(f)));
+        }
         break;
     case SLUICE_WINDOW:
     case SLUICE_SLIDING:

@@ -30,22 +30,26 @@
 
 /* Every key a limit may have. */
 static const char *const limit_keys[] = {
-    "rate",        "window", "sliding",     "concurrency", "quota", "permits",  "period",
-    "tier",        "burst",  "start_empty", "horizon",     "ttl",   "max_keys", "keys_overflow",
-    "max_key_len", "key",    "missing_key", "overflow",    "units", "mode",     "overrides",
+    "rate",     "window",        "sliding",     "concurrency", "quota",       "permits",
+    "period",   "tier",          "burst",       "start_empty", "horizon",     "ttl",
+    "max_keys", "keys_overflow", "max_key_len", "key",         "missing_key", "overflow",
+    "units",    "mode",          "overrides",   "adaptive",
 };
 
 /* Every key of one key's override: a limit definition. */
 static const char *const override_keys[] = {
     "rate",   "window", "sliding",     "concurrency", "quota", "permits",
-    "period", "burst",  "start_empty", "horizon",     "ttl",
+    "period", "burst",  "start_empty", "horizon",     "ttl",   "adaptive",
 };
 
 /* Every key a tier may have. */
 static const char *const tier_keys[] = {
     "name",  "min",     "max",    "equals", "rate",        "window",  "sliding", "concurrency",
-    "quota", "permits", "period", "burst",  "start_empty", "horizon", "ttl",
+    "quota", "permits", "period", "burst",  "start_empty", "horizon", "ttl",     "adaptive",
 };
+
+/* The settings of an adaptive (AIMD) rate. */
+static const char *const adaptive_keys[] = {"decrease", "recover", "floor"};
 
 static const char *const tier_section_keys[] = {"field", "tiers"};
 static const char *const quota_keys[] = {"budget", "period"};
@@ -332,6 +336,41 @@ static int refuse_option(ywalk *w, const yaml_node_t *map, const char *name, con
     return rc;
 }
 
+/* Reads `adaptive: {decrease: 0.5, recover: 10%/1m, floor: 5/1s}` of a rate (its period set),
+ * each setting with the spec grammar's reader; a setting left out takes its default. */
+static int parse_adaptive(ywalk *w, const yaml_node_t *map, sluice_limit_def *def)
+{
+    yaml_node_t *node = yw_get(w, map, "adaptive", NULL);
+    size_t saved;
+    int rc;
+
+    if (!node)
+        return 0;
+    saved = yw_push(w, "adaptive", 8);
+    rc = yw_expect_map(w, node, "a mapping of decrease, recover and floor");
+    if (rc == 0)
+        rc = yw_check_keys(w, node, adaptive_keys, N_OF(adaptive_keys));
+    for (size_t i = 0; rc == 0 && i < N_OF(adaptive_keys); i++) {
+        yaml_node_t *v = yw_get(w, node, adaptive_keys[i], NULL);
+        const char *text;
+        char why[200];
+        size_t len, inner;
+
+        if (!v)
+            continue;
+        inner = yw_push(w, adaptive_keys[i], strlen(adaptive_keys[i]));
+        rc = yw_string(w, v, "a value", &text, &len);
+        if (rc == 0 &&
+            sluice_spec_parse_adaptive(adaptive_keys[i], text, len, def, why, sizeof(why)) != 0)
+            rc = yw_fail(w, v, SLUICE_EINVAL, "%s", why);
+        yw_pop(w, inner);
+    }
+    if (rc == 0 && def->decrease_den == 0) /* an empty mapping: every default */
+        rc = sluice_spec_parse_adaptive("decrease", "0.5", 3, def, NULL, 0);
+    yw_pop(w, saved);
+    return rc;
+}
+
 /* Reads the definition of a limit or a tier from its mapping: the kind and the kind's own
  * options (burst, start_empty, horizon, ttl). The engine refuses a task whose wait would exceed
  * the horizon for every kind but concurrency, so horizon is accepted there too (the one-line
@@ -381,7 +420,8 @@ static int parse_def(ywalk *w, const yaml_node_t *map, const yaml_node_t *blame,
     if (kind->kind != SLUICE_RATE) {
         snprintf(why, sizeof(why), "applies to rate limits only, and this is a %s limit", kname);
         if ((rc = refuse_option(w, map, "burst", why)) != 0 ||
-            (rc = refuse_option(w, map, "start_empty", why)) != 0)
+            (rc = refuse_option(w, map, "start_empty", why)) != 0 ||
+            (rc = refuse_option(w, map, "adaptive", why)) != 0)
             return rc;
     }
     if (kind->kind == SLUICE_CONCURRENCY) {
@@ -401,7 +441,7 @@ static int parse_def(ywalk *w, const yaml_node_t *map, const yaml_node_t *blame,
         (rc = yw_field_duration(w, map, "horizon", 1, &def->horizon_ns)) != 0 ||
         (rc = yw_field_duration(w, map, "ttl", 1, &def->ttl_ns)) != 0)
         return rc;
-    return 0;
+    return parse_adaptive(w, map, def);
 }
 
 /* ---- Keys, units, tiers ------------------------------------------------------------------ */

@@ -284,6 +284,16 @@ void gcra_adjust(const gcra *g, gcra_state *s, int64_t diff, int64_t now_ns)
     s->tat_rem = tat.rem;
 }
 
+void gcra_backoff(const gcra *g, gcra_state *s, int64_t until_ns)
+{
+    rat tat = {s->tat_ns, s->tat_rem};
+    rat held = rat_add(rat_ns(until_ns), times_t(g, g->burst - 1), g->permits);
+
+    tat = rat_max(tat, held);
+    s->tat_ns = tat.ns;
+    s->tat_rem = tat.rem;
+}
+
 int gcra_idle(const gcra_state *s, int64_t now_ns)
 {
     return s->tat_ns < now_ns || (s->tat_ns == now_ns && s->tat_rem == 0);

@@ -63,6 +63,15 @@ void gcra_charge(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t
  * from max(tat, now); a refund moves it back, but never before now_ns. |diff| <= 8 * 10^9. */
 void gcra_adjust(const gcra *g, gcra_state *s, int64_t diff, int64_t now_ns);
 
+/* Holds key s back until until_ns (an upstream's 429 with Retry-After): afterwards nothing is
+ * granted before until_ns, exactly one unit is at until_ns, and the key refills at its steady
+ * pace from there (it is not handed its whole burst at once, which would likely be refused
+ * again). That is tat = max(tat, until_ns + (burst - 1) * T): a request of w units at t is
+ * granted when max(tat, t) + w*T - t <= burst*T, false for every t < until_ns and true for one
+ * unit at until_ns. A later TAT is kept, so a backoff never gives budget back. Saturates at
+ * INT64_MAX like every time here. */
+void gcra_backoff(const gcra *g, gcra_state *s, int64_t until_ns);
+
 /* Returns 1 when s carries no information at now_ns (tat <= now), 0 otherwise. */
 int gcra_idle(const gcra_state *s, int64_t now_ns);
 

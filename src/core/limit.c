@@ -21,6 +21,7 @@
 
 #include "base/attr.h"
 #include "sluice/error.h"
+#include "sluice/spec.h"
 #include "base/alloc.h"
 #include "base/quote.h"
 #include "base/sat.h"
@@ -31,6 +32,8 @@
 #include "lease.h"
 #include "quota.h"
 #include "window.h"
+
+__extension__ typedef __int128 i128;
 
 /* Entries visited to reclaim idle keys before a full table applies its overflow policy. */
 #define CAP_RECLAIM_BUDGET 256
@@ -77,6 +80,61 @@ PRINTF_ATTR(4, 5) static int invalid(char *msg, size_t msglen, int rc, const cha
     return rc;
 }
 
+/* An adaptive rate's floor in permits per the limit's period, rounded up: floor_permits per
+ * floor_period_ns is floor_permits * period / floor_period per period. */
+static int64_t adapt_floor(const sluice_limit_def *def)
+{
+    i128 f = ((i128)def->floor_permits * def->period_ns + def->floor_period_ns - 1) /
+             def->floor_period_ns;
+
+    return f > INT64_MAX ? INT64_MAX : (int64_t)f;
+}
+
+/* Largest decrease denominator: a decimal of up to 6 digits (0.000001). */
+#define MAX_DECREASE_DEN 1000000
+
+static int validate_adaptive(const sluice_limit_def *def, int64_t burst, char *msg, size_t msglen)
+{
+    gcra g;
+    int64_t den = def->decrease_den;
+
+    while (den > 1 && den % 10 == 0)
+        den /= 10;
+    /* A decimal (den a power of ten), so that the spec writes it back exactly. */
+    if (def->decrease_den < 10 || def->decrease_den > MAX_DECREASE_DEN || den != 1 ||
+        def->decrease_num < 1 || def->decrease_num >= def->decrease_den)
+        return invalid(msg, msglen, SLUICE_EINVAL,
+                       "adaptive decrease must be a fraction between 0 and 1 with up to 6 "
+                       "decimals (such as 0.5: decrease_num 5, decrease_den 10)");
+    if (def->recover_pct < 1 || def->recover_pct > 100)
+        return invalid(msg, msglen, SLUICE_EINVAL,
+                       "adaptive recover must be 1%% to 100%% of the rate per interval, got %lld%%",
+                       (long long)def->recover_pct);
+    if (def->recover_ns < SLUICE_NS_PER_MS || def->recover_ns > SLUICE_MAX_PERIOD_NS)
+        return invalid(msg, msglen, SLUICE_EINVAL,
+                       "adaptive recover interval must be 1 ms to 366 days");
+    if (def->floor_permits < 1 || def->floor_period_ns < 1 ||
+        def->floor_period_ns > SLUICE_MAX_PERIOD_NS)
+        return invalid(
+            msg, msglen, SLUICE_EINVAL,
+            "adaptive floor must be a rate of at least 1 per period of 1 ns to 366 days");
+    if (adapt_floor(def) > def->limit) {
+        char fp[SLUICE_SPEC_DURATION_MAX_LEN], lp[SLUICE_SPEC_DURATION_MAX_LEN];
+
+        sluice_spec_format_duration(def->floor_period_ns, fp, sizeof fp);
+        sluice_spec_format_duration(def->period_ns, lp, sizeof lp);
+        return invalid(msg, msglen, SLUICE_EINVAL,
+                       "adaptive floor %lld/%s is above the limit's rate of %lld/%s",
+                       (long long)def->floor_permits, fp, (long long)def->limit, lp);
+    }
+    if (gcra_init(&g, adapt_floor(def), def->period_ns, burst, def->start_empty) != SLUICE_OK)
+        return invalid(msg, msglen, SLUICE_ERANGE,
+                       "burst %lld times the emission interval at the adaptive floor exceeds 100 "
+                       "years",
+                       (long long)burst);
+    return SLUICE_OK;
+}
+
 int sluice_limit_def_validate(const sluice_limit_def *def, char *msg, size_t msglen)
 {
     if (msg && msglen > 0)
@@ -112,12 +170,23 @@ int sluice_limit_def_validate(const sluice_limit_def *def, char *msg, size_t msg
             return invalid(msg, msglen, SLUICE_ERANGE,
                            "burst %lld times the emission interval exceeds 100 years",
                            (long long)burst);
+        if (def->decrease_den != 0 || def->decrease_num != 0 || def->recover_pct != 0 ||
+            def->recover_ns != 0 || def->floor_permits != 0 || def->floor_period_ns != 0) {
+            int rc = validate_adaptive(def, burst, msg, msglen);
+
+            if (rc != SLUICE_OK)
+                return rc;
+        }
     } else {
         if (def->burst != 0)
             return invalid(msg, msglen, SLUICE_EINVAL,
                            "burst applies to rate limits only (got %lld)", (long long)def->burst);
         if (def->start_empty)
             return invalid(msg, msglen, SLUICE_EINVAL, "start_empty applies to rate limits only");
+        if (def->decrease_den != 0)
+            return invalid(msg, msglen, SLUICE_EINVAL,
+                           "adaptive applies to rate limits only (a %s limit has no rate to lower)",
+                           sluice_limit_kind_name(def->kind));
     }
     if (def->kind == SLUICE_SLIDING && def->limit > SLUICE_MAX_SLIDING_LIMIT)
         return invalid(msg, msglen, SLUICE_ERANGE,
@@ -150,11 +219,11 @@ int sluice_limit_def_validate(const sluice_limit_def *def, char *msg, size_t msg
 /* ---- Per-kind state ---------------------------------------------------------------------------
  */
 
-static size_t state_size(sluice_limit_kind kind)
+static size_t state_size(const sluice_limit_def *def)
 {
-    switch (kind) {
+    switch (def->kind) {
     case SLUICE_RATE:
-        return sizeof(gcra_state);
+        return def->decrease_den > 0 ? sizeof(adapt_state) : sizeof(gcra_state);
     case SLUICE_WINDOW:
         return sizeof(fixed_state);
     case SLUICE_SLIDING:
@@ -184,7 +253,9 @@ static int state_idle(void *value, void *arg)
 
     switch (lim->def.kind) {
     case SLUICE_RATE:
-        return gcra_idle(value, now);
+        /* A key below its configured rate still carries information: its AIMD state. */
+        return gcra_idle(value, now) &&
+               (!lim->adaptive || adapt_rate_at(&lim->aimd, value, now) == lim->aimd.permits);
     case SLUICE_WINDOW:
         return fixed_idle(value, lim->def.period_ns, now);
     case SLUICE_SLIDING:
@@ -197,6 +268,21 @@ static int state_idle(void *value, void *arg)
     return 0;
 }
 
+const gcra *limit_key_rate(const sluice_limit *lim, void *state, int64_t now, gcra *tmp)
+{
+    int64_t eff;
+
+    if (!lim->adaptive)
+        return &lim->rate;
+    adapt_refresh(&lim->aimd, state, now);
+    eff = adapt_rate_at(&lim->aimd, state, now);
+    if (eff == lim->aimd.permits)
+        return &lim->rate;
+    /* Within bounds: validation checked the floor's burst * T, the longest of any rate here. */
+    (void)gcra_init(tmp, eff, lim->def.period_ns, lim->def.burst, lim->def.start_empty);
+    return tmp;
+}
+
 /* Decides on one key's state. `fresh` marks a key seen for the first time. */
 int limit_state_decide(sluice_limit *lim, void *state, int fresh, int64_t units, int64_t ttl_ns,
                        int64_t now, int peek, sluice_decision *d)
@@ -205,6 +291,15 @@ int limit_state_decide(sluice_limit *lim, void *state, int fresh, int64_t units,
 
     switch (def->kind) {
     case SLUICE_RATE:
+        if (lim->adaptive) {
+            adapt_state copy = *(adapt_state *)state;
+            gcra g;
+
+            if (peek) /* a read: the key's state is brought to now in a copy */
+                state = &copy;
+            gcra_decide(limit_key_rate(lim, state, now, &g), state, fresh, units, now, peek, d);
+            return SLUICE_OK;
+        }
         gcra_decide(&lim->rate, state, fresh, units, now, peek, d);
         return SLUICE_OK;
     case SLUICE_WINDOW:
@@ -240,12 +335,22 @@ int sluice_limit_new(const sluice_limit_def *def, sluice_limit **out, char *msg,
     if (def->kind == SLUICE_RATE) {
         lim->def.burst = def->burst ? def->burst : def->limit;
         gcra_init(&lim->rate, def->limit, def->period_ns, lim->def.burst, def->start_empty);
+        if (def->decrease_den > 0) {
+            lim->adaptive = 1;
+            lim->aimd.permits = def->limit;
+            lim->aimd.floor = adapt_floor(def);
+            lim->aimd.num = def->decrease_num;
+            lim->aimd.den = def->decrease_den;
+            /* recover_pct of the rate, at least one permit, so that every key recovers */
+            lim->aimd.step = (def->limit * def->recover_pct + 99) / 100;
+            lim->aimd.every_ns = def->recover_ns;
+        }
         if (keytab_new(sizeof(reservation), &lim->reservations) != SLUICE_OK)
             goto fail_reservations;
     }
     if (def->kind == SLUICE_CONCURRENCY && lease_reg_new(&lim->leases) != SLUICE_OK)
         goto fail_leases;
-    if (keytab_new(state_size(def->kind), &lim->keys) != SLUICE_OK)
+    if (keytab_new(state_size(def), &lim->keys) != SLUICE_OK)
         goto fail_keys;
     *out = lim;
     return SLUICE_OK;
@@ -475,7 +580,7 @@ int sluice_limit_decide(sluice_limit *lim, const char *key, size_t keylen, int64
         memset(out, 0, sizeof *out);
         return SLUICE_EINVAL;
     }
-    if (lim->def.kind == SLUICE_RATE && !(flags & SLUICE_PEEK) && !lim->changed &&
+    if (lim->def.kind == SLUICE_RATE && !(flags & SLUICE_PEEK) && !lim->changed && !lim->adaptive &&
         keylen <= lim->def.max_key_len && (key || keylen == 0)) {
         /* The hot path: a rate limit asked about a key it tracks. */
         void *state = keytab_find(lim->keys, key ? key : "", keylen);
@@ -644,9 +749,12 @@ int sluice_limit_settle(sluice_limit *lim, const char *key, size_t keylen, int64
             return rc;
     }
     switch (def->kind) {
-    case SLUICE_RATE:
-        gcra_adjust(&lim->rate, state, diff, now);
+    case SLUICE_RATE: {
+        gcra g;
+
+        gcra_adjust(limit_key_rate(lim, state, now, &g), state, diff, now);
         return SLUICE_OK;
+    }
     case SLUICE_WINDOW: {
         fixed_state *f = state;
         int64_t start = now - now % def->period_ns;
@@ -695,9 +803,15 @@ int sluice_limit_estimate(sluice_limit *lim, const char *key, size_t keylen, int
         memset(&blank, 0, sizeof blank);
     }
     switch (def->kind) {
-    case SLUICE_RATE:
-        *start_ns = gcra_slot(&lim->rate, state ? state : &blank, state == NULL, units, now);
+    case SLUICE_RATE: {
+        gcra g;
+
+        if (state) /* a read: the key's state is brought to now in a copy */
+            memcpy(&blank, state, lim->adaptive ? sizeof(adapt_state) : sizeof(gcra_state));
+        *start_ns =
+            gcra_slot(limit_key_rate(lim, &blank, now, &g), &blank.rate, state == NULL, units, now);
         return SLUICE_OK;
+    }
     case SLUICE_WINDOW: {
         /* Units beyond the current window's room fill the following windows in turn. */
         const fixed_state *f = state ? state : &blank.window;
@@ -728,12 +842,82 @@ int sluice_limit_estimate(sluice_limit *lim, const char *key, size_t keylen, int
     return SLUICE_OK;
 }
 
+/* Longest backoff: 30 days, as TASK.FAIL's RETRY_AFTER (an upstream asking for more is broken). */
+#define MAX_BACKOFF_NS (INT64_C(30) * 86400 * SLUICE_NS_PER_SEC)
+
+int sluice_limit_backoff(sluice_limit *lim, const char *key, size_t keylen, int64_t wait_ns,
+                         int64_t now_ns, int64_t *slot_ns)
+{
+    const gcra *rate;
+    gcra g;
+    norm_key nk;
+    void *state;
+    int64_t now;
+    int fresh, rc;
+
+    if (slot_ns)
+        *slot_ns = 0;
+    if (lim->def.kind != SLUICE_RATE || wait_ns < 0)
+        return SLUICE_EINVAL;
+    if (wait_ns > MAX_BACKOFF_NS)
+        return SLUICE_ERANGE;
+    now = limit_clamp_now(lim, now_ns);
+    rc = limit_normalize_key(lim, key, keylen, &nk);
+    if (rc == SLUICE_OK)
+        rc = limit_prepare_key(lim, &nk, now, &state, &fresh);
+    if (rc != SLUICE_OK)
+        return rc;
+    if (!state) { /* untracked past the cap (overflow ALLOW): nothing can hold it back */
+        if (slot_ns)
+            *slot_ns = now;
+        return SLUICE_OK;
+    }
+    /* A fresh start_empty key needs nothing more: once held, it is no longer new. */
+    if (lim->adaptive)
+        adapt_decrease(&lim->aimd, state, now);
+    rate = limit_key_rate(lim, state, now, &g);
+    gcra_backoff(rate, state, sat_add_i64(now, wait_ns));
+    lim->stats.backoffs++;
+    if (slot_ns)
+        *slot_ns = gcra_slot(rate, state, 0, 1, now);
+    return SLUICE_OK;
+}
+
+int sluice_limit_key_rate(const sluice_limit *lim, const char *key, size_t keylen, int64_t now_ns,
+                          int64_t *permits, int64_t *since_ns)
+{
+    const adapt_state *state;
+    adapt_state copy;
+    norm_key nk;
+    int hashed, rc;
+
+    *permits = lim->def.limit;
+    *since_ns = 0;
+    if (lim->def.kind != SLUICE_RATE)
+        return SLUICE_EINVAL;
+    if (!lim->adaptive)
+        return SLUICE_OK;
+    rc = normalize_key(lim, key, keylen, &nk, &hashed);
+    if (rc != SLUICE_OK)
+        return rc;
+    state = keytab_find(lim->keys, nk.key, nk.len);
+    if (!state)
+        return SLUICE_OK;
+    copy = *state;
+    adapt_refresh(&lim->aimd, &copy, limit_view_now(lim, now_ns));
+    *permits = adapt_rate_at(&lim->aimd, &copy, limit_view_now(lim, now_ns));
+    *since_ns = *permits < lim->def.limit ? copy.since_ns : 0;
+    return SLUICE_OK;
+}
+
 /* ---- Reservations -----------------------------------------------------------------------------
  */
 
 int sluice_limit_reserve(sluice_limit *lim, const char *key, size_t keylen, uint64_t id,
                          int64_t units, int64_t now_ns, int64_t *slot_ns)
 {
+    const gcra *rate;
+    gcra g;
     reservation *r;
     norm_key nk;
     void *state, *slot_value;
@@ -759,7 +943,8 @@ int sluice_limit_reserve(sluice_limit *lim, const char *key, size_t keylen, uint
         *slot_ns = now;
         return SLUICE_OK;
     }
-    slot = gcra_slot(&lim->rate, state, fresh, units, now);
+    rate = limit_key_rate(lim, state, now, &g);
+    slot = gcra_slot(rate, state, fresh, units, now);
     if (lim->shadow && slot > now) {
         /* The enforced limit would hold it back: it runs now, uncharged, and is counted. */
         lim->stats.shadow_denied++;
@@ -775,7 +960,7 @@ int sluice_limit_reserve(sluice_limit *lim, const char *key, size_t keylen, uint
     if (rc != SLUICE_OK)
         return rc;
     ((reservation *)slot_value)->slot_ns = slot;
-    gcra_charge(&lim->rate, state, fresh, units, now);
+    gcra_charge(rate, state, fresh, units, now);
     lim->stats.allowed++;
     lim->stats.units += (uint64_t)units;
     return SLUICE_OK;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "sluice/limit.h"
+#include "adapt.h"
 #include "gcra.h"
 #include "keytab.h"
 #include "lease.h"
@@ -33,6 +34,8 @@ struct sluice_limit {
     int64_t sweep_now_ns; /* `now` of the sweep in progress, for the idle callbacks */
     size_t sweep_pos;     /* where the next sweep resumes while changes are tracked */
     int shadow;           /* shadow mode: would-be denials pass uncharged (limit.h) */
+    int adaptive;         /* RATE with an AIMD policy: keys are adapt_state, rate per key */
+    adapt aimd;           /* adaptive: the policy's parameters */
     sluice_limit_stats stats;
 };
 
@@ -70,11 +73,17 @@ void limit_reclaim_keys(sluice_limit *lim, int64_t now);
 /* Zeroed state of any kind, used to answer peeks about untracked keys. */
 typedef union any_state {
     gcra_state rate;
+    adapt_state adaptive;
     fixed_state window;
     sliding_state sliding;
     lease_key *lease;
     quota_state quota;
 } any_state;
+
+/* The GCRA parameters that decide on one key of a rate limit at `now`: the limit's own, or for
+ * an adaptive limit those of the key's effective rate, built in *tmp, after bringing `state`
+ * (its adapt_state) to now with adapt_refresh. A read works on a copy of the state. */
+const gcra *limit_key_rate(const sluice_limit *lim, void *state, int64_t now, gcra *tmp);
 
 /* Records that a key is about to change, for sluice_limit_drain (a no-op while the limit tracks
  * nothing). Done before the change, so running out of memory leaves nothing charged and nothing

@@ -8,7 +8,7 @@
  * TAT, the window length, the calendar), so that a blob written under one definition and read
  * under another is converted or dropped rather than misread.
  *
- *   rate     'R' tat_ns tat_rem permits
+ *   rate     'R' tat_ns tat_rem permits [saved_ns [eff since_ns]]
  *   window   'W' start_ns count window_ns
  *   quota    'Q' period_start_ns period_end_ns spent calendar
  *   sliding  'S' window_ns n, then n times (at_ns units)
@@ -18,12 +18,18 @@
  * Restoring never makes a key richer than the blob said, and never poorer than a full wait:
  * states that carry no information any more are dropped, and a rate key is brought back no
  * further ahead than burst * T, so a clock that went back while the process was down cannot
- * lock a key out.
+ * lock a key out. A rate key held further ahead than that when it was saved (a backoff,
+ * sluice_limit_backoff, or an over-estimate settled) carries saved_ns, the limit's `now` at the
+ * drain: it is brought back no further ahead than it was then (tat - saved_ns), so the backoff
+ * survives a restart and a clock step back still locks it no longer than it was locked.
+ * A key of an adaptive rate below its configured rate also carries its AIMD state (eff and
+ * since_ns, adapt.h); its tat_rem then counts in 1/eff, which the `permits` field names.
  */
 #include <string.h>
 
 #include "sluice/error.h"
 #include "base/alloc.h"
+#include "base/sat.h"
 #include "limit_impl.h"
 #include "quota.h"
 #include "window.h"
@@ -72,12 +78,21 @@ static size_t fixed_blob(const sluice_limit *lim, const void *state, unsigned ch
     switch (lim->def.kind) {
     case SLUICE_RATE: {
         const gcra_state *g = state;
+        const adapt_state *a = state;
+        int adapted = lim->adaptive && a->eff > 0;
 
         buf[0] = BLOB_RATE;
         put64(buf + 1, g->tat_ns);
         put64(buf + 9, g->tat_rem);
-        put64(buf + 17, lim->def.limit);
-        return 25;
+        put64(buf + 17, adapted ? a->eff : lim->def.limit); /* what tat_rem counts in */
+        if (g->tat_ns - lim->last_now_ns <= lim->rate.bt_q && !adapted)
+            return 25;
+        put64(buf + 25, lim->last_now_ns); /* held past a burst: keep how far (import_rate) */
+        if (!adapted)
+            return 33;
+        put64(buf + 33, a->eff);
+        put64(buf + 41, a->since_ns);
+        return 49;
     }
     case SLUICE_WINDOW: {
         const fixed_state *f = state;
@@ -128,7 +143,8 @@ static int state_is_idle(const sluice_limit *lim, const void *state, int64_t now
 {
     switch (lim->def.kind) {
     case SLUICE_RATE:
-        return gcra_idle(state, now);
+        return gcra_idle(state, now) &&
+               (!lim->adaptive || adapt_rate_at(&lim->aimd, state, now) == lim->aimd.permits);
     case SLUICE_WINDOW:
         return fixed_idle(state, lim->def.period_ns, now);
     case SLUICE_SLIDING:
@@ -184,31 +200,52 @@ int sluice_limit_drain(sluice_limit *lim,
 /* Decodes a rate blob into a state valid under the current definition. Returns 1 when the key
  * still carries information, 0 when it should be dropped, -1 when malformed. */
 static int import_rate(const sluice_limit *lim, const unsigned char *b, size_t len, int64_t now,
-                       gcra_state *out)
+                       adapt_state *out)
 {
     const gcra *g = &lim->rate;
-    int64_t tat, rem, permits;
+    int64_t tat, rem, permits, lead_q = g->bt_q, lead_r = g->bt_r, denom = g->permits;
 
-    if (len != 25)
+    memset(out, 0, sizeof *out);
+    if (len != 25 && len != 33 && len != 49)
         return -1;
+    if (len == 49 && lim->adaptive) {
+        /* The AIMD state, kept within the current policy's floor and ceiling. */
+        int64_t eff = get64(b + 33);
+
+        if (eff < lim->aimd.floor)
+            eff = lim->aimd.floor;
+        out->eff = eff >= lim->aimd.permits ? 0 : eff;
+        out->since_ns = out->eff ? get64(b + 41) : 0;
+        if (out->eff)
+            denom = out->eff;
+    }
     tat = get64(b + 1);
     rem = get64(b + 9);
     permits = get64(b + 17);
     if (rem < 0 || permits < 1 || rem >= permits)
         return -1;
-    if (permits != g->permits) { /* the fraction means something else now: round up */
+    if (len >= 33 && sat_sub_i64(tat, get64(b + 25)) > lead_q) {
+        lead_q = sat_sub_i64(tat, get64(b + 25)); /* the lead it was saved with, past a burst */
+        lead_r = 0;
+    }
+    if (permits != denom) { /* the fraction means something else now: round up */
         tat += rem > 0;
         rem = 0;
     }
-    if (tat < now || (tat == now && rem == 0))
+    if ((tat < now || (tat == now && rem == 0)) && out->eff == 0)
         return 0;
-    /* No further ahead than a full burst: a clock that went back while down locks nothing. */
-    if (tat - now > g->bt_q || (tat - now == g->bt_q && rem > g->bt_r)) {
-        tat = now + g->bt_q;
-        rem = g->bt_r;
+    /* No further ahead than a full burst (or the lead it was saved with): a clock that went back
+     * while down locks nothing longer than it was locked. */
+    if (tat - now > lead_q || (tat - now == lead_q && rem > lead_r)) {
+        tat = now + lead_q;
+        rem = lead_r;
     }
-    out->tat_ns = tat;
-    out->tat_rem = rem;
+    if (tat < now || (tat == now && rem == 0)) { /* only its AIMD state is left */
+        tat = 0;
+        rem = 0;
+    }
+    out->g.tat_ns = tat;
+    out->g.tat_rem = rem;
     return 1;
 }
 
@@ -290,7 +327,7 @@ int sluice_limit_import(sluice_limit *lim, const char *key, size_t keylen, const
     sliding_event *events = NULL;
     uint32_t nevents = 0;
     union {
-        gcra_state rate;
+        adapt_state rate;
         fixed_state window;
         quota_state quota;
     } decoded;
@@ -330,7 +367,7 @@ int sluice_limit_import(sluice_limit *lim, const char *key, size_t keylen, const
         if (lim->def.kind == SLUICE_SLIDING)
             rc = sliding_load(state, lim->def.limit, events, nevents);
         else if (lim->def.kind == SLUICE_RATE)
-            memcpy(state, &decoded.rate, sizeof decoded.rate);
+            memcpy(state, &decoded.rate, lim->adaptive ? sizeof(adapt_state) : sizeof(gcra_state));
         else if (lim->def.kind == SLUICE_WINDOW)
             memcpy(state, &decoded.window, sizeof decoded.window);
         else

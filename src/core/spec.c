@@ -179,6 +179,9 @@ enum spec_option {
     OPT_MAX_KEYS,
     OPT_KEYS_OVERFLOW,
     OPT_MAX_KEY_LEN,
+    OPT_DECREASE,
+    OPT_RECOVER,
+    OPT_FLOOR,
 };
 
 typedef struct option_info {
@@ -196,6 +199,9 @@ static const option_info options[] = {
     [OPT_MAX_KEYS] = {"max_keys", 1, ALL_KINDS},
     [OPT_KEYS_OVERFLOW] = {"keys_overflow", 1, ALL_KINDS},
     [OPT_MAX_KEY_LEN] = {"max_key_len", 1, ALL_KINDS},
+    [OPT_DECREASE] = {"decrease", 1, KIND_BIT(SLUICE_RATE)},
+    [OPT_RECOVER] = {"recover", 1, KIND_BIT(SLUICE_RATE)},
+    [OPT_FLOOR] = {"floor", 1, KIND_BIT(SLUICE_RATE)},
 };
 
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
@@ -322,6 +328,8 @@ static int parse_kind_value(spec_parser *p, const kind_info *k, const char *item
     return 0;
 }
 
+PRINTF_ATTR(3, 4) static void appendf(char *msg, size_t msglen, const char *fmt, ...);
+
 /* Parses one option item into def. `seen` has a bit per option already given. */
 static int parse_option(spec_parser *p, const char *item, size_t itemlen, unsigned *seen,
                         sluice_limit_def *def)
@@ -398,8 +406,135 @@ static int parse_option(spec_parser *p, const char *item, size_t itemlen, unsign
         rc = parse_count(p, "max_key_len", v, vlen, SIZE_MAX, &n);
         def->max_key_len = (size_t)n;
         return rc;
+    case OPT_DECREASE:
+    case OPT_RECOVER:
+    case OPT_FLOOR:
+        rc = sluice_spec_parse_adaptive(o->name, v, vlen, def, p->msg, p->msglen);
+        if (rc != 0 && p->msg && p->msglen > 0) /* say where */
+            appendf(p->msg, p->msglen, " in %s", p->spec.s);
+        return rc;
     }
     return fail(p, SLUICE_EPARSE, "unknown option %s in %s", qn.s, p->spec.s);
+}
+
+/* Appends to a NUL-terminated message, truncating. */
+PRINTF_ATTR(3, 4) static void appendf(char *msg, size_t msglen, const char *fmt, ...)
+{
+    size_t used = strnlen(msg, msglen);
+    va_list ap;
+
+    if (used + 1 >= msglen)
+        return;
+    va_start(ap, fmt);
+    vmsgf(msg + used, msglen - used, fmt, ap);
+    va_end(ap);
+}
+
+/* Parses "0.5" (a decimal fraction, up to 6 digits after the point) or "50%" into num / den,
+ * both > 0 and num < den. */
+static int parse_fraction(const char *v, size_t n, int64_t *num, int64_t *den)
+{
+    uint64_t x;
+
+    if (n >= 2 && v[n - 1] == '%') {
+        if (parse_u64(v, n - 1, 99, &x) != 0 || x == 0)
+            return SLUICE_EPARSE;
+        *num = (int64_t)x;
+        *den = 100;
+        while (*num % 10 == 0) { /* 50% is 0.5: one canonical form */
+            *num /= 10;
+            *den /= 10;
+        }
+        return 0;
+    }
+    if (n >= 3 && n <= 8 && v[0] == '0' && v[1] == '.') {
+        if (parse_u64(v + 2, n - 2, UINT64_MAX, &x) != 0 || x == 0)
+            return SLUICE_EPARSE;
+        *num = (int64_t)x;
+        *den = 1;
+        for (size_t i = 2; i < n; i++)
+            *den *= 10;
+        while (*num % 10 == 0) { /* 0.50 is 0.5: one canonical form */
+            *num /= 10;
+            *den /= 10;
+        }
+        return 0;
+    }
+    return SLUICE_EPARSE;
+}
+
+/* Writes a message and returns rc. */
+PRINTF_ATTR(4, 5) static int vmsg_rc(char *msg, size_t msglen, int rc, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vmsgf(msg, msglen, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* Any one of the three settings makes a rate adaptive; the two not given take their defaults
+ * (halve, regain 10% a minute, floor 1 per the limit's period). */
+static void adaptive_defaults(sluice_limit_def *def)
+{
+    if (def->decrease_den == 0) {
+        def->decrease_num = 5;
+        def->decrease_den = 10;
+    }
+    if (def->recover_pct == 0) {
+        def->recover_pct = 10;
+        def->recover_ns = 60 * SLUICE_NS_PER_SEC;
+    }
+    if (def->floor_permits == 0) {
+        def->floor_permits = 1;
+        def->floor_period_ns = def->period_ns;
+    }
+}
+
+int sluice_spec_parse_adaptive(const char *name, const char *v, size_t vlen, sluice_limit_def *def,
+                               char *msg, size_t msglen)
+{
+    const char *slash = v ? memchr(v, '/', vlen) : NULL;
+    size_t head = slash ? (size_t)(slash - v) : vlen;
+    quote_buf q;
+    uint64_t n;
+
+    if (msg && msglen > 0)
+        msg[0] = '\0';
+    if (!name || !def || (!v && vlen > 0))
+        return SLUICE_EINVAL;
+    quote_bytes(&q, v ? v : "", vlen, QUOTE_MAX);
+    if (strcmp(name, "decrease") == 0) {
+        if (parse_fraction(v, vlen, &def->decrease_num, &def->decrease_den) != 0)
+            return vmsg_rc(msg, msglen, SLUICE_EPARSE,
+                           "bad decrease %s: expected a fraction between 0 and 1 such as 0.5 "
+                           "or 50%%",
+                           q.s);
+        adaptive_defaults(def);
+        return 0;
+    }
+    if (strcmp(name, "recover") == 0) {
+        if (!slash || head < 2 || v[head - 1] != '%' || parse_u64(v, head - 1, 100, &n) != 0 ||
+            n == 0 || parse_duration(slash + 1, vlen - head - 1, 1, &def->recover_ns) != 0)
+            return vmsg_rc(msg, msglen, SLUICE_EPARSE,
+                           "bad recover %s: expected P%%/DURATION, the share of the rate regained "
+                           "per interval, such as 10%%/1m",
+                           q.s);
+        def->recover_pct = (int64_t)n;
+        adaptive_defaults(def);
+        return 0;
+    }
+    if (strcmp(name, "floor") == 0) {
+        if (!slash || parse_u64(v, head, SLUICE_MAX_PERMITS, &n) != 0 || n == 0 ||
+            parse_duration(slash + 1, vlen - head - 1, 1, &def->floor_period_ns) != 0)
+            return vmsg_rc(msg, msglen, SLUICE_EPARSE,
+                           "bad floor %s: expected N/PERIOD, the lowest rate, such as 5/1s", q.s);
+        def->floor_permits = (int64_t)n;
+        adaptive_defaults(def);
+        return 0;
+    }
+    return vmsg_rc(msg, msglen, SLUICE_EINVAL, "unknown adaptive setting \"%s\"", name);
 }
 
 int sluice_spec_parse_limit(const char *text, sluice_limit_def *def, char *msg, size_t msglen)
@@ -501,6 +636,17 @@ static void out_duration(spec_out *o, const char *prefix, int64_t ns)
     out_printf(o, "%s%s", prefix, d);
 }
 
+/* ",decrease=0.5": the denominator is a power of ten (parse_fraction), so a decimal says it
+ * exactly (25% is written 0.25). */
+static void out_decrease(spec_out *o, int64_t num, int64_t den)
+{
+    int digits = 0;
+
+    for (int64_t d = den; d > 1; d /= 10)
+        digits++;
+    out_printf(o, ",decrease=0.%0*" PRId64, digits, num);
+}
+
 int sluice_spec_format_limit(const sluice_limit_def *def, char *buf, size_t len)
 {
     sluice_limit_def dflt;
@@ -544,6 +690,13 @@ int sluice_spec_format_limit(const sluice_limit_def *def, char *buf, size_t len)
             out_printf(&o, ",start_empty");
         if (def->horizon_ns != dflt.horizon_ns)
             out_duration(&o, ",horizon=", def->horizon_ns);
+        if (def->decrease_den > 0) {
+            out_decrease(&o, def->decrease_num, def->decrease_den);
+            out_printf(&o, ",recover=%" PRId64 "%%", def->recover_pct);
+            out_duration(&o, "/", def->recover_ns);
+            out_printf(&o, ",floor=%" PRId64, def->floor_permits);
+            out_duration(&o, "/", def->floor_period_ns);
+        }
     }
     if (def->kind == SLUICE_CONCURRENCY && def->ttl_ns != dflt.ttl_ns)
         out_duration(&o, ",ttl=", def->ttl_ns);

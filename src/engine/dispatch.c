@@ -287,6 +287,31 @@ static int64_t backoff(const sluice_retry_policy *r, int attempt)
     return d;
 }
 
+/* The upstream answered the task 429 with Retry-After: every rate link's key is held back as
+ * long (sluice_limit_backoff), so that no task and no direct caller of those keys is granted
+ * before then; the task is not alone in being refused by that upstream. Other kinds cannot be
+ * held back to a time and are left alone, and so is a new key a full table refuses (EBUSY).
+ * Done before the failure changes anything: on SLUICE_ENOMEM the failure is refused whole, and
+ * repeating it holds the keys back again harmlessly (a backoff never moves a key earlier). */
+static int backoff_links(task *t, int64_t retry_after_ns, int64_t now)
+{
+    for (uint16_t i = 0; i < t->nlinks; i++) {
+        const task_link *l = &t->links[i];
+        sluice_limit *core;
+        int rc;
+
+        if (l->lim->dead)
+            continue;
+        core = registry_core(l->lim, l->tier, l->key, l->keylen);
+        if (sluice_limit_get_def(core)->kind != SLUICE_RATE)
+            continue;
+        rc = sluice_limit_backoff(core, l->key, l->keylen, retry_after_ns, now, NULL);
+        if (rc != SLUICE_OK && rc != SLUICE_EBUSY && rc != SLUICE_ERANGE)
+            return rc;
+    }
+    return SLUICE_OK;
+}
+
 /* Fails running task id. retry_after_ns < 0: an ordinary failure, as mode says; >= 0: the
  * upstream asked for that much time, so the task retries no earlier, whatever its attempts. */
 static int fail_task(sluice_engine *e, uint64_t id, sluice_fail_mode mode, int64_t retry_after_ns,
@@ -303,6 +328,11 @@ static int fail_task(sluice_engine *e, uint64_t id, sluice_fail_mode mode, int64
     rc = running_task(e, id, &t);
     if (rc != SLUICE_OK)
         return rc;
+    if (retry_after_ns >= 0) {
+        rc = backoff_links(t, retry_after_ns, now);
+        if (rc != SLUICE_OK)
+            return rc;
+    }
     if (message) {
         msg = alloc_memdup0(message, strlen(message));
         if (!msg)

@@ -31,6 +31,7 @@
 #include "engine/resolve.h"
 #include "engine/task.h"
 #include "sluice/error.h"
+#include "sluice/spec.h"
 #include "base/quote.h"
 
 /* Links resolved without allocating. */
@@ -554,6 +555,28 @@ static double secs(int64_t at, int64_t now)
     return (double)sat_sub_i64(at, now) / 1e9;
 }
 
+/* Appends why the key waited on paces slower than its limit says: its adaptive rate was
+ * lowered by its upstream's 429s (sluice_limit_backoff) and has not recovered yet. */
+static void explain_adapted(const waitq *q, int64_t now, sluice_explanation *out)
+{
+    const sluice_limit *core = registry_core(q->lim, q->tier, q->key, q->keylen);
+    const sluice_limit_def *def = sluice_limit_get_def(core);
+    char per[SLUICE_SPEC_DURATION_MAX_LEN], every[SLUICE_SPEC_DURATION_MAX_LEN];
+    int64_t permits, since;
+    size_t len = strlen(out->text);
+
+    if (def->kind != SLUICE_RATE || def->decrease_den == 0 ||
+        sluice_limit_key_rate(core, q->key, q->keylen, now, &permits, &since) != SLUICE_OK ||
+        permits >= def->limit)
+        return;
+    sluice_spec_format_duration(def->period_ns, per, sizeof per);
+    sluice_spec_format_duration(def->recover_ns, every, sizeof every);
+    snprintf(out->text + len, sizeof out->text - len,
+             " Its adaptive rate is %" PRId64 "/%s (configured %" PRId64 "/%s), lowered by its "
+             "upstream's 429s, the last %.3f s ago; it regains %" PRId64 "%% every %s.",
+             permits, per, def->limit, per, secs(now, since), def->recover_pct, every);
+}
+
 static void explain_parked(const task *t, int64_t now, sluice_explanation *out)
 {
     const waitq *q = t->wq;
@@ -577,6 +600,7 @@ static void explain_parked(const task *t, int64_t now, sluice_explanation *out)
                  "in %.3f s and this task should start in about %.3f s.",
                  out->limit, out->key, out->position, out->queue_length, secs(q->wake_ns, now),
                  secs(out->estimated_start_ns > now ? out->estimated_start_ns : now, now));
+    explain_adapted(q, now, out);
 }
 
 /* Appends to the text which shadow limit would have denied the task's last grant: its

@@ -198,6 +198,7 @@ static void add_core_stats(sluice_limit_stats *sum, const sluice_limit_stats *s)
     sum->allowed = sat_add_u64(sum->allowed, s->allowed);
     sum->denied = sat_add_u64(sum->denied, s->denied);
     sum->shadow_denied = sat_add_u64(sum->shadow_denied, s->shadow_denied);
+    sum->backoffs = sat_add_u64(sum->backoffs, s->backoffs);
     sum->units = sat_add_u64(sum->units, s->units);
 }
 

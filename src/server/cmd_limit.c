@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Decisions, leases and live limit changes: THROTTLE, LEASE.ACQUIRE/RENEW/RELEASE and
- * LIMIT.SET/GET/LIST/DEL/RESET.
+ * LIMIT.SET/GET/LIST/DEL/RESET/BACKOFF.
  *
  * THROTTLE asks one named limit, or every limit of a task type's chain as one atomic decision
  * (sluice_chain_decide: granted only when all have budget, nothing charged otherwise). The key
@@ -1010,6 +1010,68 @@ static void policy_text(const sluice_limit_policy *p, char *buf, size_t len)
         snprintf(buf, len, "?");
 }
 
+/* LIMIT.RATE name key [TIER v]: a rate limit's key, its rate now ("20/1s"), the configured one,
+ * and why it is that (an adaptive rate lowered by its upstream's 429s). */
+void cmd_limit_rate(conn *c, const resp_command *cmd)
+{
+    resp_writer *w = conn_out(c);
+    char name[COMMAND_NAME_BUF], per[SLUICE_SPEC_DURATION_MAX_LEN],
+        every[SLUICE_SPEC_DURATION_MAX_LEN];
+    const sluice_limit_policy *p;
+    const sluice_limit_def *def;
+    sluice_limit *core = NULL;
+    tier_arg ta = {NULL, 0};
+    char id[LIMIT_ID_BUF];
+    int64_t now = server_now(c->srv), permits, since;
+    const char *key = cmd->argv[2];
+    size_t keylen = cmd->argvlen[2];
+
+    if (cmd->argc == 5 && command_arg_is(cmd->argv[3], cmd->argvlen[3], "tier")) {
+        ta.value = cmd->argv[4];
+        ta.len = cmd->argvlen[4];
+    } else if (cmd->argc != 3) {
+        resp_error(w, "WRONGARGS", "syntax error: LIMIT.RATE limit key [TIER v]");
+        return;
+    }
+    if (name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0 || key_arg(c, keylen) != 0)
+        return;
+    p = sluice_engine_get_limit(c->srv->engine, name, &core);
+    if (!p) {
+        resp_error(w, "NOLIMIT", "no limit named \"%s\"", name);
+        return;
+    }
+    if (throttle_core(c, p, &ta, SLUICE_PEEK, &core, id) != 0)
+        return;
+    core = key_core(c->srv, p, key, keylen, core);
+    def = sluice_limit_get_def(core);
+    if (def->kind != SLUICE_RATE) {
+        resp_error(w, "WRONGARGS", "limit \"%s\" is a %s limit: only a rate limit has a rate",
+                   p->name, sluice_limit_kind_name(def->kind));
+        return;
+    }
+    sluice_limit_key_rate(core, key, keylen, now, &permits, &since);
+    sluice_spec_format_duration(def->period_ns, per, sizeof(per));
+    resp_map(w, 4);
+    resp_bulk_str(w, "key");
+    resp_bulk(w, key, keylen);
+    resp_bulk_str(w, "rate");
+    resp_bulk_fmt(w, "%" PRId64 "/%s", permits, per);
+    resp_bulk_str(w, "configured");
+    resp_bulk_fmt(w, "%" PRId64 "/%s", def->limit, per);
+    resp_bulk_str(w, "why");
+    if (def->decrease_den == 0)
+        resp_bulk_str(w, "configured (not adaptive)");
+    else if (permits >= def->limit)
+        resp_bulk_str(w, "configured (adaptive, at its configured rate)");
+    else {
+        sluice_spec_format_duration(def->recover_ns, every, sizeof(every));
+        resp_bulk_fmt(w,
+                      "lowered from %" PRId64 "/%s by its upstream's 429s, the last %" PRId64
+                      " ms ago; regains %" PRId64 "%% every %s",
+                      def->limit, per, command_ns_to_ms(now - since), def->recover_pct, every);
+    }
+}
+
 void cmd_limit_get(conn *c, const resp_command *cmd)
 {
     resp_writer *w = conn_out(c);
@@ -1221,4 +1283,55 @@ void cmd_limit_reset(conn *c, const resp_command *cmd)
     }
     log_info("limit \"%s\" reset by client %" PRIu64, name, c->id);
     resp_simple(conn_out(c), "OK");
+}
+
+/* Longest LIMIT.BACKOFF: 30 days, as TASK.FAIL's RETRY_AFTER. */
+#define MAX_BACKOFF_MS (30LL * 24 * 3600 * 1000)
+
+void cmd_limit_backoff(conn *c, const resp_command *cmd)
+{
+    server *s = c->srv;
+    char name[COMMAND_NAME_BUF];
+    const sluice_limit_policy *p;
+    sluice_limit *live = NULL;
+    tier_arg ta = {NULL, 0};
+    char id[LIMIT_ID_BUF];
+    int64_t ms = 0, slot = 0, now = server_now(s);
+    int rc;
+
+    if (cmd->argc == 6 && command_arg_is(cmd->argv[4], cmd->argvlen[4], "tier")) {
+        ta.value = cmd->argv[5];
+        ta.len = cmd->argvlen[5];
+    } else if (cmd->argc != 4) {
+        resp_error(conn_out(c), "WRONGARGS", "syntax error: LIMIT.BACKOFF limit key ms [TIER v]");
+        return;
+    }
+    if (name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0 || key_arg(c, cmd->argvlen[2]) != 0 ||
+        command_int_arg(c, "ms", cmd->argv[3], cmd->argvlen[3], 0, MAX_BACKOFF_MS, &ms) != 0)
+        return;
+    p = sluice_engine_get_limit(s->engine, name, &live);
+    if (!p) {
+        resp_error(conn_out(c), "NOLIMIT", "no limit named \"%s\"", name);
+        return;
+    }
+    /* As a peek: a concurrency tier is refused below with the other kinds, not as THROTTLE. */
+    if (throttle_core(c, p, &ta, SLUICE_PEEK, &live, id) != 0)
+        return;
+    live = key_core(s, p, cmd->argv[2], cmd->argvlen[2], live);
+    if (sluice_limit_get_def(live)->kind != SLUICE_RATE) {
+        resp_error(conn_out(c), "WRONGARGS",
+                   "limit \"%s\" is a %s limit: only a rate limit's key can be held back to a "
+                   "time (a window, sliding window, quota or concurrency limit has no slot to "
+                   "move)",
+                   p->name, sluice_limit_kind_name(sluice_limit_get_def(live)->kind));
+        return;
+    }
+    rc = sluice_limit_backoff(live, cmd->argv[2], cmd->argvlen[2], ms * SLUICE_NS_PER_MS, now,
+                              &slot);
+    if (rc != 0) {
+        reply_engine_error(c, rc, NULL);
+        return;
+    }
+    /* How long the key now waits for one unit: the backoff, or longer when it already waited. */
+    resp_int(conn_out(c), command_ns_to_ms(slot - now));
 }

@@ -339,6 +339,10 @@ static void info_limit_line(const sluice_limit_policy *p, void *arg)
      * of every other limit reads as before. */
     if (p->noverrides > 0)
         sb_printf(iw->b, ",overrides=%zu", p->noverrides);
+    /* Keys held back for an upstream's 429 (LIMIT.BACKOFF, TASK.FAIL ... RETRY_AFTER): listed
+     * once there were some, for the same reason. */
+    if (f.core.backoffs > 0)
+        sb_printf(iw->b, ",backoffs=%" PRIu64, f.core.backoffs);
     sb_printf(iw->b, "\r\n");
 }
 

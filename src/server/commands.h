@@ -154,6 +154,8 @@ void cmd_limit_list(conn *c, const resp_command *cmd);
 void cmd_limit_del(conn *c, const resp_command *cmd);
 void cmd_limit_reset(conn *c, const resp_command *cmd);
 void cmd_limit_spend(conn *c, const resp_command *cmd);
+void cmd_limit_backoff(conn *c, const resp_command *cmd);
+void cmd_limit_rate(conn *c, const resp_command *cmd);
 void cmd_limit_key(conn *c, const resp_command *cmd);
 void cmd_limit_keydel(conn *c, const resp_command *cmd);
 

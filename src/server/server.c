@@ -146,7 +146,10 @@ static int def_eq(const sluice_limit_def *a, const sluice_limit_def *b)
            a->burst == b->burst && a->start_empty == b->start_empty && a->ttl_ns == b->ttl_ns &&
            a->calendar == b->calendar && a->horizon_ns == b->horizon_ns &&
            a->max_keys == b->max_keys && a->key_overflow == b->key_overflow &&
-           a->max_key_len == b->max_key_len;
+           a->max_key_len == b->max_key_len && a->decrease_num == b->decrease_num &&
+           a->decrease_den == b->decrease_den && a->recover_pct == b->recover_pct &&
+           a->recover_ns == b->recover_ns && a->floor_permits == b->floor_permits &&
+           a->floor_period_ns == b->floor_period_ns;
 }
 
 int server_policy_eq(const sluice_limit_policy *a, const sluice_limit_policy *b)
@@ -192,19 +195,34 @@ int server_policy_mode_only(const sluice_limit_policy *a, const sluice_limit_pol
     return server_policy_eq(a, &same);
 }
 
-#define SHADOW_ON_REDIS                                                                            \
-    "mode: shadow and enabled: false are not available with a redis store yet (its script would "  \
-    "enforce every limit)"
+static int def_adaptive(const sluice_limit_def *d)
+{
+    return d->decrease_den > 0;
+}
 
-/* 1 when the file asks for a dry run anywhere: the global switch off or a limit in shadow mode. */
-static int shadow_wanted(const sluice_config *c)
+/* What a file asks for that the redis store's script cannot do yet (it would enforce every limit
+ * as a plain one), as the reason to refuse it; NULL when nothing. */
+static const char *redis_unsupported(const sluice_config *c)
 {
     if (c->disabled)
-        return 1;
-    for (size_t i = 0; i < c->nlimits; i++)
-        if (c->limits[i].mode == SLUICE_MODE_SHADOW)
-            return 1;
-    return 0;
+        return "enabled: false is not available with a redis store yet (its script would enforce "
+               "every limit)";
+    for (size_t i = 0; i < c->nlimits; i++) {
+        const sluice_limit_policy *p = &c->limits[i];
+        int adaptive = def_adaptive(&p->def);
+
+        if (p->mode == SLUICE_MODE_SHADOW)
+            return "mode: shadow is not available with a redis store yet (its script would "
+                   "enforce the limit)";
+        for (size_t t = 0; t < p->ntiers; t++)
+            adaptive |= def_adaptive(&p->tiers[t].def);
+        for (size_t k = 0; k < p->noverrides; k++)
+            adaptive |= def_adaptive(&p->overrides[k].def);
+        if (adaptive)
+            return "adaptive rate limits are not available with a redis store yet (its script "
+                   "knows no AIMD rate)";
+    }
+    return NULL;
 }
 
 /* Limits whose LIMIT.SET override a reload replaced, named in its reply (at most). */
@@ -217,6 +235,7 @@ int server_load_config(server *s, const char *path, char *msg, size_t msglen)
     size_t changed = 0, removed = 0, noverrides = 0;
     const char *overrides[RELOAD_NAMED];
     int64_t now = server_now(s);
+    const char *why;
     int rc;
 
     rc = sluice_config_load(path, &nc, msg, msglen);
@@ -235,8 +254,8 @@ int server_load_config(server *s, const char *path, char *msg, size_t msglen)
         return rc;
     }
     /* The shared store's script enforces every limit: a dry run there would be a silent lie. */
-    if ((s->opt.store_url || nc.store.url) && shadow_wanted(&nc)) {
-        snprintf(msg, msglen, "%s: %s", path, SHADOW_ON_REDIS);
+    if ((s->opt.store_url || nc.store.url) && (why = redis_unsupported(&nc)) != NULL) {
+        snprintf(msg, msglen, "%s: %s", path, why);
         sluice_config_clear(&nc);
         return SLUICE_EINVAL;
     }
@@ -703,8 +722,10 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
             s->opt.store_failure = s->config.store.failure;
         if (s->opt.store_timeout_ms == 0)
             s->opt.store_timeout_ms = s->config.store.timeout_ns / SLUICE_NS_PER_MS;
-        if (s->opt.store_url && shadow_wanted(&s->config)) {
-            snprintf(msg, msglen, "%s: %s", opt->config_path, SHADOW_ON_REDIS);
+        const char *why = s->opt.store_url ? redis_unsupported(&s->config) : NULL;
+
+        if (why) {
+            snprintf(msg, msglen, "%s: %s", opt->config_path, why);
             rc = SLUICE_EINVAL;
             goto fail_config;
         }

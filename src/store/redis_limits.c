@@ -309,6 +309,9 @@ static int link_ok(const rlim_link *l, rlim_op op)
         return 0;
     if (l->def->kind < SLUICE_RATE || l->def->kind > SLUICE_QUOTA)
         return 0;
+    /* The script knows no adaptive (AIMD) rate: deciding one as a plain rate would be wrong. */
+    if (l->def->decrease_den > 0)
+        return 0;
     if ((op == RLIM_DECIDE || op == RLIM_PEEK) && l->units < 1)
         return 0;
     if ((op == RLIM_LEASE_RENEW || op == RLIM_LEASE_RELEASE) && l->def->kind != SLUICE_CONCURRENCY)

@@ -154,6 +154,8 @@ contains "LIMIT.KEY refused" "not available with a redis store yet" \
   "$(P=$port_closed cli LIMIT.KEY api k rate=5/1s)"
 contains "LIMIT.SPEND refused" "not available with a redis store yet" \
   "$(P=$port_closed cli LIMIT.SPEND api k)"
+contains "LIMIT.BACKOFF refused" "not available with a redis store yet" \
+  "$(P=$port_closed cli LIMIT.BACKOFF api k 1000)"
 check "/api/limits/NAME/spend under a redis store: 501" 501 \
   "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$(cat "$tmp/closed.admin")/api/limits/api/spend?key=k")"
 kill -STOP "$rpid_a"
@@ -218,6 +220,10 @@ contains "shadow with a redis store says why" "not available with a redis store 
 printf 'enabled: false\nlimits:\n  a: {rate: 1/1s}\n' >"$tmp/off.yaml"
 out=$("$sluice" serve --port 0 --no-admin --config "$tmp/off.yaml" --store "$url" 2>&1)
 check "enabled: false with a redis store: refused" 1 "$?"
+printf 'limits:\n  llm: {rate: 10/1s, key: explicit, adaptive: {decrease: 0.5}}\n' >"$tmp/aimd.yaml"
+out=$("$sluice" serve --port 0 --no-admin --config "$tmp/aimd.yaml" --store "$url" 2>&1)
+check "adaptive limit with a redis store: refused" 1 "$?"
+contains "adaptive with a redis store says why" "adaptive rate limits are not available" "$out"
 # A node whose Redis is down at start still starts, answers PING, and says STOREDOWN.
 kill -KILL "$rpid_a"
 wait "$rpid_a" 2>/dev/null

@@ -471,6 +471,51 @@ static void print_summary(FILE *f, const simrun_result *r, const size_t *ord)
     fprintf(f, "\n");
 }
 
+/* Points of an adaptive key's rate listed before "... (N more)". */
+#define RATE_POINTS_SHOWN 12
+
+/* The scenario's upstream and the adaptive rates that learned it: how many calls it refused,
+ * how many in the last quarter of the run (the convergence), the tasks done per second then,
+ * and each adaptive key's rate after each 429 and at the end. */
+static void print_upstream(FILE *f, const simrun_result *r)
+{
+    const scenario *sc = r->sc;
+    int64_t span = r->end_ns, q = span - span / 4;
+    size_t late429 = 0, late_done = 0;
+    char b1[32], b2[32], b3[32];
+
+    if (sc->upstream_permits == 0)
+        return;
+    for (size_t i = 0; i < r->n429; i++)
+        late429 += r->u429_ns[i] >= q;
+    for (size_t i = 0; i < r->ntasks; i++)
+        late_done += r->tasks[i].outcome == SIMRUN_DONE && r->tasks[i].end_ns >= q;
+    fprintf(f, "\nUpstream (hidden rate %" PRId64 "/%s): %zu calls answered 429",
+            sc->upstream_permits, dur(sc->upstream_period_ns, b1, sizeof b1), r->n429);
+    if (r->n429 > 0)
+        fprintf(f, ", the last at %ss", secs(r->u429_ns[r->n429 - 1], b2, sizeof b2));
+    fprintf(f,
+            ".\nLast quarter of the run (from %ss): %zu answered 429, %s tasks done per second.\n",
+            secs(q, b2, sizeof b2), late429,
+            num(span > q ? (double)late_done * 1e9 / (double)(span - q) : 0, b3, sizeof b3));
+    for (size_t i = 0; i < r->nseries; i++) {
+        const simrun_series *s = &r->series[i];
+        char per[32];
+
+        if (s->def.kind != SLUICE_RATE || s->def.decrease_den == 0)
+            continue;
+        dur(s->def.period_ns, per, sizeof per);
+        fprintf(f, "Adaptive rate of %s%s%s key \"%s\": %" PRId64 "/%s", s->limit,
+                s->tier ? "/" : "", s->tier ? s->tier : "", s->key, s->def.limit, per);
+        for (size_t k = 0; k < s->nrate && k < RATE_POINTS_SHOWN; k++)
+            fprintf(f, ", %" PRId64 "/%s at %ss", s->rate_v[k], per,
+                    secs(s->rate_t[k], b2, sizeof b2));
+        if (s->nrate > RATE_POINTS_SHOWN)
+            fprintf(f, ", ... (%zu more)", s->nrate - RATE_POINTS_SHOWN);
+        fprintf(f, "; at the end %" PRId64 "/%s.\n", s->rate_end, per);
+    }
+}
+
 void simreport_text(FILE *f, const simrun_result *r, const char *file, int all_tasks)
 {
     size_t *ord = simkeys_order(r);
@@ -487,6 +532,7 @@ void simreport_text(FILE *f, const simrun_result *r, const char *file, int all_t
         print_keys(f, r, ord);
         print_summary(f, r, ord);
     }
+    print_upstream(f, r);
     alloc_free(ord);
 }
 

@@ -276,7 +276,8 @@ typedef struct run {
     simrun_priv *p;
     arrival *arr;
     size_t next_arrival;
-    uint64_t failed_seen; /* the engine's failed + cancelled counters at the last scan */
+    uint64_t failed_seen;   /* the engine's failed + cancelled counters at the last scan */
+    sluice_limit *upstream; /* the scenario's upstream: its hidden rate, or NULL */
     char *msg;
     size_t msglen;
 } run;
@@ -528,6 +529,111 @@ static void finish_from_engine(run *x, simrun_task *t, const sluice_task_info *i
     }
 }
 
+static const sluice_limit *series_core(const run *x, const simrun_series *s);
+
+/* Each adaptive key's rate at the end of the run. */
+static void final_rates(run *x)
+{
+    for (size_t i = 0; i < x->r->nseries; i++) {
+        simrun_series *s = &x->r->series[i];
+        const sluice_limit *core;
+        int64_t since;
+
+        s->rate_end = s->def.limit;
+        if (s->def.kind == SLUICE_RATE && s->def.decrease_den > 0 && (core = series_core(x, s)))
+            sluice_limit_key_rate(core, s->key, strlen(s->key), T0 + x->r->end_ns, &s->rate_end,
+                                  &since);
+    }
+}
+
+/* The core limit that decides key `key` of series s in the engine, or NULL. */
+static const sluice_limit *series_core(const run *x, const simrun_series *s)
+{
+    char id[512];
+    const sluice_limit_policy *p = sluice_engine_get_limit(x->e, s->limit, NULL);
+
+    if (p && s->tier)
+        snprintf(id, sizeof id, "%s/%s", s->limit, s->tier);
+    else if (p && p->noverrides > 0)
+        snprintf(id, sizeof id, "%s/=%s", s->limit, s->key);
+    else
+        snprintf(id, sizeof id, "%s", s->limit);
+    if (!sluice_engine_limit_by_id(x->e, id))
+        snprintf(id, sizeof id, "%s", s->limit);
+    return sluice_engine_limit_by_id(x->e, id);
+}
+
+/* Records the adaptive rates of task t's keys after its upstream's 429 (the engine has lowered
+ * them). */
+static int record_rates(run *x, const simrun_task *t, int64_t now)
+{
+    for (uint32_t i = 0; i < t->nlinks; i++) {
+        simrun_series *s = &x->r->series[x->r->links[t->links + i].series];
+        const sluice_limit *core;
+        int64_t permits, since;
+
+        if (s->def.kind != SLUICE_RATE || s->def.decrease_den == 0 || !(core = series_core(x, s)) ||
+            sluice_limit_key_rate(core, s->key, strlen(s->key), T0 + now, &permits, &since) != 0)
+            continue;
+        if (s->nrate == s->rate_cap) {
+            size_t cap = s->rate_cap ? 2 * s->rate_cap : 16;
+            int64_t *rt = alloc_realloc(s->rate_t, cap * sizeof *rt);
+
+            if (!rt)
+                return -1;
+            s->rate_t = rt;
+            rt = alloc_realloc(s->rate_v, cap * sizeof *rt);
+            if (!rt)
+                return -1;
+            s->rate_v = rt;
+            s->rate_cap = cap;
+        }
+        s->rate_t[s->nrate] = now;
+        s->rate_v[s->nrate++] = permits;
+    }
+    return 0;
+}
+
+/* The scenario's upstream, called by the worker of task t at now: returns 1 when it answers 429
+ * (and t was failed with RETRY_AFTER, as a worker would), 0 when the call goes through, -1 out
+ * of memory. */
+static int upstream_refuses(run *x, simrun_task *t, const busy *b, int64_t now)
+{
+    sluice_decision d;
+    sluice_task_info info;
+    int64_t wait;
+    simrun_result *r = x->r;
+
+    if (!x->upstream || sluice_limit_decide(x->upstream, "", 0, 1, T0 + now, 0, &d) != 0 ||
+        d.allowed)
+        return 0;
+    wait = d.retry_after_ns > x->sc->upstream_retry_after_ns ? d.retry_after_ns
+                                                             : x->sc->upstream_retry_after_ns;
+    wait = (wait + SLUICE_NS_PER_MS - 1) / SLUICE_NS_PER_MS * SLUICE_NS_PER_MS; /* whole ms */
+    if (sluice_engine_fail_retry_after(x->e, t->id, wait, "429", T0 + now) != 0)
+        return 0; /* the engine took the task back meanwhile */
+    if (r->n429 == r->u429_cap) {
+        size_t cap = r->u429_cap ? 2 * r->u429_cap : 64;
+        int64_t *a = alloc_realloc(r->u429_ns, cap * sizeof *a);
+
+        if (!a)
+            return -1;
+        r->u429_ns = a;
+        r->u429_cap = cap;
+    }
+    r->u429_ns[r->n429++] = now;
+    if (record_rates(x, t, now) != 0)
+        return -1;
+    if (sluice_engine_task_info(x->e, t->id, &info) == 0 && info.state == SLUICE_TASK_FAILED) {
+        finish_from_engine(x, t, &info, now);
+    } else {
+        t->outcome = SIMRUN_RETRYING;
+        if (pending_add(x->p, b->task) != 0)
+            return -1;
+    }
+    return 1;
+}
+
 /* Completes the work of busy entry b at now. */
 static int complete(run *x, const busy *b, int64_t now)
 {
@@ -551,6 +657,9 @@ static int complete(run *x, const busy *b, int64_t now)
         return 0; /* its lease expired first: the engine took the task back, the work is lost */
     if (simkeys_release(x->r, x->e, t, now) != 0)
         return oom(x);
+    rc = upstream_refuses(x, t, b, now);
+    if (rc != 0)
+        return rc < 0 ? oom(x) : 0;
     if (w->failure_rate > 0 && sim_rand_unit(x->p) < w->failure_rate) {
         rc = sluice_engine_fail(x->e, t->id,
                                 w->failure_mode == SCENARIO_FAIL_DEAD ? SLUICE_FAIL_MODE_DEAD
@@ -848,6 +957,20 @@ int simrun_run(const scenario *sc, const sluice_config *cfg, simrun_result **out
         goto fail;
     }
     sluice_engine_on_event(x.e, on_event, r);
+    if (sc->upstream_permits > 0) {
+        sluice_limit_def up;
+        char why[160];
+
+        sluice_limit_def_init(&up, SLUICE_RATE);
+        up.limit = sc->upstream_permits;
+        up.period_ns = sc->upstream_period_ns;
+        rc = sluice_limit_new(&up, &x.upstream, why, sizeof why);
+        if (rc != 0) {
+            if (msg && msglen > 0)
+                snprintf(msg, msglen, "scenario upstream: %s", why);
+            goto fail;
+        }
+    }
     rc = sluice_config_apply(cfg, x.e, T0, msg, msglen);
     if (rc == 0)
         rc = add_series(&x);
@@ -856,14 +979,17 @@ int simrun_run(const scenario *sc, const sluice_config *cfg, simrun_result **out
     if (rc != 0)
         goto fail;
     final_states(&x);
+    final_rates(&x);
     simkeys_figures(r);
     sluice_engine_get_stats(x.e, &r->stats);
     r->span_ns = sc->duration_ns ? sc->duration_ns : r->end_ns;
     sluice_engine_free(x.e);
+    sluice_limit_free(x.upstream);
     alloc_free(x.arr);
     *out = r;
     return 0;
 fail:
+    sluice_limit_free(x.upstream);
     sluice_engine_free(x.e);
     alloc_free(x.arr);
     simrun_result_free(r);
@@ -872,6 +998,8 @@ fail:
 
 void simrun_result_free(simrun_result *r)
 {
+    if (r)
+        alloc_free(r->u429_ns);
     simrun_priv *p;
 
     if (!r)
@@ -891,6 +1019,8 @@ void simrun_result_free(simrun_result *r)
         alloc_free(s->key);
         alloc_free(s->t_ns);
         alloc_free(s->cum);
+        alloc_free(s->rate_t);
+        alloc_free(s->rate_v);
         alloc_free(s->rej_ns);
         alloc_free(s->held_t);
         alloc_free(s->held_v);

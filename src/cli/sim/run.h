@@ -88,8 +88,13 @@ typedef struct simrun_series {
                          * sliding), in one calendar period (quota), held at once
                          * (concurrency) */
     int64_t max_minute; /* most in any minute, for periods shorter than one; else -1 */
-    size_t rejected;    /* tasks this key's limit rejected */
-    int64_t *rej_ns;    /* when they were rejected, in order; nrej entries */
+    /* adaptive rate: its rate for this key after each upstream 429 (rate_t, rate_v: time and
+     * permits per period, nrate points), and at the end (rate_end; the limit when never lowered) */
+    int64_t *rate_t, *rate_v;
+    size_t nrate, rate_cap;
+    int64_t rate_end;
+    size_t rejected; /* tasks this key's limit rejected */
+    int64_t *rej_ns; /* when they were rejected, in order; nrej entries */
     size_t nrej, rej_cap;
 } simrun_series;
 
@@ -118,6 +123,8 @@ typedef struct simrun_result {
     uint64_t events[8];        /* events emitted, by sluice_event_kind (summaries counted) */
     size_t refused;            /* submits that failed */
     char first_refusal[256];   /* the first submit error, for the report */
+    int64_t *u429_ns;          /* scenario upstream: when it answered 429, in order */
+    size_t n429, u429_cap;
     /* Internal bookkeeping (a map from engine ids to tasks, the series index). */
     void *priv;
 } simrun_result;

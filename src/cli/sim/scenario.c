@@ -521,10 +521,28 @@ static int read_recurring_item(ywalk *w, const yaml_node_t *map, void *item)
     return read_recurring(w, map, item);
 }
 
+/* Reads `upstream: {rate: N/PERIOD, retry_after: DURATION}`. */
+static int read_upstream(ywalk *w, const yaml_node_t *map, scenario *sc)
+{
+    static const char *const keys[] = {"rate", "retry_after"};
+    int rc;
+
+    rc = yw_expect_map(w, map, "a mapping: rate (the hidden rate), retry_after");
+    if (rc == 0)
+        rc = yw_check_keys(w, map, keys, sizeof(keys) / sizeof(keys[0]));
+    if (rc != 0)
+        return rc;
+    if (!yw_get(w, map, "rate", NULL))
+        return yw_fail(w, map, SLUICE_EINVAL, "an upstream needs its hidden rate: rate: 7/1s");
+    FIELD(map, "rate", read_rate(w, v, &sc->upstream_permits, &sc->upstream_period_ns));
+    FIELD(map, "retry_after", yw_duration(w, v, 0, &sc->upstream_retry_after_ns));
+    return 0;
+}
+
 static int read_scenario(ywalk *w, const yaml_node_t *map, scenario *sc)
 {
-    static const char *const keys[] = {"title",    "duration", "seed",
-                                       "arrivals", "workers",  "recurring"};
+    static const char *const keys[] = {"title",   "duration",  "seed",    "arrivals",
+                                       "workers", "recurring", "upstream"};
     yaml_node_t *k;
     int64_t seed = 1;
     int rc;
@@ -551,6 +569,7 @@ static int read_scenario(ywalk *w, const yaml_node_t *map, scenario *sc)
     FIELD(map, "recurring",
           read_list(w, v, "recurring series", sizeof(scenario_recurring), (void **)&sc->recurring,
                     &sc->nrecurring, read_recurring_item));
+    FIELD(map, "upstream", read_upstream(w, v, sc));
     if (sc->nrecurring > 0 && sc->duration_ns == 0) {
         yw_get(w, map, "recurring", &k);
         return yw_fail(w, k, SLUICE_EINVAL,

@@ -135,6 +135,13 @@ typedef struct scenario {
     size_t nworkers;
     scenario_recurring *recurring;
     size_t nrecurring;
+    /* `upstream: {rate: 7/1s, retry_after: 1s}`: the API the workers call answers 429 above
+     * this hidden rate (a GCRA of that rate, burst one period's worth); a worker whose call is
+     * refused fails its task with RETRY_AFTER (the upstream's wait, at least retry_after).
+     * upstream_permits 0: no upstream. */
+    int64_t upstream_permits;
+    int64_t upstream_period_ns;
+    int64_t upstream_retry_after_ns;
 } scenario;
 
 /* Parses the `scenario:` section of the YAML text (the other top-level keys are left to the

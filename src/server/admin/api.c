@@ -212,6 +212,7 @@ static json_t *limit_json(admin *a, const sluice_limit_policy *p, sluice_limit_f
     /* Beyond the dashboard's contract. */
     bad |= put(o, "mode", json_string(f->shadow ? "shadow" : "enforce"));
     bad |= put(o, "shadow_denied_total", admin_json_u64(f->core.shadow_denied));
+    bad |= put(o, "backoffs_total", admin_json_u64(f->core.backoffs));
     bad |= put(o, "parked_keys", admin_json_u64(f->parked_keys));
     bad |= put(o, "next_slot_ms", admin_json_time(f->next_wake_ns));
     bad |= put(o, "rejected_total", rejections(f));
@@ -291,6 +292,8 @@ static json_t *limit_short_json(admin *a, const sluice_limit_policy *p)
     /* The mode in force (shadow also while limits are off) and its would-be denials. */
     bad |= put(o, "mode", json_string(f.shadow ? "shadow" : "enforce"));
     bad |= put(o, "shadow_denied_total", admin_json_u64(f.core.shadow_denied));
+    /* Keys held back for an upstream's 429 (LIMIT.BACKOFF, TASK.FAIL ... RETRY_AFTER). */
+    bad |= put(o, "backoffs_total", admin_json_u64(f.core.backoffs));
     if (bad) {
         json_decref(o);
         return NULL;
