@@ -54,7 +54,8 @@ function makeLimit(name, kind, limit, period, extra) {
   const l = Object.assign({ name, kind, limit, period_ms: kind === 'concurrency' ? 0 : periodMs,
     burst: kind === 'rate' ? limit : null, key: 'none', overflow: 'wait', keys: 0, bytes: 0,
     allowed_total: 0, denied_total: 0, units_total: 0, parked: 0, untracked_total: 0,
-    refused_total: 0, demand: 0, phase: Math.random() * 6.28, keyNames: [] }, extra || {});
+    refused_total: 0, demand: 0, phase: Math.random() * 6.28, keyNames: [], mode: 'enforce',
+    shadow_denied_total: 0, backoffs_total: 0 }, extra || {});
   if (l.burst && l.burst !== limit) spec += `,burst=${l.burst}`;
   if (l.key !== 'none') spec += `,key=${l.key}`;
   if (l.overflow !== 'wait') spec += `,overflow=${l.overflow}`;
@@ -65,8 +66,8 @@ function makeLimit(name, kind, limit, period, extra) {
 function buildLimits(extra) {
   const ls = [
     makeLimit('stripe', 'rate', 100, 's', { burst: 20, key: 'explicit', base: 88 }),
-    makeLimit('tenant_api', 'rate', 15, 'm', { key: 'input.tenant_id', base: 0.6 }),
-    makeLimit('llm_provider', 'rate', 600, 'm', { burst: 100, base: 9 }),
+    makeLimit('tenant_api', 'rate', 15, 'm', { key: 'input.tenant_id', base: 0.6, mode: 'shadow' }),
+    makeLimit('llm_provider', 'rate', 600, 'm', { burst: 100, base: 9, backoffs_total: 3 }),
     makeLimit('agent_slots', 'concurrency', 10, 0, { key: 'input.workflow_id', base: 4 }),
     makeLimit('daily_budget', 'quota', 10000, 'd', { key: 'input.user', overflow: 'reject', base: 2 }),
     makeLimit('runaway_breaker', 'window', 50, 'h', { key: 'input.workflow_id', overflow: 'reject',
@@ -139,7 +140,8 @@ function createSim(extra) {
     return { time_ms: Date.now(), uptime_s: Math.floor((Date.now() - sim.start) / 1000),
       clients: sim.clients, commands_total: sim.commands, tasks: { ...sim.tasks },
       limits: sim.limits.map((l) => ({ name: l.name, kind: l.kind, allowed_total: l.allowed_total,
-        denied_total: l.denied_total, units_total: l.units_total, parked: l.parked, keys: l.keys })) };
+        denied_total: l.denied_total, units_total: l.units_total, parked: l.parked, keys: l.keys,
+        mode: l.mode, shadow_denied_total: l.shadow_denied_total, backoffs_total: l.backoffs_total })) };
   };
 
   sim.limitObject = function limitObject(l) {

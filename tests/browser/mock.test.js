@@ -66,6 +66,16 @@ test('dashboard against the mock server', { timeout: 180000 }, async (t) => {
     await page.click('th[data-sort="name"]');
   });
 
+  await t.test('shadow and 429 badges', async () => {
+    await lib.until('shadow badge', 5000, async () =>
+      page.locator('tr[data-limit="tenant_api"] .badge-shadow').isVisible());
+    assert.equal(await page.locator('tr[data-limit="stripe"] .badge-shadow').isVisible(), false);
+    await lib.until('429 badge', 5000, async () =>
+      page.locator('tr[data-limit="llm_provider"] .badge-backoff').isVisible());
+    assert.match(await page.textContent('tr[data-limit="llm_provider"] .badge-backoff'), /^429 ×3$/);
+    assert.equal(await page.locator('tr[data-limit="stripe"] .badge-backoff').isVisible(), false);
+  });
+
   await t.test('select a limit: chart, top keys, relative next slot', async () => {
     await page.click('tr[data-limit="stripe"]');
     await lib.until('stripe selected', 3000, async () => (await page.textContent('#detail-name')) === 'stripe');

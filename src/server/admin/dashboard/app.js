@@ -233,20 +233,24 @@
     badge.title = 'Shadow mode: evaluated and counted as if enforced, but it denies nothing; the ' +
       'denied column shows its would-be denials';
     badge.hidden = true;
-    cName.append(badge);
+    /* The upstream answered 429 and keys of this limit were held back (LIMIT.BACKOFF, TASK.FAIL
+     * RETRY_AFTER); an adaptive limit also lowered those keys' rates (LIMIT.RATE shows one). */
+    const backoff = el('span', 'badge-backoff', '429');
+    backoff.hidden = true;
+    cName.append(badge, backoff);
     cName.title = s.name;
     const cells = {
       name: cName, kind: el('td', 'c-kind', s.kind || ''), rule: el('td', 'c-rule', ''),
       spark: el('td', 'c-spark'), allowed: el('td', 'num c-allowed', '–'),
       denied: el('td', 'num c-denied', '–'), parked: el('td', 'num c-parked', '–'),
-      keys: el('td', 'num c-keys', '–'), badge,
+      keys: el('td', 'num c-keys', '–'), badge, backoff,
     };
     const canvas = document.createElement('canvas');
     cells.spark.append(canvas);
     tr.append(cells.name, cells.kind, cells.rule, cells.spark, cells.allowed, cells.denied,
       cells.parked, cells.keys);
     const e = { name: s.name, kind: s.kind, meta: null, hist: [], prev: null, cur: { a: null, d: null, u: null, sd: null },
-      shadow: false,
+      shadow: false, backoffs: 0,
       parked: 0, keys: 0, unitsDiffer: false, row: tr, cells, spark: canvas, onScreen: !rowObserver,
       state: 'idle', text: '' };
     if (rowObserver) rowObserver.observe(tr);
@@ -273,6 +277,10 @@
     c.denied.classList.toggle('would', e.shadow);
     c.denied.title = e.shadow ? 'would-be denials per second (shadow mode: counted, not enforced)' : '';
     c.badge.hidden = !e.shadow;
+    c.backoff.hidden = !(e.backoffs > 0);
+    c.backoff.textContent = `429 ×${fmtInt(e.backoffs)}`;
+    c.backoff.title = `the upstream answered 429 ${e.backoffs} times: keys of this limit were held ` +
+      'back (and, if it is adaptive, their rates lowered; LIMIT.RATE limit key shows one)';
     setText(c.parked, fmtInt(e.parked));
     setText(c.keys, fmtInt(e.keys));
     c.allowed.classList.toggle('zero', e.cur.a === 0);
@@ -415,6 +423,7 @@
         shadow_denied_total: s.shadow_denied_total || 0 };
       e.cur = { a, d, u, sd: sd != null && sd < 0 ? null : sd };
       e.shadow = s.mode === 'shadow';
+      e.backoffs = s.backoffs_total || 0;
       e.parked = s.parked || 0;
       e.keys = s.keys || 0;
       e.unitsDiffer = e.unitsDiffer || s.units_total !== s.allowed_total;
