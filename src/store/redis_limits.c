@@ -30,12 +30,9 @@
 extern const char rlim_lua_text[];
 extern const size_t rlim_lua_text_len;
 
-/* Fields the script returns per link of a DECIDE or PEEK, and before them. */
-#define RLIM_LINK_FIELDS 6
-#define RLIM_DECIDE_HEAD 5
-
-/* Arguments of the call before the requests: protocol, flags, now, request count. */
-#define RLIM_CALL_ARGS 4
+/* Arguments of the call before the definitions: protocol, flags, now, request count, definition
+ * count. */
+#define RLIM_CALL_ARGS 5
 
 typedef struct span {
     size_t off;
@@ -64,11 +61,14 @@ struct rlim_batch {
     size_t len;
     size_t cap;
     span_list keys;
-    span_list args;
+    span_list defs;  /* each distinct limit definition of the batch, once */
+    uint64_t *dhash; /* a hash of each definition's text, to find it again quickly */
+    size_t capdhash;
+    span_list args;    /* one string per request */
     const char **argv; /* the command of rlim_batch_command */
     size_t *argvlen;
     size_t capargv;
-    char head[4][24]; /* its numkeys, flags, now and request count */
+    char head[5][24]; /* its numkeys, flags, now, request and definition counts */
 };
 
 /* ---- growth ------------------------------------------------------------------------------ */
@@ -110,27 +110,6 @@ static int put(rlim_batch *b, span_list *list, const void *data, size_t len)
     b->len += len;
     b->buf[b->len++] = '\0'; /* so that a span can be read as a C string in a debugger */
     return SLUICE_OK;
-}
-
-static int put_str(rlim_batch *b, span_list *list, const char *s)
-{
-    return put(b, list, s, strlen(s));
-}
-
-static int put_i64(rlim_batch *b, span_list *list, int64_t v)
-{
-    char tmp[24];
-
-    snprintf(tmp, sizeof tmp, "%" PRId64, v);
-    return put_str(b, list, tmp);
-}
-
-static int put_u64(rlim_batch *b, span_list *list, uint64_t v)
-{
-    char tmp[24];
-
-    snprintf(tmp, sizeof tmp, "%" PRIu64, v);
-    return put_str(b, list, tmp);
 }
 
 /* Appends the concatenation of up to 8 pieces as one span (a key name). */
@@ -197,6 +176,7 @@ void rlim_batch_reset(rlim_batch *b)
     b->nreqs = 0;
     b->len = 0;
     b->keys.n = 0;
+    b->defs.n = 0;
     b->args.n = 0;
 }
 
@@ -208,6 +188,8 @@ void rlim_batch_free(rlim_batch *b)
     alloc_free(b->reqs);
     alloc_free(b->buf);
     alloc_free(b->keys.v);
+    alloc_free(b->defs.v);
+    alloc_free(b->dhash);
     alloc_free(b->args.v);
     alloc_free(b->argv);
     alloc_free(b->argvlen);
@@ -327,6 +309,48 @@ static int put_tag_key(rlim_batch *b, const link_names *nm, const char *what)
     return put_pieces(b, &b->keys, pc, 4);
 }
 
+/* FNV-1a: only to skip most byte comparisons when looking a definition up. */
+static uint64_t def_hash(const char *s, size_t len)
+{
+    uint64_t h = 14695981039346656037u;
+
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211u;
+    return h;
+}
+
+/* The 1-based index of def's text among the batch's definitions, appending it when new. The
+ * text, not the pointer, identifies a definition: a def may be freed and its memory reused
+ * between two adds. */
+static int def_index(rlim_batch *b, const sluice_limit_def *d, size_t *idx)
+{
+    char text[160];
+    int len = snprintf(text, sizeof text,
+                       "%d %" PRId64 " %" PRId64 " %" PRId64 " %d %" PRId64 " %" PRId64,
+                       (int)d->kind, d->limit, d->period_ns, d->burst, d->start_empty != 0,
+                       d->ttl_ns, (int64_t)d->calendar);
+    uint64_t h = def_hash(text, (size_t)len);
+    void *dh = b->dhash;
+    int rc;
+
+    for (size_t i = b->defs.n; i-- > 0;) { /* newest first: a batch mostly repeats its last */
+        if (b->dhash[i] == h && b->defs.v[i].len == (size_t)len &&
+            memcmp(b->buf + b->defs.v[i].off, text, (size_t)len) == 0) {
+            *idx = i + 1;
+            return SLUICE_OK;
+        }
+    }
+    rc = grow(&dh, &b->capdhash, b->defs.n + 1, sizeof(uint64_t));
+    b->dhash = dh;
+    if (rc == SLUICE_OK)
+        rc = put(b, &b->defs, text, (size_t)len);
+    if (rc != SLUICE_OK)
+        return rc;
+    b->dhash[b->defs.n - 1] = h;
+    *idx = b->defs.n;
+    return SLUICE_OK;
+}
+
 static int add_links(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
                      const rlim_args *args, link_names *nm)
 {
@@ -380,59 +404,51 @@ static int add_links(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n
         if (rc != SLUICE_OK)
             return rc;
     }
-    /* ARGV of the request. */
-    rc = put_str(b, &b->args, op_word[op]);
-    if (rc == SLUICE_OK)
-        rc = put_u64(b, &b->args, ntags);
-    if (rc == SLUICE_OK)
-        rc = put_u64(b, &b->args, n);
-    if (rc != SLUICE_OK)
-        return rc;
-    switch (op) {
-    case RLIM_DECIDE:
-    case RLIM_PEEK:
-        rc = put_i64(b, &b->args, args ? args->ttl_ns : 0);
-        if (rc == SLUICE_OK)
-            rc = put_str(b, &b->args, "0");
-        if (rc == SLUICE_OK)
-            rc = put_str(b, &b->args, "0");
-        break;
-    case RLIM_LEASE_RENEW:
-    case RLIM_LEASE_RELEASE:
-        rc = put_u64(b, &b->args, args->lease_id);
-        if (rc == SLUICE_OK)
-            rc = put_i64(b, &b->args, op == RLIM_LEASE_RENEW ? args->ttl_ns : 0);
-        if (rc == SLUICE_OK)
-            rc = put_str(b, &b->args, "0");
-        break;
-    case RLIM_SETTLE:
-        rc = put_i64(b, &b->args, args->charged_ns);
-        if (rc == SLUICE_OK)
-            rc = put_i64(b, &b->args, args->estimate);
-        if (rc == SLUICE_OK)
-            rc = put_i64(b, &b->args, args->actual);
-        break;
-    }
-    for (size_t i = 0; i < n && rc == SLUICE_OK; i++) {
-        const sluice_limit_def *d = links[i].def;
-        int64_t v[7] = {d->kind,
-                        d->limit,
-                        d->period_ns,
-                        d->burst,
-                        d->start_empty != 0,
-                        d->ttl_ns,
-                        (int64_t)d->calendar};
+    /* ARGV of the request: one string "op T N a1 a2 a3" then "def tag units" per link. */
+    {
+        char stack[512], *str = stack;
+        size_t cap = 128 + 64 * n, len = 0;
+        int64_t a[3] = {0, 0, 0};
 
-        for (size_t k = 0; k < 7 && rc == SLUICE_OK; k++)
-            rc = put_i64(b, &b->args, v[k]);
+        switch (op) {
+        case RLIM_DECIDE:
+        case RLIM_PEEK:
+            a[0] = args ? args->ttl_ns : 0;
+            break;
+        case RLIM_LEASE_RENEW:
+        case RLIM_LEASE_RELEASE:
+            a[1] = op == RLIM_LEASE_RENEW ? args->ttl_ns : 0;
+            break;
+        case RLIM_SETTLE:
+            a[0] = args->charged_ns;
+            a[1] = args->estimate;
+            a[2] = args->actual;
+            break;
+        }
+        if (cap > sizeof stack) {
+            str = alloc_malloc(cap);
+            if (!str)
+                return SLUICE_ENOMEM;
+        }
+        if (op == RLIM_LEASE_RENEW || op == RLIM_LEASE_RELEASE) /* a1 is the lease id */
+            len = (size_t)snprintf(str, cap, "%s %zu %zu %" PRIu64 " %" PRId64 " 0", op_word[op],
+                                   ntags, n, args->lease_id, a[1]);
+        else
+            len = (size_t)snprintf(str, cap, "%s %zu %zu %" PRId64 " %" PRId64 " %" PRId64,
+                                   op_word[op], ntags, n, a[0], a[1], a[2]);
+        rc = SLUICE_OK;
+        for (size_t i = 0; i < n && rc == SLUICE_OK; i++) {
+            size_t def;
+
+            rc = def_index(b, links[i].def, &def);
+            if (rc == SLUICE_OK)
+                len += (size_t)snprintf(str + len, cap - len, " %zu %zu %" PRId64, def,
+                                        nm[i].tagidx, links[i].units > 0 ? links[i].units : 1);
+        }
         if (rc == SLUICE_OK)
-            rc = put_str(b, &b->args, links[i].limit_id);
-        if (rc == SLUICE_OK)
-            rc = put(b, &b->args, nm[i].key, nm[i].keylen);
-        if (rc == SLUICE_OK)
-            rc = put_i64(b, &b->args, links[i].units > 0 ? links[i].units : 1);
-        if (rc == SLUICE_OK)
-            rc = put_u64(b, &b->args, nm[i].tagidx);
+            rc = put(b, &b->args, str, len);
+        if (str != stack)
+            alloc_free(str);
     }
     return rc;
 }
@@ -440,7 +456,7 @@ static int add_links(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n
 int rlim_batch_add(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
                    const rlim_args *args)
 {
-    size_t len = b->len, nkeys = b->keys.n, nargs = b->args.n;
+    size_t len = b->len, nkeys = b->keys.n, ndefs = b->defs.n, nargs = b->args.n;
     link_names stack[4], *nm = stack;
     void *reqs;
     int rc;
@@ -470,6 +486,7 @@ int rlim_batch_add(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
     if (rc != SLUICE_OK) {
         b->len = len;
         b->keys.n = nkeys;
+        b->defs.n = ndefs;
         b->args.n = nargs;
         return rc;
     }
@@ -483,7 +500,7 @@ int rlim_batch_add(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
 int rlim_batch_command(rlim_batch *b, const char *sha, int *argc, const char ***argv,
                        const size_t **argvlen)
 {
-    size_t total = 3 + b->keys.n + RLIM_CALL_ARGS + b->args.n, k = 0;
+    size_t total = 3 + b->keys.n + RLIM_CALL_ARGS + b->defs.n + b->args.n, k = 0;
     void *av, *al;
     size_t cap;
     int rc;
@@ -517,6 +534,7 @@ int rlim_batch_command(rlim_batch *b, const char *sha, int *argc, const char ***
     else
         b->head[2][0] = '\0';
     snprintf(b->head[3], sizeof b->head[3], "%zu", b->nreqs);
+    snprintf(b->head[4], sizeof b->head[4], "%zu", b->defs.n);
 
 #define RLIM_ARG(s, l)                                                                             \
     do {                                                                                           \
@@ -534,10 +552,11 @@ int rlim_batch_command(rlim_batch *b, const char *sha, int *argc, const char ***
     RLIM_ARG(b->head[0], strlen(b->head[0]));
     for (size_t i = 0; i < b->keys.n; i++)
         RLIM_ARG(b->buf + b->keys.v[i].off, b->keys.v[i].len);
-    RLIM_ARG("1", 1);
-    RLIM_ARG(b->head[1], strlen(b->head[1]));
-    RLIM_ARG(b->head[2], strlen(b->head[2]));
-    RLIM_ARG(b->head[3], strlen(b->head[3]));
+    RLIM_ARG("2", 1);
+    for (size_t i = 1; i < 5; i++)
+        RLIM_ARG(b->head[i], strlen(b->head[i]));
+    for (size_t i = 0; i < b->defs.n; i++)
+        RLIM_ARG(b->buf + b->defs.v[i].off, b->defs.v[i].len);
     for (size_t i = 0; i < b->args.n; i++)
         RLIM_ARG(b->buf + b->args.v[i].off, b->args.v[i].len);
 #undef RLIM_ARG
@@ -549,24 +568,54 @@ int rlim_batch_command(rlim_batch *b, const char *sha, int *argc, const char ***
 
 /* ---- the reply --------------------------------------------------------------------------- */
 
-/* Parses a decimal int64 (an optional '-', then 1..19 digits, no overflow). */
-static int parse_i64(const redisReply *r, int64_t *out)
+/* A cursor over one request's reply string: fields separated by single spaces. */
+typedef struct fields {
+    const char *p;
+    const char *end;
+} fields;
+
+/* The next field, or SLUICE_EPARSE when there is none (or it is empty). */
+static int next_field(fields *f, const char **s, size_t *len)
+{
+    const char *e;
+
+    if (f->p > f->end)
+        return SLUICE_EPARSE;
+    e = memchr(f->p, ' ', (size_t)(f->end - f->p));
+    if (!e)
+        e = f->end;
+    if (e == f->p)
+        return SLUICE_EPARSE;
+    *s = f->p;
+    *len = (size_t)(e - f->p);
+    f->p = e + 1;
+    return SLUICE_OK;
+}
+
+static int at_end(const fields *f)
+{
+    return f->p > f->end;
+}
+
+/* Parses a decimal int64 field (an optional '-', then 1..19 digits, no overflow). */
+static int parse_i64(fields *f, int64_t *out)
 {
     uint64_t v = 0, lim;
-    size_t i = 0;
+    const char *s;
+    size_t len, i = 0;
     int negative = 0;
 
-    if (!r || r->type != REDIS_REPLY_STRING || r->len == 0 || r->len > 20)
+    if (next_field(f, &s, &len) != SLUICE_OK || len > 20)
         return SLUICE_EPARSE;
-    if (r->str[0] == '-') {
+    if (s[0] == '-') {
         negative = 1;
         i = 1;
-        if (r->len == 1)
+        if (len == 1)
             return SLUICE_EPARSE;
     }
     lim = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-    for (; i < r->len; i++) {
-        unsigned d = (unsigned char)r->str[i] - '0';
+    for (; i < len; i++) {
+        unsigned d = (unsigned char)s[i] - '0';
 
         if (d > 9 || v > (lim - d) / 10)
             return SLUICE_EPARSE;
@@ -576,14 +625,16 @@ static int parse_i64(const redisReply *r, int64_t *out)
     return SLUICE_OK;
 }
 
-static int parse_u64(const redisReply *r, uint64_t *out)
+static int parse_u64(fields *f, uint64_t *out)
 {
     uint64_t v = 0;
+    const char *s;
+    size_t len;
 
-    if (!r || r->type != REDIS_REPLY_STRING || r->len == 0 || r->len > 20)
+    if (next_field(f, &s, &len) != SLUICE_OK || len > 20)
         return SLUICE_EPARSE;
-    for (size_t i = 0; i < r->len; i++) {
-        unsigned d = (unsigned char)r->str[i] - '0';
+    for (size_t i = 0; i < len; i++) {
+        unsigned d = (unsigned char)s[i] - '0';
 
         if (d > 9 || v > (UINT64_MAX - d) / 10)
             return SLUICE_EPARSE;
@@ -593,16 +644,18 @@ static int parse_u64(const redisReply *r, uint64_t *out)
     return SLUICE_OK;
 }
 
-/* An integer reply of 0 or 1 (or up to max). */
-static int parse_small(const redisReply *r, long long max, long long *out)
+/* A field holding 0..max. */
+static int parse_small(fields *f, long long max, long long *out)
 {
-    if (!r || r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > max)
+    int64_t v;
+
+    if (parse_i64(f, &v) != SLUICE_OK || v < 0 || v > max)
         return SLUICE_EPARSE;
-    *out = r->integer;
+    *out = (long long)v;
     return SLUICE_OK;
 }
 
-static int status_of(const redisReply *r, int *rc)
+static int status_of(fields *f, int *rc)
 {
     static const struct {
         const char *word;
@@ -611,11 +664,13 @@ static int status_of(const redisReply *r, int *rc)
                  {"STALE", SLUICE_ESTALE},
                  {"STATE", SLUICE_ESTATE},
                  {"INVAL", SLUICE_EINVAL}};
+    const char *s;
+    size_t len;
 
-    if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS))
+    if (next_field(f, &s, &len) != SLUICE_OK)
         return SLUICE_EPARSE;
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
-        if (r->len == strlen(words[i].word) && memcmp(r->str, words[i].word, r->len) == 0) {
+        if (len == strlen(words[i].word) && memcmp(s, words[i].word, len) == 0) {
             *rc = words[i].rc;
             return SLUICE_OK;
         }
@@ -623,53 +678,57 @@ static int status_of(const redisReply *r, int *rc)
     return SLUICE_EPARSE;
 }
 
-static int read_decision(redisReply *const *f, sluice_decision *d)
+static int read_decision(fields *f, sluice_decision *d)
 {
     long long allowed;
-    int rc = parse_small(f[0], 1, &allowed);
+    int rc = parse_small(f, 1, &allowed);
 
     memset(d, 0, sizeof *d);
     if (rc == SLUICE_OK)
-        rc = parse_i64(f[1], &d->limit);
+        rc = parse_i64(f, &d->limit);
     if (rc == SLUICE_OK)
-        rc = parse_i64(f[2], &d->remaining);
+        rc = parse_i64(f, &d->remaining);
     if (rc == SLUICE_OK)
-        rc = parse_i64(f[3], &d->retry_after_ns);
+        rc = parse_i64(f, &d->retry_after_ns);
     if (rc == SLUICE_OK)
-        rc = parse_i64(f[4], &d->reset_after_ns);
+        rc = parse_i64(f, &d->reset_after_ns);
     if (rc == SLUICE_OK)
-        rc = parse_u64(f[5], &d->lease_id);
+        rc = parse_u64(f, &d->lease_id);
     d->allowed = (int)allowed;
     return rc;
 }
 
+/* One request's reply: a string "STATUS now [fields]" (redis/limits.lua). */
 static int read_request(const rlim_req *q, const redisReply *r, rlim_result *res,
                         sluice_decision *decisions)
 {
+    fields f;
     int rc;
 
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2)
+    if (!r || r->type != REDIS_REPLY_STRING)
         return SLUICE_EPARSE;
-    rc = status_of(r->element[0], &res->rc);
+    f.p = r->str;
+    f.end = r->str + r->len;
+    rc = status_of(&f, &res->rc);
     if (rc == SLUICE_OK)
-        rc = parse_i64(r->element[1], &res->now_ns);
+        rc = parse_i64(&f, &res->now_ns);
     if (rc != SLUICE_OK)
         return rc;
     res->n = q->nlinks;
-    if (res->rc == SLUICE_EINVAL) /* the script's message follows; nothing else */
-        return r->elements == 3 ? SLUICE_OK : SLUICE_EPARSE;
+    if (res->rc == SLUICE_EINVAL) /* the script's message follows (it may be empty) */
+        return at_end(&f) ? SLUICE_EPARSE : SLUICE_OK;
     switch (q->op) {
     case RLIM_DECIDE:
     case RLIM_PEEK: {
         long long allowed, denied_by;
 
-        if (res->rc != SLUICE_OK || r->elements != RLIM_DECIDE_HEAD + RLIM_LINK_FIELDS * q->nlinks)
+        if (res->rc != SLUICE_OK)
             return SLUICE_EPARSE;
-        rc = parse_small(r->element[2], 1, &allowed);
+        rc = parse_small(&f, 1, &allowed);
         if (rc == SLUICE_OK)
-            rc = parse_small(r->element[3], (long long)q->nlinks - 1, &denied_by);
+            rc = parse_small(&f, (long long)q->nlinks - 1, &denied_by);
         if (rc == SLUICE_OK)
-            rc = parse_i64(r->element[4], &res->chain.retry_after_ns);
+            rc = parse_i64(&f, &res->chain.retry_after_ns);
         if (rc != SLUICE_OK)
             return rc;
         res->chain.allowed = (int)allowed;
@@ -677,26 +736,25 @@ static int read_request(const rlim_req *q, const redisReply *r, rlim_result *res
         for (size_t i = 0; i < q->nlinks; i++) {
             sluice_decision d;
 
-            rc = read_decision(r->element + RLIM_DECIDE_HEAD + RLIM_LINK_FIELDS * i, &d);
+            rc = read_decision(&f, &d);
             if (rc != SLUICE_OK)
                 return rc;
             if (decisions)
                 decisions[i] = d;
         }
-        return SLUICE_OK;
+        return at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
     }
     case RLIM_LEASE_RENEW:
-        if (r->elements != 3 || (res->rc != SLUICE_OK && res->rc != SLUICE_ESTALE))
+        if (res->rc != SLUICE_OK && res->rc != SLUICE_ESTALE)
             return SLUICE_EPARSE;
-        return parse_i64(r->element[2], &res->expires_ns);
+        rc = parse_i64(&f, &res->expires_ns);
+        return rc == SLUICE_OK && at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
     case RLIM_LEASE_RELEASE:
-        return r->elements == 2 && (res->rc == SLUICE_OK || res->rc == SLUICE_ESTALE)
-                   ? SLUICE_OK
-                   : SLUICE_EPARSE;
+        return at_end(&f) && (res->rc == SLUICE_OK || res->rc == SLUICE_ESTALE) ? SLUICE_OK
+                                                                                : SLUICE_EPARSE;
     case RLIM_SETTLE:
-        return r->elements == 2 && (res->rc == SLUICE_OK || res->rc == SLUICE_ESTATE)
-                   ? SLUICE_OK
-                   : SLUICE_EPARSE;
+        return at_end(&f) && (res->rc == SLUICE_OK || res->rc == SLUICE_ESTATE) ? SLUICE_OK
+                                                                                : SLUICE_EPARSE;
     }
     return SLUICE_EPARSE;
 }

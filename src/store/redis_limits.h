@@ -37,9 +37,9 @@
 
 struct redisReply; /* hiredis; only its fields type, integer, len, str, elements, element */
 
-/* One link of a request: a limit (its whole definition travels with every call, so nodes with
- * the same config need no shared definitions and a changed config takes effect at once), the
- * key it is asked about, and the units asked. */
+/* One link of a request: a limit (its whole definition travels with every call, once per call
+ * however many links name it, so nodes with the same config need no shared definitions and a
+ * changed config takes effect at once), the key it is asked about, and the units asked. */
 typedef struct rlim_link {
     const sluice_limit_def *def; /* kind and parameters */
     const char *limit_id;        /* the limit's name, or the CL.THROTTLE id "!cell:B:C:P" */

@@ -16,23 +16,26 @@
 -- its links), then (when auditing) its T audit keys "<prefix>:{<tag>}:audit", then one state key
 -- per link "<prefix>:{<tag>}:<len>:<limit_id>:<key>".
 --
--- ARGV: "1" (protocol), flags ("a": audit grants), now_ns ("" = Redis TIME; tests inject one),
--- the number of requests R, then per request:
---   op ("D" decide, "P" peek, "N" renew, "R" release, "S" settle), T, N, a1, a2, a3,
---   and per link: kind (1 rate, 2 window, 3 sliding, 4 concurrency, 5 quota), limit, period_ns,
---   burst, start_empty, ttl_ns, calendar (0 none, 1 day, 2 month), limit_id, key, units, tag
---   index (1..T).
---   a1..a3: D/P: ttl_ns for leases ("0": the link's ttl), -, -; N: lease id, ttl_ns, -;
---   R: lease id, -, -; S: charged_ns, estimate, actual.
+-- ARGV: "2" (protocol), flags ("a": audit grants), now_ns ("" = Redis TIME; tests inject one),
+-- the number of requests R, the number of definitions D, then the D definitions, each one string
+--   "kind limit period_ns burst start_empty ttl_ns calendar"
+--   (kind: 1 rate, 2 window, 3 sliding, 4 concurrency, 5 quota; calendar: 0 none, 1 day,
+--   2 month), each distinct definition of the call once, parsed once per call; then the R
+--   requests, each one string
+--   "op T N a1 a2 a3" followed by " def tag units" per link (def: 1..D; tag: 1..T),
+--   op: "D" decide, "P" peek, "N" renew, "R" release, "S" settle;
+--   a1..a3: D/P: ttl_ns for leases ("0": the link's ttl), 0, 0; N: lease id, ttl_ns, 0;
+--   R: lease id, 0, 0; S: charged_ns, estimate, actual.
+-- A link's limit id and key travel only in its state key's name (the audit reads them there).
 --
--- Reply: one array per request, its first two elements the status ("OK", "STALE", "STATE",
--- "INVAL") and the store time (ns) it was decided at; then
+-- Reply: one string per request, fields separated by single spaces: the status ("OK", "STALE",
+-- "STATE", "INVAL") and the store time (ns) it was decided at; then
 --   D, P: allowed (0/1), denied_by (0-based), chain retry_after_ns, and per link 6 fields:
---         allowed, limit, remaining, retry_after_ns, reset_after_ns, lease id ("0" if none);
+--         allowed, limit, remaining, retry_after_ns, reset_after_ns, lease id (0 if none);
 --   N:    the new expiry (ns);
 --   R, S: nothing more.
--- An "INVAL" status carries a message as its third element. Every integer but the 0/1 flags and
--- denied_by is a decimal string.
+-- An "INVAL" status is followed by a space and a message (the rest of the string). Every field
+-- is a decimal integer.
 --
 -- Time: TIME is read once per call. A request decides at max(now, the clocks of its tags); a
 -- request that is not a peek writes that time back to each of its tags' clocks, so in a tag the
@@ -329,7 +332,7 @@ local function str(x)
     return "0"
   end
   if type(x) == "number" then
-    return sfmt("%.0f", x)
+    return sfmt("%d", x) -- an integer below 2^52: exact, and no floating-point formatting
   end
   local out = {x.s < 0 and "-" or "", sfmt("%d", x[#x])}
   for i = #x - 1, 1, -1 do
@@ -1095,6 +1098,17 @@ local function next_lease(tag, now)
   return str(id)
 end
 
+-- An audit entry "limit_id key units now" from a state key's name
+-- "<prefix>:{<tag>}:<len>:<limit_id>:<key>": neither the prefix nor the tag holds a brace, so the
+-- first "}:" ends the tag, and <len> delimits the limit id (which may hold ':').
+local function audit_entry(skey, units, now_s)
+  local p = skey:find("}:", 1, true)
+  local len, at = skey:match("^(%d+):()", p + 2)
+  len = tonumber(len)
+  return skey:sub(at, at + len - 1) .. " " .. skey:sub(at + len + 1) .. " " .. str(units) .. " " ..
+           now_s
+end
+
 local function run_decide(R, now, peek, reply)
   local links, n = R.links, #R.links
   local ttl = R.a1
@@ -1145,8 +1159,7 @@ local function run_decide(R, now, peek, reply)
     if CTX.audit then
       for i = 1, n do
         local L = links[i]
-        redis.call("RPUSH", L.tag.audit,
-                   L.limit_id .. " " .. L.key .. " " .. str(L.units) .. " " .. str(now))
+        redis.call("RPUSH", L.tag.audit, audit_entry(L.skey, L.units, str(now)))
       end
     end
   end
@@ -1266,38 +1279,24 @@ end
 -- allocation dominates a Lua script's cost). It applies only when every quantity stays below
 -- 2^52 (times within ~52 days of now, burst * T < 2^52 ns) and the state's fraction is 0; then
 -- it is decide_whole exactly (no saturation can occur that close to now). Otherwise it returns
--- nil before touching anything, and the general path decides. Returns the status and the reply
--- fields, or nil.
+-- nil before touching anything, and the general path decides. What depends on the limit alone
+-- (T, burst * T, the burst's text) is computed once per call per definition (def_fast). Returns
+-- the request's reply string, or nil.
 local FAST_MAX = 4503599627370496
+local NEVER_S = "9223372036854775807"
 
-local function fast_rate(op, ai, skey, tag, now_s, nr, reply)
-  local limit, period = tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2])
-  local burst, units = tonumber(ARGV[ai + 3]), tonumber(ARGV[ai + 9])
-  if not limit or not period or not burst or not units or #ARGV[ai + 2] > 15 or limit < 1 or
-    units < 1 or period < 1 or burst < 0 or #now_s < 10 or type(nr) ~= "number" then
-    return nil
-  end
-  if burst == 0 then
-    burst = limit
-  end
-  if period % limit ~= 0 then
-    return nil
-  end
-  local t = period / limit
-  local bt = burst * t
-  if bt >= FAST_MAX or units > burst and units * t >= FAST_MAX then
+local function fast_rate(D, op, units, skey, tag, now_s, nr)
+  local t, bt, burst = D.f_t, D.f_bt, D.f_burst
+  if units < 1 or units > burst and units * t >= FAST_MAX or #now_s < 10 or type(nr) ~= "number" then
     return nil
   end
   local nhi, nlo = tonumber(now_s:sub(1, -10)), tonumber(now_s:sub(-9))
   local fresh, rel = true, 0
   local v = redis.pcall("GET", skey)
   if type(v) == "string" then
-    if v:sub(1, 2) ~= "r " then
-      return nil -- another kind's state: the general path drops it
-    end
     local ts, rs = v:match("^r (%d+) (%d+)$")
     if not ts or rs ~= "0" or #ts < 10 or #ts > 19 then
-      return nil
+      return nil -- another kind's state (the general path drops it), or a fraction
     end
     local dh = tonumber(ts:sub(1, -10)) - nhi
     if dh > 4000000 or dh < -4000000 then
@@ -1312,61 +1311,48 @@ local function fast_rate(op, ai, skey, tag, now_s, nr, reply)
   elseif v and type(v) ~= "boolean" then
     return nil
   end
-  local start_empty = ARGV[ai + 4] == "1"
   local base
-  if start_empty and fresh then
+  if D.start_empty and fresh then
     base = (burst - (units < burst and units or burst)) * t
   else
     base = rel
   end
-  local allowed, remaining, retry, reset
   if units > burst then
-    allowed, retry, reset = 0, nil, base
-    remaining = (divt(bt - base, t))
-  else
-    local need = base + units * t
-    if need <= bt then
-      allowed, remaining, retry, reset = 1, (divt(bt - need, t)), 0, need
-      if op == "D" then
-        local tat = need -- relative to now: base + units * T
-        local lo = nlo + tat
-        local r = fmod(lo, 1000000000)
-        if r < 0 then
-          r = r + 1000000000
-        end
-        local hi = nhi + (lo - r) / 1000000000
-        local d = tat + nr
-        if d < 0 then
-          d = 0
-        end
-        local ms = floor(d / 1000000) + 2 + CTX.slack_ms
-        redis.call("SET", skey, sfmt("r %.0f%09.0f 0", hi, r), "PX", sfmt("%.0f", ms))
-        if not tag.until_ms or lt(tag.until_ms, ms) then
-          tag.until_ms = ms
-        end
-      end
-    else
-      allowed, remaining, retry, reset = 0, (divt(bt - base, t)), need - bt, base
+    return sfmt("OK %s 0 0 %s 0 %s %d %s %d 0", now_s, NEVER_S, D.f_burst_s,
+                (divt(bt - base, t)), NEVER_S, base)
+  end
+  local need = base + units * t
+  if need > bt then
+    local retry = sfmt("%d", need - bt)
+    return sfmt("OK %s 0 0 %s 0 %s %d %s %d 0", now_s, retry, D.f_burst_s, (divt(bt - base, t)),
+                retry, base)
+  end
+  if op == "D" then
+    local tat = need -- relative to now: base + units * T
+    local lo = nlo + tat
+    local r = fmod(lo, 1000000000)
+    if r < 0 then
+      r = r + 1000000000
+    end
+    local hi = nhi + (lo - r) / 1000000000
+    local d = tat + nr
+    if d < 0 then
+      d = 0
+    end
+    local ms = floor(d / 1000000) + 2 + CTX.slack_ms
+    redis.call("SET", skey, sfmt("r %d%09d 0", hi, r), "PX", ms)
+    if not tag.until_ms or lt(tag.until_ms, ms) then
+      tag.until_ms = ms
     end
   end
-  local never = "9223372036854775807"
-  reply[3] = allowed
-  reply[4] = 0
-  reply[5] = allowed == 1 and "0" or (retry and sfmt("%.0f", retry) or never)
-  reply[6] = allowed
-  reply[7] = sfmt("%.0f", burst)
-  reply[8] = sfmt("%.0f", remaining)
-  reply[9] = retry and sfmt("%.0f", retry) or never
-  reply[10] = sfmt("%.0f", reset)
-  reply[11] = "0"
-  return "OK"
+  return sfmt("OK %s 1 0 0 1 %s %d 0 %d 0", now_s, D.f_burst_s, (divt(bt - need, t)), need)
 end
 
 -- ---- the call -------------------------------------------------------------------------------
 
-if ARGV[1] ~= "1" then
+if ARGV[1] ~= "2" then
   return redis.error_reply("ERR sluice limits script: protocol " .. tostring(ARGV[1]) ..
-                             " not understood (expected 1)")
+                             " not understood (expected 2)")
 end
 
 local t = redis.call("TIME")
@@ -1384,10 +1370,47 @@ if ARGV[3] ~= "" then
   CTX.slack_ms = 3600000
 end
 
-local nreq = tonumber(ARGV[4])
-local ai, ki = 5, 1
+local nreq, ndefs = tonumber(ARGV[4]), tonumber(ARGV[5])
 local replies = {}
 local tags_seen = {}
+
+-- The definitions, parsed once per call; a malformed one makes every request that names it
+-- INVAL. A rate whose emission interval is a whole number of ns and whose burst * T stays below
+-- 2^52 also gets what the fast path needs (f_t, f_bt, f_burst, f_burst_s).
+local defs = {}
+for i = 1, ndefs do
+  local D = {}
+  local ok, err = pcall(function()
+    local k, l, p, b, se, ttl, cal = ARGV[5 + i]:match(
+      "^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) ([01]) (%-?%d+) (%-?%d+)$")
+    D.kind, D.limit, D.period, D.burst = tonumber(k), tonumber(l), num(p), tonumber(b)
+    D.start_empty, D.ttl, D.calendar = se == "1", num(ttl), tonumber(cal)
+    if not D.kind or D.kind < 1 or D.kind > 5 or D.limit < 1 or not D.burst or not D.calendar then
+      error("bad link")
+    end
+    if D.kind == 1 then
+      if D.burst == 0 then
+        D.burst = D.limit
+      end
+      if sign(D.period) <= 0 then
+        error("bad period")
+      end
+      D.g = gcra_new(D.limit, D.period, D.burst, D.start_empty)
+      if #p <= 15 and D.burst >= 0 and D.period % D.limit == 0 then
+        local ft = D.period / D.limit
+        if D.burst * ft < FAST_MAX then
+          D.f_t, D.f_bt, D.f_burst, D.f_burst_s = ft, D.burst * ft, D.burst, sfmt("%d", D.burst)
+        end
+      end
+    elseif (D.kind == 2 or D.kind == 3) and sign(D.period) <= 0 then
+      error("bad period")
+    end
+  end)
+  if not ok then
+    D = {err = err}
+  end
+  defs[i] = D
+end
 
 local function tag_of(ck)
   local tg = tags_seen[ck]
@@ -1416,42 +1439,19 @@ local function now_text(now)
   return last_now_s, last_nr
 end
 
-for r = 1, nreq do
-  local fast = false
-  local op = ARGV[ai]
-  if (op == "D" or op == "P") and ARGV[ai + 1] == "1" and ARGV[ai + 2] == "1" and
-    ARGV[ai + 6] == "1" then
-    local tg = tag_of(KEYS[ki])
-    local now = base
-    if lt(now, tg.t) then
-      now = tg.t
-    end
-    local now_s, nr = now_text(now)
-    local out = {"OK", now_s}
-    local skey = KEYS[ki + (CTX.audit and 2 or 1)]
-    if fast_rate(op, ai + 6, skey, tg, now_s, nr, out) then
-      if op == "D" then
-        tg.t = now
-        tg.dirty = true
-        if CTX.audit and out[3] == 1 then
-          redis.call("RPUSH", KEYS[ki + 1], ARGV[ai + 13] .. " " .. ARGV[ai + 14] .. " " ..
-                       ARGV[ai + 15] .. " " .. now_s)
-        end
-      end
-      replies[r] = out
-      ki = ki + (CTX.audit and 3 or 2)
-      ai = ai + 17
-      fast = true
-    end
+-- A request the fast path does not take: split its string, judge it, write it.
+local function general(rs, ki)
+  local tok, nt = {}, 0
+  for w in rs:gmatch("%S+") do
+    nt = nt + 1
+    tok[nt] = w
   end
-  if not fast then
-  local R = {op = ARGV[ai]}
-  local ntags, nlinks = tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2])
-  R.a1s = ARGV[ai + 3]
+  local R = {op = tok[1]}
+  local ntags, nlinks = tonumber(tok[2] or "") or 0, tonumber(tok[3] or "") or 0
+  R.a1s = tok[4]
   local ok, err = pcall(function()
-    R.a1, R.a2, R.a3 = num(ARGV[ai + 3]), num(ARGV[ai + 4]), num(ARGV[ai + 5])
+    R.a1, R.a2, R.a3 = num(tok[4]), num(tok[5]), num(tok[6])
   end)
-  ai = ai + 6
   local tags = {}
   for i = 1, ntags do
     tags[i] = tag_of(KEYS[ki])
@@ -1465,40 +1465,21 @@ for r = 1, nreq do
   end
   R.links = {}
   for i = 1, nlinks do
-    local L = {skey = KEYS[ki]}
+    local at = 7 + 3 * (i - 1)
+    local D = defs[tonumber(tok[at] or "") or 0]
+    local L = {skey = KEYS[ki], units = tonumber(tok[at + 2] or ""),
+               tag = tags[tonumber(tok[at + 1] or "") or 0]}
     ki = ki + 1
-    local okl, errl = pcall(function()
-      L.kind = tonumber(ARGV[ai])
-      L.limit = tonumber(ARGV[ai + 1])
-      L.period = num(ARGV[ai + 2])
-      L.burst = tonumber(ARGV[ai + 3])
-      L.start_empty = ARGV[ai + 4] == "1"
-      L.ttl = num(ARGV[ai + 5])
-      L.calendar = tonumber(ARGV[ai + 6])
-      L.limit_id = ARGV[ai + 7]
-      L.key = ARGV[ai + 8]
-      L.units = tonumber(ARGV[ai + 9])
-      L.tag = tags[tonumber(ARGV[ai + 10])]
-      if not L.kind or L.kind < 1 or L.kind > 5 or not L.limit or L.limit < 1 or not L.units or
-        L.units < 1 or not L.tag or not L.burst or not L.calendar then
-        error("bad link")
-      end
-      if L.kind == 1 then
-        if L.burst == 0 then
-          L.burst = L.limit
-        end
-        if sign(L.period) <= 0 then
-          error("bad period")
-        end
-        L.g = gcra_new(L.limit, L.period, L.burst, L.start_empty)
-      elseif (L.kind == 2 or L.kind == 3) and sign(L.period) <= 0 then
-        error("bad period")
-      end
-    end)
-    if not okl then
-      ok, err = false, errl
+    if not D then
+      ok, err = false, "bad link"
+    elseif D.err then
+      ok, err = false, D.err
+    elseif not L.units or L.units < 1 or not L.tag then
+      ok, err = false, "bad link"
+    else
+      L.kind, L.limit, L.period, L.burst = D.kind, D.limit, D.period, D.burst
+      L.start_empty, L.ttl, L.calendar, L.g = D.start_empty, D.ttl, D.calendar, D.g
     end
-    ai = ai + 11
     R.links[i] = L
   end
   -- The request's time: the call's, ratcheted by every clock of its tags.
@@ -1537,16 +1518,46 @@ for r = 1, nreq do
       status, msg = "INVAL", tostring(e1)
     end
   end
-  local out = {status, str(now)}
   if status == "INVAL" then
-    out[3] = msg or ""
-  else
-    for i = 1, #reply do
-      out[#out + 1] = reply[i]
+    return status .. " " .. str(now) .. " " .. (msg or ""), ki
+  end
+  return status .. " " .. str(now) .. (#reply > 0 and " " .. table.concat(reply, " ") or ""), ki
+end
+
+local ki = 1
+local audit = CTX.audit
+for r = 1, nreq do
+  local rs = ARGV[5 + ndefs + r]
+  local out
+  local op, di, units = rs:match("^([DP]) 1 1 %-?%d+ 0 0 (%d+) 1 (%d+)$")
+  if op then
+    local D = defs[tonumber(di)]
+    if D and D.f_t then
+      local tg = tag_of(KEYS[ki])
+      local now = base
+      if lt(now, tg.t) then
+        now = tg.t
+      end
+      local now_s, nr = now_text(now)
+      local skey = KEYS[ki + (audit and 2 or 1)]
+      units = tonumber(units)
+      out = fast_rate(D, op, units, skey, tg, now_s, nr)
+      if out then
+        if op == "D" then
+          tg.t = now
+          tg.dirty = true
+          if audit and out:byte(5 + #now_s) == 49 then -- "OK <now> 1": granted
+            redis.call("RPUSH", KEYS[ki + 1], audit_entry(skey, units, now_s))
+          end
+        end
+        ki = ki + (audit and 3 or 2)
+      end
     end
   end
+  if not out then
+    out, ki = general(rs, ki)
+  end
   replies[r] = out
-end
 end
 
 -- Clocks: the ratchet and the lease counter, kept at least as long as any state of their tag.
