@@ -154,7 +154,9 @@ int sluice_limit_shadow(const sluice_limit *lim);
  * sluice_quota_settle() may correct later.
  * Returns 0 with *out filled (allowed or not); SLUICE_EINVAL when units < 1 or the key is NULL
  * with keylen > 0; SLUICE_EBUSY when the key is new, the table is full and the overflow policy
- * is REFUSE; SLUICE_ENOMEM. On error *out is zeroed and nothing was charged. */
+ * is REFUSE; SLUICE_ENOMEM, also when the key is new, the process is past its memory budget
+ * (`sluice serve --maxmemory`) even after forgetting idle keys, and the overflow policy is REFUSE
+ * (ALLOW answers untracked, as past max_keys). On error *out is zeroed and nothing was charged. */
 int sluice_limit_decide(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
                         int64_t now_ns, unsigned flags, sluice_decision *out);
 
@@ -271,7 +273,8 @@ typedef struct sluice_limit_stats {
     size_t keys;        /* keys tracked now */
     size_t bytes;       /* bytes held by the key table, keys and per-key state */
     uint64_t untracked; /* requests allowed untracked past max_keys (KEYS_ALLOW) */
-    uint64_t refused;   /* requests refused with SLUICE_EBUSY past max_keys (KEYS_REFUSE) */
+    uint64_t refused;   /* requests refused with SLUICE_EBUSY past max_keys, or SLUICE_ENOMEM past
+                         * the memory budget (KEYS_REFUSE) */
     uint64_t forgotten; /* keys forgotten because they carried no information */
     uint64_t hashed;    /* requests whose key was longer than max_key_len and was hashed */
     uint64_t allowed;   /* charging decisions that granted (peeks are not counted) */

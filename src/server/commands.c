@@ -13,10 +13,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/hash.h"
 #include "base/ptab.h"
 #include "server/durable.h"
 #include "server/log.h"
+#include "server/memory.h"
 #include "sluice/error.h"
 #include "sluice/limit.h"
 
@@ -40,26 +42,26 @@ const command_def command_table[] = {
      "THROTTLE limit|type key [UNITS n] [PEEK]: a rate-limit decision"},
     {"cl.throttle", -5, CMD_WRITE | CMD_FAST, cmd_cl_throttle,
      "CL.THROTTLE key max_burst count period [quantity]: redis-cell's reply"},
-    {"lease.acquire", -3, CMD_WRITE | CMD_FAST, cmd_lease_acquire,
+    {"lease.acquire", -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, cmd_lease_acquire,
      "LEASE.ACQUIRE limit key [TTL ms] [UNITS n]: take a concurrency lease"},
     {"lease.renew", -2, CMD_WRITE | CMD_FAST, cmd_lease_renew,
      "LEASE.RENEW lease [TTL ms]: extend a lease"},
     {"lease.release", 2, CMD_WRITE | CMD_FAST, cmd_lease_release,
      "LEASE.RELEASE lease: give a lease back"},
     /* Limits, changed live (cmd_limit.c). */
-    {"limit.set", 3, CMD_WRITE | CMD_ADMIN, cmd_limit_set,
+    {"limit.set", 3, CMD_WRITE | CMD_ADMIN | CMD_DENYOOM, cmd_limit_set,
      "LIMIT.SET name spec: add or replace a named limit"},
     {"limit.get", 2, CMD_READONLY, cmd_limit_get, "LIMIT.GET name: a limit's spec and figures"},
     {"limit.list", 1, CMD_READONLY, cmd_limit_list, "LIMIT.LIST: every limit and its spec"},
     {"limit.del", 2, CMD_WRITE | CMD_ADMIN, cmd_limit_del, "LIMIT.DEL name: remove a limit"},
     {"limit.reset", -2, CMD_WRITE | CMD_ADMIN, cmd_limit_reset,
      "LIMIT.RESET name [key]: forget the state of one key or of all"},
-    {"limit.key", 4, CMD_WRITE | CMD_ADMIN, cmd_limit_key,
+    {"limit.key", 4, CMD_WRITE | CMD_ADMIN | CMD_DENYOOM, cmd_limit_key,
      "LIMIT.KEY name key spec: give one key of a keyed limit its own limit"},
     {"limit.keydel", 3, CMD_WRITE | CMD_ADMIN, cmd_limit_keydel,
      "LIMIT.KEYDEL name key: remove a key's own limit"},
     /* Tasks (cmd_task.c). */
-    {"task.add", -3, CMD_WRITE | CMD_FAST, cmd_task_add,
+    {"task.add", -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, cmd_task_add,
      "TASK.ADD type payload [KEY k] [UNITS n] [PRIORITY p] [ID taskkey] [DELAY ms]: submit"},
     {"task.get", -2, CMD_WRITE | CMD_BLOCKING, cmd_task_get,
      "TASK.GET type [type ...] [COUNT n] [TIMEOUT ms]: take granted tasks, or wait"},
@@ -75,7 +77,7 @@ const command_def command_table[] = {
     {"task.explain", 2, CMD_READONLY | CMD_FAST, cmd_task_explain,
      "TASK.EXPLAIN id: why a task waits and when it should start"},
     /* Recurring series (cmd_recur.c). */
-    {"recur.add", -6, CMD_WRITE, cmd_recur_add,
+    {"recur.add", -6, CMD_WRITE | CMD_DENYOOM, cmd_recur_add,
      "RECUR.ADD name type payload EVERY ms|CRON expr [KEY k] [START ms] [END ms] [MAX n]"},
     {"recur.del", 2, CMD_WRITE, cmd_recur_del, "RECUR.DEL name: remove a recurring series"},
     {"recur.info", 2, CMD_READONLY | CMD_FAST, cmd_recur_info,
@@ -239,6 +241,9 @@ static void dispatch(conn *c, const resp_command *cmd)
         reply_arity(c, d->name);
         return;
     }
+    /* Past the memory budget, a command that adds state is refused before it runs. */
+    if ((d->flags & CMD_DENYOOM) && mem_refuse(c))
+        return;
     c->srv->stats.commands++;
     counters_command(&c->srv->counters, (size_t)(d - command_table));
     d->handler(c, cmd);
@@ -271,6 +276,12 @@ void reply_engine_error(conn *c, int rc, const char *msg)
 
     switch (rc) {
     case SLUICE_ENOMEM:
+        /* Past the budget, or close enough to it that the growth of a key table would pass it
+         * (the core refuses that too: core/limit.c), it is the budget that refused. */
+        if (alloc_over_budget_by(alloc_budget() / 4)) {
+            mem_reply_oom(c);
+            return;
+        }
         code = "NOMEM";
         break;
     case SLUICE_EBUSY:

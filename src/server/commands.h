@@ -12,8 +12,8 @@
  *
  * Error replies start with a stable code word (docs/commands.md lists them all):
  *   ERR (protocol and unknown command), WRONGARGS, NOAUTH, WRONGPASS, NOPROTO, NOLIMIT, BUSY,
- *   RATELIMITED, NOLEASE, INUSE, DENIED, NOMEM, CONFIG, and IOERR (a change the store could
- *   not make durable, replied by durable.c instead of the command's own reply).
+ *   RATELIMITED, NOLEASE, INUSE, DENIED, NOMEM, OOM (past --maxmemory), CONFIG, and IOERR (a change
+ * the store could not make durable, replied by durable.c instead of the command's own reply).
  */
 #ifndef SLUICE_SERVER_COMMANDS_H
 #define SLUICE_SERVER_COMMANDS_H
@@ -32,6 +32,7 @@
 #define CMD_ADMIN    0x08u /* changes the server's configuration */
 #define CMD_FAST     0x10u /* O(1) or O(log n) */
 #define CMD_BLOCKING 0x20u /* may block the client */
+#define CMD_DENYOOM  0x40u /* adds state: refused with -OOM past --maxmemory (memory.h) */
 
 typedef void (*command_fn)(conn *c, const resp_command *cmd);
 
@@ -66,8 +67,9 @@ void commands_dispatch(conn *c, const resp_command *cmd);
 /* -WRONGARGS wrong number of arguments for 'name' command */
 void reply_arity(conn *c, const char *name);
 
-/* Replies with the error of an engine or limit call: ENOMEM -> -NOMEM, EBUSY -> -BUSY,
- * ENOTFOUND -> -NOLIMIT, ESTALE -> -NOLEASE, ESTATE -> -INUSE, the rest -> -WRONGARGS; msg
+/* Replies with the error of an engine or limit call: ENOMEM -> -NOMEM (-OOM while the process is
+ * within a quarter of its memory budget or past it: a limit refused a new key for it), EBUSY ->
+ * -BUSY, ENOTFOUND -> -NOLIMIT, ESTALE -> -NOLEASE, ESTATE -> -INUSE, the rest -> -WRONGARGS; msg
  * (may be NULL or "") is the text, else sluice_strerror(rc). */
 void reply_engine_error(conn *c, int rc, const char *msg);
 

@@ -12,7 +12,7 @@
 static const char *const error_names[COUNTERS_ERROR_CODES] = {
     "ERR",    "WRONGARGS",   "NOAUTH",  "WRONGPASS", "NOPROTO", "NOLIMIT",
     "BUSY",   "RATELIMITED", "NOLEASE", "INUSE",     "DENIED",  "NOMEM",
-    "CONFIG", "NOTASK",      "EXISTS",  "IOERR",     "other",
+    "CONFIG", "NOTASK",      "EXISTS",  "IOERR",     "OOM",     "other",
 };
 
 /* Commit latencies: an fsync on fast storage takes ~100 us, a slow disk tens of ms. */
