@@ -147,6 +147,12 @@ int sluice_limit_shadow(const sluice_limit *lim);
 
 /* Flags of sluice_limit_decide(). */
 #define SLUICE_PEEK 1u /* decide without charging, creating or moving the clock: a read */
+/* sluice_chain_decide() only (sluice_limit_decide always does it): a key a link does not track
+ * yet is weighed against the process's memory budget (`sluice serve --maxmemory`) as against
+ * max_keys: idle keys are forgotten first, then the chain fails with SLUICE_ENOMEM, or the link
+ * goes untracked when its overflow policy is ALLOW. For requests from clients; the engine's own
+ * grants, for tasks already admitted, do not pass it. */
+#define SLUICE_BUDGET 2u
 
 /* Asks for `units` units for `key` at now_ns and charges them when granted (unless SLUICE_PEEK).
  * For a concurrency limit a grant takes a lease with the definition's TTL (see
@@ -320,8 +326,8 @@ typedef struct sluice_chain_result {
  * charged, shadow links included, and a shadow link that would also have denied is counted in
  * its shadow_denied (as an enforced one is counted in denied). Links may repeat a limit and key;
  * they are then charged cumulatively. For concurrency links decisions[i].lease_id holds the lease
- * taken. Returns 0 with *out filled, or the error of the first link that failed (EINVAL, EBUSY,
- * ENOMEM), in which case nothing was charged. */
+ * taken. flags: SLUICE_PEEK, SLUICE_BUDGET. Returns 0 with *out filled, or the error of the first
+ * link that failed (EINVAL, EBUSY, ENOMEM), in which case nothing was charged. */
 int sluice_chain_decide(const sluice_chain_link *links, size_t n, int64_t now_ns, unsigned flags,
                         sluice_decision *decisions, sluice_chain_result *out);
 

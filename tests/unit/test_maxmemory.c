@@ -260,12 +260,53 @@ static void test_forget_first(void **unused)
     sluice_limit_free(lim);
 }
 
+/* Chains weigh new keys against the budget only when asked (SLUICE_BUDGET: a client's request);
+ * the engine's own grants, for tasks already admitted, pass. */
+static void test_chain(void **unused)
+{
+    sluice_limit *a = make(5, 3600 * SEC, SLUICE_KEYS_REFUSE);
+    sluice_limit *b = make(5, 3600 * SEC, SLUICE_KEYS_ALLOW);
+    sluice_chain_link links[2];
+    sluice_decision dec[2];
+    sluice_chain_result res;
+
+    (void)unused;
+    memset(links, 0, sizeof links);
+    links[0].limit = a;
+    links[0].key = "new";
+    links[0].keylen = 3;
+    links[0].units = 1;
+    links[1].limit = b;
+    links[1].key = "new";
+    links[1].keylen = 3;
+    links[1].units = 1;
+    alloc_set_budget(1);
+    assert_int_equal(sluice_chain_decide(links, 2, T0, SLUICE_BUDGET, dec, &res), SLUICE_ENOMEM);
+    assert_int_equal(nkeys(a), 0);
+    /* Only the ALLOW link: through, untracked. */
+    assert_int_equal(sluice_chain_decide(links + 1, 1, T0, SLUICE_BUDGET, dec, &res), 0);
+    assert_int_equal(res.allowed, 1);
+    assert_int_equal(nkeys(b), 0);
+    /* Without the flag the chain is decided as ever. */
+    assert_int_equal(sluice_chain_decide(links, 2, T0, 0, dec, &res), 0);
+    assert_int_equal(res.allowed, 1);
+    assert_int_equal(nkeys(a), 1);
+    assert_int_equal(nkeys(b), 1);
+    /* A tracked key passes with the flag too. */
+    assert_int_equal(sluice_chain_decide(links, 2, T0, SLUICE_BUDGET, dec, &res), 0);
+    assert_int_equal(res.allowed, 1);
+    alloc_set_budget(0);
+    sluice_limit_free(a);
+    sluice_limit_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counting),   cmocka_unit_test(test_budget),
         cmocka_unit_test(test_parse_size), cmocka_unit_test(test_config_key),
         cmocka_unit_test(test_refusal),    cmocka_unit_test(test_forget_first),
+        cmocka_unit_test(test_chain),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
