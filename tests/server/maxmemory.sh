@@ -78,13 +78,14 @@ f4=$!
 # Slow readers: each pipelines 48 ECHOs of 512 KiB (24 MiB of replies) and reads nothing. The
 # server reads everything they send, so these writes end; the replies pile up in the server.
 big=$(head -c 524288 /dev/zero | tr '\0' y)
+# (The command's final \r\n: $(...) strips a trailing newline, so printf adds it back below.)
 echo_cmd=$(printf '*2\r\n$4\r\nECHO\r\n$524288\r\n%s\r\n' "$big")
 slow=()
 for r in 1 2 3 4 5 6; do
   exec {fd}<>"/dev/tcp/127.0.0.1/$P"
   slow+=("$fd")
   for _ in $(seq 1 48); do
-    printf '%s' "$echo_cmd" >&"$fd" 2>/dev/null || break
+    printf '%s\n' "$echo_cmd" >&"$fd" 2>/dev/null || break
   done
 done
 wait "$f1" "$f2" "$f3" "$f4"
@@ -158,7 +159,13 @@ contains "/metrics shows the budget" "sluice_memory_budget_bytes $budget" "$(cur
 contains "/metrics shows its use" "sluice_memory_used_bytes " "$(curl -s "http://127.0.0.1:$A/metrics")"
 
 hwm_kb=$(awk '$1 == "VmHWM:" { print $2 }' "/proc/$pid/status")
-within "peak RSS within the budget + overhead" 1 $((((32 << 20) + overhead) >> 10)) "$hwm_kb"
+# A sanitizer's shadow memory and quarantine are not the server's: the bound holds for a normal
+# build only.
+if grep -q __asan_init "$sluice"; then
+  echo "peak RSS not checked: $sluice is built with AddressSanitizer"
+else
+  within "peak RSS within the budget + overhead" 1 $((((32 << 20) + overhead) >> 10)) "$hwm_kb"
+fi
 echo "peak RSS ${hwm_kb} kB for a budget of $((32 << 10)) kB"
 
 # Deletes work, and a larger budget from the file accepts new state again at once.
