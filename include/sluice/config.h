@@ -79,10 +79,13 @@ typedef struct sluice_config {
     size_t nlimits;
     sluice_type_policy *types; /* the types: section, in file order; ntypes entries */
     size_t ntypes;
-    int disabled; /* `enabled: false` at the top: every limit lets everything through while
-                   * still counting (sluice_engine_set_enabled); 0, the default, enforces */
-    char *path;   /* the file name used in messages; NULL when parsed without one */
-    void *index;  /* private: the names' index of sluice_config_find_*; NULL when not built */
+    int disabled;      /* `enabled: false` at the top: every limit lets everything through while
+                        * still counting (sluice_engine_set_enabled); 0, the default, enforces */
+    size_t maxmemory;  /* `maxmemory:` at the top: the server's memory budget in bytes (an
+                        * integer, or a size such as 512mb or 2gb; 0 = no limit) */
+    int has_maxmemory; /* 1 when the file sets maxmemory (the command line's --maxmemory wins) */
+    char *path;        /* the file name used in messages; NULL when parsed without one */
+    void *index;       /* private: the names' index of sluice_config_find_*; NULL when not built */
 } sluice_config;
 
 /* Reads and parses the file at path into *out (see sluice_config_parse).

@@ -157,6 +157,12 @@ int sluice_limit_shadow(const sluice_limit *lim);
 
 /* Flags of sluice_limit_decide(). */
 #define SLUICE_PEEK 1u /* decide without charging, creating or moving the clock: a read */
+/* sluice_chain_decide() only (sluice_limit_decide always does it): a key a link does not track
+ * yet is weighed against the process's memory budget (`sluice serve --maxmemory`) as against
+ * max_keys: idle keys are forgotten first, then the chain fails with SLUICE_ENOMEM, or the link
+ * goes untracked when its overflow policy is ALLOW. For requests from clients; the engine's own
+ * grants, for tasks already admitted, do not pass it. */
+#define SLUICE_BUDGET 2u
 
 /* Asks for `units` units for `key` at now_ns and charges them when granted (unless SLUICE_PEEK).
  * For a concurrency limit a grant takes a lease with the definition's TTL (see
@@ -164,7 +170,9 @@ int sluice_limit_shadow(const sluice_limit *lim);
  * sluice_quota_settle() may correct later.
  * Returns 0 with *out filled (allowed or not); SLUICE_EINVAL when units < 1 or the key is NULL
  * with keylen > 0; SLUICE_EBUSY when the key is new, the table is full and the overflow policy
- * is REFUSE; SLUICE_ENOMEM. On error *out is zeroed and nothing was charged. */
+ * is REFUSE; SLUICE_ENOMEM, also when the key is new, the process is past its memory budget
+ * (`sluice serve --maxmemory`) even after forgetting idle keys, and the overflow policy is REFUSE
+ * (ALLOW answers untracked, as past max_keys). On error *out is zeroed and nothing was charged. */
 int sluice_limit_decide(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
                         int64_t now_ns, unsigned flags, sluice_decision *out);
 
@@ -311,7 +319,8 @@ typedef struct sluice_limit_stats {
     size_t keys;        /* keys tracked now */
     size_t bytes;       /* bytes held by the key table, keys and per-key state */
     uint64_t untracked; /* requests allowed untracked past max_keys (KEYS_ALLOW) */
-    uint64_t refused;   /* requests refused with SLUICE_EBUSY past max_keys (KEYS_REFUSE) */
+    uint64_t refused;   /* requests refused with SLUICE_EBUSY past max_keys, or SLUICE_ENOMEM past
+                         * the memory budget (KEYS_REFUSE) */
     uint64_t forgotten; /* keys forgotten because they carried no information */
     uint64_t hashed;    /* requests whose key was longer than max_key_len and was hashed */
     uint64_t allowed;   /* charging decisions that granted (peeks are not counted) */
@@ -376,8 +385,8 @@ typedef struct sluice_chain_result {
  * charged, shadow links included, and a shadow link that would also have denied is counted in
  * its shadow_denied (as an enforced one is counted in denied). Links may repeat a limit and key;
  * they are then charged cumulatively. For concurrency links decisions[i].lease_id holds the lease
- * taken. Returns 0 with *out filled, or the error of the first link that failed (EINVAL, EBUSY,
- * ENOMEM), in which case nothing was charged. */
+ * taken. flags: SLUICE_PEEK, SLUICE_BUDGET. Returns 0 with *out filled, or the error of the first
+ * link that failed (EINVAL, EBUSY, ENOMEM), in which case nothing was charged. */
 int sluice_chain_decide(const sluice_chain_link *links, size_t n, int64_t now_ns, unsigned flags,
                         sluice_decision *decisions, sluice_chain_result *out);
 

@@ -15,8 +15,10 @@
 #include <string.h>
 
 #include "config/config_store.h"
+#include "base/alloc.h"
 #include "server/admin/admin.h"
 #include "server/log.h"
+#include "server/memory.h"
 #include "server/server.h"
 
 #define EXIT_USAGE 2
@@ -65,6 +67,11 @@ static const char usage_text[] =
     "                            they grow without bound)\n"
     "\n"
     "Limits (BYTES may end in k, m or g):\n"
+    "      --maxmemory BYTES     memory budget for everything clients can make the server hold\n"
+    "                            (keys, limits, parameter sets, tasks, replies); past it new\n"
+    "                            state is refused with -OOM. Suffixes kb/mb/gb (powers of 1024);\n"
+    "                            0 = no limit; default half the machine's (or cgroup's) memory;\n"
+    "                            overrides the configuration file's maxmemory:\n"
     "      --max-clients N       connections at once (default 10000)\n"
     "      --timeout SECONDS     close a client idle this long, never a blocked one (default 0:\n"
     "                            never)\n"
@@ -117,6 +124,7 @@ enum {
     OPT_STORE_FAILURE,
     OPT_STORE_TIMEOUT,
     OPT_STORE_AUDIT,
+    OPT_MAXMEMORY,
 };
 
 static const struct option long_options[] = {
@@ -153,6 +161,7 @@ static const struct option long_options[] = {
     {"store-failure", required_argument, NULL, OPT_STORE_FAILURE},
     {"store-timeout", required_argument, NULL, OPT_STORE_TIMEOUT},
     {"store-audit", no_argument, NULL, OPT_STORE_AUDIT},
+    {"maxmemory", required_argument, NULL, OPT_MAXMEMORY},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -272,6 +281,8 @@ static int parse_options(int argc, char **argv, server_options *o, char *pass, s
     o->data_dir = "./data";
     o->durability = STORE_ALWAYS;
     o->batch_ms = 100;
+    /* The server's own default is no budget; the command's is half the machine's memory. */
+    o->maxmemory = mem_default_budget();
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":c:b:p:h", long_options, NULL)) != -1) {
@@ -400,6 +411,13 @@ static int parse_options(int argc, char **argv, server_options *o, char *pass, s
             *ms = (int64_t)v * 1000;
             break;
         }
+        case OPT_MAXMEMORY:
+            if (alloc_parse_size(optarg, strlen(optarg), &v) != 0)
+                return bad_value("--maxmemory", optarg,
+                                 "a size in bytes such as 536870912, 512mb or 2gb (0: no limit)");
+            o->maxmemory = v;
+            o->maxmemory_set = 1;
+            break;
         case OPT_AUTH_RESERVE:
             if (strcmp(optarg, "0") == 0)
                 v = 0;

@@ -38,7 +38,8 @@
 /* The name shown in messages for a buffer parsed without a file name. */
 #define NO_NAME "<config>"
 
-static const char *const top_keys[] = {"enabled", "engine", "store", "limits", "types"};
+static const char *const top_keys[] = {"enabled", "engine",    "store",
+                                       "limits",  "maxmemory", "types"};
 static const char *const engine_keys[] = {"max_tasks",    "max_parked",     "max_finished",
                                           "strict_types", "event_interval", "default_lease"};
 static const char *const type_keys[] = {
@@ -558,6 +559,23 @@ static int walk(ywalk *w, const yaml_node_t *root, const char *const *ignored, s
     if (rc != 0)
         return rc;
     cfg->disabled = !enabled;
+
+    /* The server's memory budget (server/memory.h): read here so one file says it all. */
+    node = yw_get(w, root, "maxmemory", NULL);
+    if (node && !yw_is_null(node)) {
+        const char *text;
+        size_t len;
+
+        saved = yw_push(w, "maxmemory", 9);
+        rc = yw_string(w, node, "a size in bytes such as 536870912, 512mb or 2gb", &text, &len);
+        if (rc == 0 && alloc_parse_size(text, len, &cfg->maxmemory) != 0)
+            rc = yw_fail(w, node, SLUICE_EINVAL,
+                         "expected a size in bytes such as 536870912, 512mb or 2gb (0: no limit)");
+        yw_pop(w, saved);
+        if (rc != 0)
+            return rc;
+        cfg->has_maxmemory = 1;
+    }
 
     node = yw_get(w, root, "engine", NULL);
     saved = yw_push(w, "engine", 6);

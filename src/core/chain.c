@@ -72,8 +72,11 @@ static int chain_group(const sluice_chain_link *links, size_t n, link_work *w)
 /* Makes sure every leader's key exists (or is untracked) without losing an earlier leader's
  * entry: idle entries are reclaimed for all of them first, then keys are inserted (inserting
  * never removes), then states are looked up again since insertions may move entries. */
-static int chain_prepare(const sluice_chain_link *links, size_t n, link_work *w, int64_t now_ns)
+static int chain_prepare(const sluice_chain_link *links, size_t n, link_work *w, int64_t now_ns,
+                         unsigned flags)
 {
+    int budget = (flags & SLUICE_BUDGET) != 0;
+
     int missing = 0;
 
     for (size_t i = 0; i < n; i++) {
@@ -104,22 +107,25 @@ static int chain_prepare(const sluice_chain_link *links, size_t n, link_work *w,
 
         if (w[i].leader != i || keytab_find(lim->keys, w[i].nk.key, w[i].nk.len))
             continue;
-        if (keytab_count(lim->keys) >= lim->def.max_keys) {
+        if (keytab_count(lim->keys) >= lim->def.max_keys ||
+            (budget && alloc_over_budget_by(keytab_growth_bytes(lim->keys)))) {
             limit_reclaim_keys(lim, limit_clamp_now(lim, now_ns));
         }
     }
     for (size_t i = 0; i < n; i++) {
         sluice_limit *lim = links[i].limit;
         void *state;
-        int rc;
+        int rc, over;
 
         if (w[i].leader != i || keytab_find(lim->keys, w[i].nk.key, w[i].nk.len))
             continue;
         w[i].state = NULL;
-        if (keytab_count(lim->keys) >= lim->def.max_keys) {
+        over = budget && alloc_over_budget_by(keytab_growth_bytes(lim->keys));
+        if (keytab_count(lim->keys) >= lim->def.max_keys || over) {
             if (lim->def.key_overflow == SLUICE_KEYS_REFUSE && !lim->shadow) {
                 lim->stats.refused++;
-                return SLUICE_EBUSY;
+                /* Past the memory budget it is memory that is short, not the table's room. */
+                return over ? SLUICE_ENOMEM : SLUICE_EBUSY;
             }
             /* A shadow limit refuses nothing: its refusal is a would-be denial, counted as one
              * with the decision (limit_untracked_decision). */
@@ -230,7 +236,7 @@ int sluice_chain_decide(const sluice_chain_link *links, size_t n, int64_t now_ns
     }
     rc = chain_group(links, n, w);
     if (rc == SLUICE_OK && !peek)
-        rc = chain_prepare(links, n, w, now_ns);
+        rc = chain_prepare(links, n, w, now_ns, flags);
     if (rc != SLUICE_OK)
         goto done;
     out->allowed = chain_peek(links, n, w, now_ns, peek);

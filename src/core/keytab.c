@@ -474,6 +474,15 @@ int keytab_next(const keytab *t, size_t *pos, const char **key, size_t *keylen, 
     return 0;
 }
 
+size_t keytab_growth_bytes(const keytab *t)
+{
+    size_t cap = grown_cap(t->cap);
+
+    if (t->count + 1 <= max_count(t->cap) || cap > SIZE_MAX / t->slot_len)
+        return 0;
+    return cap * t->slot_len;
+}
+
 size_t keytab_count(const keytab *t)
 {
     return t->count;

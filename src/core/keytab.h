@@ -71,6 +71,10 @@ int keytab_next(const keytab *t, size_t *pos, const char **key, size_t *keylen, 
 /* Number of entries. */
 size_t keytab_count(const keytab *t);
 
+/* Bytes the slot array the next new key would make the table grow to takes (0 when the key fits
+ * in the array as it is). Lets a caller weigh an insert against the memory budget first. */
+size_t keytab_growth_bytes(const keytab *t);
+
 /* Bytes allocated by the table: slots plus out-of-line keys. */
 size_t keytab_bytes(const keytab *t);
 

@@ -519,12 +519,37 @@ void limit_untracked_decision(const sluice_limit *lim, sluice_decision *d)
     d->shadow_denied = lim->def.key_overflow == SLUICE_KEYS_REFUSE;
 }
 
+/* The memory budget (--maxmemory; base/alloc.h) for a request about a key the limit does not
+ * track: past the budget (counting the slot array the key table would grow to for it, so that a
+ * large table's growth cannot overshoot the budget by a fifth of the table) the limit first forgets
+ * keys that carry no information, then treats the new key as it treats one past max_keys, except
+ * that a refusing limit answers SLUICE_ENOMEM (nothing charged, nothing created) rather than
+ * SLUICE_EBUSY. Returns 0 to go on, 1 when the request goes untracked (key_overflow ALLOW, or a
+ * shadow limit), or SLUICE_ENOMEM. Keys the limit tracks are never affected, and without a budget
+ * this is one atomic load. */
+static int budget_check(sluice_limit *lim, const norm_key *nk, int64_t now)
+{
+    if (!alloc_over_budget_by(keytab_growth_bytes(lim->keys)) ||
+        keytab_find(lim->keys, nk->key, nk->len))
+        return 0;
+    limit_reclaim_keys(lim, now);
+    if (!alloc_over_budget_by(keytab_growth_bytes(lim->keys)))
+        return 0;
+    if (lim->def.key_overflow == SLUICE_KEYS_REFUSE && !lim->shadow) {
+        lim->stats.refused++;
+        return SLUICE_ENOMEM;
+    }
+    if (lim->def.key_overflow != SLUICE_KEYS_REFUSE)
+        lim->stats.untracked++;
+    return 1;
+}
+
 static int decide_one(sluice_limit *lim, const norm_key *nk, int64_t units, int64_t ttl_ns,
                       int64_t now, unsigned flags, sluice_decision *out)
 {
     int peek = (flags & SLUICE_PEEK) != 0;
     void *state;
-    int fresh, rc;
+    int fresh = 0, rc;
 
     if (peek) {
         any_state blank;
@@ -537,8 +562,12 @@ static int decide_one(sluice_limit *lim, const norm_key *nk, int64_t units, int6
         }
         return limit_state_decide(lim, state, fresh, units, ttl_ns, now, 1, out);
     }
-    rc = limit_prepare_key(lim, nk, now, &state, &fresh);
-    if (rc != SLUICE_OK)
+    rc = budget_check(lim, nk, now);
+    if (rc == 0)
+        rc = limit_prepare_key(lim, nk, now, &state, &fresh);
+    else
+        state = NULL;
+    if (rc < 0)
         return rc;
     if (!state) {
         limit_untracked_decision(lim, out);

@@ -426,7 +426,8 @@ static void throttle_type(conn *c, const resp_command *cmd, const sluice_type_po
         throttle_shared(c, links, pols, idp, n, flags);
         goto done;
     }
-    rc = sluice_chain_decide(links, n, server_now(s), flags, dec, &res);
+    /* A client's request: new keys are weighed against the memory budget (server/memory.h). */
+    rc = sluice_chain_decide(links, n, server_now(s), flags | SLUICE_BUDGET, dec, &res);
     if (rc != 0) {
         reply_engine_error(c, rc, NULL);
         goto done;

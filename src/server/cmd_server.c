@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -291,6 +292,31 @@ static void info_engine(conn *c, sbuf *b)
               st.tasks_bytes, wake == SLUICE_NEVER ? -1 : command_ns_to_ms(wake - server_now(s)));
 }
 
+/* The memory budget (memory.h): used_memory is what the allocator counts (live blocks, their
+ * usable sizes), used_memory_rss what the kernel charges the process. */
+static void info_memory(conn *c, sbuf *b)
+{
+    server *s = c->srv;
+    size_t used = alloc_live_bytes();
+    unsigned long long rss = 0;
+    char line[128];
+    FILE *f = fopen("/proc/self/status", "r");
+
+    while (f && fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "VmRSS:", 6) == 0) {
+            rss = strtoull(line + 6, NULL, 10) * 1024;
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    sb_printf(b,
+              "# Memory\r\nused_memory:%zu\r\nused_memory_rss:%llu\r\nmaxmemory:%zu\r\n"
+              "maxmemory_policy:noeviction\r\nused_memory_counted:%d\r\n"
+              "oom_refused:%" PRIu64 "\r\noom_client_closes:%" PRIu64 "\r\n",
+              used, rss, s->maxmemory, alloc_counting(), s->stats.oom_refused, s->stats.oom_closes);
+}
+
 typedef struct info_walk {
     server *s;
     sbuf *b;
@@ -379,9 +405,10 @@ typedef struct info_section {
 } info_section;
 
 static const info_section sections[] = {
-    {"server", info_server}, {"clients", info_clients}, {"stats", info_stats},
-    {"engine", info_engine}, {"limits", info_limits},   {"persistence", info_persistence},
-    {"store", info_store},
+    {"server", info_server},           {"clients", info_clients},
+    {"memory", info_memory},           {"stats", info_stats},
+    {"engine", info_engine},           {"limits", info_limits},
+    {"persistence", info_persistence}, {"store", info_store},
 };
 
 #define N_SECTIONS (sizeof(sections) / sizeof(sections[0]))
@@ -421,8 +448,9 @@ static void command_info(resp_writer *w, const command_def *d)
         unsigned bit;
         const char *name;
     } flags[] = {
-        {CMD_WRITE, "write"}, {CMD_READONLY, "readonly"}, {CMD_ADMIN, "admin"},
-        {CMD_FAST, "fast"},   {CMD_NOAUTH, "no_auth"},    {CMD_BLOCKING, "blocking"},
+        {CMD_WRITE, "write"},     {CMD_READONLY, "readonly"}, {CMD_ADMIN, "admin"},
+        {CMD_FAST, "fast"},       {CMD_NOAUTH, "no_auth"},    {CMD_BLOCKING, "blocking"},
+        {CMD_DENYOOM, "denyoom"},
     };
     size_t nflags = 0;
     int cell = strcmp(d->name, "cl.throttle") == 0; /* its key is argument 1, as in redis-cell */

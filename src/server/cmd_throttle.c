@@ -34,6 +34,7 @@
 #include "server/commands.h"
 #include "server/log.h"
 #include "server/rstore.h"
+#include "server/memory.h"
 #include "sluice/error.h"
 
 typedef struct cell_entry {
@@ -221,6 +222,9 @@ static cell_entry *cell_get(conn *c, int64_t max_burst, int64_t count, int64_t p
 
     if (e)
         return e;
+    /* A new parameter set is new state: refused past the memory budget (memory.h). */
+    if (mem_refuse(c))
+        return NULL;
     msg[0] = '\0';
     e = cell_create(c->srv, max_burst, count, period, &rc, msg, sizeof(msg));
     if (e)

@@ -13,11 +13,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/hash.h"
 #include "base/ptab.h"
 #include "server/durable.h"
 #include "server/log.h"
 #include "server/rstore.h"
+#include "server/memory.h"
 #include "sluice/error.h"
 #include "sluice/limit.h"
 
@@ -41,14 +43,14 @@ const command_def command_table[] = {
      "THROTTLE limit|type key [UNITS n] [PEEK]: a rate-limit decision"},
     {"cl.throttle", -5, CMD_WRITE | CMD_FAST, cmd_cl_throttle,
      "CL.THROTTLE key max_burst count period [quantity]: redis-cell's reply"},
-    {"lease.acquire", -3, CMD_WRITE | CMD_FAST, cmd_lease_acquire,
+    {"lease.acquire", -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, cmd_lease_acquire,
      "LEASE.ACQUIRE limit key [TTL ms] [UNITS n]: take a concurrency lease"},
     {"lease.renew", -2, CMD_WRITE | CMD_FAST, cmd_lease_renew,
      "LEASE.RENEW lease [TTL ms]: extend a lease"},
     {"lease.release", 2, CMD_WRITE | CMD_FAST, cmd_lease_release,
      "LEASE.RELEASE lease: give a lease back"},
     /* Limits, changed live (cmd_limit.c). */
-    {"limit.set", 3, CMD_WRITE | CMD_ADMIN | CMD_LOCAL, cmd_limit_set,
+    {"limit.set", 3, CMD_WRITE | CMD_ADMIN | CMD_LOCAL | CMD_DENYOOM, cmd_limit_set,
      "LIMIT.SET name spec: add or replace a named limit"},
     {"limit.get", 2, CMD_READONLY, cmd_limit_get, "LIMIT.GET name: a limit's spec and figures"},
     {"limit.rate", -3, CMD_READONLY | CMD_LOCAL, cmd_limit_rate,
@@ -62,12 +64,12 @@ const command_def command_table[] = {
      "LIMIT.SPEND name key [TIER tier]: a quota key's spent, budget, remaining and reset"},
     {"limit.backoff", -4, CMD_WRITE | CMD_FAST | CMD_LOCAL, cmd_limit_backoff,
      "LIMIT.BACKOFF limit key ms [TIER v]: hold a rate limit's key back (the upstream said 429)"},
-    {"limit.key", 4, CMD_WRITE | CMD_ADMIN | CMD_LOCAL, cmd_limit_key,
+    {"limit.key", 4, CMD_WRITE | CMD_ADMIN | CMD_LOCAL | CMD_DENYOOM, cmd_limit_key,
      "LIMIT.KEY name key spec: give one key of a keyed limit its own limit"},
     {"limit.keydel", 3, CMD_WRITE | CMD_ADMIN | CMD_LOCAL, cmd_limit_keydel,
      "LIMIT.KEYDEL name key: remove a key's own limit"},
     /* Tasks (cmd_task.c). */
-    {"task.add", -3, CMD_WRITE | CMD_FAST | CMD_LOCAL, cmd_task_add,
+    {"task.add", -3, CMD_WRITE | CMD_FAST | CMD_LOCAL | CMD_DENYOOM, cmd_task_add,
      "TASK.ADD type payload [KEY k] [UNITS n] [PRIORITY p] [ID taskkey] [DELAY ms]: submit"},
     {"task.get", -2, CMD_WRITE | CMD_BLOCKING | CMD_LOCAL, cmd_task_get,
      "TASK.GET type [type ...] [COUNT n] [TIMEOUT ms]: take granted tasks, or wait"},
@@ -84,7 +86,7 @@ const command_def command_table[] = {
     {"task.explain", 2, CMD_READONLY | CMD_FAST | CMD_LOCAL, cmd_task_explain,
      "TASK.EXPLAIN id: why a task waits and when it should start"},
     /* Recurring series (cmd_recur.c). */
-    {"recur.add", -6, CMD_WRITE | CMD_LOCAL, cmd_recur_add,
+    {"recur.add", -6, CMD_WRITE | CMD_LOCAL | CMD_DENYOOM, cmd_recur_add,
      "RECUR.ADD name type payload EVERY ms|CRON expr [KEY k] [START ms] [END ms] [MAX n]"},
     {"recur.del", 2, CMD_WRITE | CMD_LOCAL, cmd_recur_del,
      "RECUR.DEL name: remove a recurring series"},
@@ -249,6 +251,9 @@ static void dispatch(conn *c, const resp_command *cmd)
         reply_arity(c, d->name);
         return;
     }
+    /* Past the memory budget, a command that adds state is refused before it runs. */
+    if ((d->flags & CMD_DENYOOM) && mem_refuse(c))
+        return;
     c->srv->stats.commands++;
     counters_command(&c->srv->counters, (size_t)(d - command_table));
     if ((d->flags & CMD_LOCAL) && rstore_active(c->srv)) {
@@ -315,6 +320,12 @@ void reply_engine_error(conn *c, int rc, const char *msg)
 
     switch (rc) {
     case SLUICE_ENOMEM:
+        /* Past the budget, or close enough to it that the growth of a key table would pass it
+         * (the core refuses that too: core/limit.c), it is the budget that refused. */
+        if (alloc_over_budget_by(alloc_budget() / 4)) {
+            mem_reply_oom(c);
+            return;
+        }
         code = "NOMEM";
         break;
     case SLUICE_EBUSY:

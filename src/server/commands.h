@@ -12,10 +12,10 @@
  *
  * Error replies start with a stable code word (docs/commands.md lists them all):
  *   ERR (protocol and unknown command), WRONGARGS, NOAUTH, WRONGPASS, NOPROTO, NOLIMIT, BUSY,
- *   RATELIMITED, NOLEASE, INUSE, DENIED, NOMEM, CONFIG, IOERR (a change the store could
- *   not make durable, replied by durable.c instead of the command's own reply), and STOREDOWN
- *   (a decision the shared store could not make: it is unreachable or did not answer in time,
- *   and store_failure is closed; rstore.h).
+ *   RATELIMITED, NOLEASE, INUSE, DENIED, NOMEM, OOM (past --maxmemory), CONFIG, IOERR (a change
+ *   the store could not make durable, replied by durable.c instead of the command's own reply),
+ *   and STOREDOWN (a decision the shared store could not make: it is unreachable or did not
+ *   answer in time, and store_failure is closed; rstore.h).
  */
 #ifndef SLUICE_SERVER_COMMANDS_H
 #define SLUICE_SERVER_COMMANDS_H
@@ -35,8 +35,9 @@
 #define CMD_FAST     0x10u /* O(1) or O(log n) */
 #define CMD_BLOCKING 0x20u /* may block the client */
 #define CMD_LOCAL                                                                                  \
-    0x40u /* keeps state the shared store does not share yet: refused under a                      \
-           * redis store (rstore_reply_unavailable) */
+    0x40u                 /* keeps state the shared store does not share yet: refused under a      \
+                           * redis store (rstore_reply_unavailable) */
+#define CMD_DENYOOM 0x80u /* adds state: refused with -OOM past --maxmemory (memory.h) */
 
 typedef void (*command_fn)(conn *c, const resp_command *cmd);
 
@@ -79,8 +80,9 @@ void commands_run_detached(server *s, const resp_command *cmd, resp_writer *out)
 /* -WRONGARGS wrong number of arguments for 'name' command */
 void reply_arity(conn *c, const char *name);
 
-/* Replies with the error of an engine or limit call: ENOMEM -> -NOMEM, EBUSY -> -BUSY,
- * ENOTFOUND -> -NOLIMIT, ESTALE -> -NOLEASE, ESTATE -> -INUSE, the rest -> -WRONGARGS; msg
+/* Replies with the error of an engine or limit call: ENOMEM -> -NOMEM (-OOM while the process is
+ * within a quarter of its memory budget or past it: a limit refused a new key for it), EBUSY ->
+ * -BUSY, ENOTFOUND -> -NOLIMIT, ESTALE -> -NOLEASE, ESTATE -> -INUSE, the rest -> -WRONGARGS; msg
  * (may be NULL or "") is the text, else sluice_strerror(rc). */
 void reply_engine_error(conn *c, int rc, const char *msg);
 

@@ -22,6 +22,7 @@
 #include "server/durable.h"
 #include "server/log.h"
 #include "server/rstore.h"
+#include "server/memory.h"
 #include "sluice/error.h"
 
 /* A written buffer up to this size is kept for the next replies instead of being freed. */
@@ -239,13 +240,14 @@ void conn_reply_ready(conn *c)
     s->pending = c;
 }
 
-/* Closes the client when its queued replies pass max_output. Returns 1 when it did. */
+/* Closes the client when its queued replies pass max_output, or are large while the process is
+ * over its memory budget (memory.h). Returns 1 when it did. */
 static int over_output_limit(conn *c)
 {
     server *s = c->srv;
 
     if (c->out.len + c->wlen <= s->opt.max_output)
-        return 0;
+        return mem_output_over(c);
     s->stats.output_overflows++;
     log_warn("client %" PRIu64 " %s closed: %zu bytes of replies queued, over the limit of %zu",
              c->id, c->addr, c->out.len + c->wlen, s->opt.max_output);

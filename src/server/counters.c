@@ -10,9 +10,9 @@
 
 /* Known codes, then "other". Keep in step with commands.h and docs/commands.md. */
 static const char *const error_names[COUNTERS_ERROR_CODES] = {
-    "ERR",    "WRONGARGS",   "NOAUTH",  "WRONGPASS", "NOPROTO",   "NOLIMIT",
-    "BUSY",   "RATELIMITED", "NOLEASE", "INUSE",     "DENIED",    "NOMEM",
-    "CONFIG", "NOTASK",      "EXISTS",  "IOERR",     "STOREDOWN", "other",
+    "ERR",         "WRONGARGS", "NOAUTH",    "WRONGPASS", "NOPROTO", "NOLIMIT", "BUSY",
+    "RATELIMITED", "NOLEASE",   "INUSE",     "DENIED",    "NOMEM",   "CONFIG",  "NOTASK",
+    "EXISTS",      "IOERR",     "STOREDOWN", "OOM",       "other",
 };
 
 /* Commit latencies: an fsync on fast storage takes ~100 us, a slow disk tens of ms. */

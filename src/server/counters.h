@@ -18,7 +18,7 @@
 /* Rows of the command table counted (commands.c has fewer). */
 #define COUNTERS_MAX_COMMANDS 64
 /* Error codes counted: the known ones and "other" (the last). */
-#define COUNTERS_ERROR_CODES 18
+#define COUNTERS_ERROR_CODES 19
 
 typedef struct server_counters {
     uint64_t calls[COUNTERS_MAX_COMMANDS]; /* commands run, by row of command_table */

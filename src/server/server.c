@@ -29,6 +29,7 @@
 #include "server/durable.h"
 #include "server/log.h"
 #include "server/rstore.h"
+#include "server/memory.h"
 #include "sluice/error.h"
 
 #define LISTEN_BACKLOG      511
@@ -228,6 +229,19 @@ static const char *redis_unsupported(const sluice_config *c)
 /* Limits whose LIMIT.SET override a reload replaced, named in its reply (at most). */
 #define RELOAD_NAMED 16
 
+/* The budget in force: the command line's, else the configuration file's `maxmemory:`, else the
+ * option's default. */
+static void apply_budget(server *s)
+{
+    size_t bytes = s->opt.maxmemory;
+
+    if (!s->opt.maxmemory_set && s->has_config && s->config.has_maxmemory)
+        bytes = s->config.maxmemory;
+    if (bytes != s->maxmemory || alloc_budget() != bytes)
+        log_info("memory budget: %zu bytes%s", bytes, bytes ? "" : " (no limit)");
+    mem_set_budget(s, bytes);
+}
+
 int server_load_config(server *s, const char *path, char *msg, size_t msglen)
 {
     sluice_config nc;
@@ -326,6 +340,7 @@ int server_load_config(server *s, const char *path, char *msg, size_t msglen)
     }
     s->config = nc;
     s->has_config = 1;
+    apply_budget(s);
     if (msg && msglen > 0) {
         size_t at = 0;
 
@@ -501,6 +516,8 @@ static void before_sleep(uv_prepare_t *h)
     } while (s->ready_signalled && ++rounds < 16);
     /* Resumed clients may have added decisions after the send above. */
     rstore_turn(s);
+    /* What the flushes could not write stays queued: past the budget, the largest queues go. */
+    mem_enforce_output(s);
     arm_engine_timer(s);
     s->now_valid = 0;
 }
@@ -783,6 +800,9 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
         goto fail_loop;
     /* After recovery, which floors the clock at the stored one: see cmd_limit_rebase. */
     cmd_limit_rebase(s, (uint64_t)server_now(s));
+    /* After recovery too: what the store held is loaded whatever the budget, which then only
+     * refuses what clients add. */
+    apply_budget(s);
     rc = bind_listener(s, msg, msglen);
     if (rc != 0)
         goto fail_loop;
@@ -813,6 +833,7 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
     return 0;
 
 fail_loop:
+    alloc_set_budget(0);
     s->stopping = 1;
     close_handle(s, (uv_handle_t *)&s->listener);
     close_handle(s, (uv_handle_t *)&s->sigterm);
@@ -863,5 +884,6 @@ void server_free(server *s)
     commands_free(s);
     sluice_engine_free(s->engine);
     sluice_config_clear(&s->config);
+    alloc_set_budget(0);
     alloc_free(s);
 }

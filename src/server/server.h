@@ -117,6 +117,10 @@ typedef struct server_options {
     size_t max_payload_len;  /* longest task payload accepted (TASK.ADD) */
     size_t max_output;       /* replies queued for one client; past it the client is closed */
     size_t max_adhoc;        /* CL.THROTTLE limits cached (one per parameter triple) */
+    size_t maxmemory;        /* the memory budget in bytes (memory.h); 0 = none (the default
+                              * here; `sluice serve` takes half the machine's memory) */
+    int maxmemory_set;       /* 1: maxmemory was given on the command line, and the
+                              * configuration file's `maxmemory:` is ignored */
     int64_t shutdown_ms;     /* on SIGTERM, clients still draining after this are cut */
     /* The admin port (admin.h): HTTP for /metrics, /api and the dashboard. */
     const char *admin_bind;      /* address (default 127.0.0.1) */
@@ -155,6 +159,8 @@ typedef struct server_stats {
     uint64_t auth_timeouts;  /* closed for not authenticating in time */
     uint64_t auth_evictions; /* unauthenticated clients closed to make room for a new one */
     uint64_t idle_timeouts;  /* closed after --timeout of silence */
+    uint64_t oom_refused;    /* commands refused with -OOM past --maxmemory */
+    uint64_t oom_closes;     /* clients closed for their queued replies past --maxmemory */
 } server_stats;
 
 /* The server. Fields are shared with the command modules of this layer (not API). */
@@ -197,6 +203,9 @@ struct server {
     int stopping;        /* a signal asked the server to stop */
     int exit_code;       /* status run returns */
     size_t open_handles; /* server-owned libuv handles not yet closed */
+
+    size_t maxmemory;     /* the budget in force (memory.h): the option or the file's; 0 = none */
+    int64_t mem_swept_ns; /* the loop phase of the last sweep for memory (memory.c) */
 
     server_stats stats;
     void *limit_state;   /* cmd_limit.c: lease generations */

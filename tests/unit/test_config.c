@@ -412,9 +412,9 @@ static void test_ignored_sections(void **unused)
         0);
     assert_int_equal(c.nlimits, 1);
     sluice_config_clear(&c);
-    expect_error(
-        text, SLUICE_EINVAL,
-        "t.yaml:1:1: unknown key \"scenario\"; expected enabled, engine, store, limits or types");
+    expect_error(text, SLUICE_EINVAL,
+                 "t.yaml:1:1: unknown key \"scenario\"; expected enabled, engine, store, limits, "
+                 "maxmemory or types");
     assert_int_equal(
         sluice_config_parse_ignoring(text, strlen(text), "t.yaml", NULL, &c, msg, sizeof(msg)),
         SLUICE_EINVAL);

@@ -468,6 +468,16 @@ static void write_server(prom_buf *b, admin *a)
             "RESP connections refused (max clients, protected mode).", s->stats.rejected);
     counter(b, "sluice_protocol_errors_total", "RESP clients closed after a protocol error.",
             s->stats.protocol_errors);
+    gauge(b, "sluice_memory_used_bytes",
+          "Bytes held by live allocations, as the allocator counts them (--maxmemory's measure).",
+          (double)alloc_live_bytes());
+    gauge(b, "sluice_memory_budget_bytes", "The memory budget, --maxmemory (0: no limit).",
+          (double)s->maxmemory);
+    counter(b, "sluice_memory_refused_total",
+            "Commands refused with -OOM because memory was over the budget.", s->stats.oom_refused);
+    counter(b, "sluice_memory_client_closes_total",
+            "Clients closed for their queued replies while memory was over the budget.",
+            s->stats.oom_closes);
 
     prom_family(b, "sluice_commands_total", METRICS_COUNTER, "Commands run, by name.");
     lb[0].name = "command";
