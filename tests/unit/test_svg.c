@@ -233,6 +233,41 @@ static void test_axes(void **unused)
     assert_true(value_step(120, &top) == 25 && top == 150);
 }
 
+/* Event ticks stand on the time axis, one per pixel column, and never scale the y axis; a
+ * line's tooltip is the <title> of its path. */
+static void test_ticks_tooltip(void **unused)
+{
+    svg_point rate[] = {{0, 20}, {SEC, 10}, {2 * SEC, 5}};
+    svg_point ev[] = {{SEC, 1000}, {SEC, 1000}, {2 * SEC, 1000}};
+    svg_line lines[] = {
+        {.label = "acme rate",
+         .pts = rate,
+         .n = 3,
+         .kind = SVG_STEP,
+         .color = SVG_COLOR_AUTO,
+         .extend = 1,
+         .tooltip = "acme: 20/1s & <more>"},
+        {.label = "upstream 429 (3)", .pts = ev, .n = 3, .kind = SVG_TICKS, .color = 2},
+    };
+    svg_panel panel = {"adaptive rate of api", "permits per 1s", lines, 2, 0};
+    svg_chart c = {"t", NULL, 4 * SEC, &panel, 1};
+    char *doc;
+    const char *p;
+    size_t ticks = 0;
+
+    (void)unused;
+    doc = render(&c);
+    assert_well_formed(doc);
+    assert_non_null(strstr(doc, "\"><title>acme: 20/1s &amp; &lt;more&gt;</title></path>\n"));
+    assert_non_null(strstr(doc, ">upstream 429 (3)</text>"));
+    assert_null(strstr(doc, ">1000</text>")); /* the axis is scaled by the rate only */
+    assert_non_null(strstr(doc, ">20</text>"));
+    for (p = doc; (p = strstr(p, "v-9")) != NULL; p++)
+        ticks++;
+    assert_int_equal(ticks, 2 + 3); /* two columns on the plot, three strokes in the legend */
+    alloc_free(doc);
+}
+
 static void test_einval(void **unused)
 {
     svg_line line = {.label = "x", .pts = NULL, .n = 3};
@@ -776,6 +811,66 @@ static void test_simrun_oom(void **unused)
     unload(&f);
 }
 
+/* An adaptive limit in front of an upstream: the rate the chart draws starts at the configured
+ * rate, passes through the rate after each 429 and ends at the rate at the end; the rate panel
+ * and the hidden rate are drawn. */
+static const char upstream_yaml[] = "limits:\n"
+                                    "  api: {rate: 20/1s, burst: 1, key: explicit,\n"
+                                    "        adaptive: {decrease: 0.5, recover: 10%/10s}}\n"
+                                    "types:\n"
+                                    "  call: {limits: [api]}\n"
+                                    "scenario:\n"
+                                    "  upstream: {rate: 7/1s}\n"
+                                    "  arrivals: [{type: call, count: 200, key: acme}]\n"
+                                    "  workers: [{count: 10, service: 50ms}]\n";
+
+static void test_adaptive_chart(void **unused)
+{
+    fixture f;
+    simrun_result *r = NULL;
+    const simrun_series *s = NULL;
+    char msg[256], *svg = NULL;
+    size_t len, k = 0;
+
+    (void)unused;
+    load(&f, upstream_yaml);
+    assert_int_equal(simrun_run(f.sc, &f.cfg, &r, msg, sizeof(msg)), 0);
+    for (size_t i = 0; i < r->nseries; i++)
+        s = strcmp(r->series[i].key, "acme") == 0 ? &r->series[i] : s;
+    assert_non_null(s);
+    assert_true(r->n429 > 0 && s->nrate > 0 && s->neff >= s->nrate);
+    /* Every rate after a 429 is a point of the drawn line, in order. */
+    for (size_t j = 0; j < s->neff && k < s->nrate; j++) {
+        if (s->eff_t[j] == s->rate_t[k]) {
+            assert_int_equal(s->eff_v[j], s->rate_v[k]);
+            while (k < s->nrate && s->rate_t[k] == s->eff_t[j])
+                k++;
+        }
+    }
+    assert_int_equal(k, s->nrate);
+    assert_int_equal(s->eff_v[s->neff - 1], s->rate_end);
+    assert_int_equal(simchart_svg(r, "t.yaml", &svg, &len), 0);
+    assert_well_formed(svg);
+    assert_non_null(strstr(svg, ">adaptive rate of api</text>"));
+    assert_non_null(strstr(svg, ">permits per 1s</text>"));
+    assert_non_null(strstr(svg, "<title>hidden rate 7/1s</title>"));
+    assert_non_null(strstr(svg, "<title>acme: 20/1s; after each 429: "));
+    alloc_free(svg);
+    simrun_result_free(r);
+    unload(&f);
+}
+
+/* Every allocation of an adaptive run and its chart may fail: they then fail cleanly. */
+static void test_adaptive_oom(void **unused)
+{
+    fixture f;
+
+    (void)unused;
+    load(&f, upstream_yaml);
+    assert_true(oom_sweep(simrun_oom_body, &f, 20000) > 10);
+    unload(&f);
+}
+
 static void test_scenario_errors(void **unused)
 {
     static const struct {
@@ -870,6 +965,7 @@ int main(void)
         cmocka_unit_test(test_escaping),
         cmocka_unit_test(test_legend),
         cmocka_unit_test(test_axes),
+        cmocka_unit_test(test_ticks_tooltip),
         cmocka_unit_test(test_einval),
         cmocka_unit_test(test_svg_oom),
         cmocka_unit_test(test_templates),
@@ -882,6 +978,8 @@ int main(void)
         cmocka_unit_test(test_rate_arrivals),
         cmocka_unit_test(test_payload),
         cmocka_unit_test(test_simrun_oom),
+        cmocka_unit_test(test_adaptive_chart),
+        cmocka_unit_test(test_adaptive_oom),
         cmocka_unit_test(test_agrees_with_engine),
         cmocka_unit_test(test_counts_follow_engine),
     };

@@ -5,9 +5,13 @@
  *
  * One panel per limit, in configuration order: the busiest keys' cumulative grants (units held
  * over time for a concurrency limit), each tier's envelope dashed in the tier's colour, and the
- * rejections as crosses on their key's line; then one panel of the engine's depth (parked,
- * queued, running). Every string and point array the chart borrows is kept in one chart_mem and
- * freed together once the document is rendered.
+ * rejections as crosses on their key's line; after the panel of an adaptive (AIMD) rate limit, a
+ * short panel of its keys' effective rates in permits per the limit's period (its own y axis,
+ * since the limit panel counts grants), the upstream's hidden rate dashed in the same unit and
+ * the upstream's 429s as ticks on its time axis; then one panel of the engine's depth (parked,
+ * queued, running; it carries the 429 ticks when no panel is adaptive). Every string and point
+ * array the chart borrows is kept in one chart_mem and freed together once the document is
+ * rendered.
  */
 #include "cli/sim/chart.h"
 
@@ -313,12 +317,169 @@ static int limit_panel(chart_mem *m, const simrun_result *r, const size_t *ord, 
     return 0;
 }
 
+static int series_adaptive(const simrun_series *s)
+{
+    return s->def.kind == SLUICE_RATE && s->def.decrease_den > 0;
+}
+
+/* The upstream's 429s as ticks on the time axis, or 0 when it answered none. */
+static int ticks_429(chart_mem *m, const simrun_result *r, svg_line *l)
+{
+    svg_point *p;
+
+    if (r->n429 == 0)
+        return 0;
+    p = mem_points(m, r->n429);
+    if (!p)
+        return -1;
+    for (size_t i = 0; i < r->n429; i++)
+        p[i] = (svg_point){r->u429_ns[i], 0};
+    *l = (svg_line){.label = mem_printf(m, "upstream 429 (%zu)", r->n429),
+                    .pts = p,
+                    .n = r->n429,
+                    .kind = SVG_TICKS,
+                    .color = 2};
+    return l->label ? 1 : -1;
+}
+
+/* The words of a key's rate line, as the text report says them: the configured rate, the rate
+ * after each of the first RATE_TIP_POINTS 429s, and at the end ("acme: 20/1s; after each 429:
+ * 10/1s at 0.55s, ...; at the end 4/1s"). */
+#define RATE_TIP_POINTS 12
+
+static char *rate_tooltip(chart_mem *m, const simrun_series *s, const char *per)
+{
+    char buf[400], t[32];
+    size_t used;
+
+    used = (size_t)snprintf(buf, sizeof buf, "%s: %" PRId64 "/%s", s->key[0] ? s->key : "(global)",
+                            s->def.limit, per);
+    for (size_t k = 0; k < s->nrate && k < RATE_TIP_POINTS && used < sizeof buf; k++) {
+        int64_t ms = (s->rate_t[k] + 500000) / 1000000; /* to the ms, as the report rounds */
+
+        snprintf(t, sizeof t, "%" PRId64 ".%03" PRId64, ms / 1000, ms % 1000);
+        /* trailing zeros dropped, as the report writes it: "0.55", "24" */
+        for (size_t e = strlen(t); e > 0 && t[e - 1] == '0'; e--)
+            t[e - 1] = '\0';
+        if (t[strlen(t) - 1] == '.')
+            t[strlen(t) - 1] = '\0';
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%" PRId64 "/%s at %ss",
+                                 k == 0 ? "; after each 429: " : ", ", s->rate_v[k], per, t);
+    }
+    if (s->nrate > RATE_TIP_POINTS && used < sizeof buf)
+        used += (size_t)snprintf(buf + used, sizeof buf - used, ", ... (%zu more)",
+                                 s->nrate - RATE_TIP_POINTS);
+    if (used < sizeof buf)
+        snprintf(buf + used, sizeof buf - used, "; at the end %" PRId64 "/%s", s->rate_end, per);
+    return mem_printf(m, "%s", buf);
+}
+
+/* Adds the panel of the effective rates of limit `name`'s adaptive keys (series ord[from..to)),
+ * when it has any: one step line per key, from the configured rate at 0 to the rate after each
+ * 429 (the points the engine recorded) and the rate at the end; the upstream's hidden rate
+ * converted to the limit's period; the 429 ticks. Returns 1 when a panel was added, 0 when the
+ * limit has no adaptive key, -1 when out of memory. */
+static int rate_panel(chart_mem *m, const simrun_result *r, const size_t *ord, size_t from,
+                      size_t to, svg_panel *panel, svg_line **lines_out)
+{
+    const simrun_series *s0 = NULL;
+    size_t nl = 0, drawn = 0, nkeys = 0;
+    svg_line *lines;
+    char per[32];
+    int rc;
+
+    for (size_t i = from; i < to; i++) {
+        if (series_adaptive(&r->series[ord[i]])) {
+            s0 = s0 ? s0 : &r->series[ord[i]];
+            nkeys++;
+        }
+    }
+    if (!s0)
+        return 0;
+    lines = alloc_calloc(CHART_KEYS + 2, sizeof(*lines));
+    if (!lines)
+        return -1;
+    *lines_out = lines;
+    chart_dur(s0->def.period_ns, per, sizeof(per));
+    for (size_t i = from; i < to && drawn < CHART_KEYS; i++) {
+        const simrun_series *s = &r->series[ord[i]];
+        svg_point *p;
+        size_t n = 0;
+        char *tip;
+
+        if (!series_adaptive(s))
+            continue;
+        p = mem_points(m, s->neff + 2);
+        if (!p)
+            return -1;
+        p[n++] = (svg_point){0, (double)s->def.limit};
+        for (size_t k = 0; k < s->neff; k++) {
+            if (p[n - 1].t_ns == s->eff_t[k])
+                n--; /* a change at time 0 */
+            p[n++] = (svg_point){s->eff_t[k], (double)s->eff_v[k]};
+        }
+        if (r->end_ns > p[n - 1].t_ns)
+            p[n++] = (svg_point){r->end_ns, (double)s->rate_end};
+        else
+            p[n - 1].y = (double)s->rate_end;
+        tip = rate_tooltip(m, s, per);
+        lines[nl] = (svg_line){.label = mem_printf(m, "%s rate", s->key[0] ? s->key : "(global)"),
+                               .pts = p,
+                               .n = n,
+                               .kind = SVG_STEP,
+                               .color = SVG_COLOR_AUTO,
+                               .extend = 1,
+                               .tooltip = tip};
+        if (!lines[nl].label || !tip)
+            return -1;
+        nl++;
+        drawn++;
+    }
+    if (r->sc->upstream_permits > 0 && r->sc->upstream_period_ns > 0) {
+        double hidden = (double)r->sc->upstream_permits * (double)s0->def.period_ns /
+                        (double)r->sc->upstream_period_ns;
+        svg_point *p = mem_points(m, 1);
+        char up[32];
+
+        if (!p)
+            return -1;
+        p[0] = (svg_point){0, hidden};
+        lines[nl] =
+            (svg_line){.label = mem_printf(m, "hidden rate %" PRId64 "/%s", r->sc->upstream_permits,
+                                           chart_dur(r->sc->upstream_period_ns, up, sizeof(up))),
+                       .pts = p,
+                       .n = 1,
+                       .kind = SVG_STEP,
+                       .dashed = 1,
+                       .color = SVG_COLOR_GREY,
+                       .extend = 1,
+                       .tooltip = mem_printf(m, "hidden rate %g/%s", hidden, per)};
+        if (!lines[nl].label || !lines[nl].tooltip)
+            return -1;
+        nl++;
+    }
+    rc = ticks_429(m, r, &lines[nl]);
+    if (rc < 0)
+        return -1;
+    nl += (size_t)rc;
+    panel->title =
+        mem_printf(m, "adaptive rate of %s%s", s0->limit,
+                   nkeys > drawn ? mem_printf(m, " (%zu of %zu keys)", drawn, nkeys) : "");
+    panel->y_label = mem_printf(m, "permits per %s", per);
+    if (!panel->title || !panel->y_label)
+        return -1;
+    panel->lines = lines;
+    panel->nlines = nl;
+    panel->tall = 0;
+    return 1;
+}
+
 int simchart_svg(const simrun_result *r, const char *file, char **svg, size_t *len)
 {
     chart_mem m;
     svg_panel *panels = NULL;
-    svg_line **owned = NULL, depth[3];
-    size_t np = 0, *ord = NULL, nown = 0, peak = 0, done = 0;
+    svg_line **owned = NULL, depth[4];
+    size_t np = 0, *ord = NULL, nown = 0, peak = 0, done = 0, ndepth = 3, nrate = 0;
     svg_point *pk, *qu, *ru;
     svg_chart chart;
     int rc = SLUICE_ENOMEM;
@@ -327,8 +488,8 @@ int simchart_svg(const simrun_result *r, const char *file, char **svg, size_t *l
     *len = 0;
     memset(&m, 0, sizeof(m));
     ord = simkeys_order(r);
-    panels = alloc_calloc(r->nseries + 2, sizeof(*panels));
-    owned = alloc_calloc(r->nseries + 2, sizeof(*owned));
+    panels = alloc_calloc(2 * r->nseries + 2, sizeof(*panels));
+    owned = alloc_calloc(2 * r->nseries + 2, sizeof(*owned));
     if (!ord || !panels || !owned)
         goto out;
     for (size_t i = 0; i < r->nseries;) {
@@ -339,6 +500,14 @@ int simchart_svg(const simrun_result *r, const char *file, char **svg, size_t *l
         if (limit_panel(&m, r, ord, i, j, &panels[np], &owned[nown++]) != 0)
             goto out;
         np++;
+        rc = rate_panel(&m, r, ord, i, j, &panels[np], &owned[nown++]);
+        if (rc < 0) {
+            rc = SLUICE_ENOMEM;
+            goto out;
+        }
+        np += (size_t)rc;
+        nrate += (size_t)rc;
+        rc = SLUICE_ENOMEM;
         i = j;
     }
     /* The depth panel: parked (the point of it), queued and running. */
@@ -365,12 +534,20 @@ int simchart_svg(const simrun_result *r, const char *file, char **svg, size_t *l
         .label = "queued", .pts = qu, .n = r->nsamples, .kind = SVG_STEP, .color = 5, .extend = 1};
     depth[2] = (svg_line){
         .label = "running", .pts = ru, .n = r->nsamples, .kind = SVG_STEP, .color = 0, .extend = 1};
+    if (nrate == 0) {
+        /* No rate panel to carry the upstream's 429s: they stand on this panel's time axis. */
+        int t = ticks_429(&m, r, &depth[3]);
+
+        if (t < 0)
+            goto out;
+        ndepth += (size_t)t;
+    }
     panels[np].title = mem_printf(&m, "tasks waiting and running (parked peak %zu)", peak);
     if (!panels[np].title)
         goto out;
     panels[np].y_label = "tasks";
     panels[np].lines = depth;
-    panels[np].nlines = 3;
+    panels[np].nlines = ndepth;
     panels[np].tall = 0;
     np++;
 

@@ -563,6 +563,53 @@ static const sluice_limit *series_core(const run *x, const simrun_series *s)
     return sluice_engine_limit_by_id(x->e, id);
 }
 
+/* Notes that adaptive series s has rate permits at now, when that is a change. Returns 0, or -1
+ * when out of memory. */
+static int note_rate(simrun_series *s, int64_t now, int64_t permits)
+{
+    int64_t last = s->neff ? s->eff_v[s->neff - 1] : s->def.limit;
+
+    if (permits == last)
+        return 0;
+    if (s->neff > 0 && s->eff_t[s->neff - 1] == now) {
+        s->eff_v[s->neff - 1] = permits;
+        return 0;
+    }
+    if (s->neff == s->eff_cap) {
+        size_t cap = s->eff_cap ? 2 * s->eff_cap : 64;
+        int64_t *a = alloc_realloc(s->eff_t, cap * sizeof *a);
+
+        if (!a)
+            return -1;
+        s->eff_t = a;
+        a = alloc_realloc(s->eff_v, cap * sizeof *a);
+        if (!a)
+            return -1;
+        s->eff_v = a;
+        s->eff_cap = cap;
+    }
+    s->eff_t[s->neff] = now;
+    s->eff_v[s->neff++] = permits;
+    return 0;
+}
+
+/* Notes every adaptive key's rate at now (it recovers between 429s, with no event of its own). */
+static int note_rates(run *x, int64_t now)
+{
+    for (size_t i = 0; i < x->r->nseries; i++) {
+        simrun_series *s = &x->r->series[i];
+        const sluice_limit *core;
+        int64_t permits, since;
+
+        if (s->def.kind != SLUICE_RATE || s->def.decrease_den == 0 || !(core = series_core(x, s)) ||
+            sluice_limit_key_rate(core, s->key, strlen(s->key), T0 + now, &permits, &since) != 0)
+            continue;
+        if (note_rate(s, now, permits) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Records the adaptive rates of task t's keys after its upstream's 429 (the engine has lowered
  * them). */
 static int record_rates(run *x, const simrun_task *t, int64_t now)
@@ -590,6 +637,8 @@ static int record_rates(run *x, const simrun_task *t, int64_t now)
         }
         s->rate_t[s->nrate] = now;
         s->rate_v[s->nrate++] = permits;
+        if (note_rate(s, now, permits) != 0)
+            return -1;
     }
     return 0;
 }
@@ -858,6 +907,8 @@ static int loop(run *x)
         rc = poll_all(x, now);
         if (rc == 0)
             rc = sample(x, now);
+        if (rc == 0 && x->sc->upstream_permits > 0 && note_rates(x, now) != 0)
+            rc = oom(x);
         if (rc != 0)
             return rc;
         scan_pending(x, now);
@@ -1021,6 +1072,8 @@ void simrun_result_free(simrun_result *r)
         alloc_free(s->cum);
         alloc_free(s->rate_t);
         alloc_free(s->rate_v);
+        alloc_free(s->eff_t);
+        alloc_free(s->eff_v);
         alloc_free(s->rej_ns);
         alloc_free(s->held_t);
         alloc_free(s->held_v);

@@ -93,6 +93,11 @@ typedef struct simrun_series {
     int64_t *rate_t, *rate_v;
     size_t nrate, rate_cap;
     int64_t rate_end;
+    /* adaptive rate over time, for the picture: a point (eff_t, eff_v) each time the run saw it
+     * change (at each 429 and at the events between them, as it recovers); the configured rate
+     * before the first */
+    int64_t *eff_t, *eff_v;
+    size_t neff, eff_cap;
     size_t rejected; /* tasks this key's limit rejected */
     int64_t *rej_ns; /* when they were rejected, in order; nrej entries */
     size_t nrej, rej_cap;

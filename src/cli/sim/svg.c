@@ -11,7 +11,8 @@
  * The document is self-contained: plain attributes, no CSS, no scripts, generic font families.
  * Text is escaped for XML, and bytes that are not valid UTF-8 (or are control characters) are
  * written as '?', so any key makes a well-formed file. Points that fall on the same pixel column
- * are merged, which keeps the file small when a series has many thousands of grants.
+ * are merged, which keeps the file small when a series has many thousands of grants. Event
+ * ticks (SVG_TICKS) stand on the time axis and never scale the y axis.
  */
 #include "cli/sim/svg.h"
 
@@ -344,6 +345,20 @@ static void draw_line(sbuf *b, const frame *f, const svg_line *l, const char *co
 {
     if (l->n == 0)
         return;
+    if (l->kind == SVG_TICKS) {
+        double prev = -1;
+
+        sb_printf(b, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" d=\"", color);
+        for (size_t i = 0; i < l->n; i++) {
+            double x = round(fx(f, l->pts[i].t_ns) * 10) / 10;
+
+            if (x != prev) /* one tick per pixel column */
+                sb_printf(b, "M%.1f %.1fv-9", x, f->y0 + f->h);
+            prev = x;
+        }
+        sb_puts(b, "\"/>\n");
+        return;
+    }
     if (l->kind == SVG_MARKS) {
         sb_printf(b,
                   "<path clip-path=\"url(#clip%zu)\" fill=\"none\" stroke=\"%s\" "
@@ -375,7 +390,13 @@ static void draw_line(sbuf *b, const frame *f, const svg_line *l, const char *co
     } else {
         path_data(b, f, l);
     }
-    sb_puts(b, "\"/>\n");
+    if (l->tooltip) {
+        sb_puts(b, "\"><title>");
+        sb_text(b, l->tooltip, 0);
+        sb_puts(b, "</title></path>\n");
+    } else {
+        sb_puts(b, "\"/>\n");
+    }
 }
 
 /* Dots where a step line rises, so that a burst at one instant shows as one dot. */
@@ -417,7 +438,12 @@ static void draw_legend(sbuf *b, const svg_panel *p, double x, double y)
             continue;
         }
         ry = y + (double)shown * LEGEND_ROW;
-        if (l->kind == SVG_MARKS)
+        if (l->kind == SVG_TICKS)
+            sb_printf(b,
+                      "<path fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
+                      "d=\"M%.1f %.1fv-9m6 9v-9m6 9v-9\"/>\n",
+                      color, x + 5, ry + 4.5);
+        else if (l->kind == SVG_MARKS)
             sb_printf(b,
                       "<path fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\" "
                       "d=\"M%.1f %.1fl7 7m0 -7l-7 7\"/>\n",
@@ -458,7 +484,7 @@ static void draw_panel(sbuf *b, const svg_panel *p, size_t index, double top_y, 
     f.h = p->tall ? PLOT_H_TALL : PLOT_H_SHORT;
     f.t_end = t_end;
     for (size_t i = 0; i < p->nlines; i++) {
-        if (p->lines[i].reference)
+        if (p->lines[i].reference || p->lines[i].kind == SVG_TICKS)
             continue;
         for (size_t j = 0; j < p->lines[i].n; j++)
             ymax = p->lines[i].pts[j].y > ymax ? p->lines[i].pts[j].y : ymax;

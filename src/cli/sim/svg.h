@@ -27,6 +27,8 @@ typedef enum svg_line_kind {
     SVG_LINEAR,   /* straight segments between points (an envelope such as burst + t/T) */
     SVG_AREA,     /* as SVG_STEP, with the area under it filled (a depth) */
     SVG_MARKS,    /* no line: a cross at each point (events such as rejections) */
+    SVG_TICKS,    /* no line: a short tick up from the time axis at each point's t_ns (events
+                   * such as an upstream's 429s); y is ignored and does not scale the axis */
 } svg_line_kind;
 
 /* Colour of a line: an index into the palette, or grey for reference lines. */
@@ -39,11 +41,13 @@ typedef struct svg_line {
     const svg_point *pts;
     size_t n; /* points, ordered by t_ns */
     svg_line_kind kind;
-    int dashed;    /* 1 for a dashed stroke (limits and envelopes) */
-    int color;     /* palette index >= 0, SVG_COLOR_AUTO or SVG_COLOR_GREY */
-    int reference; /* 1: drawn, but not used to scale the y axis (clipped at the top) */
-    int extend;    /* 1: a step line's last value is held to the end of the time axis */
-    int markers;   /* 1: a dot where a step line rises (each grant), when there are few */
+    int dashed;          /* 1 for a dashed stroke (limits and envelopes) */
+    int color;           /* palette index >= 0, SVG_COLOR_AUTO or SVG_COLOR_GREY */
+    int reference;       /* 1: drawn, but not used to scale the y axis (clipped at the top) */
+    int extend;          /* 1: a step line's last value is held to the end of the time axis */
+    int markers;         /* 1: a dot where a step line rises (each grant), when there are few */
+    const char *tooltip; /* NULL, or a <title> for the line's path: its values in words, which
+                          * viewers show on hover and scripts can read */
 } svg_line;
 
 /* One panel: a plot area with its own y axis and legend. */
