@@ -26,11 +26,6 @@ sluice=${1:?usage: backoff.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
 pid=
 
-cleanup() {
-  [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
 
 finish() {
   echo "$passed passed, $failed failed"

@@ -20,11 +20,6 @@ sluice=${1:?usage: fair.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
 pid=
 
-cleanup() {
-  [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
 
 data="$tmp/data"
 conf="$tmp/sluice.yaml"

@@ -18,11 +18,6 @@ sluice=${1:?usage: forget.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
 pid=
 
-cleanup() {
-  [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
 
 data="$tmp/data"
 conf="$tmp/sluice.yaml"

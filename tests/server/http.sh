@@ -25,29 +25,8 @@ set -u
 sluice=${1:?usage: http.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
 
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do
-    { kill -KILL "$p" && wait "$p"; } 2>/dev/null
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+need_tools http.sh curl jq redis-cli
 
-for tool in curl jq redis-cli; do
-  if ! command -v $tool >/dev/null; then
-    echo "http.sh: $tool is missing (scripts/deps.sh installs it)"
-    echo "0 passed, 1 failed"
-    exit 1
-  fi
-done
-
-contains() {
-  case $3 in
-  *"$2"*) ok ;;
-  *) bad "$1: [${3:0:400}] does not contain [$2]" ;;
-  esac
-}
 # jqok NAME FILTER: the last body passes the jq FILTER.
 jqok() {
   if jq -e "$2" "$tmp/body" >/dev/null 2>&1; then ok; else bad "$1: $2 fails on $(head -c 600 "$tmp/body")"; fi

@@ -13,8 +13,10 @@ pids=()
 
 cleanup() {
   local p
+  # $pid: the one server of start_single / crash_start, when a script uses those.
+  [ -n "${pid:-}" ] && kill -KILL "$pid" 2>/dev/null
   for p in "${pids[@]}"; do
-    kill -KILL "$p" 2>/dev/null
+    { kill -KILL "$p" && wait "$p"; } 2>/dev/null
   done
   rm -rf "$tmp"
 }
@@ -31,8 +33,20 @@ check() { if [ "$2" == "$3" ]; then ok; else bad "$1: wanted [$2], got [$3]"; fi
 contains() {
   case $3 in
   *"$2"*) ok ;;
-  *) bad "$1: [$3] does not contain [$2]" ;;
+  *) bad "$1: [${3:0:400}] does not contain [$2]" ;;
   esac
+}
+# need_tools SCRIPT TOOL...: fails the script at once (one failed check) when a tool is missing.
+need_tools() {
+  local script=$1 tool
+  shift
+  for tool in "$@"; do
+    if ! command -v "$tool" >/dev/null; then
+      echo "$script: $tool is missing (scripts/deps.sh installs it)"
+      echo "0 passed, 1 failed"
+      exit 1
+    fi
+  done
 }
 lacks() {
   case $3 in

@@ -21,19 +21,8 @@ sluice=${1:?usage: shadow.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
 pid=
 
-cleanup() {
-  [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
 
-for tool in curl jq redis-cli; do
-  if ! command -v $tool >/dev/null; then
-    echo "shadow.sh: $tool is missing (scripts/deps.sh installs it)"
-    echo "0 passed, 1 failed"
-    exit 1
-  fi
-done
+need_tools shadow.sh curl jq redis-cli
 
 data="$tmp/data"
 conf="$tmp/sluice.yaml"

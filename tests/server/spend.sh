@@ -18,22 +18,7 @@ set -f
 sluice=${1:?usage: spend.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
 
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do
-    { kill -KILL "$p" && wait "$p"; } 2>/dev/null
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-for tool in curl jq redis-cli; do
-  if ! command -v $tool >/dev/null; then
-    echo "spend.sh: $tool is missing (scripts/deps.sh installs it)"
-    echo "0 passed, 1 failed"
-    exit 1
-  fi
-done
+need_tools spend.sh curl jq redis-cli
 
 cat >"$tmp/sluice.yaml" <<'EOF'
 limits:
