@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
 #include "server/durable_impl.h"
 #include "server/log.h"
 #include "sluice/error.h"
@@ -146,18 +147,8 @@ void durable_delivered_unblocked(conn *c, size_t mark, uint64_t max_id)
 /* Makes room for one more held entry. Returns 0, or -1 when out of memory. */
 static int held_grow(durable *d)
 {
-    size_t cap;
-    durable_held *h;
-
-    if (d->nheld < d->held_cap)
-        return 0;
-    cap = d->held_cap ? d->held_cap * 2 : 64;
-    h = alloc_realloc(d->held, cap * sizeof *h);
-    if (!h)
-        return -1;
-    d->held = h;
-    d->held_cap = cap;
-    return 0;
+    return grow_array(&d->held, &d->held_cap, d->nheld + 1, sizeof(*d->held), 64) == SLUICE_OK ? 0
+                                                                                               : -1;
 }
 
 /* Holds the reply client c appended from mark until the next commit. */

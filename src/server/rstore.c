@@ -28,6 +28,7 @@
 #include <hiredis/hiredis.h>
 
 #include "base/alloc.h"
+#include "base/grow.h"
 #include "config/config_store.h"
 #include "server/commands.h"
 #include "server/log.h"
@@ -171,39 +172,10 @@ static void batch_recycle(rstore *st, rbatch *b)
 /* Makes room for one more wait, n decisions and alen bytes of names. Returns 0 or -1. */
 static int batch_reserve(rbatch *b, size_t n, size_t alen)
 {
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
-        rstore_wait *w = alloc_realloc(b->w, cap * sizeof(*w));
-
-        if (!w)
-            return -1;
-        b->w = w;
-        b->cap = cap;
-    }
-    if (b->ndec + n > b->deccap) {
-        size_t cap = b->deccap ? b->deccap * 2 : 64;
-        sluice_decision *d;
-
-        while (cap < b->ndec + n)
-            cap *= 2;
-        d = alloc_realloc(b->dec, cap * sizeof(*d));
-        if (!d)
-            return -1;
-        b->dec = d;
-        b->deccap = cap;
-    }
-    if (b->alen + alen > b->acap) {
-        size_t cap = b->acap ? b->acap * 2 : 1024;
-        char *a;
-
-        while (cap < b->alen + alen)
-            cap *= 2;
-        a = alloc_realloc(b->arena, cap);
-        if (!a)
-            return -1;
-        b->arena = a;
-        b->acap = cap;
-    }
+    if (grow_array(&b->w, &b->cap, b->n + 1, sizeof(*b->w), 64) != SLUICE_OK ||
+        grow_array(&b->dec, &b->deccap, b->ndec + n, sizeof(*b->dec), 64) != SLUICE_OK ||
+        grow_array(&b->arena, &b->acap, b->alen + alen, 1, 1024) != SLUICE_OK)
+        return -1;
     return 0;
 }
 
