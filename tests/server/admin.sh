@@ -44,30 +44,7 @@ types:
     limits: [breaker]
 EOF
 
-# start NAME ARGS...: starts a server with both ports ephemeral; sets P_NAME (RESP), A_NAME
-# (admin) and PID_NAME.
-start() {
-  local name=$1
-  shift
-  rm -f "$tmp/$name.port" "$tmp/$name.admin"
-  "$sluice" serve --port 0 --port-file "$tmp/$name.port" --data "$tmp/$name.data" --admin-port 0 \
-    --admin-port-file "$tmp/$name.admin" --config "$tmp/sluice.yaml" "$@" 2>"$tmp/$name.log" &
-  local pid=$!
-  pids+=("$pid")
-  for _ in $(seq 1 300); do
-    [ -s "$tmp/$name.port" ] && [ -s "$tmp/$name.admin" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.02
-  done
-  if [ ! -s "$tmp/$name.admin" ]; then
-    bad "server $name did not start: $(cat "$tmp/$name.log")"
-    echo "$passed passed, $failed failed"
-    exit 1
-  fi
-  printf -v "P_$name" '%s' "$(cat "$tmp/$name.port")"
-  printf -v "A_$name" '%s' "$(cat "$tmp/$name.admin")"
-  printf -v "PID_$name" '%s' "$pid"
-}
+start() { start_admin "$@"; }
 
 # get PORT PATH [CURL ARGS...]: GETs into $tmp/body; prints the status code. (Every response
 # ends, so --max-time is a deadline, not a pace.)

@@ -20,10 +20,8 @@ sluice=${1:?usage: fair.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
 pid=
 
-
 data="$tmp/data"
 conf="$tmp/sluice.yaml"
-info() { redis-cli -p "$P" INFO persistence | tr -d '\r' | awk -F: -v f="$1" '$1 == f { print $2 }'; }
 # committed: waits until every task change is written (TASK.GET and TASK.ADD replies do not wait
 # for the disk in every case; the key timer's commit follows within 100 ms).
 committed() {

@@ -46,7 +46,6 @@ raw() {
   timeout 30 cat <&3 | tr -d '\r'
   exec 3<&- 3>&-
 }
-info() { redis-cli -p "$P" INFO persistence | tr -d '\r' | awk -F: -v f="$1" '$1 == f { print $2 }'; }
 # holders KEY MAXID: the ids 1..MAXID whose task key is KEY, space separated.
 holders() {
   local i out=""

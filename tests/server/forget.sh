@@ -18,15 +18,8 @@ sluice=${1:?usage: forget.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
 pid=
 
-
 data="$tmp/data"
 conf="$tmp/sluice.yaml"
-crash() {
-  kill -KILL "$pid"
-  wait "$pid" 2>/dev/null
-  pid=
-}
-info() { redis-cli -p "$P" INFO persistence | tr -d '\r' | awk -F: -v f="$1" '$1 == f { print $2 }'; }
 
 # send_then_wait_commit CMD...: sends the commands and INFO persistence in one write (the server
 # runs them in one turn, so INFO counts the commits before them), then waits for the next commit,

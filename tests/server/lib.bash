@@ -135,6 +135,31 @@ start() {
   printf -v "pid_$name" '%s' "$pid"
 }
 
+# start_admin NAME ARGS...: a server with its admin port, both ports ephemeral, config
+# $tmp/sluice.yaml and its own data directory; sets P_NAME, A_NAME, PID_NAME.
+start_admin() {
+  local name=$1
+  shift
+  rm -f "$tmp/$name.port" "$tmp/$name.admin"
+  "$sluice" serve --port 0 --port-file "$tmp/$name.port" --data "$tmp/$name.data" --admin-port 0 \
+    --admin-port-file "$tmp/$name.admin" --config "$tmp/sluice.yaml" "$@" 2>>"$tmp/$name.log" &
+  local pid=$!
+  pids+=("$pid")
+  for _ in $(seq 1 300); do
+    [ -s "$tmp/$name.port" ] && [ -s "$tmp/$name.admin" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  if [ ! -s "$tmp/$name.admin" ]; then
+    bad "server $name did not start: $(cat "$tmp/$name.log")"
+    echo "$passed passed, $failed failed"
+    exit 1
+  fi
+  printf -v "P_$name" '%s' "$(cat "$tmp/$name.port")"
+  printf -v "A_$name" '%s' "$(cat "$tmp/$name.admin")"
+  printf -v "PID_$name" '%s' "$pid"
+}
+
 # stop NAME: SIGTERM, then the exit status in $stop_rc.
 stop() {
   local pidvar="pid_$1"
@@ -143,25 +168,42 @@ stop() {
   stop_rc=$?
 }
 
-# start_single ARGS...: (re)starts the one server of a restart test, on data directory $data with
-# config $conf (both set by the script); sets P (its port) and pid. Appends to $tmp/log.
-start_single() {
+# serve_one CONF LOG TRIES ARGS...: starts the one server of a script on data directory $data
+# with config CONF, its log appended to LOG; waits up to TRIES * 20 ms for its port (a deadline,
+# not a pace); sets pid and P. A server that does not start fails the script.
+serve_one() {
+  local conf=$1 log=$2 tries=$3
+  shift 3
   rm -f "$tmp/port"
   "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/port" --no-admin \
-    --config "$conf" --data "$data" "$@" 2>>"$tmp/log" &
+    --config "$conf" --data "$data" "$@" 2>>"$log" &
   pid=$!
-  for _ in $(seq 1 500); do
+  for _ in $(seq 1 "$tries"); do
     [ -s "$tmp/port" ] && break
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.02
   done
   if [ ! -s "$tmp/port" ]; then
-    bad "the server did not start: $(tail -5 "$tmp/log")"
-    finish
+    bad "the server did not start: $(tail -5 "$log")"
+    echo "$passed passed, $failed failed"
     exit 1
   fi
   P=$(cat "$tmp/port")
 }
+
+# start_single ARGS...: (re)starts the one server of a restart test, on data directory $data with
+# config $conf (both set by the script); sets P (its port) and pid. Appends to $tmp/log.
+start_single() { serve_one "$conf" "$tmp/log" 500 "$@"; }
+
+# crash: kill -9 the server start_single (or crash_start) started.
+crash() {
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null
+  pid=
+}
+
+# info FIELD: one field of the server's INFO persistence.
+info() { redis-cli -p "$P" INFO persistence | tr -d '\r' | awk -F: -v f="$1" '$1 == f { print $2 }'; }
 
 # stop_single: SIGTERM to the server start_single started; it must exit 0.
 stop_single() {
@@ -177,23 +219,7 @@ stop_single() {
 # $tmp/prod-*.log and $tmp/work.log.
 
 # crash_start [serve args...]: starts the server on $data (SIGKILL it at will); sets pid and P.
-crash_start() {
-  rm -f "$tmp/port"
-  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/port" --no-admin \
-    --config "$tmp/sluice.yaml" --data "$data" "$@" 2>>"$tmp/server.log" &
-  pid=$!
-  for _ in $(seq 1 1500); do
-    [ -s "$tmp/port" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.02
-  done
-  if [ ! -s "$tmp/port" ]; then
-    bad "the server did not start: $(tail -5 "$tmp/server.log")"
-    echo "$passed passed, $failed failed"
-    exit 1
-  fi
-  P=$(cat "$tmp/port")
-}
+crash_start() { serve_one "$tmp/sluice.yaml" "$tmp/server.log" 1500 "$@"; }
 
 # crash_logs: the client logs written so far.
 crash_logs() {

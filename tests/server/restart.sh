@@ -29,17 +29,8 @@ sluice=${1:?usage: restart.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
 pid=
 
-
-
 data="$tmp/data"
 conf="$tmp/sluice.yaml"
-# crash: kill -9 the server start_single started.
-crash() {
-  kill -KILL "$pid"
-  wait "$pid" 2>/dev/null
-  pid=
-}
-info() { redis-cli -p "$P" INFO persistence | tr -d '\r' | awk -F: -v f="$1" '$1 == f { print $2 }'; }
 
 cat >"$tmp/sluice.yaml" <<'EOF'
 engine:
