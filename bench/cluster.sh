@@ -22,49 +22,13 @@ n1=${N1:-150000}
 n16=${N16:-1500000}
 clients=${CLIENTS:-50}
 tmp=$(mktemp -d)
-pids=()
+bench=bench/cluster.sh
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
+bench_need redis-server redis-benchmark redis-cli
+bench_need_sluice "$sluice"
 
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do
-    kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-for tool in redis-server redis-benchmark redis-cli; do
-  command -v "$tool" >/dev/null || {
-    echo "bench/cluster.sh: $tool is needed (apt-get install redis-server redis-tools)" >&2
-    exit 1
-  }
-done
-[ -x "$sluice" ] || {
-  echo "bench/cluster.sh: no sluice binary at $sluice (run make build)" >&2
-  exit 1
-}
-
-free_port() {
-  local p
-  for _ in $(seq 1 100); do
-    p=$((20000 + RANDOM % 30000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return
-    fi
-  done
-  echo "bench/cluster.sh: no free port found" >&2
-  exit 1
-}
-
-rport=$(free_port)
-redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
-  --loglevel warning >"$tmp/redis.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 200); do
-  redis-cli -p "$rport" PING >/dev/null 2>&1 && break
-  sleep 0.05
-done
+bench_start_redis
 cat >"$tmp/sluice.yaml" <<'EOF'
 limits:
   bench: {rate: 1000/1s, burst: 1000, key: explicit, max_keys: 4000000}

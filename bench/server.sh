@@ -20,52 +20,20 @@ n1=${N1:-200000}
 n16=${N16:-2000000}
 clients=${CLIENTS:-50}
 tmp=$(mktemp -d)
-redis_pid=""
-sluice_pid=""
+bench=bench/server.sh
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
+bench_need redis-server redis-benchmark redis-cli
+bench_need_sluice "$sluice"
 
-cleanup() {
-  [ -n "$redis_pid" ] && kill -TERM "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
-  [ -n "$sluice_pid" ] && kill -TERM "$sluice_pid" 2>/dev/null && wait "$sluice_pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-for tool in redis-server redis-benchmark redis-cli; do
-  command -v "$tool" >/dev/null || {
-    echo "bench/server.sh: $tool is needed (apt-get install redis-server redis-tools)" >&2
-    exit 1
-  }
-done
-[ -x "$sluice" ] || {
-  echo "bench/server.sh: no sluice binary at $sluice (run make build)" >&2
-  exit 1
-}
-
-# A free loopback port for Redis (sluice picks its own with --port 0).
-free_port() {
-  local p
-  for _ in $(seq 1 100); do
-    p=$((20000 + RANDOM % 30000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return
-    fi
-  done
-  echo "bench/server.sh: no free port found" >&2
-  exit 1
-}
-
-rport=$(free_port)
-redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
-  --loglevel warning >"$tmp/redis.log" 2>&1 &
-redis_pid=$!
+bench_start_redis
 # Memory only, like the Redis it is compared with (--save '' --appendonly no).
 "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/sluice.port" --log-level warn \
   --durability none --no-admin \
   2>"$tmp/sluice.log" &
-sluice_pid=$!
+pids+=($!)
 for _ in $(seq 1 200); do
-  [ -s "$tmp/sluice.port" ] && redis-cli -p "$rport" PING >/dev/null 2>&1 && break
+  [ -s "$tmp/sluice.port" ] && break
   sleep 0.05
 done
 sport=$(cat "$tmp/sluice.port")
