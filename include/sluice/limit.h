@@ -330,6 +330,10 @@ typedef struct sluice_limit_stats {
      * `denied` would have counted had the limit been enforced. */
     uint64_t shadow_denied;
     uint64_t backoffs; /* sluice_limit_backoff calls that held a key back (429s told) */
+    /* Adaptive rate limits: keys tracked now whose rate is below the configured one. Kept as a
+     * counter, so reading it costs nothing: a key that recovered with time leaves it at its next
+     * decision or backoff, or when the periodic sweep (sluice_limit_sweep) next visits it. */
+    size_t slowed;
 } sluice_limit_stats;
 
 void sluice_limit_get_stats(const sluice_limit *lim, sluice_limit_stats *out);

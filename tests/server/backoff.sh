@@ -13,7 +13,8 @@
 # - an adaptive rate (YAML `adaptive:` and the LIMIT.SET spec, validated with file:line errors by
 #   `sluice check`): each backoff halves the key's rate down to its floor, LIMIT.RATE name key
 #   shows the rate now and why, the key is paced at that rate, TASK.EXPLAIN of a task parked on
-#   it says so, and the lowered rate survives a restart (recovery is an hour away).
+#   it says so, INFO counts the keys below their rate (keys_slowed=N, adaptive limits only),
+#   and the lowered rate survives a restart (recovery is an hour away).
 # Backoffs are 10 minutes, so no slot comes back during the test however slow the machine.
 # Traffic goes to 127.0.0.1 only.
 #
@@ -110,6 +111,8 @@ cli LIMIT.BACKOFF adapt k 0 >/dev/null
 check "halved again" "5/1s" "$(rate_of adapt k)"
 cli LIMIT.BACKOFF adapt k 0 >/dev/null
 check "never below the floor" "5/1s" "$(rate_of adapt k)"
+contains "INFO counts the keys below their rate" ",keys_slowed=1" "$(redis-cli -p "$P" INFO limits | grep limit_adapt:)"
+check "only for adaptive limits" "" "$(redis-cli -p "$P" INFO limits | grep limit_direct: | grep -o keys_slowed)"
 # One unit is left at the time the backoff asked (now); the next is one interval of 5/1s later.
 check "the unit left at the backoff's time" "1" "$(word "$(cli THROTTLE adapt k)" 1)"
 out=$(cli THROTTLE adapt k)
@@ -127,6 +130,7 @@ contains "adaptive is for rates only" "does not apply to a window limit" \
 # Tasks on a key whose rate was lowered: the one parked behind says why it is slow.
 cli LIMIT.BACKOFF adapt q 0 >/dev/null
 cli LIMIT.BACKOFF adapt q 0 >/dev/null
+contains "a second key below its rate" ",keys_slowed=2" "$(redis-cli -p "$P" INFO limits | grep limit_adapt:)"
 first=$(cli TASK.ADD acall '{}' KEY q)
 parked=$(cli TASK.ADD acall '{}' KEY q)
 check "one task on the key runs" "$first" "$(word "$(cli TASK.GET acall COUNT 5)" 1)"
@@ -146,6 +150,7 @@ contains "adaptive on a window" "adaptive applies to rate limits only" "$("$slui
 stop_single
 start_single
 check "after a restart the lowered rate is kept" "5/1s" "$(rate_of adapt k)"
+contains "and counted again" ",keys_slowed=2" "$(redis-cli -p "$P" INFO limits | grep limit_adapt:)"
 out=$(cli THROTTLE direct k)
 check "after a restart the key is still held" "0" "$(word "$out" 1)"
 within "for the rest of the backoff" $((M - 60000)) $M "$(word "$out" 4)"
