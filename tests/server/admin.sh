@@ -6,8 +6,10 @@
 # a JSON body, 401 without the password, 405 for other methods), the JSON shapes the dashboard
 # relies on (checked with jq), an event streamed after throttling, /metrics parsed line by line
 # (awk: HELP and TYPE before contiguous samples, valid names, escaped labels, cumulative
-# histograms), and the cardinality bound: throttling 100,000 distinct keys leaves /metrics with
-# the same lines and nearly the same bytes.
+# histograms), the cardinality bound: throttling 100,000 distinct keys leaves /metrics with
+# the same lines and nearly the same bytes, and each top key's rate now (top_keys[].rate: lowered
+# by 429s on an adaptive limit, through a key override and a tier, back once recovered; null for
+# a concurrency limit) beside INFO's keys_slowed.
 #
 # Usage: bash tests/server/admin.sh PATH-TO-SLUICE SOURCE-DIR
 # Prints one line per failed check and "N passed, N failed"; exits non-zero on any failure.

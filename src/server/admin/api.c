@@ -4,6 +4,9 @@
  * /api/limits/{name}/spend?key=K[&tier=T] and /api/tasks/{id}. The dashboard is built against these
  * shapes (docs/admin.md): fields are only ever added, never renamed or removed.
  *
+ * A top key's "rate" is read as LIMIT.RATE reads it (cmd_limit_key_core, cmd_limit_key_rate), so
+ * the two never disagree.
+ *
  * Times are Unix milliseconds (null for "never" or "not applicable"), durations milliseconds,
  * counters integers that only grow (their names end in _total). Every document is built from
  * the engine on the loop thread, at the request, with jansson.
