@@ -267,8 +267,9 @@ int sluice_limit_backoff(sluice_limit *lim, const char *key, size_t keylen, int6
 
 /* An adaptive rate limit's effective rate for `key` at now_ns, in permits per the limit's
  * period (its configured `limit` for a key never backed off or fully recovered, and for every
- * key of a limit that is not adaptive), and the time of the key's last decrease (0 when it is at
- * its configured rate). A read: changes nothing. Returns 0, or SLUICE_EINVAL for another kind. */
+ * key of a limit that is not adaptive), and the start of the key's current recovery interval
+ * (its last decrease, or the last interval it regained a step at; 0 when it is at its configured
+ * rate). A read: changes nothing. Returns 0, or SLUICE_EINVAL for another kind. */
 int sluice_limit_key_rate(const sluice_limit *lim, const char *key, size_t keylen, int64_t now_ns,
                           int64_t *permits, int64_t *since_ns);
 
@@ -330,6 +331,10 @@ typedef struct sluice_limit_stats {
      * `denied` would have counted had the limit been enforced. */
     uint64_t shadow_denied;
     uint64_t backoffs; /* sluice_limit_backoff calls that held a key back (429s told) */
+    /* Adaptive rate limits: keys tracked now whose rate is below the configured one. Kept as a
+     * counter, so reading it costs nothing: a key that recovered with time leaves it at its next
+     * decision or backoff, or when the periodic sweep (sluice_limit_sweep) next visits it. */
+    size_t slowed;
 } sluice_limit_stats;
 
 void sluice_limit_get_stats(const sluice_limit *lim, sluice_limit_stats *out);

@@ -240,6 +240,8 @@ static void destroy_state(void *value, void *arg)
 {
     sluice_limit *lim = arg;
 
+    if (lim->adaptive && ((const adapt_state *)value)->eff != 0)
+        lim->stats.slowed--; /* a lowered key leaves the table */
     if (lim->def.kind == SLUICE_SLIDING)
         sliding_clear(value);
     else if (lim->def.kind == SLUICE_CONCURRENCY)
@@ -253,6 +255,9 @@ static int state_idle(void *value, void *arg)
 
     switch (lim->def.kind) {
     case SLUICE_RATE:
+        /* The sweep visits every key in turn: bringing an adaptive key to now here takes a key
+         * that recovered while untouched off stats.slowed within one sweep cycle. */
+        limit_refresh_key(lim, value, now);
         /* A key below its configured rate still carries information: its AIMD state. */
         return gcra_idle(value, now) &&
                (!lim->adaptive || adapt_rate_at(&lim->aimd, value, now) == lim->aimd.permits);
@@ -266,6 +271,28 @@ static int state_idle(void *value, void *arg)
         return quota_idle(value, now);
     }
     return 0;
+}
+
+void limit_note_slowed(sluice_limit *lim, int was_slowed, const void *state)
+{
+    int slowed = ((const adapt_state *)state)->eff != 0;
+
+    if (slowed && !was_slowed)
+        lim->stats.slowed++;
+    else if (!slowed && was_slowed)
+        lim->stats.slowed--;
+}
+
+void limit_refresh_key(sluice_limit *lim, void *state, int64_t now)
+{
+    adapt_state *s = state;
+    int was;
+
+    if (!lim->adaptive)
+        return;
+    was = s->eff != 0;
+    adapt_refresh(&lim->aimd, s, now);
+    limit_note_slowed(lim, was, s);
 }
 
 const gcra *limit_key_rate(const sluice_limit *lim, void *state, int64_t now, gcra *tmp)
@@ -297,6 +324,8 @@ int limit_state_decide(sluice_limit *lim, void *state, int fresh, int64_t units,
 
             if (peek) /* a read: the key's state is brought to now in a copy */
                 state = &copy;
+            else
+                limit_refresh_key(lim, state, now);
             gcra_decide(limit_key_rate(lim, state, now, &g), state, fresh, units, now, peek, d);
             return SLUICE_OK;
         }
@@ -781,6 +810,7 @@ int sluice_limit_settle(sluice_limit *lim, const char *key, size_t keylen, int64
     case SLUICE_RATE: {
         gcra g;
 
+        limit_refresh_key(lim, state, now);
         gcra_adjust(limit_key_rate(lim, state, now, &g), state, diff, now);
         return SLUICE_OK;
     }
@@ -902,8 +932,12 @@ int sluice_limit_backoff(sluice_limit *lim, const char *key, size_t keylen, int6
         return SLUICE_OK;
     }
     /* A fresh start_empty key needs nothing more: once held, it is no longer new. */
-    if (lim->adaptive)
+    if (lim->adaptive) {
+        int was = ((const adapt_state *)state)->eff != 0;
+
         adapt_decrease(&lim->aimd, state, now);
+        limit_note_slowed(lim, was, state);
+    }
     rate = limit_key_rate(lim, state, now, &g);
     gcra_backoff(rate, state, sat_add_i64(now, wait_ns));
     lim->stats.backoffs++;
@@ -972,6 +1006,7 @@ int sluice_limit_reserve(sluice_limit *lim, const char *key, size_t keylen, uint
         *slot_ns = now;
         return SLUICE_OK;
     }
+    limit_refresh_key(lim, state, now);
     rate = limit_key_rate(lim, state, now, &g);
     slot = gcra_slot(rate, state, fresh, units, now);
     if (lim->shadow && slot > now) {

@@ -85,6 +85,15 @@ typedef union any_state {
  * (its adapt_state) to now with adapt_refresh. A read works on a copy of the state. */
 const gcra *limit_key_rate(const sluice_limit *lim, void *state, int64_t now, gcra *tmp);
 
+/* Adaptive limits count their keys below the configured rate (stats.slowed): a key's stored
+ * rate is lowered when its eff is not 0. Every write of a tracked key's AIMD state goes through
+ * these two: limit_refresh_key brings a tracked key to now (adapt_refresh) and counts the change;
+ * limit_note_slowed counts one the caller made (a decrease, an import), given whether the key
+ * was lowered before. Removal is counted by the key table's destroy callback. No-ops for other
+ * limits (limit_note_slowed: call it for adaptive limits only). */
+void limit_refresh_key(sluice_limit *lim, void *state, int64_t now);
+void limit_note_slowed(sluice_limit *lim, int was_slowed, const void *state);
+
 /* Records that a key is about to change, for sluice_limit_drain (a no-op while the limit tracks
  * nothing). Done before the change, so running out of memory leaves nothing charged and nothing
  * unrecorded. Returns 0 or SLUICE_ENOMEM. */

@@ -366,8 +366,13 @@ int sluice_limit_import(sluice_limit *lim, const char *key, size_t keylen, const
     if (rc == SLUICE_OK) {
         if (lim->def.kind == SLUICE_SLIDING)
             rc = sliding_load(state, lim->def.limit, events, nevents);
-        else if (lim->def.kind == SLUICE_RATE)
-            memcpy(state, &decoded.rate, lim->adaptive ? sizeof(adapt_state) : sizeof(gcra_state));
+        else if (lim->def.kind == SLUICE_RATE && lim->adaptive) {
+            int was = !fresh && ((const adapt_state *)state)->eff != 0;
+
+            memcpy(state, &decoded.rate, sizeof(adapt_state));
+            limit_note_slowed(lim, was, state);
+        } else if (lim->def.kind == SLUICE_RATE)
+            memcpy(state, &decoded.rate, sizeof(gcra_state));
         else if (lim->def.kind == SLUICE_WINDOW)
             memcpy(state, &decoded.window, sizeof decoded.window);
         else

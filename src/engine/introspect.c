@@ -199,6 +199,7 @@ static void add_core_stats(sluice_limit_stats *sum, const sluice_limit_stats *s)
     sum->denied = sat_add_u64(sum->denied, s->denied);
     sum->shadow_denied = sat_add_u64(sum->shadow_denied, s->shadow_denied);
     sum->backoffs = sat_add_u64(sum->backoffs, s->backoffs);
+    sum->slowed += s->slowed;
     sum->units = sat_add_u64(sum->units, s->units);
 }
 

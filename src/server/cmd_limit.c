@@ -213,6 +213,53 @@ static sluice_limit *key_core(server *s, const sluice_limit_policy *p, const cha
     return o ? o : live;
 }
 
+sluice_limit *cmd_limit_key_core(server *s, const sluice_limit_policy *p, const char *tier,
+                                 const char *key, size_t keylen)
+{
+    char id[2 * COMMAND_NAME_BUF + 2];
+    sluice_limit *live = NULL;
+
+    if (p->ntiers > 0) {
+        if (!tier || snprintf(id, sizeof(id), "%s/%s", p->name, tier) >= (int)sizeof(id))
+            return NULL;
+        return sluice_engine_limit_by_id(s->engine, id);
+    }
+    if (!sluice_engine_get_limit(s->engine, p->name, &live))
+        return NULL;
+    return key_core(s, p, key, keylen, live);
+}
+
+int cmd_limit_key_rate(const sluice_limit *core, const char *key, size_t keylen, int64_t now_ns,
+                       cmd_key_rate *out)
+{
+    const sluice_limit_def *def = sluice_limit_get_def(core);
+    char per[SLUICE_SPEC_DURATION_MAX_LEN], every[SLUICE_SPEC_DURATION_MAX_LEN];
+
+    memset(out, 0, sizeof(*out));
+    if (def->kind != SLUICE_RATE || sluice_limit_key_rate(core, key, keylen, now_ns, &out->permits,
+                                                          &out->since_ns) != SLUICE_OK) {
+        memset(out, 0, sizeof(*out));
+        return SLUICE_EINVAL;
+    }
+    out->configured = def->limit;
+    out->period_ns = def->period_ns;
+    out->adaptive = def->decrease_den > 0;
+    if (!out->adaptive)
+        snprintf(out->why, sizeof(out->why), "configured (not adaptive)");
+    else if (out->permits >= def->limit)
+        snprintf(out->why, sizeof(out->why), "configured (adaptive, at its configured rate)");
+    else {
+        sluice_spec_format_duration(def->period_ns, per, sizeof(per));
+        sluice_spec_format_duration(def->recover_ns, every, sizeof(every));
+        snprintf(out->why, sizeof(out->why),
+                 "lowered from %" PRId64 "/%s by its upstream's 429s, the last %" PRId64
+                 " ms ago; regains %" PRId64 "%% every %s",
+                 def->limit, per, command_ns_to_ms(now_ns - out->since_ns), def->recover_pct,
+                 every);
+    }
+    return SLUICE_OK;
+}
+
 /* ---- THROTTLE ---------------------------------------------------------------------------- */
 
 /* THROTTLE's TIER option: the value a task's tier field would hold. */
@@ -1016,14 +1063,12 @@ static void policy_text(const sluice_limit_policy *p, char *buf, size_t len)
 void cmd_limit_rate(conn *c, const resp_command *cmd)
 {
     resp_writer *w = conn_out(c);
-    char name[COMMAND_NAME_BUF], per[SLUICE_SPEC_DURATION_MAX_LEN],
-        every[SLUICE_SPEC_DURATION_MAX_LEN];
+    char name[COMMAND_NAME_BUF], per[SLUICE_SPEC_DURATION_MAX_LEN];
     const sluice_limit_policy *p;
-    const sluice_limit_def *def;
     sluice_limit *core = NULL;
     tier_arg ta = {NULL, 0};
     char id[LIMIT_ID_BUF];
-    int64_t now = server_now(c->srv), permits, since;
+    cmd_key_rate kr;
     const char *key = cmd->argv[2];
     size_t keylen = cmd->argvlen[2];
 
@@ -1044,33 +1089,21 @@ void cmd_limit_rate(conn *c, const resp_command *cmd)
     if (throttle_core(c, p, &ta, SLUICE_PEEK, &core, id) != 0)
         return;
     core = key_core(c->srv, p, key, keylen, core);
-    def = sluice_limit_get_def(core);
-    if (def->kind != SLUICE_RATE) {
+    if (cmd_limit_key_rate(core, key, keylen, server_now(c->srv), &kr) != SLUICE_OK) {
         resp_error(w, "WRONGARGS", "limit \"%s\" is a %s limit: only a rate limit has a rate",
-                   p->name, sluice_limit_kind_name(def->kind));
+                   p->name, sluice_limit_kind_name(sluice_limit_get_def(core)->kind));
         return;
     }
-    sluice_limit_key_rate(core, key, keylen, now, &permits, &since);
-    sluice_spec_format_duration(def->period_ns, per, sizeof(per));
+    sluice_spec_format_duration(kr.period_ns, per, sizeof(per));
     resp_map(w, 4);
     resp_bulk_str(w, "key");
     resp_bulk(w, key, keylen);
     resp_bulk_str(w, "rate");
-    resp_bulk_fmt(w, "%" PRId64 "/%s", permits, per);
+    resp_bulk_fmt(w, "%" PRId64 "/%s", kr.permits, per);
     resp_bulk_str(w, "configured");
-    resp_bulk_fmt(w, "%" PRId64 "/%s", def->limit, per);
+    resp_bulk_fmt(w, "%" PRId64 "/%s", kr.configured, per);
     resp_bulk_str(w, "why");
-    if (def->decrease_den == 0)
-        resp_bulk_str(w, "configured (not adaptive)");
-    else if (permits >= def->limit)
-        resp_bulk_str(w, "configured (adaptive, at its configured rate)");
-    else {
-        sluice_spec_format_duration(def->recover_ns, every, sizeof(every));
-        resp_bulk_fmt(w,
-                      "lowered from %" PRId64 "/%s by its upstream's 429s, the last %" PRId64
-                      " ms ago; regains %" PRId64 "%% every %s",
-                      def->limit, per, command_ns_to_ms(now - since), def->recover_pct, every);
-    }
+    resp_bulk_str(w, kr.why);
 }
 
 void cmd_limit_get(conn *c, const resp_command *cmd)

@@ -322,6 +322,20 @@ typedef struct info_walk {
     sbuf *b;
 } info_walk;
 
+/* Whether a limit, one of its tiers or one of its key overrides has an adaptive rate. */
+static int info_adaptive(const sluice_limit_policy *p)
+{
+    if (p->def.decrease_den > 0)
+        return 1;
+    for (size_t i = 0; i < p->ntiers; i++)
+        if (p->tiers[i].def.decrease_den > 0)
+            return 1;
+    for (size_t i = 0; i < p->noverrides; i++)
+        if (p->overrides[i].def.decrease_den > 0)
+            return 1;
+    return 0;
+}
+
 static void info_limit_line(const sluice_limit_policy *p, void *arg)
 {
     info_walk *iw = arg;
@@ -369,6 +383,11 @@ static void info_limit_line(const sluice_limit_policy *p, void *arg)
      * once there were some, for the same reason. */
     if (f.core.backoffs > 0)
         sb_printf(iw->b, ",backoffs=%" PRIu64, f.core.backoffs);
+    /* Keys of an adaptive limit running below their configured rate now: a counter each core
+     * keeps (sluice_limit_stats.slowed), so INFO stays cheap however many keys the limit has.
+     * Listed for adaptive limits only (any tier or key override adaptive), for the same reason. */
+    if (info_adaptive(p) || f.core.slowed > 0)
+        sb_printf(iw->b, ",keys_slowed=%zu", f.core.slowed);
     sb_printf(iw->b, "\r\n");
 }
 

@@ -172,6 +172,32 @@ void cmd_limit_bump(server *s, const char *name);
  * durable.h) and a run issues fewer generations than nanoseconds pass. */
 void cmd_limit_rebase(server *s, uint64_t base);
 
+/* The core limit that holds `key` of limit p, resolved as THROTTLE resolves it: the tier named
+ * `tier` of a tiered limit (NULL when tier is NULL or names none of its tiers), else the key's
+ * override's core when it has one, else the limit's own. NULL also when p no longer exists.
+ * Valid until the limit is replaced or removed. */
+sluice_limit *cmd_limit_key_core(server *s, const sluice_limit_policy *p, const char *tier,
+                                 const char *key, size_t keylen);
+
+/* Longest why text of a key's rate. */
+#define CMD_RATE_WHY_LEN 200
+
+/* One rate-limit key's rate now, as LIMIT.RATE and the admin API (/api/limits/NAME) show it. */
+typedef struct cmd_key_rate {
+    int64_t permits;            /* the effective rate now, per period */
+    int64_t configured;         /* the configured rate, per period (permits <= configured) */
+    int64_t period_ns;          /* the period both count in */
+    int64_t since_ns;           /* the last decrease while permits < configured, else 0 */
+    int adaptive;               /* 1: the rate follows the upstream's 429s (AIMD) */
+    char why[CMD_RATE_WHY_LEN]; /* why the rate is what it is, a sentence */
+} cmd_key_rate;
+
+/* Fills *out with key's rate on core (from cmd_limit_key_core) at now_ns through
+ * sluice_limit_key_rate. A read: changes nothing. Returns 0, or SLUICE_EINVAL (out zeroed) when
+ * core is not a rate limit. */
+int cmd_limit_key_rate(const sluice_limit *core, const char *key, size_t keylen, int64_t now_ns,
+                       cmd_key_rate *out);
+
 /* Reads lease handle arg (len bytes, as LEASE.ACQUIRE gave it) for TASK.ADD ... LEASE: returns 0
  * with the concurrency limit's name in limit (limitlen bytes; without a key override's "/=key")
  * and the core lease id in *id (0: a shadow limit's pass, which holds nothing), or -1 when the

@@ -10,7 +10,8 @@
 // and lists every configured limit; its numbers move while a load script runs (grants and
 // denials per second, parked tasks, totals); the big chart draws grants against the dashed limit
 // line, the parked chart and the sparklines draw; the most throttled keys of a keyed limit show
-// a next slot as a relative time; a task parked on a rate limit looks up with an explanation
+// a next slot as a relative time, and in their rate column a key whose rate an adaptive limit
+// lowered after a 429 is marked; a task parked on a rate limit looks up with an explanation
 // naming that limit and a "throttled until"; events arrive in the feed; filter and sort work;
 // the server going away shows the disconnected badge and the page recovers when it comes back.
 // A screenshot is saved in the output dir ($SLUICE_TEST_OUT or a temp dir, printed) and copied
@@ -272,6 +273,37 @@ test('dashboard against sluice serve', { timeout: 240000 }, async (t) => {
     await lib.sleep(1200);
     const parked = await lib.canvasInk(page, '#chart-parked', PARKED_RGB, 40);
     assert.ok(parked.match > 20, `the parked chart should be drawn (${JSON.stringify(parked)})`);
+  });
+
+  await t.test('the rate column marks a key running below its configured rate', async () => {
+    /* t1 gets an adaptive limit of its own (LIMIT.KEY), then a 429 for a minute (LIMIT.BACKOFF):
+     * its rate halves to 1/1s and the row says so; t0 keeps tenant's 2/1s, unmarked. */
+    const c = await lib.respConnect(server.port);
+    const set = await c.call('LIMIT.KEY', 'tenant', 't1', 'rate=2/1s,burst=1,decrease=0.5');
+    const held = await c.call('LIMIT.BACKOFF', 'tenant', 't1', '60000');
+    const added = await c.call('TASK.ADD', 'sync', '{"n":-1}', 'KEY', 't1');
+    c.close();
+    assert.equal(set, 'OK', `LIMIT.KEY: ${set && set.message}`);
+    assert.equal(typeof held, 'number', `LIMIT.BACKOFF: ${held && held.message}`);
+    assert.equal(typeof added, 'number', `TASK.ADD: ${added && added.message}`);
+    const rateRows = () => page.$$eval('#topkeys-body tr', (trs) => trs.map((tr) => ({
+      key: tr.cells[0].textContent, rate: tr.cells[4].textContent,
+      slowed: tr.cells[4].dataset.slowed, marked: tr.cells[4].classList.contains('rate-slowed'),
+      title: tr.cells[4].title })));
+    await lib.until('t1 shown below its rate', 10000, async () =>
+      (await rateRows()).some((r) => r.key === 't1' && r.rate === '▼ 1/1s' && r.slowed === '1' && r.marked));
+    const rows = await rateRows();
+    console.log(`# key rates: ${JSON.stringify(rows)}`);
+    const t1 = rows.find((r) => r.key === 't1');
+    assert.match(t1.title, /configured 2\/1s.*lowered from 2\/1s by its upstream's 429s/);
+    assert.match(t1.title, /held back until \d\d:\d\d:\d\d/);
+    for (const r of rows.filter((x) => x.key !== 't1')) {
+      assert.equal(r.rate, '2/1s', `${r.key} keeps tenant's rate`);
+      assert.equal(r.slowed, '0');
+      assert.equal(r.marked, false);
+    }
+    assert.equal((await page.textContent('#topkeys thead th:nth-child(5)')).trim(), 'Rate');
+    await lib.screenshot(page, dir, 'dashboard-key-rates.png');
   });
 
   await t.test('filter and sort', async () => {

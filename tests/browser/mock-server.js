@@ -156,13 +156,27 @@ function createSim(extra) {
       ...(l.kind === 'quota' ? { period: 'day', quota_spent: l.units_total % l.limit } : {}) };
   };
 
+  /* A rate limit's key's rate as /api/limits/{name} gives it (the second key of each runs at
+   * half its rate, lowered by 429s); null for the other kinds. */
+  function keyRate(l, i, now) {
+    if (l.kind !== 'rate' || !l.period_ms) return null;
+    const per = l.period_ms % 60000 === 0 ? `${l.period_ms / 60000}m` : `${l.period_ms / 1000}s`;
+    const slowed = i === 1 && l.limit > 1;
+    const permits = slowed ? Math.floor(l.limit / 2) : l.limit;
+    return { rate: `${permits}/${per}`, configured: `${l.limit}/${per}`, permits,
+      configured_permits: l.limit, period_ms: l.period_ms, adaptive: slowed, slowed,
+      since_ms: slowed ? now - 4200 : null, held_until_ms: slowed ? now + 3000 : null,
+      why: slowed ? `lowered from ${l.limit}/${per} by its upstream's 429s, the last 4200 ms ago; regains 10% every 1m`
+        : 'configured (not adaptive)' };
+  }
+
   sim.topKeys = function topKeys(l) {
     const now = Date.now();
     const interval = 1000 / rps(l);
     return l.keyNames.slice(0, 10).map((key, i) => {
       const parked = Math.max(0, Math.round(l.parked / (i + 2)));
       return { key, parked, next_slot_ms: parked > 0 ? now + Math.round(interval * (i + 1) + (sim.t % 7) * 130) : now,
-        denied_total: Math.round(l.denied_total / (i + 1.5)) };
+        denied_total: Math.round(l.denied_total / (i + 1.5)), rate: keyRate(l, i, now) };
     }).sort((a, b) => b.parked - a.parked || b.denied_total - a.denied_total);
   };
 

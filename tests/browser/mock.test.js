@@ -83,6 +83,10 @@ test('dashboard against the mock server', { timeout: 180000 }, async (t) => {
     await lib.until('top keys', 5000, async () => (await page.locator('#topkeys-body tr').count()) > 0);
     const slots = await page.$$eval('#topkeys-body tr td:nth-child(3)', (tds) => tds.map((td) => td.textContent));
     for (const s of slots) assert.match(s, /^(in \d+(\.\d)? s|now|–)$/);
+    /* The rate column: the mock lowers each rate limit's second key to half its rate. */
+    const rates = await page.$$eval('#topkeys-body tr td:nth-child(5)', (tds) => tds.map((td) => [td.textContent, td.dataset.slowed]));
+    assert.ok(rates.length > 1 && rates.every(([text]) => /^(▼ )?\d+\/\d+[sm]$/.test(text)), `rates ${JSON.stringify(rates)}`);
+    assert.equal(rates.filter(([text, slowed]) => text.startsWith('▼') && slowed === '1').length, 1, `one key slowed: ${JSON.stringify(rates)}`);
     await lib.sleep(1500);
     const ink = await lib.canvasInk(page, '#chart-main', [31, 95, 191], 45);
     assert.ok(ink.match > 25, `chart drawn: ${JSON.stringify(ink)}`);

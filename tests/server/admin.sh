@@ -6,8 +6,10 @@
 # a JSON body, 401 without the password, 405 for other methods), the JSON shapes the dashboard
 # relies on (checked with jq), an event streamed after throttling, /metrics parsed line by line
 # (awk: HELP and TYPE before contiguous samples, valid names, escaped labels, cumulative
-# histograms), and the cardinality bound: throttling 100,000 distinct keys leaves /metrics with
-# the same lines and nearly the same bytes.
+# histograms), the cardinality bound: throttling 100,000 distinct keys leaves /metrics with
+# the same lines and nearly the same bytes, and each top key's rate now (top_keys[].rate: lowered
+# by 429s on an adaptive limit, through a key override and a tier, back once recovered; null for
+# a concurrency limit) beside INFO's keys_slowed.
 #
 # Usage: bash tests/server/admin.sh PATH-TO-SLUICE SOURCE-DIR
 # Prints one line per failed check and "N passed, N failed"; exits non-zero on any failure.
@@ -357,6 +359,89 @@ contains "top with the password" "breaker" "$out"
 kill -TERM "$PID_auth"
 wait "$PID_auth"
 check "the password server stops cleanly" 0 "$?"
+
+# ---- Key rates in top_keys ----------------------------------------------------------------------
+# A server of its own, with adaptive limits: keys held back for 10 minutes (so they stay parked
+# however slow the machine) and lowered by their 429s show their rate now and why, through a
+# key override and a tier too; a concurrency limit's keys have none; a key whose rate recovers
+# (100%/1s) is shown back at its configured rate; INFO counts the keys below their rate.
+cp "$tmp/sluice.yaml" "$tmp/sluice.main.yaml"
+cat >"$tmp/sluice.yaml" <<'EOF'
+limits:
+  calls:
+    rate: 20/1s
+    key: input.user
+    adaptive: {decrease: 0.5, recover: 10%/1h, floor: 5/1s}
+  quick:
+    rate: 20/1s
+    key: input.user
+    adaptive: {decrease: 0.5, recover: 100%/1s, floor: 5/1s}
+  plans:
+    key: input.user
+    tier:
+      field: input.plan
+      tiers:
+        - {name: free, equals: free, rate: 10/1s, adaptive: {decrease: 0.5, recover: 10%/1h}}
+        - {name: paid, equals: paid, rate: 100/1s}
+  slots: {concurrency: 1, key: input.user}
+types:
+  call: {limits: [calls]}
+  qcall: {limits: [quick]}
+  pcall: {limits: [plans]}
+  scall: {limits: [slots]}
+EOF
+start rates --durability none
+cp "$tmp/sluice.main.yaml" "$tmp/sluice.yaml"
+R=$P_rates
+check "an adaptive key override" OK "$(redis-cli -p $R LIMIT.KEY calls vip rate=40/1s,decrease=0.5)"
+redis-cli -p $R LIMIT.BACKOFF calls ann 600000 >/dev/null
+redis-cli -p $R LIMIT.BACKOFF calls vip 600000 >/dev/null
+redis-cli -p $R LIMIT.BACKOFF plans carl 600000 TIER free >/dev/null
+redis-cli -p $R LIMIT.BACKOFF quick eve 600000 >/dev/null
+for u in ann ann vip vip; do redis-cli -p $R TASK.ADD call "{\"user\":\"$u\"}" >/dev/null; done
+redis-cli -p $R TASK.ADD pcall '{"user":"carl","plan":"free"}' >/dev/null
+redis-cli -p $R TASK.ADD qcall '{"user":"eve"}' >/dev/null
+redis-cli -p $R TASK.ADD scall '{"user":"dan"}' >/dev/null
+redis-cli -p $R TASK.ADD scall '{"user":"dan"}' >/dev/null
+check "held keys deliver nothing" "" "$(redis-cli -p $R TASK.GET call COUNT 10)"
+redis-cli -p $R TASK.GET pcall COUNT 5 >/dev/null
+redis-cli -p $R TASK.GET qcall COUNT 5 >/dev/null
+check "one slot runs" 1 "$(redis-cli -p $R TASK.GET scall COUNT 5 | grep -c '^scall$')"
+now=$(date +%s%3N)
+check "rates: limit status" 200 "$(get $A_rates /api/limits/calls)"
+jqok "a lowered key's rate" '.top_keys[] | select(.key=="ann") | .parked==2 and
+  .rate.rate=="10/1s" and .rate.configured=="20/1s" and .rate.permits==10 and
+  .rate.configured_permits==20 and .rate.period_ms==1000 and .rate.adaptive==true and
+  .rate.slowed==true and .rate.since_ms > 0 and .rate.held_until_ms > '"$now"' + 500000 and
+  (.rate.why|startswith("lowered from 20/1s by its upstream"))' "$tmp/body"
+jqok "an override key's rate, from its own limit" '.top_keys[] | select(.key=="vip") |
+  .rate.rate=="20/1s" and .rate.configured=="40/1s" and .rate.slowed==true' "$tmp/body"
+why=$(redis-cli -p $R LIMIT.RATE calls ann | sed -n 8p)
+check "the same why as LIMIT.RATE" "${why%%, the last*}" \
+  "$(jq -r '.top_keys[] | select(.key=="ann") | .rate.why' "$tmp/body" | sed 's/, the last.*//')"
+check "rates: tiered limit" 200 "$(get $A_rates /api/limits/plans)"
+jqok "a tier's key's rate" '.top_keys[0] | .key=="carl" and .tier=="free" and
+  .rate.rate=="5/1s" and .rate.configured=="10/1s" and .rate.slowed==true' "$tmp/body"
+check "rates: concurrency limit" 200 "$(get $A_rates /api/limits/slots)"
+jqok "a concurrency key has no rate" '.top_keys[0] | .key=="dan" and .parked==1 and .rate==null
+  and has("rate")' "$tmp/body"
+contains "INFO counts both keys below their rate" ",keys_slowed=2" \
+  "$(redis-cli -p $R INFO limits | grep limit_calls:)"
+contains "and the tier's" ",keys_slowed=1" "$(redis-cli -p $R INFO limits | grep limit_plans:)"
+# quick regains its whole rate a second after the backoff: once it has, the key shows its
+# configured rate (still held, parked), and INFO's count comes back to 0 (the sweep).
+quick_back() {
+  [ "$(get $A_rates /api/limits/quick)" = 200 ] &&
+    jq -e '.top_keys[] | select(.key=="eve") | .rate.rate=="20/1s" and .rate.slowed==false and
+      .rate.since_ms==null and .rate.held_until_ms > 0 and
+      .rate.why=="configured (adaptive, at its configured rate)"' "$tmp/body" >/dev/null
+}
+wait_until "the recovered key shows its configured rate" 60 quick_back
+quick_info() { redis-cli -p $R INFO limits | grep limit_quick: | grep -q ',keys_slowed=0'; }
+wait_until "INFO no longer counts the recovered key" 60 quick_info
+kill -TERM "$PID_rates"
+wait "$PID_rates"
+check "the rates server stops cleanly" 0 "$?"
 
 # ---- Ports: explicit collisions fail, --no-admin ------------------------------------------------
 "$sluice" serve --port 0 --admin-port "$A" --config "$tmp/sluice.yaml" --durability none >/dev/null 2>"$tmp/clash.log"

@@ -13,7 +13,8 @@
 # - an adaptive rate (YAML `adaptive:` and the LIMIT.SET spec, validated with file:line errors by
 #   `sluice check`): each backoff halves the key's rate down to its floor, LIMIT.RATE name key
 #   shows the rate now and why, the key is paced at that rate, TASK.EXPLAIN of a task parked on
-#   it says so, and the lowered rate survives a restart (recovery is an hour away).
+#   it says so, INFO counts the keys below their rate (keys_slowed=N, adaptive limits only),
+#   and the lowered rate survives a restart (recovery is an hour away).
 # Backoffs are 10 minutes, so no slot comes back during the test however slow the machine.
 # Traffic goes to 127.0.0.1 only.
 #
@@ -115,6 +116,9 @@ check "the unit left at the backoff's time" "1" "$(word "$(cli THROTTLE adapt k)
 out=$(cli THROTTLE adapt k)
 check "paced at the lowered rate: denied" "0" "$(word "$out" 1)"
 within "for about one interval of 5/1s (200 ms)" 1 200 "$(word "$out" 4)"
+# (INFO is read only after the timed THROTTLEs above, so that it adds no delay between them.)
+contains "INFO counts the keys below their rate" ",keys_slowed=1" "$(redis-cli -p "$P" INFO limits | grep limit_adapt:)"
+check "only for adaptive limits" "" "$(redis-cli -p "$P" INFO limits | grep limit_direct: | grep -o keys_slowed)"
 contains "a rate limit's key only" "WRONGARGS" "$(cli LIMIT.RATE win k)"
 check "LIMIT.RATE says the configured rate" "20/1s" "$(rate_field adapt k configured)"
 check "a limit that is not adaptive" "configured (not adaptive)" "$(why_of direct k)"
@@ -133,6 +137,7 @@ check "one task on the key runs" "$first" "$(word "$(cli TASK.GET acall COUNT 5)
 contains "TASK.EXPLAIN of the task parked on it says why it waits" \
   "Its adaptive rate is 5/1s (configured 20/1s), lowered by its upstream's 429s" \
   "$(field TASK.EXPLAIN "$parked" text)"
+contains "a second key below its rate (q)" ",keys_slowed=2" "$(redis-cli -p "$P" INFO limits | grep limit_adapt:)"
 
 # YAML errors point at the file and line.
 printf 'limits:\n  a: {rate: 10/1s, adaptive: {decrease: 1.5}}\n' >"$tmp/bad.yaml"
@@ -146,6 +151,7 @@ contains "adaptive on a window" "adaptive applies to rate limits only" "$("$slui
 stop_single
 start_single
 check "after a restart the lowered rate is kept" "5/1s" "$(rate_of adapt k)"
+contains "and counted again" ",keys_slowed=2" "$(redis-cli -p "$P" INFO limits | grep limit_adapt:)"
 out=$(cli THROTTLE direct k)
 check "after a restart the key is still held" "0" "$(word "$out" 1)"
 within "for the rest of the backoff" $((M - 60000)) $M "$(word "$out" 4)"

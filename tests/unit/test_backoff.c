@@ -12,7 +12,8 @@
  * never below the floor, and it recovers additively per interval, never above the configured
  * rate; a property test follows random decisions, backoffs, reads and save/restore cycles on
  * the simulated clock against a reference model that computes the rate from the last decrease
- * alone.
+ * alone. The count of keys below their rate (stats.slowed, INFO's keys_slowed) is checked against
+ * the keys' rates read one by one: never below, and exact after a sweep over the table.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -560,6 +561,121 @@ static void test_adaptive_property(void **unused)
     }
 }
 
+/* The keys whose rate is below the configured one at `now`, read one by one. */
+static size_t true_slowed(const sluice_limit *lim, int nkeys, int64_t now)
+{
+    size_t n = 0;
+
+    for (int k = 0; k < nkeys; k++) {
+        char key[2] = {(char)('a' + k), 0};
+        int64_t permits, since;
+
+        assert_int_equal(sluice_limit_key_rate(lim, key, 1, now, &permits, &since), SLUICE_OK);
+        n += permits < sluice_limit_get_def(lim)->limit;
+    }
+    return n;
+}
+
+static size_t stats_slowed(const sluice_limit *lim)
+{
+    sluice_limit_stats st;
+
+    sluice_limit_get_stats(lim, &st);
+    return st.slowed;
+}
+
+/* stats.slowed, the counter INFO's keys_slowed reads: random backoffs, decisions, peeks,
+ * settlements, reservations, resets, partial sweeps and restarts on a few keys. It never
+ * under-states the keys below their rate, never counts more keys than are tracked, and a sweep
+ * over the whole table makes it exact. */
+static void test_adaptive_slowed_count(void **unused)
+{
+    enum { NKEYS = 6 };
+
+    (void)unused;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        sluice_limit *lim = adaptive_limit(20, SEC, 5, 5, 10, 25, 10 * SEC, 2, SEC);
+        test_rng rng;
+        int64_t now = T0;
+        uint64_t id = 0;
+
+        rng_seed(&rng, seed);
+        /* Every key is recorded from the start, so each restart's drain carries all of them. */
+        sluice_limit_track_changes(lim, 1);
+        for (int i = 0; i < 200; i++) {
+            char key[2] = {(char)('a' + rng_range(&rng, 0, NKEYS - 1)), 0};
+            sluice_limit_stats st;
+            sluice_decision d;
+            int64_t slot;
+            size_t exact;
+
+            switch (rng_range(&rng, 0, 9)) {
+            case 0:
+            case 1:
+                assert_int_equal(
+                    sluice_limit_backoff(lim, key, 1, rng_range(&rng, 0, SEC), now, NULL),
+                    SLUICE_OK);
+                break;
+            case 2:
+                sluice_limit_sweep(lim, now, (size_t)rng_range(&rng, 1, 3));
+                break;
+            case 3:
+                (void)sluice_limit_reset(lim, rng_range(&rng, 0, 4) ? key : NULL, 1);
+                break;
+            case 4: { /* a restart: every key travels through drain and import */
+                sluice_limit *again = adaptive_limit(20, SEC, 5, 5, 10, 25, 10 * SEC, 2, SEC);
+                restore rs = {again, now};
+
+                sluice_limit_track_changes(again, 1);
+                assert_int_equal(sluice_limit_drain(lim, restore_one, &rs), SLUICE_OK);
+                sluice_limit_free(lim);
+                lim = again;
+                break;
+            }
+            case 5:
+                (void)sluice_limit_settle(lim, key, 1, now, 2, rng_range(&rng, 0, 4), now);
+                break;
+            case 6:
+                (void)sluice_limit_reserve(lim, key, 1, ++id, 1, now, &slot);
+                break;
+            default:
+                assert_int_equal(sluice_limit_decide(lim, key, 1, 1, now,
+                                                     rng_range(&rng, 0, 1) ? SLUICE_PEEK : 0, &d),
+                                 SLUICE_OK);
+            }
+            exact = true_slowed(lim, NKEYS, now);
+            sluice_limit_get_stats(lim, &st);
+            if (st.slowed < exact || st.slowed > st.keys)
+                fail_msg("seed %llu step %d: slowed %zu, exact %zu, keys %zu",
+                         (unsigned long long)seed, i, st.slowed, exact, st.keys);
+            now +=
+                rng_range(&rng, 0, 3) == 0 ? rng_range(&rng, 0, 60 * SEC) : rng_range(&rng, 0, SEC);
+        }
+        sluice_limit_sweep(lim, now, 1000);
+        assert_int_equal(stats_slowed(lim), true_slowed(lim, NKEYS, now));
+        sluice_limit_free(lim);
+    }
+    {
+        /* A key that recovered while nothing touched it, held far beyond that by its backoff:
+         * counted until the sweep visits it, which keeps it (its TAT is ahead) but counts it
+         * no more. */
+        sluice_limit *lim = adaptive_limit(20, SEC, 5, 5, 10, 25, 10 * SEC, 2, SEC);
+
+        assert_int_equal(sluice_limit_backoff(lim, "a", 1, 10 * MIN, T0, NULL), SLUICE_OK);
+        assert_int_equal(stats_slowed(lim), 1);
+        assert_int_equal(true_slowed(lim, 1, T0 + MIN), 0);
+        assert_int_equal(sluice_limit_sweep(lim, T0 + MIN, 1000), 0);
+        assert_int_equal(stats_slowed(lim), 0);
+        assert_int_equal(sluice_limit_reset(lim, NULL, 0), SLUICE_OK);
+        assert_int_equal(sluice_limit_backoff(lim, "a", 1, 0, T0 + MIN, NULL), SLUICE_OK);
+        assert_int_equal(sluice_limit_backoff(lim, "b", 1, 0, T0 + MIN, NULL), SLUICE_OK);
+        assert_int_equal(stats_slowed(lim), 2);
+        assert_int_equal(sluice_limit_reset(lim, NULL, 0), SLUICE_OK);
+        assert_int_equal(stats_slowed(lim), 0);
+        sluice_limit_free(lim);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -573,6 +689,7 @@ int main(void)
         cmocka_unit_test(test_adaptive_validation),
         cmocka_unit_test(test_adaptive_spec),
         cmocka_unit_test(test_adaptive_property),
+        cmocka_unit_test(test_adaptive_slowed_count),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

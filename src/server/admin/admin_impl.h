@@ -126,6 +126,12 @@ json_t *admin_json_u64(uint64_t v);
 /* Unix ms of ns, or JSON null for SLUICE_NEVER / 0. */
 json_t *admin_json_time(int64_t ns);
 
+/* The "rate" of a rate-limit key in /api/limits/{name}'s top_keys: its effective rate now and
+ * why (cmd_limit_key_rate, as LIMIT.RATE), and when it can next take a unit if later than now
+ * (sluice_limit_estimate). core is the key's core limit (cmd_limit_key_core). JSON null for a
+ * NULL core or one that is not a rate limit; NULL without memory. A read: changes nothing. */
+json_t *admin_key_rate_json(sluice_limit *core, const char *key, size_t keylen, int64_t now_ns);
+
 /* The explanation of task id (the "explain" object of /api/tasks/{id}), JSON null when the
  * engine does not know the task, NULL without memory. */
 json_t *admin_explain_json(admin *a, uint64_t id);

@@ -4,6 +4,9 @@
  * /api/limits/{name}/spend?key=K[&tier=T] and /api/tasks/{id}. The dashboard is built against these
  * shapes (docs/admin.md): fields are only ever added, never renamed or removed.
  *
+ * A top key's "rate" is read as LIMIT.RATE reads it (cmd_limit_key_core, cmd_limit_key_rate), so
+ * the two never disagree.
+ *
  * Times are Unix milliseconds (null for "never" or "not applicable"), durations milliseconds,
  * counters integers that only grow (their names end in _total). Every document is built from
  * the engine on the loop thread, at the request, with jansson.
@@ -14,6 +17,7 @@
 
 #include "base/alloc.h"
 #include "server/admin/admin_impl.h"
+#include "server/commands.h"
 #include "server/rstore.h"
 #include "sluice/error.h"
 #include "sluice/policy_spec.h"
@@ -355,8 +359,45 @@ static int listed(json_t *keys, const char *key, size_t keylen)
     return 0;
 }
 
+json_t *admin_key_rate_json(sluice_limit *core, const char *key, size_t keylen, int64_t now_ns)
+{
+    char per[SLUICE_SPEC_DURATION_MAX_LEN], text[SLUICE_SPEC_DURATION_MAX_LEN + 24];
+    int64_t slot = 0;
+    cmd_key_rate kr;
+    json_t *o;
+    int bad = 0;
+
+    if (!core || cmd_limit_key_rate(core, key, keylen, now_ns, &kr) != SLUICE_OK)
+        return json_null();
+    /* The key's own clock view (a limit never goes back): a slot after it is a hold. */
+    if (sluice_limit_estimate(core, key, keylen, 1, now_ns, &slot) != SLUICE_OK || slot <= now_ns)
+        slot = SLUICE_NEVER;
+    o = json_object();
+    if (!o)
+        return NULL;
+    sluice_spec_format_duration(kr.period_ns, per, sizeof(per));
+    snprintf(text, sizeof(text), "%" PRId64 "/%s", kr.permits, per);
+    bad |= put(o, "rate", json_string(text));
+    snprintf(text, sizeof(text), "%" PRId64 "/%s", kr.configured, per);
+    bad |= put(o, "configured", json_string(text));
+    bad |= put(o, "permits", json_integer(kr.permits));
+    bad |= put(o, "configured_permits", json_integer(kr.configured));
+    bad |= put(o, "period_ms", json_integer(kr.period_ns / SLUICE_NS_PER_MS));
+    bad |= put(o, "adaptive", json_boolean(kr.adaptive));
+    bad |= put(o, "slowed", json_boolean(kr.permits < kr.configured));
+    bad |= put(o, "since_ms", admin_json_time(kr.since_ns));
+    bad |= put(o, "held_until_ms", admin_json_time(slot));
+    bad |= put(o, "why", json_string(kr.why));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* One entry of top_keys. rate (taken over, may be NULL without memory) is its "rate". */
 static json_t *key_json(const char *key, size_t keylen, const char *tier, size_t parked,
-                        int64_t wake_ns, uint64_t denied)
+                        int64_t wake_ns, uint64_t denied, json_t *rate)
 {
     json_t *o = json_object();
 
@@ -366,29 +407,48 @@ static json_t *key_json(const char *key, size_t keylen, const char *tier, size_t
         put(o, "denied_total", admin_json_u64(denied)) != 0 ||
         (tier && put(o, "tier", json_string(tier)) != 0)) {
         json_decref(o);
+        json_decref(rate);
+        return NULL;
+    }
+    if (put(o, "rate", rate) != 0) {
+        json_decref(o);
         return NULL;
     }
     return o;
 }
 
+/* A listed key's "rate": null for every key of a limit that is not a rate limit, for a tiered
+ * limit's key whose tier is not known (one listed from the denial tally), and under a shared
+ * store (the keys' state lives in Redis, where LIMIT.RATE cannot read it either). */
+static json_t *top_key_rate(admin *a, const sluice_limit_policy *p, const char *tier,
+                            const char *key, size_t keylen)
+{
+    if (rstore_active(a->srv))
+        return json_null();
+    return admin_key_rate_json(cmd_limit_key_core(a->srv, p, tier, key, keylen), key, keylen,
+                               server_now(a->srv));
+}
+
 /* The most throttled keys: the ones with the most parked tasks, then (when fewer than the top
- * are parked) the most denied ones from the event tallies. */
-static json_t *top_keys(admin *a, const char *name)
+ * are parked) the most denied ones from the event tallies. Each with its rate now. */
+static json_t *top_keys(admin *a, const sluice_limit_policy *p)
 {
     sluice_parked_key parked[ADMIN_TOP_KEYS];
     const sketch_slot *denied[ADMIN_TOP_KEYS];
-    const limit_tally *t = admin_tally(a, name);
+    const limit_tally *t = admin_tally(a, p->name);
     json_t *arr = json_array();
-    int n = sluice_engine_top_parked(a->srv->engine, name, parked, ADMIN_TOP_KEYS);
+    int n = sluice_engine_top_parked(a->srv->engine, p->name, parked, ADMIN_TOP_KEYS);
     size_t nd;
 
     if (!arr)
         return NULL;
     for (int i = 0; i < n; i++) {
-        uint64_t d = t ? admin_tally_denied(t, parked[i].key, parked[i].keylen) : 0;
+        const sluice_parked_key *k = &parked[i];
+        uint64_t d = t ? admin_tally_denied(t, k->key, k->keylen) : 0;
 
-        if (json_array_append_new(arr, key_json(parked[i].key, parked[i].keylen, parked[i].tier,
-                                                parked[i].parked, parked[i].wake_ns, d)) != 0)
+        if (json_array_append_new(arr,
+                                  key_json(k->key, k->keylen, k->tier, k->parked, k->wake_ns, d,
+                                           top_key_rate(a, p, k->tier, k->key, k->keylen))) != 0)
             goto fail;
     }
     nd = t ? admin_tally_top(t, denied, ADMIN_TOP_KEYS) : 0;
@@ -397,8 +457,9 @@ static json_t *top_keys(admin *a, const char *name)
 
         if (listed(arr, k->key, k->keylen))
             continue;
-        if (json_array_append_new(
-                arr, key_json(k->key, k->keylen, NULL, 0, SLUICE_NEVER, k->count - k->err)) != 0)
+        if (json_array_append_new(arr, key_json(k->key, k->keylen, NULL, 0, SLUICE_NEVER,
+                                                k->count - k->err,
+                                                top_key_rate(a, p, NULL, k->key, k->keylen))) != 0)
             goto fail;
     }
     return arr;
@@ -486,7 +547,7 @@ enum MHD_Result admin_api_limit(admin *a, struct MHD_Connection *c, const char *
         return admin_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found", "no limit named \"%.200s\"",
                                  name);
     doc = limit_json(a, p, &f);
-    if (doc && put(doc, "top_keys", top_keys(a, name)) != 0) {
+    if (doc && put(doc, "top_keys", top_keys(a, p)) != 0) {
         json_decref(doc);
         doc = NULL;
     }

@@ -587,8 +587,8 @@
         const kc = el('td', '', id === '' ? '(global)' : id);
         kc.title = id;
         if (id === '') kc.classList.add('muted');
-        r = { tr, parked: el('td', 'num'), slot: el('td', 'num'), denied: el('td', 'num') };
-        tr.append(kc, r.parked, r.slot, r.denied);
+        r = { tr, parked: el('td', 'num'), slot: el('td', 'num'), denied: el('td', 'num'), rate: el('td', 'num c-keyrate') };
+        tr.append(kc, r.parked, r.slot, r.denied, r.rate);
         keyRows.set(id, r);
       }
       setText(r.parked, fmtInt(k.parked));
@@ -598,12 +598,33 @@
       if (abs == null) { delete r.slot.dataset.abs; setText(r.slot, '–'); }
       else { r.slot.dataset.abs = String(abs); setText(r.slot, fmtRel(abs, true)); }
       r.slot.title = abs != null && abs >= 0 ? fmtClock(abs) : '';
+      renderKeyRate(r.rate, k.rate);
       if (at === r.tr) at = at.nextSibling;
       else body.insertBefore(r.tr, at);
     }
     for (const [id, r] of keyRows) if (!seen.has(id)) { r.tr.remove(); keyRows.delete(id); }
     $('topkeys-empty').hidden = list.length > 0;
     setText($('topkeys-empty'), 'No key is throttled.');
+  }
+
+  /* A key's rate now (top_keys[].rate: null for limits that are not rate limits). A key running
+   * below its configured rate is marked (▼, class rate-slowed, data-slowed) and its tooltip says
+   * the configured rate and why; a key held back by a 429 says until when. */
+  function renderKeyRate(td, rate) {
+    if (!rate || typeof rate !== 'object') {
+      setText(td, '–');
+      td.classList.remove('rate-slowed');
+      delete td.dataset.slowed;
+      td.title = '';
+      return;
+    }
+    const slowed = rate.slowed === true;
+    setText(td, slowed ? `▼ ${rate.rate}` : String(rate.rate));
+    td.classList.toggle('rate-slowed', slowed);
+    td.dataset.slowed = slowed ? '1' : '0';
+    const held = absTime(rate.held_until_ms, detailBase);
+    td.title = `${rate.rate} (configured ${rate.configured}): ${rate.why}`
+      + (held != null && held >= 0 ? `; held back until ${fmtClock(held)}` : '');
   }
 
   /* ---- Charts ---------------------------------------------------------------------------- */
