@@ -10,6 +10,10 @@
  * dropped from the head. Insertion walks back from the tail, so it is O(1) when a key's leases
  * share one TTL and time moves forward (the common case) and O(leases of the key) otherwise.
  *
+ * A kept lease (lease_acquire_kept, lease_restore) also carries its holder's tag and a copy of
+ * the normalised key it is on, so that a renew or a release, which name only the id, can tell
+ * the limit which key's saved state changed; the leases of tasks carry neither.
+ *
  * Invariants:
  * - map count == heap length == leases allocated; every lease is in both;
  * - a live lease has key != NULL and units >= 1 and is in key's list; a tombstone (released, not
@@ -70,6 +74,7 @@ struct lease_reg {
     ptab map;         /* every lease, filed under hash_mix(id); map.n == expiry.n */
     heap expiry;      /* every lease, soonest (expires_ns, id) first */
     size_t nkeys;     /* lease_keys allocated (for lease_bytes) */
+    size_t names;     /* bytes of the kept leases' key names (for lease_bytes) */
 };
 
 /* ---- Time arithmetic ------------------------------------------------------------------------- */
@@ -149,6 +154,7 @@ static void lease_forget(lease_reg *r, lease *l)
     }
     heap_remove_by(&r->expiry, l, lease_before);
     (void)ptab_remove(&r->map, hash_mix(l->id), l);
+    r->names -= l->keylen;
     alloc_free(l);
 }
 
@@ -311,6 +317,7 @@ static int acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, i
         l->keylen = kept->keylen;
         if (kept->keylen)
             memcpy(l->name, kept->key, kept->keylen);
+        r->names += kept->keylen;
         k->stored = 1;
     }
     (void)ptab_insert(&r->map, hash_mix(l->id), l);  /* cannot fail after the reserve */
@@ -382,6 +389,7 @@ int lease_restore(lease_reg *r, lease_key **kp, uint64_t lease_id, int64_t units
     l->keylen = kept->keylen;
     if (kept->keylen)
         memcpy(l->name, kept->key, kept->keylen);
+    r->names += kept->keylen;
     (void)ptab_insert(&r->map, hash_mix(l->id), l);  /* reserved */
     (void)heap_push_by(&r->expiry, l, lease_before); /* reserved */
     key_link(k, l);
@@ -552,5 +560,5 @@ size_t lease_bytes(const lease_reg *r)
     if (!r)
         return 0;
     return sizeof *r + ptab_bytes(&r->map) + heap_bytes(&r->expiry) + r->map.n * sizeof(lease) +
-           r->nkeys * sizeof(lease_key);
+           r->names + r->nkeys * sizeof(lease_key);
 }

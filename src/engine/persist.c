@@ -265,11 +265,12 @@ static int restore_checked(sluice_engine *e, const sluice_task_record *r, etype 
                       sizeof err->message);
     if (rc != SLUICE_OK)
         goto done;
-    if (unfinished && r->lease_limit) {
+    if (unfinished && r->lease_limit && r->lease_tag != 0) {
         char why[128];
 
         /* The group slot comes back only while its lease lives: else the task asks its own
-         * unit, as it would have once the lease ended (a restore never fails for it). */
+         * unit, as it would have once the lease ended (a restore never fails for it). A lease
+         * without a tag was not kept, so it is not back: the id may be a task's now. */
         if (gate_group_resolve(e, links, nlinks, r->lease_limit, r->lease_id, r->lease_tag, now,
                                &group_link, why, sizeof why) != SLUICE_OK)
             group_link = LINK_NONE;
