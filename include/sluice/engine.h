@@ -478,8 +478,11 @@ int sluice_engine_export_task(const sluice_engine *e, uint64_t id, sluice_task_r
  * by an ack's cost); a RUNNING task whose concurrency limit is full now still runs (it was
  * granted) without a lease on that limit, over-subscribing it until it ends; an occurrence is
  * linked to its series when a series of that name exists (restore the series first), else it
- * stands alone; the caps max_tasks and max_parked are not applied; a restored unfinished task
- * counts as submitted in the stats. Nothing is recorded in the change feed for the task
+ * stands alone; an unfinished task with a group slot (lease_limit) rejoins its group when a
+ * lease of that id and tag (lease_tag != 0: a kept lease) lives on its key at now_ns (restore the
+ * limits' key state first): not started, it runs under the slot, RUNNING, it takes no lease of
+ * that limit; else it takes its own unit like any task; the caps max_tasks and max_parked are
+ * not applied; a restored unfinished task counts as submitted in the stats. Nothing is recorded in the change feed for the task
  * restored (finished tasks trimmed past max_finished are recorded as forgotten). All or nothing:
  * on an error the engine is unchanged. */
 int sluice_engine_restore_task(sluice_engine *e, const sluice_task_record *r, int64_t now_ns,
