@@ -482,9 +482,9 @@ int sluice_engine_export_task(const sluice_engine *e, uint64_t id, sluice_task_r
  * lease of that id and tag (lease_tag != 0: a kept lease) lives on its key at now_ns (restore the
  * limits' key state first): not started, it runs under the slot, RUNNING, it takes no lease of
  * that limit; else it takes its own unit like any task; the caps max_tasks and max_parked are
- * not applied; a restored unfinished task counts as submitted in the stats. Nothing is recorded in the change feed for the task
- * restored (finished tasks trimmed past max_finished are recorded as forgotten). All or nothing:
- * on an error the engine is unchanged. */
+ * not applied; a restored unfinished task counts as submitted in the stats. Nothing is recorded in
+ * the change feed for the task restored (finished tasks trimmed past max_finished are recorded as
+ * forgotten). All or nothing: on an error the engine is unchanged. */
 int sluice_engine_restore_task(sluice_engine *e, const sluice_task_record *r, int64_t now_ns,
                                sluice_submit_error *err);
 
