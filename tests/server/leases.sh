@@ -9,8 +9,9 @@
 # - a lease whose TTL passed while the server was down is gone: its handle is refused and its
 #   units are free;
 # - a group slot (TASK.ADD ... LEASE) survives kill -9 with its lease: the group's queued task
-#   runs under it, a group task restored running takes no unit of its own, another producer's
-#   task still waits for the slot, and releasing the lease gives it the slot.
+#   runs under it, the old handle submits more tasks to the group, a group task restored running
+#   takes no unit of its own, another producer's task still waits for the slot, and releasing
+#   the lease gives it the slot.
 # Each crash comes after the server reports nothing left to write (INFO persistence: dirty_keys
 # and dirty_tasks 0, no commit in flight), never after a sleep. Traffic goes to 127.0.0.1 only.
 #
@@ -104,8 +105,10 @@ wait_until "the group and its delivery are written" 20 durable_now
 crash
 start_single
 check "the group task restored running" running "$(field TASK.INFO "$g1" state)"
+g3=$(cli TASK.ADD step '{"wf":"w1"}' LEASE "$lease")
+check "the old handle still submits to the group" 1 "$([ "$g3" -gt "$other" ] && echo 1)"
 got=$(redis-cli -p "$P" TASK.GET step COUNT 10 TIMEOUT 0 | ids)
-check "after kill -9 the group's queued task runs under its slot" "$g2" "$got"
+check "after kill -9 the group's queued tasks run under its slot" "$g2 $g3" "$got"
 check "another producer's task still waits for it" parked "$(field TASK.INFO "$other" state)"
 contains "EXPLAIN names the group" "Group slot" "$(cli TASK.EXPLAIN "$g2")"
 check "the group's handle renews its lease" 600000 "$(cli LEASE.RENEW "$lease" TTL 600000)"
@@ -115,6 +118,7 @@ check "the waiting task takes the freed slot (the restored running task held non
   "$other" "$got"
 cli TASK.ACK "$g1" >/dev/null
 cli TASK.ACK "$g2" >/dev/null
+cli TASK.ACK "$g3" >/dev/null
 cli TASK.ACK "$other" >/dev/null
 stop_single
 
