@@ -369,9 +369,10 @@ static int import_sliding(const sluice_limit *lim, const unsigned char *b, size_
     return kept > 0;
 }
 
-/* Restores a leases blob on key nk: its kept leases still alive at now, each with its id and
- * tag, whatever the key holds now (they were granted). Returns 0, SLUICE_EINVAL (malformed; the
- * leases restored before the fault stay), SLUICE_EBUSY or SLUICE_ENOMEM. */
+/* Restores a leases blob on `key`: its kept leases still alive at now, each with its id and tag,
+ * whatever the key holds now (they were granted). The blob is checked whole first, so a malformed
+ * one restores nothing. Returns 0, SLUICE_EINVAL, SLUICE_EBUSY or SLUICE_ENOMEM (the process
+ * cannot start then; leases restored before it stay). */
 static int import_leases(sluice_limit *lim, const char *key, size_t keylen, const unsigned char *b,
                          size_t len, int64_t now)
 {
@@ -388,13 +389,16 @@ static int import_leases(sluice_limit *lim, const char *key, size_t keylen, cons
         return SLUICE_EINVAL;
     for (int64_t i = 0; i < count; i++) {
         const unsigned char *r = b + LEASES_HEADER + (size_t)i * LEASES_RECORD;
-        uint64_t id = (uint64_t)get64(r), tag = (uint64_t)get64(r + 8);
-        int64_t units = get64(r + 16), expires = get64(r + 24);
+        int64_t units = get64(r + 16);
+
+        if (get64(r) == 0 || get64(r + 8) == 0 || units < 1 || units > SLUICE_MAX_PERMITS)
+            return SLUICE_EINVAL;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        const unsigned char *r = b + LEASES_HEADER + (size_t)i * LEASES_RECORD;
         lease_tagging kept;
 
-        if (id == 0 || tag == 0 || units < 1 || units > SLUICE_MAX_PERMITS)
-            return SLUICE_EINVAL;
-        if (expires <= now) /* it ended while the process was down */
+        if (get64(r + 24) <= now) /* it ended while the process was down */
             continue;
         rc = limit_normalize_key(lim, key, keylen, &nk);
         if (rc == SLUICE_OK)
@@ -405,10 +409,11 @@ static int import_leases(sluice_limit *lim, const char *key, size_t keylen, cons
             rc = SLUICE_EBUSY; /* untracked past the cap: a restored key must not be lost */
         if (rc != SLUICE_OK)
             return rc;
-        kept.tag = tag;
+        kept.tag = (uint64_t)get64(r + 8);
         kept.key = nk.key;
         kept.keylen = nk.len;
-        rc = lease_restore(lim->leases, state, id, units, expires, &kept);
+        rc = lease_restore(lim->leases, state, (uint64_t)get64(r), get64(r + 16), get64(r + 24),
+                           &kept);
         if (rc != SLUICE_OK)
             return rc;
     }

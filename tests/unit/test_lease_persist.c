@@ -332,6 +332,19 @@ static void test_refusals(void **unused)
     def.period_ns = SEC;
     assert_int_equal(sluice_limit_new(&def, &rate, msg, sizeof msg), SLUICE_OK);
     assert_int_equal(sluice_limit_import(rate, "k", 1, b, sizeof b, T0), SLUICE_EINVAL);
+    /* A second record malformed: nothing of the blob is restored. */
+    {
+        unsigned char two[1 + 8 + 64];
+        uint64_t tag;
+
+        memcpy(two, b, sizeof b);
+        put64le(two + 1, 2);
+        memcpy(two + 41, b + 9, 32);
+        put64le(two + 41, 6); /* id */
+        put64le(two + 57, 0); /* no units */
+        assert_int_equal(sluice_limit_import(a, "k", 1, two, sizeof two, T0), SLUICE_EINVAL);
+        assert_int_equal(sluice_lease_tag(a, 5, T0, &tag), SLUICE_ESTALE);
+    }
     /* The good one, twice: the second names an id taken. */
     assert_int_equal(sluice_limit_import(a, "k", 1, b, sizeof b, T0), SLUICE_OK);
     assert_int_equal(sluice_limit_import(a, "j", 1, b, sizeof b, T0), SLUICE_EINVAL);
