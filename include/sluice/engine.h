@@ -90,9 +90,13 @@ typedef struct sluice_task_spec {
     /* A workflow-level slot (docs/limits.md, "Group slots"): the task runs under a concurrency
      * lease its producer holds instead of taking its own unit of that limit. lease_limit names
      * the concurrency limit of the task's chain, lease_id the live lease on the task's key of it
-     * (sluice_lease_acquire on the engine's live core); NULL and 0 = none. */
+     * (sluice_lease_acquire on the engine's live core); NULL and 0 = none. lease_tag is the
+     * lease's tag (sluice_lease_tag: 0 for sluice_lease_acquire's, the holder's own for
+     * sluice_lease_acquire_kept's): a lease of that id with another tag is someone else's, and
+     * the submit is refused as for a lease that is gone. */
     const char *lease_limit;
     uint64_t lease_id;
+    uint64_t lease_tag;
 } sluice_task_spec;
 
 /* Details of a refusal or a failure: which limit said no, and when it will say yes. Every
@@ -445,6 +449,12 @@ typedef struct sluice_task_record {
     sluice_fail_reason fail_reason; /* FAILED */
     const char *fail_limit;         /* FAILED by a limit: its name, or NULL */
     const char *fail_message;       /* FAILED: the worker's or the engine's reason, or NULL */
+    /* The group slot it runs under (sluice_task_spec.lease_*): the limit's name (NULL: none),
+     * the lease id and its tag. Restored only while that lease lives (restore the limits' key
+     * state, which holds kept leases, before the tasks); else the task takes its own unit. */
+    const char *lease_limit;
+    uint64_t lease_id;
+    uint64_t lease_tag;
 } sluice_task_record;
 
 /* Fills *out with a task's durable record. Returns 0 or SLUICE_ENOTFOUND. Exported as: payload,
@@ -468,10 +478,13 @@ int sluice_engine_export_task(const sluice_engine *e, uint64_t id, sluice_task_r
  * by an ack's cost); a RUNNING task whose concurrency limit is full now still runs (it was
  * granted) without a lease on that limit, over-subscribing it until it ends; an occurrence is
  * linked to its series when a series of that name exists (restore the series first), else it
- * stands alone; the caps max_tasks and max_parked are not applied; a restored unfinished task
- * counts as submitted in the stats. Nothing is recorded in the change feed for the task
- * restored (finished tasks trimmed past max_finished are recorded as forgotten). All or nothing:
- * on an error the engine is unchanged. */
+ * stands alone; an unfinished task with a group slot (lease_limit) rejoins its group when a
+ * lease of that id and tag (lease_tag != 0: a kept lease) lives on its key at now_ns (restore the
+ * limits' key state first): not started, it runs under the slot, RUNNING, it takes no lease of
+ * that limit; else it takes its own unit like any task; the caps max_tasks and max_parked are
+ * not applied; a restored unfinished task counts as submitted in the stats. Nothing is recorded in
+ * the change feed for the task restored (finished tasks trimmed past max_finished are recorded as
+ * forgotten). All or nothing: on an error the engine is unchanged. */
 int sluice_engine_restore_task(sluice_engine *e, const sluice_task_record *r, int64_t now_ns,
                                sluice_submit_error *err);
 

@@ -200,6 +200,23 @@ int sluice_limit_redeem(sluice_limit *lim, uint64_t id);
 int sluice_lease_acquire(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
                          int64_t ttl_ns, int64_t now_ns, sluice_decision *out);
 
+/* Concurrency limits only: like sluice_lease_acquire, for a lease kept across restarts (a direct
+ * holder's, such as a LEASE.ACQUIRE client's; a task's leases are not kept: a task restored
+ * running takes its leases again). `tag` (non-zero) is the holder's own word for the lease, kept
+ * with it and read back by sluice_lease_tag: a server puts in it what its handle says besides the
+ * id, so that a handle from another life of the limit never names this lease. While the limit
+ * tracks changes (sluice_limit_track_changes), taking, renewing or releasing a kept lease records
+ * its key, whose state (its kept leases, with ids, tags, units and expiry) sluice_limit_drain
+ * yields and sluice_limit_import brings back. Returns as sluice_lease_acquire, and SLUICE_EINVAL
+ * for tag 0. */
+int sluice_lease_acquire_kept(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
+                              int64_t ttl_ns, uint64_t tag, int64_t now_ns, sluice_decision *out);
+
+/* A read: the tag of lease lease_id (0 for a lease not kept) while it is remembered at now_ns
+ * (live, or released and not yet past its expiry). Returns 0 and *tag, SLUICE_ESTALE (expired,
+ * never issued; *tag 0), or SLUICE_EINVAL when lim is not a concurrency limit. */
+int sluice_lease_tag(const sluice_limit *lim, uint64_t lease_id, int64_t now_ns, uint64_t *tag);
+
 /* Extends a live lease to expire ttl_ns after now_ns; *expires_ns (may be NULL) gets the new
  * expiry. Returns 0, SLUICE_ESTALE when the lease expired, was released or never existed. */
 int sluice_lease_renew(sluice_limit *lim, uint64_t lease_id, int64_t ttl_ns, int64_t now_ns,
@@ -296,8 +313,9 @@ void sluice_limit_track_changes(sluice_limit *lim, int on);
 /* Calls fn once for every key charged (or forgotten, reset, settled) since the previous drain,
  * with its current state as an opaque blob (state == NULL, len 0: the key holds no information
  * any more; delete it), then clears the record. Keys are the limit's own (long keys already
- * replaced by their digest); pass them back unchanged to sluice_limit_import. Concurrency
- * limits record nothing (leases are re-taken by the tasks that hold them). A non-zero return of
+ * replaced by their digest); pass them back unchanged to sluice_limit_import. A concurrency
+ * limit records only the keys of its kept leases (sluice_lease_acquire_kept); a task's leases are
+ * re-taken by the task when it is restored. A non-zero return of
  * fn stops the drain and is returned, and every key stays recorded (the ones already reported
  * come again next time; a store's put replaces). Returns 0, fn's error, or SLUICE_ENOMEM when
  * the blob of a sliding key cannot be built. */
@@ -308,7 +326,9 @@ int sluice_limit_drain(sluice_limit *lim,
 
 /* Restores one key's state from a blob made by sluice_limit_drain, possibly by an earlier
  * process with a different definition of the limit. Judged at now_ns: a state that carries no
- * information any more (an ended window or period, a TAT passed) is dropped; a rate key is
+ * information any more (an ended window or period, a TAT passed, a lease expired) is dropped;
+ * a concurrency key's kept leases come back with their ids and tags, counted even where they
+ * exceed the limit (they were granted), and leases issued later get larger ids; a rate key is
  * never left further ahead than burst*T (a clock that went back while the process was down must
  * not lock it out); a blob of another kind or a malformed one is refused with SLUICE_EINVAL.
  * Returns 0, SLUICE_EINVAL, SLUICE_EBUSY (key table full) or SLUICE_ENOMEM. */

@@ -10,6 +10,10 @@
  * dropped from the head. Insertion walks back from the tail, so it is O(1) when a key's leases
  * share one TTL and time moves forward (the common case) and O(leases of the key) otherwise.
  *
+ * A kept lease (lease_acquire_kept, lease_restore) also carries its holder's tag and a copy of
+ * the normalised key it is on, so that a renew or a release, which name only the id, can tell
+ * the limit which key's saved state changed; the leases of tasks carry neither.
+ *
  * Invariants:
  * - map count == heap length == leases allocated; every lease is in both;
  * - a live lease has key != NULL and units >= 1 and is in key's list; a tombstone (released, not
@@ -43,13 +47,17 @@ typedef struct lease lease;
 
 /* One lease, live or a tombstone. */
 struct lease {
-    uint64_t id;        /* issued in increasing order from 1 */
+    uint64_t id;        /* issued in increasing order from 1, or restored with its own */
     int64_t expires_ns; /* expired when expires_ns <= now */
     int64_t units;      /* units held; 0 for a tombstone */
     lease_key *key;     /* owning key; NULL for a tombstone */
     lease *prev;        /* neighbours in key's list (sorted by expiry) */
     lease *next;
     size_t heap_idx; /* position in the registry's heap */
+    uint64_t tag;    /* the holder's tag; non-zero: a kept lease, saved with its key */
+    size_t keylen;   /* kept: bytes of name */
+    char name[];     /* kept: the (normalised) key it was taken on, so that a renew or a
+                      * release by id can say which key's saved leases changed */
 };
 
 /* One key's share of a concurrency limit. */
@@ -57,6 +65,7 @@ struct lease_key {
     int64_t held; /* units of the leases in the list */
     lease *head;  /* live lease expiring first */
     lease *tail;  /* live lease expiring last */
+    int stored;   /* a kept lease was taken or restored on it: a store may hold its leases */
 };
 
 /* The leases of one concurrency limit. */
@@ -65,6 +74,7 @@ struct lease_reg {
     ptab map;         /* every lease, filed under hash_mix(id); map.n == expiry.n */
     heap expiry;      /* every lease, soonest (expires_ns, id) first */
     size_t nkeys;     /* lease_keys allocated (for lease_bytes) */
+    size_t names;     /* bytes of the kept leases' key names (for lease_bytes) */
 };
 
 /* ---- Time arithmetic ------------------------------------------------------------------------- */
@@ -144,6 +154,7 @@ static void lease_forget(lease_reg *r, lease *l)
     }
     heap_remove_by(&r->expiry, l, lease_before);
     (void)ptab_remove(&r->map, hash_mix(l->id), l);
+    r->names -= l->keylen;
     alloc_free(l);
 }
 
@@ -221,8 +232,9 @@ void lease_reg_free(lease_reg *r)
     alloc_free(r);
 }
 
-int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, int64_t ttl_ns,
-                  int64_t now_ns, int peek, sluice_decision *d)
+/* lease_acquire and lease_acquire_kept: a kept lease (tag != 0) carries its key's name. */
+static int acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, int64_t ttl_ns,
+                   int64_t now_ns, int peek, const lease_tagging *kept, sluice_decision *d)
 {
     lease_key *k = *kp;
     lease_key *new_key = NULL;
@@ -278,7 +290,7 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
         if (!new_key)
             goto fail_key;
     }
-    l = alloc_calloc(1, sizeof *l);
+    l = alloc_calloc(1, sizeof *l + (kept ? kept->keylen : 0));
     if (!l)
         goto fail_lease;
     /* The heap's larger array is obtained aside and installed only once the map has room too,
@@ -300,6 +312,14 @@ int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, in
     l->expires_ns = sat_add_i64(now_ns, ttl_ns);
     l->units = units;
     l->key = k;
+    if (kept) {
+        l->tag = kept->tag;
+        l->keylen = kept->keylen;
+        if (kept->keylen)
+            memcpy(l->name, kept->key, kept->keylen);
+        r->names += kept->keylen;
+        k->stored = 1;
+    }
     (void)ptab_insert(&r->map, hash_mix(l->id), l);  /* cannot fail after the reserve */
     (void)heap_push_by(&r->expiry, l, lease_before); /* reserved */
     key_link(k, l);
@@ -316,6 +336,123 @@ fail_lease:
     alloc_free(new_key);
 fail_key:
     return SLUICE_ENOMEM;
+}
+
+int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, int64_t ttl_ns,
+                  int64_t now_ns, int peek, sluice_decision *d)
+{
+    return acquire(r, kp, limit, units, ttl_ns, now_ns, peek, NULL, d);
+}
+
+int lease_acquire_kept(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, int64_t ttl_ns,
+                       int64_t now_ns, const lease_tagging *kept, sluice_decision *d)
+{
+    return acquire(r, kp, limit, units, ttl_ns, now_ns, 0, kept, d);
+}
+
+int lease_restore(lease_reg *r, lease_key **kp, uint64_t lease_id, int64_t units,
+                  int64_t expires_ns, const lease_tagging *kept)
+{
+    lease_key *k = *kp, *new_key = NULL;
+    void **items;
+    size_t items_cap;
+    lease *l;
+
+    if (lease_id == 0 || units < 1 || kept->tag == 0 || map_find(r, lease_id))
+        return SLUICE_EINVAL;
+    if (!k) {
+        new_key = alloc_calloc(1, sizeof *new_key);
+        if (!new_key)
+            goto fail_key;
+    }
+    l = alloc_calloc(1, sizeof *l + kept->keylen);
+    if (!l)
+        goto fail_lease;
+    if (heap_prepare(&r->expiry, r->expiry.n < HEAP_MIN_CAP ? HEAP_MIN_CAP : r->expiry.n + 1,
+                     &items, &items_cap) != SLUICE_OK)
+        goto fail_heap;
+    if (ptab_reserve(&r->map, 1) != SLUICE_OK) {
+        alloc_free(items);
+        goto fail_heap;
+    }
+    heap_install(&r->expiry, items, items_cap);
+    if (new_key) {
+        k = new_key;
+        *kp = k;
+        r->nkeys++;
+    }
+    l->id = lease_id;
+    l->expires_ns = expires_ns;
+    l->units = units;
+    l->key = k;
+    l->tag = kept->tag;
+    l->keylen = kept->keylen;
+    if (kept->keylen)
+        memcpy(l->name, kept->key, kept->keylen);
+    r->names += kept->keylen;
+    (void)ptab_insert(&r->map, hash_mix(l->id), l);  /* reserved */
+    (void)heap_push_by(&r->expiry, l, lease_before); /* reserved */
+    key_link(k, l);
+    /* Restored leases were granted: they count even past the limit (a smaller one now). */
+    k->held += units;
+    k->stored = 1;
+    if (lease_id >= r->next_id)
+        r->next_id = lease_id + 1; /* ids issued later never meet a restored one */
+    return SLUICE_OK;
+
+fail_heap:
+    alloc_free(l);
+fail_lease:
+    alloc_free(new_key);
+fail_key:
+    return SLUICE_ENOMEM;
+}
+
+int lease_tag(const lease_reg *r, uint64_t lease_id, int64_t now_ns, uint64_t *tag)
+{
+    const lease *l = lease_lookup(r, lease_id, now_ns);
+
+    *tag = 0;
+    if (!l)
+        return SLUICE_ESTALE;
+    *tag = l->tag;
+    return SLUICE_OK;
+}
+
+int lease_kept_name(const lease_reg *r, uint64_t lease_id, int64_t now_ns, const char **key,
+                    size_t *keylen)
+{
+    const lease *l = lease_lookup(r, lease_id, now_ns);
+
+    *key = NULL;
+    *keylen = 0;
+    if (!l || l->tag == 0 || !l->key)
+        return 0;
+    *key = l->name;
+    *keylen = l->keylen;
+    return 1;
+}
+
+size_t lease_key_kept(const lease_key *k, int64_t now_ns,
+                      void (*fn)(uint64_t lease_id, uint64_t tag, int64_t units, int64_t expires_ns,
+                                 void *arg),
+                      void *arg)
+{
+    size_t n = 0;
+
+    for (const lease *l = k ? k->head : NULL; l; l = l->next) {
+        if (l->tag == 0 || l->expires_ns <= now_ns)
+            continue;
+        n++;
+        if (fn)
+            fn(l->id, l->tag, l->units, l->expires_ns, arg);
+    }
+    return n;
+}
+
+int lease_key_stored(const lease_key *k)
+{
+    return k && k->stored;
 }
 
 int lease_renew(lease_reg *r, uint64_t lease_id, int64_t ttl_ns, int64_t now_ns,
@@ -423,5 +560,5 @@ size_t lease_bytes(const lease_reg *r)
     if (!r)
         return 0;
     return sizeof *r + ptab_bytes(&r->map) + heap_bytes(&r->expiry) + r->map.n * sizeof(lease) +
-           r->nkeys * sizeof(lease_key);
+           r->names + r->nkeys * sizeof(lease_key);
 }

@@ -9,9 +9,15 @@
  * table stores a pointer to it (it is heap-allocated so that leases can point back to it while
  * the table moves entries).
  *
+ * A lease is kept when its holder gave it a non-zero tag (lease_acquire_kept): a store saves the
+ * kept leases of a key with the key's state (limit_persist.c) and lease_restore brings them back
+ * with their ids and tags after a restart. The leases tasks hold are not kept (tag 0): a task
+ * restored running takes its leases again, so saving them too would count them twice.
+ *
  * Invariants:
  * - held == sum of units of the key's live (unreleased, unexpired-when-last-looked) leases;
- * - lease ids are issued in increasing order from 1 and never reused;
+ * - lease ids are issued in increasing order from 1 (or above the largest restored one) and
+ *   never reused within a registry;
  * - a released lease is remembered until it would have expired, so releasing it again is a
  *   successful no-op; an expired lease is forgotten, so releasing it is SLUICE_ESTALE.
  */
@@ -41,6 +47,42 @@ void lease_reg_free(lease_reg *r);
  * SLUICE_ENOMEM with nothing taken. */
 int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, int64_t ttl_ns,
                   int64_t now_ns, int peek, sluice_decision *d);
+
+/* Who holds a kept lease: its tag (non-zero) and the normalised key it is on (keylen bytes). */
+typedef struct lease_tagging {
+    uint64_t tag;
+    const char *key;
+    size_t keylen;
+} lease_tagging;
+
+/* lease_acquire (never a peek) of a kept lease: the lease carries kept->tag and a copy of its
+ * key, and marks *kp as stored. */
+int lease_acquire_kept(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, int64_t ttl_ns,
+                       int64_t now_ns, const lease_tagging *kept, sluice_decision *d);
+
+/* Brings back a kept lease with its own id, units, expiry and tagging, whatever the key holds
+ * (it was granted before a restart). Later ids are issued above it. Returns 0, SLUICE_EINVAL
+ * (id 0 or taken, units < 1, tag 0) or SLUICE_ENOMEM, changing nothing on failure. */
+int lease_restore(lease_reg *r, lease_key **kp, uint64_t lease_id, int64_t units,
+                  int64_t expires_ns, const lease_tagging *kept);
+
+/* The tag of lease lease_id, remembered at now_ns (live, or released and not yet expired): 0
+ * and *tag (0 for a lease not kept), or SLUICE_ESTALE (*tag 0). */
+int lease_tag(const lease_reg *r, uint64_t lease_id, int64_t now_ns, uint64_t *tag);
+
+/* Returns 1 and the key of live kept lease lease_id (borrowed, valid while it lives), else 0. */
+int lease_kept_name(const lease_reg *r, uint64_t lease_id, int64_t now_ns, const char **key,
+                    size_t *keylen);
+
+/* Calls fn (may be NULL) for every kept lease of k alive at now_ns, in expiry order, and returns
+ * how many there are. A read. */
+size_t lease_key_kept(const lease_key *k, int64_t now_ns,
+                      void (*fn)(uint64_t lease_id, uint64_t tag, int64_t units, int64_t expires_ns,
+                                 void *arg),
+                      void *arg);
+
+/* Returns 1 when a kept lease was ever taken or restored on k (a store may hold its state). */
+int lease_key_stored(const lease_key *k);
 
 /* See sluice_lease_renew / sluice_lease_release / sluice_lease_expire in sluice/limit.h. */
 int lease_renew(lease_reg *r, uint64_t lease_id, int64_t ttl_ns, int64_t now_ns,

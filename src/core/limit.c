@@ -573,8 +573,10 @@ static int budget_check(sluice_limit *lim, const norm_key *nk, int64_t now)
     return 1;
 }
 
+/* Decides on one key; tag != 0 takes a kept lease (sluice_lease_acquire_kept) on a concurrency
+ * limit. */
 static int decide_one(sluice_limit *lim, const norm_key *nk, int64_t units, int64_t ttl_ns,
-                      int64_t now, unsigned flags, sluice_decision *out)
+                      int64_t now, unsigned flags, uint64_t tag, sluice_decision *out)
 {
     int peek = (flags & SLUICE_PEEK) != 0;
     void *state;
@@ -606,6 +608,15 @@ static int decide_one(sluice_limit *lim, const norm_key *nk, int64_t units, int6
         rc = sliding_prepare(state, lim->def.limit);
         if (rc != SLUICE_OK)
             return rc;
+    }
+    if (tag) {
+        lease_tagging kept = {.tag = tag, .key = nk->key, .keylen = nk->len};
+
+        rc = limit_mark_lease_key(lim, nk->key, nk->len);
+        if (rc != SLUICE_OK)
+            return rc;
+        return lease_acquire_kept(lim->leases, state, lim->def.limit, units, ttl_ns, now, &kept,
+                                  out);
     }
     return limit_state_decide(lim, state, fresh, units, ttl_ns, now, 0, out);
 }
@@ -654,7 +665,7 @@ int sluice_limit_decide(sluice_limit *lim, const char *key, size_t keylen, int64
         rc = decide_one(lim, &nk, units, lim->def.ttl_ns,
                         flags & SLUICE_PEEK ? limit_view_now(lim, now_ns)
                                             : limit_clamp_now(lim, now_ns),
-                        flags, out);
+                        flags, 0, out);
     if (rc == SLUICE_OK && !(flags & SLUICE_PEEK) && out->shadow_denied)
         lim->stats.shadow_denied++; /* a shadow limit past its refusing key cap */
     else if (rc == SLUICE_OK && !(flags & SLUICE_PEEK))
@@ -672,8 +683,9 @@ void sluice_limit_prefetch(const sluice_limit *lim, const char *key, size_t keyl
         keytab_prefetch(lim->keys, key ? key : "", keylen);
 }
 
-int sluice_lease_acquire(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
-                         int64_t ttl_ns, int64_t now_ns, sluice_decision *out)
+/* sluice_lease_acquire and sluice_lease_acquire_kept (tag != 0). */
+static int lease_take(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
+                      int64_t ttl_ns, uint64_t tag, int64_t now_ns, sluice_decision *out)
 {
     norm_key nk;
     int rc;
@@ -684,7 +696,7 @@ int sluice_lease_acquire(sluice_limit *lim, const char *key, size_t keylen, int6
     rc = limit_normalize_key(lim, key, keylen, &nk);
     if (rc != SLUICE_OK)
         return rc;
-    rc = decide_one(lim, &nk, units, ttl_ns, limit_clamp_now(lim, now_ns), 0, out);
+    rc = decide_one(lim, &nk, units, ttl_ns, limit_clamp_now(lim, now_ns), 0, tag, out);
     if (rc == SLUICE_OK && out->shadow_denied)
         lim->stats.shadow_denied++; /* a shadow limit past its refusing key cap */
     else if (rc == SLUICE_OK)
@@ -694,19 +706,79 @@ int sluice_lease_acquire(sluice_limit *lim, const char *key, size_t keylen, int6
     return rc;
 }
 
+int sluice_lease_acquire(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
+                         int64_t ttl_ns, int64_t now_ns, sluice_decision *out)
+{
+    return lease_take(lim, key, keylen, units, ttl_ns, 0, now_ns, out);
+}
+
+int sluice_lease_acquire_kept(sluice_limit *lim, const char *key, size_t keylen, int64_t units,
+                              int64_t ttl_ns, uint64_t tag, int64_t now_ns, sluice_decision *out)
+{
+    if (tag == 0) {
+        memset(out, 0, sizeof *out);
+        return SLUICE_EINVAL;
+    }
+    return lease_take(lim, key, keylen, units, ttl_ns, tag, now_ns, out);
+}
+
+int limit_mark_lease_key(sluice_limit *lim, const char *key, size_t keylen)
+{
+    void *v;
+
+    if (!lim->changed)
+        return SLUICE_OK;
+    return keytab_upsert(lim->changed, key, keylen, &v, NULL);
+}
+
+/* Records the key of a live kept lease as changed before a renew or a release changes it. */
+static int mark_kept(sluice_limit *lim, uint64_t lease_id, int64_t now)
+{
+    const char *key;
+    size_t keylen;
+
+    if (!lim->changed || !lease_kept_name(lim->leases, lease_id, now, &key, &keylen))
+        return SLUICE_OK;
+    return limit_mark_lease_key(lim, key, keylen);
+}
+
 int sluice_lease_renew(sluice_limit *lim, uint64_t lease_id, int64_t ttl_ns, int64_t now_ns,
                        int64_t *expires_ns)
 {
+    int64_t now;
+    int rc;
+
+    if (expires_ns)
+        *expires_ns = 0;
     if (lim->def.kind != SLUICE_CONCURRENCY || ttl_ns < 1)
         return SLUICE_EINVAL;
-    return lease_renew(lim->leases, lease_id, ttl_ns, limit_clamp_now(lim, now_ns), expires_ns);
+    now = limit_clamp_now(lim, now_ns);
+    rc = mark_kept(lim, lease_id, now);
+    if (rc != SLUICE_OK)
+        return rc;
+    return lease_renew(lim->leases, lease_id, ttl_ns, now, expires_ns);
 }
 
 int sluice_lease_release(sluice_limit *lim, uint64_t lease_id, int64_t now_ns)
 {
+    int64_t now;
+    int rc;
+
     if (lim->def.kind != SLUICE_CONCURRENCY)
         return SLUICE_EINVAL;
-    return lease_release(lim->leases, lease_id, limit_clamp_now(lim, now_ns));
+    now = limit_clamp_now(lim, now_ns);
+    rc = mark_kept(lim, lease_id, now);
+    if (rc != SLUICE_OK)
+        return rc;
+    return lease_release(lim->leases, lease_id, now);
+}
+
+int sluice_lease_tag(const sluice_limit *lim, uint64_t lease_id, int64_t now_ns, uint64_t *tag)
+{
+    *tag = 0;
+    if (lim->def.kind != SLUICE_CONCURRENCY)
+        return SLUICE_EINVAL;
+    return lease_tag(lim->leases, lease_id, limit_view_now(lim, now_ns), tag);
 }
 
 int sluice_lease_check(const sluice_limit *lim, uint64_t lease_id, const char *key, size_t keylen,
@@ -1070,7 +1142,8 @@ int sluice_limit_reset(sluice_limit *lim, const char *key, size_t keylen)
     }
     rc = limit_normalize_key(lim, key, keylen, &nk);
     if (rc == SLUICE_OK && keytab_find(lim->keys, nk.key, nk.len))
-        rc = limit_mark_changed(lim, &nk);
+        rc = lim->def.kind == SLUICE_CONCURRENCY ? limit_mark_lease_key(lim, nk.key, nk.len)
+                                                 : limit_mark_changed(lim, &nk);
     if (rc != SLUICE_OK)
         return rc;
     return keytab_delete(lim->keys, nk.key, nk.len, destroy_state, lim);
@@ -1114,7 +1187,11 @@ static size_t sweep_tracked(sluice_limit *lim, size_t budget)
             if (!state_idle(value, lim))
                 continue;
             keys[n] = alloc_memdup0(key, keylen);
-            if (!keys[n] || keytab_upsert(lim->changed, key, keylen, &mark, NULL) != SLUICE_OK) {
+            /* A concurrency key a store never held (only tasks' leases, which are not saved)
+             * leaves no row to delete. */
+            if (!keys[n] ||
+                ((lim->def.kind != SLUICE_CONCURRENCY || lease_key_stored(*(lease_key **)value)) &&
+                 keytab_upsert(lim->changed, key, keylen, &mark, NULL) != SLUICE_OK)) {
                 alloc_free(keys[n]);
                 stop = 1;
                 break;

@@ -99,6 +99,11 @@ void limit_note_slowed(sluice_limit *lim, int was_slowed, const void *state);
  * unrecorded. Returns 0 or SLUICE_ENOMEM. */
 int limit_mark_changed(sluice_limit *lim, const norm_key *nk);
 
+/* Records a concurrency limit's key for sluice_limit_drain (a no-op while the limit tracks
+ * nothing): its kept leases are about to change. limit_mark_changed skips concurrency keys, whose
+ * task leases are not saved. Returns 0 or SLUICE_ENOMEM. */
+int limit_mark_lease_key(sluice_limit *lim, const char *key, size_t keylen);
+
 /* Decides on one key's state with the arithmetic of the limit's kind; `fresh` marks a key seen
  * for the first time, `peek` charges nothing. Returns 0, or an error from a kind that allocates
  * (sliding, concurrency). */

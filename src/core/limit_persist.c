@@ -12,8 +12,12 @@
  *   window   'W' start_ns count window_ns
  *   quota    'Q' period_start_ns period_end_ns spent calendar
  *   sliding  'S' window_ns n, then n times (at_ns units)
+ *   leases   'C' n, then n times (lease_id tag units expires_ns)
  *
- * Concurrency limits save nothing: their leases belong to tasks, which take them again.
+ * A concurrency key saves its kept leases only (sluice_lease_acquire_kept: a direct holder's,
+ * LEASE.ACQUIRE), each with its id and tag so that its holder's handle still names it after a
+ * restart. The leases tasks hold are not saved: a task restored running takes its leases again.
+ * Expiry times are absolute, so a lease that expired while the process was down is not restored.
  *
  * Restoring never makes a key richer than the blob said, and never poorer than a full wait:
  * states that carry no information any more are dropped, and a rate key is brought back no
@@ -38,10 +42,14 @@
 #define BLOB_WINDOW  'W'
 #define BLOB_QUOTA   'Q'
 #define BLOB_SLIDING 'S'
+#define BLOB_LEASES  'C'
 
 /* Header of a sliding blob: kind byte, window, record count. */
 #define SLIDING_HEADER (1 + 8 + 8)
 #define SLIDING_RECORD 16
+/* Header of a leases blob: kind byte, lease count; then 32 bytes a lease. */
+#define LEASES_HEADER (1 + 8)
+#define LEASES_RECORD 32
 
 static void put64(unsigned char *p, int64_t v)
 {
@@ -67,7 +75,7 @@ void sluice_limit_track_changes(sluice_limit *lim, int on)
         lim->changed = NULL;
         return;
     }
-    if (!lim->changed && lim->def.kind != SLUICE_CONCURRENCY)
+    if (!lim->changed)
         (void)keytab_new(0, &lim->changed); /* without memory, changes go untracked */
 }
 
@@ -139,6 +147,40 @@ static unsigned char *sliding_blob(const sluice_limit *lim, const sliding_state 
     return buf;
 }
 
+/* Where leases_blob writes the next lease. */
+typedef struct blob_cursor {
+    unsigned char *p;
+} blob_cursor;
+
+static void put_lease(uint64_t lease_id, uint64_t tag, int64_t units, int64_t expires_ns, void *arg)
+{
+    blob_cursor *c = arg;
+
+    put64(c->p, (int64_t)lease_id);
+    put64(c->p + 8, (int64_t)tag);
+    put64(c->p + 16, units);
+    put64(c->p + 24, expires_ns);
+    c->p += LEASES_RECORD;
+}
+
+/* Builds a concurrency key's blob of its n kept leases alive at now (n > 0) in a fresh
+ * allocation (freed by the caller). */
+static unsigned char *leases_blob(const lease_key *k, size_t n, int64_t now, size_t *len)
+{
+    unsigned char *buf;
+    blob_cursor c;
+
+    *len = LEASES_HEADER + n * LEASES_RECORD;
+    buf = alloc_malloc(*len);
+    if (!buf)
+        return NULL;
+    buf[0] = BLOB_LEASES;
+    put64(buf + 1, (int64_t)n);
+    c.p = buf + LEASES_HEADER;
+    lease_key_kept(k, now, put_lease, &c);
+    return buf;
+}
+
 static int state_is_idle(const sluice_limit *lim, const void *state, int64_t now)
 {
     switch (lim->def.kind) {
@@ -151,6 +193,8 @@ static int state_is_idle(const sluice_limit *lim, const void *state, int64_t now
         return sliding_idle(state, lim->def.period_ns, now);
     case SLUICE_QUOTA:
         return quota_idle(state, now);
+    case SLUICE_CONCURRENCY: /* only its kept leases are saved */
+        return lease_key_kept(*(lease_key *const *)state, now, NULL, NULL) == 0;
     default:
         return 1;
     }
@@ -175,8 +219,13 @@ int sluice_limit_drain(sluice_limit *lim,
         int rc;
 
         if (state && !state_is_idle(lim, state, lim->last_now_ns)) {
-            if (lim->def.kind == SLUICE_SLIDING) {
-                blob = sliding_blob(lim, state, &len);
+            if (lim->def.kind == SLUICE_SLIDING || lim->def.kind == SLUICE_CONCURRENCY) {
+                blob = lim->def.kind == SLUICE_SLIDING
+                           ? sliding_blob(lim, state, &len)
+                           : leases_blob(*(lease_key *const *)state,
+                                         lease_key_kept(*(lease_key *const *)state,
+                                                        lim->last_now_ns, NULL, NULL),
+                                         lim->last_now_ns, &len);
                 if (!blob)
                     return SLUICE_ENOMEM;
             } else {
@@ -320,6 +369,57 @@ static int import_sliding(const sluice_limit *lim, const unsigned char *b, size_
     return kept > 0;
 }
 
+/* Restores a leases blob on `key`: its kept leases still alive at now, each with its id and tag,
+ * whatever the key holds now (they were granted). The blob is checked whole first, so a malformed
+ * one restores nothing. Returns 0, SLUICE_EINVAL, SLUICE_EBUSY or SLUICE_ENOMEM (the process
+ * cannot start then; leases restored before it stay). */
+static int import_leases(sluice_limit *lim, const char *key, size_t keylen, const unsigned char *b,
+                         size_t len, int64_t now)
+{
+    int64_t count;
+    norm_key nk;
+    void *state;
+    int fresh, rc;
+
+    if (len < LEASES_HEADER)
+        return SLUICE_EINVAL;
+    count = get64(b + 1);
+    if (count < 0 || (uint64_t)count > (len - LEASES_HEADER) / LEASES_RECORD ||
+        len != LEASES_HEADER + (size_t)count * LEASES_RECORD)
+        return SLUICE_EINVAL;
+    for (int64_t i = 0; i < count; i++) {
+        const unsigned char *r = b + LEASES_HEADER + (size_t)i * LEASES_RECORD;
+        int64_t units = get64(r + 16);
+
+        if (get64(r) == 0 || get64(r + 8) == 0 || units < 1 || units > SLUICE_MAX_PERMITS)
+            return SLUICE_EINVAL;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        const unsigned char *r = b + LEASES_HEADER + (size_t)i * LEASES_RECORD;
+        lease_tagging kept;
+
+        if (get64(r + 24) <= now) /* it ended while the process was down */
+            continue;
+        rc = limit_normalize_key(lim, key, keylen, &nk);
+        if (rc == SLUICE_OK)
+            rc = limit_mark_lease_key(lim, nk.key, nk.len);
+        if (rc == SLUICE_OK)
+            rc = limit_prepare_key(lim, &nk, now, &state, &fresh);
+        if (rc == SLUICE_OK && !state)
+            rc = SLUICE_EBUSY; /* untracked past the cap: a restored key must not be lost */
+        if (rc != SLUICE_OK)
+            return rc;
+        kept.tag = (uint64_t)get64(r + 8);
+        kept.key = nk.key;
+        kept.keylen = nk.len;
+        rc = lease_restore(lim->leases, state, (uint64_t)get64(r), get64(r + 16), get64(r + 24),
+                           &kept);
+        if (rc != SLUICE_OK)
+            return rc;
+    }
+    return SLUICE_OK;
+}
+
 int sluice_limit_import(sluice_limit *lim, const char *key, size_t keylen, const void *blob,
                         size_t len, int64_t now_ns)
 {
@@ -351,6 +451,8 @@ int sluice_limit_import(sluice_limit *lim, const char *key, size_t keylen, const
     case SLUICE_SLIDING:
         keep = b[0] == BLOB_SLIDING ? import_sliding(lim, b, len, now, &events, &nevents) : -1;
         break;
+    case SLUICE_CONCURRENCY:
+        return b[0] == BLOB_LEASES ? import_leases(lim, key, keylen, b, len, now) : SLUICE_EINVAL;
     default:
         keep = -1;
     }

@@ -378,8 +378,9 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
     }
     rc = resolve_spec(e, type, spec, units, now, links, &nlinks, err->message, sizeof err->message);
     if (rc == SLUICE_OK)
-        rc = gate_group_resolve(e, links, nlinks, spec->lease_limit, spec->lease_id, now,
-                                &group_link, err->message, sizeof err->message);
+        rc =
+            gate_group_resolve(e, links, nlinks, spec->lease_limit, spec->lease_id, spec->lease_tag,
+                               now, &group_link, err->message, sizeof err->message);
     if (rc != SLUICE_OK || dry_run)
         goto done;
     if (e->nparked >= e->pol.max_parked && !delayed &&
@@ -419,6 +420,7 @@ static int submit_checked(sluice_engine *e, const sluice_task_spec *spec, etype 
     t->state = SLUICE_TASK_QUEUED;
     t->group_link = group_link;
     t->group_lease = group_link == LINK_NONE ? 0 : spec->lease_id;
+    t->group_tag = group_link == LINK_NONE ? 0 : spec->lease_tag;
     ptab_insert(&e->ids, task_id_hash(t->id), t);
     if (t->task_key)
         ptab_insert(&e->task_keys, task_key_hash(t->task_key, t->task_key_len), t);

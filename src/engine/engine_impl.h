@@ -118,6 +118,7 @@ struct task {
     };
     int64_t granted_ns;    /* when the current grant was charged */
     uint64_t group_lease;  /* the producer's lease it runs under (group_link's limit), or 0 */
+    uint64_t group_tag;    /* that lease's tag (sluice_lease_tag), kept for the task's record */
     uint32_t bytes;        /* the block's size */
     uint32_t task_key_len; /* bytes of task_key */
     uint32_t key_len;      /* bytes of key */

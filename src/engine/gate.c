@@ -84,7 +84,8 @@ waitq *gate_blocked(const sluice_engine *e, const task *t, uint16_t *link)
 /* ---- Group slots ----------------------------------------------------------------------------- */
 
 int gate_group_resolve(sluice_engine *e, const link_spec *links, size_t n, const char *limit,
-                       uint64_t lease_id, int64_t now, uint16_t *link, char *msg, size_t msglen)
+                       uint64_t lease_id, uint64_t tag, int64_t now, uint16_t *link, char *msg,
+                       size_t msglen)
 {
     *link = LINK_NONE;
     if (!limit)
@@ -109,6 +110,14 @@ int gate_group_resolve(sluice_engine *e, const link_spec *links, size_t n, const
             return SLUICE_EINVAL;
         }
         rc = sluice_lease_check(core, lease_id, l->key, l->keylen, now, NULL);
+        if (rc == SLUICE_OK) {
+            uint64_t have;
+
+            /* Ids are unique within one life of the core only: after a restart a task's record
+             * may name an id issued again, to someone else, under another tag. */
+            if (sluice_lease_tag(core, lease_id, now, &have) != SLUICE_OK || have != tag)
+                rc = SLUICE_ESTALE;
+        }
         if (rc == SLUICE_ENOTFOUND) {
             msgf(msg, msglen, "the lease is on another key of limit \"%s\" than this task's",
                  limit);
@@ -143,6 +152,7 @@ void gate_group_check(sluice_engine *e, task *t, int64_t now)
      * own unit, like any other task. A lease never comes back, so this is for good. */
     t->group_link = LINK_NONE;
     t->group_lease = 0;
+    t->group_tag = 0;
 }
 
 /* ---- Events ---------------------------------------------------------------------------------- */

@@ -61,12 +61,14 @@ int gate_reserve(sluice_engine *e, size_t nlinks);
 int gate_link_active(const task *t, uint16_t i);
 
 /* Group slots: finds the link of limit `limit` (NULL: none asked, *link LINK_NONE) among the n
- * resolved links a task is about to get, and checks that lease_id is live at now on that link's
- * key, so that the task runs under that lease instead of taking its own unit. Returns 0 with
- * *link; SLUICE_EINVAL (no such concurrency link, or the lease is of another key) or SLUICE_ESTALE
- * (the lease is gone), msg saying which. */
+ * resolved links a task is about to get, and checks that lease_id, with tag `tag`
+ * (sluice_lease_tag), is live at now on that link's key, so that the task runs under that lease
+ * instead of taking its own unit. Returns 0 with *link; SLUICE_EINVAL (no such concurrency link,
+ * or the lease is of another key) or SLUICE_ESTALE (the lease is gone, or that id is another
+ * holder's: another tag), msg saying which. */
 int gate_group_resolve(sluice_engine *e, const link_spec *links, size_t n, const char *limit,
-                       uint64_t lease_id, int64_t now, uint16_t *link, char *msg, size_t msglen);
+                       uint64_t lease_id, uint64_t tag, int64_t now, uint16_t *link, char *msg,
+                       size_t msglen);
 
 /* Before t is gated at now: when the lease of its group ended, t leaves the group for good and
  * asks its own unit of that limit from then on. */

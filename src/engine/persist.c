@@ -8,6 +8,11 @@
  *
  * What is durable is sluice_task_record: nothing of the gate's transient bookkeeping (which
  * wait queue a task is parked on, its lease ids, which links the current grant charged) is kept.
+ * A task's group slot is (its limit, the producer's lease id and tag): the producer's lease is a
+ * kept one, restored with the limit's key state before the tasks, so a restored task rejoins
+ * its group while that lease lives, and takes its own unit once it is gone, as a running task
+ * would. A group that ended while the process ran leaves a stale slot in the record, which the
+ * restore finds gone (the lease is not restored, or its id is another holder's: another tag).
  * So parking and waking are not reported (PARKED comes back QUEUED anyway), and a task restored
  * while holding a grant redeems it without settling: an ack's actual cost is not applied to a
  * grant taken before the restart (the estimate stands).
@@ -81,6 +86,12 @@ int sluice_engine_export_task(const sluice_engine *e, uint64_t id, sluice_task_r
     }
     out->series = recurring_name(t);
     out->fail_message = t->fail_message;
+    if (t->group_link != LINK_NONE && t->state != SLUICE_TASK_DONE &&
+        t->state != SLUICE_TASK_FAILED && t->state != SLUICE_TASK_CANCELLED) {
+        out->lease_limit = t->links[t->group_link].lim->pol.name;
+        out->lease_id = t->group_lease;
+        out->lease_tag = t->group_tag;
+    }
     return SLUICE_OK;
 }
 
@@ -161,7 +172,8 @@ static int take_leases(task *t, int64_t lease_until, int64_t now)
         sluice_decision d;
         int rc;
 
-        if (l->lim->dead || sluice_limit_get_def(core)->kind != SLUICE_CONCURRENCY)
+        if (l->lim->dead || sluice_limit_get_def(core)->kind != SLUICE_CONCURRENCY ||
+            i == t->group_link) /* its group's lease, restored, holds that unit */
             continue;
         rc = sluice_lease_acquire(core, l->key, l->keylen, l->units, lease_until - now, now, &d);
         if (rc == SLUICE_ENOMEM) {
@@ -234,6 +246,7 @@ static int restore_checked(sluice_engine *e, const sluice_task_record *r, etype 
     int unfinished = place != PLACE_FINISHED;
     sluice_task_spec spec;
     char *payload = NULL, *message = NULL;
+    uint16_t group_link = LINK_NONE;
     task *t = NULL;
     int rc;
 
@@ -252,9 +265,24 @@ static int restore_checked(sluice_engine *e, const sluice_task_record *r, etype 
                       sizeof err->message);
     if (rc != SLUICE_OK)
         goto done;
+    if (unfinished && r->lease_limit && r->lease_tag != 0) {
+        char why[128];
+
+        /* The group slot comes back only while its lease lives: else the task asks its own
+         * unit, as it would have once the lease ended (a restore never fails for it). A lease
+         * without a tag was not kept, so it is not back: the id may be a task's now. */
+        if (gate_group_resolve(e, links, nlinks, r->lease_limit, r->lease_id, r->lease_tag, now,
+                               &group_link, why, sizeof why) != SLUICE_OK)
+            group_link = LINK_NONE;
+    }
     rc = reserve_for(e, type, links, nlinks, unfinished && r->task_key != NULL, place);
     if (rc == SLUICE_OK)
         rc = task_new(links, nlinks, r->task_key, r->task_key_len, r->key, r->key_len, &t);
+    if (rc == SLUICE_OK && group_link != LINK_NONE) {
+        t->group_link = group_link;
+        t->group_lease = r->lease_id;
+        t->group_tag = r->lease_tag;
+    }
     if (rc == SLUICE_OK)
         rc = task_copy_payload(r->payload, r->payload_len, &payload);
     if (rc == SLUICE_OK && r->fail_message) {

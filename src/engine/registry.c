@@ -149,6 +149,7 @@ static void group_forget(task *t, uint16_t i)
     if (t->group_link == i) {
         t->group_link = LINK_NONE;
         t->group_lease = 0;
+        t->group_tag = 0;
     }
 }
 

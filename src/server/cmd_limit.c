@@ -14,11 +14,17 @@
  * to reuse the same ids. The generation table is this module's state; names are few (one per
  * limit ever named), so it is a small pointer table that only grows.
  *
- * Leases are not stored, and core lease ids restart at 1 with the process, so generations are
- * rebased at start (cmd_limit_rebase) on the server's clock in ns, which never goes back across
- * restarts: a handle issued before a restart carries a generation below every one issued after
- * it, so a stale RELEASE or RENEW is refused (NOLEASE) rather than touching a new holder's
- * lease of the same id. A name never bumped has the base generation.
+ * A lease taken with LEASE.ACQUIRE is a kept lease (sluice_lease_acquire_kept) whose tag is
+ * the generation its handle carries; the store saves it with its limit's key state and restores
+ * it at start with its id and tag, so its handle still names it after a restart. A handle
+ * names a lease only when the lease's tag is the handle's generation; a lease that is gone is
+ * judged by its name's generation now, so that its RENEW or RELEASE says "gone" as before.
+ * Leases not written before a crash are lost, and core lease ids then continue above the
+ * restored ones only, so an id can be issued again. Generations are therefore rebased at start
+ * (cmd_limit_rebase) on the server's clock in ns, which never goes back across restarts: a
+ * handle issued before a restart carries a generation below every one issued after it, so a
+ * stale RELEASE, RENEW or TASK.ADD ... LEASE is refused (NOLEASE) rather than touching a new
+ * holder's lease of the same id. A name never bumped has the base generation.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -618,8 +624,21 @@ static int parse_handle(const char *s, size_t len, lease_handle *h)
     return 0;
 }
 
-/* Finds the concurrency limit of handle s (len bytes); NULL when the handle is malformed or
- * names a limit that was replaced or removed. */
+/* Whether handle h may name its lease on concurrency limit live: a lease of that id still
+ * remembered must carry the handle's generation as its tag (else it is another holder's, such as
+ * a task's or one issued after a restart); a lease that is gone is judged by the name's
+ * generation now. */
+static int handle_current(server *srv, const sluice_limit *live, const lease_handle *h)
+{
+    uint64_t tag;
+
+    if (h->id != 0 && sluice_lease_tag(live, h->id, server_now(srv), &tag) == SLUICE_OK)
+        return tag == h->gen;
+    return gen_of(srv, h->name) == h->gen;
+}
+
+/* Finds the concurrency limit of handle s (len bytes); NULL when the handle is malformed, names
+ * a limit that was replaced or removed, or names another holder's lease. */
 static sluice_limit *handle_find(server *srv, const char *s, size_t len, lease_handle *h)
 {
     sluice_limit *live = NULL;
@@ -637,19 +656,20 @@ static sluice_limit *handle_find(server *srv, const char *s, size_t len, lease_h
         } else {
             p = sluice_engine_get_limit(srv->engine, h->name, &live);
         }
-        if (p && live && p->def.kind == SLUICE_CONCURRENCY && gen_of(srv, h->name) == h->gen)
+        if (p && live && p->def.kind == SLUICE_CONCURRENCY && handle_current(srv, live, h))
             return live;
     }
     return NULL;
 }
 
 int cmd_lease_handle(server *s, const char *arg, size_t len, char *limit, size_t limitlen,
-                     uint64_t *id)
+                     uint64_t *id, uint64_t *tag)
 {
     lease_handle h;
     char *ov;
 
     *id = 0;
+    *tag = 0;
     if (limitlen)
         limit[0] = '\0';
     if (!handle_find(s, arg, len, &h))
@@ -661,6 +681,7 @@ int cmd_lease_handle(server *s, const char *arg, size_t len, char *limit, size_t
         return -1;
     memcpy(limit, h.name, strlen(h.name) + 1);
     *id = h.id;
+    *tag = h.gen;
     return 0;
 }
 
@@ -748,7 +769,9 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
                      link.units, 0, ttl_ns);
         return;
     }
-    rc = sluice_lease_acquire(live, link.key, link.keylen, link.units, ttl_ns, server_now(s), &d);
+    /* Kept: the store saves it, and its tag is its handle's generation (see the top). */
+    rc = sluice_lease_acquire_kept(live, link.key, link.keylen, link.units, ttl_ns,
+                                   gen_of(s, hname), server_now(s), &d);
     if (rc != 0) {
         reply_engine_error(c, rc, NULL);
         return;

@@ -191,8 +191,8 @@ void cmd_task_add(conn *c, const resp_command *cmd)
             spec.task_key_len = vlen;
         } else if (command_arg_is(a, alen, "lease")) {
             /* A group slot: the task runs under its producer's lease (docs/limits.md). */
-            if (cmd_lease_handle(s, val, vlen, lease_limit, sizeof(lease_limit), &spec.lease_id) !=
-                0) {
+            if (cmd_lease_handle(s, val, vlen, lease_limit, sizeof(lease_limit), &spec.lease_id,
+                                 &spec.lease_tag) != 0) {
                 resp_error(conn_out(c), "NOLEASE",
                            "no such lease (it expired, was released, its limit changed, the "
                            "server restarted, or it never existed)");

@@ -167,9 +167,10 @@ void cmd_limit_free(server *s);
 /* Records that the limit `name` was replaced or removed: its lease handles become stale. */
 void cmd_limit_bump(server *s, const char *name);
 /* Moves every lease handle generation to `base` (and bumps above it), so that no handle issued
- * before a restart matches one issued after it. Called once at start, after recovery, with the
- * server's clock in ns: it never goes back across restarts (floored at the stored clock, see
- * durable.h) and a run issues fewer generations than nanoseconds pass. */
+ * before a restart matches one issued after it (a lease restored from the store keeps the
+ * generation it was issued under as its tag, so its own handle still names it). Called once at
+ * start, after recovery, with the server's clock in ns: it never goes back across restarts (floored
+ * at the stored clock, see durable.h) and a run issues fewer generations than nanoseconds pass. */
 void cmd_limit_rebase(server *s, uint64_t base);
 
 /* The core limit that holds `key` of limit p, resolved as THROTTLE resolves it: the tier named
@@ -199,12 +200,14 @@ int cmd_limit_key_rate(const sluice_limit *core, const char *key, size_t keylen,
                        cmd_key_rate *out);
 
 /* Reads lease handle arg (len bytes, as LEASE.ACQUIRE gave it) for TASK.ADD ... LEASE: returns 0
- * with the concurrency limit's name in limit (limitlen bytes; without a key override's "/=key")
- * and the core lease id in *id (0: a shadow limit's pass, which holds nothing), or -1 when the
- * handle is malformed or its limit was replaced, removed or restarted since (a handle from
- * before a restart). Whether the lease itself still lives is the engine's to check. */
+ * with the concurrency limit's name in limit (limitlen bytes; without a key override's "/=key"),
+ * the core lease id in *id (0: a shadow limit's pass, which holds nothing) and the lease's tag
+ * in *tag (the handle's generation: sluice_task_spec.lease_tag), or -1 when the handle is
+ * malformed, its limit was replaced or removed since, or its id names another holder's lease
+ * (a handle from before a restart whose lease was not restored). Whether the lease itself still
+ * lives is the engine's to check. */
 int cmd_lease_handle(server *s, const char *arg, size_t len, char *limit, size_t limitlen,
-                     uint64_t *id);
+                     uint64_t *id, uint64_t *tag);
 
 /* ---- Handlers (cmd_throttle.c: CL.THROTTLE) ---------------------------------------------- */
 void cmd_cl_throttle(conn *c, const resp_command *cmd);

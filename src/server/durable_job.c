@@ -167,6 +167,9 @@ void durable_job_fill(durable *d, const sluice_changes *c)
         job_i64(j, r.fail_reason);
         job_cstr(j, r.fail_limit);
         job_cstr(j, r.fail_message);
+        job_cstr(j, r.lease_limit);
+        job_u64(j, r.lease_id);
+        job_u64(j, r.lease_tag);
     }
 }
 
@@ -287,6 +290,9 @@ static int job_write(store *st, const durable_job *j)
             t.fail_reason = (sluice_fail_reason)rd_i64(&r);
             t.fail_limit = rd_str(&r, NULL);
             t.fail_message = rd_str(&r, NULL);
+            t.lease_limit = rd_str(&r, NULL);
+            t.lease_id = rd_u64(&r);
+            t.lease_tag = rd_u64(&r);
             rc = store_put_task(st, &t);
             break;
         }

@@ -74,6 +74,10 @@ static const char *const migrations[] = {
     " attempt INTEGER NOT NULL, submitted_ns INTEGER NOT NULL, not_before_ns INTEGER NOT NULL,"
     " lease_until_ns INTEGER NOT NULL, granted INTEGER NOT NULL, series TEXT,"
     " fail_reason INTEGER NOT NULL, fail_limit TEXT, fail_message TEXT);",
+    /* 2: a task's group slot (the producer's lease it runs under), restored with the lease. */
+    "ALTER TABLE tasks ADD COLUMN lease_limit TEXT;"
+    "ALTER TABLE tasks ADD COLUMN lease_id INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE tasks ADD COLUMN lease_tag INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define SCHEMA_VERSION ((int64_t)(sizeof migrations / sizeof migrations[0]))
@@ -106,8 +110,9 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_ROLLBACK] = "ROLLBACK",
     [ST_PUT_TASK] = "INSERT OR REPLACE INTO tasks(id, state, type, payload, key, task_key, units,"
                     " priority, attempt, submitted_ns, not_before_ns, lease_until_ns, granted,"
-                    " series, fail_reason, fail_limit, fail_message)"
-                    " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " series, fail_reason, fail_limit, fail_message, lease_limit, lease_id,"
+                    " lease_tag)"
+                    " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     [ST_DEL_TASK] = "DELETE FROM tasks WHERE id = ?",
     [ST_PUT_KEY] = "INSERT OR REPLACE INTO keys(\"limit\", key, state) VALUES(?, ?, ?)",
     [ST_DEL_KEY] = "DELETE FROM keys WHERE \"limit\" = ? AND key = ?",
@@ -127,7 +132,8 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_LOAD_KEYS] = "SELECT \"limit\", key, state FROM keys ORDER BY \"limit\", key",
     [ST_LOAD_TASKS] = "SELECT id, state, type, payload, key, task_key, units, priority, attempt,"
                       " submitted_ns, not_before_ns, lease_until_ns, granted, series,"
-                      " fail_reason, fail_limit, fail_message FROM tasks ORDER BY id",
+                      " fail_reason, fail_limit, fail_message, lease_limit, lease_id, lease_tag"
+                      " FROM tasks ORDER BY id",
 };
 
 typedef struct sqlite_store {
@@ -678,7 +684,8 @@ static int row_task(sqlite_store *ss, sqlite3_stmt *st, const store_loader *cb, 
         (rc = col_bytes(ss, st, 5, &r.task_key, &r.task_key_len)) != 0 ||
         (rc = col_bytes(ss, st, 13, &r.series, &len)) != 0 ||
         (rc = col_bytes(ss, st, 15, &r.fail_limit, &len)) != 0 ||
-        (rc = col_bytes(ss, st, 16, &r.fail_message, &len)) != 0)
+        (rc = col_bytes(ss, st, 16, &r.fail_message, &len)) != 0 ||
+        (rc = col_bytes(ss, st, 17, &r.lease_limit, &len)) != 0)
         return rc;
     r.id = (uint64_t)sqlite3_column_int64(st, 0);
     r.state = (sluice_task_state)sqlite3_column_int(st, 1);
@@ -690,6 +697,10 @@ static int row_task(sqlite_store *ss, sqlite3_stmt *st, const store_loader *cb, 
     r.lease_until_ns = sqlite3_column_int64(st, 11);
     r.granted = sqlite3_column_int(st, 12);
     r.fail_reason = (sluice_fail_reason)sqlite3_column_int(st, 14);
+    if (r.lease_limit) { /* a tag is a generation in ns: stored as the int64 it fits */
+        r.lease_id = (uint64_t)sqlite3_column_int64(st, 18);
+        r.lease_tag = (uint64_t)sqlite3_column_int64(st, 19);
+    }
     return cb->task(&r, arg);
 }
 
@@ -764,6 +775,9 @@ static int sq_put_task(void *impl, const sluice_task_record *r)
     b_i64(&b, (int64_t)r->fail_reason);
     b_text(&b, r->fail_limit);
     b_text(&b, r->fail_message);
+    b_text(&b, r->lease_limit);
+    b_i64(&b, r->lease_limit ? (int64_t)r->lease_id : 0);
+    b_i64(&b, r->lease_limit ? (int64_t)r->lease_tag : 0);
     return run(ss, &b);
 }
 

@@ -205,6 +205,17 @@ crash() {
 # info FIELD: one field of the server's INFO persistence.
 info() { redis-cli -p "$P" INFO persistence | tr -d '\r' | awk -F: -v f="$1" '$1 == f { print $2 }'; }
 
+# durable_now: true when nothing of the server on $P waits to be written: no limiter key (or
+# kept lease) left dirty and no commit in flight, read from one INFO (which pulls the limiters'
+# changed keys into the count first). Use with wait_until before a crash.
+durable_now() {
+  local out
+  out=$(redis-cli -p "$P" INFO persistence | tr -d '\r')
+  [ "$(echo "$out" | awk -F: '$1 == "dirty_keys" { print $2 }')" = 0 ] &&
+    [ "$(echo "$out" | awk -F: '$1 == "dirty_tasks" { print $2 }')" = 0 ] &&
+    [ "$(echo "$out" | awk -F: '$1 == "commit_in_flight" { print $2 }')" = 0 ]
+}
+
 # stop_single: SIGTERM to the server start_single started; it must exit 0.
 stop_single() {
   kill -TERM "$pid"

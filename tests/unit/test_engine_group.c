@@ -5,7 +5,8 @@
  * under that one slot while another producer's task on the same key waits, until the lease is
  * released or expires. After that the group's unstarted tasks ask their own unit like any other
  * task. A stale, foreign or misplaced lease is refused at submit; a replaced limit ends its
- * groups; a restored task (a restart) holds no group.
+ * groups; a restored task (a restart) whose lease did not come back holds no group (the kept
+ * lease of a server's LEASE.ACQUIRE comes back: test_lease_persist.c).
  */
 #include "engine_fixture.h"
 #include "testutil.h"

@@ -161,7 +161,8 @@ typedef struct ltask {
     uint64_t id;
     int state, priority, attempt, granted, fail_reason;
     int64_t units, submitted_ns, not_before_ns, lease_until_ns;
-    bytes type, payload, key, task_key, series, fail_limit, fail_message;
+    bytes type, payload, key, task_key, series, fail_limit, fail_message, lease_limit;
+    uint64_t lease_id, lease_tag;
 } ltask;
 
 typedef struct lrec {
@@ -225,6 +226,9 @@ static int on_task(const sluice_task_record *r, void *arg)
     t->series = sdup(r->series);
     t->fail_limit = sdup(r->fail_limit);
     t->fail_message = sdup(r->fail_message);
+    t->lease_limit = sdup(r->lease_limit);
+    t->lease_id = r->lease_id;
+    t->lease_tag = r->lease_tag;
     return note(l, K_TASK);
 }
 
@@ -307,6 +311,7 @@ static void loaded_free(loaded *l)
         free(t->series.p);
         free(t->fail_limit.p);
         free(t->fail_message.p);
+        free(t->lease_limit.p);
     }
     for (size_t i = 0; i < l->nrecs; i++) {
         free(l->recs[i].name.p);
@@ -374,6 +379,9 @@ static void assert_task(const ltask *t, const sluice_task_record *r)
     assert_int_equal(t->fail_reason, (int)r->fail_reason);
     assert_str(t->fail_limit, r->fail_limit);
     assert_str(t->fail_message, r->fail_message);
+    assert_str(t->lease_limit, r->lease_limit);
+    assert_int_equal(t->lease_id, r->lease_limit ? r->lease_id : 0);
+    assert_int_equal(t->lease_tag, r->lease_limit ? r->lease_tag : 0);
 }
 
 static void assert_rec(const lrec *got, const sluice_recurring_spec *want, int64_t runs,
@@ -512,6 +520,10 @@ static void sample_init(sample *x)
     x->tasks[1] = full_task();
     x->tasks[2] = plain_task((uint64_t)1 << 40, "", 0); /* empty, not NULL */
     x->tasks[2].state = SLUICE_TASK_RUNNING;
+    /* A group slot: a lease id and a tag past 2^60 (a generation in ns). */
+    x->tasks[2].lease_limit = "wf";
+    x->tasks[2].lease_id = 42;
+    x->tasks[2].lease_tag = UINT64_C(1764000000000000123);
     for (size_t i = 0; i < sizeof x->long_key; i++)
         x->long_key[i] = (char)(i * 7 % 256);
     for (size_t i = 0; i < sizeof x->state_blob; i++)
@@ -1084,6 +1096,83 @@ static void test_open_errors(void **state)
     assert_null(s);
 }
 
+/* A data directory written by schema 1 (before tasks had group slots) is migrated at open: its
+ * tasks load without a slot, and a task with one round-trips afterwards. */
+static void test_migrates_schema_1(void **state)
+{
+    const char *dir = data_dir(state);
+    char path[700];
+    sqlite3 *db;
+    store *s;
+    loaded *l;
+    sluice_task_record r = plain_task(9, "{}", 2);
+    int64_t version = 0;
+    sqlite3_stmt *st;
+
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(path, sizeof path, "%s/sluice.db", dir);
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    /* Schema 1 as released. */
+    assert_int_equal(
+        sqlite3_exec(
+            db,
+            "PRAGMA application_id = 1936487779;"
+            "CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) WITHOUT "
+            "ROWID;"
+            "CREATE TABLE limits(name TEXT PRIMARY KEY NOT NULL, spec TEXT NOT NULL) WITHOUT ROWID;"
+            "CREATE TABLE recurring(name TEXT PRIMARY KEY NOT NULL, type TEXT NOT NULL, payload "
+            "BLOB, key BLOB, interval_ns INTEGER NOT NULL, cron TEXT, start_ns INTEGER NOT NULL,"
+            " end_ns INTEGER NOT NULL, max_runs INTEGER NOT NULL, runs INTEGER NOT NULL,"
+            " skipped INTEGER NOT NULL) WITHOUT ROWID;"
+            "CREATE TABLE keys(\"limit\" TEXT NOT NULL, key BLOB NOT NULL, state BLOB NOT NULL,"
+            " PRIMARY KEY(\"limit\", key)) WITHOUT ROWID;"
+            "CREATE TABLE tasks(id INTEGER PRIMARY KEY, state INTEGER NOT NULL, type TEXT NOT "
+            "NULL, payload BLOB, key BLOB, task_key BLOB, units INTEGER NOT NULL, priority INTEGER "
+            "NOT NULL, attempt INTEGER NOT NULL, submitted_ns INTEGER NOT NULL, not_before_ns "
+            "INTEGER NOT NULL, lease_until_ns INTEGER NOT NULL, granted INTEGER NOT NULL, series "
+            "TEXT, fail_reason INTEGER NOT NULL, fail_limit TEXT, fail_message TEXT);"
+            "INSERT INTO meta VALUES('store.schema_version', 1);"
+            "INSERT INTO tasks VALUES(3, 0, 'job', NULL, NULL, NULL, 1, 0, 0, 1003, 0, 0, 0, NULL,"
+            " 0, NULL, NULL);",
+            NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+
+    s = open_store(dir, STORE_ALWAYS, 0);
+    l = load_all(s);
+    assert_int_equal(l->ntasks, 1);
+    assert_int_equal(l->tasks[0].id, 3);
+    assert_null(l->tasks[0].lease_limit.p);
+    assert_int_equal(l->tasks[0].lease_id, 0);
+    loaded_free(l);
+    r.lease_limit = "wf";
+    r.lease_id = 5;
+    r.lease_tag = UINT64_C(1764000000000000999);
+    assert_int_equal(store_begin(s), 0);
+    assert_int_equal(store_put_task(s, &r), 0);
+    assert_int_equal(store_commit(s, monotonic_ms()), 0);
+    store_close(s);
+
+    s = open_store(dir, STORE_ALWAYS, 0);
+    l = load_all(s);
+    assert_int_equal(l->ntasks, 2);
+    assert_task(&l->tasks[1], &r);
+    loaded_free(l);
+    store_close(s);
+
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT value FROM meta WHERE name = "
+                                        "'store.schema_version'",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    version = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    assert_int_equal(version, 2);
+}
+
 /* ---- Faults ---------------------------------------------------------------------------- */
 
 /* The Nth write of commit N fails: rolled back, invisible after reopen, and commit N + 1 works.
@@ -1418,6 +1507,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_creates_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrates_schema_1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_fault, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsync_fault, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full, setup, teardown),
