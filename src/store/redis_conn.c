@@ -43,6 +43,8 @@ struct rconn {
     int64_t timeout_ms;
     const char *script;
     size_t script_len;
+    char *channel; /* a subscriber's channel (owned), else NULL */
+    void (*on_message)(void *arg, const char *msg, size_t len);
     void (*on_state)(void *arg, rconn_state state, const char *why);
     void *arg;
     char sha[41];
@@ -85,8 +87,10 @@ static void set_state(rconn *rc, rconn_state s, const char *why)
 
 static void maybe_free(rconn *rc)
 {
-    if (rc->stopping && rc->handles == 0 && !rc->resolving)
+    if (rc->stopping && rc->handles == 0 && !rc->resolving) {
+        alloc_free(rc->channel);
         alloc_free(rc);
+    }
 }
 
 static void on_timer_closed(uv_handle_t *h)
@@ -206,7 +210,7 @@ static void on_call_reply(redisAsyncContext *ac, void *r, void *privdata)
 
 int rconn_evalsha(rconn *rc, rconn_call *call)
 {
-    if (rc->state != RCONN_UP || !rc->ac || rc->stopping)
+    if (rc->state != RCONN_UP || !rc->ac || rc->stopping || rc->channel)
         return SLUICE_ESTATE;
     call->retried = 0;
     return send_call(rc, call);
@@ -292,6 +296,44 @@ static void on_setup_reply(redisAsyncContext *ac, void *r, void *privdata)
     set_state(rc, RCONN_UP, NULL);
 }
 
+/* A subscriber's replies: the confirmation of its SUBSCRIBE (-> UP), then every message. A NULL
+ * reply is the context going away (the disconnect callback, or drop, says why). */
+static void on_sub_reply(redisAsyncContext *ac, void *r, void *privdata)
+{
+    rconn *rc = ac->data;
+    const redisReply *reply = r;
+    const redisReply *kind, *body;
+
+    (void)privdata;
+    if (!reply || rc->ac != ac || rc->stopping)
+        return;
+    if (reply->type == REDIS_REPLY_ERROR) {
+        char why[300];
+
+        snprintf(why, sizeof why, "SUBSCRIBE failed: %.*s", (int)reply->len, reply->str);
+        drop(rc, why);
+        return;
+    }
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 ||
+        reply->element[0]->type != REDIS_REPLY_STRING)
+        return;
+    kind = reply->element[0];
+    if (kind->len == 9 && memcmp(kind->str, "subscribe", 9) == 0) {
+        if (rc->state != RCONN_LOADING)
+            return;
+        rc->st.connects++;
+        rc->backoff_ms = RCONN_BACKOFF_MIN_MS;
+        rc->last_error[0] = '\0';
+        uv_timer_stop(&rc->deadline);
+        set_state(rc, RCONN_UP, NULL);
+        return;
+    }
+    body = reply->element[2];
+    if (kind->len == 7 && memcmp(kind->str, "message", 7) == 0 &&
+        body->type == REDIS_REPLY_STRING && rc->on_message)
+        rc->on_message(rc->arg, body->str, body->len);
+}
+
 static void on_connect(const redisAsyncContext *cac, int status)
 {
     redisAsyncContext *ac = (redisAsyncContext *)cac;
@@ -309,6 +351,12 @@ static void on_connect(const redisAsyncContext *cac, int status)
         return;
     }
     rc->state = RCONN_LOADING;
+    if (rc->channel) {
+        /* Pub/sub ignores the database: nothing to SELECT. */
+        if (redisAsyncCommand(ac, on_sub_reply, NULL, "SUBSCRIBE %s", rc->channel) != REDIS_OK)
+            drop(rc, "out of memory");
+        return;
+    }
     if (redisAsyncCommand(ac, on_setup_reply, &tag_select, "SELECT %d", rc->db) != REDIS_OK ||
         redisAsyncCommand(ac, on_setup_reply, &tag_load, "SCRIPT LOAD %b", rc->script,
                           rc->script_len) != REDIS_OK)
@@ -416,11 +464,22 @@ int rconn_new(uv_loop_t *loop, const rconn_options *o, rconn **out)
 
     *out = NULL;
     if (!o->host || strlen(o->host) >= sizeof(rc->host) || o->port < 1 || o->port > 65535 ||
-        o->timeout_ms <= 0 || !o->script)
+        o->timeout_ms <= 0 || !o->script == !o->channel)
         return SLUICE_EINVAL;
     rc = alloc_calloc(1, sizeof(*rc));
     if (!rc)
         return SLUICE_ENOMEM;
+    if (o->channel) {
+        size_t len = strlen(o->channel);
+
+        rc->channel = alloc_malloc(len + 1);
+        if (!rc->channel) {
+            alloc_free(rc);
+            return SLUICE_ENOMEM;
+        }
+        memcpy(rc->channel, o->channel, len + 1);
+        rc->on_message = o->on_message;
+    }
     rc->loop = loop;
     snprintf(rc->host, sizeof rc->host, "%s", o->host);
     rc->port = o->port;
