@@ -924,7 +924,8 @@ int rstore_open(server *s, char *msg, size_t msglen)
                  "until it is",
                  st->url, st->timeout_ms, down_why(st),
                  st->fail_open ? "are granted" : "answer -STOREDOWN");
-    log_info("store %s: THROTTLE and CL.THROTTLE decided in Redis (store_failure: %s, timeout "
+    log_info("store %s: THROTTLE, CL.THROTTLE, LEASE.* and the task queue in Redis "
+             "(store_failure: %s, timeout "
              "%" PRId64 " ms%s)",
              st->url, st->fail_open ? "open" : "closed", st->timeout_ms,
              st->audit ? ", audit on" : "");
@@ -997,6 +998,8 @@ void rstore_info(const server *s, char *buf, size_t len)
 {
     const rstore *st = state_of(s);
     rstore_stats x;
+    rtasks_stats t;
+    size_t at;
 
     if (!st) {
         snprintf(buf, len, "# Store\r\nstore:embedded\r\n");
@@ -1015,4 +1018,12 @@ void rstore_info(const server *s, char *buf, size_t len)
         st->url, x.state, st->fail_open ? "open" : "closed", st->timeout_ms, st->audit, x.batches,
         x.requests, x.answered, x.unavailable, x.fail_open_grants, x.in_flight, x.connects,
         x.disconnects, x.failed_connects, x.timeouts, x.script_loads, x.last_error);
+    rtasks_get_stats(s, &t);
+    at = strlen(buf);
+    snprintf(buf + at, len - at,
+             "store_task_requests:%" PRIu64 "\r\nstore_task_claims:%" PRIu64
+             "\r\nstore_task_delivered:%" PRIu64 "\r\nstore_task_waiters:%" PRIu64
+             "\r\nstore_task_wakes:%" PRIu64 "\r\nstore_task_subscriber:%s\r\n",
+             t.requests, t.claims, t.delivered, t.waiters, t.wakes,
+             t.subscriber_up ? "up" : "down");
 }

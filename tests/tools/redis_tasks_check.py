@@ -1,0 +1,202 @@
+# SPDX-License-Identifier: MIT
+"""The many-clients checker of the task queue shared on Redis (tests/server/redis_tasks.sh).
+
+Producers on every node add tasks (each payload unique, some with a PRIORITY) while consumers on
+every node take them with TASK.GET ... COUNT k TIMEOUT ms and ACK each with its ATTEMPT. At the
+end every task added must have been acknowledged exactly once: an ACK answered OK once per task
+id, no id delivered that was never added, no payload delivered under two ids, and none left
+over (a final TASK.INFO of every id says done).
+
+With --limited TYPE --rate N/S --burst B, a second phase adds --limited-count tasks of a
+rate-limited type and consumes them on every node; the store time at which each was granted
+is read from the audit list the script writes (--store-audit), and the grants of that limit
+must stay within the single-node bound burst + floor(W / T) over every interval W.
+
+Prints one summary line; exits 1 on any violation. Uses Debian's python3-redis (redis-py).
+
+Usage: redis_tasks_check.py --nodes P1,P2,P3 --redis RPORT --db N [--producers-per-node N]
+                            [--consumers-per-node N] [--tasks N] [--limited TYPE --limit NAME
+                            --rate N --period-ms MS --burst B --limited-count N]
+"""
+import argparse
+import sys
+import threading
+import time
+
+import redis
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", required=True)
+    ap.add_argument("--redis", type=int, required=True)
+    ap.add_argument("--db", type=int, default=0)
+    ap.add_argument("--producers-per-node", type=int, default=2)
+    ap.add_argument("--consumers-per-node", type=int, default=3)
+    ap.add_argument("--tasks", type=int, default=600)
+    ap.add_argument("--type", default="job")
+    ap.add_argument("--limited")
+    ap.add_argument("--limit")
+    ap.add_argument("--rate", type=int)
+    ap.add_argument("--period-ms", type=int)
+    ap.add_argument("--burst", type=int)
+    ap.add_argument("--limited-count", type=int, default=0)
+    ap.add_argument("--max-seconds", type=float, default=40)
+    a = ap.parse_args()
+    ports = [int(p) for p in a.nodes.split(",")]
+    errors = []
+    lock = threading.Lock()
+
+    def client(port):
+        return redis.Redis(host="127.0.0.1", port=port, socket_timeout=30, decode_responses=True)
+
+    # ---- Phase 1: many producers and consumers on every node ----
+    added = {}  # id -> payload
+    acked = {}  # id -> count of OK acks
+    delivered_payload = {}  # payload -> id
+    total = a.tasks
+    per_producer = total // (len(ports) * a.producers_per_node)
+    total = per_producer * len(ports) * a.producers_per_node
+    done_adding = threading.Event()
+    deadline = time.time() + a.max_seconds
+
+    def producer(port, n):
+        c = client(port)
+        for i in range(per_producer):
+            payload = '{"p":%d,"n":%d,"i":%d}' % (port, n, i)
+            args = ["TASK.ADD", a.type, payload]
+            if i % 5 == 0:
+                args += ["PRIORITY", str(i % 3)]
+            try:
+                tid = int(c.execute_command(*args))
+            except Exception as e:  # noqa: BLE001 - any failure is a finding
+                with lock:
+                    errors.append("TASK.ADD on %d: %s" % (port, e))
+                return
+            with lock:
+                if tid in added:
+                    errors.append("id %d given twice by TASK.ADD" % tid)
+                added[tid] = payload
+
+    def consumer(port):
+        c = client(port)
+        while time.time() < deadline:
+            with lock:
+                finished = done_adding.is_set() and sum(acked.values()) >= len(added)
+            if finished:
+                return
+            try:
+                got = c.execute_command("TASK.GET", a.type, "COUNT", "4", "TIMEOUT", "300")
+            except Exception as e:  # noqa: BLE001
+                with lock:
+                    errors.append("TASK.GET on %d: %s" % (port, e))
+                return
+            for t in got or []:
+                tid, typ, payload, attempt = int(t[0]), t[1], t[2], int(t[3])
+                with lock:
+                    prev = delivered_payload.get(payload)
+                    if prev is not None and prev != tid:
+                        errors.append("payload %s delivered as %d and %d" % (payload, prev, tid))
+                    delivered_payload[payload] = tid
+                if typ != a.type:
+                    with lock:
+                        errors.append("task %d of type %s" % (tid, typ))
+                try:
+                    r = c.execute_command("TASK.ACK", str(tid), "ATTEMPT", str(attempt))
+                except redis.ResponseError as e:
+                    with lock:
+                        errors.append("ACK %d attempt %d on %d: %s" % (tid, attempt, port, e))
+                    continue
+                with lock:
+                    if r in ("OK", True, b"OK"):
+                        acked[tid] = acked.get(tid, 0) + 1
+
+    threads = [threading.Thread(target=consumer, args=(p,)) for p in ports
+               for _ in range(a.consumers_per_node)]
+    prods = [threading.Thread(target=producer, args=(p, n)) for p in ports
+             for n in range(a.producers_per_node)]
+    t0 = time.time()
+    for t in threads + prods:
+        t.start()
+    for t in prods:
+        t.join()
+    done_adding.set()
+    for t in threads:
+        t.join()
+    took = time.time() - t0
+    for tid, n in acked.items():
+        if n != 1:
+            errors.append("task %d acknowledged %d times" % (tid, n))
+        if tid not in added:
+            errors.append("task %d acknowledged, never added" % tid)
+    missing = [tid for tid in added if tid not in acked]
+    if missing:
+        errors.append("%d tasks never acknowledged (e.g. %s)" % (len(missing), missing[:5]))
+    c = client(ports[0])
+    notdone = 0
+    for tid in list(added)[:: max(1, len(added) // 50)]:
+        info = c.execute_command("TASK.INFO", str(tid))
+        fields = dict(zip(info[::2], info[1::2])) if isinstance(info, list) else info
+        if fields.get("state") != "done":
+            notdone += 1
+    if notdone:
+        errors.append("%d sampled tasks are not done" % notdone)
+    summary = "phase 1: %d added, %d acked once, %d nodes x (%d producers, %d consumers), %.1f s" % (
+        len(added), sum(1 for n in acked.values() if n == 1), len(ports), a.producers_per_node,
+        a.consumers_per_node, took)
+
+    # ---- Phase 2: a rate-limited type's grants within the bound ----
+    if a.limited and a.limited_count > 0:
+        r = redis.Redis(host="127.0.0.1", port=a.redis, db=a.db, decode_responses=True)
+        c = client(ports[0])
+        ids = [int(c.execute_command("TASK.ADD", a.limited, '{"i":%d}' % i))
+               for i in range(a.limited_count)]
+        got = set()
+        lim_deadline = time.time() + a.max_seconds
+
+        def take(port):
+            cc = client(port)
+            while time.time() < lim_deadline:
+                with lock:
+                    if len(got) >= len(ids):
+                        return
+                ts = cc.execute_command("TASK.GET", a.limited, "COUNT", "2", "TIMEOUT", "300")
+                for t in ts or []:
+                    cc.execute_command("TASK.ACK", str(t[0]), "ATTEMPT", str(t[3]))
+                    with lock:
+                        got.add(int(t[0]))
+
+        ths = [threading.Thread(target=take, args=(p,)) for p in ports for _ in range(2)]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join()
+        if len(got) != len(ids):
+            errors.append("limited: %d of %d tasks consumed" % (len(got), len(ids)))
+        times = []
+        for key in r.scan_iter(match="*audit*", count=1000):
+            for e in r.lrange(key, 0, -1):
+                if e.split(" ", 1)[0] == a.limit:
+                    parts = e.rsplit(" ", 2)
+                    times.extend([int(parts[2])] * int(parts[1]))
+        times.sort()
+        period = a.period_ms * 10**6
+        worst = 0
+        for i in range(len(times)):
+            for j in range(i, len(times)):
+                bound = a.burst + (times[j] - times[i]) * a.rate // period
+                worst = max(worst, (j - i + 1) - bound)
+        if len(times) < len(ids):
+            errors.append("limited: %d grants audited for %d tasks" % (len(times), len(ids)))
+        if worst > 0:
+            errors.append("limited: the bound burst + W/T exceeded by %d" % worst)
+        summary += "; phase 2: %d grants of %s audited, over-bound %d" % (len(times), a.limit,
+                                                                          max(worst, 0))
+    print(summary)
+    for e in errors[:20]:
+        print("VIOLATION:", e)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
