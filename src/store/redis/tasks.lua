@@ -103,6 +103,10 @@ do
     return t.code .. sfmt("%020d", t.id)
   end
 
+  local function ms_floor(ns)
+    return (divt(ns, 1000000))
+  end
+
   local function ms_ceil(ns)
     local q, r = divt(ns, 1000000)
     if sign(r) > 0 then
@@ -246,7 +250,7 @@ do
 
   -- A concurrency key gave units back: its wait queue (if any) wakes at once.
   local function wake_now(l, now)
-    redis.call("ZADD", KEYS[K_WAKES], "XX", "LT", str(ms_ceil(now)), wq_key(l))
+    redis.call("ZADD", KEYS[K_WAKES], "XX", "LT", str(ms_floor(now)), wq_key(l))
     woke = true
   end
 
@@ -257,7 +261,7 @@ do
     if wake_ns then
       arm(q, ms_ceil(wake_ns))
     elseif redis.call("ZSCORE", KEYS[K_WAKES], q) == false then
-      arm(q, ms_ceil(clock.t)) -- never left unarmed
+      arm(q, ms_floor(clock.t)) -- never left unarmed
     end
   end
 
@@ -443,9 +447,11 @@ do
     end
     if redis.call("EXISTS", q) == 0 then
       redis.call("ZREM", KEYS[K_WAKES], q)
-    else
-      redis.call("ZADD", KEYS[K_WAKES], str(ms_ceil(next_ns or now)), q)
+      return false
     end
+    -- The rest waits for its slot; a queue cut short by the bound stays due at once.
+    redis.call("ZADD", KEYS[K_WAKES], str(next_ns and ms_ceil(next_ns) or ms_floor(now)), q)
+    return next_ns == nil
   end
 
   -- ---- ops --------------------------------------------------------------------------------
@@ -543,11 +549,13 @@ do
         more = true
       end
     end
-    -- Wait queues whose time came.
-    local qs = redis.call("ZRANGEBYSCORE", KEYS[K_WAKES], "-inf", str(ms_ceil(now)), "LIMIT", 0,
+    -- Wait queues whose time came (scores are rounded up: never woken early).
+    local qs = redis.call("ZRANGEBYSCORE", KEYS[K_WAKES], "-inf", str(ms_floor(now)), "LIMIT", 0,
                           WAKES)
     for i = 1, #qs do
-      wake_queue(qs[i], now)
+      if wake_queue(qs[i], now) then
+        more = true
+      end
     end
     if #qs == WAKES then
       more = true
