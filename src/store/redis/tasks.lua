@@ -58,8 +58,9 @@
 -- wakes (armed), and an empty one is not; every write of a request follows its checks, and a
 -- chain is charged all-or-nothing by decide_chain.
 
-local tasks_main
-do
+-- Everything below is defined inside tasks_main, so that a limits call (protocol "2") does not
+-- pay for building the task ops' closures.
+local function tasks_main()
   local SCAN, WAKES, LAPSES, KEEP = 64, 16, 64, 10000
   local QUEUED, PARKED, RUNNING, DONE, FAILED, CANCELLED = 1, 2, 3, 4, 5, 6
   local F_RATELIMITED, F_HORIZON, F_NEVER, F_ATTEMPTS, F_DEAD = 1, 2, 3, 4, 5
@@ -785,7 +786,7 @@ do
     return "OK " .. n .. " " .. t.state .. " " .. t.attempt
   end
 
-  tasks_main = function()
+  local function run()
     local base_now = call_clock(ARGV[2])
     PFX = KEYS[K_CLOCK]:sub(1, -6)
     clock = tag_of(KEYS[K_CLOCK])
@@ -832,6 +833,8 @@ do
     end
     return replies
   end
+
+  return run()
 end
 
 if ARGV[1] == "2" then
