@@ -8,7 +8,10 @@
 # time, and the dead delivery's late ACK is refused (NOLEASE); then many clients adding and
 # consuming on all nodes at once (tests/tools/redis_tasks_check.py): every task acknowledged
 # exactly once, none lost, and a rate-limited type's grants (the store time of each read from its
-# delivery's lease) within the single-node bound. Also: a store that is down answers TASK.ADD -STOREDOWN (nothing is
+# delivery's lease) within the single-node bound; and a node SIGKILLed while its worker holds
+# deliveries, the others consuming: every task still acknowledged exactly once, the held ones
+# with a higher attempt. Also: a concurrency slot released by an ACK on one node wakes a GET
+# blocked on another, priority and DELAY and ID across nodes. Also: a store that is down answers TASK.ADD -STOREDOWN (nothing is
 # acknowledged that Redis did not take), and what stays refused says so. Every wait is a
 # deadline, never a sleep.
 #
@@ -33,12 +36,15 @@ cat >"$tmp/sluice.yaml" <<'EOF'
 limits:
   lim: {rate: 20/1s, burst: 5}
   per_user: {rate: 1/1h, key: input.user}
+  slot: {concurrency: 1}
 types:
   job: {}
   short: {lease: 2s}
   limited: {limits: [lim]}
   keyed: {limits: [per_user]}
   pipe: {}
+  prio: {}
+  conc: {limits: [slot]}
 EOF
 
 # start_node NAME ARGS...: a node on the shared store; sets port_NAME and pid_NAME.
@@ -146,6 +152,29 @@ check "the blocked GET gets A's task" "$id" "$(head -1 "$tmp/blocked")"
 within "it did not wait for its timeout (ms)" 0 15000 "$took"
 within "B heard the wake" $((wakes + 1)) 1000000 "$(info_field "$B" store_task_wakes)"
 redis-cli -p "$B" TASK.ACK "$id" >/dev/null
+# A parked task's slot comes on another node: a concurrency slot held by B's delivery, released
+# by an ACK on A, wakes the GET blocked on C.
+c1=$(on "$A" TASK.ADD conc '{"n":1}')
+c2=$(on "$A" TASK.ADD conc '{"n":2}')
+check "B takes the first, holding the slot" "$c1" "$(redis-cli -p "$B" TASK.GET conc COUNT 2 | head -1)"
+redis-cli -p "$C" TASK.GET conc TIMEOUT 20000 >"$tmp/blocked" 2>&1 &
+bpid=$!
+P=$C wait_until "the GET on C blocks" 10 blocked_is 1
+check "ACK on A releases the slot" OK "$(on "$A" TASK.ACK "$c1")"
+wait "$bpid"
+check "C's GET woken with the parked task" "$c2" "$(head -1 "$tmp/blocked")"
+redis-cli -p "$C" TASK.ACK "$c2" >/dev/null
+# Priority first, then arrival; DELAY holds a task back; ID replaces a queued task's payload.
+p1=$(on "$A" TASK.ADD prio '"low"')
+p2=$(on "$B" TASK.ADD prio '"high"' PRIORITY 5)
+check "the higher priority first, across nodes" "$p2 $p1" \
+  "$(redis-cli -p "$C" TASK.GET prio COUNT 2 | sed -n '1p;6p' | tr '\n' ' ' | sed 's/ $//')"
+d1=$(on "$A" TASK.ADD prio '"later"' DELAY 400)
+check "a delayed task is not handed out before its time" "" "$(on "$B" TASK.GET prio)"
+check "and is after it" "$d1" "$(redis-cli -p "$B" TASK.GET prio TIMEOUT 10000 | head -1)"
+k1=$(on "$A" TASK.ADD job '"first"' ID same-key DELAY 60000)
+check "ID: a queued task's payload replaced, same id" "$k1" "$(on "$B" TASK.ADD job '"second"' ID same-key DELAY 60000)"
+check "CANCEL it" 1 "$(on "$C" TASK.CANCEL "$k1")"
 # A blocked GET that times out answers the empty array.
 check "a GET timing out" "" "$(on "$C" TASK.GET job TIMEOUT 300)"
 
@@ -167,11 +196,11 @@ start_node C --store "$url" --store-timeout 20000
 C=$port_C
 wait_until "the new C subscribed" 10 subscribed "$C"
 
-# ---- 4. Many clients on every node at once -----------------------------------------------------
+# ---- 4. Many clients on every node at once; then one of them killed holding deliveries ---------
 
-out=$($py "$checker" --nodes "$A,$B,$C" --redis "$rport_a" --db "$db" --tasks 600 \
+out=$($py "$checker" --nodes "$A,$B,$C" --redis "$rport_a" --db "$db" --tasks 3000 \
   --limited limited --rate 20 --period-ms 1000 --burst 5 --lease-ms 30000 --limited-count 45 \
-  --max-seconds 40 2>&1)
+  --kill-pid "$pid_C" --kill-port "$C" --short short --short-count 60 --max-seconds 40 2>&1)
 rc=$?
 echo "# $out"
 check "every task acknowledged exactly once, the limit's bound kept: $out" 0 "$rc"

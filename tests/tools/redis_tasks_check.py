@@ -13,6 +13,12 @@ at which each was granted is its delivery's lease_until_ms minus the type's --le
 clock, in ms), and the grants must stay within the single-node bound burst + floor(W / T) over
 every interval W (W widened by the 1 ms the reply rounds to).
 
+With --kill-pid PID --kill-port PORT --short TYPE (a type whose lease is short), a third
+phase adds --short-count tasks of that type on the other nodes; a worker on node PORT takes a
+few and holds them unacknowledged, then the checker kills that node with SIGKILL while workers
+on the others consume: every task must still be acknowledged exactly once, the held ones
+delivered again with a higher attempt once their lease lapsed.
+
 Prints one summary line; exits 1 on any violation. Uses Debian's python3-redis (redis-py).
 
 Usage: redis_tasks_check.py --nodes P1,P2,P3 --redis RPORT --db N [--producers-per-node N]
@@ -43,6 +49,10 @@ def main():
     ap.add_argument("--burst", type=int)
     ap.add_argument("--limited-count", type=int, default=0)
     ap.add_argument("--max-seconds", type=float, default=40)
+    ap.add_argument("--kill-pid", type=int)
+    ap.add_argument("--kill-port", type=int)
+    ap.add_argument("--short")
+    ap.add_argument("--short-count", type=int, default=60)
     a = ap.parse_args()
     ports = [int(p) for p in a.nodes.split(",")]
     errors = []
@@ -190,6 +200,60 @@ def main():
             errors.append("limited: %d grants over %.3f s, faster than the rate" % (len(times), span))
         summary += "; phase 2: %d grants of %s over %.2f s, over-bound %d" % (
             len(times), a.limited, span, max(worst, 0))
+    # ---- Phase 3: SIGKILL of a node holding deliveries ----
+    if a.kill_pid and a.short:
+        import os
+        import signal
+
+        alive = [p for p in ports if p != a.kill_port]
+        ids3 = {}
+        for i in range(a.short_count):
+            c = client(alive[i % len(alive)])
+            ids3[int(c.execute_command("TASK.ADD", a.short, '{"k":%d}' % i))] = i
+        victim = client(a.kill_port)
+        held = {}
+        for t in victim.execute_command("TASK.GET", a.short, "COUNT", "5") or []:
+            held[int(t[0])] = int(t[3])
+        os.kill(a.kill_pid, signal.SIGKILL)
+        acks3 = {}
+        attempts = {}
+        k_deadline = time.time() + a.max_seconds
+
+        def work(port):
+            cc = client(port)
+            while time.time() < k_deadline:
+                with lock:
+                    if len(acks3) >= len(ids3):
+                        return
+                ts = cc.execute_command("TASK.GET", a.short, "COUNT", "3", "TIMEOUT", "300")
+                for t in ts or []:
+                    tid, att = int(t[0]), int(t[3])
+                    try:
+                        r = cc.execute_command("TASK.ACK", str(tid), "ATTEMPT", str(att))
+                    except redis.ResponseError as e:
+                        with lock:
+                            errors.append("phase 3: ACK %d attempt %d: %s" % (tid, att, e))
+                        continue
+                    with lock:
+                        if r in ("OK", True):
+                            acks3[tid] = acks3.get(tid, 0) + 1
+                            attempts[tid] = att
+
+        ths = [threading.Thread(target=work, args=(p,)) for p in alive for _ in range(2)]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join()
+        for tid in ids3:
+            if acks3.get(tid, 0) != 1:
+                errors.append("phase 3: task %d acknowledged %d times" % (tid, acks3.get(tid, 0)))
+        for tid, att in held.items():
+            if attempts.get(tid, 0) <= att:
+                errors.append("phase 3: task %d held by the killed node (attempt %d) came back "
+                              "with attempt %s" % (tid, att, attempts.get(tid)))
+        summary += "; phase 3: %d tasks, %d held by the killed node and redelivered, %d acked" % (
+            len(ids3), sum(1 for tid, att in held.items() if attempts.get(tid, 0) > att),
+            sum(1 for n in acks3.values() if n == 1))
     print(summary)
     for e in errors[:20]:
         print("VIOLATION:", e)
