@@ -316,6 +316,16 @@ static void lapse_and_fence(void)
     CHECK(r.ndelivered == 0);
     r = done(RTASK_ACK, a.id, 2, NULL);
     CHECK(r.rc == 0 && r.state == SLUICE_TASK_DONE && r.attempt == 2);
+    /* A lease that ran out is over even before a claim takes the task back. */
+    a = add(&(task_opts){.lease_ns = SEC});
+    r = claim(NULL, 1, ids, att, NULL);
+    CHECK(r.ndelivered == 1 && ids[0] == a.id && att[0] == 1);
+    now_ns += SEC;
+    r = done(RTASK_TOUCH, a.id, 1, NULL);
+    CHECK(r.rc == SLUICE_ESTATE && r.state == SLUICE_TASK_QUEUED && r.attempt == 1);
+    r = claim(NULL, 1, ids, att, NULL);
+    CHECK(r.ndelivered == 1 && ids[0] == a.id && att[0] == 2);
+    CHECK(done(RTASK_ACK, a.id, 2, NULL).rc == 0);
     printf("lapse: redelivered with attempt 2, the late ack refused, touch extends ok\n");
 }
 
