@@ -33,10 +33,17 @@
  * - Every request that makes work ready (ADD, a release, a retry) PUBLISHes "1" on
  *   rtask_wake_channel(); a claim that delivers nothing returns when the next work comes due.
  *
- * Bounds: one CLAIM request inspects at most RTASK_CLAIM_SCAN ready entries, wakes at most
- * RTASK_CLAIM_WAKES wait queues (each at most RTASK_CLAIM_SCAN tasks), takes back at most
- * RTASK_CLAIM_LAPSES lapsed leases and promotes at most RTASK_CLAIM_SCAN delayed tasks per type;
- * when a bound stopped it, its result says `more` and its next_wake_ns is its now.
+ * Bounds: one CLAIM request gates at most RTASK_CLAIM_SCAN ready entries (so it delivers at most
+ * that many, whatever its count), wakes at most RTASK_CLAIM_WAKES wait queues (each at most
+ * RTASK_CLAIM_SCAN tasks), takes back at most RTASK_CLAIM_LAPSES lapsed leases and promotes at
+ * most RTASK_CLAIM_SCAN delayed tasks per type; when a bound stopped it, its result says `more`
+ * and its next_wake_ns is its now: the node claims again at once (a claim may then deliver
+ * nothing although work is due, e.g. behind RTASK_CLAIM_WAKES queues of other types).
+ *
+ * Not in this slice (the node keeps them refused or documents them): recurring series, group
+ * slots (TASK.ADD ... LEASE), fairness other than priority then id, max_tasks / max_parked
+ * (BUSY), the horizon check of a task parked behind others (a task's own denial is checked),
+ * shadow limits (the node must not pass a shadow link), TASK.EXPLAIN, and INFO's refusal fields.
  *
  * Invariants:
  * - Requests come back in the order they were added; rtask_batch_result(i) reads the i-th.
@@ -73,7 +80,8 @@ struct redisReply; /* hiredis */
  * task, so a claim decides it with the definition the task was added with. */
 typedef struct rtask_link {
     rlim_link lim;
-    int64_t horizon_ns; /* > 0: a denial whose retry lies further fails the task (HORIZON) */
+    int64_t horizon_ns; /* a denial (not of a concurrency link) whose retry lies further fails
+                         * the task (HORIZON); 0: lim.def->horizon_ns */
     unsigned flags;     /* RTASK_LINK_* */
 } rtask_link;
 

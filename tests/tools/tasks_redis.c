@@ -79,6 +79,7 @@ typedef struct task_opts {
     int max_attempts;
     int64_t base_ns;
     int throttle_retries;
+    int charge_redelivery;
     const rtask_link *links;
     size_t nlinks;
 } task_opts;
@@ -106,6 +107,7 @@ static rtask_result add(const task_opts *o)
     a.retry.base_ns = o->base_ns ? o->base_ns : SEC;
     a.retry.max_ns = 300 * SEC;
     a.retry.throttle_retries = o->throttle_retries;
+    a.charge_redelivery = o->charge_redelivery;
     rtask_batch_reset(B);
     CHECK(rtask_batch_add_add(B, &a) == 0);
     r = run(B);
@@ -113,6 +115,9 @@ static rtask_result add(const task_opts *o)
     freeReplyObject(r);
     return res;
 }
+
+/* 1: claim() returns a claim cut short by its bound; 0: it claims again, as a node does. */
+static int one_call;
 
 /* Claims up to count tasks of type (NULL: "t"); ids[] and attempts[] receive the delivered. */
 static rtask_result claim(const char *type, size_t count, uint64_t *ids, int *attempts,
@@ -144,6 +149,8 @@ static rtask_result claim(const char *type, size_t count, uint64_t *ids, int *at
     }
     CHECK(rtask_batch_task(B, r, 0, res.ndelivered, &(rtask_task){0}) == SLUICE_EINVAL);
     freeReplyObject(r);
+    if (res.more && res.ndelivered == 0 && !one_call)
+        return claim(type, count, ids, attempts, payloads);
     return res;
 }
 
@@ -235,7 +242,7 @@ static sluice_decision throttle(const rtask_link *l, int peek)
 
 /* ---- limits ------------------------------------------------------------------------------ */
 
-static sluice_limit_def rate_def, conc_def;
+static sluice_limit_def rate_def, conc_def, quota_def;
 
 static rtask_link link_of(const sluice_limit_def *def, const char *id, const char *key)
 {
@@ -309,6 +316,16 @@ static void lapse_and_fence(void)
     CHECK(r.ndelivered == 0);
     r = done(RTASK_ACK, a.id, 2, NULL);
     CHECK(r.rc == 0 && r.state == SLUICE_TASK_DONE && r.attempt == 2);
+    /* A lease that ran out is over even before a claim takes the task back. */
+    a = add(&(task_opts){.lease_ns = SEC});
+    r = claim(NULL, 1, ids, att, NULL);
+    CHECK(r.ndelivered == 1 && ids[0] == a.id && att[0] == 1);
+    now_ns += SEC;
+    r = done(RTASK_TOUCH, a.id, 1, NULL);
+    CHECK(r.rc == SLUICE_ESTATE && r.state == SLUICE_TASK_QUEUED && r.attempt == 1);
+    r = claim(NULL, 1, ids, att, NULL);
+    CHECK(r.ndelivered == 1 && ids[0] == a.id && att[0] == 2);
+    CHECK(done(RTASK_ACK, a.id, 2, NULL).rc == 0);
     printf("lapse: redelivered with attempt 2, the late ack refused, touch extends ok\n");
 }
 
@@ -507,10 +524,12 @@ static void bounded_claim(void)
         CHECK(throttle(&k, 0).allowed);
         CHECK(add(&(task_opts){.type = "b", .links = &k, .nlinks = 1}).rc == 0);
     }
+    one_call = 1;
     r = claim("b", 1, NULL, NULL, NULL);
     CHECK(r.ndelivered == 0 && r.more == 1 && r.next_wake_ns == r.now_ns);
     r = claim("b", 1, NULL, NULL, NULL);
     CHECK(r.ndelivered == 0 && r.more == 0);
+    one_call = 0;
     parked = 0;
     for (uint64_t id = 1; id < 100000; id++) {
         rtask_done q = {.id = id, .cost = -1, .retry_after_ns = -1};
@@ -527,11 +546,22 @@ static void bounded_claim(void)
             break;
         }
         CHECK(rtask_batch_task(B, rep, 0, 0, &t) == 0);
-        if (t.typelen == 1 && t.type[0] == 'b' && t.state == SLUICE_TASK_PARKED)
+        if (t.typelen == 1 && t.type[0] == 'b' && t.state == SLUICE_TASK_PARKED) {
             parked++;
+            freeReplyObject(rep);
+            res = done(RTASK_CANCEL, id, 0, NULL); /* leaves the next scenarios alone */
+            CHECK(res.rc == 0 && res.cancelled == 1);
+            continue;
+        }
         freeReplyObject(rep);
     }
     CHECK(parked == n);
+    {
+        redisReply *z = redisCommand(conn, "ZCARD sluice:{all}:wakes");
+
+        CHECK(z && z->type == REDIS_REPLY_INTEGER && z->integer == 0); /* none left armed */
+        freeReplyObject(z);
+    }
     printf("bounded claim: %d ready entries per call, then more=1 ok\n", RTASK_CLAIM_SCAN);
 }
 
@@ -562,6 +592,95 @@ static void batch_and_errors(void)
     CHECK(rtask_batch_result(B, r, 3, &res) == SLUICE_EINVAL);
     freeReplyObject(r);
     printf("one batch of several ops ok\n");
+}
+
+/* throttle_retries 0: a retry asks its concurrency links only; 1: it pays its limits again.
+ * charge_redelivery: a redelivery after a lapse pays again instead of keeping its grant. */
+static void retries_and_redelivery(void)
+{
+    rtask_link l = link_of(&rate_def, "api", "k6");
+    rtask_done f = {.mode = SLUICE_FAIL_MODE_RETRY, .cost = -1, .retry_after_ns = -1};
+    uint64_t ids[2];
+    int att[2];
+    rtask_result a, r;
+
+    a = add(&(task_opts){.type = "r", .links = &l, .nlinks = 1, .throttle_retries = 0});
+    r = claim("r", 1, ids, att, NULL);
+    CHECK(r.ndelivered == 1 && ids[0] == a.id);
+    CHECK(done(RTASK_FAIL, a.id, 1, &f).state == SLUICE_TASK_QUEUED);
+    now_ns += SEC;
+    CHECK(throttle(&l, 0).allowed); /* the key's unit, refilled, is spent by a direct caller */
+    r = claim("r", 1, ids, att, NULL);
+    CHECK(r.ndelivered == 1 && ids[0] == a.id && att[0] == 2); /* a free retry */
+    CHECK(done(RTASK_ACK, a.id, 2, NULL).rc == 0);
+
+    now_ns += SEC;
+    a = add(&(task_opts){.type = "r", .links = &l, .nlinks = 1, .throttle_retries = 1});
+    r = claim("r", 1, ids, att, NULL);
+    CHECK(r.ndelivered == 1 && ids[0] == a.id);
+    CHECK(done(RTASK_FAIL, a.id, 1, &f).state == SLUICE_TASK_QUEUED);
+    now_ns += SEC;
+    CHECK(throttle(&l, 0).allowed);
+    r = claim("r", 1, NULL, NULL, NULL);
+    CHECK(r.ndelivered == 0 && info(a.id, NULL, 0).state == SLUICE_TASK_PARKED);
+    now_ns += SEC;
+    r = claim("r", 1, ids, att, NULL);
+    CHECK(r.ndelivered == 1 && ids[0] == a.id && att[0] == 2);
+    CHECK(done(RTASK_ACK, a.id, 2, NULL).rc == 0);
+
+    now_ns += SEC;
+    a = add(&(task_opts){
+        .type = "r", .links = &l, .nlinks = 1, .lease_ns = SEC, .charge_redelivery = 1});
+    r = claim("r", 1, ids, att, NULL);
+    CHECK(r.ndelivered == 1 && ids[0] == a.id);
+    now_ns += SEC; /* lapsed; the key refilled and is spent by a direct caller */
+    CHECK(throttle(&l, 0).allowed);
+    r = claim("r", 1, NULL, NULL, NULL);
+    CHECK(r.ndelivered == 0 && info(a.id, NULL, 0).state == SLUICE_TASK_PARKED);
+    now_ns += SEC;
+    r = claim("r", 1, ids, att, NULL);
+    CHECK(r.ndelivered == 1 && ids[0] == a.id && att[0] == 2);
+    CHECK(done(RTASK_ACK, a.id, 2, NULL).rc == 0);
+    printf("free retries, paid retries and charge_redelivery ok\n");
+}
+
+/* ACK COST settles the links flagged for it; one claim serves several types by urgency. */
+static void settle_and_types(void)
+{
+    rtask_link q = link_of(&quota_def, "budget", "k7");
+    const char *types[2] = {"x", "y"};
+    size_t lens[2] = {1, 1};
+    rtask_claim c = {types, lens, 2, 3};
+    rtask_done ack = {.cost = 1, .retry_after_ns = -1};
+    rtask_result a, x, y, res;
+    rtask_task t;
+    redisReply *rep;
+
+    q.lim.units = 5;
+    q.flags = RTASK_LINK_SETTLE;
+    uint64_t ids[1];
+
+    a = add(&(task_opts){.type = "s", .links = &q, .nlinks = 1});
+    CHECK(claim("s", 1, ids, NULL, NULL).ndelivered == 1 && ids[0] == a.id);
+    CHECK(done(RTASK_ACK, a.id, 1, &ack).rc == 0); /* 5 charged, settled to 1 */
+    q.lim.units = 9;
+    CHECK(throttle(&q, 1).allowed);
+    q.lim.units = 10;
+    CHECK(!throttle(&q, 1).allowed);
+
+    x = add(&(task_opts){.type = "x", .priority = 1});
+    y = add(&(task_opts){.type = "y", .priority = 2});
+    rtask_batch_reset(B);
+    CHECK(rtask_batch_add_claim(B, &c) == 0);
+    rep = run(B);
+    CHECK(rtask_batch_result(B, rep, 0, &res) == 0 && res.ndelivered == 2);
+    CHECK(rtask_batch_task(B, rep, 0, 0, &t) == 0 && t.id == y.id && t.type[0] == 'y');
+    CHECK(rtask_batch_task(B, rep, 0, 1, &t) == 0 && t.id == x.id && t.type[0] == 'x');
+    freeReplyObject(rep);
+    t = info(x.id, NULL, 0);
+    CHECK(t.state == SLUICE_TASK_RUNNING && t.lease_until_ns == now_ns + 30 * SEC);
+    CHECK(done(RTASK_ACK, x.id, 1, NULL).rc == 0 && done(RTASK_ACK, y.id, 1, NULL).rc == 0);
+    printf("ack cost settles, one claim over two types ok\n");
 }
 
 int main(int argc, char **argv)
@@ -596,6 +715,9 @@ int main(int argc, char **argv)
     sluice_limit_def_init(&conc_def, SLUICE_CONCURRENCY);
     conc_def.limit = 1;
     conc_def.ttl_ns = 60 * SEC;
+    sluice_limit_def_init(&quota_def, SLUICE_QUOTA);
+    quota_def.limit = 10;
+    quota_def.calendar = SLUICE_CAL_NONE;
     if (rtask_batch_new(NULL, &B) != 0)
         return 2;
     basic();
@@ -608,6 +730,8 @@ int main(int argc, char **argv)
     exact_priorities();
     bounded_claim();
     batch_and_errors();
+    retries_and_redelivery();
+    settle_and_types();
     rtask_batch_free(B);
     redisFree(conn);
     printf("sluice_tasks_redis: %d checks passed\n", checks);

@@ -709,6 +709,9 @@ local function tasks_main()
       finish(t, CANCELLED, 0)
       return "OK " .. n .. " " .. t.state .. " " .. t.attempt .. " 1"
     end
+    if t.state == RUNNING and le(t.due, now) then
+      lapse(t, now) -- its lease is over, whether or not a claim noticed it yet
+    end
     if t.state ~= RUNNING or (attempt > 0 and attempt ~= t.attempt) then
       return "NOLEASE " .. n .. " " .. t.state .. " " .. t.attempt
     end
