@@ -15,6 +15,11 @@
  * client whose connection ended (EOF read) is handed nothing: its retry answers with the empty
  * reply at once, so its close can proceed, and it leaves the blocked list.
  *
+ * With a redis store (rstore_active) the same commands, once their arguments are checked here
+ * with the same words, go to the queue shared on Redis (rtasks.h) instead of the engine; the
+ * engine still resolves a new task's chain (sluice_engine_resolve_task). TASK.EXPLAIN and
+ * TASK.ADD's LEASE stay refused there (rstore_reply_unavailable).
+ *
  * Module state (server.task_state): one array of TASK_MAX_COUNT deliveries, reused by every poll
  * (the loop is single-threaded and a poll's deliveries are written out before the next one).
  */

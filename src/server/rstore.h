@@ -23,6 +23,9 @@
  *
  * Decisions use Redis's clock (the script's), never the node's; the counters (throttle_allowed,
  * throttle_denied) count as for local decisions.
+ *
+ * The task queue on the same Redis (rtasks.h) sends its own batches through the FIFO of calls
+ * kept here (rstore_call, rstore_send): one connection, one script, one order of answers.
  */
 #ifndef SLUICE_SERVER_RSTORE_H
 #define SLUICE_SERVER_RSTORE_H
