@@ -217,4 +217,22 @@ id=$(on "$port_D" TASK.ADD job '{"n":7}')
 case $id in '' | *[!0-9]*) bad "TASK.ADD after the store came back: [$id]" ;; *) ok ;; esac
 check "and it is delivered" "$id" "$(redis-cli -p "$B" TASK.GET job TIMEOUT 5000 | head -1)"
 
+# Redis killed and started again on its port (empty: it kept nothing): both connections of every
+# node come back by themselves, and a GET blocked on B is woken by an ADD on A again.
+kill -KILL "$rpid_a"
+wait "$rpid_a" 2>/dev/null
+redis-server --port "$rport_a" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp/a.redis" \
+  --daemonize no --logfile "$tmp/a.redis/log2" &
+pids+=("$!")
+for p in $A $B; do
+  wait_until "node on $p subscribed again" 15 subscribed "$p"
+  wait_until "node on $p up again" 15 bash -c "[ \"\$(redis-cli -p $p INFO store | tr -d '\r' | awk -F: '\$1 == \"store_state\" { print \$2 }')\" = up ]"
+done
+redis-cli -p "$B" TASK.GET job TIMEOUT 20000 >"$tmp/blocked" 2>&1 &
+bpid=$!
+P=$B wait_until "the GET on B blocks again" 10 blocked_is 1
+id=$(on "$A" TASK.ADD job '{"n":8}')
+wait "$bpid"
+check "woken after Redis came back" "$id" "$(head -1 "$tmp/blocked")"
+
 finish
