@@ -108,6 +108,7 @@ struct rtasks {
     uv_timer_t timer;   /* the next wake */
     uint64_t timer_due; /* uv_now when it fires; 0 when not armed */
     int closed;
+    char logged_why[256]; /* the subscriber's last failure logged: an outage logs once a reason */
     rtasks_stats stats;
 };
 
@@ -905,8 +906,10 @@ static void on_sub_state(void *arg, rconn_state state, const char *why)
     if (state == RCONN_UP) {
         /* Wakes published while it was away are lost: look again. */
         rt->wake = 1;
+        rt->logged_why[0] = '\0';
         log_info("store: subscribed to %s", rt->channel);
-    } else if (why) {
+    } else if (why && strcmp(why, rt->logged_why) != 0) {
+        snprintf(rt->logged_why, sizeof rt->logged_why, "%s", why);
         log_warn("store: the wake subscription is down (%s); blocked TASK.GETs look every %d ms",
                  why, RTASKS_POLL_MS);
     }

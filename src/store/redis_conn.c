@@ -17,6 +17,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <hiredis/adapters/libuv.h>
 #include <hiredis/async.h>
@@ -24,6 +25,11 @@
 
 #include "base/alloc.h"
 #include "sluice/error.h"
+
+/* While a TCP connect is in progress its socket is looked at this often (ms): hiredis's libuv
+ * adapter drops the poll's error status, so a refused connect would otherwise be noticed only at
+ * the attempt's deadline (the whole timeout). */
+#define CONNECT_PROBE_MS 20
 
 /* The privdata of the setup commands (any distinct addresses). */
 static char tag_select, tag_load, tag_reload;
@@ -224,6 +230,17 @@ static void on_deadline(uv_timer_t *t)
     uint64_t now = uv_now(rc->loop);
     char why[200];
 
+    if (rc->state == RCONN_CONNECTING && rc->ac && now < rc->attempt_deadline) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+
+        if (getsockopt(rc->ac->c.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) {
+            snprintf(why, sizeof why, "cannot connect to %.100s:%d: %s", rc->host, rc->port,
+                     strerror(err));
+            drop(rc, why);
+            return;
+        }
+    }
     if (rc->state == RCONN_CONNECTING || rc->state == RCONN_LOADING) {
         if (now < rc->attempt_deadline) {
             arm_deadline(rc);
@@ -249,7 +266,9 @@ static void arm_deadline(rconn *rc)
 {
     uint64_t now = uv_now(rc->loop), due;
 
-    if (rc->state == RCONN_CONNECTING || rc->state == RCONN_LOADING)
+    if (rc->state == RCONN_CONNECTING && rc->ac && now + CONNECT_PROBE_MS < rc->attempt_deadline)
+        due = now + CONNECT_PROBE_MS;
+    else if (rc->state == RCONN_CONNECTING || rc->state == RCONN_LOADING)
         due = rc->attempt_deadline;
     else if (rc->head)
         due = (uint64_t)rc->head->deadline_ms;
@@ -424,6 +443,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     rc->ac = ac;
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    arm_deadline(rc); /* probe the connect (CONNECT_PROBE_MS) */
 }
 
 static void start_attempt(rconn *rc)
