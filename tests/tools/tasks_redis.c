@@ -9,9 +9,16 @@
  * charge one budget), RETRY_AFTER holding a rate key back, task-key deduplication, exact int64
  * priorities and times past 2^53, and the claim's bound.
  *
- * Usage: sluice_tasks_redis PORT against a throwaway redis-server on 127.0.0.1:PORT, whose
- * database it empties first (FLUSHDB). Prints one line per scenario; exits 1 on the first failed
- * check (with its line), 2 on a setup error.
+ * With a seed, it runs instead the differential test against the single-node engine
+ * (differential() below): the same random adds, claims, acks, fails and touches at the same
+ * times through sluice_engine and through the script, every answer and, after every step, every
+ * task's state, attempt and lease compared. One difference is allowed, and only one way: a task
+ * the engine's tick already woke (queued) may still read parked in Redis until a claim looks.
+ *
+ * Usage: sluice_tasks_redis PORT [SEED [STEPS]] against a throwaway redis-server on
+ * 127.0.0.1:PORT, whose database it empties first (FLUSHDB). Prints one line per scenario; exits
+ * 1 on the first failed check (with its line, or the seed and step), 2 on a setup error. TRACE=1
+ * in the environment prints the differential run step by step.
  */
 #include <hiredis.h>
 #include <inttypes.h>
@@ -19,8 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/engine.h"
 #include "sluice/error.h"
 #include "sluice/limit.h"
+#include "sluice/policy.h"
 #include "store/redis_limits.h"
 #include "store/redis_tasks.h"
 
@@ -683,6 +692,298 @@ static void settle_and_types(void)
     printf("ack cost settles, one claim over two types ok\n");
 }
 
+/* ---- the differential run against the single-node engine -------------------------------- */
+
+/* One type "w" whose chain is a rate limit "r" (2 per second, burst 2) and a concurrency limit
+ * "c" (2 at once), both keyed by the payload's "k" (3 keys), lease 2 s, 3 attempts, backoff 1 s
+ * fixed. The same random operations (adds with priorities and delays, claims, acks, fails with
+ * and without RETRY_AFTER, touches, with right and stale attempts) at the same times (steps of
+ * 100 ms, so that every slot and wake is a whole millisecond) go to the engine (ticked before each
+ * operation, as a node's loop does) and to the script; every answer is compared. */
+#define DKEYS    3
+#define DMAXLIVE 30
+
+static sluice_limit_def drate, dconc;
+
+static rtask_result rt_add(const char *key, int prio, int64_t delay)
+{
+    rtask_link l[2];
+    char payload[32];
+    task_opts o = {.type = "w",
+                   .priority = prio,
+                   .delay_ns = delay,
+                   .lease_ns = 2 * SEC,
+                   .max_attempts = 3,
+                   .base_ns = SEC,
+                   .throttle_retries = 1,
+                   .links = l,
+                   .nlinks = 2,
+                   .payload = payload};
+
+    snprintf(payload, sizeof payload, "{\"k\":\"%s\"}", key);
+    l[0] = link_of(&drate, "r", key);
+    l[1] = link_of(&dconc, "c", key);
+    return add(&o);
+}
+
+static void diff_fail(unsigned seed, int step, const char *what, long long a, long long b)
+{
+    fprintf(stderr, "diff: seed %u step %d: %s: engine %lld, redis %lld\n", seed, step, what, a, b);
+    exit(1);
+}
+
+#define SAME(what, a, b)                                                                           \
+    do {                                                                                           \
+        checks++;                                                                                  \
+        if ((long long)(a) != (long long)(b))                                                      \
+            diff_fail(seed, step, what, (long long)(a), (long long)(b));                           \
+    } while (0)
+
+static uint64_t rnd_state;
+
+static uint64_t rnd(uint64_t n)
+{
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return rnd_state % n;
+}
+
+/* The engine's answer to an ACK/FAIL/TOUCH naming `attempt`, as cmd_task.c's attempt_check and
+ * reply_not_running word it: 0, SLUICE_ENOTFOUND or SLUICE_ESTATE (with the task's state). */
+static int engine_fence(sluice_engine *e, uint64_t id, int attempt, sluice_task_state *st, int *att)
+{
+    sluice_task_info ti;
+
+    if (sluice_engine_task_info(e, id, &ti) != 0)
+        return SLUICE_ENOTFOUND;
+    *st = ti.state;
+    *att = ti.attempt;
+    if (ti.state != SLUICE_TASK_RUNNING || (attempt > 0 && attempt != ti.attempt))
+        return SLUICE_ESTATE;
+    return 0;
+}
+
+static void differential(unsigned seed, int steps)
+{
+    static const char *const keys[DKEYS] = {"a", "b", "c"};
+    const char *limits[] = {"r", "c", NULL};
+    sluice_engine_policy ep;
+    sluice_limit_policy lp;
+    sluice_type_policy tp;
+    sluice_engine *e;
+    char msg[256];
+    uint64_t live[DMAXLIVE * 4];
+    int live_att[DMAXLIVE * 4];
+    size_t nlive = 0;
+    uint64_t nadded = 0;
+    long delivered = 0, parked_seen = 0, unfinished = 0;
+    redisReply *infos;
+    redisReply *fr = redisCommand(conn, "FLUSHDB");
+
+    freeReplyObject(fr);
+    rnd_state = 0x9e3779b97f4a7c15u ^ seed;
+    sluice_engine_policy_init(&ep);
+    if (sluice_engine_new(&ep, &e) != 0)
+        exit(2);
+    sluice_limit_def_init(&drate, SLUICE_RATE);
+    drate.limit = 2;
+    drate.period_ns = SEC;
+    drate.burst = 2;
+    sluice_limit_def_init(&dconc, SLUICE_CONCURRENCY);
+    dconc.limit = 2;
+    dconc.ttl_ns = 2 * SEC;
+    sluice_limit_policy_init(&lp);
+    lp.name = "r";
+    lp.def = drate;
+    lp.key_source = SLUICE_KEY_PATH;
+    lp.key_path = "k";
+    if (sluice_engine_set_limit(e, &lp, now_ns, msg, sizeof msg) != 0)
+        exit(2);
+    lp.name = "c";
+    lp.def = dconc;
+    if (sluice_engine_set_limit(e, &lp, now_ns, msg, sizeof msg) != 0)
+        exit(2);
+    sluice_type_policy_init(&tp);
+    tp.name = "w";
+    tp.limits = (char **)limits;
+    tp.nlimits = 2;
+    tp.retry.max_attempts = 3;
+    tp.retry.backoff = SLUICE_BACKOFF_FIXED;
+    tp.retry.base_ns = SEC;
+    tp.retry.throttle_retries = 1;
+    tp.lease_ns = 2 * SEC;
+    if (sluice_engine_set_type(e, &tp, now_ns, msg, sizeof msg) != 0) {
+        fprintf(stderr, "set_type: %s\n", msg);
+        exit(2);
+    }
+    for (int step = 0; step < steps; step++) {
+        int op = (int)rnd(10);
+
+        now_ns += (int64_t)rnd(8) * 100 * MS;
+        sluice_engine_tick(e, now_ns);
+        /* The node's timer: a claim of no task takes back lapsed leases and wakes due queues,
+         * as the engine's tick does. */
+        CHECK(claim("-", 1, NULL, NULL, NULL).ndelivered == 0);
+        if (op < 3 && unfinished < DMAXLIVE) {
+            const char *k = keys[rnd(DKEYS)];
+            int prio = (int)rnd(3) - 1;
+            int64_t delay = rnd(4) == 0 ? (int64_t)rnd(20) * 100 * MS : 0;
+            char payload[32];
+            sluice_task_spec sp;
+            sluice_submit_error err;
+            uint64_t id = 0;
+            rtask_result r;
+
+            snprintf(payload, sizeof payload, "{\"k\":\"%s\"}", k);
+            memset(&sp, 0, sizeof sp);
+            sp.type = "w";
+            sp.payload = payload;
+            sp.payload_len = strlen(payload);
+            sp.has_priority = 1;
+            sp.priority = prio;
+            sp.not_before_ns = delay ? now_ns + delay : 0;
+            SAME("submit rc", 0, sluice_engine_submit(e, &sp, now_ns, &id, &err));
+            r = rt_add(k, prio, delay);
+            SAME("add rc", 0, r.rc);
+            SAME("add id", id, r.id);
+            nadded++;
+            if (getenv("TRACE"))
+                fprintf(stderr, "%d t=%lld add %llu k=%s prio=%d delay=%lld\n", step,
+                        (long long)((now_ns / MS) % 100000), (unsigned long long)id, k, prio,
+                        (long long)(delay / MS));
+        } else if (op < 6) {
+            const char *types[1] = {"w"};
+            sluice_delivery dv[3];
+            size_t max = 1 + (size_t)rnd(3);
+            uint64_t ids[3];
+            int att[3];
+            int n = sluice_engine_poll(e, types, 1, max, now_ns, dv);
+            rtask_result r = claim("w", max, ids, att, NULL);
+
+            if (getenv("TRACE")) {
+                fprintf(stderr, "%d t=%lld claim %zu: engine", step,
+                        (long long)((now_ns / MS) % 100000), max);
+                for (int i = 0; i < n; i++)
+                    fprintf(stderr, " %llu/%d", (unsigned long long)dv[i].id, dv[i].attempt);
+                fprintf(stderr, " redis");
+                for (size_t i = 0; i < r.ndelivered; i++)
+                    fprintf(stderr, " %llu/%d", (unsigned long long)ids[i], att[i]);
+                fprintf(stderr, "\n");
+            }
+            SAME("claim count", n, r.ndelivered);
+            for (int i = 0; i < n; i++) {
+                SAME("claim id", dv[i].id, ids[i]);
+                SAME("claim attempt", dv[i].attempt, att[i]);
+                if (nlive < sizeof live / sizeof live[0]) {
+                    live[nlive] = ids[i];
+                    live_att[nlive++] = att[i];
+                }
+                delivered++;
+            }
+            if (n == 0 && r.next_wake_ns == 0)
+                SAME("next wake (none)", sluice_engine_next_wake(e) >= SLUICE_NEVER, 1);
+        } else if (nlive > 0) {
+            size_t pick = (size_t)rnd(nlive);
+            uint64_t id = live[pick];
+            int attempt = rnd(5) == 0 ? live_att[pick] + 1 : live_att[pick];
+            sluice_task_state st = 0;
+            int eatt = 0, erc = engine_fence(e, id, attempt, &st, &eatt);
+            rtask_result r;
+
+            if (op < 8) {
+                if (erc == 0)
+                    erc = sluice_engine_ack(e, id, -1, now_ns);
+                r = done(RTASK_ACK, id, attempt, NULL);
+            } else if (op < 9) {
+                rtask_done f = {.mode = SLUICE_FAIL_MODE_RETRY,
+                                .cost = -1,
+                                .retry_after_ns = rnd(2) ? -1 : (int64_t)rnd(30) * 100 * MS};
+
+                if (erc == 0)
+                    erc =
+                        f.retry_after_ns < 0
+                            ? sluice_engine_fail(e, id, SLUICE_FAIL_MODE_RETRY, NULL, now_ns)
+                            : sluice_engine_fail_retry_after(e, id, f.retry_after_ns, NULL, now_ns);
+                r = done(RTASK_FAIL, id, attempt, &f);
+            } else {
+                int64_t until = 0;
+
+                if (erc == 0)
+                    erc = sluice_engine_touch(e, id, now_ns, &until);
+                r = done(RTASK_TOUCH, id, attempt, NULL);
+                if (erc == 0)
+                    SAME("touch until", until, r.lease_until_ns);
+            }
+            if (getenv("TRACE"))
+                fprintf(stderr, "%d t=%lld %s %llu/%d: engine %d redis %d\n", step,
+                        (long long)((now_ns / MS) % 100000),
+                        op < 8   ? "ack"
+                        : op < 9 ? "fail"
+                                 : "touch",
+                        (unsigned long long)id, attempt, erc, r.rc);
+            SAME("done rc", erc, r.rc);
+            if (erc == SLUICE_ESTATE &&
+                !(st == SLUICE_TASK_QUEUED && r.state == SLUICE_TASK_PARKED))
+                SAME("refusal state", st, r.state); /* parked/queued: see the state check */
+            if (erc != 0 || rnd(2) == 0) {
+                live[pick] = live[--nlive];
+                live_att[pick] = live_att[nlive];
+            }
+        }
+        /* Every task's state and attempt, on both sides. */
+        unfinished = 0;
+        if (nadded == 0)
+            continue;
+        rtask_batch_reset(B); /* one call reads them all */
+        rtask_batch_set_now(B, now_ns);
+        for (uint64_t id = 1; id <= nadded; id++) {
+            rtask_done q = {.id = id, .cost = -1, .retry_after_ns = -1};
+
+            CHECK(rtask_batch_add_info(B, &q) == (int)(id - 1));
+        }
+        infos = run(B);
+        for (uint64_t id = 1; id <= nadded; id++) {
+            sluice_task_info ti;
+            rtask_task t;
+
+            if (sluice_engine_task_info(e, id, &ti) != 0)
+                continue;
+            CHECK(rtask_batch_task(B, infos, id - 1, 0, &t) == 0);
+            /* The engine's tick wakes a parked task at its slot; the script wakes it when a
+             * claim next looks: until then INFO says parked where the engine says queued. */
+            if (getenv("TRACE") && ti.state < SLUICE_TASK_DONE)
+                fprintf(stderr, "  %llu:%d/%d", (unsigned long long)id, ti.state, t.state);
+            if (!(ti.state == SLUICE_TASK_QUEUED && t.state == SLUICE_TASK_PARKED)) {
+                if (ti.state != t.state && getenv("TRACE")) {
+                    sluice_explanation ex;
+                    redisReply *z = redisCommand(conn, "ZRANGE sluice:{all}:wakes 0 -1 WITHSCORES");
+
+                    if (sluice_engine_explain(e, id, now_ns, &ex) == 0)
+                        fprintf(stderr, "\ntask %llu differs: engine: %s\n", (unsigned long long)id,
+                                ex.text);
+                    for (size_t i = 0; z && i < z->elements; i++)
+                        fprintf(stderr, "  wakes: %s\n", z->element[i]->str);
+                    freeReplyObject(z);
+                }
+                SAME("task state", ti.state, t.state);
+            }
+            SAME("task attempt", ti.attempt, t.attempt);
+            if (ti.state == SLUICE_TASK_RUNNING)
+                SAME("task lease", ti.lease_until_ns, t.lease_until_ns);
+            parked_seen += ti.state == SLUICE_TASK_PARKED;
+            if (getenv("TRACE") && id == nadded)
+                fprintf(stderr, "\n");
+            unfinished += ti.state < SLUICE_TASK_DONE;
+        }
+        freeReplyObject(infos);
+    }
+    sluice_engine_free(e);
+    printf("differential seed %u: %d steps, %llu tasks, %ld deliveries, %ld parked states seen, "
+           "every answer equal\n",
+           seed, steps, (unsigned long long)nadded, delivered, parked_seen);
+}
+
 int main(int argc, char **argv)
 {
     redisReply *r;
@@ -720,6 +1021,13 @@ int main(int argc, char **argv)
     quota_def.calendar = SLUICE_CAL_NONE;
     if (rtask_batch_new(NULL, &B) != 0)
         return 2;
+    if (argc >= 3) { /* PORT SEED [STEPS]: the differential run alone */
+        differential((unsigned)strtoul(argv[2], NULL, 10), argc > 3 ? atoi(argv[3]) : 2000);
+        rtask_batch_free(B);
+        redisFree(conn);
+        printf("sluice_tasks_redis: %d checks passed\n", checks);
+        return 0;
+    }
     basic();
     lapse_and_fence();
     delay_and_retry();

@@ -249,12 +249,6 @@ local function tasks_main()
     redis.call("ZADD", KEYS[K_WAKES], "LT", str(ms), q)
   end
 
-  -- A concurrency key gave units back: its wait queue (if any) wakes at once.
-  local function wake_now(l, now)
-    redis.call("ZADD", KEYS[K_WAKES], "XX", "LT", str(ms_floor(now)), wq_key(l))
-    woke = true
-  end
-
   local function park(t, i, l, wake_ns)
     local q = wq_key(l)
     t.state, t.park_link = PARKED, i
@@ -287,7 +281,10 @@ local function tasks_main()
     end
   end
 
-  -- Releases t's concurrency leases (their queues wake) at now.
+  local wake_queue -- below
+
+  -- Releases t's concurrency leases at now; their keys' wait queues wake at once (park.c's
+  -- park_wake_key, called by gate_release).
   local function release(t, links, now)
     for i = 1, #links do
       local l = links[i]
@@ -297,7 +294,10 @@ local function tasks_main()
           run_lease({op = "R", links = {L}, a1s = l.lease}, ratchet(now, {L}), {})
         end
         l.lease = "0"
-        wake_now(l, now)
+        woke = true -- a blocked claimer looks again (the queue's wake may have moved)
+        if redis.call("EXISTS", wq_key(l)) == 1 then
+          wake_queue(wq_key(l), now)
+        end
       end
     end
   end
@@ -403,56 +403,70 @@ local function tasks_main()
     rec_put(t)
   end
 
-  -- Wakes wait queue q at now: the most urgent prefix whose units fit the limit now (at least
-  -- its head) goes back to ready; the queue is armed again for the rest. A peek: nothing is
-  -- charged (the tasks are charged when a claim gates them).
-  local function wake_queue(q, now)
+  -- Wakes wait queue q at now as park.c's park_wake does: the most urgent prefix whose units
+  -- fit the limit now (a head that can never fit too, for the gate to fail it) goes back to
+  -- ready; the queue is armed again for the rest: when the next task fits behind the prefix (a
+  -- concurrency limit, or a limit that cannot say: within PARK_RECHECK_NS, 1 s), or, when
+  -- nothing moved, at the head's own slot. A peek: nothing is charged (the tasks are charged
+  -- when a claim gates them). Returns true when the bound cut it short (the queue stays due).
+  local RECHECK = 1000000000
+  wake_queue = function(q, now)
     local ms = redis.call("ZRANGE", q, 0, SCAN - 1)
-    local units, L, s, nwoken, next_ns = 0, nil, nil, 0, nil
+    local cum, L, s, moved, d, kind = 0, nil, nil, 0, nil, nil
+    local stopped = false
     for i = 1, #ms do
       local t = rec_get(ms[i]:sub(17):match("^0*(%d+)$"))
-      local fits = true
       if not t or t.state ~= PARKED then
         redis.call("ZREM", q, ms[i]) -- a stale entry (only a bug leaves one): dropped
-        fits = nil
       else
         local l = links_get(t.ids)[t.park_link]
-        if l then
-          if not L then -- every task of q waits on the same state key
-            L = mklink(l)
-            if L then
-              now = ratchet(now, {L})
-              s = load(L, now)
-            end
-          end
+        if l and not L then -- every task of q waits on the same state key
+          L = mklink(l)
           if L then
-            local d = {}
-            units = units + l.units
-            decide_link(L, s, units, L.ttl, now, true, d)
-            if d.allowed ~= 1 and nwoken > 0 then
-              fits = false
-              next_ns = eq(d.retry, NEVER) and add(now, 1000000000) or sat_add(now, d.retry)
-            end
+            now = ratchet(now, {L})
+            s = load(L, now)
+            kind = L.kind
           end
         end
-      end
-      if fits == false then
-        break
-      elseif fits then
+        if l and L then
+          d = {}
+          decide_link(L, s, cum + l.units, L.ttl, now, true, d)
+          if d.allowed ~= 1 and not (moved == 0 and eq(d.retry, NEVER)) then
+            stopped = true
+            break
+          end
+        end
         redis.call("ZREM", q, ms[i])
         t.park_link = 0
         to_ready(t)
         rec_put(t)
-        nwoken = nwoken + 1
+        moved = moved + 1
+        if l and L and d.allowed == 1 then
+          cum = cum + l.units
+        end
       end
     end
     if redis.call("EXISTS", q) == 0 then
       redis.call("ZREM", KEYS[K_WAKES], q)
       return false
     end
-    -- The rest waits for its slot; a queue cut short by the bound stays due at once.
-    redis.call("ZADD", KEYS[K_WAKES], str(next_ns and ms_ceil(next_ns) or ms_floor(now)), q)
-    return next_ns == nil
+    local wake
+    if not stopped then
+      wake = now -- the bound stopped it: the rest is looked at again at once
+    elseif moved == 0 then
+      wake = sat_add(now, sign(d.retry) > 0 and d.retry or 1)
+    else
+      local recheck = sat_add(now, RECHECK)
+      wake = recheck
+      if sign(d.retry) > 0 and not eq(d.retry, NEVER) then
+        wake = sat_add(now, d.retry)
+      end
+      if kind == 4 and lt(recheck, wake) then
+        wake = recheck
+      end
+    end
+    redis.call("ZADD", KEYS[K_WAKES], str(stopped and ms_ceil(wake) or ms_floor(wake)), q)
+    return not stopped
   end
 
   -- ---- ops --------------------------------------------------------------------------------
@@ -675,6 +689,9 @@ local function tasks_main()
       return "NOTASK " .. n
     end
     local attempt = tonumber(a[2])
+    if t.state == RUNNING and le(t.due, now) then
+      lapse(t, now) -- its lease is over, whether or not a claim noticed it yet
+    end
     if op == "I" then
       reply[1] = table.concat({"OK", n, t.ids, t.state, t.attempt,
                                t.state == RUNNING and str(t.due) or "0", t.fail_reason, t.prio,
@@ -708,9 +725,6 @@ local function tasks_main()
       end
       finish(t, CANCELLED, 0)
       return "OK " .. n .. " " .. t.state .. " " .. t.attempt .. " 1"
-    end
-    if t.state == RUNNING and le(t.due, now) then
-      lapse(t, now) -- its lease is over, whether or not a claim noticed it yet
     end
     if t.state ~= RUNNING or (attempt > 0 and attempt ~= t.attempt) then
       return "NOLEASE " .. n .. " " .. t.state .. " " .. t.attempt
