@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: MIT
 # Embeds one text file in the binary: writes OUTPUT, a C file defining
 #   const char NAME[]; const size_t NAME_len;
-# with the bytes of INPUT (file(READ ... HEX): no tool beyond CMake, no hand-copied string).
+# with the bytes of INPUT (file(READ ... HEX): no tool beyond CMake, no hand-copied string),
+# followed by those of APPEND when it is given (one text made of two files: the store script is
+# src/store/redis/limits.lua then src/store/redis/tasks.lua).
 #
-# Usage: cmake -DINPUT=... -DNAME=... -DOUTPUT=... -P embed_text.cmake
+# Usage: cmake -DINPUT=... [-DAPPEND=...] -DNAME=... -DOUTPUT=... -P embed_text.cmake
 
 cmake_minimum_required(VERSION 3.20)
 
@@ -12,6 +14,10 @@ if(NOT DEFINED INPUT OR NOT DEFINED OUTPUT OR NOT DEFINED NAME)
 endif()
 
 file(READ "${INPUT}" hex HEX)
+if(DEFINED APPEND AND NOT APPEND STREQUAL "")
+  file(READ "${APPEND}" hex2 HEX)
+  string(APPEND hex "${hex2}")
+endif()
 string(LENGTH "${hex}" hexlen)
 math(EXPR len "${hexlen} / 2")
 string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")

@@ -381,6 +381,8 @@ typedef struct sluice_charge {
                              * ack, a fail or the lease's expiry gives them back */
     int shadow_denied;      /* 1: the limit, in shadow mode (or with limits off), would have
                              * denied the task's last grant; it ran without this charge */
+    const sluice_limit_def *def; /* the definition that holds key: the tier's, the key's
+                                  * override's, or the limit's */
 } sluice_charge;
 
 /* Fills out[0..max) with the links of task id's chain, in its type's order (a limit removed
@@ -388,6 +390,29 @@ typedef struct sluice_charge {
  * links the chain has (which may exceed max: call again with room for all), or SLUICE_ENOTFOUND
  * (never existed, or forgotten). Reads only: changes nothing. */
 int sluice_engine_task_charges(const sluice_engine *e, uint64_t id, sluice_charge *out, size_t max);
+
+/* What a submit would decide of a task without creating it, for a store that keeps the task
+ * elsewhere (a shared Redis: server/rtasks.c): the type's settings that travel with the task.
+ * The task's chain comes in sluice_charge entries (charged, held and shadow_denied 0; settles
+ * 1 when an ack's cost would replace the units). */
+typedef struct sluice_task_plan {
+    int priority;              /* the spec's, else the type's default */
+    int64_t units;             /* the task's units (spec.units, 1 by default) */
+    int64_t lease_ns;          /* the type's lease (visibility timeout) */
+    sluice_retry_policy retry; /* the type's retries: max_attempts, backoff */
+    int charge_redelivery;     /* the type's (sluice_type_policy) */
+} sluice_task_plan;
+
+/* Resolves spec exactly as sluice_engine_submit would (type, strict_types, payload, keys and
+ * key templates, tiers, units, per-key overrides) without creating anything: no task, no cap,
+ * no task key. Fills *plan and out[0..min(n, max)) with the chain, in its type's order, without
+ * the links a missing_key: skip drops. A group slot (lease_limit) is refused with
+ * SLUICE_EINVAL. Returns the number of links n (which may exceed max: call again with room for
+ * all), or the error sluice_engine_submit would return, *err (may be NULL) explaining.
+ * Borrowed pointers (names, keys, definitions), valid until the next call on the engine. */
+int sluice_engine_resolve_task(sluice_engine *e, const sluice_task_spec *spec, int64_t now_ns,
+                               sluice_task_plan *plan, sluice_charge *out, size_t max,
+                               sluice_submit_error *err);
 
 /* ---- Recurring tasks ----------------------------------------------------------------------- */
 

@@ -506,6 +506,91 @@ int sluice_engine_submit(sluice_engine *e, const sluice_task_spec *spec, int64_t
     return engine_submit_internal(e, spec, NULL, 0, now_ns, id, err);
 }
 
+/* Fills plan and out from a dry run's resolution (engine_resolve_task). */
+static int plan_fill(sluice_engine *e, const sluice_task_spec *spec, const etype *type,
+                     int64_t units, int64_t now, sluice_task_plan *plan, sluice_charge *out,
+                     size_t max, sluice_submit_error *err)
+{
+    link_spec stack[STACK_LINKS], *links = stack;
+    size_t nlinks = type->pol.nlimits;
+    int rc;
+
+    if (nlinks > STACK_LINKS) {
+        links = alloc_calloc(nlinks, sizeof *links);
+        if (!links)
+            return SLUICE_ENOMEM;
+    }
+    rc = resolve_spec(e, type, spec, units, now, links, &nlinks, err->message, sizeof err->message);
+    if (rc == SLUICE_OK) {
+        plan->priority = spec->has_priority ? spec->priority : type->pol.priority;
+        plan->units = units;
+        plan->lease_ns = type->pol.lease_ns;
+        plan->retry = type->pol.retry;
+        plan->charge_redelivery = type->pol.charge_redelivery;
+        for (size_t i = 0; i < nlinks && i < max; i++) {
+            const link_spec *l = &links[i];
+            const sluice_limit_policy *p = &l->lim->pol;
+            sluice_charge *c = &out[i];
+
+            memset(c, 0, sizeof *c);
+            c->limit = p->name;
+            c->tier = p->ntiers > 0 && l->tier < p->ntiers ? p->tiers[l->tier].name : NULL;
+            c->key = l->key;
+            c->keylen = l->keylen;
+            c->def = sluice_limit_get_def(registry_core(l->lim, l->tier, l->key, l->keylen));
+            c->kind = c->def->kind;
+            c->units = l->units;
+            /* As gate_settle decides for a charged link (a concurrency link holds, never
+             * charges). */
+            c->settles = c->kind != SLUICE_CONCURRENCY &&
+                         ((l->flags & LINK_SETTLE) != 0 || c->kind == SLUICE_QUOTA);
+        }
+        rc = (int)nlinks;
+    }
+    if (links != stack)
+        alloc_free(links);
+    return rc;
+}
+
+int sluice_engine_resolve_task(sluice_engine *e, const sluice_task_spec *spec, int64_t now_ns,
+                               sluice_task_plan *plan, sluice_charge *out, size_t max,
+                               sluice_submit_error *err)
+{
+    sluice_submit_error scratch;
+    int64_t units;
+    etype *type;
+    int rc;
+
+    if (!err)
+        err = &scratch;
+    memset(err, 0, sizeof *err);
+    memset(plan, 0, sizeof *plan);
+    if (!spec || (!spec->payload && spec->payload_len) || (!spec->key && spec->key_len) ||
+        (!spec->task_key && spec->task_key_len)) {
+        msgf(err->message, sizeof err->message, "%s", "invalid task spec");
+        return SLUICE_EINVAL;
+    }
+    if (spec->lease_limit || spec->lease_id) {
+        msgf(err->message, sizeof err->message, "%s", "a group slot (LEASE) is not resolved here");
+        return SLUICE_EINVAL;
+    }
+    units = spec->units ? spec->units : 1;
+    if (units < 1) {
+        msgf(err->message, sizeof err->message, "units must be at least 1, got %" PRId64,
+             spec->units);
+        return SLUICE_EINVAL;
+    }
+    rc = registry_type_for_submit(e, spec->type, &type, err->message, sizeof err->message);
+    if (rc != SLUICE_OK)
+        return rc;
+    rc = plan_fill(e, spec, type, units, now_ns, plan, out, max, err);
+    if (rc == SLUICE_ENOMEM)
+        msgf(err->message, sizeof err->message, "%s", "out of memory");
+    /* An undeclared type made for this call goes again (its lease and retries are copied). */
+    registry_type_release(e, type);
+    return rc;
+}
+
 /* ---- Views ----------------------------------------------------------------------------------- */
 
 int sluice_engine_task_info(const sluice_engine *e, uint64_t id, sluice_task_info *out)

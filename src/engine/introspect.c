@@ -320,7 +320,8 @@ int sluice_engine_task_charges(const sluice_engine *e, uint64_t id, sluice_charg
         c->tier = p->ntiers > 0 && l->tier < p->ntiers ? p->tiers[l->tier].name : NULL;
         c->key = l->key;
         c->keylen = l->keylen;
-        c->kind = sluice_limit_get_def(registry_core(l->lim, l->tier, l->key, l->keylen))->kind;
+        c->def = sluice_limit_get_def(registry_core(l->lim, l->tier, l->key, l->keylen));
+        c->kind = c->def->kind;
         c->units = l->units;
         c->charged = (l->flags & LINK_CHARGED) != 0;
         /* As gate_settle decides: task-unit links and quotas, while the limit lives. */

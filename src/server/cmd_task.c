@@ -15,6 +15,11 @@
  * client whose connection ended (EOF read) is handed nothing: its retry answers with the empty
  * reply at once, so its close can proceed, and it leaves the blocked list.
  *
+ * With a redis store (rstore_active) the same commands, once their arguments are checked here
+ * with the same words, go to the queue shared on Redis (rtasks.h) instead of the engine; the
+ * engine still resolves a new task's chain (sluice_engine_resolve_task). TASK.EXPLAIN and
+ * TASK.ADD's LEASE stay refused there (rstore_reply_unavailable).
+ *
  * Module state (server.task_state): one array of TASK_MAX_COUNT deliveries, reused by every poll
  * (the loop is single-threaded and a poll's deliveries are written out before the next one).
  */
@@ -26,6 +31,8 @@
 #include "base/alloc.h"
 #include "server/commands.h"
 #include "server/durable.h"
+#include "server/rstore.h"
+#include "server/rtasks.h"
 #include "sluice/error.h"
 
 /* Longest TASK.FAIL REASON. TASK.INFO shows its first 127 bytes. */
@@ -90,12 +97,38 @@ static int key_arg(conn *c, const char *what, size_t len)
     return -1;
 }
 
-/* Replies -NOTASK for an id the engine does not know. */
-static void reply_notask(conn *c, uint64_t id)
+void reply_notask(conn *c, uint64_t id)
 {
     resp_error(conn_out(c), "NOTASK",
                "no task %" PRIu64 " (it never existed, or finished long ago and was forgotten)",
                id);
+}
+
+void reply_task_refused(conn *c, uint64_t id, int64_t attempt, sluice_task_state state,
+                        int running_attempt)
+{
+    if (attempt == 0)
+        resp_error(conn_out(c), "NOLEASE",
+                   "task %" PRIu64 " is %s, not running: no worker holds it (its lease expired, "
+                   "or it was never delivered)",
+                   id, sluice_task_state_name(state));
+    /* Say what happened to that delivery: it never was, it was handed out again, or its lease
+     * ran out and the task waits (or finished) without a worker. */
+    else if (attempt > running_attempt)
+        resp_error(conn_out(c), "NOLEASE",
+                   "task %" PRIu64 " attempt %" PRId64 " is not running: it was never delivered "
+                   "(the task is %s and was delivered %d time(s))",
+                   id, attempt, sluice_task_state_name(state), running_attempt);
+    else if (state == SLUICE_TASK_RUNNING)
+        resp_error(conn_out(c), "NOLEASE",
+                   "task %" PRIu64 " attempt %" PRId64 " is not running (the task is running at "
+                   "attempt %d): that delivery's lease expired and the task was handed out again",
+                   id, attempt, running_attempt);
+    else
+        resp_error(conn_out(c), "NOLEASE",
+                   "task %" PRIu64 " attempt %" PRId64 " is not running (the task is %s at "
+                   "attempt %d): that delivery is over",
+                   id, attempt, sluice_task_state_name(state), running_attempt);
 }
 
 /* Replies to the failure of a call that needs a running task (ack, fail, touch): NOTASK, or
@@ -104,16 +137,12 @@ static void reply_not_running(conn *c, int rc, uint64_t id)
 {
     sluice_task_info ti;
 
-    if (rc == SLUICE_ENOTFOUND) {
+    if (rc == SLUICE_ENOTFOUND)
         reply_notask(c, id);
-    } else if (rc == SLUICE_ESTATE && sluice_engine_task_info(c->srv->engine, id, &ti) == 0) {
-        resp_error(conn_out(c), "NOLEASE",
-                   "task %" PRIu64 " is %s, not running: no worker holds it (its lease expired, "
-                   "or it was never delivered)",
-                   id, sluice_task_state_name(ti.state));
-    } else {
+    else if (rc == SLUICE_ESTATE && sluice_engine_task_info(c->srv->engine, id, &ti) == 0)
+        reply_task_refused(c, id, 0, ti.state, ti.attempt);
+    else
         reply_engine_error(c, rc, NULL);
-    }
 }
 
 /* A worker names the delivery it acts for with ATTEMPT n (the attempt TASK.GET gave it). A worker
@@ -132,23 +161,7 @@ static int attempt_check(conn *c, uint64_t id, int64_t attempt)
     }
     if (ti.state == SLUICE_TASK_RUNNING && ti.attempt == attempt)
         return 0;
-    /* Say what happened to that delivery: it never was, it was handed out again, or its lease
-     * ran out and the task waits (or finished) without a worker. */
-    if (attempt > ti.attempt)
-        resp_error(conn_out(c), "NOLEASE",
-                   "task %" PRIu64 " attempt %" PRId64 " is not running: it was never delivered "
-                   "(the task is %s and was delivered %d time(s))",
-                   id, attempt, sluice_task_state_name(ti.state), ti.attempt);
-    else if (ti.state == SLUICE_TASK_RUNNING)
-        resp_error(conn_out(c), "NOLEASE",
-                   "task %" PRIu64 " attempt %" PRId64 " is not running (the task is running at "
-                   "attempt %d): that delivery's lease expired and the task was handed out again",
-                   id, attempt, ti.attempt);
-    else
-        resp_error(conn_out(c), "NOLEASE",
-                   "task %" PRIu64 " attempt %" PRId64 " is not running (the task is %s at "
-                   "attempt %d): that delivery is over",
-                   id, attempt, sluice_task_state_name(ti.state), ti.attempt);
+    reply_task_refused(c, id, attempt, ti.state, ti.attempt);
     return -1;
 }
 
@@ -190,6 +203,10 @@ void cmd_task_add(conn *c, const resp_command *cmd)
             spec.task_key = val;
             spec.task_key_len = vlen;
         } else if (command_arg_is(a, alen, "lease")) {
+            if (rstore_active(s)) {
+                rstore_reply_unavailable(c, "TASK.ADD LEASE");
+                return;
+            }
             /* A group slot: the task runs under its producer's lease (docs/limits.md). */
             if (cmd_lease_handle(s, val, vlen, lease_limit, sizeof(lease_limit), &spec.lease_id,
                                  &spec.lease_tag) != 0) {
@@ -224,6 +241,11 @@ void cmd_task_add(conn *c, const resp_command *cmd)
     spec.type = cmd->argv[1]; /* NUL-terminated by the reader, and holds no NUL */
     spec.payload = cmd->argv[2];
     spec.payload_len = cmd->argvlen[2];
+    if (rstore_active(s)) {
+        /* The shared queue: resolved here as the engine would, decided in Redis. */
+        rtasks_add(c, &spec, delay_ms * SLUICE_NS_PER_MS);
+        return;
+    }
     if (delay_ms > 0)
         spec.not_before_ns = server_now(s) + delay_ms * SLUICE_NS_PER_MS;
     rc = sluice_engine_submit(s->engine, &spec, server_now(s), &id, &err);
@@ -257,6 +279,11 @@ syntax:
  * names in RESP3. */
 static void reply_delivery(resp_writer *w, const sluice_delivery *d)
 {
+    write_delivery(w, d, strlen(d->type));
+}
+
+void write_delivery(resp_writer *w, const sluice_delivery *d, size_t typelen)
+{
     int map = w->proto >= 3;
 
     if (map)
@@ -268,7 +295,7 @@ static void reply_delivery(resp_writer *w, const sluice_delivery *d)
     resp_int(w, (int64_t)d->id);
     if (map)
         resp_bulk_str(w, "type");
-    resp_bulk_str(w, d->type);
+    resp_bulk(w, d->type, typelen);
     if (map)
         resp_bulk_str(w, "payload");
     resp_bulk(w, d->payload, d->payload_len);
@@ -410,6 +437,10 @@ void cmd_task_get(conn *c, const resp_command *cmd)
             return;
     }
     /* Reader arguments are NUL-terminated: argv + 1 is an array of type names as it stands. */
+    if (rstore_active(c->srv)) {
+        rtasks_get(c, cmd->argv + 1, ntypes, (size_t)count, timeout_ms);
+        return;
+    }
     n = poll_reply(c, cmd->argv + 1, ntypes, (size_t)count);
     if (n > 0)
         durable_delivered(c->srv, max_delivered(c->srv, n));
@@ -461,8 +492,15 @@ void cmd_task_ack(conn *c, const resp_command *cmd)
             return;
         }
     }
-    if (command_id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0 ||
-        attempt_check(c, id, attempt) != 0)
+    if (command_id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0)
+        return;
+    if (rstore_active(s)) {
+        rtask_done d = {.id = id, .attempt = attempt, .cost = cost, .retry_after_ns = -1};
+
+        rtasks_done(c, RTASK_ACK, &d);
+        return;
+    }
+    if (attempt_check(c, id, attempt) != 0)
         return;
     rc = sluice_engine_ack(s->engine, id, cost, server_now(s));
     if (rc != 0) {
@@ -525,8 +563,22 @@ void cmd_task_fail(conn *c, const resp_command *cmd)
                    "RETRY_AFTER retries the task: it cannot go with DEAD");
         return;
     }
-    if (command_id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0 ||
-        attempt_check(c, id, attempt) != 0)
+    if (command_id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0)
+        return;
+    if (rstore_active(s)) {
+        rtask_done d = {.id = id,
+                        .attempt = attempt,
+                        .cost = -1,
+                        .mode = mode,
+                        .retry_after_ns =
+                            retry_after_ms >= 0 ? retry_after_ms * SLUICE_NS_PER_MS : -1,
+                        .message = has_reason ? reason : NULL,
+                        .message_len = has_reason ? strlen(reason) : 0};
+
+        rtasks_done(c, RTASK_FAIL, &d);
+        return;
+    }
+    if (attempt_check(c, id, attempt) != 0)
         return;
     if (retry_after_ms >= 0)
         rc = sluice_engine_fail_retry_after(s->engine, id, retry_after_ms * SLUICE_NS_PER_MS,
@@ -554,6 +606,12 @@ void cmd_task_cancel(conn *c, const resp_command *cmd)
 
     if (command_id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0)
         return;
+    if (rstore_active(s)) {
+        rtask_done d = {.id = id, .cost = -1, .retry_after_ns = -1};
+
+        rtasks_done(c, RTASK_CANCEL, &d);
+        return;
+    }
     rc = sluice_engine_cancel(s->engine, id, server_now(s));
     if (rc == 0) {
         /* A parked task gone may let a less urgent one on its key through. */
@@ -590,8 +648,15 @@ void cmd_task_touch(conn *c, const resp_command *cmd)
     if (cmd->argc == 4 &&
         command_int_arg(c, "ATTEMPT", cmd->argv[3], cmd->argvlen[3], 1, INT32_MAX, &attempt) != 0)
         return;
-    if (command_id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0 ||
-        attempt_check(c, id, attempt) != 0)
+    if (command_id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0)
+        return;
+    if (rstore_active(s)) {
+        rtask_done d = {.id = id, .attempt = attempt, .cost = -1, .retry_after_ns = -1};
+
+        rtasks_done(c, RTASK_TOUCH, &d);
+        return;
+    }
+    if (attempt_check(c, id, attempt) != 0)
         return;
     rc = sluice_engine_touch(s->engine, id, server_now(s), &until);
     if (rc != 0) {
@@ -634,6 +699,12 @@ void cmd_task_info(conn *c, const resp_command *cmd)
 
     if (command_id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0)
         return;
+    if (rstore_active(c->srv)) {
+        rtask_done rd = {.id = id, .cost = -1, .retry_after_ns = -1};
+
+        rtasks_done(c, RTASK_INFO, &rd);
+        return;
+    }
     if (sluice_engine_task_info(c->srv->engine, id, &ti) != 0) {
         reply_notask(c, id);
         return;

@@ -77,6 +77,18 @@ void commands_run_detached(server *s, const resp_command *cmd, resp_writer *out)
 
 /* ---- Reply helpers shared by the command modules --------------------------------------- */
 
+/* The task replies both queues give (cmd_task.c, and the shared one: rtasks.c), with the same
+ * words. -NOTASK for an id nobody knows. */
+void reply_notask(conn *c, uint64_t id);
+
+/* -NOLEASE for an ACK, FAIL or TOUCH of a task that is not running at `attempt` (0: any
+ * delivery): the task is in `state`, delivered running_attempt times. */
+void reply_task_refused(conn *c, uint64_t id, int64_t attempt, sluice_task_state state,
+                        int running_attempt);
+
+/* One delivered task as TASK.GET gives it; d->type is typelen bytes (need not end in NUL). */
+void write_delivery(resp_writer *w, const sluice_delivery *d, size_t typelen);
+
 /* -WRONGARGS wrong number of arguments for 'name' command */
 void reply_arity(conn *c, const char *name);
 

@@ -32,6 +32,7 @@
 #include "config/config_store.h"
 #include "server/commands.h"
 #include "server/log.h"
+#include "server/rtasks.h"
 #include "sluice/error.h"
 #include "store/redis_conn.h"
 #include "store/redis_limits.h"
@@ -79,6 +80,7 @@ typedef struct rstore_wait {
 typedef struct rstore rstore;
 
 typedef struct rbatch {
+    rstore_call base; /* first: the FIFO holds rstore_call pointers */
     rstore *st;
     rlim_batch *rb; /* the encoded requests */
     rstore_wait *w; /* one per request, in order */
@@ -87,10 +89,7 @@ typedef struct rbatch {
     size_t ndec, deccap;
     char *arena; /* THROTTLE names */
     size_t alen, acap;
-    rconn_call call;
-    int answered;        /* the answer (or the failure) is in */
-    char why[256];       /* the failure, "" when Redis answered */
-    struct rbatch *next; /* in flight, or spare */
+    struct rbatch *next; /* spare */
 } rbatch;
 
 struct rstore {
@@ -102,8 +101,8 @@ struct rstore {
     int64_t timeout_ms;
     int audit;
     int closed;
-    rbatch *cur;         /* the turn's batch, NULL until its first request */
-    rbatch *head, *tail; /* sent, oldest first */
+    rbatch *cur;              /* the turn's batch, NULL until its first request */
+    rstore_call *head, *tail; /* sent (limits and tasks), oldest first */
     rbatch *spare;
     size_t nspare;
     rstore_stats stats;
@@ -158,8 +157,8 @@ static void batch_recycle(rstore *st, rbatch *b)
 {
     rlim_batch_reset(b->rb);
     b->n = b->ndec = b->alen = 0;
-    b->answered = 0;
-    b->why[0] = '\0';
+    b->base.answered = 0;
+    b->base.why[0] = '\0';
     if (st->nspare >= SPARE_MAX) {
         batch_free(b);
         return;
@@ -337,20 +336,20 @@ static void reply_wait(rstore *st, rbatch *b, rstore_wait *w)
         const char *name = &b->arena[w->names];
         const char *key = name + strlen(name) + 1;
 
-        if (b->why[0]) {
+        if (b->base.why[0]) {
             req_info q = {w->kind, w->limit, w->ttl_ns, name, key, w->keylen};
 
-            reply_unavailable_decision(st, c, &q, b->why);
+            reply_unavailable_decision(st, c, &q, b->base.why);
             return;
         }
         st->stats.answered++;
         reply_lease_answer(c, w, dec, name, key);
         return;
     }
-    if (b->why[0]) {
+    if (b->base.why[0]) {
         req_info q = {w->kind, w->limit, 0, NULL, NULL, 0};
 
-        reply_unavailable_decision(st, c, &q, b->why);
+        reply_unavailable_decision(st, c, &q, b->base.why);
         return;
     }
     st->stats.answered++;
@@ -385,67 +384,121 @@ static void reply_wait(rstore *st, rbatch *b, rstore_wait *w)
     reply_throttle(c, &dec[report], w->res.chain.allowed ? NULL : name);
 }
 
-/* Applies every answered batch at the head of the FIFO to its clients. */
+/* Writes a limits batch's answers to its clients and recycles it (rstore_call.apply). */
+static void apply_batch(rstore_call *call)
+{
+    rbatch *b = (rbatch *)(void *)call;
+    rstore *st = b->st;
+
+    for (size_t i = 0; i < b->n; i++) {
+        rstore_wait *w = &b->w[i];
+        size_t mark;
+
+        if (!w->c)
+            continue;
+        mark = conn_out(w->c)->len;
+        reply_wait(st, b, w);
+        if (!conn_out(w->c)->failed && conn_out(w->c)->len > mark)
+            counters_reply(&st->s->counters, conn_out(w->c)->buf + mark,
+                           conn_out(w->c)->len - mark);
+        conn_defer_fill(w->c, w->ticket, mark);
+    }
+    batch_recycle(st, b);
+}
+
+/* Applies every answered call at the head of the FIFO to its clients. */
 static void drain(rstore *st)
 {
-    rbatch *b;
+    rstore_call *c;
 
-    while ((b = st->head) != NULL && b->answered) {
-        st->head = b->next;
+    while ((c = st->head) != NULL && c->answered) {
+        st->head = c->next;
         if (!st->head)
             st->tail = NULL;
-        b->next = NULL;
-        for (size_t i = 0; i < b->n; i++) {
-            rstore_wait *w = &b->w[i];
-            size_t mark;
-
-            if (!w->c)
-                continue;
-            mark = conn_out(w->c)->len;
-            reply_wait(st, b, w);
-            if (!conn_out(w->c)->failed && conn_out(w->c)->len > mark)
-                counters_reply(&st->s->counters, conn_out(w->c)->buf + mark,
-                               conn_out(w->c)->len - mark);
-            conn_defer_fill(w->c, w->ticket, mark);
-        }
-        batch_recycle(st, b);
+        c->next = NULL;
+        c->apply(c);
     }
 }
 
-static void batch_fail(rbatch *b, const char *why)
+void rstore_call_fail(rstore_call *c, const char *why)
 {
-    snprintf(b->why, sizeof b->why, "%s", why && why[0] ? why : "no answer");
-    b->answered = 1;
+    snprintf(c->why, sizeof c->why, "%s", why && why[0] ? why : "no answer");
+    c->answered = 1;
+}
+
+/* Decodes a limits batch's answer (rstore_call.on_reply). */
+static void decode_batch(rstore_call *call, const redisReply *reply)
+{
+    rbatch *b = (rbatch *)(void *)call;
+
+    for (size_t i = 0; i < b->n; i++) {
+        rstore_wait *w = &b->w[i];
+
+        if (rlim_batch_result(b->rb, reply, (size_t)w->req, &w->res, &b->dec[w->dec]) != 0) {
+            log_error("store %s: a reply the script does not give (request %zu of %zu)", b->st->url,
+                      i, b->n);
+            rstore_call_fail(call, "a malformed reply from the script");
+            return;
+        }
+    }
 }
 
 static void on_answer(void *arg, const redisReply *reply, const char *why)
 {
-    rbatch *b = arg;
-    rstore *st = b->st;
+    rstore_call *c = arg;
+    rstore *st = c->st;
 
     if (!reply) {
-        batch_fail(b, why);
+        rstore_call_fail(c, why);
     } else if (reply->type == REDIS_REPLY_ERROR) {
         char text[200];
 
         snprintf(text, sizeof text, "the script failed: %.*s",
                  (int)(reply->len < 150 ? reply->len : 150), reply->str);
         log_error("store %s: %s", st->url, text);
-        batch_fail(b, text);
+        rstore_call_fail(c, text);
     } else {
-        b->answered = 1;
-        for (size_t i = 0; i < b->n; i++) {
-            rstore_wait *w = &b->w[i];
-
-            if (rlim_batch_result(b->rb, reply, (size_t)w->req, &w->res, &b->dec[w->dec]) != 0) {
-                log_error("store %s: a reply the script does not give (request %zu of %zu)",
-                          st->url, i, b->n);
-                batch_fail(b, "a malformed reply from the script");
-                break;
-            }
-        }
+        c->answered = 1;
+        c->on_reply(c, reply);
     }
     drain(st);
+}
+
+void rstore_send(server *s, rstore_call *c, int rc)
+{
+    rstore *st = state_of(s);
+
+    c->st = st;
+    c->answered = 0;
+    c->why[0] = '\0';
+    c->next = NULL;
+    if (st->tail)
+        st->tail->next = c;
+    else
+        st->head = c;
+    st->tail = c;
+    if (rc == 0 && (st->closed || !st->conn))
+        rc = SLUICE_ESTATE;
+    if (rc == 0) {
+        c->call.fn = on_answer;
+        c->call.arg = c;
+        rc = rconn_evalsha(st->conn, &c->call);
+    }
+    if (rc == 0) {
+        st->stats.batches++;
+        return;
+    }
+    rstore_call_fail(c, rc == SLUICE_ENOMEM                         ? "out of memory"
+                        : st->conn && rconn_last_error(st->conn)[0] ? rconn_last_error(st->conn)
+                                                                    : "not connected");
+    drain(st);
+}
+
+const char *rstore_sha(const server *s)
+{
+    const rstore *st = state_of(s);
+
+    return st && st->conn ? rconn_sha(st->conn) : "";
 }
 
 /* Sends the turn's batch (or answers it by the failure mode when it cannot be sent). */
@@ -455,43 +508,44 @@ static void send_batch(rstore *st)
     int argc = 0, rc;
     const char **argv = NULL;
     const size_t *argvlen = NULL;
+    uint64_t before;
+    size_t n;
 
     if (!b)
         return;
     st->cur = NULL;
-    if (st->tail)
-        st->tail->next = b;
-    else
-        st->head = b;
-    st->tail = b;
     rc = st->closed || !st->conn
              ? SLUICE_ESTATE
              : rlim_batch_command(b->rb, rconn_sha(st->conn), &argc, &argv, &argvlen);
-    if (rc == 0) {
-        b->call.argc = argc;
-        b->call.argv = argv;
-        b->call.argvlen = argvlen;
-        b->call.fn = on_answer;
-        b->call.arg = b;
-        rc = rconn_evalsha(st->conn, &b->call);
-    }
-    if (rc == 0) {
-        st->stats.batches++;
-        st->stats.requests += b->n;
-        return;
-    }
-    batch_fail(b, rc == SLUICE_ENOMEM                         ? "out of memory"
-                  : st->conn && rconn_last_error(st->conn)[0] ? rconn_last_error(st->conn)
-                                                              : "not connected");
-    drain(st);
+    b->base.call.argc = argc;
+    b->base.call.argv = argv;
+    b->base.call.argvlen = argvlen;
+    b->base.on_reply = decode_batch;
+    b->base.apply = apply_batch;
+    n = b->n;
+    before = st->stats.batches;
+    rstore_send(st->s, &b->base, rc);
+    if (st->stats.batches != before)
+        st->stats.requests += n;
+}
+
+void rstore_flush_limits(server *s)
+{
+    rstore *st = state_of(s);
+
+    if (st && st->cur)
+        send_batch(st);
 }
 
 void rstore_turn(server *s)
 {
     rstore *st = state_of(s);
 
-    if (st && st->cur)
+    if (!st)
+        return;
+    if (st->cur)
         send_batch(st);
+    rtasks_turn(s);
 }
 
 /* ---- Requests ---------------------------------------------------------------------------- */
@@ -513,15 +567,29 @@ static const char *down_why(const rstore *st)
     return rconn_state_name(rconn_get_state(st->conn));
 }
 
+int rstore_up(const server *s, const char **why)
+{
+    const rstore *st = state_of(s);
+
+    if (st && store_up(st))
+        return 1;
+    if (why)
+        *why = st ? down_why(st) : "no shared store";
+    return 0;
+}
+
 /* Adds one request to the turn's batch and defers the client's reply. Returns the wait (to be
  * completed by the caller before anything else touches the batch), or NULL after replying. */
 static rstore_wait *add_request_args(rstore *st, conn *c, rlim_op op, const rlim_link *links,
                                      size_t n, size_t namelen, const rlim_args *args)
 {
-    rbatch *b = st->cur;
+    rbatch *b;
     rstore_wait *w;
     int idx;
 
+    /* A task call of this turn goes first: the FIFO is the order requests were taken. */
+    rtasks_flush(st->s);
+    b = st->cur;
     if (!b) {
         b = batch_get(st);
         if (!b) {
@@ -741,14 +809,20 @@ void rstore_conn_closed(conn *c)
 
     if (!st)
         return;
+    rtasks_conn_closed(c);
     for (rbatch *b = st->cur; b; b = NULL)
         for (size_t i = 0; i < b->n; i++)
             if (b->w[i].c == c)
                 b->w[i].c = NULL;
-    for (rbatch *b = st->head; b; b = b->next)
+    for (rstore_call *call = st->head; call; call = call->next) {
+        rbatch *b = (rbatch *)(void *)call;
+
+        if (call->apply != apply_batch)
+            continue;
         for (size_t i = 0; i < b->n; i++)
             if (b->w[i].c == c)
                 b->w[i].c = NULL;
+    }
 }
 
 void rstore_reply_unavailable(conn *c, const char *command)
@@ -762,7 +836,8 @@ void rstore_reply_unavailable(conn *c, const char *command)
     upper[i] = '\0';
     resp_error(conn_out(c), "ERR",
                "%s is not available with a redis store yet: this version shares THROTTLE, "
-               "CL.THROTTLE and LEASE.* across nodes only (docs/cluster.md)",
+               "CL.THROTTLE, LEASE.* and the task queue (TASK.ADD, GET, ACK, FAIL, TOUCH, "
+               "CANCEL, INFO) across nodes only (docs/cluster.md)",
                upper);
 }
 
@@ -775,6 +850,7 @@ static void on_state(void *arg, rconn_state state, const char *why)
     if (state == RCONN_UP) {
         log_info("store %s: up (limits script %s)", st->url, rconn_sha(st->conn));
         st->logged_why[0] = '\0';
+        rtasks_store_up(st->s);
         return;
     }
     if (!why || strcmp(why, st->logged_why) == 0)
@@ -831,6 +907,13 @@ int rstore_open(server *s, char *msg, size_t msglen)
         return rc;
     }
     s->rstore_state = st;
+    rc = rtasks_open(s, st->u.host, st->u.port, st->timeout_ms, msg, msglen);
+    if (rc != 0) {
+        rconn_free(st->conn);
+        s->rstore_state = NULL;
+        alloc_free(st);
+        return rc;
+    }
     /* The first connection before listening, so that a node that starts next to a running Redis
      * decides its first request; a Redis still down after the timeout is not fatal. */
     until = uv_now(&s->loop) + (uint64_t)st->timeout_ms;
@@ -841,7 +924,8 @@ int rstore_open(server *s, char *msg, size_t msglen)
                  "until it is",
                  st->url, st->timeout_ms, down_why(st),
                  st->fail_open ? "are granted" : "answer -STOREDOWN");
-    log_info("store %s: THROTTLE and CL.THROTTLE decided in Redis (store_failure: %s, timeout "
+    log_info("store %s: THROTTLE, CL.THROTTLE, LEASE.* and the task queue in Redis "
+             "(store_failure: %s, timeout "
              "%" PRId64 " ms%s)",
              st->url, st->fail_open ? "open" : "closed", st->timeout_ms,
              st->audit ? ", audit on" : "");
@@ -857,6 +941,7 @@ void rstore_close(server *s)
         return;
     st->closed = 1;
     send_batch(st); /* answered by the failure mode at once: closed */
+    rtasks_close(s);
     rc = st->conn;
     rconn_free(rc); /* answers what is in flight ("stopped") */
     st->conn = NULL;
@@ -870,12 +955,9 @@ void rstore_free(server *s)
 
     if (!st)
         return;
-    rstore_close(s);
+    rstore_close(s); /* answers and applies every call in flight: the FIFO is empty */
+    rtasks_free(s);
     batch_free(st->cur);
-    while ((b = st->head) != NULL) {
-        st->head = b->next;
-        batch_free(b);
-    }
     while ((b = st->spare) != NULL) {
         st->spare = b->next;
         batch_free(b);
@@ -916,6 +998,8 @@ void rstore_info(const server *s, char *buf, size_t len)
 {
     const rstore *st = state_of(s);
     rstore_stats x;
+    rtasks_stats t;
+    size_t at;
 
     if (!st) {
         snprintf(buf, len, "# Store\r\nstore:embedded\r\n");
@@ -934,4 +1018,12 @@ void rstore_info(const server *s, char *buf, size_t len)
         st->url, x.state, st->fail_open ? "open" : "closed", st->timeout_ms, st->audit, x.batches,
         x.requests, x.answered, x.unavailable, x.fail_open_grants, x.in_flight, x.connects,
         x.disconnects, x.failed_connects, x.timeouts, x.script_loads, x.last_error);
+    rtasks_get_stats(s, &t);
+    at = strlen(buf);
+    snprintf(buf + at, len - at,
+             "store_task_requests:%" PRIu64 "\r\nstore_task_claims:%" PRIu64
+             "\r\nstore_task_delivered:%" PRIu64 "\r\nstore_task_waiters:%" PRIu64
+             "\r\nstore_task_wakes:%" PRIu64 "\r\nstore_task_subscriber:%s\r\n",
+             t.requests, t.claims, t.delivered, t.waiters, t.wakes,
+             t.subscriber_up ? "up" : "down");
 }

@@ -23,6 +23,9 @@
  *
  * Decisions use Redis's clock (the script's), never the node's; the counters (throttle_allowed,
  * throttle_denied) count as for local decisions.
+ *
+ * The task queue on the same Redis (rtasks.h) sends its own batches through the FIFO of calls
+ * kept here (rstore_call, rstore_send): one connection, one script, one order of answers.
  */
 #ifndef SLUICE_SERVER_RSTORE_H
 #define SLUICE_SERVER_RSTORE_H
@@ -33,7 +36,50 @@
 #include "server/conn.h"
 #include "server/server.h"
 #include "sluice/limit.h"
+#include "store/redis_conn.h"
 #include "store/redis_limits.h"
+
+struct redisReply;
+struct rstore;
+
+/* One script call in the node's FIFO of calls to Redis. Every call of the node, the limits'
+ * batches (here) and the task queue's (rtasks.c), goes through one FIFO, and answers are applied
+ * to the clients strictly in the order the calls were sent: a client's deferred slots are filled
+ * in the order it took them, whatever kinds of command it pipelined, even when a NOSCRIPT retry
+ * makes Redis answer out of order. Embedded first in its owner's batch. */
+typedef struct rstore_call rstore_call;
+struct rstore_call {
+    rconn_call call; /* argc, argv, argvlen: set by the owner before rstore_send */
+    /* Decodes Redis's answer while it is valid (during this call only); a reply it cannot read
+     * is refused with rstore_call_fail. Runs in answer order, maybe before earlier calls are
+     * applied: it must not write to clients. */
+    void (*on_reply)(rstore_call *c, const struct redisReply *reply);
+    /* Writes the answers (or, when why is set, the failure) to the clients, in FIFO order; the
+     * call is out of the FIFO and may be reused or freed. */
+    void (*apply)(rstore_call *c);
+    int answered;  /* decoded or failed */
+    char why[256]; /* the failure, "" when Redis answered */
+    struct rstore *st;
+    rstore_call *next; /* in the FIFO */
+};
+
+/* Appends c (call.argc/argv/argvlen, on_reply and apply set) to the FIFO and sends it; rc != 0
+ * (the owner could not build its command) or a store that is not up fails it at once. Either
+ * way apply runs exactly once, in FIFO order (perhaps before this returns). */
+void rstore_send(server *s, rstore_call *c, int rc);
+
+/* Marks c answered with the failure why (from on_reply: a reply it cannot read). */
+void rstore_call_fail(rstore_call *c, const char *why);
+
+/* Sends the turn's limits batch now, so that a request of another kind added next is sent
+ * behind it (the FIFO is send order). */
+void rstore_flush_limits(server *s);
+
+/* The loaded script's SHA ("" before the first load). One script serves limits and tasks. */
+const char *rstore_sha(const server *s);
+
+/* 1 when the store's connection is up; else *why (when not NULL) says why not. */
+int rstore_up(const server *s, const char **why);
 
 /* Requests in one script call at most: a turn with more sends several calls. */
 #define RSTORE_BATCH_MAX 512

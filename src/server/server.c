@@ -223,6 +223,10 @@ static const char *redis_unsupported(const sluice_config *c)
             return "adaptive rate limits are not available with a redis store yet (its script "
                    "knows no AIMD rate)";
     }
+    for (size_t i = 0; i < c->ntypes; i++)
+        if (c->types[i].fairness == SLUICE_FAIR_KEYS)
+            return "fairness: keys is not available with a redis store yet (its shared queue "
+                   "hands out tasks by priority, then arrival)";
     return NULL;
 }
 

@@ -17,6 +17,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <hiredis/adapters/libuv.h>
 #include <hiredis/async.h>
@@ -24,6 +25,11 @@
 
 #include "base/alloc.h"
 #include "sluice/error.h"
+
+/* While a TCP connect is in progress its socket is looked at this often (ms): hiredis's libuv
+ * adapter drops the poll's error status, so a refused connect would otherwise be noticed only at
+ * the attempt's deadline (the whole timeout). */
+#define CONNECT_PROBE_MS 20
 
 /* The privdata of the setup commands (any distinct addresses). */
 static char tag_select, tag_load, tag_reload;
@@ -43,6 +49,8 @@ struct rconn {
     int64_t timeout_ms;
     const char *script;
     size_t script_len;
+    char *channel; /* a subscriber's channel (owned), else NULL */
+    void (*on_message)(void *arg, const char *msg, size_t len);
     void (*on_state)(void *arg, rconn_state state, const char *why);
     void *arg;
     char sha[41];
@@ -85,8 +93,10 @@ static void set_state(rconn *rc, rconn_state s, const char *why)
 
 static void maybe_free(rconn *rc)
 {
-    if (rc->stopping && rc->handles == 0 && !rc->resolving)
+    if (rc->stopping && rc->handles == 0 && !rc->resolving) {
+        alloc_free(rc->channel);
         alloc_free(rc);
+    }
 }
 
 static void on_timer_closed(uv_handle_t *h)
@@ -206,7 +216,7 @@ static void on_call_reply(redisAsyncContext *ac, void *r, void *privdata)
 
 int rconn_evalsha(rconn *rc, rconn_call *call)
 {
-    if (rc->state != RCONN_UP || !rc->ac || rc->stopping)
+    if (rc->state != RCONN_UP || !rc->ac || rc->stopping || rc->channel)
         return SLUICE_ESTATE;
     call->retried = 0;
     return send_call(rc, call);
@@ -220,6 +230,17 @@ static void on_deadline(uv_timer_t *t)
     uint64_t now = uv_now(rc->loop);
     char why[200];
 
+    if (rc->state == RCONN_CONNECTING && rc->ac && now < rc->attempt_deadline) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+
+        if (getsockopt(rc->ac->c.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) {
+            snprintf(why, sizeof why, "cannot connect to %.100s:%d: %s", rc->host, rc->port,
+                     strerror(err));
+            drop(rc, why);
+            return;
+        }
+    }
     if (rc->state == RCONN_CONNECTING || rc->state == RCONN_LOADING) {
         if (now < rc->attempt_deadline) {
             arm_deadline(rc);
@@ -245,7 +266,9 @@ static void arm_deadline(rconn *rc)
 {
     uint64_t now = uv_now(rc->loop), due;
 
-    if (rc->state == RCONN_CONNECTING || rc->state == RCONN_LOADING)
+    if (rc->state == RCONN_CONNECTING && rc->ac && now + CONNECT_PROBE_MS < rc->attempt_deadline)
+        due = now + CONNECT_PROBE_MS;
+    else if (rc->state == RCONN_CONNECTING || rc->state == RCONN_LOADING)
         due = rc->attempt_deadline;
     else if (rc->head)
         due = (uint64_t)rc->head->deadline_ms;
@@ -292,6 +315,44 @@ static void on_setup_reply(redisAsyncContext *ac, void *r, void *privdata)
     set_state(rc, RCONN_UP, NULL);
 }
 
+/* A subscriber's replies: the confirmation of its SUBSCRIBE (-> UP), then every message. A NULL
+ * reply is the context going away (the disconnect callback, or drop, says why). */
+static void on_sub_reply(redisAsyncContext *ac, void *r, void *privdata)
+{
+    rconn *rc = ac->data;
+    const redisReply *reply = r;
+    const redisReply *kind, *body;
+
+    (void)privdata;
+    if (!reply || rc->ac != ac || rc->stopping)
+        return;
+    if (reply->type == REDIS_REPLY_ERROR) {
+        char why[300];
+
+        snprintf(why, sizeof why, "SUBSCRIBE failed: %.*s", (int)reply->len, reply->str);
+        drop(rc, why);
+        return;
+    }
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 ||
+        reply->element[0]->type != REDIS_REPLY_STRING)
+        return;
+    kind = reply->element[0];
+    if (kind->len == 9 && memcmp(kind->str, "subscribe", 9) == 0) {
+        if (rc->state != RCONN_LOADING)
+            return;
+        rc->st.connects++;
+        rc->backoff_ms = RCONN_BACKOFF_MIN_MS;
+        rc->last_error[0] = '\0';
+        uv_timer_stop(&rc->deadline);
+        set_state(rc, RCONN_UP, NULL);
+        return;
+    }
+    body = reply->element[2];
+    if (kind->len == 7 && memcmp(kind->str, "message", 7) == 0 &&
+        body->type == REDIS_REPLY_STRING && rc->on_message)
+        rc->on_message(rc->arg, body->str, body->len);
+}
+
 static void on_connect(const redisAsyncContext *cac, int status)
 {
     redisAsyncContext *ac = (redisAsyncContext *)cac;
@@ -309,6 +370,12 @@ static void on_connect(const redisAsyncContext *cac, int status)
         return;
     }
     rc->state = RCONN_LOADING;
+    if (rc->channel) {
+        /* Pub/sub ignores the database: nothing to SELECT. */
+        if (redisAsyncCommand(ac, on_sub_reply, NULL, "SUBSCRIBE %s", rc->channel) != REDIS_OK)
+            drop(rc, "out of memory");
+        return;
+    }
     if (redisAsyncCommand(ac, on_setup_reply, &tag_select, "SELECT %d", rc->db) != REDIS_OK ||
         redisAsyncCommand(ac, on_setup_reply, &tag_load, "SCRIPT LOAD %b", rc->script,
                           rc->script_len) != REDIS_OK)
@@ -376,6 +443,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     rc->ac = ac;
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    arm_deadline(rc); /* probe the connect (CONNECT_PROBE_MS) */
 }
 
 static void start_attempt(rconn *rc)
@@ -416,11 +484,22 @@ int rconn_new(uv_loop_t *loop, const rconn_options *o, rconn **out)
 
     *out = NULL;
     if (!o->host || strlen(o->host) >= sizeof(rc->host) || o->port < 1 || o->port > 65535 ||
-        o->timeout_ms <= 0 || !o->script)
+        o->timeout_ms <= 0 || !o->script == !o->channel)
         return SLUICE_EINVAL;
     rc = alloc_calloc(1, sizeof(*rc));
     if (!rc)
         return SLUICE_ENOMEM;
+    if (o->channel) {
+        size_t len = strlen(o->channel);
+
+        rc->channel = alloc_malloc(len + 1);
+        if (!rc->channel) {
+            alloc_free(rc);
+            return SLUICE_ENOMEM;
+        }
+        memcpy(rc->channel, o->channel, len + 1);
+        rc->on_message = o->on_message;
+    }
     rc->loop = loop;
     snprintf(rc->host, sizeof rc->host, "%s", o->host);
     rc->port = o->port;

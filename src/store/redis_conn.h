@@ -8,7 +8,8 @@
  * doubling to 1 s) whenever Redis goes away or stops answering.
  *
  * States: DOWN (no connection; a reconnect is scheduled) -> CONNECTING (resolving, TCP connect)
- * -> LOADING (SELECT and SCRIPT LOAD sent) -> UP (calls accepted). Calls are accepted only when
+ * -> LOADING (SELECT and SCRIPT LOAD sent; a subscriber: SUBSCRIBE sent) -> UP (calls accepted;
+ * a subscriber: messages arrive). Calls are accepted only when
  * UP; any other state refuses them at once (the caller applies its failure mode).
  *
  * Deadlines, not hopes: every call and every connection attempt has a deadline of timeout_ms
@@ -60,6 +61,13 @@ typedef struct rconn_options {
      * when it came up). Runs on the loop thread. */
     void (*on_state)(void *arg, rconn_state state, const char *why);
     void *arg;
+    /* A subscriber instead (script NULL): the connection SUBSCRIBEs to `channel` (copied) on
+     * every (re)connect and is UP once Redis confirms it; each message published on it is handed
+     * to on_message (its bytes valid during the call only). A subscriber takes no calls. Messages
+     * published while it was not UP are lost: whoever listens treats coming UP as "something may
+     * have been missed". */
+    const char *channel;
+    void (*on_message)(void *arg, const char *msg, size_t len);
 } rconn_options;
 
 /* The answer to one call: `reply` is Redis's (valid during the callback only; an error reply is
@@ -114,8 +122,8 @@ const char *rconn_last_error(const rconn *rc);
 const char *rconn_sha(const rconn *rc);
 
 /* Sends call (see rconn_call). Returns 0, after which call->fn runs exactly once, later; or
- * SLUICE_ESTATE when the connection is not UP, SLUICE_ENOMEM when the command could not be
- * queued: then fn never runs. */
+ * SLUICE_ESTATE when the connection is not UP (or is a subscriber), SLUICE_ENOMEM when the
+ * command could not be queued: then fn never runs. */
 int rconn_evalsha(rconn *rc, rconn_call *call);
 
 void rconn_get_stats(const rconn *rc, rconn_stats *out);

@@ -322,13 +322,20 @@ static uint64_t def_hash(const char *s, size_t len)
 /* The 1-based index of def's text among the batch's definitions, appending it when new. The
  * text, not the pointer, identifies a definition: a def may be freed and its memory reused
  * between two adds. */
-static int def_index(rlim_batch *b, const sluice_limit_def *d, size_t *idx)
+size_t rlim_def_text(const sluice_limit_def *d, char *buf)
 {
-    char text[160];
-    int len = snprintf(text, sizeof text,
+    int len = snprintf(buf, RLIM_DEF_TEXT_MAX,
                        "%d %" PRId64 " %" PRId64 " %" PRId64 " %d %" PRId64 " %" PRId64,
                        (int)d->kind, d->limit, d->period_ns, d->burst, d->start_empty != 0,
                        d->ttl_ns, (int64_t)d->calendar);
+
+    return len > 0 ? (size_t)len : 0;
+}
+
+static int def_index(rlim_batch *b, const sluice_limit_def *d, size_t *idx)
+{
+    char text[RLIM_DEF_TEXT_MAX];
+    int len = (int)rlim_def_text(d, text);
     uint64_t h = def_hash(text, (size_t)len);
     void *dh = b->dhash;
     int rc;
@@ -779,6 +786,74 @@ int rlim_batch_result(const rlim_batch *b, const struct redisReply *reply, size_
             memset(decisions, 0, b->reqs[i].nlinks * sizeof *decisions);
     }
     return rc;
+}
+
+/* The concatenation of n pieces as a new NUL-terminated string. */
+static char *joined(const piece *pc, size_t n, size_t *len)
+{
+    size_t total = 0;
+    char *s;
+
+    for (size_t i = 0; i < n; i++)
+        total += pc[i].len;
+    s = alloc_malloc(total + 1);
+    if (!s)
+        return NULL;
+    *len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (pc[i].len > 0)
+            memcpy(s + *len, pc[i].p, pc[i].len);
+        *len += pc[i].len;
+    }
+    s[*len] = '\0';
+    return s;
+}
+
+int rlim_link_keys(const char *prefix, const rlim_link *l, char **state_key, size_t *state_len,
+                   char **clock_key, size_t *clock_len)
+{
+    link_names nm;
+    char idlen[24];
+    size_t id_len;
+    int rc;
+
+    *state_key = NULL;
+    *clock_key = NULL;
+    *state_len = 0;
+    *clock_len = 0;
+    if (!prefix)
+        prefix = "sluice";
+    if (strchr(prefix, '{') || strchr(prefix, '}') || !link_ok(l, RLIM_DECIDE))
+        return SLUICE_EINVAL;
+    rc = names_of(l, &nm);
+    if (rc != SLUICE_OK)
+        return rc;
+    id_len = strlen(l->limit_id);
+    snprintf(idlen, sizeof idlen, "%zu:", id_len);
+    {
+        piece sk[8] = {{prefix, strlen(prefix)},
+                       {":{", 2},
+                       {nm.tag, nm.taglen},
+                       {"}:", 2},
+                       {idlen, strlen(idlen)},
+                       {l->limit_id, id_len},
+                       {":", 1},
+                       {nm.key, nm.keylen}};
+        piece ck[4] = {{prefix, strlen(prefix)}, {":{", 2}, {nm.tag, nm.taglen}, {"}:clock", 7}};
+
+        *state_key = joined(sk, 8, state_len);
+        *clock_key = joined(ck, 4, clock_len);
+    }
+    if (!*state_key || !*clock_key) {
+        alloc_free(*state_key);
+        alloc_free(*clock_key);
+        *state_key = NULL;
+        *clock_key = NULL;
+        *state_len = 0;
+        *clock_len = 0;
+        return SLUICE_ENOMEM;
+    }
+    return SLUICE_OK;
 }
 
 const char *rlim_script(size_t *len)

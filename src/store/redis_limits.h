@@ -133,8 +133,23 @@ int rlim_batch_result(const rlim_batch *b, const struct redisReply *reply, size_
 /* Links of request i (0 when i is out of range). */
 size_t rlim_batch_link_count(const rlim_batch *b, size_t i);
 
+/* The text of a definition as the script reads it ("kind limit period_ns burst start_empty ttl_ns
+ * calendar") into buf (at least RLIM_DEF_TEXT_MAX bytes). Returns its length. */
+#define RLIM_DEF_TEXT_MAX 160
+size_t rlim_def_text(const sluice_limit_def *d, char *buf);
+
+/* The names the script gives a DECIDE link's state and its tag's clock (the layout above), as
+ * two NUL-terminated copies the caller frees with alloc_free: the task queue stores them with a
+ * task (redis_tasks.h) so that its claims charge the very state THROTTLE charges. Returns 0, or
+ * SLUICE_EINVAL (a link rlim_batch_add would refuse; a prefix with braces) / SLUICE_ENOMEM, with
+ * both NULL. */
+int rlim_link_keys(const char *prefix, const rlim_link *l, char **state_key, size_t *state_len,
+                   char **clock_key, size_t *clock_len);
+
 /* The script's text (embedded at build time from src/store/redis/limits.lua) and its length.
- * The node loads it with SCRIPT LOAD on every (re)connect and reloads it on a NOSCRIPT reply. */
+ * The node loads it with SCRIPT LOAD on every (re)connect and reloads it on a NOSCRIPT reply.
+ * It also holds the task ops (src/store/redis/tasks.lua, appended at build time; redis_tasks.h):
+ * one script, one SHA. */
 const char *rlim_script(size_t *len);
 
 #endif

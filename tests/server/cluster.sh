@@ -99,7 +99,8 @@ printf 'PING\r\nTHROTTLE api order\r\nECHO x\r\nCL.THROTTLE order 9 9 1\r\nPING\
 out=$(timeout 30 redis-cli -p "$P" <"$tmp/pipe" 2>&1 | tr '\n' ' ')
 check "pipelined replies in command order" "PONG 1 5 4 0 50  x 0 10 9 -1 1 PONG " "$out"
 # Not shared yet: one clear error.
-contains "TASK.ADD refused" "not available with a redis store yet" "$(cli TASK.ADD job '{}')"
+contains "RECUR.ADD refused" "not available with a redis store yet" "$(cli RECUR.ADD r job '{}' EVERY 1000)"
+contains "TASK.EXPLAIN refused" "not available with a redis store yet" "$(cli TASK.EXPLAIN 1)"
 contains "LIMIT.SET refused" "not available with a redis store yet" "$(cli LIMIT.SET x rate=1/1s)"
 contains "LIMIT.RESET refused" "not available with a redis store yet" "$(cli LIMIT.RESET api)"
 # Leases are shared: two slots for all nodes; a handle from one node renews and releases on another.

@@ -276,6 +276,126 @@ static void test_quota_and_removed_limit(void **unused)
     sluice_engine_free(e);
 }
 
+/* A resolution without a submit (sluice_engine_resolve_task, for a shared store) gives the
+ * links a submit would, creates nothing, and refuses what a submit refuses with its words. */
+static void resolve_spec_of(const char *payload, sluice_task_spec *s)
+{
+    memset(s, 0, sizeof *s);
+    s->type = "job";
+    s->payload = payload;
+    s->payload_len = strlen(payload);
+}
+
+static void test_resolve_without_submit(void **unused)
+{
+    static const char *const payloads[] = {
+        "{\"agents\":4,\"user\":\"ann\",\"org\":\"acme\",\"tokens\":7}",
+        "{\"agents\":1,\"user\":\"bob\",\"tokens\":3}",
+    };
+    sluice_engine *e = fx_engine(NULL);
+    sluice_submit_error err, err2;
+    sluice_task_plan plan;
+    sluice_charge c[4], d[4];
+    sluice_task_spec s;
+    uint64_t id = 0;
+
+    (void)unused;
+    setup_chain(e, 1);
+    for (size_t k = 0; k < 2; k++) {
+        resolve_spec_of(payloads[k], &s);
+        s.has_priority = 1;
+        s.priority = 9;
+        s.units = 2;
+        memset(c, 0, sizeof c);
+        assert_int_equal(sluice_engine_resolve_task(e, &s, T0, &plan, c, 4, &err), 4);
+        assert_int_equal(sluice_engine_last_id(e), k);
+        assert_int_equal(plan.priority, 9);
+        assert_int_equal(plan.units, 2);
+        assert_int_equal(plan.lease_ns, 10 * SEC);
+        assert_int_equal(plan.retry.max_attempts, 3);
+        /* The same links, and the same definitions, as the submit's. */
+        id = fx_submit_spec(e, &s, T0);
+        assert_int_equal(sluice_engine_task_charges(e, id, d, 4), 4);
+        for (int i = 0; i < 4; i++) {
+            assert_string_equal(c[i].limit, d[i].limit);
+            assert_true(c[i].tier == d[i].tier ||
+                        (c[i].tier && d[i].tier && strcmp(c[i].tier, d[i].tier) == 0));
+            assert_int_equal(c[i].keylen, d[i].keylen);
+            assert_memory_equal(c[i].key, d[i].key, c[i].keylen);
+            assert_int_equal(c[i].units, d[i].units);
+            assert_int_equal(c[i].kind, d[i].kind);
+            assert_ptr_equal(c[i].def, d[i].def);
+            assert_int_equal(c[i].charged, 0);
+            assert_int_equal(c[i].held, 0);
+        }
+        /* Units from the task or the input settle; fixed units and concurrency do not. */
+        assert_int_equal(c[0].settles, 0);
+        assert_int_equal(c[1].settles, 1);
+        assert_int_equal(c[2].settles, 1);
+        assert_int_equal(c[3].settles, 0);
+    }
+    assert_int_equal(c[1].units, 3); /* from the input, not the task's 2 */
+    assert_string_equal(c[0].tier, "small");
+
+    /* A short array: the count, and only the first links written. */
+    memset(c, 0, sizeof c);
+    assert_int_equal(sluice_engine_resolve_task(e, &s, T0, &plan, c, 1, NULL), 4);
+    assert_null(c[1].limit);
+
+    /* Refused as a submit refuses, with the same message. */
+    resolve_spec_of("{\"agents\":0,\"tokens\":1}", &s);
+    assert_int_equal(sluice_engine_resolve_task(e, &s, T0, &plan, c, 4, &err), SLUICE_EINVAL);
+    assert_int_equal(sluice_engine_submit(e, &s, T0, &id, &err2), SLUICE_EINVAL);
+    assert_string_equal(err.message, err2.message);
+    resolve_spec_of("not json", &s);
+    assert_int_equal(sluice_engine_resolve_task(e, &s, T0, &plan, c, 4, &err), SLUICE_EINVAL);
+    assert_non_null(strstr(err.message, "JSON"));
+    s.lease_limit = "one";
+    s.lease_id = 1;
+    assert_int_equal(sluice_engine_resolve_task(e, &s, T0, &plan, c, 4, &err), SLUICE_EINVAL);
+
+    /* An undeclared type: no chain, the engine's default lease, nothing kept. */
+    resolve_spec_of("{}", &s);
+    s.type = "adhoc";
+    assert_int_equal(sluice_engine_resolve_task(e, &s, T0, &plan, c, 4, &err), 0);
+    assert_true(plan.lease_ns > 0);
+    assert_null(sluice_engine_get_type(e, "adhoc"));
+    assert_int_equal(sluice_engine_last_id(e), 2);
+    sluice_engine_free(e);
+}
+
+/* A key with an override resolves to the override's definition. */
+static void test_resolve_override(void **unused)
+{
+    static const char *const lims[] = {"per", NULL};
+    sluice_engine *e = fx_engine(NULL);
+    sluice_key_override o;
+    sluice_limit_policy p;
+    sluice_task_plan plan;
+    sluice_charge c[1];
+    sluice_task_spec s;
+
+    (void)unused;
+    fx_limit(&p, "per", SLUICE_RATE, 10, MIN);
+    p.key_source = SLUICE_KEY_PATH;
+    p.key_path = "user";
+    memset(&o, 0, sizeof o);
+    o.key = "vip";
+    o.def = p.def;
+    o.def.limit = 99;
+    p.overrides = &o;
+    p.noverrides = 1;
+    fx_set_limit(e, &p);
+    fx_type(e, "job", lims);
+    resolve_spec_of("{\"user\":\"vip\"}", &s);
+    assert_int_equal(sluice_engine_resolve_task(e, &s, T0, &plan, c, 1, NULL), 1);
+    assert_int_equal(c[0].def->limit, 99);
+    resolve_spec_of("{\"user\":\"other\"}", &s);
+    assert_int_equal(sluice_engine_resolve_task(e, &s, T0, &plan, c, 1, NULL), 1);
+    assert_int_equal(c[0].def->limit, 10);
+    sluice_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -285,6 +405,8 @@ int main(void)
         cmocka_unit_test(test_retry_throttled),
         cmocka_unit_test(test_retry_free),
         cmocka_unit_test(test_quota_and_removed_limit),
+        cmocka_unit_test(test_resolve_without_submit),
+        cmocka_unit_test(test_resolve_override),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1109,7 +1109,10 @@ local function audit_entry(skey, units, now_s)
            now_s
 end
 
-local function run_decide(R, now, peek, reply)
+-- Judges a chain (R.links, R.a1 the lease ttl) all-or-nothing and, unless peek, writes all of
+-- it. Returns whether it was granted, the decisions ds (indexed by lead) and lead (each link's
+-- first link of the same state key: such links are judged once, with their units summed).
+local function decide_chain(R, now, peek)
   local links, n = R.links, #R.links
   local ttl = R.a1
   local st, lead = {}, {}
@@ -1163,13 +1166,28 @@ local function run_decide(R, now, peek, reply)
       end
     end
   end
+  return all, ds, lead
+end
+
+-- The chain's denying link whose slot is latest (0-based) and that slot's retry (0 when all).
+local function chain_denial(n, all, ds, lead)
   local retry, denied_by = 0, 0
-  local out = {}
   for i = 1, n do
     local d = ds[lead[i]]
     if not all and d.allowed == 0 and lt(retry, d.retry) then
       retry, denied_by = d.retry, i - 1
     end
+  end
+  return retry, denied_by
+end
+
+local function run_decide(R, now, peek, reply)
+  local n = #R.links
+  local all, ds, lead = decide_chain(R, now, peek)
+  local retry, denied_by = chain_denial(n, all, ds, lead)
+  local out = {}
+  for i = 1, n do
+    local d = ds[lead[i]]
     out[#out + 1] = d.allowed
     out[#out + 1] = str(d.limit)
     out[#out + 1] = str(d.remaining)
@@ -1350,38 +1368,34 @@ end
 
 -- ---- the call -------------------------------------------------------------------------------
 
-if ARGV[1] ~= "2" then
-  return redis.error_reply("ERR sluice limits script: protocol " .. tostring(ARGV[1]) ..
-                             " not understood (expected 2)")
+-- Shared by both ops of the script (limits here, tasks in tasks.lua, appended to this file at
+-- build time; the dispatch on ARGV[1] ends that file).
+
+-- Reads Redis TIME once per call into CTX and returns the call's base time: now_arg (injected,
+-- non-empty) or TIME.
+local function call_clock(now_arg)
+  local t = redis.call("TIME")
+  CTX.real = num(t[1] .. sfmt("%06d", tonumber(t[2])) .. "000")
+  CTX.real_ms = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) -- Redis's expiry clock
+  CTX.slack_ms = 0
+  if now_arg ~= "" then
+    -- Injected (virtual) time has nothing to do with Redis's expiry clock: keep state an hour
+    -- past its idleness in virtual time, measured from the real time, so that it never expires
+    -- under a test that runs for a while.
+    CTX.real = num(now_arg)
+    CTX.slack_ms = 3600000
+  end
+  return CTX.real
 end
 
-local t = redis.call("TIME")
-CTX.real = num(t[1] .. sfmt("%06d", tonumber(t[2])) .. "000")
-CTX.real_ms = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) -- Redis's expiry clock
-CTX.audit = ARGV[2]:find("a", 1, true) ~= nil
-CTX.slack_ms = 0
-local base = CTX.real
-if ARGV[3] ~= "" then
-  base = num(ARGV[3])
-  -- Injected (virtual) time has nothing to do with Redis's expiry clock: keep state an hour
-  -- past its idleness in virtual time, measured from the real time, so that it never expires
-  -- under a test that runs for a while.
-  CTX.real = base
-  CTX.slack_ms = 3600000
-end
-
-local nreq, ndefs = tonumber(ARGV[4]), tonumber(ARGV[5])
-local replies = {}
-local tags_seen = {}
-
--- The definitions, parsed once per call; a malformed one makes every request that names it
--- INVAL. A rate whose emission interval is a whole number of ns and whose burst * T stays below
--- 2^52 also gets what the fast path needs (f_t, f_bt, f_burst, f_burst_s).
-local defs = {}
-for i = 1, ndefs do
+-- A definition "kind limit period_ns burst start_empty ttl_ns calendar"; a malformed one gives
+-- {err = ...}, which makes every request that names it INVAL. A rate whose emission interval is
+-- a whole number of ns and whose burst * T stays below 2^52 also gets what the fast path needs
+-- (f_t, f_bt, f_burst, f_burst_s).
+local function parse_def(text)
   local D = {}
   local ok, err = pcall(function()
-    local k, l, p, b, se, ttl, cal = ARGV[5 + i]:match(
+    local k, l, p, b, se, ttl, cal = text:match(
       "^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) ([01]) (%-?%d+) (%-?%d+)$")
     D.kind, D.limit, D.period, D.burst = tonumber(k), tonumber(l), num(p), tonumber(b)
     D.start_empty, D.ttl, D.calendar = se == "1", num(ttl), tonumber(cal)
@@ -1409,8 +1423,10 @@ for i = 1, ndefs do
   if not ok then
     D = {err = err}
   end
-  defs[i] = D
+  return D
 end
+
+local tags_seen = {}
 
 local function tag_of(ck)
   local tg = tags_seen[ck]
@@ -1428,6 +1444,34 @@ local function tag_of(ck)
   end
   return tg
 end
+
+-- Clocks: the ratchet and the lease counter, kept at least as long as any state of their tag.
+-- A clock without an expiry stays so: it counts a quota that never ends.
+local function flush_clocks()
+  for ck, tg in pairs(tags_seen) do
+    if tg.dirty then
+      local v = str(tg.t) .. " " .. str(tg.last_lease)
+      if tg.forever or tg.deadline == -1 then
+        redis.call("SET", ck, v .. " -1")
+      else
+        local ms = tg.until_ms or add(2, CTX.slack_ms)
+        local deadline = add(CTX.real_ms, ms)
+        if tg.deadline and lt(deadline, tg.deadline) then
+          deadline = tg.deadline
+        end
+        local px = sub(deadline, CTX.real_ms)
+        if cmp(px, 1) < 0 then
+          px = 1
+        end
+        redis.call("SET", ck, v .. " " .. str(deadline), "PX", str(px))
+      end
+    end
+  end
+end
+
+-- The definitions of the call being run (limits_main).
+local defs = {}
+local base
 
 -- The decimal text of a request's time and its distance from the real time, computed once for
 -- the requests that share it (most of a call's).
@@ -1524,62 +1568,50 @@ local function general(rs, ki)
   return status .. " " .. str(now) .. (#reply > 0 and " " .. table.concat(reply, " ") or ""), ki
 end
 
-local ki = 1
-local audit = CTX.audit
-for r = 1, nreq do
-  local rs = ARGV[5 + ndefs + r]
-  local out
-  local op, di, units = rs:match("^([DP]) 1 1 %-?%d+ 0 0 (%d+) 1 (%d+)$")
-  if op then
-    local D = defs[tonumber(di)]
-    if D and D.f_t then
-      local tg = tag_of(KEYS[ki])
-      local now = base
-      if lt(now, tg.t) then
-        now = tg.t
-      end
-      local now_s, nr = now_text(now)
-      local skey = KEYS[ki + (audit and 2 or 1)]
-      units = tonumber(units)
-      out = fast_rate(D, op, units, skey, tg, now_s, nr)
-      if out then
-        if op == "D" then
-          tg.t = now
-          tg.dirty = true
-          if audit and out:byte(5 + #now_s) == 49 then -- "OK <now> 1": granted
-            redis.call("RPUSH", KEYS[ki + 1], audit_entry(skey, units, now_s))
-          end
+-- The limits op (protocol "2"): the batch described at the top of this file.
+local function limits_main()
+  base = call_clock(ARGV[3])
+  CTX.audit = ARGV[2]:find("a", 1, true) ~= nil
+  local nreq, ndefs = tonumber(ARGV[4]), tonumber(ARGV[5])
+  local replies = {}
+  for i = 1, ndefs do
+    defs[i] = parse_def(ARGV[5 + i])
+  end
+  local ki = 1
+  local audit = CTX.audit
+  for r = 1, nreq do
+    local rs = ARGV[5 + ndefs + r]
+    local out
+    local op, di, units = rs:match("^([DP]) 1 1 %-?%d+ 0 0 (%d+) 1 (%d+)$")
+    if op then
+      local D = defs[tonumber(di)]
+      if D and D.f_t then
+        local tg = tag_of(KEYS[ki])
+        local now = base
+        if lt(now, tg.t) then
+          now = tg.t
         end
-        ki = ki + (audit and 3 or 2)
+        local now_s, nr = now_text(now)
+        local skey = KEYS[ki + (audit and 2 or 1)]
+        units = tonumber(units)
+        out = fast_rate(D, op, units, skey, tg, now_s, nr)
+        if out then
+          if op == "D" then
+            tg.t = now
+            tg.dirty = true
+            if audit and out:byte(5 + #now_s) == 49 then -- "OK <now> 1": granted
+              redis.call("RPUSH", KEYS[ki + 1], audit_entry(skey, units, now_s))
+            end
+          end
+          ki = ki + (audit and 3 or 2)
+        end
       end
     end
-  end
-  if not out then
-    out, ki = general(rs, ki)
-  end
-  replies[r] = out
-end
-
--- Clocks: the ratchet and the lease counter, kept at least as long as any state of their tag.
--- A clock without an expiry stays so: it counts a quota that never ends.
-for ck, tg in pairs(tags_seen) do
-  if tg.dirty then
-    local v = str(tg.t) .. " " .. str(tg.last_lease)
-    if tg.forever or tg.deadline == -1 then
-      redis.call("SET", ck, v .. " -1")
-    else
-      local ms = tg.until_ms or add(2, CTX.slack_ms)
-      local deadline = add(CTX.real_ms, ms)
-      if tg.deadline and lt(deadline, tg.deadline) then
-        deadline = tg.deadline
-      end
-      local px = sub(deadline, CTX.real_ms)
-      if cmp(px, 1) < 0 then
-        px = 1
-      end
-      redis.call("SET", ck, v .. " " .. str(deadline), "PX", str(px))
+    if not out then
+      out, ki = general(rs, ki)
     end
+    replies[r] = out
   end
+  flush_clocks()
+  return replies
 end
-
-return replies

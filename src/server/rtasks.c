@@ -1,0 +1,651 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The task queue shared on Redis, the node's side (rtasks.h): the turn's task batch, the
+ * blocked TASK.GETs (waiters), the timer of the next wake and the subscriber of the wake
+ * channel.
+ *
+ * A batch (tbatch) is one script call, embedded in rstore's FIFO (rstore_call first). Redis's
+ * answer is valid only during its callback, and the batch may not be at the head of the FIFO
+ * then: the callback copies what the replies need (results, delivered tasks' bytes, messages)
+ * into the batch's arena, and the replies are written when the FIFO reaches the batch (both in
+ * rtasks_reply.c; the objects are in rtasks_impl.h). Applied batches are kept for reuse, at
+ * most SPARE_MAX.
+ *
+ * Invariants:
+ * - a wait (one request) has exactly one of: a deferred slot of its client (ticket), or a
+ *   waiter (a blocked TASK.GET's claim); c == NULL once its client closed;
+ * - a waiter has at most one claim in flight (in_flight), is in the waiter list until it is
+ *   answered or its client closes, and is freed by whoever sees it last: its claim's apply
+ *   when in flight, else the one that unlinks it;
+ * - the batches this module sent are in `sent`, oldest first, and leave it in that order (the
+ *   FIFO applies in send order).
+ */
+#include "server/rtasks.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/grow.h"
+#include "server/commands.h"
+#include "server/log.h"
+#include "server/rstore.h"
+#include "server/rtasks_impl.h"
+#include "sluice/error.h"
+#include "store/redis_conn.h"
+
+/* Applied batches kept for reuse. */
+#define SPARE_MAX 8
+/* Links of a task resolved on the stack; longer chains are allocated. */
+#define LINKS_STACK 16
+/* Room for "name/tier", a tiered limit's id (as THROTTLE names its state: cmd_limit.c). */
+#define LIMIT_ID_BUF 260
+/* The hash tag of every task link: the same as THROTTLE's (rstore.c), so tasks and direct
+ * callers charge one budget. */
+#define RTASKS_TAG     "all"
+#define RTASKS_TAG_LEN 3
+
+static rtasks *state_of(const server *s)
+{
+    return s->rtasks_state;
+}
+
+/* ---- Batches ----------------------------------------------------------------------------- */
+
+static void batch_free(tbatch *b)
+{
+    if (!b)
+        return;
+    rtask_batch_free(b->tb);
+    alloc_free(b->w);
+    alloc_free(b->tasks);
+    alloc_free(b->arena);
+    alloc_free(b);
+}
+
+static tbatch *batch_get(rtasks *rt)
+{
+    tbatch *b = rt->spare;
+
+    if (b) {
+        rt->spare = b->next;
+        rt->nspare--;
+        b->next = NULL;
+        return b;
+    }
+    b = alloc_calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    b->rt = rt;
+    if (rtask_batch_new(NULL, &b->tb) != 0) {
+        alloc_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void rtasks_batch_recycle(rtasks *rt, tbatch *b)
+{
+    rtask_batch_reset(b->tb);
+    b->n = b->ntasks = b->alen = 0;
+    if (rt->nspare >= SPARE_MAX || rt->closed) {
+        batch_free(b);
+        return;
+    }
+    b->next = rt->spare;
+    rt->spare = b;
+    rt->nspare++;
+}
+
+/* Copies len bytes into the arena; returns their offset, or SIZE_MAX when out of memory. */
+size_t rtasks_arena_put(tbatch *b, const char *p, size_t len)
+{
+    size_t off = b->alen;
+
+    if (grow_array(&b->arena, &b->acap, b->alen + len + 1, 1, 1024) != SLUICE_OK)
+        return SIZE_MAX;
+    if (len)
+        memcpy(b->arena + off, p, len);
+    b->arena[off + len] = '\0';
+    b->alen += len + 1;
+    return off;
+}
+
+/* ---- Waiters ----------------------------------------------------------------------------- */
+
+void rtasks_waiter_unlink(rtasks *rt, waiter *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        rt->whead = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    else
+        rt->wtail = w->prev;
+    w->prev = w->next = NULL;
+    rt->nwaiters--;
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    rtasks *rt = t->data;
+
+    rt->timer_due = 0;
+    rt->wake = 1;
+}
+
+/* Arms the timer for delay_ms from now unless it fires sooner already. */
+void rtasks_arm_timer(rtasks *rt, uint64_t delay_ms)
+{
+    uint64_t due = uv_now(&rt->s->loop) + delay_ms;
+
+    if (rt->closed || (rt->timer_due != 0 && rt->timer_due <= due))
+        return;
+    rt->timer_due = due;
+    uv_timer_start(&rt->timer, on_timer, delay_ms, 0);
+}
+
+/* The reply of a waiter whose wait is over with nothing: the empty array. Unblocks it. */
+void rtasks_waiter_reply_empty(rtasks *rt, waiter *w)
+{
+    conn *c = w->c;
+
+    rtasks_waiter_unlink(rt, w);
+    resp_array(conn_out(c), 0);
+    conn_unblock(c);
+    alloc_free(w);
+}
+
+static int get_retry(conn *c, void *arg)
+{
+    (void)c;
+    (void)arg;
+    /* Local signals mean nothing to the shared queue: wakes come from Redis (rtasks.h). */
+    return 0;
+}
+
+static void get_timeout(conn *c, void *arg)
+{
+    waiter *w = arg;
+    rtasks *rt = state_of(c->srv);
+
+    if (w->in_flight && !c->srv->stopping) {
+        /* Its claim may be taking tasks for it: answered with the claim's result. */
+        w->expired = 1;
+        return;
+    }
+    /* Stopping: a claim in flight is answered "stopped" (rstore_close), nothing taken. */
+    if (w->in_flight)
+        w->c = NULL; /* its apply frees it */
+    rtasks_waiter_unlink(rt, w);
+    resp_array(conn_out(c), 0);
+    conn_unblock(c);
+    if (!w->in_flight)
+        alloc_free(w);
+}
+
+static void get_cancel(conn *c, void *arg)
+{
+    waiter *w = arg;
+    rtasks *rt = state_of(c->srv);
+
+    rtasks_waiter_unlink(rt, w);
+    if (w->in_flight)
+        w->c = NULL; /* its apply frees it */
+    else
+        alloc_free(w);
+}
+
+static const conn_block_ops get_ops = {get_retry, get_timeout, get_cancel};
+
+/* ---- Requests ---------------------------------------------------------------------------- */
+
+/* The turn's batch with room for one more wait, or NULL after replying NOMEM (when c). */
+static tbatch *cur_batch(rtasks *rt, conn *c)
+{
+    tbatch *b;
+
+    /* A limits request of this turn goes first: the FIFO is the order requests were taken. */
+    rstore_flush_limits(rt->s);
+    b = rt->cur;
+    if (!b) {
+        b = batch_get(rt);
+        if (!b)
+            goto nomem;
+        rt->cur = b;
+    }
+    if (grow_array(&b->w, &b->cap, b->n + 1, sizeof(*b->w), 64) != SLUICE_OK)
+        goto nomem;
+    return b;
+nomem:
+    if (c)
+        resp_error(conn_out(c), "NOMEM", "out of memory");
+    return NULL;
+}
+
+/* Takes the wait of request idx (the value an rtask_batch_add_* returned) for client c: a
+ * deferred slot, or the waiter wt. Returns the wait, or NULL after replying to a refused add. */
+static twait *take_wait(tbatch *b, conn *c, waiter *wt, rtask_op op, int idx)
+{
+    twait *w;
+
+    if (idx < 0) {
+        if (wt)
+            return NULL;
+        if (idx == SLUICE_ENOMEM)
+            resp_error(conn_out(c), "NOMEM", "out of memory");
+        else
+            reply_engine_error(c, idx, "the shared store cannot take this request");
+        return NULL;
+    }
+    w = &b->w[b->n++];
+    memset(w, 0, sizeof(*w));
+    w->c = c;
+    w->wt = wt;
+    w->op = op;
+    w->req = idx;
+    if (!wt)
+        w->ticket = conn_defer(c);
+    return w;
+}
+
+/* Sends the batch at once when it is full (the rest of the turn starts another). */
+static void maybe_send_full(rtasks *rt)
+{
+    if (rt->cur && rt->cur->n >= RSTORE_BATCH_MAX)
+        rtasks_flush(rt->s);
+}
+
+/* The store is down: the reply of a request that cannot be made (whatever store_failure says:
+ * a task queue cannot invent tasks or acknowledge what Redis did not take). */
+static void reply_down(conn *c, const char *why)
+{
+    resp_error(conn_out(c), "STOREDOWN", "the shared store is unavailable (%s); nothing was done",
+               why ? why : "not connected");
+}
+
+/* Adds one claim for waiter w. Returns 0, or -1 (out of memory: it stays without a claim). */
+static int waiter_claim(rtasks *rt, waiter *w)
+{
+    rtask_claim cl;
+    tbatch *b = cur_batch(rt, NULL);
+    twait *tw;
+
+    if (!b)
+        return -1;
+    memset(&cl, 0, sizeof(cl));
+    cl.types = w->types;
+    cl.typelens = w->typelens;
+    cl.ntypes = w->ntypes;
+    cl.count = w->count;
+    tw = take_wait(b, w->c, w, RTASK_CLAIM, rtask_batch_add_claim(b->tb, &cl));
+    if (!tw)
+        return -1;
+    w->in_flight = 1;
+    rt->stats.claims++;
+    maybe_send_full(rt);
+    return 0;
+}
+
+void rtasks_add(conn *c, const sluice_task_spec *spec, int64_t delay_ns)
+{
+    server *s = c->srv;
+    rtasks *rt = state_of(s);
+    sluice_charge stack[LINKS_STACK], *ch = stack;
+    rtask_link lstack[LINKS_STACK], *links = lstack;
+    char(*ids)[LIMIT_ID_BUF] = NULL, idstack[LINKS_STACK][LIMIT_ID_BUF];
+    sluice_submit_error err;
+    sluice_task_plan plan;
+    const char *why = NULL;
+    rtask_add a;
+    tbatch *b;
+    int n;
+
+    if (!rstore_up(s, &why)) {
+        reply_down(c, why);
+        return;
+    }
+    n = sluice_engine_resolve_task(s->engine, spec, server_now(s), &plan, ch, LINKS_STACK, &err);
+    if (n > LINKS_STACK) {
+        ch = alloc_calloc((size_t)n, sizeof(*ch));
+        links = alloc_calloc((size_t)n, sizeof(*links));
+        ids = alloc_calloc((size_t)n, sizeof(*ids));
+        if (!ch || !links || !ids) {
+            resp_error(conn_out(c), "NOMEM", "out of memory");
+            goto done;
+        }
+        n = sluice_engine_resolve_task(s->engine, spec, server_now(s), &plan, ch, (size_t)n, &err);
+    } else {
+        ids = idstack;
+    }
+    if (n < 0) {
+        reply_engine_error(c, n, err.message);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        const sluice_limit_policy *p = sluice_engine_get_limit(s->engine, ch[i].limit, NULL);
+        rtask_link *l = &links[i];
+
+        memset(l, 0, sizeof(*l));
+        if (ch[i].tier)
+            snprintf(ids[i], LIMIT_ID_BUF, "%s/%s", ch[i].limit, ch[i].tier);
+        else
+            snprintf(ids[i], LIMIT_ID_BUF, "%s", ch[i].limit);
+        l->lim.def = ch[i].def;
+        l->lim.limit_id = ids[i];
+        l->lim.key = ch[i].key;
+        l->lim.keylen = ch[i].keylen;
+        l->lim.units = ch[i].units;
+        l->lim.tag = RTASKS_TAG;
+        l->lim.taglen = RTASKS_TAG_LEN;
+        l->horizon_ns = ch[i].def->kind == SLUICE_CONCURRENCY ? 0 : ch[i].def->horizon_ns;
+        if (p && p->overflow == SLUICE_OVERFLOW_REJECT)
+            l->flags |= RTASK_LINK_REJECT;
+        if (ch[i].settles)
+            l->flags |= RTASK_LINK_SETTLE;
+    }
+    memset(&a, 0, sizeof(a));
+    a.type = spec->type;
+    a.typelen = strlen(spec->type);
+    a.payload = spec->payload;
+    a.payload_len = spec->payload_len;
+    a.task_key = spec->task_key;
+    a.task_key_len = spec->task_key_len;
+    a.links = links;
+    a.nlinks = (size_t)n;
+    a.priority = plan.priority;
+    a.delay_ns = delay_ns;
+    a.lease_ns = plan.lease_ns;
+    a.charge_redelivery = plan.charge_redelivery;
+    a.retry = plan.retry;
+    b = cur_batch(rt, c);
+    if (b && take_wait(b, c, NULL, RTASK_ADD, rtask_batch_add_add(b->tb, &a)))
+        maybe_send_full(rt);
+done:
+    if (ch != stack) {
+        alloc_free(ch);
+        alloc_free(links);
+        alloc_free(ids);
+    }
+}
+
+void rtasks_get(conn *c, const char *const *types, size_t ntypes, size_t count, int64_t timeout_ms)
+{
+    server *s = c->srv;
+    rtasks *rt = state_of(s);
+    size_t len = sizeof(waiter) + ntypes * (sizeof(char *) + sizeof(size_t));
+    const char *why = NULL;
+    waiter *w;
+    char *p;
+
+    if (timeout_ms == 0 && !rstore_up(s, &why)) {
+        reply_down(c, why);
+        return;
+    }
+    for (size_t i = 0; i < ntypes; i++)
+        len += strlen(types[i]) + 1;
+    w = alloc_calloc(1, len);
+    if (!w) {
+        resp_error(conn_out(c), "NOMEM", "out of memory");
+        return;
+    }
+    w->c = c;
+    w->count = count;
+    w->ntypes = ntypes;
+    w->types = (const char **)(void *)(w + 1);
+    w->typelens = (size_t *)(void *)(w->types + ntypes);
+    p = (char *)(w->typelens + ntypes);
+    for (size_t i = 0; i < ntypes; i++) {
+        size_t tl = strlen(types[i]);
+
+        memcpy(p, types[i], tl + 1);
+        w->types[i] = p;
+        w->typelens[i] = tl;
+        p += tl + 1;
+    }
+    /* Blocked even for TIMEOUT 0 (no timer then): the client runs nothing more until the claim
+     * is answered, as a poll would have answered before its next command ran. */
+    if (conn_block(c, timeout_ms, &get_ops, w) != 0) {
+        alloc_free(w);
+        resp_array(conn_out(c), 0);
+        return;
+    }
+    w->prev = rt->wtail;
+    if (rt->wtail)
+        rt->wtail->next = w;
+    else
+        rt->whead = w;
+    rt->wtail = w;
+    rt->nwaiters++;
+    if (timeout_ms == 0)
+        w->expired = 1; /* answered by its first claim, whatever it finds */
+    if (waiter_claim(rt, w) != 0 && timeout_ms == 0) {
+        rtasks_waiter_reply_empty(rt, w);
+        return;
+    }
+    rtasks_arm_timer(rt, RTASKS_POLL_MS);
+}
+
+void rtasks_done(conn *c, rtask_op op, const rtask_done *d)
+{
+    rtasks *rt = state_of(c->srv);
+    const char *why = NULL;
+    tbatch *b;
+    twait *w;
+    int idx;
+
+    if (!rstore_up(c->srv, &why)) {
+        reply_down(c, why);
+        return;
+    }
+    b = cur_batch(rt, c);
+    if (!b)
+        return;
+    switch (op) {
+    case RTASK_ACK:
+        idx = rtask_batch_add_ack(b->tb, d);
+        break;
+    case RTASK_FAIL:
+        idx = rtask_batch_add_fail(b->tb, d);
+        break;
+    case RTASK_TOUCH:
+        idx = rtask_batch_add_touch(b->tb, d);
+        break;
+    case RTASK_CANCEL:
+        idx = rtask_batch_add_cancel(b->tb, d);
+        break;
+    case RTASK_INFO:
+        idx = rtask_batch_add_info(b->tb, d);
+        break;
+    default:
+        idx = SLUICE_EINVAL;
+        break;
+    }
+    w = take_wait(b, c, NULL, op, idx);
+    if (!w)
+        return;
+    w->id = d->id;
+    w->attempt = d->attempt;
+    maybe_send_full(rt);
+}
+
+void rtasks_flush(server *s)
+{
+    rtasks *rt = state_of(s);
+    tbatch *b;
+    int argc = 0, rc;
+    const char **argv = NULL;
+    const size_t *argvlen = NULL;
+
+    if (!rt || !rt->cur)
+        return;
+    b = rt->cur;
+    rt->cur = NULL;
+    rc = rtask_batch_command(b->tb, rstore_sha(s), &argc, &argv, &argvlen);
+    b->base.call.argc = argc;
+    b->base.call.argv = argv;
+    b->base.call.argvlen = argvlen;
+    b->base.on_reply = rtasks_decode;
+    b->base.apply = rtasks_apply;
+    b->next = NULL;
+    if (rt->last)
+        rt->last->next = b;
+    else
+        rt->sent = b;
+    rt->last = b;
+    rt->stats.requests += b->n;
+    rstore_send(s, &b->base, rc);
+}
+
+void rtasks_turn(server *s)
+{
+    rtasks *rt = state_of(s);
+
+    if (!rt)
+        return;
+    if (rt->wake && !rt->closed) {
+        rt->wake = 0;
+        for (waiter *w = rt->whead; w; w = w->next)
+            if (!w->in_flight && w->c)
+                waiter_claim(rt, w);
+    }
+    rtasks_flush(s);
+}
+
+void rtasks_store_up(server *s)
+{
+    rtasks *rt = state_of(s);
+
+    if (rt)
+        rt->wake = 1;
+}
+
+void rtasks_conn_closed(conn *c)
+{
+    rtasks *rt = state_of(c->srv);
+
+    if (!rt)
+        return;
+    for (tbatch *b = rt->cur; b; b = NULL)
+        for (size_t i = 0; i < b->n; i++)
+            if (b->w[i].c == c && !b->w[i].wt)
+                b->w[i].c = NULL;
+    for (tbatch *b = rt->sent; b; b = b->next)
+        for (size_t i = 0; i < b->n; i++)
+            if (b->w[i].c == c && !b->w[i].wt)
+                b->w[i].c = NULL;
+}
+
+/* ---- The subscriber ---------------------------------------------------------------------- */
+
+static void on_message(void *arg, const char *msg, size_t len)
+{
+    rtasks *rt = arg;
+
+    (void)msg;
+    (void)len;
+    rt->stats.wakes++;
+    rt->wake = 1;
+}
+
+static void on_sub_state(void *arg, rconn_state state, const char *why)
+{
+    rtasks *rt = arg;
+
+    rt->stats.subscriber_up = state == RCONN_UP;
+    if (state == RCONN_UP) {
+        /* Wakes published while it was away are lost: look again. */
+        rt->wake = 1;
+        rt->logged_why[0] = '\0';
+        log_info("store: subscribed to %s", rt->channel);
+    } else if (why && strcmp(why, rt->logged_why) != 0) {
+        snprintf(rt->logged_why, sizeof rt->logged_why, "%s", why);
+        log_warn("store: the wake subscription is down (%s); blocked TASK.GETs look every %d ms",
+                 why, RTASKS_POLL_MS);
+    }
+}
+
+int rtasks_open(server *s, const char *host, int port, int64_t timeout_ms, char *msg, size_t msglen)
+{
+    rtasks *rt = alloc_calloc(1, sizeof(*rt));
+    rtask_batch *probe = NULL;
+    rconn_options o;
+    int rc;
+
+    if (!rt || rtask_batch_new(NULL, &probe) != 0) {
+        alloc_free(rt);
+        snprintf(msg, msglen, "out of memory");
+        return SLUICE_ENOMEM;
+    }
+    snprintf(rt->channel, sizeof rt->channel, "%s", rtask_wake_channel(probe));
+    rtask_batch_free(probe);
+    rt->s = s;
+    memset(&o, 0, sizeof(o));
+    o.host = host;
+    o.port = port;
+    o.timeout_ms = timeout_ms;
+    o.channel = rt->channel;
+    o.on_message = on_message;
+    o.on_state = on_sub_state;
+    o.arg = rt;
+    rc = rconn_new(&s->loop, &o, &rt->sub);
+    if (rc != 0) {
+        snprintf(msg, msglen, "the wake subscriber: %s", sluice_strerror(rc));
+        alloc_free(rt);
+        return rc;
+    }
+    uv_timer_init(&s->loop, &rt->timer);
+    rt->timer.data = rt;
+    s->rtasks_state = rt;
+    return 0;
+}
+
+void rtasks_close(server *s)
+{
+    rtasks *rt = state_of(s);
+
+    if (!rt || rt->closed)
+        return;
+    /* Blocked clients got their timeout reply when the server began to stop. */
+    rtasks_flush(s); /* failed at once if the store is closing: answered in order */
+    rt->closed = 1;
+    uv_timer_stop(&rt->timer);
+    uv_close((uv_handle_t *)&rt->timer, NULL);
+    rconn_free(rt->sub);
+    rt->sub = NULL;
+}
+
+void rtasks_free(server *s)
+{
+    rtasks *rt = state_of(s);
+    tbatch *b;
+    waiter *w;
+
+    if (!rt)
+        return;
+    rtasks_close(s);
+    batch_free(rt->cur);
+    while ((b = rt->spare) != NULL) {
+        rt->spare = b->next;
+        batch_free(b);
+    }
+    while ((w = rt->whead) != NULL) {
+        rtasks_waiter_unlink(rt, w);
+        alloc_free(w);
+    }
+    alloc_free(rt);
+    s->rtasks_state = NULL;
+}
+
+void rtasks_get_stats(const server *s, rtasks_stats *out)
+{
+    const rtasks *rt = state_of(s);
+
+    memset(out, 0, sizeof(*out));
+    if (!rt)
+        return;
+    *out = rt->stats;
+    out->waiters = rt->nwaiters;
+}

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The task queue shared on Redis, the node's side: with `--store redis://...`, TASK.ADD, GET,
+ * ACK, FAIL, TOUCH, CANCEL and INFO do not touch this process's engine. The command checks its
+ * arguments as it always does (cmd_task.c: same errors, same words); TASK.ADD then resolves the
+ * task's chain with the engine's own resolution (sluice_engine_resolve_task: type, key templates,
+ * tiers, units, per-key overrides) and every command adds one request to the loop turn's task
+ * batch (store/redis_tasks.h), which leaves at the end of the turn as one EVALSHA of the store's
+ * one script, through rstore's FIFO of calls (rstore.h: answers are applied in send order, so a
+ * client's deferred replies keep its command order whatever it pipelined).
+ *
+ * TASK.ADD is answered only once Redis has the task (its reply is deferred until the script's
+ * answer); a store that is down or does not answer in time answers -STOREDOWN whatever
+ * store_failure says: no task is acknowledged that Redis did not take (a timed-out ADD may still
+ * have been taken: the producer may add it twice, which is at-least-once).
+ *
+ * Blocked TASK.GET ... TIMEOUT: the client is blocked (conn_block) and its wish kept (a waiter);
+ * one claim per waiter is sent whenever work may have come: a message on the wake channel (every
+ * op that makes work ready publishes on it, on any node; a second connection of this node is
+ * SUBSCRIBEd to it), the store time of the next wake a claim that found nothing returned (a
+ * timer), the subscriber or the store coming back up, and at most RTASKS_POLL_MS after the last
+ * look (a published wake can be lost while the subscriber reconnects). A claim is atomic in
+ * Redis, so of many nodes woken together exactly one gets each task. A waiter whose timeout
+ * passes while its claim is in flight is answered when the claim is (within the store timeout),
+ * so a task is never claimed for a client that was already told "nothing".
+ *
+ * Invariants:
+ * - every request added gets exactly one reply (a waiter: exactly one, at its claim or timeout);
+ * - a client that closes has its requests' replies dropped; tasks a claim in flight took for it
+ *   are not lost: their lease lapses in store time and they are delivered again (ATTEMPT n+1);
+ * - nothing here blocks the loop.
+ */
+#ifndef SLUICE_SERVER_RTASKS_H
+#define SLUICE_SERVER_RTASKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/conn.h"
+#include "server/server.h"
+#include "sluice/engine.h"
+#include "store/redis_tasks.h"
+
+/* Longest a blocked TASK.GET goes without a claim, in ms (a lost wake message costs at most
+ * this much delay). */
+#define RTASKS_POLL_MS 1000
+
+/* Counters, for INFO store. */
+typedef struct rtasks_stats {
+    uint64_t requests;  /* task requests sent */
+    uint64_t claims;    /* claims sent for blocked TASK.GETs */
+    uint64_t delivered; /* tasks handed to clients */
+    uint64_t wakes;     /* wake messages received */
+    uint64_t waiters;   /* TASK.GETs blocked now */
+    int subscriber_up;  /* the wake subscription is live */
+} rtasks_stats;
+
+/* Sets up the task side of the shared store (after rstore_open parsed the URL): the batch and
+ * the subscriber connection to host:port, which connects in the background. Returns 0 or
+ * SLUICE_ENOMEM with msg. */
+int rtasks_open(server *s, const char *host, int port, int64_t timeout_ms, char *msg,
+                size_t msglen);
+
+/* Answers what waits (blocked clients: their timeout reply) and closes the subscriber. */
+void rtasks_close(server *s);
+
+/* Frees the state. Accepts a server without one. */
+void rtasks_free(server *s);
+
+/* The end of a loop turn (from rstore_turn): claims for the waiters when a wake came, then
+ * sends the turn's task batch. */
+void rtasks_turn(server *s);
+
+/* Sends the turn's task batch now (a limits request is about to be taken behind it). */
+void rtasks_flush(server *s);
+
+/* The store's connection came up: the waiters look again (a wake may have been missed). */
+void rtasks_store_up(server *s);
+
+/* A client with deferred replies is closing: its replies are dropped. */
+void rtasks_conn_closed(conn *c);
+
+/* TASK.ADD of spec (checked by the command), DELAY delay_ns. Replies now (an error, a store
+ * that is down) or when Redis has the task. */
+void rtasks_add(conn *c, const sluice_task_spec *spec, int64_t delay_ns);
+
+/* TASK.GET: up to count tasks of the ntypes types (NUL-terminated names); timeout_ms 0 answers
+ * at once, else the client blocks until a task comes or the timeout passes. */
+void rtasks_get(conn *c, const char *const *types, size_t ntypes, size_t count, int64_t timeout_ms);
+
+/* TASK.ACK (RTASK_ACK), FAIL, TOUCH, CANCEL and INFO of d->id. */
+void rtasks_done(conn *c, rtask_op op, const rtask_done *d);
+
+void rtasks_get_stats(const server *s, rtasks_stats *out);
+
+#endif

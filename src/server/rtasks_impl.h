@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The objects of the shared task queue's node side (rtasks.h), shared by its two files: rtasks.c
+ * (the requests, the blocked TASK.GETs, the timer, the subscriber, the life) and rtasks_reply.c
+ * (Redis's answers: decoded while valid, then written to the clients in FIFO order). Nothing
+ * here is used outside them.
+ *
+ * Invariants (see rtasks.c for the whole list):
+ * - a wait has exactly one of a deferred slot of its client (ticket) or a waiter (a blocked
+ *   TASK.GET's claim); c == NULL once its client closed;
+ * - a waiter has at most one claim in flight and is freed by whoever sees it last.
+ */
+#ifndef SLUICE_SERVER_RTASKS_IMPL_H
+#define SLUICE_SERVER_RTASKS_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "server/rstore.h"
+#include "server/rtasks.h"
+#include "store/redis_conn.h"
+#include "store/redis_tasks.h"
+
+typedef struct rtasks rtasks;
+typedef struct tbatch tbatch;
+
+/* A blocked TASK.GET. One allocation: the type names are copied behind the struct. */
+typedef struct waiter {
+    conn *c;            /* NULL once its client closed (then freed by its claim's apply) */
+    size_t count;       /* tasks wanted */
+    size_t ntypes;      /* types wanted */
+    const char **types; /* ntypes names, behind the struct */
+    size_t *typelens;   /* their lengths */
+    int in_flight;      /* a claim for it is in a batch */
+    int expired;        /* its timeout passed while the claim was in flight */
+    struct waiter *prev, *next;
+} waiter;
+
+/* A delivered task, or INFO's task, copied out of Redis's answer (offsets into the arena). */
+typedef struct ttask {
+    rtask_task t; /* its string pointers are NULL here: the offsets below hold them */
+    size_t type_off, payload_off, task_key_off, fail_message_off;
+} ttask;
+
+/* One request's client and what its reply needs. */
+typedef struct twait {
+    conn *c;       /* NULL once the client closed */
+    size_t ticket; /* conn_defer's (not with a waiter) */
+    waiter *wt;    /* a blocked TASK.GET's claim, else NULL */
+    rtask_op op;
+    int req;          /* the request's index in the batch */
+    uint64_t id;      /* the id asked (ACK, FAIL, TOUCH, CANCEL, INFO) */
+    int64_t attempt;  /* the ATTEMPT asked */
+    rtask_result res; /* the decoded answer (res.msg NULL: see msg_off) */
+    size_t msg_off;   /* the script's message in the arena */
+    size_t task0;     /* its first task in the batch's task array */
+} twait;
+
+struct tbatch {
+    rstore_call base; /* first: rstore's FIFO holds it */
+    rtasks *rt;
+    rtask_batch *tb; /* the encoded requests */
+    twait *w;        /* one per request, in order */
+    size_t n, cap;
+    ttask *tasks; /* the delivered tasks of every claim, and INFO's */
+    size_t ntasks, tcap;
+    char *arena; /* the bytes of the tasks and messages */
+    size_t alen, acap;
+    tbatch *next; /* in `sent`, or spare */
+};
+
+struct rtasks {
+    server *s;
+    rconn *sub; /* the subscriber of the wake channel */
+    char channel[128];
+    tbatch *cur;         /* the turn's batch, NULL until its first request */
+    tbatch *sent, *last; /* sent, oldest first */
+    tbatch *spare;
+    size_t nspare;
+    waiter *whead, *wtail; /* blocked TASK.GETs, oldest first */
+    size_t nwaiters;
+    int wake;           /* the waiters look again at the end of this turn */
+    uv_timer_t timer;   /* the next wake */
+    uint64_t timer_due; /* uv_now when it fires; 0 when not armed */
+    int closed;
+    char logged_why[256]; /* the subscriber's last failure logged: an outage logs once a reason */
+    rtasks_stats stats;
+};
+
+/* Recycles an applied batch (kept for reuse, or freed). */
+void rtasks_batch_recycle(rtasks *rt, tbatch *b);
+
+/* Copies len bytes (and a NUL) into b's arena; returns their offset, or SIZE_MAX when out of
+ * memory. */
+size_t rtasks_arena_put(tbatch *b, const char *p, size_t len);
+
+/* Takes waiter w out of the list of blocked TASK.GETs (it is not freed). */
+void rtasks_waiter_unlink(rtasks *rt, waiter *w);
+
+/* Arms the next-wake timer for delay_ms from now, unless it fires sooner already. */
+void rtasks_arm_timer(rtasks *rt, uint64_t delay_ms);
+
+/* Answers waiter w with the empty array, unblocks its client and frees it. */
+void rtasks_waiter_reply_empty(rtasks *rt, waiter *w);
+
+/* rstore_call.on_reply and .apply of a task batch (rtasks_reply.c). */
+void rtasks_decode(rstore_call *call, const struct redisReply *reply);
+void rtasks_apply(rstore_call *call);
+
+#endif

@@ -1,0 +1,863 @@
+-- SPDX-License-Identifier: MIT
+--
+-- The shared task queue: the task ops of the store script. This file is appended to
+-- src/store/redis/limits.lua at build time (cmake/embed_text.cmake), so a task's chain is judged
+-- by limits.lua's own functions (decide_chain, load, store, run_lease, run_settle): one script,
+-- one copy of the arithmetic. src/store/redis_tasks.c builds the call and reads the reply; the
+-- semantics are the single-node engine's (src/engine/dispatch.c, gate.c, park.c).
+--
+-- KEYS: first the queue's fixed keys, all under the hash tag {all}:
+--   1 "<p>:{all}:clock"  the queue's clock (as limits.lua's tag clocks: "<ns> <lease> -1")
+--   2 "<p>:{all}:seq"    the id counter (INCR; ids are never reused)
+--   3 "<p>:{all}:task"   hash id -> the task's record (see rec_put)
+--   4 "<p>:{all}:body"   hash id -> payload
+--   5 "<p>:{all}:links"  hash id -> the task's links (see links_put)
+--   6 "<p>:{all}:run"    zset id, score = ceil(lease end in ms): running tasks
+--   7 "<p>:{all}:wakes"  zset wait-queue key, score = ceil(wake time in ms): armed wait queues
+--   8 "<p>:{all}:tkey"   hash task key -> id of the unfinished task holding it
+--   9 "<p>:{all}:done"   zset id (score id): finished tasks, oldest forgotten past KEEP
+--  10 "<p>:{all}:msg"    hash id -> a failed task's message
+-- then per request its own: ADD: "<p>:{all}:ready:<type>", "<p>:{all}:delayed:<type>", then per
+-- link its state key and its tag's clock key (limits.lua's names); CLAIM: per type its ready and
+-- delayed keys. Keys derived in the script from what earlier calls passed as KEYS: the ready and
+-- delayed keys of a stored task's type, "<p>:{all}:wq:<state key>" (the wait queue of a limit
+-- key: a zset of parked tasks, lexicographic), and a stored link's state and clock keys. All the
+-- queue's keys share the tag {all} (one slot); a chain's state keys have their own tags (a
+-- standalone Redis takes them; Redis Cluster is a later slice).
+--
+-- Ready and wait queues are lexicographic zsets (every score 0) of members "<code><id>": code is
+-- 16 hex digits that sort higher priorities first (redis_tasks.c computes it exactly from the
+-- int64 priority), id is 20 decimal digits, so ZRANGE 0 0 is the most urgent task. Delayed tasks
+-- are a zset by ceil(due in ms) per type; times themselves are kept exactly in the record (ns).
+--
+-- ARGV: "T1" (protocol), now_ns ("" = Redis TIME; tests inject one), the request count R, then
+-- the R requests, each a head "<op> <nargs>" followed by nargs arguments:
+--   A (ADD):    type, payload, task key, has task key (0/1), priority code, priority, delay_ns,
+--               lease_ns, max_attempts, backoff (0 fixed, 1 exponential), base_ns, max_ns,
+--               throttle_retries (0/1), charge_redelivery (0/1), nlinks, then per link:
+--               definition (limits.lua's text), units, flags (1 reject, 2 settle), horizon_ns
+--   C (CLAIM):  count, ntypes, the type names
+--   K (ACK), F (FAIL), T (TOUCH), X (CANCEL), I (INFO): id, attempt (0: any), cost (-1: none),
+--               mode (0 retry, 1 dead), retry_after_ns (-1: none), message, has message (0/1)
+-- Reply: an array per request whose first element is "STATUS now [fields]":
+--   A: "OK now id replaced" | "EXISTS now running_id" | "INVAL now message"
+--   C: "OK now delivered failed next_wake_ns more", then per delivered task three elements:
+--      "id attempt lease_until_ns", type, payload
+--   K, F: "OK now state attempt"; T: "OK now state attempt lease_until_ns";
+--   X: "OK now state attempt cancelled(0/1)"; I: "OK now id state attempt lease_until_ns
+--      fail_reason priority submitted_ns not_before_ns has_task_key has_message", then type,
+--      payload, task key, message
+--   refusals: "NOTASK now" | "NOLEASE now state attempt" | "INUSE now state attempt"
+-- States and fail reasons are the numbers of sluice_task_state and sluice_fail_reason.
+--
+-- Bounds of one CLAIM (redis_tasks.h): SCAN ready entries gated, WAKES wait queues woken (each
+-- at most SCAN tasks), LAPSES lapsed leases taken back, SCAN delayed tasks promoted per type.
+--
+-- Invariants: a task is in exactly one place for its state (QUEUED: its type's ready or delayed
+-- zset; PARKED: one wait queue; RUNNING: run; finished: done); a wait queue with tasks is in
+-- wakes (armed), and an empty one is not; every write of a request follows its checks, and a
+-- chain is charged all-or-nothing by decide_chain.
+
+-- Everything below is defined inside tasks_main, so that a limits call (protocol "2") does not
+-- pay for building the task ops' closures.
+local function tasks_main()
+  local SCAN, WAKES, LAPSES, KEEP = 64, 16, 64, 10000
+  local QUEUED, PARKED, RUNNING, DONE, FAILED, CANCELLED = 1, 2, 3, 4, 5, 6
+  local F_RATELIMITED, F_HORIZON, F_NEVER, F_ATTEMPTS, F_DEAD = 1, 2, 3, 4, 5
+  local HOLDS, FREE = 1, 2 -- record flags: holds a grant (lost lease); a free retry
+  local L_REJECT, L_SETTLE = 1, 2
+  local K_CLOCK, K_SEQ, K_TASK, K_BODY, K_LINKS, K_RUN, K_WAKES, K_TKEY, K_DONE, K_MSG =
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+  local NFIXED = 10
+  local PFX -- "<p>:{all}:"
+  local woke -- a request made work ready: publish once at the end of the call
+  local defcache = {}
+
+  -- ---- encodings ----------------------------------------------------------------------------
+
+  -- A list of strings as "<len>:<bytes>" each: any bytes survive.
+  local function enc(list)
+    local out = {}
+    for i = 1, #list do
+      local v = tostring(list[i])
+      out[#out + 1] = #v .. ":" .. v
+    end
+    return table.concat(out)
+  end
+
+  local function dec(s)
+    local list, p = {}, 1
+    while p <= #s do
+      local len, at = s:match("^(%d+):()", p)
+      len = tonumber(len)
+      list[#list + 1] = s:sub(at, at + len - 1)
+      p = at + len
+    end
+    return list
+  end
+
+  local function bit(x, b)
+    return x % (2 * b) >= b
+  end
+
+  local function member(t)
+    return t.code .. sfmt("%020d", t.id)
+  end
+
+  local function ms_floor(ns)
+    return (divt(ns, 1000000))
+  end
+
+  local function ms_ceil(ns)
+    local q, r = divt(ns, 1000000)
+    if sign(r) > 0 then
+      q = add(q, 1)
+    end
+    return q
+  end
+
+  -- The record: every field a string but the numbers noted.
+  local REC = {"state", "attempt", "max_attempts", "flags", "lease_ns", "due", "not_before",
+               "submitted", "fail_reason", "backoff", "base_ns", "max_ns", "throttle",
+               "charge_redelivery", "park_link", "prio", "code", "type", "tkey", "has_tkey"}
+  local REC_NUM = {state = true, attempt = true, max_attempts = true, flags = true,
+                   fail_reason = true, backoff = true, throttle = true, charge_redelivery = true,
+                   park_link = true, has_tkey = true}
+  local REC_BIG = {lease_ns = true, due = true, not_before = true, submitted = true,
+                   base_ns = true, max_ns = true}
+
+  local function rec_get(id)
+    local v = redis.call("HGET", KEYS[K_TASK], id)
+    if not v then
+      return nil
+    end
+    local f, t = dec(v), {id = tonumber(id), ids = tostring(id)}
+    for i = 1, #REC do
+      local k = REC[i]
+      if REC_NUM[k] then
+        t[k] = tonumber(f[i])
+      elseif REC_BIG[k] then
+        t[k] = num(f[i])
+      else
+        t[k] = f[i]
+      end
+    end
+    return t
+  end
+
+  local function rec_put(t)
+    local f = {}
+    for i = 1, #REC do
+      local v = t[REC[i]]
+      f[i] = REC_BIG[REC[i]] and str(v) or v
+    end
+    redis.call("HSET", KEYS[K_TASK], t.ids, enc(f))
+  end
+
+  -- Links: per link 8 fields: definition, units, flags, horizon_ns, state key, clock key,
+  -- lease id ("0": none), charged_ns ("0": not charged).
+  local function links_get(id)
+    local v = redis.call("HGET", KEYS[K_LINKS], id)
+    local f, out = dec(v or ""), {}
+    for i = 1, #f, 8 do
+      out[#out + 1] = {def = f[i], units = tonumber(f[i + 1]), flags = tonumber(f[i + 2]),
+                       horizon = num(f[i + 3]), skey = f[i + 4], ckey = f[i + 5],
+                       lease = f[i + 6], charged = f[i + 7]}
+    end
+    return out
+  end
+
+  local function links_put(id, links)
+    local f = {}
+    for i = 1, #links do
+      local l = links[i]
+      f[#f + 1] = l.def
+      f[#f + 1] = l.units
+      f[#f + 1] = l.flags
+      f[#f + 1] = str(l.horizon)
+      f[#f + 1] = l.skey
+      f[#f + 1] = l.ckey
+      f[#f + 1] = l.lease
+      f[#f + 1] = l.charged
+    end
+    redis.call("HSET", KEYS[K_LINKS], id, enc(f))
+  end
+
+  local function def_of(text)
+    local D = defcache[text]
+    if not D then
+      D = parse_def(text)
+      defcache[text] = D
+    end
+    return D
+  end
+
+  -- A stored link as limits.lua's functions take it (nil for a definition that does not parse).
+  local function mklink(l)
+    local D = def_of(l.def)
+    if D.err then
+      return nil
+    end
+    return {skey = l.skey, units = l.units, tag = tag_of(l.ckey), kind = D.kind, limit = D.limit,
+            period = D.period, burst = D.burst, start_empty = D.start_empty, ttl = D.ttl,
+            calendar = D.calendar, g = D.g}
+  end
+
+  -- ---- time -------------------------------------------------------------------------------
+
+  local clock -- the {all} tag's clock (tag_of)
+
+  -- The request's time: the call's, ratcheted by the queue's clock (and by Ls' tags' clocks).
+  local function ratchet(now, Ls)
+    if lt(now, clock.t) then
+      now = clock.t
+    end
+    for i = 1, Ls and #Ls or 0 do
+      if lt(now, Ls[i].tag.t) then
+        now = Ls[i].tag.t
+      end
+    end
+    clock.t, clock.dirty, clock.forever = now, true, true
+    for i = 1, Ls and #Ls or 0 do
+      Ls[i].tag.t, Ls[i].tag.dirty = now, true
+    end
+    return now
+  end
+
+  -- ---- places -----------------------------------------------------------------------------
+
+  local function ready_key(t)
+    return PFX .. "ready:" .. t.type
+  end
+
+  local function delayed_key(t)
+    return PFX .. "delayed:" .. t.type
+  end
+
+  local function wq_key(l)
+    return PFX .. "wq:" .. l.skey
+  end
+
+  local function to_ready(t)
+    t.state = QUEUED
+    redis.call("ZADD", ready_key(t), 0, member(t))
+    woke = true
+  end
+
+  -- Arms wait queue q to wake by ms at the latest (an earlier armed wake stays).
+  local function arm(q, ms)
+    redis.call("ZADD", KEYS[K_WAKES], "LT", str(ms), q)
+  end
+
+  local function park(t, i, l, wake_ns)
+    local q = wq_key(l)
+    t.state, t.park_link = PARKED, i
+    redis.call("ZADD", q, 0, member(t))
+    if wake_ns then
+      arm(q, ms_ceil(wake_ns))
+    elseif redis.call("ZSCORE", KEYS[K_WAKES], q) == false then
+      arm(q, ms_floor(clock.t)) -- never left unarmed
+    end
+  end
+
+  -- Finishes t (in no queue any more) at now.
+  local function finish(t, state, reason)
+    t.state, t.fail_reason, t.due = state, reason or 0, 0
+    redis.call("ZREM", KEYS[K_RUN], t.ids)
+    if t.has_tkey == 1 and redis.call("HGET", KEYS[K_TKEY], t.tkey) == t.ids then
+      redis.call("HDEL", KEYS[K_TKEY], t.tkey)
+    end
+    rec_put(t)
+    redis.call("ZADD", KEYS[K_DONE], t.ids, t.ids)
+    local n = redis.call("ZCARD", KEYS[K_DONE])
+    if n > KEEP then
+      local old = redis.call("ZPOPMIN", KEYS[K_DONE], n - KEEP)
+      for i = 1, #old, 2 do
+        redis.call("HDEL", KEYS[K_TASK], old[i])
+        redis.call("HDEL", KEYS[K_BODY], old[i])
+        redis.call("HDEL", KEYS[K_LINKS], old[i])
+        redis.call("HDEL", KEYS[K_MSG], old[i])
+      end
+    end
+  end
+
+  local wake_queue -- below
+
+  -- Releases t's concurrency leases at now; their keys' wait queues wake at once (park.c's
+  -- park_wake_key, called by gate_release).
+  local function release(t, links, now)
+    for i = 1, #links do
+      local l = links[i]
+      if l.lease ~= "0" then
+        local L = mklink(l)
+        if L then
+          run_lease({op = "R", links = {L}, a1s = l.lease}, ratchet(now, {L}), {})
+        end
+        l.lease = "0"
+        woke = true -- a blocked claimer looks again (the queue's wake may have moved)
+        if redis.call("EXISTS", wq_key(l)) == 1 then
+          wake_queue(wq_key(l), now)
+        end
+      end
+    end
+  end
+
+  local function clear_charges(links)
+    for i = 1, #links do
+      links[i].charged = "0"
+    end
+  end
+
+  -- ---- the gate ---------------------------------------------------------------------------
+
+  -- Gates t (QUEUED, in no queue) at now. Returns "D" delivered (t updated), "P" parked, "F"
+  -- failed, and the time it was decided at.
+  local function gate(t, now)
+    local links = links_get(t.ids)
+    local full = t.flags % 4 == 0
+    local act, Ls = {}, {}
+    for i = 1, #links do
+      local L = mklink(links[i])
+      if not L then
+        finish(t, FAILED, 0)
+        return "F", now
+      end
+      if full or L.kind == 4 then
+        act[#act + 1] = i
+        Ls[#Ls + 1] = L
+      end
+    end
+    local me = member(t)
+    -- Strict priority: never overtake a more urgent task parked on a key this chain touches.
+    for k = 1, #act do
+      local l = links[act[k]]
+      local head = redis.call("ZRANGE", wq_key(l), 0, 0)[1]
+      if head and head < me then
+        park(t, act[k], l, nil)
+        rec_put(t)
+        return "P", now
+      end
+    end
+    now = ratchet(now, Ls)
+    if #act > 0 then
+      local all, ds, lead = decide_chain({links = Ls, a1 = t.lease_ns}, now, false)
+      if not all then
+        local reject, never, horizon
+        for k = 1, #act do
+          local d, l = ds[lead[k]], links[act[k]]
+          if d.allowed == 0 then
+            if not reject and bit(l.flags, L_REJECT) then
+              reject = k
+            end
+            if not never and eq(d.retry, NEVER) then
+              never = k
+            end
+            local hz = sign(l.horizon) > 0 and l.horizon or I64MAX
+            if not horizon and Ls[k].kind ~= 4 and lt(hz, d.retry) then
+              horizon = k
+            end
+          end
+        end
+        if reject or never or horizon then
+          finish(t, FAILED, reject and F_RATELIMITED or (never and F_NEVER or F_HORIZON))
+          return "F", now
+        end
+        local retry, denied_by = chain_denial(#act, all, ds, lead)
+        park(t, act[denied_by + 1], links[act[denied_by + 1]], sat_add(now, retry))
+        rec_put(t)
+        return "P", now
+      end
+      for k = 1, #act do
+        local l = links[act[k]]
+        if lead[k] == k and Ls[k].kind == 4 then
+          l.lease = ds[k].lease
+        elseif Ls[k].kind ~= 4 then
+          l.charged = str(now)
+        end
+      end
+      links_put(t.ids, links)
+    end
+    t.flags = t.flags - (bit(t.flags, FREE) and FREE or 0)
+    t.attempt = t.attempt + 1
+    t.state = RUNNING
+    t.due = sat_add(now, t.lease_ns)
+    redis.call("ZADD", KEYS[K_RUN], str(ms_ceil(t.due)), t.ids)
+    rec_put(t)
+    return "D", now
+  end
+
+  -- A running task whose lease lapsed: back to ready with its grant (charge_redelivery: without).
+  local function lapse(t, now)
+    local links = links_get(t.ids)
+    release(t, links, now)
+    if t.charge_redelivery == 1 then
+      clear_charges(links)
+      t.flags = 0
+    elseif not bit(t.flags, HOLDS) then
+      t.flags = t.flags + HOLDS
+    end
+    links_put(t.ids, links)
+    redis.call("ZREM", KEYS[K_RUN], t.ids)
+    t.due = 0
+    to_ready(t)
+    rec_put(t)
+  end
+
+  -- Wakes wait queue q at now as park.c's park_wake does: the most urgent prefix whose units
+  -- fit the limit now (a head that can never fit too, for the gate to fail it) goes back to
+  -- ready; the queue is armed again for the rest: when the next task fits behind the prefix (a
+  -- concurrency limit, or a limit that cannot say: within PARK_RECHECK_NS, 1 s), or, when
+  -- nothing moved, at the head's own slot. A peek: nothing is charged (the tasks are charged
+  -- when a claim gates them). Returns true when the bound cut it short (the queue stays due).
+  local RECHECK = 1000000000
+  wake_queue = function(q, now)
+    local ms = redis.call("ZRANGE", q, 0, SCAN - 1)
+    local cum, L, s, moved, d, kind = 0, nil, nil, 0, nil, nil
+    local stopped = false
+    for i = 1, #ms do
+      local t = rec_get(ms[i]:sub(17):match("^0*(%d+)$"))
+      if not t or t.state ~= PARKED then
+        redis.call("ZREM", q, ms[i]) -- a stale entry (only a bug leaves one): dropped
+      else
+        local l = links_get(t.ids)[t.park_link]
+        if l and not L then -- every task of q waits on the same state key
+          L = mklink(l)
+          if L then
+            now = ratchet(now, {L})
+            s = load(L, now)
+            kind = L.kind
+          end
+        end
+        if l and L then
+          d = {}
+          decide_link(L, s, cum + l.units, L.ttl, now, true, d)
+          if d.allowed ~= 1 and not (moved == 0 and eq(d.retry, NEVER)) then
+            stopped = true
+            break
+          end
+        end
+        redis.call("ZREM", q, ms[i])
+        t.park_link = 0
+        to_ready(t)
+        rec_put(t)
+        moved = moved + 1
+        if l and L and d.allowed == 1 then
+          cum = cum + l.units
+        end
+      end
+    end
+    if redis.call("EXISTS", q) == 0 then
+      redis.call("ZREM", KEYS[K_WAKES], q)
+      return false
+    end
+    local wake
+    if not stopped then
+      wake = now -- the bound stopped it: the rest is looked at again at once
+    elseif moved == 0 then
+      wake = sat_add(now, sign(d.retry) > 0 and d.retry or 1)
+    else
+      local recheck = sat_add(now, RECHECK)
+      wake = recheck
+      if sign(d.retry) > 0 and not eq(d.retry, NEVER) then
+        wake = sat_add(now, d.retry)
+      end
+      if kind == 4 and lt(recheck, wake) then
+        wake = recheck
+      end
+    end
+    redis.call("ZADD", KEYS[K_WAKES], str(stopped and ms_ceil(wake) or ms_floor(wake)), q)
+    return not stopped
+  end
+
+  -- ---- ops --------------------------------------------------------------------------------
+
+  local function op_add(a, ki, now, reply)
+    local ty, payload, tk, has_tk = a[1], a[2], a[3], a[4] == "1"
+    if has_tk then
+      local hid = redis.call("HGET", KEYS[K_TKEY], tk)
+      local h = hid and rec_get(hid)
+      if h and (h.state == QUEUED or h.state == PARKED) then
+        redis.call("HSET", KEYS[K_BODY], h.ids, payload)
+        return "OK " .. str(now) .. " " .. h.ids .. " 1"
+      elseif h and h.state == RUNNING then
+        return "EXISTS " .. str(now) .. " " .. h.ids
+      end
+    end
+    local nl = tonumber(a[15])
+    local links = {}
+    for i = 1, nl do
+      local at = 15 + 4 * (i - 1)
+      local D = def_of(a[at + 1])
+      local u = tonumber(a[at + 2])
+      if D.err or not u or u < 1 then
+        return "INVAL " .. str(now) .. " bad link " .. i
+      end
+      links[i] = {def = a[at + 1], units = u, flags = tonumber(a[at + 3]), horizon = num(a[at + 4]),
+                  skey = KEYS[ki + 2 + 2 * (i - 1)], ckey = KEYS[ki + 3 + 2 * (i - 1)],
+                  lease = "0", charged = "0"}
+    end
+    local id = redis.call("INCR", KEYS[K_SEQ])
+    local ids = sfmt("%d", id)
+    local delay = num(a[7])
+    local t = {id = id, ids = ids, state = QUEUED, attempt = 0, max_attempts = tonumber(a[9]), flags = 0,
+               lease_ns = num(a[8]), due = 0, not_before = 0, submitted = now, fail_reason = 0,
+               backoff = tonumber(a[10]), base_ns = num(a[11]), max_ns = num(a[12]),
+               throttle = tonumber(a[13]), charge_redelivery = tonumber(a[14]), park_link = 0,
+               prio = a[6], code = a[5], type = ty, tkey = has_tk and tk or "",
+               has_tkey = has_tk and 1 or 0}
+    redis.call("HSET", KEYS[K_BODY], ids, payload)
+    links_put(ids, links)
+    if sign(delay) > 0 then
+      t.due = sat_add(now, delay)
+      t.not_before = t.due
+      redis.call("ZADD", KEYS[ki + 1], str(ms_ceil(t.due)), ids)
+      woke = true -- a blocked claimer re-arms its timer for it
+    else
+      redis.call("ZADD", KEYS[ki], 0, member(t))
+      woke = true
+    end
+    if has_tk then
+      redis.call("HSET", KEYS[K_TKEY], tk, ids)
+    end
+    rec_put(t)
+    return "OK " .. str(now) .. " " .. ids .. " 0"
+  end
+
+  local function op_claim(a, ki, now, reply)
+    local count, nt = tonumber(a[1]), tonumber(a[2])
+    local types = {}
+    for i = 1, nt do
+      types[i] = {name = a[2 + i], ready = KEYS[ki + 2 * (i - 1)],
+                  delayed = KEYS[ki + 1 + 2 * (i - 1)]}
+    end
+    local more = false
+    -- Lapsed leases.
+    local lap = redis.call("ZRANGEBYSCORE", KEYS[K_RUN], "-inf", str(ms_ceil(now)), "LIMIT", 0,
+                           LAPSES)
+    for i = 1, #lap do
+      local t = rec_get(lap[i])
+      if not t or t.state ~= RUNNING then
+        redis.call("ZREM", KEYS[K_RUN], lap[i])
+      elseif le(t.due, now) then
+        lapse(t, now)
+      end
+    end
+    if #lap == LAPSES then
+      more = true
+    end
+    -- Delayed tasks that came due.
+    for i = 1, nt do
+      local due = redis.call("ZRANGEBYSCORE", types[i].delayed, "-inf", str(ms_ceil(now)),
+                             "LIMIT", 0, SCAN)
+      for j = 1, #due do
+        local t = rec_get(due[j])
+        if not t or t.state ~= QUEUED then
+          redis.call("ZREM", types[i].delayed, due[j])
+        elseif le(t.due, now) then
+          redis.call("ZREM", types[i].delayed, due[j])
+          t.due = 0
+          to_ready(t)
+          rec_put(t)
+        end
+      end
+      if #due == SCAN then
+        more = true
+      end
+    end
+    -- Wait queues whose time came (scores are rounded up: never woken early).
+    local qs = redis.call("ZRANGEBYSCORE", KEYS[K_WAKES], "-inf", str(ms_floor(now)), "LIMIT", 0,
+                          WAKES)
+    for i = 1, #qs do
+      if wake_queue(qs[i], now) then
+        more = true
+      end
+    end
+    if #qs == WAKES then
+      more = true
+    end
+    -- The most urgent ready tasks, gated one by one.
+    local heads = {}
+    for i = 1, nt do
+      heads[i] = redis.call("ZRANGE", types[i].ready, 0, 0)[1]
+    end
+    local out, nd, nf, seen = {}, 0, 0, 0
+    while nd < count do
+      local best
+      for i = 1, nt do
+        if heads[i] and (not best or heads[i] < heads[best]) then
+          best = i
+        end
+      end
+      if not best then
+        break
+      end
+      if seen >= SCAN then
+        more = true
+        break
+      end
+      seen = seen + 1
+      local m = heads[best]
+      redis.call("ZREM", types[best].ready, m)
+      local t = rec_get(m:sub(17):match("^0*(%d+)$"))
+      if t and t.state == QUEUED then
+        local v, at = gate(t, now)
+        if lt(now, at) then
+          now = at
+        end
+        if v == "D" then
+          nd = nd + 1
+          out[#out + 1] = t.ids .. " " .. t.attempt .. " " .. str(t.due)
+          out[#out + 1] = t.type
+          out[#out + 1] = redis.call("HGET", KEYS[K_BODY], t.ids) or "{}"
+        elseif v == "F" then
+          nf = nf + 1
+        end
+      end
+      heads[best] = redis.call("ZRANGE", types[best].ready, 0, 0)[1]
+    end
+    local wake = "0"
+    if more then
+      wake = str(now)
+    elseif nd == 0 then
+      local w
+      local function earliest(key)
+        local r = redis.call("ZRANGE", key, 0, 0, "WITHSCORES")
+        if r[2] then
+          local v = tonumber(r[2])
+          if not w or v < w then
+            w = v
+          end
+        end
+      end
+      for i = 1, nt do
+        earliest(types[i].delayed)
+      end
+      earliest(KEYS[K_WAKES])
+      earliest(KEYS[K_RUN])
+      if w then
+        wake = str(max(mul(w, 1000000), now))
+      end
+    end
+    reply[#reply + 1] = "OK " .. str(now) .. " " .. nd .. " " .. nf .. " " .. wake .. " " ..
+                          (more and 1 or 0)
+    for i = 1, #out do
+      reply[#reply + 1] = out[i]
+    end
+    return nil
+  end
+
+  -- The backoff before retry number `attempt` (dispatch.c's backoff).
+  local function backoff(t, attempt)
+    local d = sign(t.base_ns) > 0 and t.base_ns or 0
+    if t.backoff == 1 then
+      local i = 1
+      while i < attempt and lt(d, t.max_ns) do
+        d = sat_add(d, d)
+        i = i + 1
+      end
+      if sign(t.max_ns) > 0 and lt(t.max_ns, d) then
+        d = t.max_ns
+      end
+    end
+    return d
+  end
+
+  -- RETRY_AFTER: every rate link's key is held back until `untl` (gcra.c's gcra_backoff).
+  local function backoff_links(links, untl, now)
+    for i = 1, #links do
+      local L = mklink(links[i])
+      if L and L.kind == 1 then
+        now = ratchet(now, {L})
+        local s = load(L, now)
+        local g = L.g
+        local held = rat_add(rat(untl, 0), times_t(g, g.burst - 1), g.permits)
+        local tat = rat(s.tat, s.rem)
+        if rat_cmp(tat, held) < 0 then
+          tat = held
+        end
+        s.tat, s.rem, s.fresh, s.dirty = tat.ns, tat.rem, false, true
+        store(L, s, now, L.tag)
+      end
+    end
+  end
+
+  local function op_done(op, a, now, reply)
+    local id = a[1]
+    local t = rec_get(id)
+    local n = str(now)
+    if not t then
+      return "NOTASK " .. n
+    end
+    local attempt = tonumber(a[2])
+    if t.state == RUNNING and le(t.due, now) then
+      lapse(t, now) -- its lease is over, whether or not a claim noticed it yet
+    end
+    if op == "I" then
+      reply[1] = table.concat({"OK", n, t.ids, t.state, t.attempt,
+                               t.state == RUNNING and str(t.due) or "0", t.fail_reason, t.prio,
+                               str(t.submitted), str(t.not_before), t.has_tkey,
+                               redis.call("HEXISTS", KEYS[K_MSG], t.ids)}, " ")
+      reply[2] = t.type
+      reply[3] = redis.call("HGET", KEYS[K_BODY], t.ids) or "{}"
+      reply[4] = t.tkey
+      reply[5] = redis.call("HGET", KEYS[K_MSG], t.ids) or ""
+      return nil
+    end
+    if op == "X" then
+      if t.state == RUNNING then
+        return "INUSE " .. n .. " " .. t.state .. " " .. t.attempt
+      end
+      if t.state >= DONE then
+        return "OK " .. n .. " " .. t.state .. " " .. t.attempt .. " 0"
+      end
+      if t.state == PARKED then
+        local l = links_get(t.ids)[t.park_link]
+        if l then
+          local q = wq_key(l)
+          redis.call("ZREM", q, member(t))
+          if redis.call("EXISTS", q) == 0 then
+            redis.call("ZREM", KEYS[K_WAKES], q)
+          end
+        end
+      else
+        redis.call("ZREM", ready_key(t), member(t))
+        redis.call("ZREM", delayed_key(t), t.ids)
+      end
+      finish(t, CANCELLED, 0)
+      return "OK " .. n .. " " .. t.state .. " " .. t.attempt .. " 1"
+    end
+    if t.state ~= RUNNING or (attempt > 0 and attempt ~= t.attempt) then
+      return "NOLEASE " .. n .. " " .. t.state .. " " .. t.attempt
+    end
+    local links = links_get(t.ids)
+    if op == "T" then
+      t.due = sat_add(now, t.lease_ns)
+      for i = 1, #links do
+        local l = links[i]
+        if l.lease ~= "0" then
+          local L = mklink(l)
+          if L then
+            run_lease({op = "N", links = {L}, a1s = l.lease, a2 = t.lease_ns}, ratchet(now, {L}),
+                      {})
+          end
+        end
+      end
+      redis.call("ZADD", KEYS[K_RUN], str(ms_ceil(t.due)), t.ids)
+      rec_put(t)
+      return "OK " .. n .. " " .. t.state .. " " .. t.attempt .. " " .. str(t.due)
+    end
+    if op == "K" then
+      local cost = num(a[3])
+      release(t, links, now)
+      if sign(cost) >= 0 then
+        for i = 1, #links do
+          local l = links[i]
+          if bit(l.flags, L_SETTLE) and l.charged ~= "0" then
+            local L = mklink(l)
+            if L then
+              run_settle({links = {L}, a1 = num(l.charged), a2 = l.units, a3 = cost},
+                         ratchet(now, {L}))
+            end
+          end
+        end
+      end
+      links_put(t.ids, links)
+      finish(t, DONE, 0)
+      return "OK " .. n .. " " .. t.state .. " " .. t.attempt
+    end
+    -- FAIL
+    local dead, ra = a[4] == "1", num(a[5])
+    if sign(ra) >= 0 then
+      backoff_links(links, sat_add(now, ra), now)
+    end
+    if a[7] == "1" then
+      redis.call("HSET", KEYS[K_MSG], t.ids, a[6])
+    end
+    release(t, links, now)
+    clear_charges(links)
+    links_put(t.ids, links)
+    if bit(t.flags, HOLDS) then
+      t.flags = t.flags - HOLDS
+    end
+    redis.call("ZREM", KEYS[K_RUN], t.ids)
+    if dead then
+      finish(t, FAILED, F_DEAD)
+    elseif sign(ra) < 0 and t.attempt >= t.max_attempts then
+      finish(t, FAILED, F_ATTEMPTS)
+    else
+      t.state = QUEUED
+      if t.throttle == 0 and not bit(t.flags, FREE) then
+        t.flags = t.flags + FREE
+      end
+      t.due = sat_add(now, backoff(t, t.attempt))
+      if sign(ra) >= 0 and lt(t.due, sat_add(now, ra)) then
+        t.due = sat_add(now, ra)
+      end
+      if lt(t.not_before, t.due) then
+        t.not_before = t.due
+      end
+      redis.call("ZADD", delayed_key(t), str(ms_ceil(t.due)), t.ids)
+      woke = true
+      rec_put(t)
+    end
+    return "OK " .. n .. " " .. t.state .. " " .. t.attempt
+  end
+
+  local function run()
+    local base_now = call_clock(ARGV[2])
+    PFX = KEYS[K_CLOCK]:sub(1, -6)
+    clock = tag_of(KEYS[K_CLOCK])
+    woke = false
+    local nreq = tonumber(ARGV[3])
+    local replies = {}
+    local ai, ki = 4, NFIXED + 1
+    for r = 1, nreq do
+      local op, nargs = ARGV[ai]:match("^(%a) (%d+)$")
+      nargs = tonumber(nargs)
+      local a = {}
+      for i = 1, nargs do
+        a[i] = ARGV[ai + i]
+      end
+      ai = ai + 1 + nargs
+      local nkeys = 0
+      if op == "A" then
+        nkeys = 2 + 2 * tonumber(a[15])
+      elseif op == "C" then
+        nkeys = 2 * tonumber(a[2])
+      end
+      local now = ratchet(base_now, nil)
+      local reply = {}
+      local ok, res = pcall(function()
+        if op == "A" then
+          return op_add(a, ki, now, reply)
+        elseif op == "C" then
+          return op_claim(a, ki, now, reply)
+        end
+        return op_done(op, a, now, reply)
+      end)
+      if not ok then
+        res = "INVAL " .. str(now) .. " " .. tostring(res)
+      end
+      if res then
+        reply = {res}
+      end
+      replies[r] = reply
+      ki = ki + nkeys
+    end
+    flush_clocks()
+    if woke then
+      redis.call("PUBLISH", PFX .. "wake", "1")
+    end
+    return replies
+  end
+
+  return run()
+end
+
+if ARGV[1] == "2" then
+  return limits_main()
+elseif ARGV[1] == "T1" then
+  return tasks_main()
+end
+return redis.error_reply("ERR sluice store script: protocol " .. tostring(ARGV[1]) ..
+                           " not understood (expected 2 or T1)")

@@ -1,0 +1,855 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The encoder and decoder of the task ops of the store script (redis_tasks.h; the argument and
+ * reply layout is described at the top of src/store/redis/tasks.lua, which this file must match).
+ *
+ * A batch keeps every argument's bytes in one arena and remembers them as (offset, length)
+ * spans, keys and arguments apart (EVALSHA wants all keys before all arguments while requests
+ * come one at a time); rtask_batch_command turns spans into pointers only when the command is
+ * sent, so the arena may move while requests are added. The queue's ten fixed keys are built
+ * once, with the batch.
+ *
+ * Invariants:
+ * - a failed add leaves the batch exactly as it was (every size is rolled back);
+ * - a link's state and clock keys are redis_limits.c's (rlim_link_keys), so a task charges the
+ *   state THROTTLE charges;
+ * - a priority travels twice: in decimal (for TASK.INFO) and as a code of 16 hex digits whose
+ *   byte order is the urgency order (higher priority first), so Redis sorts tasks exactly.
+ */
+#include "store/redis_tasks.h"
+
+#include <hiredis.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/grow.h"
+#include "sluice/error.h"
+
+/* The queue's fixed keys (tasks.lua's KEYS 1..10), after "<prefix>:{all}:". */
+static const char *const fixed_names[] = {"clock", "seq",   "task", "body", "links",
+                                          "run",   "wakes", "tkey", "done", "msg"};
+#define NFIXED (sizeof fixed_names / sizeof fixed_names[0])
+
+typedef struct span {
+    size_t off;
+    size_t len;
+} span;
+
+typedef struct span_list {
+    span *v;
+    size_t n;
+    size_t cap;
+} span_list;
+
+typedef struct rtask_req {
+    rtask_op op;
+} rtask_req;
+
+struct rtask_batch {
+    char *prefix;
+    char *channel;
+    char *fixed[NFIXED];
+    int64_t now_ns; /* injected time; 0: Redis TIME */
+    rtask_req *reqs;
+    size_t nreqs;
+    size_t capreqs;
+    char *buf; /* the arena */
+    size_t len;
+    size_t cap;
+    span_list keys;
+    span_list args;
+    const char **argv;
+    size_t *argvlen;
+    size_t capargv;
+    char head[3][24]; /* numkeys, now, request count */
+};
+
+/* ---- the arena --------------------------------------------------------------------------- */
+
+static int put(rtask_batch *b, span_list *list, const void *data, size_t len)
+{
+    int rc = grow_array(&b->buf, &b->cap, b->len + len + 1, 1, 256);
+
+    if (rc == SLUICE_OK)
+        rc = grow_array(&list->v, &list->cap, list->n + 1, sizeof(span), 16);
+    if (rc != SLUICE_OK)
+        return rc;
+    if (len > 0)
+        memcpy(b->buf + b->len, data, len);
+    list->v[list->n].off = b->len;
+    list->v[list->n].len = len;
+    list->n++;
+    b->len += len;
+    b->buf[b->len++] = '\0';
+    return SLUICE_OK;
+}
+
+static int put_str(rtask_batch *b, span_list *list, const char *s)
+{
+    return put(b, list, s, strlen(s));
+}
+
+static int put_fmt(rtask_batch *b, span_list *list, const char *fmt, ...)
+{
+    char text[64];
+    va_list ap;
+    int len;
+
+    va_start(ap, fmt);
+    len = vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (len < 0 || (size_t)len >= sizeof text)
+        return SLUICE_EINVAL;
+    return put(b, list, text, (size_t)len);
+}
+
+/* "<prefix>:{all}:<what><name>" as a key. */
+static int put_queue_key(rtask_batch *b, const char *what, const char *name, size_t namelen)
+{
+    size_t plen = strlen(b->prefix), wlen = strlen(what), start = b->len;
+    int rc = grow_array(&b->buf, &b->cap, b->len + plen + 7 + wlen + namelen + 1, 1, 256);
+
+    if (rc == SLUICE_OK)
+        rc = grow_array(&b->keys.v, &b->keys.cap, b->keys.n + 1, sizeof(span), 16);
+    if (rc != SLUICE_OK)
+        return rc;
+    memcpy(b->buf + b->len, b->prefix, plen);
+    memcpy(b->buf + b->len + plen, ":{all}:", 7);
+    memcpy(b->buf + b->len + plen + 7, what, wlen);
+    if (namelen > 0)
+        memcpy(b->buf + b->len + plen + 7 + wlen, name, namelen);
+    b->len += plen + 7 + wlen + namelen;
+    b->keys.v[b->keys.n].off = start;
+    b->keys.v[b->keys.n].len = b->len - start;
+    b->keys.n++;
+    b->buf[b->len++] = '\0';
+    return SLUICE_OK;
+}
+
+/* ---- life cycle -------------------------------------------------------------------------- */
+
+static char *concat3(const char *a, const char *m, const char *z)
+{
+    size_t la = strlen(a), lm = strlen(m), lz = strlen(z);
+    char *s = alloc_malloc(la + lm + lz + 1);
+
+    if (!s)
+        return NULL;
+    memcpy(s, a, la);
+    memcpy(s + la, m, lm);
+    memcpy(s + la + lm, z, lz + 1);
+    return s;
+}
+
+int rtask_batch_new(const char *prefix, rtask_batch **out)
+{
+    rtask_batch *b;
+
+    *out = NULL;
+    if (!prefix)
+        prefix = "sluice";
+    if (strchr(prefix, '{') || strchr(prefix, '}'))
+        return SLUICE_EINVAL;
+    b = alloc_calloc(1, sizeof *b);
+    if (!b)
+        return SLUICE_ENOMEM;
+    b->prefix = concat3(prefix, "", "");
+    b->channel = concat3(prefix, ":{all}:", "wake");
+    for (size_t i = 0; i < NFIXED && b->prefix; i++) {
+        b->fixed[i] = concat3(prefix, ":{all}:", fixed_names[i]);
+        if (!b->fixed[i]) {
+            rtask_batch_free(b);
+            return SLUICE_ENOMEM;
+        }
+    }
+    if (!b->prefix || !b->channel) {
+        rtask_batch_free(b);
+        return SLUICE_ENOMEM;
+    }
+    *out = b;
+    return SLUICE_OK;
+}
+
+void rtask_batch_reset(rtask_batch *b)
+{
+    b->nreqs = 0;
+    b->len = 0;
+    b->keys.n = 0;
+    b->args.n = 0;
+}
+
+void rtask_batch_free(rtask_batch *b)
+{
+    if (!b)
+        return;
+    alloc_free(b->prefix);
+    alloc_free(b->channel);
+    for (size_t i = 0; i < NFIXED; i++)
+        alloc_free(b->fixed[i]);
+    alloc_free(b->reqs);
+    alloc_free(b->buf);
+    alloc_free(b->keys.v);
+    alloc_free(b->args.v);
+    alloc_free(b->argv);
+    alloc_free(b->argvlen);
+    alloc_free(b);
+}
+
+void rtask_batch_set_now(rtask_batch *b, int64_t now_ns)
+{
+    b->now_ns = now_ns > 0 ? now_ns : 0;
+}
+
+size_t rtask_batch_count(const rtask_batch *b)
+{
+    return b->nreqs;
+}
+
+rtask_op rtask_batch_op(const rtask_batch *b, size_t i)
+{
+    return i < b->nreqs ? b->reqs[i].op : (rtask_op)0;
+}
+
+const char *rtask_wake_channel(const rtask_batch *b)
+{
+    return b->channel;
+}
+
+/* ---- requests ---------------------------------------------------------------------------- */
+
+typedef struct mark {
+    size_t len, nkeys, nargs;
+} mark;
+
+static mark mark_of(const rtask_batch *b)
+{
+    mark m = {b->len, b->keys.n, b->args.n};
+
+    return m;
+}
+
+static void roll_back(rtask_batch *b, mark m)
+{
+    b->len = m.len;
+    b->keys.n = m.nkeys;
+    b->args.n = m.nargs;
+}
+
+/* Ends a request whose head is args.v[head]: records it, or rolls the batch back on rc. */
+static int finish_req(rtask_batch *b, rtask_op op, mark m, int rc)
+{
+    if (rc == SLUICE_OK && b->nreqs >= (size_t)INT32_MAX)
+        rc = SLUICE_EINVAL;
+    if (rc == SLUICE_OK)
+        rc = grow_array(&b->reqs, &b->capreqs, b->nreqs + 1, sizeof(rtask_req), 16);
+    if (rc != SLUICE_OK) {
+        roll_back(b, m);
+        return rc;
+    }
+    b->reqs[b->nreqs].op = op;
+    return (int)b->nreqs++;
+}
+
+/* The head "<op> <nargs>" is written first with a placeholder count and patched at the end:
+ * its text has a fixed width so that the patch never moves the arena. */
+static int put_head(rtask_batch *b, char op, size_t *at)
+{
+    char text[16];
+    int len = snprintf(text, sizeof text, "%c %010u", op, 0u);
+
+    *at = b->args.n;
+    return put(b, &b->args, text, (size_t)len);
+}
+
+static void patch_head(rtask_batch *b, size_t at)
+{
+    span *h = &b->args.v[at];
+    size_t nargs = b->args.n - at - 1;
+    char *p = b->buf + h->off;
+    char text[16];
+    int len = snprintf(text, sizeof text, "%c %zu", p[0], nargs);
+
+    /* Shorter than the placeholder: the span shrinks (the arena keeps the tail bytes unused). */
+    memcpy(p, text, (size_t)len + 1);
+    h->len = (size_t)len;
+}
+
+/* The urgency code of a priority: 16 hex digits, smaller for a higher priority. */
+static void priority_code(int64_t priority, char out[17])
+{
+    uint64_t u = (uint64_t)priority ^ UINT64_C(0x8000000000000000);
+
+    snprintf(out, 17, "%016" PRIx64, ~u);
+}
+
+static int add_link(rtask_batch *b, const rtask_link *l)
+{
+    char text[RLIM_DEF_TEXT_MAX];
+    char *sk = NULL, *ck = NULL;
+    size_t sklen, cklen;
+    int64_t horizon;
+    int rc = rlim_link_keys(b->prefix, &l->lim, &sk, &sklen, &ck, &cklen);
+
+    if (rc != SLUICE_OK)
+        return rc;
+    if (l->lim.units < 1 || (l->flags & ~(unsigned)(RTASK_LINK_REJECT | RTASK_LINK_SETTLE)) != 0)
+        rc = SLUICE_EINVAL;
+    horizon = l->horizon_ns > 0 ? l->horizon_ns : l->lim.def->horizon_ns;
+    if (rc == SLUICE_OK)
+        rc = put(b, &b->args, text, rlim_def_text(l->lim.def, text));
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%" PRId64, l->lim.units);
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%u", l->flags);
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%" PRId64, horizon > 0 ? horizon : 0);
+    if (rc == SLUICE_OK)
+        rc = put(b, &b->keys, sk, sklen);
+    if (rc == SLUICE_OK)
+        rc = put(b, &b->keys, ck, cklen);
+    alloc_free(sk);
+    alloc_free(ck);
+    return rc;
+}
+
+int rtask_batch_add_add(rtask_batch *b, const rtask_add *a)
+{
+    mark m = mark_of(b);
+    char code[17];
+    size_t head;
+    int rc;
+
+    if (!a || !a->type || a->typelen == 0 || (!a->payload && a->payload_len > 0) ||
+        (!a->task_key && a->task_key_len > 0) || (a->task_key && a->task_key_len == 0) ||
+        (!a->links && a->nlinks > 0) || a->nlinks > 65534 || a->delay_ns < 0 || a->lease_ns <= 0 ||
+        a->retry.max_attempts < 1 || a->retry.base_ns < 0 || a->retry.max_ns < 0)
+        return SLUICE_EINVAL;
+    priority_code(a->priority, code);
+    rc = put_head(b, 'A', &head);
+    if (rc == SLUICE_OK)
+        rc = put(b, &b->args, a->type, a->typelen);
+    if (rc == SLUICE_OK)
+        rc = a->payload ? put(b, &b->args, a->payload, a->payload_len) : put_str(b, &b->args, "{}");
+    if (rc == SLUICE_OK)
+        rc = put(b, &b->args, a->task_key ? a->task_key : "", a->task_key_len);
+    if (rc == SLUICE_OK)
+        rc = put_str(b, &b->args, a->task_key ? "1" : "0");
+    if (rc == SLUICE_OK)
+        rc = put_str(b, &b->args, code);
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%" PRId64, a->priority);
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%" PRId64, a->delay_ns);
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%" PRId64, a->lease_ns);
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%d", a->retry.max_attempts);
+    if (rc == SLUICE_OK)
+        rc = put_str(b, &b->args, a->retry.backoff == SLUICE_BACKOFF_EXPONENTIAL ? "1" : "0");
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%" PRId64, a->retry.base_ns);
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%" PRId64, a->retry.max_ns);
+    if (rc == SLUICE_OK)
+        rc = put_str(b, &b->args, a->retry.throttle_retries ? "1" : "0");
+    if (rc == SLUICE_OK)
+        rc = put_str(b, &b->args, a->charge_redelivery ? "1" : "0");
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%zu", a->nlinks);
+    if (rc == SLUICE_OK)
+        rc = put_queue_key(b, "ready:", a->type, a->typelen);
+    if (rc == SLUICE_OK)
+        rc = put_queue_key(b, "delayed:", a->type, a->typelen);
+    for (size_t i = 0; i < a->nlinks && rc == SLUICE_OK; i++)
+        rc = add_link(b, &a->links[i]);
+    if (rc == SLUICE_OK)
+        patch_head(b, head);
+    return finish_req(b, RTASK_ADD, m, rc);
+}
+
+int rtask_batch_add_claim(rtask_batch *b, const rtask_claim *c)
+{
+    mark m = mark_of(b);
+    size_t head;
+    int rc;
+
+    if (!c || !c->types || !c->typelens || c->ntypes < 1 || c->ntypes > 1024 || c->count < 1 ||
+        c->count > RTASK_CLAIM_MAX)
+        return SLUICE_EINVAL;
+    for (size_t i = 0; i < c->ntypes; i++)
+        if (!c->types[i] || c->typelens[i] == 0)
+            return SLUICE_EINVAL;
+    rc = put_head(b, 'C', &head);
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%zu", c->count);
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%zu", c->ntypes);
+    for (size_t i = 0; i < c->ntypes && rc == SLUICE_OK; i++) {
+        rc = put(b, &b->args, c->types[i], c->typelens[i]);
+        if (rc == SLUICE_OK)
+            rc = put_queue_key(b, "ready:", c->types[i], c->typelens[i]);
+        if (rc == SLUICE_OK)
+            rc = put_queue_key(b, "delayed:", c->types[i], c->typelens[i]);
+    }
+    if (rc == SLUICE_OK)
+        patch_head(b, head);
+    return finish_req(b, RTASK_CLAIM, m, rc);
+}
+
+static int add_done(rtask_batch *b, rtask_op op, const rtask_done *d)
+{
+    static const char words[] = {0, 'A', 'C', 'K', 'F', 'T', 'X', 'I'};
+    mark m = mark_of(b);
+    size_t head;
+    int rc;
+
+    if (!d || d->id == 0 || d->attempt < 0 || (!d->message && d->message_len > 0))
+        return SLUICE_EINVAL;
+    if (op == RTASK_FAIL &&
+        ((d->mode != SLUICE_FAIL_MODE_RETRY && d->mode != SLUICE_FAIL_MODE_DEAD) ||
+         (d->mode == SLUICE_FAIL_MODE_DEAD && d->retry_after_ns >= 0)))
+        return SLUICE_EINVAL;
+    rc = put_head(b, words[op], &head);
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%" PRIu64, d->id);
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%" PRId64, d->attempt);
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%" PRId64, op == RTASK_ACK && d->cost >= 0 ? d->cost : -1);
+    if (rc == SLUICE_OK)
+        rc = put_str(b, &b->args, op == RTASK_FAIL && d->mode == SLUICE_FAIL_MODE_DEAD ? "1" : "0");
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%" PRId64,
+                     op == RTASK_FAIL && d->retry_after_ns >= 0 ? d->retry_after_ns : -1);
+    if (rc == SLUICE_OK)
+        rc = put(b, &b->args, d->message ? d->message : "", d->message ? d->message_len : 0);
+    if (rc == SLUICE_OK)
+        rc = put_str(b, &b->args, op == RTASK_FAIL && d->message ? "1" : "0");
+    if (rc == SLUICE_OK)
+        patch_head(b, head);
+    return finish_req(b, op, m, rc);
+}
+
+int rtask_batch_add_ack(rtask_batch *b, const rtask_done *d)
+{
+    return add_done(b, RTASK_ACK, d);
+}
+
+int rtask_batch_add_fail(rtask_batch *b, const rtask_done *d)
+{
+    return add_done(b, RTASK_FAIL, d);
+}
+
+int rtask_batch_add_touch(rtask_batch *b, const rtask_done *d)
+{
+    return add_done(b, RTASK_TOUCH, d);
+}
+
+int rtask_batch_add_cancel(rtask_batch *b, const rtask_done *d)
+{
+    return add_done(b, RTASK_CANCEL, d);
+}
+
+int rtask_batch_add_info(rtask_batch *b, const rtask_done *d)
+{
+    return add_done(b, RTASK_INFO, d);
+}
+
+/* ---- the command ------------------------------------------------------------------------- */
+
+int rtask_batch_command(rtask_batch *b, const char *sha, int *argc, const char ***argv,
+                        const size_t **argvlen)
+{
+    size_t total = 3 + NFIXED + b->keys.n + 3 + b->args.n, k = 0;
+    size_t cap1, cap2;
+    int rc;
+
+    *argc = 0;
+    *argv = NULL;
+    *argvlen = NULL;
+    if (b->nreqs == 0)
+        return SLUICE_EINVAL;
+    if (total > (size_t)INT32_MAX)
+        return SLUICE_ERANGE;
+    cap1 = cap2 = b->capargv;
+    rc = grow_array(&b->argv, &cap1, total, sizeof(const char *), 32);
+    if (rc == SLUICE_OK)
+        rc = grow_array(&b->argvlen, &cap2, total, sizeof(size_t), 32);
+    if (rc == SLUICE_OK || cap1 != b->capargv || cap2 != b->capargv)
+        b->capargv = cap1 < cap2 ? cap1 : cap2;
+    if (rc != SLUICE_OK)
+        return rc;
+    snprintf(b->head[0], sizeof b->head[0], "%zu", NFIXED + b->keys.n);
+    if (b->now_ns > 0)
+        snprintf(b->head[1], sizeof b->head[1], "%" PRId64, b->now_ns);
+    else
+        b->head[1][0] = '\0';
+    snprintf(b->head[2], sizeof b->head[2], "%zu", b->nreqs);
+#define RTASK_ARG(s, l)                                                                            \
+    do {                                                                                           \
+        b->argv[k] = (s);                                                                          \
+        b->argvlen[k] = (l);                                                                       \
+        k++;                                                                                       \
+    } while (0)
+    if (sha) {
+        RTASK_ARG("EVALSHA", 7);
+        RTASK_ARG(sha, strlen(sha));
+    } else {
+        size_t len;
+        const char *text = rlim_script(&len);
+
+        RTASK_ARG("EVAL", 4);
+        RTASK_ARG(text, len);
+    }
+    RTASK_ARG(b->head[0], strlen(b->head[0]));
+    for (size_t i = 0; i < NFIXED; i++)
+        RTASK_ARG(b->fixed[i], strlen(b->fixed[i]));
+    for (size_t i = 0; i < b->keys.n; i++)
+        RTASK_ARG(b->buf + b->keys.v[i].off, b->keys.v[i].len);
+    RTASK_ARG("T1", 2);
+    RTASK_ARG(b->head[1], strlen(b->head[1]));
+    RTASK_ARG(b->head[2], strlen(b->head[2]));
+    for (size_t i = 0; i < b->args.n; i++)
+        RTASK_ARG(b->buf + b->args.v[i].off, b->args.v[i].len);
+#undef RTASK_ARG
+    *argc = (int)k;
+    *argv = b->argv;
+    *argvlen = b->argvlen;
+    return SLUICE_OK;
+}
+
+/* ---- the reply --------------------------------------------------------------------------- */
+
+typedef struct fields {
+    const char *p;
+    const char *end;
+} fields;
+
+static int next_field(fields *f, const char **s, size_t *len)
+{
+    const char *e;
+
+    if (f->p > f->end)
+        return SLUICE_EPARSE;
+    e = memchr(f->p, ' ', (size_t)(f->end - f->p));
+    if (!e)
+        e = f->end;
+    if (e == f->p)
+        return SLUICE_EPARSE;
+    *s = f->p;
+    *len = (size_t)(e - f->p);
+    f->p = e + 1;
+    return SLUICE_OK;
+}
+
+static int at_end(const fields *f)
+{
+    return f->p > f->end;
+}
+
+static int parse_i64(fields *f, int64_t *out)
+{
+    uint64_t v = 0, lim;
+    const char *s;
+    size_t len, i = 0;
+    int negative = 0;
+
+    if (next_field(f, &s, &len) != SLUICE_OK || len > 20)
+        return SLUICE_EPARSE;
+    if (s[0] == '-') {
+        negative = 1;
+        i = 1;
+        if (len == 1)
+            return SLUICE_EPARSE;
+    }
+    lim = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (; i < len; i++) {
+        unsigned d = (unsigned char)s[i] - '0';
+
+        if (d > 9 || v > (lim - d) / 10)
+            return SLUICE_EPARSE;
+        v = v * 10 + d;
+    }
+    *out = negative ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;
+    return SLUICE_OK;
+}
+
+/* A field holding lo..hi. */
+static int parse_range(fields *f, int64_t lo, int64_t hi, int64_t *out)
+{
+    int64_t v = 0;
+
+    *out = 0;
+    if (parse_i64(f, &v) != SLUICE_OK || v < lo || v > hi)
+        return SLUICE_EPARSE;
+    *out = v;
+    return SLUICE_OK;
+}
+
+static int word_is(const char *s, size_t len, const char *w)
+{
+    return len == strlen(w) && memcmp(s, w, len) == 0;
+}
+
+/* The first element of request i's reply, as fields, and the request's reply. */
+static int head_of(const rtask_batch *b, const redisReply *reply, size_t i, const redisReply **r,
+                   fields *f)
+{
+    const redisReply *h;
+
+    if (i >= b->nreqs)
+        return SLUICE_EINVAL;
+    if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != b->nreqs)
+        return SLUICE_EPARSE;
+    *r = reply->element[i];
+    if (!*r || (*r)->type != REDIS_REPLY_ARRAY || (*r)->elements < 1)
+        return SLUICE_EPARSE;
+    h = (*r)->element[0];
+    if (!h || h->type != REDIS_REPLY_STRING)
+        return SLUICE_EPARSE;
+    f->p = h->str;
+    f->end = h->str + h->len;
+    return SLUICE_OK;
+}
+
+static int state_attempt(fields *f, rtask_result *res)
+{
+    int64_t st = 0, at = 0;
+    int rc = parse_range(f, SLUICE_TASK_QUEUED, SLUICE_TASK_CANCELLED, &st);
+
+    if (rc == SLUICE_OK)
+        rc = parse_range(f, 0, INT32_MAX, &at);
+    res->state = (sluice_task_state)st;
+    res->attempt = (int)at;
+    return rc;
+}
+
+static int read_result(const rtask_batch *b, const redisReply *reply, size_t i, rtask_result *res)
+{
+    rtask_op op = b->reqs[i].op;
+    const redisReply *r;
+    const char *w;
+    size_t wlen;
+    int64_t v = 0;
+    fields f;
+    int rc = head_of(b, reply, i, &r, &f);
+
+    if (rc != SLUICE_OK)
+        return rc;
+    if (next_field(&f, &w, &wlen) != SLUICE_OK || parse_i64(&f, &res->now_ns) != SLUICE_OK)
+        return SLUICE_EPARSE;
+    if (word_is(w, wlen, "INVAL")) {
+        if (at_end(&f))
+            return SLUICE_EPARSE;
+        res->rc = SLUICE_EINVAL;
+        res->msg = f.p;
+        res->msglen = (size_t)(f.end - f.p);
+        return SLUICE_OK;
+    }
+    if (word_is(w, wlen, "NOTASK")) {
+        res->rc = SLUICE_ENOTFOUND;
+        return op != RTASK_ADD && op != RTASK_CLAIM && at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
+    }
+    if (word_is(w, wlen, "NOLEASE") || word_is(w, wlen, "INUSE")) {
+        int nolease = w[0] == 'N';
+
+        if (nolease ? (op != RTASK_ACK && op != RTASK_FAIL && op != RTASK_TOUCH)
+                    : op != RTASK_CANCEL)
+            return SLUICE_EPARSE;
+        res->rc = nolease ? SLUICE_ESTATE : SLUICE_EBUSY;
+        rc = state_attempt(&f, res);
+        return rc == SLUICE_OK && at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
+    }
+    if (word_is(w, wlen, "EXISTS")) {
+        if (op != RTASK_ADD || parse_range(&f, 1, INT64_MAX, &v) != SLUICE_OK || !at_end(&f))
+            return SLUICE_EPARSE;
+        res->rc = SLUICE_EEXIST;
+        res->id = (uint64_t)v;
+        return SLUICE_OK;
+    }
+    if (!word_is(w, wlen, "OK"))
+        return SLUICE_EPARSE;
+    switch (op) {
+    case RTASK_ADD:
+        rc = parse_range(&f, 1, INT64_MAX, &v);
+        res->id = (uint64_t)v;
+        if (rc == SLUICE_OK)
+            rc = parse_range(&f, 0, 1, &v);
+        res->replaced = (int)v;
+        break;
+    case RTASK_CLAIM:
+        rc = parse_range(&f, 0, RTASK_CLAIM_MAX, &v);
+        res->ndelivered = (size_t)v;
+        if (rc == SLUICE_OK)
+            rc = parse_range(&f, 0, INT64_MAX, &v);
+        res->nfailed = (size_t)v;
+        if (rc == SLUICE_OK)
+            rc = parse_range(&f, 0, INT64_MAX, &res->next_wake_ns);
+        if (rc == SLUICE_OK)
+            rc = parse_range(&f, 0, 1, &v);
+        res->more = (int)v;
+        if (rc == SLUICE_OK && r->elements != 1 + 3 * res->ndelivered)
+            rc = SLUICE_EPARSE;
+        break;
+    case RTASK_ACK:
+    case RTASK_FAIL:
+        rc = state_attempt(&f, res);
+        break;
+    case RTASK_TOUCH:
+        rc = state_attempt(&f, res);
+        if (rc == SLUICE_OK)
+            rc = parse_range(&f, 0, INT64_MAX, &res->lease_until_ns);
+        break;
+    case RTASK_CANCEL:
+        rc = state_attempt(&f, res);
+        if (rc == SLUICE_OK)
+            rc = parse_range(&f, 0, 1, &v);
+        res->cancelled = (int)v;
+        break;
+    case RTASK_INFO:
+        rc = parse_range(&f, 1, INT64_MAX, &v);
+        res->id = (uint64_t)v;
+        if (rc == SLUICE_OK)
+            rc = state_attempt(&f, res);
+        return rc == SLUICE_OK && r->elements == 5 ? SLUICE_OK : SLUICE_EPARSE;
+    }
+    return rc == SLUICE_OK && at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
+}
+
+int rtask_batch_result(const rtask_batch *b, const struct redisReply *reply, size_t i,
+                       rtask_result *res)
+{
+    int rc;
+
+    memset(res, 0, sizeof *res);
+    if (i >= b->nreqs)
+        return SLUICE_EINVAL;
+    rc = read_result(b, reply, i, res);
+    if (rc != SLUICE_OK)
+        memset(res, 0, sizeof *res);
+    return rc;
+}
+
+static int bulk(const redisReply *r, const char **s, size_t *len)
+{
+    if (!r || r->type != REDIS_REPLY_STRING)
+        return SLUICE_EPARSE;
+    *s = r->str;
+    *len = r->len;
+    return SLUICE_OK;
+}
+
+static int read_info(const redisReply *r, fields *f, rtask_task *out)
+{
+    int64_t v = 0, has_key = 0, has_msg = 0;
+    int rc = parse_range(f, 1, INT64_MAX, &v);
+
+    out->id = (uint64_t)v;
+    if (rc == SLUICE_OK)
+        rc = parse_range(f, SLUICE_TASK_QUEUED, SLUICE_TASK_CANCELLED, &v);
+    out->state = (sluice_task_state)v;
+    if (rc == SLUICE_OK)
+        rc = parse_range(f, 0, INT32_MAX, &v);
+    out->attempt = (int)v;
+    if (rc == SLUICE_OK)
+        rc = parse_range(f, 0, INT64_MAX, &out->lease_until_ns);
+    if (rc == SLUICE_OK)
+        rc = parse_range(f, SLUICE_FAIL_NONE, SLUICE_FAIL_SKIPPED, &v);
+    out->fail_reason = (sluice_fail_reason)v;
+    if (rc == SLUICE_OK)
+        rc = parse_i64(f, &out->priority);
+    if (rc == SLUICE_OK)
+        rc = parse_i64(f, &out->submitted_ns);
+    if (rc == SLUICE_OK)
+        rc = parse_i64(f, &out->not_before_ns);
+    if (rc == SLUICE_OK)
+        rc = parse_range(f, 0, 1, &has_key);
+    if (rc == SLUICE_OK)
+        rc = parse_range(f, 0, 1, &has_msg);
+    if (rc == SLUICE_OK && !at_end(f))
+        rc = SLUICE_EPARSE;
+    if (rc == SLUICE_OK)
+        rc = bulk(r->element[1], &out->type, &out->typelen);
+    if (rc == SLUICE_OK)
+        rc = bulk(r->element[2], &out->payload, &out->payload_len);
+    if (rc == SLUICE_OK)
+        rc = bulk(r->element[3], &out->task_key, &out->task_key_len);
+    if (rc == SLUICE_OK)
+        rc = bulk(r->element[4], &out->fail_message, &out->fail_message_len);
+    if (rc == SLUICE_OK && !has_key) {
+        out->task_key = NULL;
+        out->task_key_len = 0;
+    }
+    if (rc == SLUICE_OK && !has_msg) {
+        out->fail_message = NULL;
+        out->fail_message_len = 0;
+    }
+    return rc;
+}
+
+int rtask_batch_task(const rtask_batch *b, const struct redisReply *reply, size_t i, size_t k,
+                     rtask_task *out)
+{
+    const redisReply *r;
+    rtask_result res;
+    int64_t v = 0;
+    fields f;
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    if (i >= b->nreqs || (b->reqs[i].op != RTASK_CLAIM && b->reqs[i].op != RTASK_INFO))
+        return SLUICE_EINVAL;
+    rc = rtask_batch_result(b, reply, i, &res);
+    if (rc != SLUICE_OK)
+        return rc;
+    if (res.rc != SLUICE_OK)
+        return SLUICE_EINVAL;
+    if (b->reqs[i].op == RTASK_INFO) {
+        if (k != 0)
+            return SLUICE_EINVAL;
+        const char *w;
+        size_t wlen;
+
+        rc = head_of(b, reply, i, &r, &f);
+        if (rc == SLUICE_OK)
+            rc = next_field(&f, &w, &wlen); /* "OK", checked by rtask_batch_result */
+        if (rc == SLUICE_OK)
+            rc = parse_i64(&f, &v); /* now */
+        if (rc == SLUICE_OK)
+            rc = read_info(r, &f, out);
+        if (rc != SLUICE_OK)
+            memset(out, 0, sizeof *out);
+        return rc;
+    }
+    if (k >= res.ndelivered)
+        return SLUICE_EINVAL;
+    r = reply->element[i];
+    {
+        const redisReply *h = r->element[1 + 3 * k];
+
+        if (!h || h->type != REDIS_REPLY_STRING)
+            return SLUICE_EPARSE;
+        f.p = h->str;
+        f.end = h->str + h->len;
+        rc = parse_range(&f, 1, INT64_MAX, &v);
+        out->id = (uint64_t)v;
+        if (rc == SLUICE_OK)
+            rc = parse_range(&f, 1, INT32_MAX, &v);
+        out->attempt = (int)v;
+        if (rc == SLUICE_OK)
+            rc = parse_range(&f, 0, INT64_MAX, &out->lease_until_ns);
+        if (rc == SLUICE_OK && !at_end(&f))
+            rc = SLUICE_EPARSE;
+        if (rc == SLUICE_OK)
+            rc = bulk(r->element[2 + 3 * k], &out->type, &out->typelen);
+        if (rc == SLUICE_OK)
+            rc = bulk(r->element[3 + 3 * k], &out->payload, &out->payload_len);
+        out->state = SLUICE_TASK_RUNNING;
+    }
+    if (rc != SLUICE_OK)
+        memset(out, 0, sizeof *out);
+    return rc;
+}

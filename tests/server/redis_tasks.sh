@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The task queue shared on Redis (issue 10, docs/cluster.md): three `sluice serve --store
+# redis://...` on one redis-server share one queue. Over the wire: TASK.ADD on A, TASK.GET on B,
+# TASK.ACK on C, with the single node's replies and error words; a TASK.GET blocked on B woken by
+# a TASK.ADD on A (through the wake channel: B counts the wake); kill -9 of a node holding a
+# delivery: the task comes back on another node with ATTEMPT n+1 once its lease lapses in store
+# time, and the dead delivery's late ACK is refused (NOLEASE); then many clients adding and
+# consuming on all nodes at once (tests/tools/redis_tasks_check.py): every task acknowledged
+# exactly once, none lost, and a rate-limited type's grants (the store time of each read from its
+# delivery's lease) within the single-node bound; and a node SIGKILLed while its worker holds
+# deliveries, the others consuming: every task still acknowledged exactly once, the held ones
+# with a higher attempt. Also: a concurrency slot released by an ACK on one node wakes a GET
+# blocked on another, priority and DELAY and ID across nodes. Also: a store that is down answers TASK.ADD -STOREDOWN (nothing is
+# acknowledged that Redis did not take), and what stays refused says so. Every wait is a
+# deadline, never a sleep.
+#
+# Usage: bash tests/server/redis_tasks.sh PATH-TO-SLUICE SOURCE-DIR
+set -u
+set -f
+
+sluice=${1:?usage: redis_tasks.sh PATH-TO-SLUICE SOURCE-DIR}
+src=${2:?usage: redis_tasks.sh PATH-TO-SLUICE SOURCE-DIR}
+. "$(dirname "$0")/lib.bash"
+
+need_tools redis_tasks.sh redis-cli redis-server
+py=/usr/bin/python3
+checker=$src/tests/tools/redis_tasks_check.py
+if ! $py -c 'import redis' 2>/dev/null; then
+  bad "python3-redis is not installed (scripts/deps.sh installs it)"
+  finish
+  exit 1
+fi
+
+cat >"$tmp/sluice.yaml" <<'EOF'
+limits:
+  lim: {rate: 20/1s, burst: 5}
+  per_user: {rate: 1/1h, key: input.user}
+  slot: {concurrency: 1}
+types:
+  job: {}
+  short: {lease: 2s}
+  limited: {limits: [lim]}
+  keyed: {limits: [per_user]}
+  pipe: {}
+  prio: {}
+  conc: {limits: [slot]}
+EOF
+
+# start_node NAME ARGS...: a node on the shared store; sets port_NAME and pid_NAME.
+start_node() {
+  local name=$1
+  shift
+  rm -f "$tmp/$name.port"
+  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/$name.port" --no-admin \
+    --config "$tmp/sluice.yaml" "$@" 2>>"$tmp/$name.log" &
+  local pid=$!
+  pids+=("$pid")
+  for _ in $(seq 1 500); do
+    [ -s "$tmp/$name.port" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  if [ ! -s "$tmp/$name.port" ]; then
+    bad "node $name did not start: $(cat "$tmp/$name.log")"
+    finish
+    exit 1
+  fi
+  printf -v "port_$name" '%s' "$(cat "$tmp/$name.port")"
+  printf -v "pid_$name" '%s' "$pid"
+}
+
+# info_field PORT FIELD: one field of INFO store.
+info_field() {
+  redis-cli -p "$1" INFO store | tr -d '\r' | awk -F: -v f="$2" '$1 == f { print $2 }'
+}
+subscribed() { [ "$(info_field "$1" store_task_subscriber)" = up ]; }
+# on PORT ARGS...: one command to the node on PORT, its reply on one line.
+on() {
+  local p=$1
+  shift
+  redis-cli -p "$p" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'
+}
+
+start_redis a
+db=5
+url=redis://127.0.0.1:$rport_a/$db
+for n in A B C; do
+  start_node $n --store "$url" --store-timeout 20000
+done
+A=$port_A
+B=$port_B
+C=$port_C
+for p in $A $B $C; do
+  check "node on $p is up" up "$(info_field "$p" store_state)"
+  wait_until "node on $p subscribed to the wake channel" 10 subscribed "$p"
+done
+
+# ---- 1. ADD on A, GET on B, ACK on C ----------------------------------------------------------
+
+id=$(on "$A" TASK.ADD job '{"n":1}')
+case $id in '' | *[!0-9]*) bad "TASK.ADD answers an id: [$id]" ;; *) ok ;; esac
+got=$(redis-cli -p "$B" TASK.GET job)
+check "GET on B delivers A's task" "$id job {\"n\":1} 1" "$(echo "$got" | head -4 | tr '\n' ' ' | sed 's/ $//')"
+check "nothing more" "" "$(on "$B" TASK.GET job)"
+check "INFO on C: running" running "$(redis-cli -p "$C" TASK.INFO "$id" | sed -n '4p')"
+check "TOUCH on A" 1 "$(on "$A" TASK.TOUCH "$id" ATTEMPT 1 | grep -c '^[0-9]\{13\}$')"
+contains "ACK of another attempt refused" "NOLEASE task $id attempt 2 is not running: it was never delivered" \
+  "$(on "$C" TASK.ACK "$id" ATTEMPT 2)"
+check "ACK on C" OK "$(on "$C" TASK.ACK "$id" ATTEMPT 1)"
+contains "a second ACK refused" "NOLEASE task $id is done, not running" "$(on "$A" TASK.ACK "$id")"
+check "INFO on B: done" done "$(redis-cli -p "$B" TASK.INFO "$id" | sed -n '4p')"
+contains "an unknown id" "NOTASK no task 999999" "$(on "$B" TASK.ACK 999999)"
+# Argument errors keep the single node's words and never reach Redis.
+contains "bad COUNT" "WRONGARGS" "$(on "$A" TASK.GET job COUNT 0)"
+contains "bad id" "WRONGARGS" "$(on "$A" TASK.ACK nope)"
+contains "bad payload for a keyed type" "payload is not valid JSON" "$(on "$A" TASK.ADD keyed 'nope')"
+contains "a missing key" "WRONGARGS" "$(on "$A" TASK.ADD keyed '{}')"
+# FAIL RETRY on one node, delivered again (attempt 2) on another; FAIL DEAD ends it.
+id=$(on "$A" TASK.ADD job '{"n":2}')
+redis-cli -p "$B" TASK.GET job >/dev/null
+check "FAIL RETRY_AFTER 0 on B" queued "$(on "$B" TASK.FAIL "$id" RETRY_AFTER 0 REASON flaky)"
+got=$(redis-cli -p "$C" TASK.GET job TIMEOUT 5000 | sed -n '1p;4p' | tr '\n' ' ' | sed 's/ $//')
+check "retried on C with attempt 2" "$id 2" "$got"
+check "FAIL DEAD" failed "$(on "$A" TASK.FAIL "$id" DEAD ATTEMPT 2)"
+# CANCEL of a queued task; of a finished one (0).
+id=$(on "$A" TASK.ADD job '{"n":3}' DELAY 60000)
+check "CANCEL a delayed task on B" 1 "$(on "$B" TASK.CANCEL "$id")"
+check "CANCEL it again" 0 "$(on "$C" TASK.CANCEL "$id")"
+# A pipeline mixing task and limit commands keeps its order.
+printf 'PING\r\nTASK.ADD pipe {}\r\nTHROTTLE lim x\r\nECHO x\r\nTASK.GET pipe\r\nPING\r\nQUIT\r\n' >"$tmp/pipe"
+out=$(timeout 30 redis-cli -p "$A" <"$tmp/pipe" 2>&1 | tr '\n' ' ')
+case $out in
+PONG\ [0-9]*\ 1\ 5\ 4\ 0\ 50\ \ x\ [0-9]*\ pipe\ {}\ 1\ [0-9]*\ PONG\ ) ok ;;
+*) bad "pipelined task and limit replies in command order: [$out]" ;;
+esac
+# What stays refused says so.
+contains "TASK.EXPLAIN refused" "not available with a redis store yet" "$(on "$A" TASK.EXPLAIN 1)"
+contains "RECUR.ADD refused" "not available with a redis store yet" "$(on "$A" RECUR.ADD r job '{}' EVERY 1000)"
+
+# ---- 2. A blocked GET on B woken by an ADD on A ------------------------------------------------
+
+wakes=$(info_field "$B" store_task_wakes)
+start=$(now_ms)
+redis-cli -p "$B" TASK.GET job TIMEOUT 20000 >"$tmp/blocked" 2>&1 &
+bpid=$!
+P=$B wait_until "the GET on B blocks" 10 blocked_is 1
+id=$(on "$A" TASK.ADD job '{"n":5}')
+wait "$bpid"
+took=$(($(now_ms) - start))
+check "the blocked GET gets A's task" "$id" "$(head -1 "$tmp/blocked")"
+within "it did not wait for its timeout (ms)" 0 15000 "$took"
+within "B heard the wake" $((wakes + 1)) 1000000 "$(info_field "$B" store_task_wakes)"
+redis-cli -p "$B" TASK.ACK "$id" >/dev/null
+# A parked task's slot comes on another node: a concurrency slot held by B's delivery, released
+# by an ACK on A, wakes the GET blocked on C.
+c1=$(on "$A" TASK.ADD conc '{"n":1}')
+c2=$(on "$A" TASK.ADD conc '{"n":2}')
+check "B takes the first, holding the slot" "$c1" "$(redis-cli -p "$B" TASK.GET conc COUNT 2 | head -1)"
+redis-cli -p "$C" TASK.GET conc TIMEOUT 20000 >"$tmp/blocked" 2>&1 &
+bpid=$!
+P=$C wait_until "the GET on C blocks" 10 blocked_is 1
+check "ACK on A releases the slot" OK "$(on "$A" TASK.ACK "$c1")"
+wait "$bpid"
+check "C's GET woken with the parked task" "$c2" "$(head -1 "$tmp/blocked")"
+redis-cli -p "$C" TASK.ACK "$c2" >/dev/null
+# Priority first, then arrival; DELAY holds a task back; ID replaces a queued task's payload.
+p1=$(on "$A" TASK.ADD prio '"low"')
+p2=$(on "$B" TASK.ADD prio '"high"' PRIORITY 5)
+check "the higher priority first, across nodes" "$p2 $p1" \
+  "$(redis-cli -p "$C" TASK.GET prio COUNT 2 | sed -n '1p;6p' | tr '\n' ' ' | sed 's/ $//')"
+d1=$(on "$A" TASK.ADD prio '"later"' DELAY 400)
+check "a delayed task is not handed out before its time" "" "$(on "$B" TASK.GET prio)"
+check "and is after it" "$d1" "$(redis-cli -p "$B" TASK.GET prio TIMEOUT 10000 | head -1)"
+k1=$(on "$A" TASK.ADD job '"first"' ID same-key DELAY 60000)
+check "ID: a queued task's payload replaced, same id" "$k1" "$(on "$B" TASK.ADD job '"second"' ID same-key DELAY 60000)"
+check "CANCEL it" 1 "$(on "$C" TASK.CANCEL "$k1")"
+# A blocked GET that times out answers the empty array.
+check "a GET timing out" "" "$(on "$C" TASK.GET job TIMEOUT 300)"
+
+# ---- 3. kill -9 of a node holding a delivery ---------------------------------------------------
+
+id=$(on "$A" TASK.ADD short '{"n":6}')
+got=$(redis-cli -p "$C" TASK.GET short | sed -n '1p;4p' | tr '\n' ' ' | sed 's/ $//')
+check "C holds the task, attempt 1" "$id 1" "$got"
+kill -KILL "$pid_C"
+wait "$pid_C" 2>/dev/null
+# Its lease (2 s) lapses in store time; another node delivers it again.
+got=$(redis-cli -p "$A" TASK.GET short TIMEOUT 15000 | sed -n '1p;4p' | tr '\n' ' ' | sed 's/ $//')
+check "redelivered on A with attempt 2" "$id 2" "$got"
+contains "the dead delivery's late ACK refused" \
+  "NOLEASE task $id attempt 1 is not running (the task is running at attempt 2)" \
+  "$(on "$B" TASK.ACK "$id" ATTEMPT 1)"
+check "the live delivery's ACK" OK "$(on "$B" TASK.ACK "$id" ATTEMPT 2)"
+start_node C --store "$url" --store-timeout 20000
+C=$port_C
+wait_until "the new C subscribed" 10 subscribed "$C"
+
+# ---- 4. Many clients on every node at once; then one of them killed holding deliveries ---------
+
+out=$($py "$checker" --nodes "$A,$B,$C" --redis "$rport_a" --db "$db" --tasks 3000 \
+  --limited limited --rate 20 --period-ms 1000 --burst 5 --lease-ms 30000 --limited-count 45 \
+  --kill-pid "$pid_C" --kill-port "$C" --short short --short-count 60 --max-seconds 40 2>&1)
+rc=$?
+echo "# $out"
+check "every task acknowledged exactly once, the limit's bound kept: $out" 0 "$rc"
+
+# ---- 5. The store away -------------------------------------------------------------------------
+
+kill -STOP "$rpid_a"
+start_node D --store "$url" --store-timeout 300
+contains "TASK.ADD while Redis does not answer" "STOREDOWN" "$(on "$port_D" TASK.ADD job '{}')"
+check "PING still answers" PONG "$(on "$port_D" PING)"
+kill -CONT "$rpid_a"
+wait_until "D back up" 15 bash -c "[ \"\$(redis-cli -p $port_D INFO store | tr -d '\r' | awk -F: '\$1 == \"store_state\" { print \$2 }')\" = up ]"
+id=$(on "$port_D" TASK.ADD job '{"n":7}')
+case $id in '' | *[!0-9]*) bad "TASK.ADD after the store came back: [$id]" ;; *) ok ;; esac
+check "and it is delivered" "$id" "$(redis-cli -p "$B" TASK.GET job TIMEOUT 5000 | head -1)"
+
+# Redis killed and started again on its port (empty: it kept nothing): both connections of every
+# node come back by themselves, and a GET blocked on B is woken by an ADD on A again.
+kill -KILL "$rpid_a"
+wait "$rpid_a" 2>/dev/null
+redis-server --port "$rport_a" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp/a.redis" \
+  --daemonize no --logfile "$tmp/a.redis/log2" &
+pids+=("$!")
+for p in $A $B; do
+  wait_until "node on $p subscribed again" 15 subscribed "$p"
+  wait_until "node on $p up again" 15 bash -c "[ \"\$(redis-cli -p $p INFO store | tr -d '\r' | awk -F: '\$1 == \"store_state\" { print \$2 }')\" = up ]"
+done
+redis-cli -p "$B" TASK.GET job TIMEOUT 20000 >"$tmp/blocked" 2>&1 &
+bpid=$!
+P=$B wait_until "the GET on B blocks again" 10 blocked_is 1
+id=$(on "$A" TASK.ADD job '{"n":8}')
+wait "$bpid"
+check "woken after Redis came back" "$id" "$(head -1 "$tmp/blocked")"
+
+finish
