@@ -26,7 +26,8 @@
  * Also checked: the audit (one entry per granted link), the store's own clock (a decision
  * without an injected time is taken near the real clock: Redis TIME, PostgreSQL
  * clock_timestamp()) and the ratchet (after a decision at a future time, decisions on the store's
- * clock do not go back).
+ * clock do not go back). On PostgreSQL also contention: several connections deciding chains over
+ * the same keys at once never fail (no deadlock) and lose or invent no grant (check_race).
  *
  * Usage: sluice_limits_diff REDIS-PORT|PG-CONNINFO [SEED [OPS_PER_KIND]], against a throwaway
  * redis-server on 127.0.0.1:PORT (emptied first with FLUSHDB so that a seed replays) or a
@@ -40,7 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sluice/error.h"
 #include "sluice/limit.h"
@@ -700,6 +703,149 @@ static void check_clock(store *st)
     reply_free(r);
 }
 
+/* ---- contention (PostgreSQL) ------------------------------------------------------------
+ * Several processes, each with its own connection (as several nodes), send batches of chains
+ * over the same keys at once, on the database's clock, naming the links in random orders and
+ * each key under its own tag, so that every batch locks rows that others hold. No call may fail
+ * (a deadlock between two calls would be an error), and no grant may be lost or invented: for
+ * every (limit, key) the units the processes saw granted add up to exactly what the database
+ * holds, within the budget. Quotas without a calendar make that an exact count. */
+
+#define RACE_PROCS   4
+#define RACE_BATCHES 150
+#define RACE_LIMITS  2
+#define RACE_KEYS    4
+
+static void race_child(const char *conninfo, int id, int fd)
+{
+    sluice_limit_def def[RACE_LIMITS];
+    static const char *const ids[RACE_LIMITS] = {"R0", "R1"};
+    static const char *const keys[RACE_KEYS] = {"a", "b", "c", "d"};
+    int64_t granted[RACE_LIMITS][RACE_KEYS] = {{0}};
+    PGconn *c = PQconnectdb(conninfo);
+    pgl_batch *b;
+
+    rng_state = (uint64_t)(id + 1) * UINT64_C(0x9E3779B97F4A7C15) + rng_state;
+    if (PQstatus(c) != CONNECTION_OK || pgl_batch_new(&b) != SLUICE_OK)
+        _exit(2);
+    for (int i = 0; i < RACE_LIMITS; i++) {
+        sluice_limit_def_init(&def[i], SLUICE_QUOTA);
+        def[i].limit = i == 0 ? 700 : 400;
+    }
+    for (int n = 0; n < RACE_BATCHES; n++) {
+        int nreq = (int)rr(1, MAX_BATCH);
+        int lim[MAX_BATCH][MAX_LINKS], key[MAX_BATCH][MAX_LINKS];
+        int64_t units[MAX_BATCH][MAX_LINKS];
+        size_t nl[MAX_BATCH];
+        const char *const *values;
+        PGresult *r;
+
+        pgl_batch_reset(b);
+        for (int q = 0; q < nreq; q++) {
+            rlim_link links[MAX_LINKS];
+
+            nl[q] = (size_t)rr(1, MAX_LINKS);
+            for (size_t k = 0; k < nl[q]; k++) {
+                memset(&links[k], 0, sizeof links[k]);
+                lim[q][k] = (int)rr(0, RACE_LIMITS - 1);
+                key[q][k] = (int)rr(0, RACE_KEYS - 1);
+                units[q][k] = rr(1, 3);
+                links[k].def = &def[lim[q][k]];
+                links[k].limit_id = ids[lim[q][k]];
+                links[k].key = keys[key[q][k]];
+                links[k].keylen = 1;
+                links[k].units = units[q][k];
+            }
+            if (pgl_batch_add(b, RLIM_DECIDE, links, nl[q], NULL) != q)
+                _exit(2);
+        }
+        if (pgl_batch_params(b, &values) != SLUICE_OK)
+            _exit(2);
+        r = PQexecParams(c, PGL_CALL_SQL, PGL_CALL_NPARAMS, NULL, values, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+            fprintf(stderr, "race: process %d: %s", id, PQerrorMessage(c));
+            _exit(1);
+        }
+        for (int q = 0; q < nreq; q++) {
+            rlim_result res;
+
+            if (pgl_batch_result(b, r, (size_t)q, &res, NULL) != SLUICE_OK || res.rc != SLUICE_OK)
+                _exit(1);
+            if (res.chain.allowed)
+                for (size_t k = 0; k < nl[q]; k++)
+                    granted[lim[q][k]][key[q][k]] += units[q][k];
+        }
+        PQclear(r);
+    }
+    if (write(fd, granted, sizeof granted) != (ssize_t)sizeof granted)
+        _exit(2);
+    pgl_batch_free(b);
+    PQfinish(c);
+    _exit(0);
+}
+
+static void check_race(store *st, const char *conninfo)
+{
+    int64_t total[RACE_LIMITS][RACE_KEYS] = {{0}};
+    pid_t pids[RACE_PROCS];
+    int fds[RACE_PROCS];
+    PGresult *r;
+
+    where_round = -3;
+    store_begin(st, "race", 0);
+    for (int i = 0; i < RACE_PROCS; i++) {
+        int p[2];
+
+        if (pipe(p) != 0)
+            exit(2);
+        fflush(NULL);
+        pids[i] = fork();
+        if (pids[i] < 0)
+            exit(2);
+        if (pids[i] == 0) {
+            close(p[0]);
+            race_child(conninfo, i, p[1]);
+        }
+        close(p[1]);
+        fds[i] = p[0];
+    }
+    for (int i = 0; i < RACE_PROCS; i++) {
+        int64_t g[RACE_LIMITS][RACE_KEYS];
+        int status;
+
+        if (read(fds[i], g, sizeof g) != (ssize_t)sizeof g)
+            memset(g, 0, sizeof g);
+        close(fds[i]);
+        waitpid(pids[i], &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            report(-3, "race: a process failed (exit status)", 0, WEXITSTATUS(status));
+        for (int l = 0; l < RACE_LIMITS; l++)
+            for (int k = 0; k < RACE_KEYS; k++)
+                total[l][k] += g[l][k];
+    }
+    r = PQexec(st->pc, "SELECT substr(lim, 2)::int, get_byte(key, 0) - 97, st[3] "
+                       "FROM sluice_limit_state WHERE kind = 5");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        exit(2);
+    for (int i = 0; i < PQntuples(r); i++) {
+        int l = atoi(PQgetvalue(r, i, 0)), k = atoi(PQgetvalue(r, i, 1));
+
+        if (l < 0 || l >= RACE_LIMITS || k < 0 || k >= RACE_KEYS)
+            exit(2);
+        SAME(-3, "race: units granted vs spent in the database", total[l][k],
+             atoll(PQgetvalue(r, i, 2)));
+        if (total[l][k] > (l == 0 ? 700 : 400))
+            report(-3, "race: over budget", l == 0 ? 700 : 400, total[l][k]);
+        total[l][k] = 0;
+    }
+    for (int l = 0; l < RACE_LIMITS; l++)
+        for (int k = 0; k < RACE_KEYS; k++)
+            SAME(-3, "race: units granted without a state in the database", 0, total[l][k]);
+    PQclear(r);
+    printf("race: %d processes x %d batches on shared keys, no call failed\n", RACE_PROCS,
+           RACE_BATCHES);
+}
+
 static void connect_redis(store *st, int port)
 {
     size_t len;
@@ -759,6 +905,8 @@ int main(int argc, char **argv)
     where_seed = seed;
     rng_state = strtoull(seed, NULL, 10) * UINT64_C(0x9E3779B97F4A7C15) + 1;
     check_clock(&st);
+    if (st.pg)
+        check_race(&st, where);
     for (;;) {
         int focus = 0;
 
