@@ -528,22 +528,31 @@ END $$;
 -- new expiry. Each request is atomic (a chain writes all of its links or none); a request's time
 -- is the call's ratcheted by its tags' clocks, and a request that is not a peek moves those
 -- clocks to it, so within a tag the time never goes back.
+--
+-- The batch's rows are read into arrays once, after the locks, and written back once at the end:
+-- a hot key decided many times in one call costs one row version, not one per request (PostgreSQL
+-- would otherwise walk every version this transaction made at each lookup).
 CREATE FUNCTION sluice_limits_call(p_now bigint, p_flags text, p_defs text[], p_tags text[],
                                    p_lims text[], p_keys text[], p_reqs text[])
 RETURNS text[]
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-    mx CONSTANT numeric := 9223372036854775807;
     audit boolean := position('a' in coalesce(p_flags, '')) > 0;
     nd int := coalesce(array_length(p_defs, 1), 0);
     d_kind int[] := '{}'; d_lim numeric[] := '{}'; d_per numeric[] := '{}';
     d_burst numeric[] := '{}'; d_se boolean[] := '{}'; d_ttl numeric[] := '{}';
     d_cal int[] := '{}'; d_ok boolean[] := '{}';
+    -- per link of the batch: its state's and its tag's index in the arrays below
+    b_state int[]; b_tag int[];
+    -- the batch's distinct states (sorted by tag, limit id, key) and tags (sorted)
+    s_tag bytea[]; s_lim text[]; s_key bytea[]; s_kind int[]; s_st text[]; s_dirty boolean[];
+    c_tag bytea[]; c_kind int[]; c_now numeric[]; c_lease numeric[]; c_dirty boolean[];
+    a_state int[] := '{}'; a_units numeric[] := '{}'; a_now numeric[] := '{}';
     f text[]; base numeric; now numeric; li int := 0; res text[] := '{}';
     op text; nl int; a1 numeric; a2 numeric; a3 numeric; ok boolean; msg text;
-    l_def int[]; l_units numeric[]; l_tag bytea[]; l_lim text[]; l_key bytea[]; lead int[];
-    m_units numeric[]; tags bytea[]; clk numeric; lease numeric;
-    r record; cur bigint[]; rk int; allowed_all boolean; dec record; st2 bigint[];
+    l_def int[]; l_units numeric[]; l_state int[]; lead int[];
+    m_units numeric[]; tags int[]; lease numeric;
+    cur bigint[]; allowed_all boolean; dec record; st2 bigint[]; si int; ti int;
     d_allowed int[]; d_limit numeric[]; d_rem numeric[]; d_retry numeric[]; d_reset numeric[];
     d_lease numeric[]; ttl numeric; retry numeric; denied int; reply text; k int; j int;
     found_lease boolean; n3 int;
@@ -561,6 +570,31 @@ BEGIN
     -- The time, once every lock is held.
     base := coalesce(p_now::numeric,
                      trunc(extract(epoch FROM clock_timestamp()) * 1000000) * 1000);
+
+    -- Read the batch's rows once: each link's state and tag by index.
+    SELECT array_agg(z.sr ORDER BY z.o), array_agg(z.tr ORDER BY z.o) INTO b_state, b_tag
+      FROM (SELECT x.o,
+                   dense_rank() OVER (ORDER BY decode(x.t, 'hex'), x.l COLLATE "C",
+                                               decode(x.k, 'hex')) AS sr,
+                   dense_rank() OVER (ORDER BY decode(x.t, 'hex')) AS tr
+              FROM unnest(p_tags, p_lims, p_keys) WITH ORDINALITY AS x(t, l, k, o)) z;
+    SELECT array_agg(u.tag ORDER BY u.tag, u.lim, u.key), array_agg(u.lim ORDER BY u.tag, u.lim, u.key),
+           array_agg(u.key ORDER BY u.tag, u.lim, u.key),
+           array_agg(c.kind::int ORDER BY u.tag, u.lim, u.key),
+           array_agg(c.st::text ORDER BY u.tag, u.lim, u.key)
+      INTO s_tag, s_lim, s_key, s_kind, s_st
+      FROM (SELECT DISTINCT decode(x.t, 'hex') AS tag, x.l COLLATE "C" AS lim,
+                            decode(x.k, 'hex') AS key
+              FROM unnest(p_tags, p_lims, p_keys) AS x(t, l, k)) u
+      JOIN sluice_limit_state c ON c.tag = u.tag AND c.lim = u.lim AND c.key = u.key;
+    SELECT array_agg(u.tag ORDER BY u.tag), array_agg(c.kind::int ORDER BY u.tag),
+           array_agg(CASE WHEN c.kind = -1 THEN c.st[1] END ORDER BY u.tag),
+           array_agg(CASE WHEN c.kind = -1 THEN c.st[2] ELSE 0 END ORDER BY u.tag)
+      INTO c_tag, c_kind, c_now, c_lease
+      FROM (SELECT DISTINCT decode(y.t, 'hex') AS tag FROM unnest(p_tags) AS y(t)) u
+      JOIN sluice_limit_state c ON c.tag = u.tag AND c.lim = '' AND c.key = '\x'::bytea;
+    s_dirty := array_fill(false, ARRAY[coalesce(cardinality(s_tag), 0)]);
+    c_dirty := array_fill(false, ARRAY[coalesce(cardinality(c_tag), 0)]);
 
     FOR i IN 1 .. nd LOOP
         f := string_to_array(p_defs[i], ' ');
@@ -581,48 +615,33 @@ BEGIN
         op := f[1]; nl := f[2]::int;
         a1 := f[3]::numeric; a2 := f[4]::numeric; a3 := f[5]::numeric;
         ok := nl >= 1; msg := CASE WHEN nl >= 1 THEN '' ELSE 'no links' END;
-        l_def := '{}'; l_units := '{}'; l_tag := '{}'; l_lim := '{}'; l_key := '{}';
-        tags := '{}';
+        l_def := '{}'; l_units := '{}'; l_state := '{}'; tags := '{}';
         FOR i IN 1 .. nl LOOP
             li := li + 1;
             l_def[i] := f[4 + 2 * i]::int;
             l_units[i] := f[5 + 2 * i]::numeric;
-            l_tag[i] := decode(p_tags[li], 'hex');
-            l_lim[i] := p_lims[li];
-            l_key[i] := decode(p_keys[li], 'hex');
+            l_state[i] := b_state[li];
             IF l_def[i] IS NULL OR l_def[i] < 1 OR l_def[i] > nd OR NOT d_ok[l_def[i]]
                OR l_units[i] IS NULL OR l_units[i] < 1 THEN
                 ok := false; msg := 'bad link';
             END IF;
-            IF NOT l_tag[i] = ANY (tags) THEN tags := tags || l_tag[i]; END IF;
+            IF NOT b_tag[li] = ANY (tags) THEN tags := tags || b_tag[li]; END IF;
         END LOOP;
         -- The request's time: the call's, ratcheted by every clock of its tags; a request that
-        -- is not a peek moves them to it. One statement in the common case (one tag).
+        -- is not a peek moves them to it.
         now := base;
-        IF ok AND op <> 'P' AND cardinality(tags) = 1 THEN
-            UPDATE sluice_limit_state c
-               SET kind = -1,
-                   st = ARRAY[CASE WHEN c.kind = -1 THEN greatest(c.st[1], base) ELSE base END,
-                              CASE WHEN c.kind = -1 THEN c.st[2] ELSE 0 END]::bigint[]
-             WHERE c.tag = tags[1] AND c.lim = '' AND c.key = '\x'::bytea
-            RETURNING c.st[1] INTO now;
-        ELSE
-            FOR r IN SELECT c.st FROM sluice_limit_state c
-                      WHERE c.tag = ANY (tags) AND c.lim = '' AND c.key = '\x'::bytea
-                        AND c.kind = -1 LOOP
-                IF r.st[1] > now THEN now := r.st[1]; END IF;
-            END LOOP;
-        END IF;
-        reply := NULL;
+        FOREACH ti IN ARRAY tags LOOP
+            IF c_kind[ti] = -1 AND c_now[ti] > now THEN now := c_now[ti]; END IF;
+        END LOOP;
         IF NOT ok THEN
             res := res || ('INVAL ' || now::text || ' ' || msg);
             CONTINUE;
         END IF;
-        IF op <> 'P' AND cardinality(tags) > 1 THEN
-            UPDATE sluice_limit_state c
-               SET kind = -1,
-                   st = ARRAY[now, CASE WHEN c.kind = -1 THEN c.st[2] ELSE 0 END]::bigint[]
-             WHERE c.tag = ANY (tags) AND c.lim = '' AND c.key = '\x'::bytea;
+        IF op <> 'P' THEN
+            FOREACH ti IN ARRAY tags LOOP
+                IF c_kind[ti] <> -1 THEN c_lease[ti] := 0; END IF;
+                c_kind[ti] := -1; c_now[ti] := now; c_dirty[ti] := true;
+            END LOOP;
         END IF;
 
         IF op = 'D' OR op = 'P' THEN
@@ -631,73 +650,62 @@ BEGIN
             FOR i IN 1 .. nl LOOP
                 lead[i] := i;
                 FOR j2 IN 1 .. i - 1 LOOP
-                    IF lead[j2] = j2 AND l_tag[j2] = l_tag[i] AND l_lim[j2] = l_lim[i]
-                       AND l_key[j2] = l_key[i] THEN
+                    IF lead[j2] = j2 AND l_state[j2] = l_state[i] THEN
                         lead[i] := j2; m_units[j2] := m_units[j2] + l_units[i];
                         EXIT;
                     END IF;
                 END LOOP;
                 IF lead[i] = i THEN m_units[i] := l_units[i]; END IF;
             END LOOP;
-            -- Every link judged before anything is written: all or nothing.
+            -- Every link judged before anything is written: all or nothing. (A one-link DECIDE
+            -- needs no trial pass: a denial writes nothing anyway.)
             allowed_all := true;
             d_allowed := '{}'; d_limit := '{}'; d_rem := '{}'; d_retry := '{}'; d_reset := '{}';
             d_lease := '{}';
-            -- (A one-link DECIDE needs no trial pass: a denial writes nothing anyway.)
             FOR pass IN CASE WHEN nl = 1 AND op = 'D' THEN 2 ELSE 1 END .. 2 LOOP
                 EXIT WHEN pass = 2 AND (NOT allowed_all OR op = 'P');
                 FOR i IN 1 .. nl LOOP
                     CONTINUE WHEN lead[i] <> i;
-                    k := l_def[i];
-                    SELECT c.kind, c.st INTO rk, cur FROM sluice_limit_state c
-                     WHERE c.tag = l_tag[i] AND c.lim = l_lim[i] AND c.key = l_key[i];
-                    cur := sluice_limit_load(d_kind[k], d_per[k], rk, cur, now);
+                    k := l_def[i]; si := l_state[i];
+                    cur := sluice_limit_load(d_kind[k], d_per[k], s_kind[si], s_st[si]::bigint[], now);
                     ttl := CASE WHEN a1 > 0 THEN a1 ELSE d_ttl[k] END;
                     SELECT * INTO dec FROM sluice_limit_decide(d_kind[k], d_lim[k], d_per[k],
                         d_burst[k], d_se[k], d_cal[k], cur, m_units[i], ttl, now, pass = 1) x;
                     d_allowed[i] := dec.allowed; d_limit[i] := dec.dlimit;
                     d_rem[i] := dec.remaining; d_retry[i] := dec.retry; d_reset[i] := dec.reset;
                     d_lease[i] := 0;
-                    IF pass = 1 THEN
-                        allowed_all := allowed_all AND dec.allowed = 1;
-                        CONTINUE;
-                    END IF;
                     allowed_all := allowed_all AND dec.allowed = 1;
+                    CONTINUE WHEN pass = 1;
                     st2 := dec.nst;
                     IF dec.lease_exp IS NOT NULL THEN
                         -- A new lease id: above every id the tag issued, and at least now.
-                        SELECT c.st[2] INTO lease FROM sluice_limit_state c
-                         WHERE c.tag = l_tag[i] AND c.lim = '' AND c.key = '\x'::bytea;
-                        lease := greatest(coalesce(lease, 0) + 1, now);
-                        UPDATE sluice_limit_state c SET st[2] = lease
-                         WHERE c.tag = l_tag[i] AND c.lim = '' AND c.key = '\x'::bytea;
+                        ti := b_tag[li - nl + i];
+                        lease := greatest(c_lease[ti] + 1, now);
+                        c_lease[ti] := lease; c_dirty[ti] := true;
                         d_lease[i] := lease;
                         st2 := st2 || ARRAY[lease, dec.lease_exp, m_units[i]]::bigint[];
                     END IF;
                     IF st2 IS NOT NULL THEN
-                        UPDATE sluice_limit_state c
-                           SET kind = CASE WHEN cardinality(st2) > 0 THEN d_kind[k] ELSE 0 END,
-                               st = st2
-                         WHERE c.tag = l_tag[i] AND c.lim = l_lim[i] AND c.key = l_key[i];
+                        s_kind[si] := CASE WHEN cardinality(st2) > 0 THEN d_kind[k] ELSE 0 END;
+                        s_st[si] := st2::text; s_dirty[si] := true;
                     END IF;
                 END LOOP;
             END LOOP;
             IF allowed_all AND op = 'D' AND audit THEN
                 FOR i IN 1 .. nl LOOP
-                    INSERT INTO sluice_limit_audit (tag, lim, key, units, now_ns)
-                    VALUES (l_tag[i], l_lim[i], l_key[i], l_units[i], now);
+                    a_state := a_state || l_state[i]; a_units := a_units || l_units[i];
+                    a_now := a_now || now;
                 END LOOP;
             END IF;
             retry := 0; denied := 0;
-            reply := 'OK ' || now::text;
             FOR i IN 1 .. nl LOOP
                 j := lead[i];
                 IF NOT allowed_all AND d_allowed[j] = 0 AND retry < d_retry[j] THEN
                     retry := d_retry[j]; denied := i - 1;
                 END IF;
             END LOOP;
-            reply := reply || ' ' || CASE WHEN allowed_all THEN '1' ELSE '0' END || ' '
-                     || denied::text || ' ' || retry::text;
+            reply := 'OK ' || now::text || ' ' || CASE WHEN allowed_all THEN '1' ELSE '0' END
+                     || ' ' || denied::text || ' ' || retry::text;
             FOR i IN 1 .. nl LOOP
                 j := lead[i];
                 reply := reply || ' ' || d_allowed[j]::text || ' ' || d_limit[j]::text || ' '
@@ -709,10 +717,8 @@ BEGIN
             CONTINUE;
         END IF;
 
-        k := l_def[1];
-        SELECT c.kind, c.st INTO rk, cur FROM sluice_limit_state c
-         WHERE c.tag = l_tag[1] AND c.lim = l_lim[1] AND c.key = l_key[1];
-        cur := sluice_limit_load(d_kind[k], d_per[k], rk, cur, now);
+        k := l_def[1]; si := l_state[1];
+        cur := sluice_limit_load(d_kind[k], d_per[k], s_kind[si], s_st[si]::bigint[], now);
         IF op = 'N' OR op = 'R' THEN
             IF d_kind[k] <> 4 THEN
                 res := res || ('INVAL ' || now::text || ' not a concurrency limit');
@@ -738,8 +744,7 @@ BEGIN
                 res := res || ('STALE ' || now::text || CASE WHEN op = 'N' THEN ' 0' ELSE '' END);
                 CONTINUE;
             END IF;
-            UPDATE sluice_limit_state c SET kind = 4, st = cur
-             WHERE c.tag = l_tag[1] AND c.lim = l_lim[1] AND c.key = l_key[1];
+            s_kind[si] := 4; s_st[si] := cur::text; s_dirty[si] := true;
             res := res || reply;
             CONTINUE;
         END IF;
@@ -752,10 +757,8 @@ BEGIN
                 CONTINUE;
             END IF;
             IF dec.nst IS NOT NULL THEN
-                UPDATE sluice_limit_state c
-                   SET kind = CASE WHEN cardinality(dec.nst) > 0 THEN d_kind[k] ELSE 0 END,
-                       st = dec.nst
-                 WHERE c.tag = l_tag[1] AND c.lim = l_lim[1] AND c.key = l_key[1];
+                s_kind[si] := CASE WHEN cardinality(dec.nst) > 0 THEN d_kind[k] ELSE 0 END;
+                s_st[si] := dec.nst::text; s_dirty[si] := true;
             END IF;
             res := res || (dec.status || ' ' || now::text);
             CONTINUE;
@@ -763,13 +766,26 @@ BEGIN
         res := res || ('INVAL ' || now::text || ' unknown op ' || coalesce(op, ''));
     END LOOP;
 
-    -- Rows that hold nothing (created only to be locked, or emptied) are not kept; clock rows
-    -- are (kind -1): they carry the tag's ratchet and lease counter.
+    -- Write back what changed, once per row. Rows that hold nothing (created only to be
+    -- locked, or emptied) are not kept; clock rows are (kind -1): they carry the tag's ratchet
+    -- and lease counter.
+    UPDATE sluice_limit_state c SET kind = u.kind, st = u.st::bigint[]
+      FROM unnest(s_tag, s_lim, s_key, s_kind, s_st, s_dirty) AS u(tag, lim, key, kind, st, dirty)
+     WHERE u.dirty AND c.tag = u.tag AND c.lim = u.lim AND c.key = u.key;
+    UPDATE sluice_limit_state c SET kind = -1, st = ARRAY[u.now, u.lease]::bigint[]
+      FROM unnest(c_tag, c_now, c_lease, c_dirty) AS u(tag, now, lease, dirty)
+     WHERE u.dirty AND c.tag = u.tag AND c.lim = '' AND c.key = '\x'::bytea;
     DELETE FROM sluice_limit_state c
-     USING (SELECT decode(x.t, 'hex') AS tag, x.l AS lim, decode(x.k, 'hex') AS key
-              FROM unnest(p_tags, p_lims, p_keys) AS x(t, l, k)
-            UNION
-            SELECT decode(y.t, 'hex'), '', '\x'::bytea FROM unnest(p_tags) AS y(t)) u
-     WHERE c.tag = u.tag AND c.lim = u.lim AND c.key = u.key AND c.kind = 0;
+      USING unnest(s_tag, s_lim, s_key, s_kind) AS u(tag, lim, key, kind)
+     WHERE u.kind = 0 AND c.tag = u.tag AND c.lim = u.lim AND c.key = u.key;
+    DELETE FROM sluice_limit_state c
+      USING unnest(c_tag, c_kind) AS u(tag, kind)
+     WHERE u.kind = 0 AND c.tag = u.tag AND c.lim = '' AND c.key = '\x'::bytea;
+    IF cardinality(a_state) > 0 THEN
+        INSERT INTO sluice_limit_audit (tag, lim, key, units, now_ns)
+        SELECT s_tag[u.s], s_lim[u.s], s_key[u.s], u.units, u.now
+          FROM unnest(a_state, a_units, a_now) WITH ORDINALITY AS u(s, units, now, o)
+         ORDER BY u.o;
+    END IF;
     RETURN res;
 END $$;
