@@ -94,8 +94,9 @@ DECLARE
     b_ns numeric; b_rem numeric; a_ns numeric; a_rem numeric;
     x_ns numeric; x_rem numeric; nx_ns numeric; nx_rem numeric; nd_ns numeric; nd_rem numeric;
     need numeric; ahead numeric; first numeric;
+    tt record;
 BEGIN
-    SELECT g.ns, g.rem INTO bt_q, bt_r FROM sluice_gcra_times(t_q, t_r, permits, burst) g;
+    tt := sluice_gcra_times(t_q, t_r, permits, burst); bt_q := tt.ns; bt_r := tt.rem;
     n_tat := NULL; n_rem := NULL;
     IF t_r = 0 THEN
         -- decide_whole: plain int64 with one division.
@@ -124,7 +125,7 @@ BEGIN
     -- decide_exact: every time is a rational ns + rem / permits.
     IF start_empty AND zero THEN
         first := least(units, burst);
-        SELECT g.ns, g.rem INTO x_ns, x_rem FROM sluice_gcra_times(t_q, t_r, permits, burst - first) g;
+        tt := sluice_gcra_times(t_q, t_r, permits, burst - first); x_ns := tt.ns; x_rem := tt.rem;
         b_ns := sluice_sat(now + x_ns); b_rem := x_rem;  -- rat_add(now, x)
         IF b_rem >= permits THEN b_rem := b_rem - permits; b_ns := sluice_sat(b_ns + 1); END IF;
         IF b_ns = mx THEN b_rem := 0; END IF;
@@ -146,7 +147,7 @@ BEGIN
         RETURN;
     END IF;
     -- next = base + units * T; need = next - now
-    SELECT g.ns, g.rem INTO x_ns, x_rem FROM sluice_gcra_times(t_q, t_r, permits, units) g;
+    tt := sluice_gcra_times(t_q, t_r, permits, units); x_ns := tt.ns; x_rem := tt.rem;
     nx_ns := sluice_sat(b_ns + x_ns); nx_rem := b_rem + x_rem;
     IF nx_rem >= permits THEN nx_rem := nx_rem - permits; nx_ns := sluice_sat(nx_ns + 1); END IF;
     IF nx_ns = mx THEN nx_rem := 0; END IF;
@@ -179,16 +180,17 @@ DECLARE
     t_q numeric := div(period, permits);
     t_r numeric := mod(period, permits);
     x_ns numeric; x_rem numeric;
+    tt record;
 BEGIN
     n_tat := tat; n_rem := trem;
     IF diff > 0 THEN
         IF tat < now OR (tat = now AND trem < 0) THEN n_tat := now; n_rem := 0; END IF;
-        SELECT g.ns, g.rem INTO x_ns, x_rem FROM sluice_gcra_times(t_q, t_r, permits, diff) g;
+        tt := sluice_gcra_times(t_q, t_r, permits, diff); x_ns := tt.ns; x_rem := tt.rem;
         n_tat := sluice_sat(n_tat + x_ns); n_rem := n_rem + x_rem;
         IF n_rem >= permits THEN n_rem := n_rem - permits; n_tat := sluice_sat(n_tat + 1); END IF;
         IF n_tat = 9223372036854775807 THEN n_rem := 0; END IF;
     ELSIF diff < 0 THEN
-        SELECT g.ns, g.rem INTO x_ns, x_rem FROM sluice_gcra_times(t_q, t_r, permits, -diff) g;
+        tt := sluice_gcra_times(t_q, t_r, permits, -diff); x_ns := tt.ns; x_rem := tt.rem;
         n_tat := sluice_sat(n_tat - x_ns); n_rem := n_rem - x_rem;
         IF n_rem < 0 THEN n_rem := n_rem + permits; n_tat := sluice_sat(n_tat - 1); END IF;
         IF n_tat < now THEN n_tat := now; n_rem := 0; END IF;
@@ -302,9 +304,9 @@ DECLARE
 BEGIN
     nst := NULL; lease_exp := NULL; dlimit := lim;
     IF kind = 1 THEN
-        SELECT * INTO g FROM sluice_gcra_decide(lim, period, burst, start_empty, fresh,
+        g := sluice_gcra_decide(lim, period, burst, start_empty, fresh,
             CASE WHEN fresh THEN 0 ELSE s[1] END, CASE WHEN fresh THEN 0 ELSE s[2] END,
-            units, now, peek) x;
+            units, now, peek);
         allowed := g.allowed; dlimit := burst; remaining := g.remaining; retry := g.retry;
         reset := g.reset;
         IF g.n_tat IS NOT NULL THEN
@@ -413,7 +415,7 @@ BEGIN
     t := greatest(now, 0);
     IF NOT fresh AND t < s[1] THEN t := s[1]; END IF;
     IF fresh OR (s[2] <> mx AND s[2] <= t) THEN
-        SELECT * INTO p FROM sluice_quota_period(cal, t) x;
+        p := sluice_quota_period(cal, t);
         ps := p.p_start; pe := p.p_end; spent := 0;
     ELSE
         ps := s[1]; pe := s[2]; spent := s[3];
@@ -457,7 +459,7 @@ BEGIN
         IF charged < 0 THEN charged := 0; END IF;
         IF t < s[1] THEN t := s[1]; END IF;
         IF s[2] <> mx AND s[2] <= t THEN
-            SELECT * INTO p FROM sluice_quota_period(cal, t) x;
+            p := sluice_quota_period(cal, t);
             ps := p.p_start; pe := p.p_end; spent := 0;
         ELSE
             ps := s[1]; pe := s[2]; spent := s[3];
@@ -474,8 +476,8 @@ BEGIN
     END IF;
     IF diff = 0 OR (diff < 0 AND fresh) THEN RETURN; END IF;
     IF kind = 1 THEN
-        SELECT * INTO g FROM sluice_gcra_adjust(lim, period, CASE WHEN fresh THEN 0 ELSE s[1] END,
-                                                CASE WHEN fresh THEN 0 ELSE s[2] END, diff, now) x;
+        g := sluice_gcra_adjust(lim, period, CASE WHEN fresh THEN 0 ELSE s[1] END,
+                                                CASE WHEN fresh THEN 0 ELSE s[2] END, diff, now);
         IF now < g.n_tat OR (now = g.n_tat AND g.n_rem > 0) THEN
             nst := ARRAY[g.n_tat, g.n_rem]::bigint[];
         ELSE
@@ -634,7 +636,7 @@ BEGIN
             IF c_kind[ti] = -1 AND c_now[ti] > now THEN now := c_now[ti]; END IF;
         END LOOP;
         IF NOT ok THEN
-            res := res || ('INVAL ' || now::text || ' ' || msg);
+            res[ri] := ('INVAL ' || now::text || ' ' || msg);
             CONTINUE;
         END IF;
         IF op <> 'P' THEN
@@ -669,8 +671,8 @@ BEGIN
                     k := l_def[i]; si := l_state[i];
                     cur := sluice_limit_load(d_kind[k], d_per[k], s_kind[si], s_st[si]::bigint[], now);
                     ttl := CASE WHEN a1 > 0 THEN a1 ELSE d_ttl[k] END;
-                    SELECT * INTO dec FROM sluice_limit_decide(d_kind[k], d_lim[k], d_per[k],
-                        d_burst[k], d_se[k], d_cal[k], cur, m_units[i], ttl, now, pass = 1) x;
+                    dec := sluice_limit_decide(d_kind[k], d_lim[k], d_per[k],
+                        d_burst[k], d_se[k], d_cal[k], cur, m_units[i], ttl, now, pass = 1);
                     d_allowed[i] := dec.allowed; d_limit[i] := dec.dlimit;
                     d_rem[i] := dec.remaining; d_retry[i] := dec.retry; d_reset[i] := dec.reset;
                     d_lease[i] := 0;
@@ -713,7 +715,7 @@ BEGIN
                          || d_reset[j]::text || ' '
                          || CASE WHEN j = i THEN d_lease[j]::text ELSE '0' END;
             END LOOP;
-            res := res || reply;
+            res[ri] := reply;
             CONTINUE;
         END IF;
 
@@ -721,7 +723,7 @@ BEGIN
         cur := sluice_limit_load(d_kind[k], d_per[k], s_kind[si], s_st[si]::bigint[], now);
         IF op = 'N' OR op = 'R' THEN
             IF d_kind[k] <> 4 THEN
-                res := res || ('INVAL ' || now::text || ' not a concurrency limit');
+                res[ri] := ('INVAL ' || now::text || ' not a concurrency limit');
                 CONTINUE;
             END IF;
             found_lease := false; n3 := coalesce(array_length(cur, 1), 0) / 3;
@@ -741,18 +743,18 @@ BEGIN
                 END IF;
             END LOOP;
             IF NOT found_lease THEN
-                res := res || ('STALE ' || now::text || CASE WHEN op = 'N' THEN ' 0' ELSE '' END);
+                res[ri] := ('STALE ' || now::text || CASE WHEN op = 'N' THEN ' 0' ELSE '' END);
                 CONTINUE;
             END IF;
             s_kind[si] := 4; s_st[si] := cur::text; s_dirty[si] := true;
-            res := res || reply;
+            res[ri] := reply;
             CONTINUE;
         END IF;
         IF op = 'S' THEN
-            SELECT * INTO dec FROM sluice_limit_settle(d_kind[k], d_lim[k], d_per[k], d_cal[k], cur,
-                                                       a1, a2, a3, now) x;
+            dec := sluice_limit_settle(d_kind[k], d_lim[k], d_per[k], d_cal[k], cur,
+                                                       a1, a2, a3, now);
             IF dec.status = 'INVAL' THEN
-                res := res || ('INVAL ' || now::text
+                res[ri] := ('INVAL ' || now::text
                                || ' settle applies to rate, window, sliding and quota limits');
                 CONTINUE;
             END IF;
@@ -760,10 +762,10 @@ BEGIN
                 s_kind[si] := CASE WHEN cardinality(dec.nst) > 0 THEN d_kind[k] ELSE 0 END;
                 s_st[si] := dec.nst::text; s_dirty[si] := true;
             END IF;
-            res := res || (dec.status || ' ' || now::text);
+            res[ri] := (dec.status || ' ' || now::text);
             CONTINUE;
         END IF;
-        res := res || ('INVAL ' || now::text || ' unknown op ' || coalesce(op, ''));
+        res[ri] := ('INVAL ' || now::text || ' unknown op ' || coalesce(op, ''));
     END LOOP;
 
     -- Write back what changed, once per row. Rows that hold nothing (created only to be
