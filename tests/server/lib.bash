@@ -316,16 +316,18 @@ pg_bindir() {
   return 1
 }
 
-# start_postgres NAME: starts a throwaway PostgreSQL cluster (initdb in $tmp/NAME.pg, trust
+# start_postgres NAME [postgres args...]: starts a throwaway PostgreSQL cluster (initdb in $tmp/NAME.pg, trust
 # authentication, superuser "sluice", no fsync: the tests lose nothing to a crash of the test
 # machine that they would not lose anyway) listening on a free loopback port and on a Unix socket
-# in its own directory. Sets pgport_NAME, pgpid_NAME and pgconn_NAME (a libpq connection string);
+# in its own directory; extra arguments go to postgres after these (-c fsync=on for a benchmark
+# of durable commits). Sets pgport_NAME, pgpid_NAME and pgconn_NAME (a libpq connection string);
 # stopped by PID on exit (SIGQUIT, its immediate shutdown). PostgreSQL refuses to run as root, so
 # under root the cluster belongs to the unprivileged `postgres` user (Debian's package creates
 # it), else to `nobody`; the temporary directory is made traversable for it. The server is
 # started through setpriv, which execs it, so that $! is the postmaster itself.
 start_postgres() {
   local name=$1 bin dir=$tmp/$1.pg port pid try as=() run=()
+  shift
   bin=$(pg_bindir) || {
     bad "PostgreSQL server binaries are not installed (scripts/deps.sh installs postgresql)"
     finish
@@ -350,7 +352,7 @@ start_postgres() {
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     "${run[@]}" "$bin/postgres" -D "$dir/data" -p "$port" -c listen_addresses=127.0.0.1 \
       -c unix_socket_directories="$dir" -c fsync=off -c full_page_writes=off \
-      -c max_connections=20 >>"$dir/log" 2>&1 &
+      -c max_connections=20 "$@" >>"$dir/log" 2>&1 &
     pid=$!
     pg_pids+=("$pid")
     for _ in $(seq 1 500); do
