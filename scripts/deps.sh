@@ -9,6 +9,7 @@ packages=(
   libhiredis-dev redis-tools redis-server libxml2-utils libsqlite3-dev libmicrohttpd-dev curl jq
   chromium
   python3-redis
+  postgresql libpq-dev
 )
 
 missing=()

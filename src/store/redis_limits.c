@@ -221,17 +221,6 @@ size_t rlim_batch_link_count(const rlim_batch *b, size_t i)
 
 /* ---- requests ---------------------------------------------------------------------------- */
 
-/* A link's key and tag as the script sees them. */
-typedef struct link_names {
-    const char *key;
-    size_t keylen;
-    unsigned char digest[KEYHASH_LEN];
-    const char *tag;
-    size_t taglen;
-    char taghex[2 * KEYHASH_LEN];
-    size_t tagidx; /* 1-based index among the request's distinct tags */
-} link_names;
-
 static void hex(const unsigned char *d, size_t n, char *out)
 {
     static const char digits[] = "0123456789abcdef";
@@ -242,7 +231,7 @@ static void hex(const unsigned char *d, size_t n, char *out)
     }
 }
 
-static int names_of(const rlim_link *l, link_names *nm)
+int rlim_link_names(const rlim_link *l, rlim_names *nm)
 {
     int hashed = 0;
 
@@ -285,7 +274,7 @@ static int names_of(const rlim_link *l, link_names *nm)
     return SLUICE_OK;
 }
 
-static int link_ok(const rlim_link *l, rlim_op op)
+int rlim_link_ok(const rlim_link *l, rlim_op op)
 {
     if (!l->def || !l->limit_id || (!l->key && l->keylen > 0) || (!l->tag && l->taglen > 0))
         return 0;
@@ -301,12 +290,19 @@ static int link_ok(const rlim_link *l, rlim_op op)
     return 1;
 }
 
-static int put_tag_key(rlim_batch *b, const link_names *nm, const char *what)
+static int put_tag_key(rlim_batch *b, const rlim_names *nm, const char *what)
 {
     piece pc[4] = {{b->prefix, strlen(b->prefix)}, {":{", 2}, {nm->tag, nm->taglen}, {what, 0}};
 
     pc[3].len = strlen(what);
     return put_pieces(b, &b->keys, pc, 4);
+}
+
+int rlim_def_text(const sluice_limit_def *d, char *buf, size_t len)
+{
+    return snprintf(buf, len, "%d %" PRId64 " %" PRId64 " %" PRId64 " %d %" PRId64 " %" PRId64,
+                    (int)d->kind, d->limit, d->period_ns, d->burst, d->start_empty != 0, d->ttl_ns,
+                    (int64_t)d->calendar);
 }
 
 /* FNV-1a: only to skip most byte comparisons when looking a definition up. */
@@ -322,20 +318,10 @@ static uint64_t def_hash(const char *s, size_t len)
 /* The 1-based index of def's text among the batch's definitions, appending it when new. The
  * text, not the pointer, identifies a definition: a def may be freed and its memory reused
  * between two adds. */
-size_t rlim_def_text(const sluice_limit_def *d, char *buf)
-{
-    int len = snprintf(buf, RLIM_DEF_TEXT_MAX,
-                       "%d %" PRId64 " %" PRId64 " %" PRId64 " %d %" PRId64 " %" PRId64,
-                       (int)d->kind, d->limit, d->period_ns, d->burst, d->start_empty != 0,
-                       d->ttl_ns, (int64_t)d->calendar);
-
-    return len > 0 ? (size_t)len : 0;
-}
-
 static int def_index(rlim_batch *b, const sluice_limit_def *d, size_t *idx)
 {
     char text[RLIM_DEF_TEXT_MAX];
-    int len = (int)rlim_def_text(d, text);
+    int len = rlim_def_text(d, text, sizeof text);
     uint64_t h = def_hash(text, (size_t)len);
     void *dh = b->dhash;
     int rc;
@@ -359,14 +345,14 @@ static int def_index(rlim_batch *b, const sluice_limit_def *d, size_t *idx)
 }
 
 static int add_links(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
-                     const rlim_args *args, link_names *nm)
+                     const rlim_args *args, rlim_names *nm)
 {
     static const char *const op_word[] = {"", "D", "P", "N", "R", "S"};
     size_t ntags = 0;
     int rc;
 
     for (size_t i = 0; i < n; i++) {
-        rc = names_of(&links[i], &nm[i]);
+        rc = rlim_link_names(&links[i], &nm[i]);
         if (rc != SLUICE_OK)
             return rc;
         nm[i].tagidx = 0;
@@ -464,7 +450,7 @@ int rlim_batch_add(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
                    const rlim_args *args)
 {
     size_t len = b->len, nkeys = b->keys.n, ndefs = b->defs.n, nargs = b->args.n;
-    link_names stack[4], *nm = stack;
+    rlim_names stack[4], *nm = stack;
     void *reqs;
     int rc;
 
@@ -473,7 +459,7 @@ int rlim_batch_add(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
     if (op != RLIM_DECIDE && op != RLIM_PEEK && (n != 1 || !args))
         return SLUICE_EINVAL;
     for (size_t i = 0; i < n; i++)
-        if (!link_ok(&links[i], op))
+        if (!rlim_link_ok(&links[i], op))
             return SLUICE_EINVAL;
     if (b->nreqs > (size_t)INT32_MAX)
         return SLUICE_EINVAL;
@@ -709,22 +695,28 @@ static int read_decision(fields *f, sluice_decision *d)
 static int read_request(const rlim_req *q, const redisReply *r, rlim_result *res,
                         sluice_decision *decisions)
 {
+    if (!r || r->type != REDIS_REPLY_STRING)
+        return SLUICE_EPARSE;
+    return rlim_parse_answer(q->op, q->nlinks, r->str, r->len, res, decisions);
+}
+
+int rlim_parse_answer(rlim_op op, size_t nlinks, const char *s, size_t len, rlim_result *res,
+                      sluice_decision *decisions)
+{
     fields f;
     int rc;
 
-    if (!r || r->type != REDIS_REPLY_STRING)
-        return SLUICE_EPARSE;
-    f.p = r->str;
-    f.end = r->str + r->len;
+    f.p = s;
+    f.end = s + len;
     rc = status_of(&f, &res->rc);
     if (rc == SLUICE_OK)
         rc = parse_i64(&f, &res->now_ns);
     if (rc != SLUICE_OK)
         return rc;
-    res->n = q->nlinks;
+    res->n = nlinks;
     if (res->rc == SLUICE_EINVAL) /* the script's message follows (it may be empty) */
         return at_end(&f) ? SLUICE_EPARSE : SLUICE_OK;
-    switch (q->op) {
+    switch (op) {
     case RLIM_DECIDE:
     case RLIM_PEEK: {
         long long allowed, denied_by;
@@ -733,14 +725,14 @@ static int read_request(const rlim_req *q, const redisReply *r, rlim_result *res
             return SLUICE_EPARSE;
         rc = parse_small(&f, 1, &allowed);
         if (rc == SLUICE_OK)
-            rc = parse_small(&f, (long long)q->nlinks - 1, &denied_by);
+            rc = parse_small(&f, (long long)nlinks - 1, &denied_by);
         if (rc == SLUICE_OK)
             rc = parse_i64(&f, &res->chain.retry_after_ns);
         if (rc != SLUICE_OK)
             return rc;
         res->chain.allowed = (int)allowed;
         res->chain.denied_by = (size_t)denied_by;
-        for (size_t i = 0; i < q->nlinks; i++) {
+        for (size_t i = 0; i < nlinks; i++) {
             sluice_decision d;
 
             rc = read_decision(&f, &d);
@@ -812,7 +804,7 @@ static char *joined(const piece *pc, size_t n, size_t *len)
 int rlim_link_keys(const char *prefix, const rlim_link *l, char **state_key, size_t *state_len,
                    char **clock_key, size_t *clock_len)
 {
-    link_names nm;
+    rlim_names nm;
     char idlen[24];
     size_t id_len;
     int rc;
@@ -823,9 +815,9 @@ int rlim_link_keys(const char *prefix, const rlim_link *l, char **state_key, siz
     *clock_len = 0;
     if (!prefix)
         prefix = "sluice";
-    if (strchr(prefix, '{') || strchr(prefix, '}') || !link_ok(l, RLIM_DECIDE))
+    if (strchr(prefix, '{') || strchr(prefix, '}') || !rlim_link_ok(l, RLIM_DECIDE))
         return SLUICE_EINVAL;
-    rc = names_of(l, &nm);
+    rc = rlim_link_names(l, &nm);
     if (rc != SLUICE_OK)
         return rc;
     id_len = strlen(l->limit_id);

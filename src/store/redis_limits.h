@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/keyhash.h"
 #include "sluice/limit.h"
 
 struct redisReply; /* hiredis; only its fields type, integer, len, str, elements, element */
@@ -133,11 +134,6 @@ int rlim_batch_result(const rlim_batch *b, const struct redisReply *reply, size_
 /* Links of request i (0 when i is out of range). */
 size_t rlim_batch_link_count(const rlim_batch *b, size_t i);
 
-/* The text of a definition as the script reads it ("kind limit period_ns burst start_empty ttl_ns
- * calendar") into buf (at least RLIM_DEF_TEXT_MAX bytes). Returns its length. */
-#define RLIM_DEF_TEXT_MAX 160
-size_t rlim_def_text(const sluice_limit_def *d, char *buf);
-
 /* The names the script gives a DECIDE link's state and its tag's clock (the layout above), as
  * two NUL-terminated copies the caller frees with alloc_free: the task queue stores them with a
  * task (redis_tasks.h) so that its claims charge the very state THROTTLE charges. Returns 0, or
@@ -145,6 +141,43 @@ size_t rlim_def_text(const sluice_limit_def *d, char *buf);
  * both NULL. */
 int rlim_link_keys(const char *prefix, const rlim_link *l, char **state_key, size_t *state_len,
                    char **clock_key, size_t *clock_len);
+
+/* ---- shared with the PostgreSQL store (store/pg_limits.c) ------------------------------------
+ * Both shared stores name a link's state the same way, describe a limit the same way and answer
+ * a request in the same words; these are the one copy of those rules. */
+
+/* A link's state name: its key as the core stores it (the SHA-256 of a key longer than the
+ * limit's max_key_len) and its tag (see the header comment). */
+typedef struct rlim_names {
+    const char *key; /* the key's bytes, or digest; borrowed from the link or this struct */
+    size_t keylen;
+    unsigned char digest[KEYHASH_LEN];
+    const char *tag; /* the tag's bytes: the link's, its key, its limit id, or taghex */
+    size_t taglen;
+    char taghex[2 * KEYHASH_LEN];
+    size_t tagidx; /* the Redis encoder's: 1-based index among a request's distinct tags */
+} rlim_names;
+
+/* Fills *nm for link l (valid for as long as l's strings and *nm itself). Returns 0 or
+ * SLUICE_ENOMEM (hashing a long key or tag). */
+int rlim_link_names(const rlim_link *l, rlim_names *nm);
+
+/* 1 when link l may be sent with op (a known, non-adaptive kind; units >= 1 for DECIDE and PEEK;
+ * a concurrency limit for RENEW and RELEASE), else 0. */
+int rlim_link_ok(const rlim_link *l, rlim_op op);
+
+/* Writes a limit definition as the stores read it, "kind limit period_ns burst start_empty
+ * ttl_ns calendar", into buf (NUL-terminated; RLIM_DEF_TEXT_MAX bytes always suffice). Returns its
+ * length. */
+#define RLIM_DEF_TEXT_MAX 160
+int rlim_def_text(const sluice_limit_def *d, char *buf, size_t len);
+
+/* Reads one request's answer, the string "STATUS now_ns [fields]" both stores return (the reply
+ * format of src/store/redis/limits.lua), for a request of op with nlinks links. Fills *res and
+ * (may be NULL) decisions[nlinks]; returns 0, or SLUICE_EPARSE for a string of another shape
+ * (res and decisions then partly written: the caller zeroes them). */
+int rlim_parse_answer(rlim_op op, size_t nlinks, const char *s, size_t len, rlim_result *res,
+                      sluice_decision *decisions);
 
 /* The script's text (embedded at build time from src/store/redis/limits.lua) and its length.
  * The node loads it with SCRIPT LOAD on every (re)connect and reloads it on a NOSCRIPT reply.

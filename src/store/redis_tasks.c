@@ -299,7 +299,7 @@ static int add_link(rtask_batch *b, const rtask_link *l)
         rc = SLUICE_EINVAL;
     horizon = l->horizon_ns > 0 ? l->horizon_ns : l->lim.def->horizon_ns;
     if (rc == SLUICE_OK)
-        rc = put(b, &b->args, text, rlim_def_text(l->lim.def, text));
+        rc = put(b, &b->args, text, (size_t)rlim_def_text(l->lim.def, text, sizeof text));
     if (rc == SLUICE_OK)
         rc = put_fmt(b, &b->args, "%" PRId64, l->lim.units);
     if (rc == SLUICE_OK)

@@ -10,6 +10,7 @@ passed=0
 failed=0
 tmp=$(mktemp -d)
 pids=()
+pg_pids=() # PostgreSQL postmasters (start_postgres): stopped with SIGQUIT, not SIGKILL
 
 cleanup() {
   local p
@@ -17,6 +18,11 @@ cleanup() {
   [ -n "${pid:-}" ] && kill -KILL "$pid" 2>/dev/null
   for p in "${pids[@]}"; do
     { kill -KILL "$p" && wait "$p"; } 2>/dev/null
+  done
+  # SIGQUIT is PostgreSQL's immediate shutdown: the postmaster stops its children, then exits
+  # (SIGKILL would leave them running without it).
+  for p in "${pg_pids[@]}"; do
+    { kill -QUIT "$p" && wait "$p"; } 2>/dev/null
   done
   rm -rf "$tmp"
 }
@@ -295,6 +301,86 @@ start_redis() {
     kill -KILL "$pid" 2>/dev/null
   done
   bad "redis-server $name did not start: $(tail -3 "$dir/log")"
+  finish
+  exit 1
+}
+
+# ---- PostgreSQL (the shared store's tests) --------------------------------------------------
+
+# pg_bindir: prints the directory of Debian's PostgreSQL server binaries (initdb, postgres,
+# pg_ctl), newest version first; nothing (and status 1) when they are not installed. Debian keeps
+# them off the PATH, under /usr/lib/postgresql/<version>/bin; pg_config (libpq-dev) names the
+# client's directory, which holds them only on other layouts.
+pg_bindir() {
+  local d
+  d=$(pg_config --bindir 2>/dev/null)
+  if [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/postgres" ]; then
+    echo "$d"
+    return 0
+  fi
+  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k4 -n -r); do
+    if [ -x "$d/initdb" ] && [ -x "$d/postgres" ]; then
+      echo "$d"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# start_postgres NAME [postgres args...]: starts a throwaway PostgreSQL cluster (initdb in $tmp/NAME.pg, trust
+# authentication, superuser "sluice", no fsync: the tests lose nothing to a crash of the test
+# machine that they would not lose anyway) listening on a free loopback port and on a Unix socket
+# in its own directory; extra arguments go to postgres after these (-c fsync=on for a benchmark
+# of durable commits). Sets pgport_NAME, pgpid_NAME and pgconn_NAME (a libpq connection string);
+# stopped by PID on exit (SIGQUIT, its immediate shutdown). PostgreSQL refuses to run as root, so
+# under root the cluster belongs to the unprivileged `postgres` user (Debian's package creates
+# it), else to `nobody`; the temporary directory is made traversable for it. The server is
+# started through setpriv, which execs it, so that $! is the postmaster itself.
+start_postgres() {
+  local name=$1 bin dir=$tmp/$1.pg port pid try as=() run=()
+  shift
+  bin=$(pg_bindir) || {
+    bad "PostgreSQL server binaries are not installed (scripts/deps.sh installs postgresql)"
+    finish
+    exit 1
+  }
+  mkdir -p "$dir"
+  if [ "$(id -u)" -eq 0 ]; then
+    local user=nobody
+    id postgres >/dev/null 2>&1 && user=postgres
+    chmod 711 "$tmp"
+    chown "$user" "$dir"
+    as=(runuser -u "$user" --)
+    run=(setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups)
+  fi
+  if ! "${as[@]}" "$bin/initdb" -D "$dir/data" -U sluice --auth=trust -E UTF8 --locale=C \
+    --no-sync >"$dir/initdb.log" 2>&1; then
+    bad "initdb failed: $(tail -3 "$dir/initdb.log")"
+    finish
+    exit 1
+  fi
+  for try in 1 2 3 4 5; do
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    "${run[@]}" "$bin/postgres" -D "$dir/data" -p "$port" -c listen_addresses=127.0.0.1 \
+      -c unix_socket_directories="$dir" -c fsync=off -c full_page_writes=off \
+      -c max_connections=20 "$@" >>"$dir/log" 2>&1 &
+    pid=$!
+    pg_pids+=("$pid")
+    for _ in $(seq 1 500); do
+      "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.02
+    done
+    if kill -0 "$pid" 2>/dev/null && "$bin/pg_isready" -q -h 127.0.0.1 -p "$port"; then
+      printf -v "pgport_$name" '%s' "$port"
+      printf -v "pgpid_$name" '%s' "$pid"
+      printf -v "pgconn_$name" '%s' "host=127.0.0.1 port=$port user=sluice dbname=postgres"
+      return 0
+    fi
+    kill -QUIT "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  done
+  bad "postgres $name did not start: $(tail -3 "$dir/log")"
   finish
   exit 1
 }

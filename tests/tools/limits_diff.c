@@ -1,43 +1,54 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sluice_limits_diff: the differential test of the Redis limits script against the C core.
+ * sluice_limits_diff: the differential test of the shared stores' limits -- the Redis script
+ * (src/store/redis/limits.lua) and the PostgreSQL function (src/store/pg/001_limits.sql) --
+ * against the C core. One driver for both: they take the same requests and must give the same
+ * answers, so the same random sequences prove each of them equal to the core.
  *
  * Random worlds of five limits (rate with units, burst and start_empty, fixed and sliding
  * windows, concurrency leases, quotas with none/day/month calendars) get random batches of
  * requests (chains of 1 to 3 links, peeks, lease renewals and releases, settlements) at injected
  * times that move forward by steps of nanoseconds to days, and sometimes back. Every request goes
- * both through the in-process core (sluice_chain_decide and friends) and through the script in a
- * real redis-server (one EVALSHA per batch, built and read by store/redis_limits.c), and every
- * field of every answer is compared: the chain's result, each link's decision, lease presence,
- * renew expiries, statuses and the store time used.
+ * both through the in-process core (sluice_chain_decide and friends) and through the store (one
+ * EVALSHA, or one call of sluice_limits_call, per batch, built and read by store/redis_limits.c
+ * or store/pg_limits.c), and every field of every answer is compared: the chain's result, each
+ * link's decision, lease presence, renew expiries, statuses and the store time used.
  *
- * The script ratchets its clock per hash tag and forgets idle state at the request's time; the
- * core clamps per limit and forgets idle keys when swept. So the driver puts every link of a round
+ * The stores ratchet their clock per tag and forget idle state at the request's time; the core
+ * clamps per limit and forgets idle keys when swept. So the driver puts every link of a round
  * under one tag, passes the core the running maximum of the injected times (the ratchet), and
  * sweeps every limit at that time before each request. One case where the core answers
  * differently is not generated: a peek, at a time past the clock, on a start_empty rate key that
  * became idle in between (swept: "empty"; not swept: "full"). (Peeks past the clock on a
  * concurrency key are generated: the core used to drop the leases expired by the peek's time,
- * which this test found; the core's peek now changes nothing, as the script's.)
+ * which this test found; the core's peek now changes nothing, as the stores'.)
  *
- * Also checked: the audit list (one entry per granted link), the TIME path (a decision without
- * an injected time is taken near the real clock) and the ratchet (after a decision at a future
- * time, TIME-based decisions do not go back).
+ * Also checked: the audit (one entry per granted link), the store's own clock (a decision
+ * without an injected time is taken near the real clock: Redis TIME, PostgreSQL
+ * clock_timestamp()) and the ratchet (after a decision at a future time, decisions on the store's
+ * clock do not go back). On PostgreSQL also contention: several connections deciding chains over
+ * the same keys at once never fail (no deadlock) and lose or invent no grant (check_race).
  *
- * Usage: sluice_limits_diff PORT [SEED [OPS_PER_KIND]] against a throwaway redis-server on
- * 127.0.0.1:PORT, whose database it empties first (FLUSHDB) so that a seed replays. Prints a
- * summary; exits 1 on the first mismatches (printed with the seed, round and request), 2 on a setup
- * error.
+ * Usage: sluice_limits_diff REDIS-PORT|PG-CONNINFO [SEED [OPS_PER_KIND]], against a throwaway
+ * redis-server on 127.0.0.1:PORT (emptied first with FLUSHDB so that a seed replays) or a
+ * throwaway PostgreSQL database named by a libpq connection string or URI (its sluice schema
+ * created or migrated, its limit tables emptied before each round). Prints a summary; exits 1 on
+ * the first mismatches (printed with the seed, round and request), 2 on a setup error.
  */
 #include <hiredis.h>
 #include <inttypes.h>
+#include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sluice/error.h"
 #include "sluice/limit.h"
+#include "store/pg_limits.h"
+#include "store/pg_schema.h"
 #include "store/redis_limits.h"
 
 #define NLIM       5
@@ -123,7 +134,7 @@ static void report(int ri, const char *what, int64_t core, int64_t redis)
     mismatches++;
     if (mismatches <= 10)
         fprintf(stderr,
-                "MISMATCH seed %s round %d request %d: %s core=%" PRId64 " redis=%" PRId64 "\n",
+                "MISMATCH seed %s round %d request %d: %s core=%" PRId64 " store=%" PRId64 "\n",
                 where_seed, where_round, ri, what, core, redis);
 }
 
@@ -393,7 +404,7 @@ static void check_request(world *w, const req *q, int ri, int64_t t, const rlim_
             SAME(ri, "lease presence", cd[i].lease_id != 0, rdec[i].lease_id != 0);
             if (cd[i].lease_id && rdec[i].lease_id) {
                 if (rdec[i].lease_id <= w->last_redis_lease)
-                    report(ri, "redis lease id not increasing", (int64_t)w->last_redis_lease,
+                    report(ri, "store lease id not increasing", (int64_t)w->last_redis_lease,
                            (int64_t)rdec[i].lease_id);
                 w->last_redis_lease = rdec[i].lease_id;
                 if (w->nleases < NLEASES) {
@@ -437,60 +448,151 @@ static void check_request(world *w, const req *q, int ri, int64_t t, const rlim_
     }
 }
 
-static const char *load_script(redisContext *c, char *sha, size_t shalen)
-{
-    size_t len;
-    const char *text = rlim_script(&len);
-    redisReply *r = redisCommand(c, "SCRIPT LOAD %b", text, len);
+/* ---- the two stores ----------------------------------------------------------------------
+ * Both stores take the same requests (rlim_link, rlim_op, rlim_args) and give the same answers
+ * (rlim_result); only the batch, the transport and the audit differ. */
 
-    if (!r || r->type != REDIS_REPLY_STRING) {
-        fprintf(stderr, "SCRIPT LOAD failed: %s\n", r && r->str ? r->str : c->errstr);
+typedef struct store {
+    int pg;           /* 0: Redis (hiredis), 1: PostgreSQL (libpq) */
+    redisContext *rc; /* Redis */
+    char sha[64];     /* Redis: the script's SHA-1 */
+    PGconn *pc;       /* PostgreSQL */
+    rlim_batch *rb;   /* the batch of the current round */
+    pgl_batch *pb;
+    char prefix[64]; /* Redis: the round's key prefix (PostgreSQL: tables emptied instead) */
+} store;
+
+/* A reply of either store. */
+typedef struct reply {
+    redisReply *r;
+    PGresult *p;
+} reply;
+
+static void pg_exec(store *st, const char *sql)
+{
+    PGresult *r = PQexec(st->pc, sql);
+
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
+        fprintf(stderr, "postgresql: %s: %s\n", sql, PQerrorMessage(st->pc));
         exit(2);
     }
-    snprintf(sha, shalen, "%s", r->str);
-    freeReplyObject(r);
-    return sha;
+    PQclear(r);
 }
 
-static redisReply *call(redisContext *c, rlim_batch *b, const char *sha)
+/* A new batch (the previous one freed) whose state starts empty: a fresh key prefix on Redis,
+ * emptied tables on PostgreSQL. */
+static void store_begin(store *st, const char *prefix, int audit)
 {
-    int argc;
-    const char **argv;
-    const size_t *argvlen;
-    redisReply *r;
+    rlim_batch_free(st->rb);
+    pgl_batch_free(st->pb);
+    st->rb = NULL;
+    st->pb = NULL;
+    snprintf(st->prefix, sizeof st->prefix, "%s", prefix);
+    if (st->pg) {
+        pg_exec(st, "TRUNCATE sluice_limit_state, sluice_limit_audit");
+        if (pgl_batch_new(&st->pb) != SLUICE_OK)
+            exit(2);
+        pgl_batch_set_audit(st->pb, audit);
+        return;
+    }
+    if (rlim_batch_new(prefix, &st->rb) != SLUICE_OK)
+        exit(2);
+    rlim_batch_set_audit(st->rb, audit);
+}
 
-    if (rlim_batch_command(b, sha, &argc, &argv, &argvlen) != SLUICE_OK) {
-        fprintf(stderr, "rlim_batch_command failed\n");
-        exit(2);
+static void store_reset(store *st, int64_t now)
+{
+    if (st->pg) {
+        pgl_batch_reset(st->pb);
+        pgl_batch_set_now(st->pb, now);
+    } else {
+        rlim_batch_reset(st->rb);
+        rlim_batch_set_now(st->rb, now);
     }
-    r = redisCommandArgv(c, argc, argv, argvlen);
-    if (!r) {
-        fprintf(stderr, "redis: %s\n", c->errstr);
-        exit(2);
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        fprintf(stderr, "script error: %s\n", r->str);
-        exit(1);
+}
+
+static int store_add(store *st, rlim_op op, const rlim_link *links, size_t n, const rlim_args *args)
+{
+    return st->pg ? pgl_batch_add(st->pb, op, links, n, args)
+                  : rlim_batch_add(st->rb, op, links, n, args);
+}
+
+static reply call(store *st)
+{
+    reply out = {NULL, NULL};
+
+    if (st->pg) {
+        const char *const *values;
+
+        if (pgl_batch_params(st->pb, &values) != SLUICE_OK) {
+            fprintf(stderr, "pgl_batch_params failed\n");
+            exit(2);
+        }
+        out.p = PQexecParams(st->pc, PGL_CALL_SQL, PGL_CALL_NPARAMS, NULL, values, NULL, NULL, 0);
+        if (PQresultStatus(out.p) != PGRES_TUPLES_OK) {
+            fprintf(stderr, "function error: %s\n", PQerrorMessage(st->pc));
+            exit(1);
+        }
+    } else {
+        int argc;
+        const char **argv;
+        const size_t *argvlen;
+
+        if (rlim_batch_command(st->rb, st->sha, &argc, &argv, &argvlen) != SLUICE_OK) {
+            fprintf(stderr, "rlim_batch_command failed\n");
+            exit(2);
+        }
+        out.r = redisCommandArgv(st->rc, argc, argv, argvlen);
+        if (!out.r) {
+            fprintf(stderr, "redis: %s\n", st->rc->errstr);
+            exit(2);
+        }
+        if (out.r->type == REDIS_REPLY_ERROR) {
+            fprintf(stderr, "script error: %s\n", out.r->str);
+            exit(1);
+        }
     }
     total_calls++;
-    return r;
+    return out;
 }
 
-static long long llen(redisContext *c, const char *key)
+static int store_result(store *st, reply r, size_t i, rlim_result *res, sluice_decision *d)
 {
-    redisReply *r = redisCommand(c, "LLEN %s", key);
-    long long n = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    return st->pg ? pgl_batch_result(st->pb, r.p, i, res, d)
+                  : rlim_batch_result(st->rb, r.r, i, res, d);
+}
 
-    freeReplyObject(r);
+static void reply_free(reply r)
+{
+    freeReplyObject(r.r);
+    PQclear(r.p);
+}
+
+/* Audit entries of the round: the Redis list of tag T, or the PostgreSQL table. -1: none. */
+static long long audit_count(store *st)
+{
+    long long n = -1;
+
+    if (st->pg) {
+        PGresult *r = PQexec(st->pc, "SELECT count(*) FROM sluice_limit_audit");
+
+        if (PQresultStatus(r) == PGRES_TUPLES_OK)
+            n = atoll(PQgetvalue(r, 0, 0));
+        PQclear(r);
+    } else {
+        redisReply *r = redisCommand(st->rc, "LLEN %s:{T}:audit", st->prefix);
+
+        n = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        freeReplyObject(r);
+    }
     return n;
 }
 
-/* One round: a world, its batches, and (when auditing) the audit list's count. */
-static void run_round(redisContext *c, const char *sha, int round, int focus, int requests)
+/* One round: a world, its batches, and (when auditing) the audit's count. */
+static void run_round(store *st, int round, int focus, int requests)
 {
     char prefix[64];
     world w;
-    rlim_batch *b;
     int64_t t = INT64_C(1577836800) * SLUICE_NS_PER_SEC + rr(0, 10 * 365 * NS_PER_DAY);
     int audit = chance(30);
     long granted_links = 0;
@@ -498,18 +600,15 @@ static void run_round(redisContext *c, const char *sha, int round, int focus, in
     where_round = round;
     snprintf(prefix, sizeof prefix, "diff%sr%d", where_seed, round);
     world_init(&w, focus);
-    if (rlim_batch_new(prefix, &b) != SLUICE_OK)
-        exit(2);
-    rlim_batch_set_audit(b, audit);
+    store_begin(st, prefix, audit);
     while (requests > 0) {
         req qs[MAX_BATCH];
         int n = (int)rr(1, MAX_BATCH);
         int64_t clock = w.clock;
-        redisReply *r;
+        reply r;
 
         t = step_time(t);
-        rlim_batch_reset(b);
-        rlim_batch_set_now(b, t);
+        store_reset(st, t);
         for (int i = 0; i < n; i++) {
             rlim_link links[MAX_LINKS];
             int idx;
@@ -519,36 +618,34 @@ static void run_round(redisContext *c, const char *sha, int round, int focus, in
                 clock = t;
             for (size_t k = 0; k < qs[i].n; k++)
                 make_link(&w, &qs[i], k, &links[k]);
-            idx = rlim_batch_add(b, qs[i].op, links, qs[i].n, &qs[i].args);
+            idx = store_add(st, qs[i].op, links, qs[i].n, &qs[i].args);
             if (idx != i) {
-                fprintf(stderr, "rlim_batch_add: %d\n", idx);
+                fprintf(stderr, "batch add: %d\n", idx);
                 exit(2);
             }
         }
-        r = call(c, b, sha);
+        r = call(st);
         for (int i = 0; i < n; i++) {
             rlim_result res;
             sluice_decision d[MAX_LINKS];
-            int rc = rlim_batch_result(b, r, (size_t)i, &res, d);
+            int rc = store_result(st, r, (size_t)i, &res, d);
 
             check_request(&w, &qs[i], i, t, &res, d, rc);
             if (rc == SLUICE_OK && res.chain.allowed && qs[i].op == RLIM_DECIDE)
                 granted_links += (long)qs[i].n;
         }
-        freeReplyObject(r);
+        reply_free(r);
         requests -= n;
         if (mismatches > 10)
             break;
     }
     if (audit) {
-        char key[96];
+        long long n = audit_count(st);
 
-        snprintf(key, sizeof key, "%s:{T}:audit", prefix);
-        if (llen(c, key) != (granted_links ? granted_links : -1) &&
-            !(granted_links == 0 && llen(c, key) == 0))
-            report(-1, "audit entries", granted_links, llen(c, key));
+        /* Redis has no list when nothing was granted (LLEN 0); the table simply counts 0. */
+        if (n != granted_links)
+            report(-1, "audit entries", granted_links, n);
     }
-    rlim_batch_free(b);
     world_free(&w);
 }
 
@@ -560,16 +657,16 @@ static int64_t wall_ns(void)
     return (int64_t)ts.tv_sec * SLUICE_NS_PER_SEC + ts.tv_nsec;
 }
 
-/* The TIME path and the ratchet, on a rate limit under the default tag (its key). */
-static void check_clock(redisContext *c, const char *sha)
+/* The store's own clock and the ratchet, on a rate limit under the default tag (its key). */
+static void check_clock(store *st)
 {
     sluice_limit_def def;
     rlim_link l = {0};
-    rlim_batch *b;
     rlim_result res;
     sluice_decision d;
-    redisReply *r;
+    reply r;
     int64_t before = wall_ns(), future;
+    char prefix[64];
 
     sluice_limit_def_init(&def, SLUICE_RATE);
     def.limit = 1000;
@@ -579,62 +676,237 @@ static void check_clock(redisContext *c, const char *sha)
     l.key = "k";
     l.keylen = 1;
     l.units = 1;
-    char prefix[64];
-
     snprintf(prefix, sizeof prefix, "clock%s", where_seed);
-    if (rlim_batch_new(prefix, &b) != SLUICE_OK)
-        exit(2);
-    rlim_batch_add(b, RLIM_DECIDE, &l, 1, NULL);
-    r = call(c, b, sha);
-    if (rlim_batch_result(b, r, 0, &res, &d) != SLUICE_OK || !res.chain.allowed)
-        report(-2, "TIME decision", 1, res.chain.allowed);
+    store_begin(st, prefix, 0);
+    store_reset(st, 0);
+    store_add(st, RLIM_DECIDE, &l, 1, NULL);
+    r = call(st);
+    if (store_result(st, r, 0, &res, &d) != SLUICE_OK || !res.chain.allowed)
+        report(-2, "store-clock decision", 1, res.chain.allowed);
     if (res.now_ns < before - 5 * SLUICE_NS_PER_SEC ||
         res.now_ns > wall_ns() + 5 * SLUICE_NS_PER_SEC)
-        report(-2, "TIME far from the wall clock", before, res.now_ns);
-    freeReplyObject(r);
-    /* A decision an hour ahead, then TIME again: the tag's clock does not go back. */
+        report(-2, "store clock far from the wall clock", before, res.now_ns);
+    reply_free(r);
+    /* A decision an hour ahead, then the store's clock again: the tag's clock does not go back. */
     future = res.now_ns + 3600 * SLUICE_NS_PER_SEC;
-    rlim_batch_reset(b);
-    rlim_batch_set_now(b, future);
-    rlim_batch_add(b, RLIM_DECIDE, &l, 1, NULL);
-    freeReplyObject(call(c, b, sha));
-    rlim_batch_reset(b);
-    rlim_batch_set_now(b, 0);
-    rlim_batch_add(b, RLIM_PEEK, &l, 1, NULL);
-    rlim_batch_add(b, RLIM_DECIDE, &l, 1, NULL);
-    r = call(c, b, sha);
+    store_reset(st, future);
+    store_add(st, RLIM_DECIDE, &l, 1, NULL);
+    reply_free(call(st));
+    store_reset(st, 0);
+    store_add(st, RLIM_PEEK, &l, 1, NULL);
+    store_add(st, RLIM_DECIDE, &l, 1, NULL);
+    r = call(st);
     for (size_t i = 0; i < 2; i++) {
-        if (rlim_batch_result(b, r, i, &res, &d) != SLUICE_OK || res.now_ns != future)
+        if (store_result(st, r, i, &res, &d) != SLUICE_OK || res.now_ns != future)
             report(-2, "ratchet: time after a future decision", future, res.now_ns);
     }
+    reply_free(r);
+}
+
+/* ---- contention (PostgreSQL) ------------------------------------------------------------
+ * Several processes, each with its own connection (as several nodes), send batches of chains
+ * over the same keys at once, on the database's clock, naming the links in random orders and
+ * each key under its own tag, so that every batch locks rows that others hold. No call may fail
+ * (a deadlock between two calls would be an error), and no grant may be lost or invented: for
+ * every (limit, key) the units the processes saw granted add up to exactly what the database
+ * holds, within the budget. Quotas without a calendar make that an exact count. */
+
+#define RACE_PROCS   4
+#define RACE_BATCHES 150
+#define RACE_LIMITS  2
+#define RACE_KEYS    4
+
+static void race_child(const char *conninfo, int id, int fd)
+{
+    sluice_limit_def def[RACE_LIMITS];
+    static const char *const ids[RACE_LIMITS] = {"R0", "R1"};
+    static const char *const keys[RACE_KEYS] = {"a", "b", "c", "d"};
+    int64_t granted[RACE_LIMITS][RACE_KEYS] = {{0}};
+    PGconn *c = PQconnectdb(conninfo);
+    pgl_batch *b;
+
+    rng_state = (uint64_t)(id + 1) * UINT64_C(0x9E3779B97F4A7C15) + rng_state;
+    if (PQstatus(c) != CONNECTION_OK || pgl_batch_new(&b) != SLUICE_OK)
+        _exit(2);
+    for (int i = 0; i < RACE_LIMITS; i++) {
+        sluice_limit_def_init(&def[i], SLUICE_QUOTA);
+        def[i].limit = i == 0 ? 700 : 400;
+    }
+    for (int n = 0; n < RACE_BATCHES; n++) {
+        int nreq = (int)rr(1, MAX_BATCH);
+        int lim[MAX_BATCH][MAX_LINKS], key[MAX_BATCH][MAX_LINKS];
+        int64_t units[MAX_BATCH][MAX_LINKS];
+        size_t nl[MAX_BATCH];
+        const char *const *values;
+        PGresult *r;
+
+        pgl_batch_reset(b);
+        for (int q = 0; q < nreq; q++) {
+            rlim_link links[MAX_LINKS];
+
+            nl[q] = (size_t)rr(1, MAX_LINKS);
+            for (size_t k = 0; k < nl[q]; k++) {
+                memset(&links[k], 0, sizeof links[k]);
+                lim[q][k] = (int)rr(0, RACE_LIMITS - 1);
+                key[q][k] = (int)rr(0, RACE_KEYS - 1);
+                units[q][k] = rr(1, 3);
+                links[k].def = &def[lim[q][k]];
+                links[k].limit_id = ids[lim[q][k]];
+                links[k].key = keys[key[q][k]];
+                links[k].keylen = 1;
+                links[k].units = units[q][k];
+            }
+            if (pgl_batch_add(b, RLIM_DECIDE, links, nl[q], NULL) != q)
+                _exit(2);
+        }
+        if (pgl_batch_params(b, &values) != SLUICE_OK)
+            _exit(2);
+        r = PQexecParams(c, PGL_CALL_SQL, PGL_CALL_NPARAMS, NULL, values, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+            fprintf(stderr, "race: process %d: %s", id, PQerrorMessage(c));
+            _exit(1);
+        }
+        for (int q = 0; q < nreq; q++) {
+            rlim_result res;
+
+            if (pgl_batch_result(b, r, (size_t)q, &res, NULL) != SLUICE_OK || res.rc != SLUICE_OK)
+                _exit(1);
+            if (res.chain.allowed)
+                for (size_t k = 0; k < nl[q]; k++)
+                    granted[lim[q][k]][key[q][k]] += units[q][k];
+        }
+        PQclear(r);
+    }
+    if (write(fd, granted, sizeof granted) != (ssize_t)sizeof granted)
+        _exit(2);
+    pgl_batch_free(b);
+    PQfinish(c);
+    _exit(0);
+}
+
+static void check_race(store *st, const char *conninfo)
+{
+    int64_t total[RACE_LIMITS][RACE_KEYS] = {{0}};
+    pid_t pids[RACE_PROCS];
+    int fds[RACE_PROCS];
+    PGresult *r;
+
+    where_round = -3;
+    store_begin(st, "race", 0);
+    for (int i = 0; i < RACE_PROCS; i++) {
+        int p[2];
+
+        if (pipe(p) != 0)
+            exit(2);
+        fflush(NULL);
+        pids[i] = fork();
+        if (pids[i] < 0)
+            exit(2);
+        if (pids[i] == 0) {
+            close(p[0]);
+            race_child(conninfo, i, p[1]);
+        }
+        close(p[1]);
+        fds[i] = p[0];
+    }
+    for (int i = 0; i < RACE_PROCS; i++) {
+        int64_t g[RACE_LIMITS][RACE_KEYS];
+        int status;
+
+        if (read(fds[i], g, sizeof g) != (ssize_t)sizeof g)
+            memset(g, 0, sizeof g);
+        close(fds[i]);
+        waitpid(pids[i], &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            report(-3, "race: a process failed (exit status)", 0, WEXITSTATUS(status));
+        for (int l = 0; l < RACE_LIMITS; l++)
+            for (int k = 0; k < RACE_KEYS; k++)
+                total[l][k] += g[l][k];
+    }
+    r = PQexec(st->pc, "SELECT substr(lim, 2)::int, get_byte(key, 0) - 97, st[3] "
+                       "FROM sluice_limit_state WHERE kind = 5");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        exit(2);
+    for (int i = 0; i < PQntuples(r); i++) {
+        int l = atoi(PQgetvalue(r, i, 0)), k = atoi(PQgetvalue(r, i, 1));
+
+        if (l < 0 || l >= RACE_LIMITS || k < 0 || k >= RACE_KEYS)
+            exit(2);
+        SAME(-3, "race: units granted vs spent in the database", total[l][k],
+             atoll(PQgetvalue(r, i, 2)));
+        if (total[l][k] > (l == 0 ? 700 : 400))
+            report(-3, "race: over budget", l == 0 ? 700 : 400, total[l][k]);
+        total[l][k] = 0;
+    }
+    for (int l = 0; l < RACE_LIMITS; l++)
+        for (int k = 0; k < RACE_KEYS; k++)
+            SAME(-3, "race: units granted without a state in the database", 0, total[l][k]);
+    PQclear(r);
+    printf("race: %d processes x %d batches on shared keys, no call failed\n", RACE_PROCS,
+           RACE_BATCHES);
+}
+
+static void connect_redis(store *st, int port)
+{
+    size_t len;
+    const char *text = rlim_script(&len);
+    redisReply *r;
+
+    st->rc = redisConnect("127.0.0.1", port);
+    if (!st->rc || st->rc->err) {
+        fprintf(stderr, "connect: %s\n", st->rc ? st->rc->errstr : "out of memory");
+        exit(2);
+    }
+    /* A throwaway server: start from nothing, so that a seed replays exactly. */
+    freeReplyObject(redisCommand(st->rc, "FLUSHDB"));
+    r = redisCommand(st->rc, "SCRIPT LOAD %b", text, len);
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        fprintf(stderr, "SCRIPT LOAD failed: %s\n", r && r->str ? r->str : st->rc->errstr);
+        exit(2);
+    }
+    snprintf(st->sha, sizeof st->sha, "%s", r->str);
     freeReplyObject(r);
-    rlim_batch_free(b);
+}
+
+static void connect_pg(store *st, const char *conninfo)
+{
+    char err[256];
+    int from;
+
+    st->pg = 1;
+    st->pc = PQconnectdb(conninfo);
+    if (PQstatus(st->pc) != CONNECTION_OK) {
+        fprintf(stderr, "connect: %s\n", PQerrorMessage(st->pc));
+        exit(2);
+    }
+    pg_exec(st, "SET client_min_messages = warning");
+    if (pgs_migrate(st->pc, &from, err, sizeof err) != SLUICE_OK) {
+        fprintf(stderr, "%s\n", err);
+        exit(2);
+    }
 }
 
 int main(int argc, char **argv)
 {
-    int port = argc > 1 ? atoi(argv[1]) : 0;
+    const char *where = argc > 1 ? argv[1] : "";
     const char *seed = argc > 2 ? argv[2] : "1";
     long per_kind = argc > 3 ? atol(argv[3]) : 10000;
-    char sha[64];
-    redisContext *c;
+    store st = {0};
     int round = 0;
 
-    if (port <= 0) {
-        fprintf(stderr, "usage: sluice_limits_diff PORT [SEED [OPS_PER_KIND]]\n");
+    if (where[0] >= '1' && where[0] <= '9') {
+        connect_redis(&st, atoi(where));
+    } else if (strchr(where, '=') || strncmp(where, "postgres", 8) == 0) {
+        connect_pg(&st, where);
+    } else {
+        fprintf(stderr, "usage: sluice_limits_diff REDIS-PORT|PG-CONNINFO [SEED [OPS_PER_KIND]]\n");
         return 2;
     }
     where_seed = seed;
     rng_state = strtoull(seed, NULL, 10) * UINT64_C(0x9E3779B97F4A7C15) + 1;
-    c = redisConnect("127.0.0.1", port);
-    if (!c || c->err) {
-        fprintf(stderr, "connect: %s\n", c ? c->errstr : "out of memory");
-        return 2;
-    }
-    /* A throwaway server: start from nothing, so that a seed replays exactly. */
-    freeReplyObject(redisCommand(c, "FLUSHDB"));
-    load_script(c, sha, sizeof sha);
-    check_clock(c, sha);
+    check_clock(&st);
+    if (st.pg)
+        check_race(&st, where);
     for (;;) {
         int focus = 0;
 
@@ -643,12 +915,18 @@ int main(int argc, char **argv)
                 focus = k;
         if (!focus || mismatches > 10)
             break;
-        run_round(c, sha, round++, focus, 300);
+        run_round(&st, round++, focus, 300);
     }
-    printf("seed %s: %d rounds, %ld requests in %ld calls; link decisions: rate %ld, window %ld, "
-           "sliding %ld, concurrency %ld, quota %ld; %ld mismatches\n",
-           seed, round, total_requests, total_calls, ops_per_kind[1], ops_per_kind[2],
-           ops_per_kind[3], ops_per_kind[4], ops_per_kind[5], mismatches);
-    redisFree(c);
+    printf("%s seed %s: %d rounds, %ld requests in %ld calls; link decisions: rate %ld, "
+           "window %ld, sliding %ld, concurrency %ld, quota %ld; %ld mismatches\n",
+           st.pg ? "postgresql" : "redis", seed, round, total_requests, total_calls,
+           ops_per_kind[1], ops_per_kind[2], ops_per_kind[3], ops_per_kind[4], ops_per_kind[5],
+           mismatches);
+    rlim_batch_free(st.rb);
+    pgl_batch_free(st.pb);
+    if (st.rc)
+        redisFree(st.rc);
+    if (st.pc)
+        PQfinish(st.pc);
     return mismatches ? 1 : 0;
 }
