@@ -17,10 +17,12 @@
  * reload, then the totals, as name=value words:
  *   reload n=1 seconds=3.91 reply=OK pings_during=0 ping_max_ms=3902.1
  *   total reloads=4 ping_max_ms=3902.1 ping_p50_ms=0.05 pings=123456
- * The number to read: ping_max_ms, the longest any client waited for the loop.
+ * The number to read: ping_max_ms, the longest any client waited for the loop. --idle SECONDS
+ * first pings that long without reloading, and prints the longest round trip then (idle_max_ms):
+ * what the machine and the server's own timers cost without a reload, to compare with.
  *
  * Usage: bench_reload --port P --config FILE [--host 127.0.0.1] [--limits 200000] [--reloads 4]
- *                     [--mode same|changed|renamed]
+ *                     [--mode same|changed|renamed] [--idle SECONDS]
  *        bench_reload --write FILE [--limits 200000]
  */
 #include <hiredis/hiredis.h>
@@ -135,6 +137,8 @@ int main(int argc, char **argv)
     const char *host = "127.0.0.1", *config = NULL, *write_only = NULL;
     size_t limits = 200000, reloads = 4, during_total = 0;
     int port = 0, mode = MODE_CHANGED;
+    double idle = 0;
+    int64_t idle_end = 0;
     int64_t(*windows)[2];
     int64_t *lat, max_ns = 0;
     redisContext *c;
@@ -158,6 +162,8 @@ int main(int argc, char **argv)
             write_only = v;
         else if (strcmp(a, "--limits") == 0)
             limits = (size_t)strtoull(v, NULL, 10);
+        else if (strcmp(a, "--idle") == 0)
+            idle = strtod(v, NULL);
         else if (strcmp(a, "--reloads") == 0)
             reloads = (size_t)strtoull(v, NULL, 10);
         else if (strcmp(a, "--mode") == 0)
@@ -189,6 +195,10 @@ int main(int argc, char **argv)
     if (!windows || pthread_create(&th, NULL, ping_loop, &p) != 0)
         return 1;
     usleep(200000);
+    if (idle > 0) {
+        usleep((useconds_t)(idle * 1e6));
+        idle_end = now_ns();
+    }
     for (size_t i = 0; i < reloads; i++) {
         int flip = (int)((i + 1) % 2); /* the server started with variant 0 */
         redisReply *r;
@@ -237,6 +247,14 @@ int main(int argc, char **argv)
         during_total += during;
         printf("reload n=%zu pings_during=%zu ping_max_ms=%.1f\n", i + 1, during,
                (double)wmax / 1e6);
+    }
+    if (idle_end) {
+        int64_t imax = 0;
+
+        for (size_t k = 0; k < p.n && p.end_ns[k] <= idle_end; k++)
+            if (lat[k] > imax)
+                imax = lat[k];
+        printf("idle seconds=%.1f idle_max_ms=%.1f\n", idle, (double)imax / 1e6);
     }
     qsort(lat, p.n, sizeof(*lat), cmp_i64);
     printf("total reloads=%zu limits=%zu ping_max_ms=%.1f ping_p50_ms=%.3f ping_p99_ms=%.3f "

@@ -6,7 +6,8 @@
 #
 # Usage: bench/reload.sh [PATH-TO-SLUICE] [PATH-TO-BENCH_RELOAD]
 #        (defaults: build/sluice, build/bench_reload)
-# Environment: LIMITS (200000), RELOADS (4 per mode), MODES ("same changed renamed").
+# Environment: LIMITS (200000), RELOADS (4 per mode), MODES ("same changed renamed"), IDLE (seconds
+#              of pinging without a reload first, for comparison: 3).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,6 +15,7 @@ sluice=${1:-$here/../build/sluice}
 bench=${2:-$here/../build/bench_reload}
 limits=${LIMITS:-200000}
 reloads=${RELOADS:-4}
+idle=${IDLE:-3}
 modes=${MODES:-same changed renamed}
 tmp=$(mktemp -d)
 pid=""
@@ -36,7 +38,7 @@ for mode in $modes; do
   done
   echo "mode=$mode"
   "$bench" --port "$(cat "$tmp/port")" --config "$tmp/big.yaml" --limits "$limits" \
-    --reloads "$reloads" --mode "$mode"
+    --reloads "$reloads" --mode "$mode" --idle "$idle"
   kill -TERM "$pid"
   wait "$pid" || true
   pid=""

@@ -249,6 +249,13 @@ int sluice_engine_reserve_limits(sluice_engine *e, size_t more);
  * reserved room (nothing changed). */
 int sluice_engine_install_limit(sluice_engine *e, sluice_limit_build **b, int64_t now_ns);
 
+/* Forgets idle keys (at most `budget` per core, sluice_limit_sweep) of at most max_limits limits,
+ * every tier and override core of each, continuing round-robin where the previous call (or the
+ * tick's own sweep, which goes 256 limits at a time) stopped, so a timer that calls it pauses for
+ * a bounded time however many limits there are. Returns how many limits it swept. */
+size_t sluice_engine_sweep_limits(sluice_engine *e, int64_t now_ns, size_t budget,
+                                  size_t max_limits);
+
 /* A counter bumped by every change of a limit's policy, mode or overrides, and by every limit
  * added or removed (sluice_engine_set_limit, _set_limit_mode, _set_key_override, _del_limit,
  * _install_limit). Equal readings mean no limit changed in between. */

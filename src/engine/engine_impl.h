@@ -170,6 +170,7 @@ struct sluice_engine {
     size_t limits_cap;       /* slots of limits */
     ptab limit_index;        /* elimit by name: the limits of the array */
     int limits_dirty;        /* adds / removals broke the order: registry_order() sorts it */
+    size_t sweep_pos;        /* the slot of limits the next registry_sweep starts at */
     uint64_t limits_version; /* bumped by every change of a limit's policy, mode, overrides or
                               * existence (sluice_engine_limits_version) */
     ptab types;              /* etype by name */

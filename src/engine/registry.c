@@ -507,11 +507,30 @@ size_t registry_list_limits(const sluice_engine *e,
     return e->nlimits;
 }
 
-void registry_sweep(sluice_engine *e, int64_t now_ns, size_t budget)
+void registry_sweep(sluice_engine *e, int64_t now_ns, size_t budget, size_t max_limits)
 {
-    for (size_t i = 0; i < e->nlimits; i++)
-        for (size_t k = 0; k < e->limits[i]->nlims; k++)
-            sluice_limit_sweep(e->limits[i]->lims[k], now_ns, budget);
+    size_t n = max_limits < e->nlimits ? max_limits : e->nlimits;
+
+    /* Removals and re-sorting move limits between slots: a limit may be swept twice or skipped
+     * in one round, never for long, since the cursor keeps going round. */
+    for (size_t done = 0; done < n; done++) {
+        elimit *l;
+
+        if (e->sweep_pos >= e->nlimits)
+            e->sweep_pos = 0;
+        l = e->limits[e->sweep_pos++];
+        for (size_t k = 0; k < l->nlims; k++)
+            sluice_limit_sweep(l->lims[k], now_ns, budget);
+    }
+}
+
+size_t sluice_engine_sweep_limits(sluice_engine *e, int64_t now_ns, size_t budget,
+                                  size_t max_limits)
+{
+    size_t n = max_limits < e->nlimits ? max_limits : e->nlimits;
+
+    registry_sweep(e, now_ns, budget, max_limits);
+    return n;
 }
 
 /* ---- Types ----------------------------------------------------------------------------------- */

@@ -208,7 +208,7 @@ static int plan_switch(server *s, reload_plan *p, const char *path, char *msg, s
         log_warn("config %s: the store: section changed; it takes effect at the next start", path);
 
     for (size_t i = 0; i < nc->nlimits; i++) {
-        const sluice_limit_policy *np = &nc->limits[i];
+        const sluice_limit_policy *np = &nc->limits[i], *pp;
 
         if (exact && p->kind[i] == KIND_SAME)
             continue;
@@ -227,9 +227,11 @@ static int plan_switch(server *s, reload_plan *p, const char *path, char *msg, s
             changed++;
             continue;
         }
-        rc = switch_compared(s, p, i, sluice_engine_get_limit(s->engine, np->name, NULL),
-                             prev ? sluice_config_find_limit(prev, np->name) : NULL, now, &changed,
-                             overrides, &noverrides, msg, msglen);
+        /* A name the previous file lacks (KIND_NEW: no need to look) may still be live: added
+         * by LIMIT.SET, or left by an earlier removal a type refused. */
+        pp = prev && p->kind[i] != KIND_NEW ? sluice_config_find_limit(prev, np->name) : NULL;
+        rc = switch_compared(s, p, i, sluice_engine_get_limit(s->engine, np->name, NULL), pp, now,
+                             &changed, overrides, &noverrides, msg, msglen);
         if (rc != 0)
             goto partial;
     }

@@ -35,6 +35,9 @@
 #define LISTEN_BACKLOG      511
 #define HOUSEKEEPING_MS     100
 #define HOUSEKEEPING_BUDGET 2000 /* keys examined per limit per housekeeping run */
+/* Limits swept per housekeeping run, round-robin: with 200,000 limits, sweeping them all took
+ * the loop 200 ms of every 100; each limit's turn now comes every nlimits / 1024 runs. */
+#define HOUSEKEEPING_LIMITS 1024
 
 void server_options_init(server_options *o)
 {
@@ -275,20 +278,6 @@ void server_engine_changed(server *s)
     arm_engine_timer(s);
 }
 
-typedef struct sweep_walk {
-    server *s;
-    int64_t now;
-} sweep_walk;
-
-static void sweep_limit(const sluice_limit_policy *p, void *arg)
-{
-    sweep_walk *sw = arg;
-    sluice_limit *live = NULL;
-
-    if (sluice_engine_get_limit(sw->s->engine, p->name, &live) && live)
-        sluice_limit_sweep(live, sw->now, HOUSEKEEPING_BUDGET);
-}
-
 /* The engine forgets idle keys of its limits in its tick, which otherwise runs only when work
  * is due, and with a small budget; housekeeping ticks it regularly and sweeps the limits with a
  * larger budget, so memory follows the active keys even under millions of keys a second. */
@@ -303,8 +292,7 @@ static void on_housekeeping(uv_timer_t *t)
     rc = sluice_engine_tick(s->engine, now);
     if (rc != 0)
         log_error("engine tick: %s", sluice_strerror(rc));
-    sweep_walk sw = {s, now};
-    sluice_engine_list_limits(s->engine, sweep_limit, &sw);
+    sluice_engine_sweep_limits(s->engine, now, HOUSEKEEPING_BUDGET, HOUSEKEEPING_LIMITS);
     cmd_cell_sweep(s, now, HOUSEKEEPING_BUDGET);
     conn_sweep_timeouts(s, now);
     server_signal_ready(s);

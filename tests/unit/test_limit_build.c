@@ -9,6 +9,8 @@
  * grant is forgotten) and the old policy comes back in the build; after a reserve, installing
  * cannot fail; a bad policy is refused when built; out of memory anywhere leaks nothing and
  * leaves the engine as it was; the version moves with every change of a limit and only then.
+ * The sweep of many limits (sluice_engine_sweep_limits) goes a bounded number of limits at a
+ * time, round-robin, and reaches every one.
  */
 #include "engine_fixture.h"
 
@@ -175,6 +177,54 @@ static void test_limits_version(void **unused)
     sluice_engine_free(e);
 }
 
+/* 600 limits with an idle key each: a sweep of 256 limits forgets 256 keys, the rest stay until
+ * the next sweeps come round to them. */
+static void test_sweep_round_robin(void **unused)
+{
+    sluice_engine *e = fx_engine(NULL);
+    sluice_limit_policy p;
+    sluice_decision d;
+    sluice_limit *live;
+    size_t left = 0;
+    char name[16];
+
+    (void)unused;
+    for (int i = 0; i < 600; i++) {
+        snprintf(name, sizeof name, "l%03d", i);
+        fx_limit(&p, name, SLUICE_RATE, 1, SEC);
+        p.key_source = SLUICE_KEY_EXPLICIT;
+        fx_set_limit(e, &p);
+        live = NULL;
+        assert_non_null(sluice_engine_get_limit(e, name, &live));
+        assert_int_equal(sluice_limit_decide(live, "k", 1, 1, T0, 0, &d), SLUICE_OK);
+    }
+    assert_int_equal(sluice_engine_sweep_limits(e, T0 + 10 * SEC, 100, 256), 256);
+    for (int i = 0; i < 600; i++) {
+        snprintf(name, sizeof name, "l%03d", i);
+        live = NULL;
+        assert_non_null(sluice_engine_get_limit(e, name, &live));
+        left += sluice_limit_sweep(live, T0 + 10 * SEC, 100);
+    }
+    assert_int_equal(left, 600 - 256);
+    /* Round and round: three sweeps of 256 reach all 600 again. */
+    for (int i = 0; i < 600; i++) {
+        snprintf(name, sizeof name, "l%03d", i);
+        assert_non_null(sluice_engine_get_limit(e, name, &live));
+        assert_int_equal(sluice_limit_decide(live, "k", 1, 1, T0 + 20 * SEC, 0, &d), SLUICE_OK);
+    }
+    for (int r = 0; r < 3; r++)
+        sluice_engine_sweep_limits(e, T0 + 30 * SEC, 100, 256);
+    left = 0;
+    for (int i = 0; i < 600; i++) {
+        snprintf(name, sizeof name, "l%03d", i);
+        assert_non_null(sluice_engine_get_limit(e, name, &live));
+        left += sluice_limit_sweep(live, T0 + 30 * SEC, 100);
+    }
+    assert_int_equal(left, 0);
+    assert_int_equal(sluice_engine_sweep_limits(e, T0 + 30 * SEC, 100, 100000), 600);
+    sluice_engine_free(e);
+}
+
 /* Build, reserve, install new and replace, free: every allocation failed in turn leaks nothing
  * and fails with ENOMEM; once the reserve succeeded, the installs cannot fail. */
 static int oom_body(void *arg)
@@ -226,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_build_refuses_bad_policy),
         cmocka_unit_test(test_limits_version),
         cmocka_unit_test(test_build_oom),
+        cmocka_unit_test(test_sweep_round_robin),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
