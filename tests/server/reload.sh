@@ -75,6 +75,10 @@ check "... and was granted (the changed limit restarted)" ":1" "${line%$'\r'}"
 exec 3>&-
 contains "new definition after the reply" "rate=2/1h" "$(cli LIMIT.GET a)"
 wait_until "the pipe is a file again" 10 test -f "$conf"
+# A limit LIMIT.SET changed since: the file wins, and the reply says so.
+check "LIMIT.SET over the file" "OK" "$(cli LIMIT.SET a rate=7/1h,burst=1,key=explicit)"
+check "the file replaces it" "OK the file replaced LIMIT.SET changes of: a" "$(cli CONFIG RELOAD)"
+contains "the file's definition again" "rate=2/1h" "$(cli LIMIT.GET a)"
 
 # ---- A big file: 100,000 limits, every one changed -------------------------------------------
 
