@@ -39,8 +39,10 @@ enum {
  * any thread. */
 typedef struct reload_plan {
     sluice_config nc;            /* the new file (zeroed once it is in force) */
-    unsigned char *kind;         /* nc.nlimits KIND_* */
-    sluice_limit_build **builds; /* nc.nlimits: CHANGED and NEW limits built; after the switch,
+    unsigned char *kind;         /* n KIND_* */
+    size_t n;                    /* entries of kind and builds: nc.nlimits (nc is zeroed once in
+                                  * force, these stay) */
+    sluice_limit_build **builds; /* n: CHANGED and NEW limits built; after the switch,
                                   * what the engine handed back (replaced cores) or an unused
                                   * build; NULL elsewhere */
     size_t nbuilt;               /* builds made (room the switch reserves) */
@@ -53,7 +55,7 @@ typedef struct reload_plan {
 static void plan_free(reload_plan *p)
 {
     if (p->builds)
-        for (size_t i = 0; i < p->nc.nlimits; i++)
+        for (size_t i = 0; i < p->n; i++)
             sluice_limit_build_free(p->builds[i]);
     alloc_free(p->builds);
     alloc_free(p->kind);
@@ -91,6 +93,7 @@ static int plan_prepare(reload_plan *p, const sluice_config *prev, const char *p
         p->builds = alloc_calloc(n, sizeof *p->builds);
         if (!p->kind || !p->builds)
             goto fail_nomem;
+        p->n = n;
     }
     for (size_t i = 0; i < n; i++) {
         const sluice_limit_policy *np = &p->nc.limits[i];
