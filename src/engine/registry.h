@@ -90,6 +90,10 @@ size_t registry_list_limits(const sluice_engine *e,
  * limits there are (200,000 limits took 200 ms a tick when every tick swept them all). */
 void registry_sweep(sluice_engine *e, int64_t now_ns, size_t budget, size_t max_limits);
 
+/* Writes the id of core t of l (sluice_engine_visit_limits: "name", "name/tier", "name/=key")
+ * into id (len bytes, 2 * POLICY_NAME_MAX + 2 hold any). */
+void registry_core_id(const elimit *l, size_t t, char *id, size_t len);
+
 /* Frees every limit and type (the tasks must be gone). */
 void registry_free(sluice_engine *e);
 
