@@ -7,7 +7,9 @@
 # Usage: bench/reload.sh [PATH-TO-SLUICE] [PATH-TO-BENCH_RELOAD]
 #        (defaults: build/sluice, build/bench_reload)
 # Environment: LIMITS (200000), RELOADS (4 per mode), MODES ("same changed renamed"), IDLE (seconds
-#              of pinging without a reload first, for comparison: 3).
+#              of pinging without a reload first, for comparison: 3), DURABLE (1: the server
+#              keeps its store in a temporary directory, as `sluice serve` does by default; else
+#              memory only).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,8 +31,10 @@ trap cleanup EXIT
 for mode in $modes; do
   "$bench" --write "$tmp/big.yaml" --limits "$limits"
   rm -f "$tmp/port"
+  store=(--durability none)
+  [ "${DURABLE:-0}" = 1 ] && store=(--data "$tmp/data.$mode")
   "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/port" --log-level warn \
-    --durability none --no-admin --config "$tmp/big.yaml" 2>"$tmp/sluice.log" &
+    "${store[@]}" --no-admin --config "$tmp/big.yaml" 2>"$tmp/sluice.log" &
   pid=$!
   for _ in $(seq 1 1200); do
     [ -s "$tmp/port" ] && break
