@@ -226,6 +226,45 @@ void sluice_engine_on_event(sluice_engine *e, sluice_event_fn fn, void *arg);
 int sluice_engine_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t now_ns,
                             char *msg, size_t msglen);
 
+/* A limit built without an engine, for installing later in O(1) (a configuration reload builds
+ * its changed limits on a worker thread, then installs them all in one turn of the loop). */
+typedef struct sluice_limit_build sluice_limit_build;
+
+/* Validates p and builds what sluice_engine_set_limit would install: a copy of the policy and
+ * its core limits, with fresh state. Touches no engine and no shared state (only the
+ * allocator), so it may run on any thread. Returns 0 and *out (free it with
+ * sluice_limit_build_free, or install it), or SLUICE_EINVAL / SLUICE_ERANGE with msg, or
+ * SLUICE_ENOMEM; *out is NULL on failure. */
+int sluice_limit_build_new(const sluice_limit_policy *p, sluice_limit_build **out, char *msg,
+                           size_t msglen);
+
+/* Frees a build (on any thread, once no engine uses it). Accepts NULL. */
+void sluice_limit_build_free(sluice_limit_build *b);
+
+/* Makes room for `more` limits of new names, so that as many sluice_engine_install_limit calls
+ * cannot fail. Returns 0 or SLUICE_ENOMEM (nothing changed). */
+int sluice_engine_reserve_limits(sluice_engine *e, size_t more);
+
+/* Installs *b under its policy's name, as sluice_engine_set_limit(e, policy, now_ns) would,
+ * without allocating when room was reserved: a new name takes the build itself (*b becomes
+ * NULL); an existing limit is replaced in place (its key state restarts, its leases become stale)
+ * and *b receives its previous policy and cores, for the caller to free with
+ * sluice_limit_build_free (on any thread). Returns 0, or SLUICE_ENOMEM for a new name without
+ * reserved room (nothing changed). */
+int sluice_engine_install_limit(sluice_engine *e, sluice_limit_build **b, int64_t now_ns);
+
+/* Forgets idle keys (at most `budget` per core, sluice_limit_sweep) of at most max_limits limits,
+ * every tier and override core of each, continuing round-robin where the previous call (or the
+ * tick's own sweep, which goes 256 limits at a time) stopped, so a timer that calls it pauses for
+ * a bounded time however many limits there are. Returns how many limits it swept. */
+size_t sluice_engine_sweep_limits(sluice_engine *e, int64_t now_ns, size_t budget,
+                                  size_t max_limits);
+
+/* A counter bumped by every change of a limit's policy, mode or overrides, and by every limit
+ * added or removed (sluice_engine_set_limit, _set_limit_mode, _set_key_override, _del_limit,
+ * _install_limit). Equal readings mean no limit changed in between. */
+uint64_t sluice_engine_limits_version(const sluice_engine *e);
+
 /* Switches a limit between enforce and shadow mode (policy.h, sluice_limit_mode) without
  * replacing it: its key state, its leases and the charges of running tasks are kept, so a limit
  * rolled out in shadow and watched is enforced with the budget it has been counting. Switching

@@ -310,6 +310,11 @@ size_t sluice_limit_sweep(sluice_limit *lim, int64_t now_ns, size_t budget);
  * decision while on. */
 void sluice_limit_track_changes(sluice_limit *lim, int on);
 
+/* Returns 1 when keys changed since the last sluice_limit_drain are recorded (a drain would report
+ * something), else 0 (also when changes are not tracked). O(1): a feed that drains many limits
+ * skips the quiet ones without visiting them. */
+int sluice_limit_has_changes(const sluice_limit *lim);
+
 /* Calls fn once for every key charged (or forgotten, reset, settled) since the previous drain,
  * with its current state as an opaque blob (state == NULL, len 0: the key holds no information
  * any more; delete it), then clears the record. Keys are the limit's own (long keys already

@@ -79,6 +79,11 @@ void sluice_limit_track_changes(sluice_limit *lim, int on)
         (void)keytab_new(0, &lim->changed); /* without memory, changes go untracked */
 }
 
+int sluice_limit_has_changes(const sluice_limit *lim)
+{
+    return lim->changed && keytab_count(lim->changed) > 0;
+}
+
 /* Builds the blob of a fixed-size state into buf (SLUICE_KEY_STATE_MAX bytes); returns its
  * length. */
 static size_t fixed_blob(const sluice_limit *lim, const void *state, unsigned char *buf)

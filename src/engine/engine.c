@@ -205,6 +205,7 @@ int sluice_engine_set_limit_mode(sluice_engine *e, const char *name, sluice_limi
     if (mode != SLUICE_MODE_ENFORCE && mode != SLUICE_MODE_SHADOW)
         return SLUICE_EINVAL;
     l->pol.mode = mode;
+    e->limits_version++;
     /* Tasks parked on a limit that stopped holding them back are gated again now. */
     if (registry_apply_mode(e, l))
         park_rearm_limit(e, l, now_ns);

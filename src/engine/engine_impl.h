@@ -166,26 +166,29 @@ typedef struct acct_entry {
 
 struct sluice_engine {
     sluice_engine_policy pol;
-    elimit **limits;   /* registered limits, in name order unless limits_dirty */
-    size_t nlimits;    /* entries of limits */
-    size_t limits_cap; /* slots of limits */
-    ptab limit_index;  /* elimit by name: the limits of the array */
-    int limits_dirty;  /* adds / removals broke the order: registry_order() sorts it */
-    ptab types;        /* etype by name */
-    size_t ntypes;     /* types created (the types_ready heap reserves room for all) */
-    heap types_ready;  /* types with ready tasks, by the task each hands out next */
-    rflow *idle_flows; /* fair flows left empty, freed by ready_trim (ready.c) */
-    ptab ids;          /* every task kept, by id */
-    ptab task_keys;    /* unfinished tasks with a task key, by task key */
-    heap timers;       /* delayed and running tasks, by due_ns */
-    ptab waitqs;       /* wait queues by limit, tier and key */
-    heap wakes;        /* armed wait queues, by wake_ns */
-    ptab series_names; /* recurring series by name */
-    heap series_due;   /* live series, by next occurrence */
-    task *fin_head;    /* finished FIFO, oldest first */
-    task *fin_tail;    /* its newest */
-    size_t nfinished;  /* tasks in it */
-    events *ev;        /* the event aggregator */
+    elimit **limits;         /* registered limits, in name order unless limits_dirty */
+    size_t nlimits;          /* entries of limits */
+    size_t limits_cap;       /* slots of limits */
+    ptab limit_index;        /* elimit by name: the limits of the array */
+    int limits_dirty;        /* adds / removals broke the order: registry_order() sorts it */
+    size_t sweep_pos;        /* the slot of limits the next registry_sweep starts at */
+    uint64_t limits_version; /* bumped by every change of a limit's policy, mode, overrides or
+                              * existence (sluice_engine_limits_version) */
+    ptab types;              /* etype by name */
+    size_t ntypes;           /* types created (the types_ready heap reserves room for all) */
+    heap types_ready;        /* types with ready tasks, by the task each hands out next */
+    rflow *idle_flows;       /* fair flows left empty, freed by ready_trim (ready.c) */
+    ptab ids;                /* every task kept, by id */
+    ptab task_keys;          /* unfinished tasks with a task key, by task key */
+    heap timers;             /* delayed and running tasks, by due_ns */
+    ptab waitqs;             /* wait queues by limit, tier and key */
+    heap wakes;              /* armed wait queues, by wake_ns */
+    ptab series_names;       /* recurring series by name */
+    heap series_due;         /* live series, by next occurrence */
+    task *fin_head;          /* finished FIFO, oldest first */
+    task *fin_tail;          /* its newest */
+    size_t nfinished;        /* tasks in it */
+    events *ev;              /* the event aggregator */
     /* Scratch, grown on demand and reused. */
     sluice_chain_link *chain;   /* gate: the links asked */
     sluice_decision *decisions; /* gate: each link's answer */

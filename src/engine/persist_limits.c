@@ -27,6 +27,16 @@
 /* Longest id: a name, '/', a tier name (or '=' and an override's key, shorter), NUL. */
 #define ID_MAX (2 * POLICY_NAME_MAX + 2)
 
+void registry_core_id(const elimit *l, size_t t, char *id, size_t len)
+{
+    if (l->pol.ntiers == 0 && t == 0)
+        snprintf(id, len, "%s", l->pol.name);
+    else if (l->pol.ntiers == 0)
+        snprintf(id, len, "%s/=%s", l->pol.name, l->pol.overrides[t - 1].key);
+    else
+        snprintf(id, len, "%s/%s", l->pol.name, l->pol.tiers[t].name);
+}
+
 int sluice_engine_visit_limits(sluice_engine *e,
                                int (*fn)(const char *id, sluice_limit *lim, void *arg), void *arg)
 {
@@ -39,12 +49,7 @@ int sluice_engine_visit_limits(sluice_engine *e,
         for (size_t t = 0; t < l->nlims; t++) {
             int rc;
 
-            if (l->pol.ntiers == 0 && t == 0)
-                snprintf(id, sizeof id, "%s", l->pol.name);
-            else if (l->pol.ntiers == 0)
-                snprintf(id, sizeof id, "%s/=%s", l->pol.name, l->pol.overrides[t - 1].key);
-            else
-                snprintf(id, sizeof id, "%s/%s", l->pol.name, l->pol.tiers[t].name);
+            registry_core_id(l, t, id, sizeof id);
             rc = fn(id, l->lims[t], arg);
             if (rc != 0)
                 return rc;

@@ -5,12 +5,14 @@
 #include "engine/registry.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/hash.h"
+#include "engine/feed.h"
 #include "engine/park.h"
 #include "engine/ready.h"
 #include "engine/task.h"
@@ -178,6 +180,133 @@ int registry_apply_mode(const sluice_engine *e, elimit *l)
     return shadow;
 }
 
+/* After l's policy and cores were replaced in place: the grants of the old cores are gone, and
+ * its parked tasks are gated again now. */
+static void replaced(sluice_engine *e, elimit *l, int64_t now_ns)
+{
+    registry_apply_mode(e, l);
+    /* Only a task link adds a reference beyond the registry's: without one there is no grant to
+     * forget, and a reload replacing many limits does not walk every task for each. */
+    if (l->refs > 1)
+        forget_grants(e, l);
+    park_rearm_limit(e, l, now_ns);
+    e->limits_version++;
+}
+
+/* Registers l (its policy and cores set) under its name, in room sluice_engine_reserve_limits
+ * made. */
+static void registered(sluice_engine *e, elimit *l)
+{
+    l->refs = 1;
+    registry_apply_mode(e, l);
+    l->hash = name_hash(l->pol.name, strlen(l->pol.name));
+    l->pos = e->nlimits;
+    ptab_insert(&e->limit_index, l->hash, l); /* reserved */
+    /* Appended: a name that sorts before the last one leaves the order to registry_order(). */
+    if (e->nlimits && strcmp(e->limits[e->nlimits - 1]->pol.name, l->pol.name) > 0)
+        e->limits_dirty = 1;
+    e->limits[e->nlimits++] = l;
+    e->limits_version++;
+}
+
+int sluice_engine_reserve_limits(sluice_engine *e, size_t more)
+{
+    if (more > SIZE_MAX / sizeof(elimit *) - e->nlimits)
+        return SLUICE_ENOMEM;
+    if (e->nlimits + more > e->limits_cap) {
+        size_t cap = e->limits_cap ? 2 * e->limits_cap : 8;
+        elimit **arr;
+
+        if (cap < e->nlimits + more)
+            cap = e->nlimits + more;
+        arr = alloc_realloc(e->limits, cap * sizeof *arr);
+        if (!arr)
+            return SLUICE_ENOMEM;
+        e->limits = arr;
+        e->limits_cap = cap;
+    }
+    return ptab_reserve(&e->limit_index, more) == SLUICE_OK ? SLUICE_OK : SLUICE_ENOMEM;
+}
+
+/* A sluice_limit_build is the engine's own record of a limit, not yet registered: installing a
+ * new name registers this very object, so nothing is allocated on the engine's thread. */
+struct sluice_limit_build {
+    elimit l; /* first: the build's address is the record's */
+};
+
+int sluice_limit_build_new(const sluice_limit_policy *p, sluice_limit_build **out, char *msg,
+                           size_t msglen)
+{
+    sluice_limit_build *b;
+    int rc;
+
+    *out = NULL;
+    msgf(msg, msglen, "%s", "");
+    if (!p)
+        return SLUICE_EINVAL;
+    rc = sluice_limit_policy_validate(p, msg, msglen);
+    if (rc != SLUICE_OK)
+        return rc;
+    b = alloc_calloc(1, sizeof *b);
+    if (!b)
+        goto fail;
+    rc = make_cores(p, &b->l.lims, &b->l.nlims, msg, msglen);
+    if (rc != SLUICE_OK)
+        goto fail_build;
+    rc = sluice_limit_policy_copy(&b->l.pol, p);
+    if (rc != SLUICE_OK)
+        goto fail_build;
+    *out = b;
+    return SLUICE_OK;
+fail_build:
+    free_cores(b->l.lims, b->l.nlims);
+    alloc_free(b);
+    if (rc != SLUICE_ENOMEM)
+        return rc;
+fail:
+    msgf(msg, msglen, "%s", "out of memory");
+    return SLUICE_ENOMEM;
+}
+
+void sluice_limit_build_free(sluice_limit_build *b)
+{
+    if (b)
+        elimit_free(&b->l);
+}
+
+int sluice_engine_install_limit(sluice_engine *e, sluice_limit_build **bp, int64_t now_ns)
+{
+    sluice_limit_build *b = *bp;
+    elimit *l = registry_find_limit(e, b->l.pol.name);
+
+    if (l) {
+        /* The build takes the old policy and cores away, to be freed wherever the caller likes. */
+        sluice_limit_policy pol = l->pol;
+        sluice_limit **lims = l->lims;
+        size_t nlims = l->nlims;
+
+        l->pol = b->l.pol;
+        l->lims = b->l.lims;
+        l->nlims = b->l.nlims;
+        b->l.pol = pol;
+        b->l.lims = lims;
+        b->l.nlims = nlims;
+        replaced(e, l, now_ns);
+    } else {
+        if (sluice_engine_reserve_limits(e, 1) != SLUICE_OK)
+            return SLUICE_ENOMEM;
+        registered(e, &b->l);
+        *bp = NULL;
+    }
+    feed_limit_replaced(e, l ? l->pol.name : b->l.pol.name, 0);
+    return SLUICE_OK;
+}
+
+uint64_t sluice_engine_limits_version(const sluice_engine *e)
+{
+    return e->limits_version;
+}
+
 int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t now_ns, char *msg,
                        size_t msglen)
 {
@@ -206,22 +335,10 @@ int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t n
         l->pol = copy;
         l->lims = lims;
         l->nlims = nlims;
-        registry_apply_mode(e, l);
-        forget_grants(e, l);
-        park_rearm_limit(e, l, now_ns);
+        replaced(e, l, now_ns);
         return SLUICE_OK;
     }
-    if (e->nlimits == e->limits_cap) {
-        size_t cap = e->limits_cap ? 2 * e->limits_cap : 8;
-        elimit **arr = alloc_realloc(e->limits, cap * sizeof *arr);
-
-        rc = SLUICE_ENOMEM;
-        if (!arr)
-            goto fail_copy;
-        e->limits = arr;
-        e->limits_cap = cap;
-    }
-    rc = ptab_reserve(&e->limit_index, 1);
+    rc = sluice_engine_reserve_limits(e, 1);
     if (rc != SLUICE_OK)
         goto fail_copy;
     l = alloc_calloc(1, sizeof *l);
@@ -231,15 +348,7 @@ int registry_set_limit(sluice_engine *e, const sluice_limit_policy *p, int64_t n
     l->pol = copy;
     l->lims = lims;
     l->nlims = nlims;
-    l->refs = 1;
-    registry_apply_mode(e, l);
-    l->hash = name_hash(copy.name, strlen(copy.name));
-    l->pos = e->nlimits;
-    ptab_insert(&e->limit_index, l->hash, l); /* reserved */
-    /* Appended: a name that sorts before the last one leaves the order to registry_order(). */
-    if (e->nlimits && strcmp(e->limits[e->nlimits - 1]->pol.name, copy.name) > 0)
-        e->limits_dirty = 1;
-    e->limits[e->nlimits++] = l;
+    registered(e, l);
     return SLUICE_OK;
 fail_copy:
     sluice_limit_policy_clear(&copy);
@@ -353,6 +462,7 @@ int registry_set_override(sluice_engine *e, const char *name, const char *key, s
     registry_apply_mode(e, l); /* the new core follows the limit's mode */
     forget_key_grants(e, l, key, keylen);
     park_rearm_limit(e, l, now_ns);
+    e->limits_version++;
     return SLUICE_OK;
 fail_fresh:
     sluice_limit_free(fresh);
@@ -383,6 +493,7 @@ int registry_del_limit(sluice_engine *e, const char *name, int64_t now_ns)
     l->dead = 1;
     park_rearm_limit(e, l, now_ns);
     registry_limit_unref(l);
+    e->limits_version++;
     return SLUICE_OK;
 }
 
@@ -397,11 +508,30 @@ size_t registry_list_limits(const sluice_engine *e,
     return e->nlimits;
 }
 
-void registry_sweep(sluice_engine *e, int64_t now_ns, size_t budget)
+void registry_sweep(sluice_engine *e, int64_t now_ns, size_t budget, size_t max_limits)
 {
-    for (size_t i = 0; i < e->nlimits; i++)
-        for (size_t k = 0; k < e->limits[i]->nlims; k++)
-            sluice_limit_sweep(e->limits[i]->lims[k], now_ns, budget);
+    size_t n = max_limits < e->nlimits ? max_limits : e->nlimits;
+
+    /* Removals and re-sorting move limits between slots: a limit may be swept twice or skipped
+     * in one round, never for long, since the cursor keeps going round. */
+    for (size_t done = 0; done < n; done++) {
+        elimit *l;
+
+        if (e->sweep_pos >= e->nlimits)
+            e->sweep_pos = 0;
+        l = e->limits[e->sweep_pos++];
+        for (size_t k = 0; k < l->nlims; k++)
+            sluice_limit_sweep(l->lims[k], now_ns, budget);
+    }
+}
+
+size_t sluice_engine_sweep_limits(sluice_engine *e, int64_t now_ns, size_t budget,
+                                  size_t max_limits)
+{
+    size_t n = max_limits < e->nlimits ? max_limits : e->nlimits;
+
+    registry_sweep(e, now_ns, budget, max_limits);
+    return n;
 }
 
 /* ---- Types ----------------------------------------------------------------------------------- */

@@ -85,8 +85,14 @@ void registry_order(const sluice_engine *e);
 size_t registry_list_limits(const sluice_engine *e,
                             void (*fn)(const sluice_limit_policy *p, void *arg), void *arg);
 
-/* Sweeps idle keys of every limit (bounded work per limit). */
-void registry_sweep(sluice_engine *e, int64_t now_ns, size_t budget);
+/* Sweeps idle keys (at most `budget` each) of at most max_limits limits, every core of each,
+ * continuing round-robin where the previous sweep stopped: the pause is bounded however many
+ * limits there are (200,000 limits took 200 ms a tick when every tick swept them all). */
+void registry_sweep(sluice_engine *e, int64_t now_ns, size_t budget, size_t max_limits);
+
+/* Writes the id of core t of l (sluice_engine_visit_limits: "name", "name/tier", "name/=key")
+ * into id (len bytes, 2 * POLICY_NAME_MAX + 2 hold any). */
+void registry_core_id(const elimit *l, size_t t, char *id, size_t len);
 
 /* Frees every limit and type (the tasks must be gone). */
 void registry_free(sluice_engine *e);

@@ -17,6 +17,7 @@
 #include "server/commands.h"
 #include "server/durable.h"
 #include "server/log.h"
+#include "server/reload.h"
 #include "server/rstore.h"
 #include "sluice/error.h"
 #include "sluice/policy_spec.h"
@@ -546,30 +547,8 @@ void cmd_config(conn *c, const resp_command *cmd)
     resp_writer *w = conn_out(c);
 
     if (command_arg_is(cmd->argv[1], cmd->argvlen[1], "reload") && cmd->argc == 2) {
-        char msg[512];
-        int rc;
-
-        if (!s->opt.config_path) {
-            resp_error(w, "CONFIG",
-                       "no configuration file: the server was started without "
-                       "--config");
-            return;
-        }
-        rc = server_load_config(s, s->opt.config_path, msg, sizeof(msg));
-        if (rc != 0) {
-            log_warn("CONFIG RELOAD refused: %s", msg);
-            resp_error(w, "CONFIG", "%s", msg[0] ? msg : sluice_strerror(rc));
-            return;
-        }
-        /* The file wins over LIMIT.SET for the limits it declares: say which were replaced. */
-        if (msg[0]) {
-            char line[600];
-
-            snprintf(line, sizeof line, "OK the file replaced LIMIT.SET changes of: %s", msg);
-            resp_simple(w, line);
-        } else {
-            resp_simple(w, "OK");
-        }
+        /* Parsed off the loop; the client waits for the switch (reload.h). */
+        reload_start(s, c);
     } else if (command_arg_is(cmd->argv[1], cmd->argvlen[1], "get") && cmd->argc >= 3) {
         char port[24], clients[24];
         const char *names[] = {"port",           "bind", "maxclients",

@@ -35,6 +35,9 @@
 #define LISTEN_BACKLOG      511
 #define HOUSEKEEPING_MS     100
 #define HOUSEKEEPING_BUDGET 2000 /* keys examined per limit per housekeeping run */
+/* Limits swept per housekeeping run, round-robin: with 200,000 limits, sweeping them all took
+ * the loop 200 ms of every 100; each limit's turn now comes every nlimits / 1024 runs. */
+#define HOUSEKEEPING_LIMITS 1024
 
 void server_options_init(server_options *o)
 {
@@ -201,9 +204,7 @@ static int def_adaptive(const sluice_limit_def *d)
     return d->decrease_den > 0;
 }
 
-/* What a file asks for that the redis store's script cannot do yet (it would enforce every limit
- * as a plain one), as the reason to refuse it; NULL when nothing. */
-static const char *redis_unsupported(const sluice_config *c)
+const char *server_redis_unsupported(const sluice_config *c)
 {
     if (c->disabled)
         return "enabled: false is not available with a redis store yet (its script would enforce "
@@ -230,12 +231,7 @@ static const char *redis_unsupported(const sluice_config *c)
     return NULL;
 }
 
-/* Limits whose LIMIT.SET override a reload replaced, named in its reply (at most). */
-#define RELOAD_NAMED 16
-
-/* The budget in force: the command line's, else the configuration file's `maxmemory:`, else the
- * option's default. */
-static void apply_budget(server *s)
+void server_apply_budget(server *s)
 {
     size_t bytes = s->opt.maxmemory;
 
@@ -244,131 +240,6 @@ static void apply_budget(server *s)
     if (bytes != s->maxmemory || alloc_budget() != bytes)
         log_info("memory budget: %zu bytes%s", bytes, bytes ? "" : " (no limit)");
     mem_set_budget(s, bytes);
-}
-
-int server_load_config(server *s, const char *path, char *msg, size_t msglen)
-{
-    sluice_config nc;
-    sluice_engine *scratch = NULL;
-    size_t changed = 0, removed = 0, noverrides = 0;
-    const char *overrides[RELOAD_NAMED];
-    int64_t now = server_now(s);
-    const char *why;
-    int rc;
-
-    rc = sluice_config_load(path, &nc, msg, msglen);
-    if (rc != 0)
-        return rc;
-    /* Everything that can be wrong with the file surfaces here, before the live engine is
-     * touched: a scratch engine takes the whole file first. */
-    rc = sluice_engine_new(&nc.engine, &scratch);
-    if (rc == 0)
-        rc = sluice_config_apply(&nc, scratch, now, msg, msglen);
-    sluice_engine_free(scratch);
-    if (rc != 0) {
-        if (msg && msglen > 0 && msg[0] == '\0')
-            snprintf(msg, msglen, "%s: %s", path, sluice_strerror(rc));
-        sluice_config_clear(&nc);
-        return rc;
-    }
-    /* The shared store's script enforces every limit: a dry run there would be a silent lie. */
-    if ((s->opt.store_url || nc.store.url) && (why = redis_unsupported(&nc)) != NULL) {
-        snprintf(msg, msglen, "%s: %s", path, why);
-        sluice_config_clear(&nc);
-        return SLUICE_EINVAL;
-    }
-    if (s->has_config && memcmp(&nc.engine, &s->config.engine, sizeof(nc.engine)) != 0)
-        log_warn("config %s: the engine: section changed; it takes effect at the next start", path);
-    if (sluice_engine_enabled(s->engine) == nc.disabled)
-        log_warn("config %s: limits are %s (enabled: %s)", path,
-                 nc.disabled ? "off: every limit lets everything through, still counting" : "on",
-                 nc.disabled ? "false" : "true");
-    /* The global switch is live: it keeps every limit's state. */
-    sluice_engine_set_enabled(s->engine, !nc.disabled, now);
-    if (s->has_config && (!str_eq(nc.store.url, s->config.store.url) ||
-                          nc.store.failure != s->config.store.failure ||
-                          nc.store.timeout_ns != s->config.store.timeout_ns))
-        log_warn("config %s: the store: section changed; it takes effect at the next start", path);
-
-    for (size_t i = 0; i < nc.nlimits; i++) {
-        const sluice_limit_policy *old =
-            sluice_engine_get_limit(s->engine, nc.limits[i].name, NULL);
-
-        const sluice_limit_policy *prev =
-            s->has_config ? sluice_config_find_limit(&s->config, nc.limits[i].name) : NULL;
-
-        if (old && server_policy_eq(old, &nc.limits[i]))
-            continue;
-        /* The live limit is neither the file's old nor its new one: LIMIT.SET changed it. The
-         * file wins; the reply names what it replaced (collected after msg's error use). */
-        if (old && !(prev && server_policy_eq(old, prev)) && noverrides < RELOAD_NAMED) {
-            overrides[noverrides] = nc.limits[i].name;
-            noverrides++;
-        }
-        if (old && server_policy_mode_only(old, &nc.limits[i])) {
-            /* Only the mode changed: the limit keeps its budget (and its lease handles). */
-            rc = sluice_engine_set_limit_mode(s->engine, nc.limits[i].name, nc.limits[i].mode, now);
-            if (rc != 0)
-                goto partial;
-            changed++;
-            continue;
-        }
-        rc = sluice_engine_set_limit(s->engine, &nc.limits[i], now, msg, msglen);
-        if (rc != 0)
-            goto partial;
-        cmd_limit_bump(s, nc.limits[i].name);
-        changed++;
-    }
-    for (size_t i = 0; i < nc.ntypes; i++) {
-        rc = sluice_engine_set_type(s->engine, &nc.types[i], now, msg, msglen);
-        if (rc != 0)
-            goto partial;
-    }
-    if (s->has_config) {
-        for (size_t i = 0; i < s->config.nlimits; i++) {
-            const char *name = s->config.limits[i].name;
-
-            if (sluice_config_find_limit(&nc, name))
-                continue;
-            rc = sluice_engine_del_limit(s->engine, name, now);
-            if (rc == 0) {
-                cmd_limit_bump(s, name);
-                removed++;
-            } else if (rc == SLUICE_ESTATE) {
-                log_warn("config %s: limit \"%s\" is no longer declared but a type still uses "
-                         "it; it stays",
-                         path, name);
-            }
-        }
-        sluice_config_clear(&s->config);
-    }
-    s->config = nc;
-    s->has_config = 1;
-    apply_budget(s);
-    if (msg && msglen > 0) {
-        size_t at = 0;
-
-        msg[0] = '\0';
-        for (size_t i = 0; i < noverrides && at < msglen; i++) {
-            int n = snprintf(msg + at, msglen - at, "%s%s", i ? ", " : "", overrides[i]);
-
-            if (n < 0)
-                break;
-            at += (size_t)n;
-        }
-        if (noverrides)
-            log_warn("config %s: replaced LIMIT.SET changes of limits it declares: %s", path, msg);
-    }
-    log_info("config %s loaded: %zu limits (%zu changed, %zu removed), %zu types", path, nc.nlimits,
-             changed, removed, nc.ntypes);
-    server_engine_changed(s);
-    return 0;
-
-partial:
-    /* Only running out of memory can fail here, the scratch engine took the same calls. */
-    log_error("config %s: applied in part: %s", path, msg ? msg : sluice_strerror(rc));
-    sluice_config_clear(&nc);
-    return rc;
 }
 
 /* ---- Engine timer and housekeeping ------------------------------------------------------- */
@@ -411,20 +282,6 @@ void server_engine_changed(server *s)
     arm_engine_timer(s);
 }
 
-typedef struct sweep_walk {
-    server *s;
-    int64_t now;
-} sweep_walk;
-
-static void sweep_limit(const sluice_limit_policy *p, void *arg)
-{
-    sweep_walk *sw = arg;
-    sluice_limit *live = NULL;
-
-    if (sluice_engine_get_limit(sw->s->engine, p->name, &live) && live)
-        sluice_limit_sweep(live, sw->now, HOUSEKEEPING_BUDGET);
-}
-
 /* The engine forgets idle keys of its limits in its tick, which otherwise runs only when work
  * is due, and with a small budget; housekeeping ticks it regularly and sweeps the limits with a
  * larger budget, so memory follows the active keys even under millions of keys a second. */
@@ -439,8 +296,7 @@ static void on_housekeeping(uv_timer_t *t)
     rc = sluice_engine_tick(s->engine, now);
     if (rc != 0)
         log_error("engine tick: %s", sluice_strerror(rc));
-    sweep_walk sw = {s, now};
-    sluice_engine_list_limits(s->engine, sweep_limit, &sw);
+    sluice_engine_sweep_limits(s->engine, now, HOUSEKEEPING_BUDGET, HOUSEKEEPING_LIMITS);
     cmd_cell_sweep(s, now, HOUSEKEEPING_BUDGET);
     conn_sweep_timeouts(s, now);
     server_signal_ready(s);
@@ -743,7 +599,7 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
             s->opt.store_failure = s->config.store.failure;
         if (s->opt.store_timeout_ms == 0)
             s->opt.store_timeout_ms = s->config.store.timeout_ns / SLUICE_NS_PER_MS;
-        const char *why = s->opt.store_url ? redis_unsupported(&s->config) : NULL;
+        const char *why = s->opt.store_url ? server_redis_unsupported(&s->config) : NULL;
 
         if (why) {
             snprintf(msg, msglen, "%s: %s", opt->config_path, why);
@@ -765,6 +621,8 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
         rc = sluice_config_apply(&s->config, s->engine, server_now(s), msg, msglen);
         if (rc != 0)
             goto fail_engine;
+        /* Every limit of the file is live as declared (durable_open may change some). */
+        s->config_version = sluice_engine_limits_version(s->engine);
     }
     rc = commands_init(s);
     if (rc != 0) {
@@ -806,7 +664,7 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
     cmd_limit_rebase(s, (uint64_t)server_now(s));
     /* After recovery too: what the store held is loaded whatever the budget, which then only
      * refuses what clients add. */
-    apply_budget(s);
+    server_apply_budget(s);
     rc = bind_listener(s, msg, msglen);
     if (rc != 0)
         goto fail_loop;

@@ -178,8 +178,11 @@ struct server {
     unsigned char password_digest[32]; /* SHA-256 of requirepass (compared in constant time) */
 
     sluice_engine *engine;
-    sluice_config config; /* the configuration loaded last (names it declared, for reload) */
+    sluice_config config; /* the configuration loaded last (names it declared, for reload);
+                           * only a reload's switch writes it (reload.h) */
     int has_config;
+    uint64_t config_version;       /* sluice_engine_limits_version when config was installed */
+    struct reload_job *reload_job; /* reload.c: the CONFIG RELOAD in flight, NULL when none */
 
     int64_t clock_offset_ns; /* server_now = CLOCK_MONOTONIC + this (durable.h) */
     int64_t now_ns;          /* the cached clock (server_now) */
@@ -266,15 +269,25 @@ int server_policy_eq(const sluice_limit_policy *a, const sluice_limit_policy *b)
  * over the other is a sluice_engine_set_limit_mode, which keeps the limit's state. Pure. */
 int server_policy_mode_only(const sluice_limit_policy *a, const sluice_limit_policy *b);
 
+/* What a configuration asks for that the redis store's script cannot do yet (it would enforce
+ * every limit as a plain one), as the reason to refuse it; NULL when nothing. Pure. */
+const char *server_redis_unsupported(const sluice_config *c);
+
+/* Sets the memory budget in force: the command line's, else the configuration file's
+ * `maxmemory:`, else the option's default. */
+void server_apply_budget(server *s);
+
 /* conn.c: a client was freed (the last one lets a stopping server finish). */
 void server_client_gone(server *s);
 
-/* Loads path, validates and applies it all-or-nothing: the new file's limits and types are
- * first installed in a scratch engine (so every error surfaces before anything changes), then
- * in the live one; limits the previous file declared and the new one does not are removed.
- * Limits whose policy is unchanged keep their state; a limit the file declares that LIMIT.SET
- * changed takes the file's policy again. Returns 0 with msg naming those limits (or empty), or
- * an error with msg. */
+/* Loads path, validates and applies it all-or-nothing, synchronously on the calling thread (the
+ * loop's reload is reload_start in reload.h, which runs the same steps with the parsing and the
+ * building off the loop): the file is parsed, checked and its changed limits built before the
+ * live engine is touched, so every error in the file surfaces before anything changes; then the
+ * changed limits are installed, limits the previous file declared and the new one does not are
+ * removed. Limits whose policy is unchanged keep their state; a limit the file declares that
+ * LIMIT.SET changed takes the file's policy again. Returns 0 with msg naming those limits (or
+ * empty), or an error with msg (SLUICE_EBUSY while a reload_start is in flight). */
 int server_load_config(server *s, const char *path, char *msg, size_t msglen);
 
 #endif

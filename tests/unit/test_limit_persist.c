@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tests of saving and restoring key state (sluice_limit_track_changes, _drain, _import): a key
- * that spent its budget before a restart has not got it back after, for every kind; states that
- * carry no information are dropped; a clock that went back while down locks nothing out; blobs
- * from another definition are converted or refused; restored limits decide exactly as the
- * originals would have.
+ * Tests of saving and restoring key state (sluice_limit_track_changes, _has_changes, _drain,
+ * _import): a key that spent its budget before a restart has not got it back after, for every
+ * kind; states that carry no information are dropped; a clock that went back while down locks
+ * nothing out; blobs from another definition are converted or refused; restored limits decide
+ * exactly as the originals would have; has_changes tells whether a drain has anything to say.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -303,6 +303,31 @@ static void test_reset_and_failing_store(void **unused)
     sluice_limit_free(lim);
 }
 
+/* sluice_limit_has_changes says whether a drain would report anything: after a charge and after
+ * a reset, not after a drain, and never while changes are not tracked. */
+static void test_has_changes(void **unused)
+{
+    sluice_limit *lim = make(SLUICE_RATE, 10, SEC, 0);
+    static store_mem m;
+    sluice_decision d;
+
+    (void)unused;
+    memset(&m, 0, sizeof m);
+    sluice_limit_decide(lim, "a", 1, 5, T0, 0, &d);
+    assert_int_equal(sluice_limit_has_changes(lim), 0); /* not tracked */
+    sluice_limit_track_changes(lim, 1);
+    assert_int_equal(sluice_limit_has_changes(lim), 0);
+    sluice_limit_decide(lim, "a", 1, 1, T0, 0, &d);
+    assert_int_equal(sluice_limit_has_changes(lim), 1);
+    assert_int_equal(sluice_limit_drain(lim, mem_put, &m), SLUICE_OK);
+    assert_int_equal(sluice_limit_has_changes(lim), 0);
+    assert_int_equal(sluice_limit_reset(lim, NULL, 0), SLUICE_OK);
+    assert_int_equal(sluice_limit_has_changes(lim), 1);
+    assert_int_equal(sluice_limit_drain(lim, mem_put, &m), SLUICE_OK);
+    assert_int_equal(sluice_limit_has_changes(lim), 0);
+    sluice_limit_free(lim);
+}
+
 static int oom_drain_import(void *arg)
 {
     sluice_limit *a = NULL, *b = NULL;
@@ -349,6 +374,7 @@ int main(void)
         cmocka_unit_test(test_stale_and_clock_back),
         cmocka_unit_test(test_foreign_blobs),
         cmocka_unit_test(test_reset_and_failing_store),
+        cmocka_unit_test(test_has_changes),
         cmocka_unit_test(test_oom),
     };
 
