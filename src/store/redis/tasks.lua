@@ -410,9 +410,44 @@ local function tasks_main()
   -- nothing moved, at the head's own slot. A peek: nothing is charged (the tasks are charged
   -- when a claim gates them). Returns true when the bound cut it short (the queue stays due).
   local RECHECK = 1000000000
+
+  -- When `units` could start on L's key (state s) at the earliest: sluice_limit_estimate (a
+  -- rate's slot, even past its burst; a window's units filling the following windows; else the
+  -- peek's wait). A read.
+  local function estimate(L, s, units, now)
+    if L.kind == 1 then
+      local g = L.g
+      local nxt = rat_add(base_tat(g, s, units, now), times_t(g, units), g.permits)
+      if eq(nxt.ns, I64MAX) then
+        return NEVER
+      end
+      local slot = rat_ceil(rat_sub(nxt, rat(g.bt_q, g.bt_r), g.permits))
+      return lt(now, slot) and slot or now
+    elseif L.kind == 2 then
+      local _, r = divt(now, L.period)
+      local start = sub(now, r)
+      local count = (not s.fresh and eq(s.start, start)) and s.count or 0
+      local k = divt(sat_add(count, units - 1), L.limit)
+      if sign(k) == 0 then
+        return now
+      end
+      return sat_add(start, mul(k, L.period))
+    end
+    local d = {}
+    decide_link(L, s, units, L.ttl, now, true, d)
+    if d.allowed == 1 then
+      return now
+    elseif not eq(d.retry, NEVER) then
+      return sat_add(now, d.retry)
+    elseif L.kind == 3 then
+      return sat_add(add(now, d.reset), mul(divt(units - 1, L.limit), L.period))
+    end
+    return NEVER
+  end
+
   wake_queue = function(q, now)
     local ms = redis.call("ZRANGE", q, 0, SCAN - 1)
-    local cum, L, s, moved, d, kind = 0, nil, nil, 0, nil, nil
+    local cum, L, s, moved, d, kind, u_next = 0, nil, nil, 0, nil, nil, nil
     local stopped = false
     for i = 1, #ms do
       local t = rec_get(ms[i]:sub(17):match("^0*(%d+)$"))
@@ -432,7 +467,7 @@ local function tasks_main()
           d = {}
           decide_link(L, s, cum + l.units, L.ttl, now, true, d)
           if d.allowed ~= 1 and not (moved == 0 and eq(d.retry, NEVER)) then
-            stopped = true
+            stopped, u_next = true, l.units
             break
           end
         end
@@ -457,9 +492,10 @@ local function tasks_main()
       wake = sat_add(now, sign(d.retry) > 0 and d.retry or 1)
     else
       local recheck = sat_add(now, RECHECK)
+      local start = estimate(L, s, cum + u_next, now)
       wake = recheck
-      if sign(d.retry) > 0 and not eq(d.retry, NEVER) then
-        wake = sat_add(now, d.retry)
+      if lt(now, start) and not eq(start, NEVER) then
+        wake = start
       end
       if kind == 4 and lt(recheck, wake) then
         wake = recheck
