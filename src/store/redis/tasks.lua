@@ -15,7 +15,8 @@
 --   6 "<p>:{all}:run"    zset id, score = ceil(lease end in ms): running tasks
 --   7 "<p>:{all}:wakes"  zset wait-queue key, score = ceil(wake time in ms): armed wait queues
 --   8 "<p>:{all}:tkey"   hash task key -> id of the unfinished task holding it
---   9 "<p>:{all}:done"   zset id (score id): finished tasks, oldest forgotten past KEEP
+--   9 "<p>:{all}:done"   zset id, score = finish time in ms: finished tasks, the oldest
+--                        forgotten past KEEP
 --  10 "<p>:{all}:msg"    hash id -> a failed task's message
 -- then per request its own: ADD: "<p>:{all}:ready:<type>", "<p>:{all}:delayed:<type>", then per
 -- link its state key and its tag's clock key (limits.lua's names); CLAIM: per type its ready and
@@ -268,7 +269,7 @@ local function tasks_main()
       redis.call("HDEL", KEYS[K_TKEY], t.tkey)
     end
     rec_put(t)
-    redis.call("ZADD", KEYS[K_DONE], t.ids, t.ids)
+    redis.call("ZADD", KEYS[K_DONE], str(ms_floor(clock.t)), t.ids) -- the oldest go first
     local n = redis.call("ZCARD", KEYS[K_DONE])
     if n > KEEP then
       local old = redis.call("ZPOPMIN", KEYS[K_DONE], n - KEEP)
