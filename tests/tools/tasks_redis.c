@@ -294,6 +294,7 @@ static void basic(void)
         rtask_task t = info(a.id, NULL, 0);
 
         CHECK(t.state == SLUICE_TASK_DONE && t.attempt == 1 && t.submitted_ns == a.now_ns);
+        CHECK(t.units == 1);
     }
     printf("basic: add, claim in priority order, ack, NOTASK/NOLEASE ok\n");
 }

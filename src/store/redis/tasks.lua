@@ -35,7 +35,7 @@
 -- the R requests, each a head "<op> <nargs>" followed by nargs arguments:
 --   A (ADD):    type, payload, task key, has task key (0/1), priority code, priority, delay_ns,
 --               lease_ns, max_attempts, backoff (0 fixed, 1 exponential), base_ns, max_ns,
---               throttle_retries (0/1), charge_redelivery (0/1), nlinks, then per link:
+--               throttle_retries (0/1), charge_redelivery (0/1), units, nlinks, then per link:
 --               definition (limits.lua's text), units, flags (1 reject, 2 settle), horizon_ns
 --   C (CLAIM):  count, ntypes, the type names
 --   K (ACK), F (FAIL), T (TOUCH), X (CANCEL), I (INFO): id, attempt (0: any), cost (-1: none),
@@ -46,7 +46,7 @@
 --      "id attempt lease_until_ns", type, payload
 --   K, F: "OK now state attempt"; T: "OK now state attempt lease_until_ns";
 --   X: "OK now state attempt cancelled(0/1)"; I: "OK now id state attempt lease_until_ns
---      fail_reason priority submitted_ns not_before_ns has_task_key has_message", then type,
+--      fail_reason priority submitted_ns not_before_ns has_task_key has_message units", then type,
 --      payload, task key, message
 --   refusals: "NOTASK now" | "NOLEASE now state attempt" | "INUSE now state attempt"
 -- States and fail reasons are the numbers of sluice_task_state and sluice_fail_reason.
@@ -120,7 +120,8 @@ local function tasks_main()
   -- The record: every field a string but the numbers noted.
   local REC = {"state", "attempt", "max_attempts", "flags", "lease_ns", "due", "not_before",
                "submitted", "fail_reason", "backoff", "base_ns", "max_ns", "throttle",
-               "charge_redelivery", "park_link", "prio", "code", "type", "tkey", "has_tkey"}
+               "charge_redelivery", "park_link", "prio", "code", "type", "tkey", "has_tkey",
+               "units"}
   local REC_NUM = {state = true, attempt = true, max_attempts = true, flags = true,
                    fail_reason = true, backoff = true, throttle = true, charge_redelivery = true,
                    park_link = true, has_tkey = true}
@@ -520,10 +521,10 @@ local function tasks_main()
         return "EXISTS " .. str(now) .. " " .. h.ids
       end
     end
-    local nl = tonumber(a[15])
+    local nl = tonumber(a[16])
     local links = {}
     for i = 1, nl do
-      local at = 15 + 4 * (i - 1)
+      local at = 16 + 4 * (i - 1)
       local D = def_of(a[at + 1])
       local u = tonumber(a[at + 2])
       if D.err or not u or u < 1 then
@@ -541,7 +542,7 @@ local function tasks_main()
                backoff = tonumber(a[10]), base_ns = num(a[11]), max_ns = num(a[12]),
                throttle = tonumber(a[13]), charge_redelivery = tonumber(a[14]), park_link = 0,
                prio = a[6], code = a[5], type = ty, tkey = has_tk and tk or "",
-               has_tkey = has_tk and 1 or 0}
+               has_tkey = has_tk and 1 or 0, units = a[15]}
     redis.call("HSET", KEYS[K_BODY], ids, payload)
     links_put(ids, links)
     if sign(delay) > 0 then
@@ -733,7 +734,7 @@ local function tasks_main()
       reply[1] = table.concat({"OK", n, t.ids, t.state, t.attempt,
                                t.state == RUNNING and str(t.due) or "0", t.fail_reason, t.prio,
                                str(t.submitted), str(t.not_before), t.has_tkey,
-                               redis.call("HEXISTS", KEYS[K_MSG], t.ids)}, " ")
+                               redis.call("HEXISTS", KEYS[K_MSG], t.ids), t.units}, " ")
       reply[2] = t.type
       reply[3] = redis.call("HGET", KEYS[K_BODY], t.ids) or "{}"
       reply[4] = t.tkey
@@ -858,7 +859,7 @@ local function tasks_main()
       ai = ai + 1 + nargs
       local nkeys = 0
       if op == "A" then
-        nkeys = 2 + 2 * tonumber(a[15])
+        nkeys = 2 + 2 * tonumber(a[16])
       elseif op == "C" then
         nkeys = 2 * tonumber(a[2])
       end
