@@ -324,8 +324,9 @@ int rtask_batch_add_add(rtask_batch *b, const rtask_add *a)
 
     if (!a || !a->type || a->typelen == 0 || (!a->payload && a->payload_len > 0) ||
         (!a->task_key && a->task_key_len > 0) || (a->task_key && a->task_key_len == 0) ||
-        (!a->links && a->nlinks > 0) || a->nlinks > 65534 || a->delay_ns < 0 || a->lease_ns <= 0 ||
-        a->retry.max_attempts < 1 || a->retry.base_ns < 0 || a->retry.max_ns < 0)
+        (!a->links && a->nlinks > 0) || a->nlinks > 65534 || a->delay_ns < 0 || a->units < 0 ||
+        a->lease_ns <= 0 || a->retry.max_attempts < 1 || a->retry.base_ns < 0 ||
+        a->retry.max_ns < 0)
         return SLUICE_EINVAL;
     priority_code(a->priority, code);
     rc = put_head(b, 'A', &head);
@@ -357,6 +358,8 @@ int rtask_batch_add_add(rtask_batch *b, const rtask_add *a)
         rc = put_str(b, &b->args, a->retry.throttle_retries ? "1" : "0");
     if (rc == SLUICE_OK)
         rc = put_str(b, &b->args, a->charge_redelivery ? "1" : "0");
+    if (rc == SLUICE_OK)
+        rc = put_fmt(b, &b->args, "%" PRId64, a->units > 0 ? a->units : 1);
     if (rc == SLUICE_OK)
         rc = put_fmt(b, &b->args, "%zu", a->nlinks);
     if (rc == SLUICE_OK)
@@ -769,6 +772,8 @@ static int read_info(const redisReply *r, fields *f, rtask_task *out)
         rc = parse_range(f, 0, 1, &has_key);
     if (rc == SLUICE_OK)
         rc = parse_range(f, 0, 1, &has_msg);
+    if (rc == SLUICE_OK)
+        rc = parse_range(f, 1, INT64_MAX, &out->units);
     if (rc == SLUICE_OK && !at_end(f))
         rc = SLUICE_EPARSE;
     if (rc == SLUICE_OK)

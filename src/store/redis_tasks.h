@@ -100,6 +100,7 @@ typedef struct rtask_add {
     int64_t lease_ns; /* the type's lease (> 0) */
     int charge_redelivery;
     sluice_retry_policy retry; /* max_attempts >= 1 */
+    int64_t units;             /* UNITS, as TASK.INFO shows it (0: 1); each link has its own */
 } rtask_add;
 
 /* TASK.GET (one claim, non-blocking; the node blocks by retrying on wake). */
@@ -189,6 +190,7 @@ typedef struct rtask_task {
     size_t task_key_len;
     const char *fail_message; /* NULL: none */
     size_t fail_message_len;
+    int64_t units; /* the task's UNITS */
 } rtask_task;
 
 /* One request's answer. */

@@ -294,6 +294,7 @@ static void basic(void)
         rtask_task t = info(a.id, NULL, 0);
 
         CHECK(t.state == SLUICE_TASK_DONE && t.attempt == 1 && t.submitted_ns == a.now_ns);
+        CHECK(t.units == 1);
     }
     printf("basic: add, claim in priority order, ack, NOTASK/NOLEASE ok\n");
 }
@@ -972,6 +973,22 @@ static void differential(unsigned seed, int steps)
             if (ti.state == SLUICE_TASK_RUNNING)
                 SAME("task lease", ti.lease_until_ns, t.lease_until_ns);
             parked_seen += ti.state == SLUICE_TASK_PARKED;
+            if (getenv("TRACE") && ti.state == SLUICE_TASK_PARKED) {
+                sluice_explanation ex;
+
+                if (sluice_engine_explain(e, id, now_ns, &ex) == 0 && ex.limit && ex.key) {
+                    redisReply *z = redisCommand(
+                        conn, "ZSCORE sluice:{all}:wakes sluice:{all}:wq:sluice:{%s}:1:%s:%s",
+                        ex.key, ex.limit, ex.key);
+                    long long ems = (long long)((ex.wake_ns + MS - 1) / MS);
+
+                    if (z && (z->type != REDIS_REPLY_STRING || atoll(z->str) != ems))
+                        fprintf(stderr, "\n  queue %s:%s wake: engine %lld redis %s\n", ex.limit,
+                                ex.key, ems % 100000,
+                                z->type == REDIS_REPLY_STRING ? z->str + 8 : "none");
+                    freeReplyObject(z);
+                }
+            }
             if (getenv("TRACE") && id == nadded)
                 fprintf(stderr, "\n");
             unfinished += ti.state < SLUICE_TASK_DONE;

@@ -73,6 +73,7 @@ static rtask_add add_of(const rtask_link *links, size_t n)
     a.retry.base_ns = SEC;
     a.retry.max_ns = 60 * SEC;
     a.retry.throttle_retries = 1;
+    a.units = 4;
     return a;
 }
 
@@ -149,7 +150,7 @@ static void test_layout(void **state)
     assert_arg(&m, k++, "T1");
     assert_arg(&m, k++, "123");
     assert_arg(&m, k++, "3");
-    assert_arg(&m, k++, "A 19");
+    assert_arg(&m, k++, "A 20");
     assert_arg(&m, k++, "email");
     assert_arg(&m, k++, "{\"to\":\"x\"}");
     assert_arg(&m, k++, "");
@@ -164,6 +165,7 @@ static void test_layout(void **state)
     assert_arg(&m, k++, "60000000000");
     assert_arg(&m, k++, "1");
     assert_arg(&m, k++, "0");
+    assert_arg(&m, k++, "4"); /* units */
     assert_arg(&m, k++, "1");
     assert_arg(&m, k++, "1 10 1000000000 5 0 30000000000 0"); /* limits.lua's definition */
     assert_arg(&m, k++, "2");
@@ -373,8 +375,8 @@ static redisReply *good(void)
                  s_("{}"), s_("6 3 1700000030000000002"), s_("t"), s_("{\"a\":1}")),
               a_(1, s_("NOLEASE 1700000000000000003 4 2")), a_(1, s_("OK 3 1 2")),
               a_(1, s_("OK 4 3 2 1700000030000000004")), a_(1, s_("INUSE 5 3 2")),
-              a_(5, s_("OK 6 9 5 2 0 4 -9223372036854775808 7 0 1 1"), s_("t"), s_("{}"), s_("key"),
-                 s_("boom")));
+              a_(5, s_("OK 6 9 5 2 0 4 -9223372036854775808 7 0 1 1 3"), s_("t"), s_("{}"),
+                 s_("key"), s_("boom")));
 }
 
 static void test_decode(void **state)
@@ -431,6 +433,7 @@ static void test_decode(void **state)
     assert_int_equal(t.not_before_ns, 0);
     assert_memory_equal(t.task_key, "key", 3);
     assert_int_equal(t.fail_message_len, 4);
+    assert_int_equal(t.units, 3);
     assert_int_equal(rtask_batch_task(b, r, 6, 1, &t), SLUICE_EINVAL);
     assert_int_equal(rtask_batch_result(b, r, 7, &res), SLUICE_EINVAL);
     rtask_batch_free(b);
@@ -516,7 +519,7 @@ static void test_malformed(void **state)
         expect_bad(b, 2, bad);
         bad->element[2] = a_(1, s_("WHAT 3"));
         expect_bad(b, 2, bad);
-        bad->element[6] = a_(4, s_("OK 6 9 5 2 0 4 0 7 0 1 1"), s_("t"), s_("{}"), s_("k"));
+        bad->element[6] = a_(4, s_("OK 6 9 5 2 0 4 0 7 0 1 1 1"), s_("t"), s_("{}"), s_("k"));
         expect_bad(b, 6, bad);
         assert_int_equal(rtask_batch_task(b, bad, 6, 0, &t), SLUICE_EPARSE);
         assert_int_equal(t.id, 0);

@@ -15,7 +15,8 @@
 --   6 "<p>:{all}:run"    zset id, score = ceil(lease end in ms): running tasks
 --   7 "<p>:{all}:wakes"  zset wait-queue key, score = ceil(wake time in ms): armed wait queues
 --   8 "<p>:{all}:tkey"   hash task key -> id of the unfinished task holding it
---   9 "<p>:{all}:done"   zset id (score id): finished tasks, oldest forgotten past KEEP
+--   9 "<p>:{all}:done"   zset id, score = finish time in ms: finished tasks, the oldest
+--                        forgotten past KEEP
 --  10 "<p>:{all}:msg"    hash id -> a failed task's message
 -- then per request its own: ADD: "<p>:{all}:ready:<type>", "<p>:{all}:delayed:<type>", then per
 -- link its state key and its tag's clock key (limits.lua's names); CLAIM: per type its ready and
@@ -34,7 +35,7 @@
 -- the R requests, each a head "<op> <nargs>" followed by nargs arguments:
 --   A (ADD):    type, payload, task key, has task key (0/1), priority code, priority, delay_ns,
 --               lease_ns, max_attempts, backoff (0 fixed, 1 exponential), base_ns, max_ns,
---               throttle_retries (0/1), charge_redelivery (0/1), nlinks, then per link:
+--               throttle_retries (0/1), charge_redelivery (0/1), units, nlinks, then per link:
 --               definition (limits.lua's text), units, flags (1 reject, 2 settle), horizon_ns
 --   C (CLAIM):  count, ntypes, the type names
 --   K (ACK), F (FAIL), T (TOUCH), X (CANCEL), I (INFO): id, attempt (0: any), cost (-1: none),
@@ -45,7 +46,7 @@
 --      "id attempt lease_until_ns", type, payload
 --   K, F: "OK now state attempt"; T: "OK now state attempt lease_until_ns";
 --   X: "OK now state attempt cancelled(0/1)"; I: "OK now id state attempt lease_until_ns
---      fail_reason priority submitted_ns not_before_ns has_task_key has_message", then type,
+--      fail_reason priority submitted_ns not_before_ns has_task_key has_message units", then type,
 --      payload, task key, message
 --   refusals: "NOTASK now" | "NOLEASE now state attempt" | "INUSE now state attempt"
 -- States and fail reasons are the numbers of sluice_task_state and sluice_fail_reason.
@@ -119,7 +120,8 @@ local function tasks_main()
   -- The record: every field a string but the numbers noted.
   local REC = {"state", "attempt", "max_attempts", "flags", "lease_ns", "due", "not_before",
                "submitted", "fail_reason", "backoff", "base_ns", "max_ns", "throttle",
-               "charge_redelivery", "park_link", "prio", "code", "type", "tkey", "has_tkey"}
+               "charge_redelivery", "park_link", "prio", "code", "type", "tkey", "has_tkey",
+               "units"}
   local REC_NUM = {state = true, attempt = true, max_attempts = true, flags = true,
                    fail_reason = true, backoff = true, throttle = true, charge_redelivery = true,
                    park_link = true, has_tkey = true}
@@ -268,7 +270,7 @@ local function tasks_main()
       redis.call("HDEL", KEYS[K_TKEY], t.tkey)
     end
     rec_put(t)
-    redis.call("ZADD", KEYS[K_DONE], t.ids, t.ids)
+    redis.call("ZADD", KEYS[K_DONE], str(ms_floor(clock.t)), t.ids) -- the oldest go first
     local n = redis.call("ZCARD", KEYS[K_DONE])
     if n > KEEP then
       local old = redis.call("ZPOPMIN", KEYS[K_DONE], n - KEEP)
@@ -410,9 +412,44 @@ local function tasks_main()
   -- nothing moved, at the head's own slot. A peek: nothing is charged (the tasks are charged
   -- when a claim gates them). Returns true when the bound cut it short (the queue stays due).
   local RECHECK = 1000000000
+
+  -- When `units` could start on L's key (state s) at the earliest: sluice_limit_estimate (a
+  -- rate's slot, even past its burst; a window's units filling the following windows; else the
+  -- peek's wait). A read.
+  local function estimate(L, s, units, now)
+    if L.kind == 1 then
+      local g = L.g
+      local nxt = rat_add(base_tat(g, s, units, now), times_t(g, units), g.permits)
+      if eq(nxt.ns, I64MAX) then
+        return NEVER
+      end
+      local slot = rat_ceil(rat_sub(nxt, rat(g.bt_q, g.bt_r), g.permits))
+      return lt(now, slot) and slot or now
+    elseif L.kind == 2 then
+      local _, r = divt(now, L.period)
+      local start = sub(now, r)
+      local count = (not s.fresh and eq(s.start, start)) and s.count or 0
+      local k = divt(sat_add(count, units - 1), L.limit)
+      if sign(k) == 0 then
+        return now
+      end
+      return sat_add(start, mul(k, L.period))
+    end
+    local d = {}
+    decide_link(L, s, units, L.ttl, now, true, d)
+    if d.allowed == 1 then
+      return now
+    elseif not eq(d.retry, NEVER) then
+      return sat_add(now, d.retry)
+    elseif L.kind == 3 then
+      return sat_add(add(now, d.reset), mul(divt(units - 1, L.limit), L.period))
+    end
+    return NEVER
+  end
+
   wake_queue = function(q, now)
     local ms = redis.call("ZRANGE", q, 0, SCAN - 1)
-    local cum, L, s, moved, d, kind = 0, nil, nil, 0, nil, nil
+    local cum, L, s, moved, d, kind, u_next = 0, nil, nil, 0, nil, nil, nil
     local stopped = false
     for i = 1, #ms do
       local t = rec_get(ms[i]:sub(17):match("^0*(%d+)$"))
@@ -432,7 +469,7 @@ local function tasks_main()
           d = {}
           decide_link(L, s, cum + l.units, L.ttl, now, true, d)
           if d.allowed ~= 1 and not (moved == 0 and eq(d.retry, NEVER)) then
-            stopped = true
+            stopped, u_next = true, l.units
             break
           end
         end
@@ -457,9 +494,10 @@ local function tasks_main()
       wake = sat_add(now, sign(d.retry) > 0 and d.retry or 1)
     else
       local recheck = sat_add(now, RECHECK)
+      local start = estimate(L, s, cum + u_next, now)
       wake = recheck
-      if sign(d.retry) > 0 and not eq(d.retry, NEVER) then
-        wake = sat_add(now, d.retry)
+      if lt(now, start) and not eq(start, NEVER) then
+        wake = start
       end
       if kind == 4 and lt(recheck, wake) then
         wake = recheck
@@ -483,10 +521,10 @@ local function tasks_main()
         return "EXISTS " .. str(now) .. " " .. h.ids
       end
     end
-    local nl = tonumber(a[15])
+    local nl = tonumber(a[16])
     local links = {}
     for i = 1, nl do
-      local at = 15 + 4 * (i - 1)
+      local at = 16 + 4 * (i - 1)
       local D = def_of(a[at + 1])
       local u = tonumber(a[at + 2])
       if D.err or not u or u < 1 then
@@ -504,7 +542,7 @@ local function tasks_main()
                backoff = tonumber(a[10]), base_ns = num(a[11]), max_ns = num(a[12]),
                throttle = tonumber(a[13]), charge_redelivery = tonumber(a[14]), park_link = 0,
                prio = a[6], code = a[5], type = ty, tkey = has_tk and tk or "",
-               has_tkey = has_tk and 1 or 0}
+               has_tkey = has_tk and 1 or 0, units = a[15]}
     redis.call("HSET", KEYS[K_BODY], ids, payload)
     links_put(ids, links)
     if sign(delay) > 0 then
@@ -696,7 +734,7 @@ local function tasks_main()
       reply[1] = table.concat({"OK", n, t.ids, t.state, t.attempt,
                                t.state == RUNNING and str(t.due) or "0", t.fail_reason, t.prio,
                                str(t.submitted), str(t.not_before), t.has_tkey,
-                               redis.call("HEXISTS", KEYS[K_MSG], t.ids)}, " ")
+                               redis.call("HEXISTS", KEYS[K_MSG], t.ids), t.units}, " ")
       reply[2] = t.type
       reply[3] = redis.call("HGET", KEYS[K_BODY], t.ids) or "{}"
       reply[4] = t.tkey
@@ -821,7 +859,7 @@ local function tasks_main()
       ai = ai + 1 + nargs
       local nkeys = 0
       if op == "A" then
-        nkeys = 2 + 2 * tonumber(a[15])
+        nkeys = 2 + 2 * tonumber(a[16])
       elseif op == "C" then
         nkeys = 2 * tonumber(a[2])
       end
