@@ -96,6 +96,21 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
     return need;
 }
 
+/* Returns 1 when the 8 bytes at s are all plain string bytes: printable ASCII other than the
+ * quote and the backslash. Each test is the bytewise "is any byte zero / below n" of a 64-bit
+ * word, exact as an answer for the whole word (its carries only disturb bytes above a byte that
+ * already matched), so a long run of text costs one load and a few operations per 8 bytes. */
+static int plain8(const unsigned char *s)
+{
+    const uint64_t ones = UINT64_C(0x0101010101010101), high = UINT64_C(0x8080808080808080);
+    uint64_t w, q, b;
+
+    memcpy(&w, s, sizeof w);
+    q = w ^ (ones * '"');
+    b = w ^ (ones * '\\');
+    return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b) | w) & high ? 0 : 1;
+}
+
 /* Scans the string whose opening quote is at s[*pos]; on success *pos is just past its closing
  * quote, on failure at the fault. A member name (name set) may not hold \u0000: jansson cannot
  * keep such a name. Returns 0 or SLUICE_EINVAL. */
@@ -107,6 +122,8 @@ static int scan_string(const unsigned char *s, size_t len, size_t *pos, int name
         unsigned char c;
         size_t n;
 
+        while (i + 8 <= len && plain8(s + i))
+            i += 8;
         while (i < len && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\')
             i++;
         if (i >= len)

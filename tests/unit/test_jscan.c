@@ -408,6 +408,40 @@ static void test_strings(void **unused)
     EXPECT("{\"\xc0\xaf\":1}", BAD);
 }
 
+/* Long strings are scanned 8 bytes at a time: every special byte at every offset in such a
+ * block, and strings ending at every offset, are judged as jansson judges them. */
+static void test_string_blocks(void **unused)
+{
+    static const char *specials[] = {"\x01",         "\x1f",   " ",        "\"",   "\\", "\\n",
+                                     "\x7f",         "\x80",   "\xc3\xa9", "\xff", "~",  "!",
+                                     "\xe2\x82\xac", "\\u0041"};
+    char doc[64];
+
+    (void)unused;
+    for (size_t k = 0; k < sizeof specials / sizeof *specials; k++) {
+        for (size_t at = 0; at < 24; at++) {
+            size_t n = strlen(specials[k]), len = 0;
+
+            doc[len++] = '"';
+            memset(doc + len, 'x', at);
+            len += at;
+            memcpy(doc + len, specials[k], n);
+            len += n;
+            memset(doc + len, 'y', 20);
+            len += 20;
+            doc[len++] = '"';
+            check_doc(doc, len);
+        }
+    }
+    for (size_t at = 0; at < 40; at++) {
+        doc[0] = '"';
+        memset(doc + 1, 'z', at);
+        check_doc(doc, at + 1); /* never closed */
+        doc[at + 1] = '"';
+        assert_int_equal(check_doc(doc, at + 2), 0);
+    }
+}
+
 static void test_nul_bytes(void **unused)
 {
     (void)unused;
@@ -939,11 +973,11 @@ static void test_generated(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_syntax),    cmocka_unit_test(test_numbers),
-        cmocka_unit_test(test_strings),   cmocka_unit_test(test_nul_bytes),
-        cmocka_unit_test(test_depth),     cmocka_unit_test(test_pick),
-        cmocka_unit_test(test_pick_oom),  cmocka_unit_test(test_corpus_files),
-        cmocka_unit_test(test_generated),
+        cmocka_unit_test(test_syntax),       cmocka_unit_test(test_numbers),
+        cmocka_unit_test(test_strings),      cmocka_unit_test(test_string_blocks),
+        cmocka_unit_test(test_nul_bytes),    cmocka_unit_test(test_depth),
+        cmocka_unit_test(test_pick),         cmocka_unit_test(test_pick_oom),
+        cmocka_unit_test(test_corpus_files), cmocka_unit_test(test_generated),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
