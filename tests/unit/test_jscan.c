@@ -30,6 +30,7 @@
 #include <jansson.h>
 
 #include "base/jscan.h"
+#include "engine/resolve.h"
 #include "policy/dotpath.h"
 #include "policy/jpick.h"
 #include "policy/keytpl.h"
@@ -202,6 +203,26 @@ static void compare_paths(const char *doc, size_t len, const json_t *full, path_
 
 /* ---- The differential check ------------------------------------------------------------- */
 
+/* The submit path (resolve_input) gives a payload the verdict and the words of a full parse. */
+static void same_verdict(const char *doc, size_t len)
+{
+    sluice_task_spec spec;
+    json_t *in1 = NULL, *in2 = NULL;
+    char m1[256] = "", m2[256] = "";
+    int r1, r2;
+
+    memset(&spec, 0, sizeof spec);
+    spec.payload = doc;
+    spec.payload_len = len;
+    r1 = resolve_input(NULL, &spec, &in1, m1, sizeof m1);
+    r2 = resolve_parse_payload(&spec, &in2, m2, sizeof m2);
+    if (r1 != r2 || (r1 != 0 && strcmp(m1, m2) != 0))
+        fail_msg("submit says %d \"%s\", a full parse %d \"%s\": %s", r1, m1, r2, m2,
+                 show(doc, len));
+    json_decref(in1);
+    json_decref(in2);
+}
+
 /* Checks one document against jansson; returns the scanner's verdict. */
 static int check_doc(const char *doc, size_t len)
 {
@@ -216,6 +237,7 @@ static int check_doc(const char *doc, size_t len)
         fail_msg("the scanner refuses (at %zu) what jansson accepts: %s", at, show(doc, len));
     assert_true(v == 0 || v == SLUICE_EINVAL || v == JSCAN_UNSURE);
     assert_true(at <= len);
+    same_verdict(doc, len);
     if (v == 0) {
         path_list l = {.n = 0};
         size_t start = jscan_skip_ws(doc, len, 0);
