@@ -373,9 +373,21 @@ static size_t string_end(const char *doc, size_t len, size_t at)
 {
     size_t i = at + 1;
 
-    while (i < len && doc[i] != '"')
-        i += doc[i] == '\\' ? 2 : 1;
-    return i + 1;
+    /* The closing quote is the first quote after an even run of backslashes (an odd run
+     * escapes it); memchr finds quotes far faster than a byte loop over long text. */
+    for (;;) {
+        const char *q = memchr(doc + i, '"', len - i);
+        size_t end, run = 0;
+
+        if (!q)
+            return len;
+        end = (size_t)(q - doc);
+        while (end - run > at + 1 && doc[end - run - 1] == '\\')
+            run++;
+        if (run % 2 == 0)
+            return end + 1;
+        i = end + 1;
+    }
 }
 
 size_t jscan_value_end(const char *doc, size_t len, size_t at)
