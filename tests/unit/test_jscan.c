@@ -15,6 +15,9 @@
  * JSON-looking string literal of the unit and server tests and every line of the engine fuzz
  * corpus, and generated documents (random values written with every escape, duplicate names and
  * odd whitespace) with random mutations. The random generator is seeded, so a failure replays.
+ * The differential check itself is tests/fuzz/jscan_harness.c, shared with the libFuzzer target
+ * fuzz_jscan; this file adds the submit path's verdict and words (resolve_input against a full
+ * parse) and the exact verdicts of the hand-picked cases.
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -35,170 +38,24 @@
 #include "policy/jpick.h"
 #include "policy/keytpl.h"
 #include "sluice/error.h"
+#include "jscan_harness.h"
 #include "testutil.h"
 
-#define FLAGS      (JSON_DECODE_ANY | JSON_ALLOW_NUL)
-#define MAX_PATHS  48
-#define PATH_MAX_B 240
+#define FLAGS (JSON_DECODE_ANY | JSON_ALLOW_NUL)
 
-/* What the corpus held. */
-static struct {
-    long valid, invalid, unsure, paths;
-} seen;
+static void same_verdict(const char *doc, size_t len);
 
-/* The document, printable, for failure messages. */
-static const char *show(const char *doc, size_t len)
+/* Checks one document against jansson (the harness) and the submit path; returns the
+ * scanner's verdict. */
+static int check_doc(const char *doc, size_t len)
 {
-    static char out[600];
-    size_t o = 0;
+    int v = 0;
+    const char *why = jscan_harness_run(doc, len, &v);
 
-    for (size_t i = 0; i < len && o + 8 < sizeof out; i++) {
-        unsigned char c = (unsigned char)doc[i];
-
-        if (c >= 0x20 && c < 0x7f && c != '\\')
-            out[o++] = (char)c;
-        else
-            o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02x", c);
-    }
-    out[o] = '\0';
-    return out;
-}
-
-/* ---- Paths read from both trees ------------------------------------------------------------ */
-
-typedef struct path_list {
-    char *p[MAX_PATHS];
-    size_t n;
-} path_list;
-
-static void add_path(path_list *l, const char *s)
-{
-    if (l->n < MAX_PATHS && strlen(s) < PATH_MAX_B)
-        l->p[l->n++] = strdup(s);
-}
-
-static void free_paths(path_list *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        free(l->p[i]);
-    l->n = 0;
-}
-
-/* Every path into v (under prefix), and a few that go wrong from each. */
-static void collect(const json_t *v, const char *prefix, path_list *l)
-{
-    char path[PATH_MAX_B + 64];
-    const char *key;
-    json_t *child;
-    size_t i;
-
-    if (json_is_object(v)) {
-        json_object_foreach((json_t *)v, key, child)
-        {
-            snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", key);
-            add_path(l, path);
-            collect(child, path, l);
-        }
-        snprintf(path, sizeof path, "%s%snope", prefix, *prefix ? "." : "");
-        add_path(l, path);
-    } else if (json_is_array(v)) {
-        json_array_foreach((json_t *)v, i, child)
-        {
-            snprintf(path, sizeof path, "%s%s%zu", prefix, *prefix ? "." : "", i);
-            add_path(l, path);
-            collect(child, path, l);
-        }
-        snprintf(path, sizeof path, "%s%s%zu", prefix, *prefix ? "." : "", json_array_size(v));
-        add_path(l, path);
-        snprintf(path, sizeof path, "%s%s01", prefix, *prefix ? "." : "");
-        add_path(l, path);
-    } else if (*prefix) {
-        snprintf(path, sizeof path, "%s.0", prefix);
-        add_path(l, path);
-    }
-}
-
-/* The same path read from the full parse and from a picked tree: same code, value and words. */
-static void same_reading(const json_t *full, const json_t *picked, const char *path,
-                         const char *doc, size_t len)
-{
-    char b1[512], b2[512], m1[400], m2[400];
-    size_t l1 = 0, l2 = 0;
-    int64_t n1, n2;
-    int r1, r2;
-
-    r1 = dotpath_extract_msg(full, path, b1, sizeof b1, &l1, m1, sizeof m1);
-    r2 = dotpath_extract_msg(picked, path, b2, sizeof b2, &l2, m2, sizeof m2);
-    if (r1 != r2 || l1 != l2 || (r1 == 0 && memcmp(b1, b2, l1) != 0) || strcmp(m1, m2) != 0)
-        fail_msg("path \"%s\" reads %d \"%s\" from the parse, %d \"%s\" picked, in %s", path, r1,
-                 m1, r2, m2, show(doc, len));
-    r1 = dotpath_number_msg(full, path, &n1, m1, sizeof m1);
-    r2 = dotpath_number_msg(picked, path, &n2, m2, sizeof m2);
-    if (r1 != r2 || n1 != n2 || strcmp(m1, m2) != 0)
-        fail_msg("number at \"%s\": %d \"%s\" from the parse, %d \"%s\" picked, in %s", path, r1,
-                 m1, r2, m2, show(doc, len));
-    seen.paths++;
-}
-
-static int template_safe(const char *p)
-{
-    if (!*p)
-        return 0;
-    for (; *p; p++) {
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-", *p))
-            return 0;
-    }
-    return 1;
-}
-
-/* Picks with the paths of l (all at once, and each alone) and compares every reading. */
-static void compare_paths(const char *doc, size_t len, const json_t *full, path_list *l)
-{
-    jpick_path jp[MAX_PATHS + 2];
-    json_t *picked;
-    char tpl[2 * PATH_MAX_B + 8];
-
-    add_path(l, "input.nope");
-    add_path(l, "0");
-    for (size_t i = 0; i < l->n; i++)
-        jp[i] = (jpick_path){l->p[i], strlen(l->p[i])};
-    assert_int_equal(jpick_parse(doc, len, jp, l->n, &picked), SLUICE_OK);
-    for (size_t i = 0; i < l->n; i++)
-        same_reading(full, picked, l->p[i], doc, len);
-    json_decref(picked);
-    for (size_t i = 0; i < l->n && i < 6; i++) {
-        char prefixed[PATH_MAX_B + 8];
-
-        snprintf(prefixed, sizeof prefixed, "input.%s", l->p[i]);
-        jp[0] = (jpick_path){prefixed, strlen(prefixed)};
-        assert_int_equal(jpick_parse(doc, len, jp, 1, &picked), SLUICE_OK);
-        same_reading(full, picked, prefixed, doc, len);
-        same_reading(full, picked, l->p[i], doc, len);
-        json_decref(picked);
-    }
-    /* A template of two fields, picked from its own fields as the resolver does. */
-    if (l->n >= 2) {
-        const char *a = l->p[0], *b = l->p[l->n > 3 ? l->n - 3 : 1];
-        char k1[512], k2[512], m1[400], m2[400];
-        size_t pos = 0, flen, nf = 0, l1, l2;
-        const char *field;
-        int e1, e2, r1, r2;
-
-        if (!template_safe(a) || !template_safe(b))
-            return;
-        snprintf(tpl, sizeof tpl, "t:{%s}:{input.%s}", a, b);
-        while (keytpl_next_field(tpl, &pos, &field, &flen))
-            jp[nf++] = (jpick_path){field, flen};
-        assert_int_equal(nf, 2);
-        assert_int_equal(jpick_parse(doc, len, jp, nf, &picked), SLUICE_OK);
-        r1 = keytpl_extract_msg(full, tpl, k1, sizeof k1, &l1, &e1, m1, sizeof m1);
-        r2 = keytpl_extract_msg(picked, tpl, k2, sizeof k2, &l2, &e2, m2, sizeof m2);
-        if (r1 != r2 || e1 != e2 || strcmp(m1, m2) != 0 ||
-            (r1 == 0 && (l1 != l2 || memcmp(k1, k2, l1))))
-            fail_msg("template %s: %d \"%s\" vs %d \"%s\" in %s", tpl, r1, m1, r2, m2,
-                     show(doc, len));
-        json_decref(picked);
-    }
+    if (why)
+        fail_msg("%s", why);
+    same_verdict(doc, len);
+    return v;
 }
 
 /* ---- The differential check ------------------------------------------------------------- */
@@ -218,49 +75,15 @@ static void same_verdict(const char *doc, size_t len)
     r2 = resolve_parse_payload(&spec, &in2, m2, sizeof m2);
     if (r1 != r2 || (r1 != 0 && strcmp(m1, m2) != 0))
         fail_msg("submit says %d \"%s\", a full parse %d \"%s\": %s", r1, m1, r2, m2,
-                 show(doc, len));
+                 jscan_harness_show(doc, len));
     json_decref(in1);
     json_decref(in2);
-}
-
-/* Checks one document against jansson; returns the scanner's verdict. */
-static int check_doc(const char *doc, size_t len)
-{
-    json_error_t err;
-    size_t at = 0;
-    int v = jscan_validate(doc, len, &at);
-    json_t *j = json_loadb(doc, len, FLAGS, &err);
-
-    if (v == 0 && !j)
-        fail_msg("the scanner accepts what jansson refuses (%s): %s", err.text, show(doc, len));
-    if (v == SLUICE_EINVAL && j)
-        fail_msg("the scanner refuses (at %zu) what jansson accepts: %s", at, show(doc, len));
-    assert_true(v == 0 || v == SLUICE_EINVAL || v == JSCAN_UNSURE);
-    assert_true(at <= len);
-    same_verdict(doc, len);
-    if (v == 0) {
-        path_list l = {.n = 0};
-        size_t start = jscan_skip_ws(doc, len, 0);
-
-        /* The walk agrees with the scan on where the value ends. */
-        assert_int_equal(jscan_skip_ws(doc, len, jscan_value_end(doc, len, start)), len);
-        collect(j, "", &l);
-        compare_paths(doc, len, j, &l);
-        free_paths(&l);
-        seen.valid++;
-    } else if (v == SLUICE_EINVAL) {
-        seen.invalid++;
-    } else {
-        seen.unsure++;
-    }
-    json_decref(j);
-    return v;
 }
 
 #define EXPECT(doc, verdict)                                                                       \
     do {                                                                                           \
         if (check_doc(doc, sizeof(doc) - 1) != (verdict))                                          \
-            fail_msg("%s: not %s", show(doc, sizeof(doc) - 1), #verdict);                          \
+            fail_msg("%s: not %s", jscan_harness_show(doc, sizeof(doc) - 1), #verdict);            \
     } while (0)
 
 #define OK     0
@@ -757,7 +580,7 @@ static void test_corpus_files(void **unused)
     n += check_dir("tests/fuzz/corpus/engine", "", 0);
     n += check_dir("examples", "", 0);
     print_message("corpus files: %zu documents (%ld valid, %ld invalid, %ld unsure so far)\n", n,
-                  seen.valid, seen.invalid, seen.unsure);
+                  jscan_harness_seen.valid, jscan_harness_seen.invalid, jscan_harness_seen.unsure);
     assert_true(n > 1000);
 }
 
@@ -967,7 +790,7 @@ static void test_generated(void **unused)
 {
     test_rng r;
     gen g = {.buf = NULL, .len = 0, .cap = 0, .r = &r};
-    long before_valid = seen.valid, before_invalid = seen.invalid;
+    long before_valid = jscan_harness_seen.valid, before_invalid = jscan_harness_seen.invalid;
 
     (void)unused;
     rng_seed(&r, 20261124);
@@ -986,10 +809,11 @@ static void test_generated(void **unused)
     }
     free(g.buf);
     print_message("generated: %ld valid, %ld invalid, %ld unsure in all, %ld paths read\n",
-                  seen.valid, seen.invalid, seen.unsure, seen.paths);
+                  jscan_harness_seen.valid, jscan_harness_seen.invalid, jscan_harness_seen.unsure,
+                  jscan_harness_seen.paths);
     /* Both verdicts were exercised in bulk. */
-    assert_true(seen.valid - before_valid > 10000);
-    assert_true(seen.invalid - before_invalid > 5000);
+    assert_true(jscan_harness_seen.valid - before_valid > 10000);
+    assert_true(jscan_harness_seen.invalid - before_invalid > 5000);
 }
 
 int main(void)
