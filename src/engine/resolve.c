@@ -26,6 +26,11 @@
 #include "sluice/error.h"
 #include "base/quote.h"
 
+/* The scanner must not accept nesting jansson refuses. */
+#ifdef JSON_PARSER_MAX_DEPTH
+_Static_assert(JSCAN_MAX_DEPTH <= JSON_PARSER_MAX_DEPTH, "jscan nests deeper than jansson");
+#endif
+
 #define KEY_UNSET      SIZE_MAX
 #define PATHS_ON_STACK 16 /* dot paths of a type read without allocating their list */
 /* choose_key: the limit is skipped (missing_key: skip); not a sluice error code (those are < 0). */
