@@ -13,11 +13,12 @@
  * The corpus: hand-picked edge cases (nesting at the depth limit, escapes, surrogates, overlong
  * and truncated UTF-8, numbers at the int64 and double limits, trailing bytes, NUL bytes), every
  * JSON-looking string literal of the unit and server tests and every line of the engine fuzz
- * corpus, and generated documents (random values written with every escape, duplicate names and
- * odd whitespace) with random mutations. The random generator is seeded, so a failure replays.
- * The differential check itself is tests/fuzz/jscan_harness.c, shared with the libFuzzer target
- * fuzz_jscan; this file adds the submit path's verdict and words (resolve_input against a full
- * parse) and the exact verdicts of the hand-picked cases.
+ * corpus, the fuzz corpus of fuzz_jscan (tests/fuzz/corpus/jscan/), and generated documents (random
+ * values written with every escape, duplicate names and odd whitespace) with random mutations. The
+ * random generator is seeded, so a failure replays. The differential check itself is
+ * tests/fuzz/jscan_harness.c, shared with the libFuzzer target fuzz_jscan; this file adds the
+ * submit path's verdict and words (resolve_input against a full parse) and the exact verdicts of
+ * the hand-picked cases.
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -543,7 +544,12 @@ static size_t check_lines(const char *src, size_t len)
     return n;
 }
 
-static size_t check_dir(const char *rel, const char *suffix, int c_literals)
+/* How check_dir reads a file. */
+#define AS_C_LITERALS 0 /* every JSON-looking C string literal */
+#define AS_LINES      1 /* every line, and tails of lines */
+#define AS_WHOLE      2 /* the whole file, one document (a fuzz corpus) */
+
+static size_t check_dir(const char *rel, const char *suffix, int how)
 {
     char dir[4096], path[8192];
     struct dirent *de;
@@ -563,7 +569,12 @@ static size_t check_dir(const char *rel, const char *suffix, int c_literals)
         src = read_all(path, &len);
         if (!src)
             continue;
-        n += c_literals ? check_c_literals(src, len) : check_lines(src, len);
+        if (how == AS_WHOLE) {
+            check_doc(src, len);
+            n++;
+        } else {
+            n += how == AS_C_LITERALS ? check_c_literals(src, len) : check_lines(src, len);
+        }
         free(src);
     }
     closedir(d);
@@ -575,10 +586,11 @@ static void test_corpus_files(void **unused)
     size_t n = 0;
 
     (void)unused;
-    n += check_dir("tests/unit", ".c", 1);
-    n += check_dir("tests/server", ".sh", 0);
-    n += check_dir("tests/fuzz/corpus/engine", "", 0);
-    n += check_dir("examples", "", 0);
+    n += check_dir("tests/unit", ".c", AS_C_LITERALS);
+    n += check_dir("tests/server", ".sh", AS_LINES);
+    n += check_dir("tests/fuzz/corpus/engine", "", AS_LINES);
+    n += check_dir("examples", "", AS_LINES);
+    n += check_dir("tests/fuzz/corpus/jscan", "", AS_WHOLE);
     print_message("corpus files: %zu documents (%ld valid, %ld invalid, %ld unsure so far)\n", n,
                   jscan_harness_seen.valid, jscan_harness_seen.invalid, jscan_harness_seen.unsure);
     assert_true(n > 1000);
