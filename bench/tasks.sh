@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Task benchmark: sluice's TASK.ADD and TASK.GET+TASK.ACK against beanstalkd's put and
 # reserve+delete (Debian's beanstalkd), side by side, with the same load generator
-# (bench_taskload: CLIENTS connections, one thread each, 64-byte JSON payloads, request/response
-# and pipelined), at matched durability:
+# (bench_taskload: CLIENTS connections, one thread each, JSON payloads of SIZE bytes,
+# request/response and pipelined), at matched durability:
 #   fsync  beanstalkd -b DIR -f 0 (fsync after every write)  vs  sluice --durability always
 #   none   beanstalkd without a binlog                       vs  sluice --durability none
 # Each round starts every server afresh, with an empty data directory, for every configuration
@@ -19,11 +19,12 @@
 # fsync ratio is not a like-for-like comparison.
 #
 # Usage: bench/tasks.sh [-r ROUNDS] [-c CLIENTS] [-n JOBS] [-f FSYNC_JOBS] [-P "DEPTHS"]
-#                       [-o RAWFILE] [BUILD]
+#                       [-s SIZE] [-o RAWFILE] [BUILD]
 #   -r  rounds (5)                -c  clients, one connection each (50)
 #   -n  jobs per client at durability none (1000)
 #   -f  jobs per client at fsync durability (100: beanstalkd does one fsync per put and delete)
 #   -o  also write every bench_taskload line there, prefixed with its round and configuration
+#   -s  payload bytes (64; 1024 for the large-payload figures, up to 65000)
 #   -P  pipeline depths ("1 16")  BUILD: the build directory with sluice and bench_taskload
 #                                        (default build/)
 # Data directories go under $TMPDIR (default /tmp): it must be a real disk, not tmpfs, for the
@@ -36,14 +37,16 @@ clients=50
 jobs_none=1000
 jobs_fsync=100
 depths="1 16"
+size=64
 rawfile=/dev/null
-while getopts "r:c:n:f:P:o:h" opt; do
+while getopts "r:c:n:f:P:s:o:h" opt; do
   case $opt in
     r) rounds=$OPTARG ;;
     c) clients=$OPTARG ;;
     n) jobs_none=$OPTARG ;;
     f) jobs_fsync=$OPTARG ;;
     P) depths=$OPTARG ;;
+    s) size=$OPTARG ;;
     o) rawfile=$OPTARG ;;
     h)
       sed -n '/^# Usage:/,/^# fsync figures/p' "$0" | sed 's/^# \{0,1\}//'
@@ -172,7 +175,7 @@ measure() {
   [ "${config%%-*}" = beanstalkd ] && proto=beanstalk
   case $config in *-fsync | *-always) jobs=$jobs_fsync ;; esac
   start_server "$config" "$tmp/data.$config"
-  if ! out=$("$load" --proto "$proto" --port "$port" -c "$clients" -n "$jobs" -P "$depth"); then
+  if ! out=$("$load" --proto "$proto" --port "$port" -c "$clients" -n "$jobs" -P "$depth" -s "$size"); then
     echo "bench/tasks.sh: bench_taskload failed on $config -P $depth:" >&2
     echo "$out" >&2
     exit 1
@@ -198,7 +201,7 @@ declare -A label=([beanstalkd-fsync]="beanstalkd -b DIR -f 0" [beanstalkd-none]=
   [sluice-always]="$sluice_label_always" [sluice-none]="$sluice_label_none")
 
 echo "sluice $("$sluice" --version | cut -d' ' -f2), $(beanstalkd -v), $(nproc) CPUs;" \
-  "-c $clients, 64-byte payloads, $rounds rounds of fresh servers, medians of jobs/s"
+  "-c $clients, $size-byte payloads, $rounds rounds of fresh servers, medians of jobs/s"
 start=$(date +%s)
 : >"$rawfile"
 for round in $(seq 1 "$rounds"); do

@@ -302,7 +302,7 @@ static int replace_payload(sluice_engine *e, task *t, const sluice_task_spec *sp
 {
     json_t *input;
     char *payload;
-    int rc = resolve_parse_payload(spec, &input, msg, msglen);
+    int rc = resolve_input(NULL, spec, &input, msg, msglen);
 
     if (rc != SLUICE_OK)
         return rc;

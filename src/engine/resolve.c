@@ -3,6 +3,11 @@
  * Resolution of a task's links: see resolve.h. Extracted keys are written back to back into the
  * engine's scratch buffer (grown on demand), and their pointers fixed once all are known, since
  * growing the buffer moves it.
+ *
+ * The payload is read as little as the type needs: a scan checks it is JSON (base/jscan.h), a
+ * type that reads no path parses nothing, and one that does gets a tree of only what its paths
+ * reach (policy/jpick.h). jansson parses the whole payload only when the scan refuses it (or
+ * cannot tell), so that a refusal keeps jansson's verdict and words.
  */
 #include "engine/resolve.h"
 
@@ -13,13 +18,21 @@
 
 #include "base/alloc.h"
 #include "base/grow.h"
+#include "base/jscan.h"
 #include "policy/dotpath.h"
+#include "policy/jpick.h"
 #include "policy/keytpl.h"
 #include "engine/registry.h"
 #include "sluice/error.h"
 #include "base/quote.h"
 
-#define KEY_UNSET SIZE_MAX
+/* The scanner must not accept nesting jansson refuses. */
+#ifdef JSON_PARSER_MAX_DEPTH
+_Static_assert(JSCAN_MAX_DEPTH <= JSON_PARSER_MAX_DEPTH, "jscan nests deeper than jansson");
+#endif
+
+#define KEY_UNSET      SIZE_MAX
+#define PATHS_ON_STACK 16 /* dot paths of a type read without allocating their list */
 /* choose_key: the limit is skipped (missing_key: skip); not a sluice error code (those are < 0). */
 #define RESOLVE_SKIP 1
 
@@ -315,11 +328,93 @@ int resolve_parse_payload(const sluice_task_spec *spec, json_t **input, char *ms
     return SLUICE_EINVAL;
 }
 
+/* Lists in paths[0..cap) the dot paths that resolving a task of type t reads (key paths, template
+ * fields, tier and units paths); returns their number, which may exceed cap (call again with
+ * room for all). */
+static size_t type_paths(const etype *t, jpick_path *paths, size_t cap)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < t->pol.nlimits; i++) {
+        const sluice_limit_policy *p = &t->chain[i]->pol;
+
+        if (p->key_source == SLUICE_KEY_PATH && p->key_path) {
+            if (keytpl_is_template(p->key_path)) {
+                size_t pos = 0, len;
+                const char *field;
+
+                while (keytpl_next_field(p->key_path, &pos, &field, &len)) {
+                    if (n < cap)
+                        paths[n] = (jpick_path){field, len};
+                    n++;
+                }
+            } else {
+                if (n < cap)
+                    paths[n] = (jpick_path){p->key_path, strlen(p->key_path)};
+                n++;
+            }
+        }
+        if (p->ntiers && p->tier_path) {
+            if (n < cap)
+                paths[n] = (jpick_path){p->tier_path, strlen(p->tier_path)};
+            n++;
+        }
+        if (p->units_source == SLUICE_UNITS_PATH && p->units_path) {
+            if (n < cap)
+                paths[n] = (jpick_path){p->units_path, strlen(p->units_path)};
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Builds the input tree of type t from a payload jscan_validate accepted: only what t's paths
+ * reach (jpick.h). */
+static int pick_input(const etype *t, const sluice_task_spec *spec, json_t **input)
+{
+    jpick_path stack[PATHS_ON_STACK], *paths = stack;
+    size_t n = type_paths(t, stack, PATHS_ON_STACK);
+    int rc;
+
+    if (n > PATHS_ON_STACK) {
+        paths = alloc_calloc(n, sizeof *paths);
+        if (!paths)
+            return SLUICE_ENOMEM;
+        type_paths(t, paths, n);
+    }
+    rc = jpick_parse(spec->payload, spec->payload_len, paths, n, input);
+    if (paths != stack)
+        alloc_free(paths);
+    return rc;
+}
+
+int resolve_input(const etype *t, const sluice_task_spec *spec, json_t **input, char *msg,
+                  size_t msglen)
+{
+    int rc;
+
+    *input = NULL;
+    if (!spec->payload)
+        return SLUICE_OK;
+    /* The scanner says yes or no; for no (or "cannot tell") jansson decides, and words the
+     * reply as it always has. */
+    if (jscan_validate(spec->payload, spec->payload_len, NULL) != 0)
+        return resolve_parse_payload(spec, input, msg, msglen);
+    if (!t || !resolve_needs_input(t))
+        return SLUICE_OK;
+    rc = pick_input(t, spec, input);
+    if (rc == SLUICE_EINVAL) /* jansson refused a piece the scanner passed: let it see it all */
+        return resolve_parse_payload(spec, input, msg, msglen);
+    if (rc == SLUICE_ENOMEM)
+        msgf(msg, msglen, "%s", "out of memory");
+    return rc;
+}
+
 int resolve_spec(sluice_engine *e, const etype *t, const sluice_task_spec *spec, int64_t units,
                  int64_t now_ns, link_spec *out, size_t *nout, char *msg, size_t msglen)
 {
     json_t *input = NULL;
-    int rc = resolve_parse_payload(spec, &input, msg, msglen);
+    int rc = resolve_input(t, spec, &input, msg, msglen);
 
     if (rc != SLUICE_OK)
         return rc;

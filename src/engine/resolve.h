@@ -34,8 +34,17 @@ int resolve_links(sluice_engine *e, const etype *t, const sluice_task_spec *spec
  * through alloc_malloc). */
 int resolve_parse_payload(const sluice_task_spec *spec, json_t **input, char *msg, size_t msglen);
 
-/* Parses a spec's payload and resolves the links of a task of type t from it, as resolve_links
- * (same results, keys in the same scratch). */
+/* The input of a task of type t (NULL: only check the payload) from a spec's payload, as much of
+ * it as resolving the task reads: *input is NULL when the spec has no payload or t reads none of
+ * it, else a tree holding at least every value t's paths reach (policy/jpick.h; the caller
+ * decrefs it). The payload is checked whole either way, by base/jscan.h, and by jansson when the
+ * scanner refuses it, so the verdict and the reply's words are those of resolve_parse_payload.
+ * Returns 0, SLUICE_EINVAL with msg when the payload is not JSON, or SLUICE_ENOMEM with msg. */
+int resolve_input(const etype *t, const sluice_task_spec *spec, json_t **input, char *msg,
+                  size_t msglen);
+
+/* Reads a spec's payload (resolve_input) and resolves the links of a task of type t from it, as
+ * resolve_links (same results, keys in the same scratch). */
 int resolve_spec(sluice_engine *e, const etype *t, const sluice_task_spec *spec, int64_t units,
                  int64_t now_ns, link_spec *out, size_t *nout, char *msg, size_t msglen);
 

@@ -20,7 +20,7 @@
 #include "base/quote.h"
 #include "sluice/error.h"
 
-#define INPUT_PREFIX     "input."
+#define INPUT_PREFIX     DOTPATH_INPUT_PREFIX
 #define INPUT_PREFIX_LEN (sizeof INPUT_PREFIX - 1)
 #define QUOTE_MAX        128 /* bytes of a path or segment quoted in a message */
 #define NUMBER_TEXT_MAX  40  /* the longest integer or %.17g real text, with room to spare */
@@ -152,10 +152,7 @@ int dotpath_validate(const char *path, char *msg, size_t msglen)
     }
 }
 
-/* Reads seg[0..n) as an array index: decimal digits, no leading zero (but "0"). Returns 1 and
- * *index, or 0 when seg is not an index. An index too large for size_t is SIZE_MAX (it is past
- * the end of any array anyway). */
-static int parse_index(const char *seg, size_t n, size_t *index)
+int dotpath_index(const char *seg, size_t n, size_t *index)
 {
     size_t v = 0;
 
@@ -227,7 +224,7 @@ static int lookup(const json_t *input, const char *path, const json_t **out, cha
         } else if (json_is_array(cur)) {
             size_t index, size = json_array_size(cur);
 
-            if (!parse_index(seg, n, &index)) {
+            if (!dotpath_index(seg, n, &index)) {
                 if (parent_len == 0)
                     return fail(SLUICE_EINVAL, msg, msglen, path,
                                 "the input is an array and \"%.*s\" is not an index", quote_len(n),

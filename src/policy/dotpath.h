@@ -31,6 +31,9 @@
 
 #include <jansson.h>
 
+/* The optional prefix of a dot path, dropped before the path is followed. */
+#define DOTPATH_INPUT_PREFIX "input."
+
 /* Checks that path is a valid dot path: not NULL, not empty (also after dropping `input.`), no
  * empty segment (so no leading, trailing or doubled dot), no comma and no control byte (a limit
  * spec could not carry them: see policy_spec.h). Returns 0 or SLUICE_EINVAL; msg (may be
@@ -50,6 +53,11 @@ int dotpath_extract(const json_t *input, const char *path, char *buf, size_t buf
  * truncated to msglen bytes; "" on success. */
 int dotpath_extract_msg(const json_t *input, const char *path, char *buf, size_t buflen,
                         size_t *len, char *msg, size_t msglen);
+
+/* Reads segment seg[0..n) of a path as an array index: decimal digits, no leading zero (but
+ * "0"). Returns 1 and *index, or 0 when seg is not an index. An index too large for size_t is
+ * SIZE_MAX (it is past the end of any array anyway). */
+int dotpath_index(const char *seg, size_t n, size_t *index);
 
 /* Reads the number at path into *out (set to 0 first, filled only on success): a JSON integer,
  * or a real with no fractional part that fits in int64.

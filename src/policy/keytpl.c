@@ -143,6 +143,21 @@ static const char *field_path(const piece *pc, char *buf)
     return buf;
 }
 
+int keytpl_next_field(const char *s, size_t *pos, const char **path, size_t *len)
+{
+    size_t where;
+    piece pc;
+
+    while (scan(s, pos, &pc, &where, NULL, 0) == 1) {
+        if (pc.field) {
+            *path = pc.text;
+            *len = pc.len;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int keytpl_validate(const char *s, size_t *at, char *msg, size_t msglen)
 {
     char path[KEYTPL_PATH_MAX + 1], why[200];

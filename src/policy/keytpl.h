@@ -38,6 +38,11 @@ int keytpl_is_template(const char *s);
  * s where the fault is (0 when it concerns the whole text). */
 int keytpl_validate(const char *s, size_t *at, char *msg, size_t msglen);
 
+/* Steps through the fields of template s (keytpl_validate accepted it): returns 1 with *path and
+ * *len the next field's dot path (pointing into s, not NUL-terminated), or 0 after the last.
+ * Start with *pos = 0. */
+int keytpl_next_field(const char *s, size_t *pos, const char **path, size_t *len);
+
 /* Builds the key of key text s (template or dot path) from input into buf: *len bytes and a NUL.
  * *empty is set to 1 when a field (or the path's value) is empty, else 0.
  *
