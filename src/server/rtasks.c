@@ -355,6 +355,7 @@ void rtasks_add(conn *c, const sluice_task_spec *spec, int64_t delay_ns)
     a.task_key_len = spec->task_key_len;
     a.links = links;
     a.nlinks = (size_t)n;
+    a.units = plan.units;
     a.priority = plan.priority;
     a.delay_ns = delay_ns;
     a.lease_ns = plan.lease_ns;

@@ -144,7 +144,7 @@ static void reply_info(conn *c, const rtask_task *t)
     field_bytes(w, "payload", t->payload, t->payload_len);
     field_bytes(w, "task_key", t->task_key, t->task_key_len);
     field_int(w, "priority", 1, t->priority);
-    field_int(w, "units", 0, 0);
+    field_int(w, "units", 1, t->units ? t->units : 1);
     field_int(w, "attempt", 1, t->attempt);
     field_int(w, "submitted_ms", 1, command_time_ms(t->submitted_ns));
     field_int(w, "not_before_ms", 1,

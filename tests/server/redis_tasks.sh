@@ -110,6 +110,9 @@ contains "ACK of another attempt refused" "NOLEASE task $id attempt 2 is not run
 check "ACK on C" OK "$(on "$C" TASK.ACK "$id" ATTEMPT 1)"
 contains "a second ACK refused" "NOLEASE task $id is done, not running" "$(on "$A" TASK.ACK "$id")"
 check "INFO on B: done" done "$(redis-cli -p "$B" TASK.INFO "$id" | sed -n '4p')"
+uid=$(on "$A" TASK.ADD job '{"n":2}' UNITS 3)
+check "INFO shows the task's UNITS" 3 "$(redis-cli -p "$C" TASK.INFO "$uid" | awk 'prev == "units" { print; exit } { prev = $0 }')"
+check "CANCEL the UNITS task" 1 "$(on "$B" TASK.CANCEL "$uid")"
 contains "an unknown id" "NOTASK no task 999999" "$(on "$B" TASK.ACK 999999)"
 # Argument errors keep the single node's words and never reach Redis.
 contains "bad COUNT" "WRONGARGS" "$(on "$A" TASK.GET job COUNT 0)"
