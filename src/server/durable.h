@@ -92,6 +92,26 @@ void durable_delivered(server *s, uint64_t max_id);
  * the reply is held until the next commit, as a command's. */
 void durable_delivered_unblocked(conn *c, size_t mark, uint64_t max_id);
 
+/* Undoes a change whose commit failed, on the loop thread; arg is the text the command gave to
+ * durable_key_changed (valid during the call only). */
+typedef void (*durable_undo_fn)(server *s, const char *arg);
+
+/* For a command handler, after it wrote its reply: the command changed limiter key state that its
+ * reply promises is durable (a lease granted by LEASE.ACQUIRE or renewed by LEASE.RENEW). Key
+ * states do not move the change counter (they reach the feed when it is pulled), so without this
+ * the reply would leave before the key is written. Under `durability: always`, the reply is held
+ * (by durable_after_command, as a task's) until a commit started after the command (whose pull
+ * drains the key's state) is durable. When that commit fails, the reply becomes -IOERR and
+ * undo(s, arg) is called (undo NULL: the change stays in memory, written by the next commit).
+ * arg (NUL-terminated, may be NULL) is copied. Under `batch` or `none`, or without a store,
+ * nothing waits: the key goes with the next commit or the key timer's (DURABLE_KEYS_MS). */
+void durable_key_changed(conn *c, durable_undo_fn undo, const char *arg);
+
+/* After a command run without a client (commands_run_detached): drops what it asked through
+ * durable_key_changed, which no reply can wait for there (the HTTP API runs no lease command; a
+ * caller that does must wait with durable_wait). */
+void durable_after_detached(server *s);
+
 /* The outcome of a durable_wait: error is NULL when the changes are durable, else the one-line
  * reason of the commit that failed (valid during the call only). */
 typedef void (*durable_wait_fn)(void *arg, const char *error);
