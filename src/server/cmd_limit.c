@@ -19,12 +19,15 @@
  * it at start with its id and tag, so its handle still names it after a restart. A handle
  * names a lease only when the lease's tag is the handle's generation; a lease that is gone is
  * judged by its name's generation now, so that its RENEW or RELEASE says "gone" as before.
- * Leases not written before a crash are lost, and core lease ids then continue above the
- * restored ones only, so an id can be issued again. Generations are therefore rebased at start
- * (cmd_limit_rebase) on the server's clock in ns, which never goes back across restarts: a
- * handle issued before a restart carries a generation below every one issued after it, so a
- * stale RELEASE, RENEW or TASK.ADD ... LEASE is refused (NOLEASE) rather than touching a new
- * holder's lease of the same id. A name never bumped has the base generation.
+ * Under `durability: always` the reply of a granted ACQUIRE and of a RENEW waits for the commit
+ * of the key's state (durable_key_changed); a failed commit answers -IOERR and releases the
+ * refused ACQUIRE's lease (lease_undo). RELEASE waits for nothing: a lost release only holds
+ * the units until the lease's end. Leases not written before a crash (batch) are lost, and core
+ * lease ids then continue above the restored ones only, so an id can be issued again. Generations
+ * are therefore rebased at start (cmd_limit_rebase) on the server's clock in ns, which never goes
+ * back across restarts: a handle issued before a restart carries a generation below every one
+ * issued after it, so a stale RELEASE, RENEW or TASK.ADD ... LEASE is refused (NOLEASE) rather than
+ * touching a new holder's lease of the same id. A name never bumped has the base generation.
  */
 #include <inttypes.h>
 #include <stdio.h>

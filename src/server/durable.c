@@ -11,6 +11,8 @@
  *   may not be durable; the change stays in memory and in the feed, and the next commit retries
  *   it). d->held are the replies of changes not yet pulled, d->flight those of the job in
  *   flight; a pull moves the first into the second, which is empty then;
+ * - a held reply's undo (durable_key_changed) runs exactly when that reply becomes -IOERR, even
+ *   when its client is gone; its argument is freed when the reply's fate is decided;
  * - at most one job is in flight (d->busy), and no batch is pulled while it is: the feed's batch
  *   out is exactly the job's, and sluice_engine_changes_done after it forgets nothing recorded
  *   since (that waits in the feed for the next pull);

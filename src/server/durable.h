@@ -22,6 +22,12 @@
  * So many clients share one fsync, the loop never waits for it, and no client is told "done" for
  * a change that may not be on disk.
  *
+ * Limiter key state does not move the counter (keys are drained into the feed at a pull): a
+ * command whose reply promises a key state (a lease granted or renewed) says so with
+ * durable_key_changed, and under `always` its reply is held the same way; the commit that
+ * releases it pulled the feed after the command, so it carries the key. When that commit fails
+ * the command's undo runs (a refused lease is released) as its reply becomes -IOERR.
+ *
  * TASK.GET of tasks whose add is durable is not held: its lease goes with the next commit (a
  * crash before that brings the task back queued; docs/durability.md).
  *
