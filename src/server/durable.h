@@ -79,8 +79,9 @@ void durable_close(server *s);
 /* The change counter (0 without durable state), read before a command runs. */
 uint64_t durable_changes(const server *s);
 
-/* After a command of client c ran: when the counter moved past `before` and the command appended
- * a reply at or after `mark` in conn_out(c), holds that reply until the turn's commit. */
+/* After a command of client c ran: when the counter moved past `before` (or the command called
+ * durable_key_changed) and the command appended a reply at or after `mark` in conn_out(c), holds
+ * that reply until the turn's commit. */
 void durable_after_command(conn *c, uint64_t before, size_t mark);
 
 /* The end of a loop turn, before replies are flushed: commits the change feed when a change or a
