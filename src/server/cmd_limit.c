@@ -19,12 +19,15 @@
  * it at start with its id and tag, so its handle still names it after a restart. A handle
  * names a lease only when the lease's tag is the handle's generation; a lease that is gone is
  * judged by its name's generation now, so that its RENEW or RELEASE says "gone" as before.
- * Leases not written before a crash are lost, and core lease ids then continue above the
- * restored ones only, so an id can be issued again. Generations are therefore rebased at start
- * (cmd_limit_rebase) on the server's clock in ns, which never goes back across restarts: a
- * handle issued before a restart carries a generation below every one issued after it, so a
- * stale RELEASE, RENEW or TASK.ADD ... LEASE is refused (NOLEASE) rather than touching a new
- * holder's lease of the same id. A name never bumped has the base generation.
+ * Under `durability: always` the reply of a granted ACQUIRE and of a RENEW waits for the commit
+ * of the key's state (durable_key_changed); a failed commit answers -IOERR and releases the
+ * refused ACQUIRE's lease (lease_undo). RELEASE waits for nothing: a lost release only holds
+ * the units until the lease's end. Leases not written before a crash (batch) are lost, and core
+ * lease ids then continue above the restored ones only, so an id can be issued again. Generations
+ * are therefore rebased at start (cmd_limit_rebase) on the server's clock in ns, which never goes
+ * back across restarts: a handle issued before a restart carries a generation below every one
+ * issued after it, so a stale RELEASE, RENEW or TASK.ADD ... LEASE is refused (NOLEASE) rather than
+ * touching a new holder's lease of the same id. A name never bumped has the base generation.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -685,6 +688,31 @@ int cmd_lease_handle(server *s, const char *arg, size_t len, char *limit, size_t
     return 0;
 }
 
+/* Lease h (on limit name h->name, perhaps "name/=key") was just released: tasks parked on its
+ * limit wake now, not at its expiry. */
+static void lease_freed(server *s, lease_handle *h)
+{
+    char *ov = strstr(h->name, "/=");
+
+    if (ov) /* the limit's name, before its override's key */
+        *ov = '\0';
+    sluice_engine_limit_released(s->engine, h->name, server_now(s));
+    server_signal_ready(s);
+    server_engine_changed(s);
+}
+
+/* durable_key_changed's undo of a granted LEASE.ACQUIRE whose commit failed: the client was
+ * told -IOERR, so nobody holds the lease; released here, or it would take its units until its
+ * TTL. A lease already gone (expired, or released by a guessed handle) is left alone. */
+static void lease_undo(server *s, const char *handle)
+{
+    lease_handle h;
+    sluice_limit *live = handle_find(s, handle, strlen(handle), &h);
+
+    if (live && h.id != 0 && sluice_lease_release(live, h.id, server_now(s)) == SLUICE_OK)
+        lease_freed(s, &h);
+}
+
 /* Finds the concurrency limit of a handle; replies NOLEASE and returns NULL when the handle
  * is malformed or names a limit that was replaced or removed. */
 static sluice_limit *handle_limit(conn *c, const resp_command *cmd, lease_handle *h)
@@ -728,7 +756,7 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
 {
     server *s = c->srv;
     resp_writer *w = conn_out(c);
-    char name[COMMAND_NAME_BUF], hname[KEY_ID_BUF];
+    char name[COMMAND_NAME_BUF], hname[KEY_ID_BUF], handle[KEY_ID_BUF + 48];
     const sluice_limit_policy *p;
     sluice_limit *live = NULL;
     sluice_chain_link link;
@@ -797,13 +825,20 @@ void cmd_lease_acquire(conn *c, const resp_command *cmd)
     s->stats.throttle_allowed++;
     if (d.shadow_denied) /* a shadow limit's pass holds nothing: its handle's id is 0 */
         s->stats.throttle_shadow_denied++;
+    snprintf(handle, sizeof(handle), "%s/%" PRIu64 "/%" PRIu64, hname, gen_of(s, hname),
+             d.lease_id);
     resp_map(w, 3);
     resp_bulk_str(w, "lease");
-    resp_bulk_fmt(w, "%s/%" PRIu64 "/%" PRIu64, hname, gen_of(s, hname), d.lease_id);
+    resp_bulk_str(w, handle);
     resp_bulk_str(w, "ttl_ms");
     resp_int(w, command_ns_to_ms(ttl_ns));
     resp_bulk_str(w, "remaining");
     resp_int(w, d.remaining);
+    /* The reply promises the lease: under `durability: always` it leaves once the key's state
+     * is durable, and a failed commit turns it into -IOERR and releases the lease. A shadow
+     * pass (id 0) holds nothing. */
+    if (d.lease_id != 0)
+        durable_key_changed(c, lease_undo, handle);
 }
 
 /* LEASE.RENEW / RELEASE under a shared store: the handle names the limit, the lease id and the
@@ -864,8 +899,13 @@ void cmd_lease_renew(conn *c, const resp_command *cmd)
         resp_error(conn_out(c), "NOLEASE", "lease is gone (it expired or was released)");
     else if (rc != 0)
         reply_engine_error(c, rc, NULL);
-    else
+    else {
         resp_int(conn_out(c), command_ns_to_ms(expires - now));
+        /* The new expiry is promised: a crash must not bring back the old one, which could end
+         * the lease (and admit another holder) while its holder still runs. A failed commit
+         * answers -IOERR and undoes nothing: the lease stays its holder's, renewed in memory. */
+        durable_key_changed(c, NULL, NULL);
+    }
 }
 
 void cmd_lease_release(conn *c, const resp_command *cmd)
@@ -891,14 +931,9 @@ void cmd_lease_release(conn *c, const resp_command *cmd)
     else if (rc != 0)
         reply_engine_error(c, rc, NULL);
     else {
-        char *ov = strstr(h.name, "/=");
-
-        if (ov) /* the limit's name, before its override's key */
-            *ov = '\0';
-        /* Tasks parked on this limit wake now, not at the released lease's expiry. */
-        sluice_engine_limit_released(c->srv->engine, h.name, server_now(c->srv));
-        server_signal_ready(c->srv);
-        server_engine_changed(c->srv);
+        /* Not held for a commit: a release lost in a crash brings the lease back until its TTL,
+         * which admits fewer, never more (docs/durability.md). */
+        lease_freed(c->srv, &h);
         resp_simple(conn_out(c), "OK");
     }
 }

@@ -301,6 +301,7 @@ void commands_run_detached(server *s, const resp_command *cmd, resp_writer *out)
     c.out = *out;
     snprintf(c.addr, sizeof c.addr, "admin");
     dispatch(&c, cmd);
+    durable_after_detached(s);
     *out = c.out;
     if (!out->failed && out->len > mark)
         counters_reply(&s->counters, out->buf + mark, out->len - mark);

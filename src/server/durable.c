@@ -11,6 +11,8 @@
  *   may not be durable; the change stays in memory and in the feed, and the next commit retries
  *   it). d->held are the replies of changes not yet pulled, d->flight those of the job in
  *   flight; a pull moves the first into the second, which is empty then;
+ * - a held reply's undo (durable_key_changed) runs exactly when that reply becomes -IOERR, even
+ *   when its client is gone; its argument is freed when the reply's fate is decided;
  * - at most one job is in flight (d->busy), and no batch is pulled while it is: the feed's batch
  *   out is exactly the job's, and sluice_engine_changes_done after it forgets nothing recorded
  *   since (that waits in the feed for the next pull);
@@ -118,22 +120,67 @@ uint64_t durable_changes(const server *s)
     return d && d->st ? sluice_engine_changes_seq(s->engine) : 0;
 }
 
-static void hold_reply(durable *d, conn *c, size_t mark);
+/* What the running command asked through durable_key_changed, taken (and cleared) once. */
+typedef struct key_change {
+    int wait, oom;
+    durable_undo_fn undo;
+    char *arg; /* owned */
+} key_change;
+
+static key_change take_key_change(durable *d)
+{
+    key_change k = {d->key_wait, d->key_oom, d->key_undo, d->key_undo_arg};
+
+    d->key_wait = d->key_oom = 0;
+    d->key_undo = NULL;
+    d->key_undo_arg = NULL;
+    return k;
+}
+
+static void hold_reply(durable *d, conn *c, size_t mark, key_change *k);
+
+void durable_key_changed(conn *c, durable_undo_fn undo, const char *arg)
+{
+    durable *d = state_of(c->srv);
+
+    /* Only `always` promises a change durable in its reply; batch and none keep the key timer's
+     * window (docs/durability.md). */
+    if (!d || !d->st || d->mode != STORE_ALWAYS)
+        return;
+    alloc_free(d->key_undo_arg); /* a second call in one command keeps the last */
+    d->key_wait = 1;
+    d->key_oom = 0;
+    d->key_undo = undo;
+    d->key_undo_arg = NULL;
+    if (undo && arg && !(d->key_undo_arg = alloc_memdup0(arg, strlen(arg))))
+        d->key_oom = 1;
+}
 
 void durable_after_command(conn *c, uint64_t before, size_t mark)
 {
     durable *d = state_of(c->srv);
+    key_change k;
 
-    if (d && d->lease_only) {
+    if (!d)
+        return;
+    k = take_key_change(d);
+    if (d->lease_only) {
         /* TASK.GET of durable tasks: its changes go with the next commit, unheld. */
         d->lease_only = 0;
         d->lazy += sluice_engine_changes_seq(c->srv->engine) - before;
-        return;
+    } else if (d->st && (k.wait || sluice_engine_changes_seq(c->srv->engine) != before) &&
+               !c->out.failed && c->out.len > mark) {
+        hold_reply(d, c, mark, &k);
     }
-    if (!d || !d->st || sluice_engine_changes_seq(c->srv->engine) == before || c->out.failed ||
-        c->out.len <= mark)
-        return;
-    hold_reply(d, c, mark);
+    alloc_free(k.arg);
+}
+
+void durable_after_detached(server *s)
+{
+    durable *d = state_of(s);
+
+    if (d)
+        alloc_free(take_key_change(d).arg);
 }
 
 void durable_delivered_unblocked(conn *c, size_t mark, uint64_t max_id)
@@ -141,7 +188,7 @@ void durable_delivered_unblocked(conn *c, size_t mark, uint64_t max_id)
     durable *d = state_of(c->srv);
 
     if (d && d->st && max_id > d->durable_id && !c->out.failed && c->out.len > mark)
-        hold_reply(d, c, mark);
+        hold_reply(d, c, mark, NULL);
 }
 
 /* Makes room for one more held entry. Returns 0, or -1 when out of memory. */
@@ -151,19 +198,31 @@ static int held_grow(durable *d)
                                                                                                : -1;
 }
 
-/* Holds the reply client c appended from mark until the next commit. */
-static void hold_reply(durable *d, conn *c, size_t mark)
+/* Holds the reply client c appended from mark until the next commit; k (may be NULL) is what
+ * undoes its change if that commit fails (its arg is taken). */
+static void hold_reply(durable *d, conn *c, size_t mark, key_change *k)
 {
-    if (held_grow(d) != 0) {
-        /* Cannot hold it: make the change durable now instead, before the reply can go. */
+    durable_undo_fn undo = k ? k->undo : NULL;
+    char *arg = k ? k->arg : NULL;
+
+    if ((k && k->oom) || held_grow(d) != 0) {
+        /* Cannot hold it: make the change durable now instead, before the reply can go. The
+         * commit may rewrite this client's earlier held replies (-IOERR): its reply is the
+         * buffer's tail, so measure it from the end. */
+        size_t tail = c->out.len - mark;
+
         durable_commit(d);
         if (d->last_ok)
             return;
-        c->out.len = mark; /* its reply becomes the error */
+        c->out.len -= tail; /* its reply becomes the error */
         resp_error(conn_out(c), "IOERR", "%s", d->last_error);
+        if (undo)
+            undo(d->srv, arg ? arg : "");
         return;
     }
-    d->held[d->nheld++] = (durable_held){c, mark, c->out.len, NULL, NULL};
+    if (k)
+        k->arg = NULL; /* the entry owns it now */
+    d->held[d->nheld++] = (durable_held){c, mark, c->out.len, NULL, NULL, undo, arg};
     conn_hold(c);
     /* Another round of the turn's end, for a client resumed there after the commit. */
     server_signal_ready(c->srv);
@@ -180,7 +239,7 @@ int durable_wait(server *s, durable_wait_fn fn, void *arg)
         durable_commit(d);
         return d->last_ok ? 1 : SLUICE_EIO;
     }
-    d->held[d->nheld++] = (durable_held){NULL, 0, 0, fn, arg};
+    d->held[d->nheld++] = (durable_held){NULL, 0, 0, fn, arg, NULL, NULL};
     server_signal_ready(s);
     return 0;
 }
@@ -270,9 +329,18 @@ static void fail_flight(durable *d, const char *reason)
         if (err[i] == '\r' || err[i] == '\n')
             err[i] = ' ';
     memcpy(err + errlen - 2, "\r\n", 2);
-    /* Waiters are told, and are done with: release_flight does not call them again. */
+    /* Waiters are told, and are done with: release_flight does not call them again. A reply's
+     * change that must not outlive its refusal (a lease granted) is undone, whether or not its
+     * client is still there. */
     for (size_t i = 0; i < d->nflight; i++) {
         durable_held *h = &d->flight[i];
+
+        if (h->undo) {
+            durable_undo_fn undo = h->undo;
+
+            h->undo = NULL;
+            undo(d->srv, h->undo_arg ? h->undo_arg : "");
+        }
 
         if (h->fn) {
             durable_wait_fn fn = h->fn;
@@ -322,6 +390,9 @@ static void release_flight(durable *d)
 
     d->nflight = 0;
     for (size_t i = 0; i < n; i++) {
+        alloc_free(d->flight[i].undo_arg);
+        d->flight[i].undo_arg = NULL;
+        d->flight[i].undo = NULL;
         if (d->flight[i].c) {
             conn_release(d->flight[i].c);
         } else if (d->flight[i].fn) {
@@ -590,6 +661,7 @@ static void arm_sync(durable *d, int64_t due_ms)
 
 static void free_state(durable *d)
 {
+    alloc_free(d->key_undo_arg);
     alloc_free(d->held);
     alloc_free(d->flight);
     alloc_free(d->job.buf);

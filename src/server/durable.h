@@ -22,6 +22,12 @@
  * So many clients share one fsync, the loop never waits for it, and no client is told "done" for
  * a change that may not be on disk.
  *
+ * Limiter key state does not move the counter (keys are drained into the feed at a pull): a
+ * command whose reply promises a key state (a lease granted or renewed) says so with
+ * durable_key_changed, and under `always` its reply is held the same way; the commit that
+ * releases it pulled the feed after the command, so it carries the key. When that commit fails
+ * the command's undo runs (a refused lease is released) as its reply becomes -IOERR.
+ *
  * TASK.GET of tasks whose add is durable is not held: its lease goes with the next commit (a
  * crash before that brings the task back queued; docs/durability.md).
  *
@@ -73,8 +79,9 @@ void durable_close(server *s);
 /* The change counter (0 without durable state), read before a command runs. */
 uint64_t durable_changes(const server *s);
 
-/* After a command of client c ran: when the counter moved past `before` and the command appended
- * a reply at or after `mark` in conn_out(c), holds that reply until the turn's commit. */
+/* After a command of client c ran: when the counter moved past `before` (or the command called
+ * durable_key_changed) and the command appended a reply at or after `mark` in conn_out(c), holds
+ * that reply until the turn's commit. */
 void durable_after_command(conn *c, uint64_t before, size_t mark);
 
 /* The end of a loop turn, before replies are flushed: commits the change feed when a change or a
@@ -91,6 +98,26 @@ void durable_delivered(server *s, uint64_t max_id);
  * or after mark in conn_out(c): when one of them was not yet added by a commit that succeeded,
  * the reply is held until the next commit, as a command's. */
 void durable_delivered_unblocked(conn *c, size_t mark, uint64_t max_id);
+
+/* Undoes a change whose commit failed, on the loop thread; arg is the text the command gave to
+ * durable_key_changed (valid during the call only). */
+typedef void (*durable_undo_fn)(server *s, const char *arg);
+
+/* For a command handler, after it wrote its reply: the command changed limiter key state that its
+ * reply promises is durable (a lease granted by LEASE.ACQUIRE or renewed by LEASE.RENEW). Key
+ * states do not move the change counter (they reach the feed when it is pulled), so without this
+ * the reply would leave before the key is written. Under `durability: always`, the reply is held
+ * (by durable_after_command, as a task's) until a commit started after the command (whose pull
+ * drains the key's state) is durable. When that commit fails, the reply becomes -IOERR and
+ * undo(s, arg) is called (undo NULL: the change stays in memory, written by the next commit).
+ * arg (NUL-terminated, may be NULL) is copied. Under `batch` or `none`, or without a store,
+ * nothing waits: the key goes with the next commit or the key timer's (DURABLE_KEYS_MS). */
+void durable_key_changed(conn *c, durable_undo_fn undo, const char *arg);
+
+/* After a command run without a client (commands_run_detached): drops what it asked through
+ * durable_key_changed, which no reply can wait for there (the HTTP API runs no lease command; a
+ * caller that does must wait with durable_wait). */
+void durable_after_detached(server *s);
 
 /* The outcome of a durable_wait: error is NULL when the changes are durable, else the one-line
  * reason of the commit that failed (valid during the call only). */

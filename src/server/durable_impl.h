@@ -24,8 +24,10 @@
 typedef struct durable_held {
     conn *c; /* NULL once the client closed, and for a waiter */
     size_t start, end;
-    durable_wait_fn fn; /* a waiter's callback; NULL once called or cancelled */
-    void *arg;          /* passed to fn */
+    durable_wait_fn fn;   /* a waiter's callback; NULL once called or cancelled */
+    void *arg;            /* passed to fn */
+    durable_undo_fn undo; /* a reply's: undoes its change when the commit fails; may be NULL */
+    char *undo_arg;       /* passed to undo; owned (alloc_free), NULL when none */
 } durable_held;
 
 /* What recovery found, for the log and INFO. */
@@ -76,7 +78,12 @@ typedef struct durable {
     uint64_t seq_pulled;         /* sluice_engine_changes_seq at the last pull */
     uint64_t lazy;               /* of the changes since, those of deliveries (durable_delivered) */
     int lease_only;              /* the running command delivered durable tasks only */
-    uint64_t durable_id;         /* every task up to this id was added by a commit that succeeded */
+    /* durable_key_changed by the running command, taken by durable_after_command. */
+    int key_wait;             /* its reply waits for the commit of a key state */
+    int key_oom;              /* copying undo_arg ran out of memory: commit at once instead */
+    durable_undo_fn key_undo; /* what undoes its change if that commit fails, or NULL */
+    char *key_undo_arg;       /* owned copy of the argument of key_undo, or NULL */
+    uint64_t durable_id;      /* every task up to this id was added by a commit that succeeded */
     /* The commit thread (durable.c): one job in flight at most, while the feed fills. */
     durable_job job;            /* the job in flight, or the last one */
     int thread_on;              /* the thread runs */
