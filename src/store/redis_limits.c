@@ -24,7 +24,9 @@
 
 #include "base/alloc.h"
 #include "core/keyhash.h"
+#include "base/grow.h"
 #include "sluice/error.h"
+#include "store/packed.h"
 
 /* Defined by the file CMake generates from src/store/redis/limits.lua (cmake/embed_text.cmake). */
 extern const char rlim_lua_text[];
@@ -33,17 +35,6 @@ extern const size_t rlim_lua_text_len;
 /* Arguments of the call before the definitions: protocol, flags, now, request count, definition
  * count. */
 #define RLIM_CALL_ARGS 5
-
-typedef struct span {
-    size_t off;
-    size_t len;
-} span;
-
-typedef struct span_list {
-    span *v;
-    size_t n;
-    size_t cap;
-} span_list;
 
 typedef struct rlim_req {
     rlim_op op;
@@ -57,14 +48,12 @@ struct rlim_batch {
     rlim_req *reqs;
     size_t nreqs;
     size_t capreqs;
-    char *buf; /* the arena of every key's and argument's bytes */
-    size_t len;
-    size_t cap;
-    span_list keys;
-    span_list defs;  /* each distinct limit definition of the batch, once */
-    uint64_t *dhash; /* a hash of each definition's text, to find it again quickly */
+    packed_arena a; /* every key's and argument's bytes */
+    packed_list keys;
+    packed_list defs; /* each distinct limit definition of the batch, once */
+    uint64_t *dhash;  /* a hash of each definition's text, to find it again quickly */
     size_t capdhash;
-    span_list args;    /* one string per request */
+    packed_list args;  /* one string per request */
     const char **argv; /* the command of rlim_batch_command */
     size_t *argvlen;
     size_t capargv;
@@ -72,78 +61,6 @@ struct rlim_batch {
 };
 
 /* ---- growth ------------------------------------------------------------------------------ */
-
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-    size_t ncap = *cap ? *cap : 16;
-    void *np;
-
-    if (need <= *cap)
-        return SLUICE_OK;
-    while (ncap < need)
-        ncap *= 2;
-    np = alloc_realloc(*p, ncap * size);
-    if (!np)
-        return SLUICE_ENOMEM;
-    *p = np;
-    *cap = ncap;
-    return SLUICE_OK;
-}
-
-/* Appends bytes to the arena and their span to list. */
-static int put(rlim_batch *b, span_list *list, const void *data, size_t len)
-{
-    void *buf = b->buf, *v = list->v;
-    int rc = grow(&buf, &b->cap, b->len + len + 1, 1);
-
-    b->buf = buf;
-    if (rc == SLUICE_OK)
-        rc = grow(&v, &list->cap, list->n + 1, sizeof(span));
-    list->v = v;
-    if (rc != SLUICE_OK)
-        return rc;
-    if (len > 0)
-        memcpy(b->buf + b->len, data, len);
-    list->v[list->n].off = b->len;
-    list->v[list->n].len = len;
-    list->n++;
-    b->len += len;
-    b->buf[b->len++] = '\0'; /* so that a span can be read as a C string in a debugger */
-    return SLUICE_OK;
-}
-
-/* Appends the concatenation of up to 8 pieces as one span (a key name). */
-typedef struct piece {
-    const char *p;
-    size_t len;
-} piece;
-
-static int put_pieces(rlim_batch *b, span_list *list, const piece *pc, size_t n)
-{
-    void *buf = b->buf, *v = list->v;
-    size_t total = 0;
-    int rc;
-
-    for (size_t i = 0; i < n; i++)
-        total += pc[i].len;
-    rc = grow(&buf, &b->cap, b->len + total + 1, 1);
-    b->buf = buf;
-    if (rc == SLUICE_OK)
-        rc = grow(&v, &list->cap, list->n + 1, sizeof(span));
-    list->v = v;
-    if (rc != SLUICE_OK)
-        return rc;
-    list->v[list->n].off = b->len;
-    list->v[list->n].len = total;
-    list->n++;
-    for (size_t i = 0; i < n; i++) {
-        if (pc[i].len > 0)
-            memcpy(b->buf + b->len, pc[i].p, pc[i].len);
-        b->len += pc[i].len;
-    }
-    b->buf[b->len++] = '\0';
-    return SLUICE_OK;
-}
 
 /* ---- life cycle -------------------------------------------------------------------------- */
 
@@ -174,7 +91,7 @@ int rlim_batch_new(const char *prefix, rlim_batch **out)
 void rlim_batch_reset(rlim_batch *b)
 {
     b->nreqs = 0;
-    b->len = 0;
+    b->a.len = 0;
     b->keys.n = 0;
     b->defs.n = 0;
     b->args.n = 0;
@@ -186,7 +103,7 @@ void rlim_batch_free(rlim_batch *b)
         return;
     alloc_free(b->prefix);
     alloc_free(b->reqs);
-    alloc_free(b->buf);
+    alloc_free(b->a.buf);
     alloc_free(b->keys.v);
     alloc_free(b->defs.v);
     alloc_free(b->dhash);
@@ -292,10 +209,11 @@ int rlim_link_ok(const rlim_link *l, rlim_op op)
 
 static int put_tag_key(rlim_batch *b, const rlim_names *nm, const char *what)
 {
-    piece pc[4] = {{b->prefix, strlen(b->prefix)}, {":{", 2}, {nm->tag, nm->taglen}, {what, 0}};
+    packed_piece pc[4] = {
+        {b->prefix, strlen(b->prefix)}, {":{", 2}, {nm->tag, nm->taglen}, {what, 0}};
 
     pc[3].len = strlen(what);
-    return put_pieces(b, &b->keys, pc, 4);
+    return packed_put_pieces(&b->a, &b->keys, pc, 4);
 }
 
 int rlim_def_text(const sluice_limit_def *d, char *buf, size_t len)
@@ -328,15 +246,15 @@ static int def_index(rlim_batch *b, const sluice_limit_def *d, size_t *idx)
 
     for (size_t i = b->defs.n; i-- > 0;) { /* newest first: a batch mostly repeats its last */
         if (b->dhash[i] == h && b->defs.v[i].len == (size_t)len &&
-            memcmp(b->buf + b->defs.v[i].off, text, (size_t)len) == 0) {
+            memcmp(b->a.buf + b->defs.v[i].off, text, (size_t)len) == 0) {
             *idx = i + 1;
             return SLUICE_OK;
         }
     }
-    rc = grow(&dh, &b->capdhash, b->defs.n + 1, sizeof(uint64_t));
+    rc = grow_array(&dh, &b->capdhash, b->defs.n + 1, sizeof(uint64_t), 16);
     b->dhash = dh;
     if (rc == SLUICE_OK)
-        rc = put(b, &b->defs, text, (size_t)len);
+        rc = packed_put(&b->a, &b->defs, text, (size_t)len);
     if (rc != SLUICE_OK)
         return rc;
     b->dhash[b->defs.n - 1] = h;
@@ -382,18 +300,18 @@ static int add_links(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n
     for (size_t i = 0; i < n; i++) {
         char idlen[24];
         size_t id_len = strlen(links[i].limit_id);
-        piece pc[8] = {{b->prefix, strlen(b->prefix)},
-                       {":{", 2},
-                       {nm[i].tag, nm[i].taglen},
-                       {"}:", 2},
-                       {idlen, 0},
-                       {links[i].limit_id, id_len},
-                       {":", 1},
-                       {nm[i].key, nm[i].keylen}};
+        packed_piece pc[8] = {{b->prefix, strlen(b->prefix)},
+                              {":{", 2},
+                              {nm[i].tag, nm[i].taglen},
+                              {"}:", 2},
+                              {idlen, 0},
+                              {links[i].limit_id, id_len},
+                              {":", 1},
+                              {nm[i].key, nm[i].keylen}};
 
         snprintf(idlen, sizeof idlen, "%zu:", id_len);
         pc[4].len = strlen(idlen);
-        rc = put_pieces(b, &b->keys, pc, 8);
+        rc = packed_put_pieces(&b->a, &b->keys, pc, 8);
         if (rc != SLUICE_OK)
             return rc;
     }
@@ -439,7 +357,7 @@ static int add_links(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n
                                         nm[i].tagidx, links[i].units > 0 ? links[i].units : 1);
         }
         if (rc == SLUICE_OK)
-            rc = put(b, &b->args, str, len);
+            rc = packed_put(&b->a, &b->args, str, len);
         if (str != stack)
             alloc_free(str);
     }
@@ -449,7 +367,7 @@ static int add_links(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n
 int rlim_batch_add(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
                    const rlim_args *args)
 {
-    size_t len = b->len, nkeys = b->keys.n, ndefs = b->defs.n, nargs = b->args.n;
+    size_t len = b->a.len, nkeys = b->keys.n, ndefs = b->defs.n, nargs = b->args.n;
     rlim_names stack[4], *nm = stack;
     void *reqs;
     int rc;
@@ -464,7 +382,7 @@ int rlim_batch_add(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
     if (b->nreqs > (size_t)INT32_MAX)
         return SLUICE_EINVAL;
     reqs = b->reqs;
-    rc = grow(&reqs, &b->capreqs, b->nreqs + 1, sizeof(rlim_req));
+    rc = grow_array(&reqs, &b->capreqs, b->nreqs + 1, sizeof(rlim_req), 16);
     b->reqs = reqs;
     if (rc != SLUICE_OK)
         return rc;
@@ -477,7 +395,7 @@ int rlim_batch_add(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
     if (nm != stack)
         alloc_free(nm);
     if (rc != SLUICE_OK) {
-        b->len = len;
+        b->a.len = len;
         b->keys.n = nkeys;
         b->defs.n = ndefs;
         b->args.n = nargs;
@@ -508,12 +426,12 @@ int rlim_batch_command(rlim_batch *b, const char *sha, int *argc, const char ***
     av = b->argv;
     al = b->argvlen;
     cap = b->capargv;
-    rc = grow(&av, &cap, total, sizeof(const char *));
+    rc = grow_array(&av, &cap, total, sizeof(const char *), 16);
     b->argv = av;
     if (rc == SLUICE_OK) {
         size_t cap2 = b->capargv;
 
-        rc = grow(&al, &cap2, total, sizeof(size_t));
+        rc = grow_array(&al, &cap2, total, sizeof(size_t), 16);
         b->argvlen = al;
         if (rc == SLUICE_OK)
             b->capargv = cap < cap2 ? cap : cap2;
@@ -544,14 +462,14 @@ int rlim_batch_command(rlim_batch *b, const char *sha, int *argc, const char ***
     }
     RLIM_ARG(b->head[0], strlen(b->head[0]));
     for (size_t i = 0; i < b->keys.n; i++)
-        RLIM_ARG(b->buf + b->keys.v[i].off, b->keys.v[i].len);
+        RLIM_ARG(b->a.buf + b->keys.v[i].off, b->keys.v[i].len);
     RLIM_ARG("2", 1);
     for (size_t i = 1; i < 5; i++)
         RLIM_ARG(b->head[i], strlen(b->head[i]));
     for (size_t i = 0; i < b->defs.n; i++)
-        RLIM_ARG(b->buf + b->defs.v[i].off, b->defs.v[i].len);
+        RLIM_ARG(b->a.buf + b->defs.v[i].off, b->defs.v[i].len);
     for (size_t i = 0; i < b->args.n; i++)
-        RLIM_ARG(b->buf + b->args.v[i].off, b->args.v[i].len);
+        RLIM_ARG(b->a.buf + b->args.v[i].off, b->args.v[i].len);
 #undef RLIM_ARG
     *argc = (int)k;
     *argv = b->argv;
@@ -561,94 +479,18 @@ int rlim_batch_command(rlim_batch *b, const char *sha, int *argc, const char ***
 
 /* ---- the reply --------------------------------------------------------------------------- */
 
-/* A cursor over one request's reply string: fields separated by single spaces. */
-typedef struct fields {
-    const char *p;
-    const char *end;
-} fields;
-
-/* The next field, or SLUICE_EPARSE when there is none (or it is empty). */
-static int next_field(fields *f, const char **s, size_t *len)
-{
-    const char *e;
-
-    if (f->p > f->end)
-        return SLUICE_EPARSE;
-    e = memchr(f->p, ' ', (size_t)(f->end - f->p));
-    if (!e)
-        e = f->end;
-    if (e == f->p)
-        return SLUICE_EPARSE;
-    *s = f->p;
-    *len = (size_t)(e - f->p);
-    f->p = e + 1;
-    return SLUICE_OK;
-}
-
-static int at_end(const fields *f)
-{
-    return f->p > f->end;
-}
-
-/* Parses a decimal int64 field (an optional '-', then 1..19 digits, no overflow). */
-static int parse_i64(fields *f, int64_t *out)
-{
-    uint64_t v = 0, lim;
-    const char *s;
-    size_t len, i = 0;
-    int negative = 0;
-
-    if (next_field(f, &s, &len) != SLUICE_OK || len > 20)
-        return SLUICE_EPARSE;
-    if (s[0] == '-') {
-        negative = 1;
-        i = 1;
-        if (len == 1)
-            return SLUICE_EPARSE;
-    }
-    lim = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-    for (; i < len; i++) {
-        unsigned d = (unsigned char)s[i] - '0';
-
-        if (d > 9 || v > (lim - d) / 10)
-            return SLUICE_EPARSE;
-        v = v * 10 + d;
-    }
-    *out = negative ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;
-    return SLUICE_OK;
-}
-
-static int parse_u64(fields *f, uint64_t *out)
-{
-    uint64_t v = 0;
-    const char *s;
-    size_t len;
-
-    if (next_field(f, &s, &len) != SLUICE_OK || len > 20)
-        return SLUICE_EPARSE;
-    for (size_t i = 0; i < len; i++) {
-        unsigned d = (unsigned char)s[i] - '0';
-
-        if (d > 9 || v > (UINT64_MAX - d) / 10)
-            return SLUICE_EPARSE;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return SLUICE_OK;
-}
-
 /* A field holding 0..max. */
-static int parse_small(fields *f, long long max, long long *out)
+static int parse_small(packed_fields *f, long long max, long long *out)
 {
     int64_t v;
 
-    if (parse_i64(f, &v) != SLUICE_OK || v < 0 || v > max)
+    if (packed_i64(f, &v) != SLUICE_OK || v < 0 || v > max)
         return SLUICE_EPARSE;
     *out = (long long)v;
     return SLUICE_OK;
 }
 
-static int status_of(fields *f, int *rc)
+static int status_of(packed_fields *f, int *rc)
 {
     static const struct {
         const char *word;
@@ -660,7 +502,7 @@ static int status_of(fields *f, int *rc)
     const char *s;
     size_t len;
 
-    if (next_field(f, &s, &len) != SLUICE_OK)
+    if (packed_next(f, &s, &len) != SLUICE_OK)
         return SLUICE_EPARSE;
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
         if (len == strlen(words[i].word) && memcmp(s, words[i].word, len) == 0) {
@@ -671,22 +513,22 @@ static int status_of(fields *f, int *rc)
     return SLUICE_EPARSE;
 }
 
-static int read_decision(fields *f, sluice_decision *d)
+static int read_decision(packed_fields *f, sluice_decision *d)
 {
     long long allowed;
     int rc = parse_small(f, 1, &allowed);
 
     memset(d, 0, sizeof *d);
     if (rc == SLUICE_OK)
-        rc = parse_i64(f, &d->limit);
+        rc = packed_i64(f, &d->limit);
     if (rc == SLUICE_OK)
-        rc = parse_i64(f, &d->remaining);
+        rc = packed_i64(f, &d->remaining);
     if (rc == SLUICE_OK)
-        rc = parse_i64(f, &d->retry_after_ns);
+        rc = packed_i64(f, &d->retry_after_ns);
     if (rc == SLUICE_OK)
-        rc = parse_i64(f, &d->reset_after_ns);
+        rc = packed_i64(f, &d->reset_after_ns);
     if (rc == SLUICE_OK)
-        rc = parse_u64(f, &d->lease_id);
+        rc = packed_u64(f, &d->lease_id);
     d->allowed = (int)allowed;
     return rc;
 }
@@ -703,19 +545,19 @@ static int read_request(const rlim_req *q, const redisReply *r, rlim_result *res
 int rlim_parse_answer(rlim_op op, size_t nlinks, const char *s, size_t len, rlim_result *res,
                       sluice_decision *decisions)
 {
-    fields f;
+    packed_fields f;
     int rc;
 
     f.p = s;
     f.end = s + len;
     rc = status_of(&f, &res->rc);
     if (rc == SLUICE_OK)
-        rc = parse_i64(&f, &res->now_ns);
+        rc = packed_i64(&f, &res->now_ns);
     if (rc != SLUICE_OK)
         return rc;
     res->n = nlinks;
     if (res->rc == SLUICE_EINVAL) /* the script's message follows (it may be empty) */
-        return at_end(&f) ? SLUICE_EPARSE : SLUICE_OK;
+        return packed_at_end(&f) ? SLUICE_EPARSE : SLUICE_OK;
     switch (op) {
     case RLIM_DECIDE:
     case RLIM_PEEK: {
@@ -727,7 +569,7 @@ int rlim_parse_answer(rlim_op op, size_t nlinks, const char *s, size_t len, rlim
         if (rc == SLUICE_OK)
             rc = parse_small(&f, (long long)nlinks - 1, &denied_by);
         if (rc == SLUICE_OK)
-            rc = parse_i64(&f, &res->chain.retry_after_ns);
+            rc = packed_i64(&f, &res->chain.retry_after_ns);
         if (rc != SLUICE_OK)
             return rc;
         res->chain.allowed = (int)allowed;
@@ -741,19 +583,21 @@ int rlim_parse_answer(rlim_op op, size_t nlinks, const char *s, size_t len, rlim
             if (decisions)
                 decisions[i] = d;
         }
-        return at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
+        return packed_at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
     }
     case RLIM_LEASE_RENEW:
         if (res->rc != SLUICE_OK && res->rc != SLUICE_ESTALE)
             return SLUICE_EPARSE;
-        rc = parse_i64(&f, &res->expires_ns);
-        return rc == SLUICE_OK && at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
+        rc = packed_i64(&f, &res->expires_ns);
+        return rc == SLUICE_OK && packed_at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
     case RLIM_LEASE_RELEASE:
-        return at_end(&f) && (res->rc == SLUICE_OK || res->rc == SLUICE_ESTALE) ? SLUICE_OK
-                                                                                : SLUICE_EPARSE;
+        return packed_at_end(&f) && (res->rc == SLUICE_OK || res->rc == SLUICE_ESTALE)
+                   ? SLUICE_OK
+                   : SLUICE_EPARSE;
     case RLIM_SETTLE:
-        return at_end(&f) && (res->rc == SLUICE_OK || res->rc == SLUICE_ESTATE) ? SLUICE_OK
-                                                                                : SLUICE_EPARSE;
+        return packed_at_end(&f) && (res->rc == SLUICE_OK || res->rc == SLUICE_ESTATE)
+                   ? SLUICE_OK
+                   : SLUICE_EPARSE;
     }
     return SLUICE_EPARSE;
 }
@@ -781,7 +625,7 @@ int rlim_batch_result(const rlim_batch *b, const struct redisReply *reply, size_
 }
 
 /* The concatenation of n pieces as a new NUL-terminated string. */
-static char *joined(const piece *pc, size_t n, size_t *len)
+static char *joined(const packed_piece *pc, size_t n, size_t *len)
 {
     size_t total = 0;
     char *s;
@@ -823,15 +667,16 @@ int rlim_link_keys(const char *prefix, const rlim_link *l, char **state_key, siz
     id_len = strlen(l->limit_id);
     snprintf(idlen, sizeof idlen, "%zu:", id_len);
     {
-        piece sk[8] = {{prefix, strlen(prefix)},
-                       {":{", 2},
-                       {nm.tag, nm.taglen},
-                       {"}:", 2},
-                       {idlen, strlen(idlen)},
-                       {l->limit_id, id_len},
-                       {":", 1},
-                       {nm.key, nm.keylen}};
-        piece ck[4] = {{prefix, strlen(prefix)}, {":{", 2}, {nm.tag, nm.taglen}, {"}:clock", 7}};
+        packed_piece sk[8] = {{prefix, strlen(prefix)},
+                              {":{", 2},
+                              {nm.tag, nm.taglen},
+                              {"}:", 2},
+                              {idlen, strlen(idlen)},
+                              {l->limit_id, id_len},
+                              {":", 1},
+                              {nm.key, nm.keylen}};
+        packed_piece ck[4] = {
+            {prefix, strlen(prefix)}, {":{", 2}, {nm.tag, nm.taglen}, {"}:clock", 7}};
 
         *state_key = joined(sk, 8, state_len);
         *clock_key = joined(ck, 4, clock_len);

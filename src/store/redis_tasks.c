@@ -27,22 +27,12 @@
 #include "base/alloc.h"
 #include "base/grow.h"
 #include "sluice/error.h"
+#include "store/packed.h"
 
 /* The queue's fixed keys (tasks.lua's KEYS 1..10), after "<prefix>:{all}:". */
 static const char *const fixed_names[] = {"clock", "seq",   "task", "body", "links",
                                           "run",   "wakes", "tkey", "done", "msg"};
 #define NFIXED (sizeof fixed_names / sizeof fixed_names[0])
-
-typedef struct span {
-    size_t off;
-    size_t len;
-} span;
-
-typedef struct span_list {
-    span *v;
-    size_t n;
-    size_t cap;
-} span_list;
 
 typedef struct rtask_req {
     rtask_op op;
@@ -56,11 +46,9 @@ struct rtask_batch {
     rtask_req *reqs;
     size_t nreqs;
     size_t capreqs;
-    char *buf; /* the arena */
-    size_t len;
-    size_t cap;
-    span_list keys;
-    span_list args;
+    packed_arena a; /* every key's and argument's bytes */
+    packed_list keys;
+    packed_list args;
     const char **argv;
     size_t *argvlen;
     size_t capargv;
@@ -69,30 +57,12 @@ struct rtask_batch {
 
 /* ---- the arena --------------------------------------------------------------------------- */
 
-static int put(rtask_batch *b, span_list *list, const void *data, size_t len)
+static int put_str(rtask_batch *b, packed_list *list, const char *s)
 {
-    int rc = grow_array(&b->buf, &b->cap, b->len + len + 1, 1, 256);
-
-    if (rc == SLUICE_OK)
-        rc = grow_array(&list->v, &list->cap, list->n + 1, sizeof(span), 16);
-    if (rc != SLUICE_OK)
-        return rc;
-    if (len > 0)
-        memcpy(b->buf + b->len, data, len);
-    list->v[list->n].off = b->len;
-    list->v[list->n].len = len;
-    list->n++;
-    b->len += len;
-    b->buf[b->len++] = '\0';
-    return SLUICE_OK;
+    return packed_put(&b->a, list, s, strlen(s));
 }
 
-static int put_str(rtask_batch *b, span_list *list, const char *s)
-{
-    return put(b, list, s, strlen(s));
-}
-
-static int put_fmt(rtask_batch *b, span_list *list, const char *fmt, ...)
+static int put_fmt(rtask_batch *b, packed_list *list, const char *fmt, ...)
 {
     char text[64];
     va_list ap;
@@ -103,30 +73,16 @@ static int put_fmt(rtask_batch *b, span_list *list, const char *fmt, ...)
     va_end(ap);
     if (len < 0 || (size_t)len >= sizeof text)
         return SLUICE_EINVAL;
-    return put(b, list, text, (size_t)len);
+    return packed_put(&b->a, list, text, (size_t)len);
 }
 
 /* "<prefix>:{all}:<what><name>" as a key. */
 static int put_queue_key(rtask_batch *b, const char *what, const char *name, size_t namelen)
 {
-    size_t plen = strlen(b->prefix), wlen = strlen(what), start = b->len;
-    int rc = grow_array(&b->buf, &b->cap, b->len + plen + 7 + wlen + namelen + 1, 1, 256);
+    packed_piece pc[4] = {
+        {b->prefix, strlen(b->prefix)}, {":{all}:", 7}, {what, strlen(what)}, {name, namelen}};
 
-    if (rc == SLUICE_OK)
-        rc = grow_array(&b->keys.v, &b->keys.cap, b->keys.n + 1, sizeof(span), 16);
-    if (rc != SLUICE_OK)
-        return rc;
-    memcpy(b->buf + b->len, b->prefix, plen);
-    memcpy(b->buf + b->len + plen, ":{all}:", 7);
-    memcpy(b->buf + b->len + plen + 7, what, wlen);
-    if (namelen > 0)
-        memcpy(b->buf + b->len + plen + 7 + wlen, name, namelen);
-    b->len += plen + 7 + wlen + namelen;
-    b->keys.v[b->keys.n].off = start;
-    b->keys.v[b->keys.n].len = b->len - start;
-    b->keys.n++;
-    b->buf[b->len++] = '\0';
-    return SLUICE_OK;
+    return packed_put_pieces(&b->a, &b->keys, pc, 4);
 }
 
 /* ---- life cycle -------------------------------------------------------------------------- */
@@ -176,7 +132,7 @@ int rtask_batch_new(const char *prefix, rtask_batch **out)
 void rtask_batch_reset(rtask_batch *b)
 {
     b->nreqs = 0;
-    b->len = 0;
+    b->a.len = 0;
     b->keys.n = 0;
     b->args.n = 0;
 }
@@ -190,7 +146,7 @@ void rtask_batch_free(rtask_batch *b)
     for (size_t i = 0; i < NFIXED; i++)
         alloc_free(b->fixed[i]);
     alloc_free(b->reqs);
-    alloc_free(b->buf);
+    alloc_free(b->a.buf);
     alloc_free(b->keys.v);
     alloc_free(b->args.v);
     alloc_free(b->argv);
@@ -226,14 +182,14 @@ typedef struct mark {
 
 static mark mark_of(const rtask_batch *b)
 {
-    mark m = {b->len, b->keys.n, b->args.n};
+    mark m = {b->a.len, b->keys.n, b->args.n};
 
     return m;
 }
 
 static void roll_back(rtask_batch *b, mark m)
 {
-    b->len = m.len;
+    b->a.len = m.len;
     b->keys.n = m.nkeys;
     b->args.n = m.nargs;
 }
@@ -261,14 +217,14 @@ static int put_head(rtask_batch *b, char op, size_t *at)
     int len = snprintf(text, sizeof text, "%c %010u", op, 0u);
 
     *at = b->args.n;
-    return put(b, &b->args, text, (size_t)len);
+    return packed_put(&b->a, &b->args, text, (size_t)len);
 }
 
 static void patch_head(rtask_batch *b, size_t at)
 {
-    span *h = &b->args.v[at];
+    packed_span *h = &b->args.v[at];
     size_t nargs = b->args.n - at - 1;
-    char *p = b->buf + h->off;
+    char *p = b->a.buf + h->off;
     char text[16];
     int len = snprintf(text, sizeof text, "%c %zu", p[0], nargs);
 
@@ -299,7 +255,8 @@ static int add_link(rtask_batch *b, const rtask_link *l)
         rc = SLUICE_EINVAL;
     horizon = l->horizon_ns > 0 ? l->horizon_ns : l->lim.def->horizon_ns;
     if (rc == SLUICE_OK)
-        rc = put(b, &b->args, text, (size_t)rlim_def_text(l->lim.def, text, sizeof text));
+        rc =
+            packed_put(&b->a, &b->args, text, (size_t)rlim_def_text(l->lim.def, text, sizeof text));
     if (rc == SLUICE_OK)
         rc = put_fmt(b, &b->args, "%" PRId64, l->lim.units);
     if (rc == SLUICE_OK)
@@ -307,9 +264,9 @@ static int add_link(rtask_batch *b, const rtask_link *l)
     if (rc == SLUICE_OK)
         rc = put_fmt(b, &b->args, "%" PRId64, horizon > 0 ? horizon : 0);
     if (rc == SLUICE_OK)
-        rc = put(b, &b->keys, sk, sklen);
+        rc = packed_put(&b->a, &b->keys, sk, sklen);
     if (rc == SLUICE_OK)
-        rc = put(b, &b->keys, ck, cklen);
+        rc = packed_put(&b->a, &b->keys, ck, cklen);
     alloc_free(sk);
     alloc_free(ck);
     return rc;
@@ -331,11 +288,12 @@ int rtask_batch_add_add(rtask_batch *b, const rtask_add *a)
     priority_code(a->priority, code);
     rc = put_head(b, 'A', &head);
     if (rc == SLUICE_OK)
-        rc = put(b, &b->args, a->type, a->typelen);
+        rc = packed_put(&b->a, &b->args, a->type, a->typelen);
     if (rc == SLUICE_OK)
-        rc = a->payload ? put(b, &b->args, a->payload, a->payload_len) : put_str(b, &b->args, "{}");
+        rc = a->payload ? packed_put(&b->a, &b->args, a->payload, a->payload_len)
+                        : put_str(b, &b->args, "{}");
     if (rc == SLUICE_OK)
-        rc = put(b, &b->args, a->task_key ? a->task_key : "", a->task_key_len);
+        rc = packed_put(&b->a, &b->args, a->task_key ? a->task_key : "", a->task_key_len);
     if (rc == SLUICE_OK)
         rc = put_str(b, &b->args, a->task_key ? "1" : "0");
     if (rc == SLUICE_OK)
@@ -391,7 +349,7 @@ int rtask_batch_add_claim(rtask_batch *b, const rtask_claim *c)
     if (rc == SLUICE_OK)
         rc = put_fmt(b, &b->args, "%zu", c->ntypes);
     for (size_t i = 0; i < c->ntypes && rc == SLUICE_OK; i++) {
-        rc = put(b, &b->args, c->types[i], c->typelens[i]);
+        rc = packed_put(&b->a, &b->args, c->types[i], c->typelens[i]);
         if (rc == SLUICE_OK)
             rc = put_queue_key(b, "ready:", c->types[i], c->typelens[i]);
         if (rc == SLUICE_OK)
@@ -428,7 +386,8 @@ static int add_done(rtask_batch *b, rtask_op op, const rtask_done *d)
         rc = put_fmt(b, &b->args, "%" PRId64,
                      op == RTASK_FAIL && d->retry_after_ns >= 0 ? d->retry_after_ns : -1);
     if (rc == SLUICE_OK)
-        rc = put(b, &b->args, d->message ? d->message : "", d->message ? d->message_len : 0);
+        rc = packed_put(&b->a, &b->args, d->message ? d->message : "",
+                        d->message ? d->message_len : 0);
     if (rc == SLUICE_OK)
         rc = put_str(b, &b->args, op == RTASK_FAIL && d->message ? "1" : "0");
     if (rc == SLUICE_OK)
@@ -511,12 +470,12 @@ int rtask_batch_command(rtask_batch *b, const char *sha, int *argc, const char *
     for (size_t i = 0; i < NFIXED; i++)
         RTASK_ARG(b->fixed[i], strlen(b->fixed[i]));
     for (size_t i = 0; i < b->keys.n; i++)
-        RTASK_ARG(b->buf + b->keys.v[i].off, b->keys.v[i].len);
+        RTASK_ARG(b->a.buf + b->keys.v[i].off, b->keys.v[i].len);
     RTASK_ARG("T1", 2);
     RTASK_ARG(b->head[1], strlen(b->head[1]));
     RTASK_ARG(b->head[2], strlen(b->head[2]));
     for (size_t i = 0; i < b->args.n; i++)
-        RTASK_ARG(b->buf + b->args.v[i].off, b->args.v[i].len);
+        RTASK_ARG(b->a.buf + b->args.v[i].off, b->args.v[i].len);
 #undef RTASK_ARG
     *argc = (int)k;
     *argv = b->argv;
@@ -526,72 +485,6 @@ int rtask_batch_command(rtask_batch *b, const char *sha, int *argc, const char *
 
 /* ---- the reply --------------------------------------------------------------------------- */
 
-typedef struct fields {
-    const char *p;
-    const char *end;
-} fields;
-
-static int next_field(fields *f, const char **s, size_t *len)
-{
-    const char *e;
-
-    if (f->p > f->end)
-        return SLUICE_EPARSE;
-    e = memchr(f->p, ' ', (size_t)(f->end - f->p));
-    if (!e)
-        e = f->end;
-    if (e == f->p)
-        return SLUICE_EPARSE;
-    *s = f->p;
-    *len = (size_t)(e - f->p);
-    f->p = e + 1;
-    return SLUICE_OK;
-}
-
-static int at_end(const fields *f)
-{
-    return f->p > f->end;
-}
-
-static int parse_i64(fields *f, int64_t *out)
-{
-    uint64_t v = 0, lim;
-    const char *s;
-    size_t len, i = 0;
-    int negative = 0;
-
-    if (next_field(f, &s, &len) != SLUICE_OK || len > 20)
-        return SLUICE_EPARSE;
-    if (s[0] == '-') {
-        negative = 1;
-        i = 1;
-        if (len == 1)
-            return SLUICE_EPARSE;
-    }
-    lim = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-    for (; i < len; i++) {
-        unsigned d = (unsigned char)s[i] - '0';
-
-        if (d > 9 || v > (lim - d) / 10)
-            return SLUICE_EPARSE;
-        v = v * 10 + d;
-    }
-    *out = negative ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;
-    return SLUICE_OK;
-}
-
-/* A field holding lo..hi. */
-static int parse_range(fields *f, int64_t lo, int64_t hi, int64_t *out)
-{
-    int64_t v = 0;
-
-    *out = 0;
-    if (parse_i64(f, &v) != SLUICE_OK || v < lo || v > hi)
-        return SLUICE_EPARSE;
-    *out = v;
-    return SLUICE_OK;
-}
-
 static int word_is(const char *s, size_t len, const char *w)
 {
     return len == strlen(w) && memcmp(s, w, len) == 0;
@@ -599,7 +492,7 @@ static int word_is(const char *s, size_t len, const char *w)
 
 /* The first element of request i's reply, as fields, and the request's reply. */
 static int head_of(const rtask_batch *b, const redisReply *reply, size_t i, const redisReply **r,
-                   fields *f)
+                   packed_fields *f)
 {
     const redisReply *h;
 
@@ -618,13 +511,13 @@ static int head_of(const rtask_batch *b, const redisReply *reply, size_t i, cons
     return SLUICE_OK;
 }
 
-static int state_attempt(fields *f, rtask_result *res)
+static int state_attempt(packed_fields *f, rtask_result *res)
 {
     int64_t st = 0, at = 0;
-    int rc = parse_range(f, SLUICE_TASK_QUEUED, SLUICE_TASK_CANCELLED, &st);
+    int rc = packed_range(f, SLUICE_TASK_QUEUED, SLUICE_TASK_CANCELLED, &st);
 
     if (rc == SLUICE_OK)
-        rc = parse_range(f, 0, INT32_MAX, &at);
+        rc = packed_range(f, 0, INT32_MAX, &at);
     res->state = (sluice_task_state)st;
     res->attempt = (int)at;
     return rc;
@@ -637,15 +530,15 @@ static int read_result(const rtask_batch *b, const redisReply *reply, size_t i, 
     const char *w;
     size_t wlen;
     int64_t v = 0;
-    fields f;
+    packed_fields f;
     int rc = head_of(b, reply, i, &r, &f);
 
     if (rc != SLUICE_OK)
         return rc;
-    if (next_field(&f, &w, &wlen) != SLUICE_OK || parse_i64(&f, &res->now_ns) != SLUICE_OK)
+    if (packed_next(&f, &w, &wlen) != SLUICE_OK || packed_i64(&f, &res->now_ns) != SLUICE_OK)
         return SLUICE_EPARSE;
     if (word_is(w, wlen, "INVAL")) {
-        if (at_end(&f))
+        if (packed_at_end(&f))
             return SLUICE_EPARSE;
         res->rc = SLUICE_EINVAL;
         res->msg = f.p;
@@ -654,7 +547,8 @@ static int read_result(const rtask_batch *b, const redisReply *reply, size_t i, 
     }
     if (word_is(w, wlen, "NOTASK")) {
         res->rc = SLUICE_ENOTFOUND;
-        return op != RTASK_ADD && op != RTASK_CLAIM && at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
+        return op != RTASK_ADD && op != RTASK_CLAIM && packed_at_end(&f) ? SLUICE_OK
+                                                                         : SLUICE_EPARSE;
     }
     if (word_is(w, wlen, "NOLEASE") || word_is(w, wlen, "INUSE")) {
         int nolease = w[0] == 'N';
@@ -664,10 +558,11 @@ static int read_result(const rtask_batch *b, const redisReply *reply, size_t i, 
             return SLUICE_EPARSE;
         res->rc = nolease ? SLUICE_ESTATE : SLUICE_EBUSY;
         rc = state_attempt(&f, res);
-        return rc == SLUICE_OK && at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
+        return rc == SLUICE_OK && packed_at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
     }
     if (word_is(w, wlen, "EXISTS")) {
-        if (op != RTASK_ADD || parse_range(&f, 1, INT64_MAX, &v) != SLUICE_OK || !at_end(&f))
+        if (op != RTASK_ADD || packed_range(&f, 1, INT64_MAX, &v) != SLUICE_OK ||
+            !packed_at_end(&f))
             return SLUICE_EPARSE;
         res->rc = SLUICE_EEXIST;
         res->id = (uint64_t)v;
@@ -677,22 +572,22 @@ static int read_result(const rtask_batch *b, const redisReply *reply, size_t i, 
         return SLUICE_EPARSE;
     switch (op) {
     case RTASK_ADD:
-        rc = parse_range(&f, 1, INT64_MAX, &v);
+        rc = packed_range(&f, 1, INT64_MAX, &v);
         res->id = (uint64_t)v;
         if (rc == SLUICE_OK)
-            rc = parse_range(&f, 0, 1, &v);
+            rc = packed_range(&f, 0, 1, &v);
         res->replaced = (int)v;
         break;
     case RTASK_CLAIM:
-        rc = parse_range(&f, 0, RTASK_CLAIM_MAX, &v);
+        rc = packed_range(&f, 0, RTASK_CLAIM_MAX, &v);
         res->ndelivered = (size_t)v;
         if (rc == SLUICE_OK)
-            rc = parse_range(&f, 0, INT64_MAX, &v);
+            rc = packed_range(&f, 0, INT64_MAX, &v);
         res->nfailed = (size_t)v;
         if (rc == SLUICE_OK)
-            rc = parse_range(&f, 0, INT64_MAX, &res->next_wake_ns);
+            rc = packed_range(&f, 0, INT64_MAX, &res->next_wake_ns);
         if (rc == SLUICE_OK)
-            rc = parse_range(&f, 0, 1, &v);
+            rc = packed_range(&f, 0, 1, &v);
         res->more = (int)v;
         if (rc == SLUICE_OK && r->elements != 1 + 3 * res->ndelivered)
             rc = SLUICE_EPARSE;
@@ -704,22 +599,22 @@ static int read_result(const rtask_batch *b, const redisReply *reply, size_t i, 
     case RTASK_TOUCH:
         rc = state_attempt(&f, res);
         if (rc == SLUICE_OK)
-            rc = parse_range(&f, 0, INT64_MAX, &res->lease_until_ns);
+            rc = packed_range(&f, 0, INT64_MAX, &res->lease_until_ns);
         break;
     case RTASK_CANCEL:
         rc = state_attempt(&f, res);
         if (rc == SLUICE_OK)
-            rc = parse_range(&f, 0, 1, &v);
+            rc = packed_range(&f, 0, 1, &v);
         res->cancelled = (int)v;
         break;
     case RTASK_INFO:
-        rc = parse_range(&f, 1, INT64_MAX, &v);
+        rc = packed_range(&f, 1, INT64_MAX, &v);
         res->id = (uint64_t)v;
         if (rc == SLUICE_OK)
             rc = state_attempt(&f, res);
         return rc == SLUICE_OK && r->elements == 5 ? SLUICE_OK : SLUICE_EPARSE;
     }
-    return rc == SLUICE_OK && at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
+    return rc == SLUICE_OK && packed_at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
 }
 
 int rtask_batch_result(const rtask_batch *b, const struct redisReply *reply, size_t i,
@@ -745,36 +640,36 @@ static int bulk(const redisReply *r, const char **s, size_t *len)
     return SLUICE_OK;
 }
 
-static int read_info(const redisReply *r, fields *f, rtask_task *out)
+static int read_info(const redisReply *r, packed_fields *f, rtask_task *out)
 {
     int64_t v = 0, has_key = 0, has_msg = 0;
-    int rc = parse_range(f, 1, INT64_MAX, &v);
+    int rc = packed_range(f, 1, INT64_MAX, &v);
 
     out->id = (uint64_t)v;
     if (rc == SLUICE_OK)
-        rc = parse_range(f, SLUICE_TASK_QUEUED, SLUICE_TASK_CANCELLED, &v);
+        rc = packed_range(f, SLUICE_TASK_QUEUED, SLUICE_TASK_CANCELLED, &v);
     out->state = (sluice_task_state)v;
     if (rc == SLUICE_OK)
-        rc = parse_range(f, 0, INT32_MAX, &v);
+        rc = packed_range(f, 0, INT32_MAX, &v);
     out->attempt = (int)v;
     if (rc == SLUICE_OK)
-        rc = parse_range(f, 0, INT64_MAX, &out->lease_until_ns);
+        rc = packed_range(f, 0, INT64_MAX, &out->lease_until_ns);
     if (rc == SLUICE_OK)
-        rc = parse_range(f, SLUICE_FAIL_NONE, SLUICE_FAIL_SKIPPED, &v);
+        rc = packed_range(f, SLUICE_FAIL_NONE, SLUICE_FAIL_SKIPPED, &v);
     out->fail_reason = (sluice_fail_reason)v;
     if (rc == SLUICE_OK)
-        rc = parse_i64(f, &out->priority);
+        rc = packed_i64(f, &out->priority);
     if (rc == SLUICE_OK)
-        rc = parse_i64(f, &out->submitted_ns);
+        rc = packed_i64(f, &out->submitted_ns);
     if (rc == SLUICE_OK)
-        rc = parse_i64(f, &out->not_before_ns);
+        rc = packed_i64(f, &out->not_before_ns);
     if (rc == SLUICE_OK)
-        rc = parse_range(f, 0, 1, &has_key);
+        rc = packed_range(f, 0, 1, &has_key);
     if (rc == SLUICE_OK)
-        rc = parse_range(f, 0, 1, &has_msg);
+        rc = packed_range(f, 0, 1, &has_msg);
     if (rc == SLUICE_OK)
-        rc = parse_range(f, 1, INT64_MAX, &out->units);
-    if (rc == SLUICE_OK && !at_end(f))
+        rc = packed_range(f, 1, INT64_MAX, &out->units);
+    if (rc == SLUICE_OK && !packed_at_end(f))
         rc = SLUICE_EPARSE;
     if (rc == SLUICE_OK)
         rc = bulk(r->element[1], &out->type, &out->typelen);
@@ -801,7 +696,7 @@ int rtask_batch_task(const rtask_batch *b, const struct redisReply *reply, size_
     const redisReply *r;
     rtask_result res;
     int64_t v = 0;
-    fields f;
+    packed_fields f;
     int rc;
 
     memset(out, 0, sizeof *out);
@@ -820,9 +715,9 @@ int rtask_batch_task(const rtask_batch *b, const struct redisReply *reply, size_
 
         rc = head_of(b, reply, i, &r, &f);
         if (rc == SLUICE_OK)
-            rc = next_field(&f, &w, &wlen); /* "OK", checked by rtask_batch_result */
+            rc = packed_next(&f, &w, &wlen); /* "OK", checked by rtask_batch_result */
         if (rc == SLUICE_OK)
-            rc = parse_i64(&f, &v); /* now */
+            rc = packed_i64(&f, &v); /* now */
         if (rc == SLUICE_OK)
             rc = read_info(r, &f, out);
         if (rc != SLUICE_OK)
@@ -839,14 +734,14 @@ int rtask_batch_task(const rtask_batch *b, const struct redisReply *reply, size_
             return SLUICE_EPARSE;
         f.p = h->str;
         f.end = h->str + h->len;
-        rc = parse_range(&f, 1, INT64_MAX, &v);
+        rc = packed_range(&f, 1, INT64_MAX, &v);
         out->id = (uint64_t)v;
         if (rc == SLUICE_OK)
-            rc = parse_range(&f, 1, INT32_MAX, &v);
+            rc = packed_range(&f, 1, INT32_MAX, &v);
         out->attempt = (int)v;
         if (rc == SLUICE_OK)
-            rc = parse_range(&f, 0, INT64_MAX, &out->lease_until_ns);
-        if (rc == SLUICE_OK && !at_end(&f))
+            rc = packed_range(&f, 0, INT64_MAX, &out->lease_until_ns);
+        if (rc == SLUICE_OK && !packed_at_end(&f))
             rc = SLUICE_EPARSE;
         if (rc == SLUICE_OK)
             rc = bulk(r->element[2 + 3 * k], &out->type, &out->typelen);
