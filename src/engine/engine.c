@@ -446,6 +446,24 @@ done:
     return rc;
 }
 
+/* The checks every submit and resolution makes of a spec before looking its type up: its
+ * pointers agree with their lengths, and its units (0: 1) are at least 1. */
+static int spec_check(const sluice_task_spec *spec, int64_t *units, sluice_submit_error *err)
+{
+    if (!spec || (!spec->payload && spec->payload_len) || (!spec->key && spec->key_len) ||
+        (!spec->task_key && spec->task_key_len)) {
+        msgf(err->message, sizeof err->message, "%s", "invalid task spec");
+        return SLUICE_EINVAL;
+    }
+    *units = spec->units ? spec->units : 1;
+    if (*units < 1) {
+        msgf(err->message, sizeof err->message, "units must be at least 1, got %" PRId64,
+             spec->units);
+        return SLUICE_EINVAL;
+    }
+    return SLUICE_OK;
+}
+
 int engine_submit_internal(sluice_engine *e, const sluice_task_spec *spec, series *s, int dry_run,
                            int64_t now_ns, uint64_t *id, sluice_submit_error *err)
 {
@@ -459,17 +477,9 @@ int engine_submit_internal(sluice_engine *e, const sluice_task_spec *spec, serie
     if (!err)
         err = &scratch;
     memset(err, 0, sizeof *err);
-    if (!spec || (!spec->payload && spec->payload_len) || (!spec->key && spec->key_len) ||
-        (!spec->task_key && spec->task_key_len)) {
-        msgf(err->message, sizeof err->message, "%s", "invalid task spec");
-        return SLUICE_EINVAL;
-    }
-    units = spec->units ? spec->units : 1;
-    if (units < 1) {
-        msgf(err->message, sizeof err->message, "units must be at least 1, got %" PRId64,
-             spec->units);
-        return SLUICE_EINVAL;
-    }
+    rc = spec_check(spec, &units, err);
+    if (rc != SLUICE_OK)
+        return rc;
     rc = registry_type_for_submit(e, spec->type, &type, err->message, sizeof err->message);
     if (rc != SLUICE_OK)
         return rc;
@@ -566,21 +576,13 @@ int sluice_engine_resolve_task(sluice_engine *e, const sluice_task_spec *spec, i
         err = &scratch;
     memset(err, 0, sizeof *err);
     memset(plan, 0, sizeof *plan);
-    if (!spec || (!spec->payload && spec->payload_len) || (!spec->key && spec->key_len) ||
-        (!spec->task_key && spec->task_key_len)) {
-        msgf(err->message, sizeof err->message, "%s", "invalid task spec");
-        return SLUICE_EINVAL;
-    }
-    if (spec->lease_limit || spec->lease_id) {
+    if (spec && (spec->lease_limit || spec->lease_id)) {
         msgf(err->message, sizeof err->message, "%s", "a group slot (LEASE) is not resolved here");
         return SLUICE_EINVAL;
     }
-    units = spec->units ? spec->units : 1;
-    if (units < 1) {
-        msgf(err->message, sizeof err->message, "units must be at least 1, got %" PRId64,
-             spec->units);
-        return SLUICE_EINVAL;
-    }
+    rc = spec_check(spec, &units, err);
+    if (rc != SLUICE_OK)
+        return rc;
     rc = registry_type_for_submit(e, spec->type, &type, err->message, sizeof err->message);
     if (rc != SLUICE_OK)
         return rc;
