@@ -24,6 +24,7 @@
 #include "base/sat.h"
 #include "engine/engine_impl.h"
 #include "engine/gate.h"
+#include "engine/introspect.h"
 #include "engine/park.h"
 #include "engine/ready.h"
 #include "engine/recurring.h"
@@ -540,17 +541,9 @@ static int plan_fill(sluice_engine *e, const sluice_task_spec *spec, const etype
         plan->charge_redelivery = type->pol.charge_redelivery;
         for (size_t i = 0; i < nlinks && i < max; i++) {
             const link_spec *l = &links[i];
-            const sluice_limit_policy *p = &l->lim->pol;
             sluice_charge *c = &out[i];
 
-            memset(c, 0, sizeof *c);
-            c->limit = p->name;
-            c->tier = p->ntiers > 0 && l->tier < p->ntiers ? p->tiers[l->tier].name : NULL;
-            c->key = l->key;
-            c->keylen = l->keylen;
-            c->def = sluice_limit_get_def(registry_core(l->lim, l->tier, l->key, l->keylen));
-            c->kind = c->def->kind;
-            c->units = l->units;
+            introspect_charge(c, l->lim, l->tier, l->key, l->keylen, l->units);
             /* As gate_settle decides for a charged link (a concurrency link holds, never
              * charges). */
             c->settles = c->kind != SLUICE_CONCURRENCY &&

@@ -304,6 +304,21 @@ int sluice_engine_top_parked(const sluice_engine *e, const char *name, sluice_pa
 
 /* ---- A task's charges -------------------------------------------------------------------- */
 
+void introspect_charge(sluice_charge *c, elimit *lim, uint16_t tier, const char *key, size_t keylen,
+                       int64_t units)
+{
+    const sluice_limit_policy *p = &lim->pol;
+
+    memset(c, 0, sizeof *c);
+    c->limit = p->name;
+    c->tier = p->ntiers > 0 && tier < p->ntiers ? p->tiers[tier].name : NULL;
+    c->key = key;
+    c->keylen = keylen;
+    c->def = sluice_limit_get_def(registry_core(lim, tier, key, keylen));
+    c->kind = c->def->kind;
+    c->units = units;
+}
+
 int sluice_engine_task_charges(const sluice_engine *e, uint64_t id, sluice_charge *out, size_t max)
 {
     const task *t = task_by_id(e, id);
@@ -312,17 +327,9 @@ int sluice_engine_task_charges(const sluice_engine *e, uint64_t id, sluice_charg
         return SLUICE_ENOTFOUND;
     for (uint16_t i = 0; i < t->nlinks && i < max; i++) {
         const task_link *l = &t->links[i];
-        const sluice_limit_policy *p = &l->lim->pol;
         sluice_charge *c = &out[i];
 
-        memset(c, 0, sizeof *c);
-        c->limit = p->name;
-        c->tier = p->ntiers > 0 && l->tier < p->ntiers ? p->tiers[l->tier].name : NULL;
-        c->key = l->key;
-        c->keylen = l->keylen;
-        c->def = sluice_limit_get_def(registry_core(l->lim, l->tier, l->key, l->keylen));
-        c->kind = c->def->kind;
-        c->units = l->units;
+        introspect_charge(c, l->lim, l->tier, l->key, l->keylen, l->units);
         c->charged = (l->flags & LINK_CHARGED) != 0;
         /* As gate_settle decides: task-unit links and quotas, while the limit lives. */
         c->settles = c->charged && !l->lim->dead &&

@@ -50,4 +50,11 @@ void introspect_retried(struct task *t);
 void introspect_finished(struct task *t, sluice_task_state state, sluice_fail_reason reason,
                          uint16_t fail_link);
 
+/* Fills c with what a link of limit lim (tier, key, units) names: the limit and tier names, the
+ * key, the definition of the core that decides it, its kind and units; the rest zeroed, for the
+ * caller to add what it knows (charged, settles, held). */
+struct elimit;
+void introspect_charge(sluice_charge *c, struct elimit *lim, uint16_t tier, const char *key,
+                       size_t keylen, int64_t units);
+
 #endif
