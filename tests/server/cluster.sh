@@ -26,37 +26,7 @@ if ! $py -c 'import redis' 2>/dev/null; then
   exit 1
 fi
 
-# start_node NAME ARGS...: a node on the shared store (no --data: nothing is kept on disk);
-# sets port_NAME and pid_NAME.
-start_node() {
-  local name=$1
-  shift
-  local admin=--no-admin
-  case " $* " in *" --admin-port "*) admin= ;; esac
-  rm -f "$tmp/$name.port"
-  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/$name.port" $admin \
-    --config "$tmp/sluice.yaml" "$@" 2>"$tmp/$name.log" &
-  local pid=$!
-  pids+=("$pid")
-  for _ in $(seq 1 500); do
-    [ -s "$tmp/$name.port" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.02
-  done
-  if [ ! -s "$tmp/$name.port" ]; then
-    bad "node $name did not start: $(cat "$tmp/$name.log")"
-    finish
-    exit 1
-  fi
-  printf -v "port_$name" '%s' "$(cat "$tmp/$name.port")"
-  printf -v "pid_$name" '%s' "$pid"
-}
-
-# info_field PORT FIELD: one field of INFO store.
-info_field() {
-  redis-cli -p "$1" INFO store | tr -d '\r' | awk -F: -v f="$2" '$1 == f { print $2 }'
-}
-store_up() { [ "$(info_field "$1" store_state)" = up ]; }
+store_up() { [ "$(store_field "$1" store_state)" = up ]; }
 throttle_works() { [ "$(redis-cli -p "$1" THROTTLE api probe 2>&1 | head -1)" = 1 ]; }
 
 $py "$checker" --print-config >"$tmp/sluice.yaml"
@@ -73,7 +43,7 @@ for n in n1 n2 n3; do
   start_node $n --store "$url" --store-timeout 20000 --store-audit
 done
 for n in $port_n1 $port_n2 $port_n3; do
-  check "node on $n is up" up "$(info_field "$n" store_state)"
+  check "node on $n is up" up "$(store_field "$n" store_state)"
 done
 
 # One budget: a burst of 5 refilled once an hour; five grants over three nodes, then a denial
@@ -131,8 +101,8 @@ out=$($py "$checker" --nodes "$port_n1,$port_n2,$port_n3" --redis "$rport_a" --d
 rc=$?
 echo "# checker, 3 nodes x 10 clients, -P 1: $out"
 check "checker unpipelined: zero violations" 0 "$rc"
-batches=$(info_field "$port_n1" store_batches)
-requests=$(info_field "$port_n1" store_requests)
+batches=$(store_field "$port_n1" store_batches)
+requests=$(store_field "$port_n1" store_requests)
 echo "# node 1: $requests decisions in $batches script calls"
 within "batched: fewer calls than decisions" 1 "$((requests - 1))" "$batches"
 
@@ -169,12 +139,12 @@ within "closed: answered within seconds" 0 10000 "$((t1 - t0))"
 check "open: granted while Redis is stopped" "1" "$(redis-cli -p "$port_open" THROTTLE api k1 | head -1)"
 contains "open: CL.THROTTLE granted too" "0 2 0 -1 0" "$(P=$port_open cli CL.THROTTLE k1 1 1 1)"
 wait_until "open node counts its grants" 10 \
-  test "$(info_field "$port_open" store_fail_open_grants)" -ge 2
+  test "$(store_field "$port_open" store_fail_open_grants)" -ge 2
 check "PING while Redis is stopped" PONG "$(P=$port_closed cli PING)"
 wait_until "the closed node sees the store down" 10 \
-  test "$(info_field "$port_closed" store_state)" != up
+  test "$(store_field "$port_closed" store_state)" != up
 contains "closed: STOREDOWN counted" "STOREDOWN" "$(P=$port_closed cli THROTTLE api k2)"
-within "closed node counts -STOREDOWN" 1 1000 "$(info_field "$port_closed" store_unavailable)"
+within "closed node counts -STOREDOWN" 1 1000 "$(store_field "$port_closed" store_unavailable)"
 check "/metrics: store down" 0 "$(metric sluice_store_up)"
 within "/metrics: -STOREDOWN counted" 1 1000 "$(metric sluice_store_unavailable_total)"
 within "/metrics: STOREDOWN error code counted" 1 1000 \
@@ -183,14 +153,14 @@ within "/metrics: STOREDOWN error code counted" 1 1000 \
 kill -CONT "$rpid_a"
 wait_until "closed node recovers after SIGCONT" 20 throttle_works "$port_closed"
 wait_until "open node recovers after SIGCONT" 20 throttle_works "$port_open"
-check "closed node up again" up "$(info_field "$port_closed" store_state)"
+check "closed node up again" up "$(store_field "$port_closed" store_state)"
 check "/metrics: store up again" 1 "$(metric sluice_store_up)"
 
 # Kill Redis, start it again on the same port: the nodes reconnect by themselves.
 kill -KILL "$rpid_a"
 wait "$rpid_a" 2>/dev/null
 wait_until "closed node notices Redis is gone" 10 \
-  test "$(info_field "$port_closed" store_state)" != up
+  test "$(store_field "$port_closed" store_state)" != up
 contains "STOREDOWN while Redis is dead" "STOREDOWN" "$(P=$port_closed cli THROTTLE api k3)"
 redis-server --port "$rport_a" --bind 127.0.0.1 --save '' --appendonly no \
   --dir "$tmp/a.redis" --daemonize no --logfile "$tmp/a.redis/log2" &
@@ -198,7 +168,7 @@ rpid_a=$!
 pids+=("$rpid_a")
 wait_until "closed node reconnects to the restarted Redis" 20 throttle_works "$port_closed"
 wait_until "open node reconnects to the restarted Redis" 20 throttle_works "$port_open"
-within "reconnects counted" 2 100 "$(info_field "$port_closed" store_connects)"
+within "reconnects counted" 2 100 "$(store_field "$port_closed" store_connects)"
 stop closed
 check "closed node stops with 0" 0 "$stop_rc"
 stop open

@@ -269,6 +269,37 @@ finish() {
 
 # ---- Redis (the shared store's tests) -------------------------------------------------------
 
+# start_node NAME ARGS...: one node of a several-node test (config $tmp/sluice.yaml, log
+# $tmp/NAME.log, appended to, so a restarted node keeps its story); sets port_NAME and pid_NAME
+# and adds the pid to pids. --no-admin unless ARGS give --admin-port.
+start_node() {
+  local name=$1 admin=--no-admin pid
+  shift
+  case " $* " in *" --admin-port "*) admin= ;; esac
+  rm -f "$tmp/$name.port"
+  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/$name.port" $admin \
+    --config "$tmp/sluice.yaml" "$@" 2>>"$tmp/$name.log" &
+  pid=$!
+  pids+=("$pid")
+  for _ in $(seq 1 500); do
+    [ -s "$tmp/$name.port" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  if [ ! -s "$tmp/$name.port" ]; then
+    bad "node $name did not start: $(cat "$tmp/$name.log")"
+    finish
+    exit 1
+  fi
+  printf -v "port_$name" '%s' "$(cat "$tmp/$name.port")"
+  printf -v "pid_$name" '%s' "$pid"
+}
+
+# store_field PORT FIELD: one field of INFO store of the node on PORT.
+store_field() {
+  redis-cli -p "$1" INFO store | tr -d '\r' | awk -F: -v f="$2" '$1 == f { print $2 }'
+}
+
 # start_redis NAME [redis-server args...]: starts a throwaway redis-server on a free loopback port
 # (no persistence, its files in $tmp/NAME.redis), sets rport_NAME and rpid_NAME; stopped by PID
 # on exit with the rest. The port is the kernel's choice: a listener bound to port 0 is closed

@@ -47,34 +47,8 @@ types:
   conc: {limits: [slot]}
 EOF
 
-# start_node NAME ARGS...: a node on the shared store; sets port_NAME and pid_NAME.
-start_node() {
-  local name=$1
-  shift
-  rm -f "$tmp/$name.port"
-  "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/$name.port" --no-admin \
-    --config "$tmp/sluice.yaml" "$@" 2>>"$tmp/$name.log" &
-  local pid=$!
-  pids+=("$pid")
-  for _ in $(seq 1 500); do
-    [ -s "$tmp/$name.port" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.02
-  done
-  if [ ! -s "$tmp/$name.port" ]; then
-    bad "node $name did not start: $(cat "$tmp/$name.log")"
-    finish
-    exit 1
-  fi
-  printf -v "port_$name" '%s' "$(cat "$tmp/$name.port")"
-  printf -v "pid_$name" '%s' "$pid"
-}
 
-# info_field PORT FIELD: one field of INFO store.
-info_field() {
-  redis-cli -p "$1" INFO store | tr -d '\r' | awk -F: -v f="$2" '$1 == f { print $2 }'
-}
-subscribed() { [ "$(info_field "$1" store_task_subscriber)" = up ]; }
+subscribed() { [ "$(store_field "$1" store_task_subscriber)" = up ]; }
 # on PORT ARGS...: one command to the node on PORT, its reply on one line.
 on() {
   local p=$1
@@ -92,7 +66,7 @@ A=$port_A
 B=$port_B
 C=$port_C
 for p in $A $B $C; do
-  check "node on $p is up" up "$(info_field "$p" store_state)"
+  check "node on $p is up" up "$(store_field "$p" store_state)"
   wait_until "node on $p subscribed to the wake channel" 10 subscribed "$p"
 done
 
@@ -143,7 +117,7 @@ contains "RECUR.ADD refused" "not available with a redis store yet" "$(on "$A" R
 
 # ---- 2. A blocked GET on B woken by an ADD on A ------------------------------------------------
 
-wakes=$(info_field "$B" store_task_wakes)
+wakes=$(store_field "$B" store_task_wakes)
 start=$(now_ms)
 redis-cli -p "$B" TASK.GET job TIMEOUT 20000 >"$tmp/blocked" 2>&1 &
 bpid=$!
@@ -153,7 +127,7 @@ wait "$bpid"
 took=$(($(now_ms) - start))
 check "the blocked GET gets A's task" "$id" "$(head -1 "$tmp/blocked")"
 within "it did not wait for its timeout (ms)" 0 15000 "$took"
-within "B heard the wake" $((wakes + 1)) 1000000 "$(info_field "$B" store_task_wakes)"
+within "B heard the wake" $((wakes + 1)) 1000000 "$(store_field "$B" store_task_wakes)"
 redis-cli -p "$B" TASK.ACK "$id" >/dev/null
 # A parked task's slot comes on another node: a concurrency slot held by B's delivery, released
 # by an ACK on A, wakes the GET blocked on C.
