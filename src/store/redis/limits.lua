@@ -139,12 +139,22 @@ local function fast_main()
   end
   local tags, order, vals, pxs, keys = {}, {}, {}, {}, {}
   local replies, ki = {}, 1
+  -- Most requests of a call are the same string (THROTTLE of one limit, one unit): each
+  -- distinct one is parsed once (seen[text] = {op, def, units}).
+  local seen = {}
   for r = 1, nreq do
-    local op, di, units = ARGV[5 + ndefs + r]:match("^([DP]) 1 1 %-?%d+ 0 0 (%d+) 1 (%d+)$")
-    local D = op and defs[tonumber(di)]
-    if not D then
-      return nil
+    local rs = ARGV[5 + ndefs + r]
+    local pr = seen[rs]
+    if not pr then
+      local op, di, us = rs:match("^([DP]) 1 1 %-?%d+ 0 0 (%d+) 1 (%d+)$")
+      local D = op and defs[tonumber(di)]
+      if not D then
+        return nil
+      end
+      pr = {op, D, tonumber(us)}
+      seen[rs] = pr
     end
+    local op, D, units = pr[1], pr[2], pr[3]
     local ck, skey = KEYS[ki], KEYS[ki + 1]
     ki = ki + 2
     local tg = tags[ck]
@@ -179,7 +189,6 @@ local function fast_main()
       return nil
     end
     local nr = dh * 1000000000 + (nlo - rlo)
-    units = tonumber(units)
     local tt, bt, burst = D.t, D.bt, D.burst
     if units < 1 or units > burst and units * tt >= F_MAX then
       return nil
