@@ -82,6 +82,9 @@ end
 
 -- A definition as fast_rate needs it (parse_def's f_ fields), or false.
 local function fdef(text)
+  if type(text) ~= "string" then
+    return false
+  end
   local k, l, p, b = text:match("^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) [01] %-?%d+ %-?%d+$")
   if k ~= "1" then
     return false
@@ -145,7 +148,9 @@ local function fast_main()
   for r = 1, nreq do
     local rs = ARGV[5 + ndefs + r]
     local pr = seen[rs]
-    if not pr then
+    if type(rs) ~= "string" then
+      return nil -- malformed: the library answers it
+    elseif not pr then
       local op, di, us = rs:match("^([DP]) 1 1 %-?%d+ 0 0 (%d+) 1 (%d+)$")
       local D = op and defs[tonumber(di)]
       if not D then
