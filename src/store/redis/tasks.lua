@@ -892,10 +892,14 @@ local function tasks_main()
   return run()
 end
 
+-- The end of lib(), opened in limits.lua before the library: the two files are one script.
+return {limits_main = limits_main, tasks_main = tasks_main}
+end
+
 if ARGV[1] == "2" then
-  return limits_main()
+  return fast_main() or lib().limits_main()
 elseif ARGV[1] == "T1" then
-  return tasks_main()
+  return lib().tasks_main()
 end
 return redis.error_reply("ERR sluice store script: protocol " .. tostring(ARGV[1]) ..
                            " not understood (expected 2 or T1)")
