@@ -99,6 +99,8 @@ struct rstore {
     config_store_url u;
     int fail_open;
     int64_t timeout_ms;
+    int replicas;                /* --store-replicas: a task write waits for this many (0: none) */
+    int64_t replicas_timeout_ms; /* WAIT's timeout, below timeout_ms */
     int audit;
     int closed;
     rbatch *cur;              /* the turn's batch, NULL until its first request */
@@ -411,7 +413,7 @@ static void drain(rstore *st)
 {
     rstore_call *c;
 
-    while ((c = st->head) != NULL && c->answered) {
+    while ((c = st->head) != NULL && c->answered && !c->waiting) {
         st->head = c->next;
         if (!st->head)
             st->tail = NULL;
@@ -443,11 +445,32 @@ static void decode_batch(rstore_call *call, const redisReply *reply)
     }
 }
 
+static int send_wait(rstore *st, rstore_call *c);
+
+/* WAIT's answer: the replicas that confirmed every write sent before it on this connection. */
+static void on_wait_answer(void *arg, const redisReply *reply, const char *why)
+{
+    rstore_call *c = arg;
+    rstore *st = c->st;
+
+    (void)why;
+    c->waiting--;
+    if (reply && reply->type == REDIS_REPLY_INTEGER)
+        c->acked = reply->integer;
+    else
+        c->acked = -1; /* no answer, or an error (a Redis that refuses WAIT): nothing confirmed */
+    drain(st);
+}
+
 static void on_answer(void *arg, const redisReply *reply, const char *why)
 {
     rstore_call *c = arg;
     rstore *st = c->st;
 
+    /* A call resent behind a NOSCRIPT reload ran after the WAIT that followed it: that WAIT
+     * does not cover its writes, so one more WAIT goes behind it. */
+    if (reply && c->call.retried && c->wait_replicas > 0 && !c->waiting && send_wait(st, c) != 0)
+        c->acked = -1;
     if (!reply) {
         rstore_call_fail(c, why);
     } else if (reply->type == REDIS_REPLY_ERROR) {
@@ -464,12 +487,50 @@ static void on_answer(void *arg, const redisReply *reply, const char *why)
     drain(st);
 }
 
+/* Sends `WAIT replicas timeout` behind c on the store's connection. Returns 0 (c then waits for
+ * its answer) or an error (nothing sent). */
+static int send_wait(rstore *st, rstore_call *c)
+{
+    int n = snprintf(c->wait_n, sizeof c->wait_n, "%d", c->wait_replicas);
+    int m = snprintf(c->wait_ms, sizeof c->wait_ms, "%" PRId64, st->replicas_timeout_ms);
+    int rc;
+
+    c->wait_argv[0] = "WAIT";
+    c->wait_argvlen[0] = 4;
+    c->wait_argv[1] = c->wait_n;
+    c->wait_argvlen[1] = (size_t)n;
+    c->wait_argv[2] = c->wait_ms;
+    c->wait_argvlen[2] = (size_t)m;
+    c->wait.argc = 3;
+    c->wait.argv = c->wait_argv;
+    c->wait.argvlen = c->wait_argvlen;
+    c->wait.fn = on_wait_answer;
+    c->wait.arg = c;
+    rc = st->closed || !st->conn ? SLUICE_ESTATE : rconn_evalsha(st->conn, &c->wait);
+    if (rc == 0) {
+        c->waiting++;
+        st->stats.replica_waits++;
+    }
+    return rc;
+}
+
+int rstore_replicas(const server *s, int64_t *timeout_ms)
+{
+    const rstore *st = state_of(s);
+
+    if (timeout_ms)
+        *timeout_ms = st ? st->replicas_timeout_ms : 0;
+    return st ? st->replicas : 0;
+}
+
 void rstore_send(server *s, rstore_call *c, int rc)
 {
     rstore *st = state_of(s);
 
     c->st = st;
     c->answered = 0;
+    c->waiting = 0;
+    c->acked = 0;
     c->why[0] = '\0';
     c->next = NULL;
     if (st->tail)
@@ -486,6 +547,8 @@ void rstore_send(server *s, rstore_call *c, int rc)
     }
     if (rc == 0) {
         st->stats.batches++;
+        if (c->wait_replicas > 0 && send_wait(st, c) != 0)
+            c->acked = -1;
         return;
     }
     rstore_call_fail(c, rc == SLUICE_ENOMEM                         ? "out of memory"
@@ -890,6 +953,21 @@ int rstore_open(server *s, char *msg, size_t msglen)
                          ? s->opt.store_timeout_ms
                          : CONFIG_STORE_DEFAULT_TIMEOUT_NS / SLUICE_NS_PER_MS;
     st->audit = s->opt.store_audit;
+    st->replicas = s->opt.store_replicas > 0 ? s->opt.store_replicas : 0;
+    st->replicas_timeout_ms = s->opt.store_replicas_timeout_ms > 0
+                                  ? s->opt.store_replicas_timeout_ms
+                                  : st->timeout_ms / 2;
+    if (st->replicas > 0 &&
+        (st->replicas_timeout_ms < 1 || st->replicas_timeout_ms >= st->timeout_ms)) {
+        /* WAIT blocks the connection: a WAIT as long as the store's deadline would make every
+         * call behind it time out and drop the connection. */
+        snprintf(msg, msglen,
+                 "store: the replicas timeout (%" PRId64 " ms) must be at least 1 ms and less "
+                 "than the store timeout (%" PRId64 " ms)",
+                 st->replicas_timeout_ms, st->timeout_ms);
+        alloc_free(st);
+        return SLUICE_EINVAL;
+    }
     script = rlim_script(&script_len);
     memset(&o, 0, sizeof(o));
     o.host = st->u.host;
@@ -929,6 +1007,9 @@ int rstore_open(server *s, char *msg, size_t msglen)
              "%" PRId64 " ms%s)",
              st->url, st->fail_open ? "open" : "closed", st->timeout_ms,
              st->audit ? ", audit on" : "");
+    if (st->replicas > 0)
+        log_info("store %s: task writes wait for %d replica(s) (WAIT, %" PRId64 " ms)", st->url,
+                 st->replicas, st->replicas_timeout_ms);
     return 0;
 }
 
@@ -1023,7 +1104,9 @@ void rstore_info(const server *s, char *buf, size_t len)
     snprintf(buf + at, len - at,
              "store_task_requests:%" PRIu64 "\r\nstore_task_claims:%" PRIu64
              "\r\nstore_task_delivered:%" PRIu64 "\r\nstore_task_waiters:%" PRIu64
-             "\r\nstore_task_wakes:%" PRIu64 "\r\nstore_task_subscriber:%s\r\n",
-             t.requests, t.claims, t.delivered, t.waiters, t.wakes,
-             t.subscriber_up ? "up" : "down");
+             "\r\nstore_task_wakes:%" PRIu64 "\r\nstore_task_subscriber:%s\r\n"
+             "store_replicas:%d\r\nstore_replicas_timeout_ms:%" PRId64
+             "\r\nstore_replica_waits:%" PRIu64 "\r\nstore_under_replicated:%" PRIu64 "\r\n",
+             t.requests, t.claims, t.delivered, t.waiters, t.wakes, t.subscriber_up ? "up" : "down",
+             st->replicas, st->replicas_timeout_ms, x.replica_waits, t.under_replicated);
 }
