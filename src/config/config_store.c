@@ -161,9 +161,8 @@ int config_parse_store(ywalk *w, const yaml_node_t *node, sluice_store_config *o
         return 0;
     if (yw_is_scalar(node))
         return parse_url(w, node, out);
-    rc = yw_expect_map(w, node,
-                       "a store URL, or a mapping with url, failure, timeout, replicas and "
-                       "replicas_timeout");
+    /* The words predate replicas and replicas_timeout (an unknown key names every key). */
+    rc = yw_expect_map(w, node, "a store URL, or a mapping with url, failure and timeout");
     if (rc == 0)
         rc = yw_check_keys(w, node, store_keys, N_OF(store_keys));
     if (rc != 0)
