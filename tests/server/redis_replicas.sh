@@ -7,7 +7,8 @@
 # -NOTREPLICATED within the replicas timeout (the write is on the primary: never a plain
 # success), TASK.GET and THROTTLE still answer, and INFO store counts the under-replicated
 # replies; after SIGCONT the writes succeed again; a node with replicas 0 does not wait; a killed
-# replica is refused the same way. Bad settings are refused at start. Every wait is a deadline,
+# replica is refused the same way; a call resent after NOSCRIPT gets a WAIT of its own. Bad
+# settings are refused at start. Every wait is a deadline,
 # never a sleep; every process is stopped by its PID.
 #
 # Usage: bash tests/server/redis_replicas.sh PATH-TO-SLUICE SOURCE-DIR
@@ -115,6 +116,14 @@ check "GET delivers it" "$id" "$got"
 check "ACK with the replica up" OK "$(on "$W" TASK.ACK "$id" ATTEMPT 1)"
 check "the ACK is on the replica" 1 "$(on_replica ZSCORE 'sluice:{all}:done' "$id" | grep -c .)"
 check "no under-replicated reply yet" 0 "$(info_field "$W" store_under_replicated)"
+# A call resent after NOSCRIPT (the script flushed) runs behind its WAIT: it gets one more.
+redis-cli -p "$P1" SCRIPT FLUSH >/dev/null
+waits=$(info_field "$W" store_replica_waits)
+id=$(on "$W" TASK.ADD job '{"n":1.5}')
+is_id "TASK.ADD after SCRIPT FLUSH" "$id"
+check "on the replica too" 1 "$(on_replica HEXISTS 'sluice:{all}:task' "$id")"
+check "two WAITs for the resent call" $((waits + 2)) "$(info_field "$W" store_replica_waits)"
+check "CANCEL it" 1 "$(on "$W" TASK.CANCEL "$id")"
 # THROTTLE and claims do not wait.
 waits=$(info_field "$W" store_replica_waits)
 on "$W" THROTTLE lim a >/dev/null
