@@ -101,6 +101,16 @@ struct rstore {
     int64_t timeout_ms;
     int replicas;                /* --store-replicas: a task write waits for this many (0: none) */
     int64_t replicas_timeout_ms; /* WAIT's timeout, below timeout_ms */
+    /* The one WAIT in flight (rstore_call's replicas): calls sent while it is are covered by the
+     * next one, sent when it answers. */
+    rconn_call wait;
+    const char *wait_argv[3];
+    size_t wait_argvlen[3];
+    char wait_n[24], wait_ms[24];
+    int wait_busy;          /* the WAIT is in flight */
+    int wait_pending;       /* calls wait for the next WAIT */
+    uint64_t wait_gen_sent; /* the generation of the WAIT in flight */
+    uint64_t wait_gen_next; /* the generation of the next one */
     int audit;
     int closed;
     rbatch *cur;              /* the turn's batch, NULL until its first request */
@@ -445,21 +455,35 @@ static void decode_batch(rstore_call *call, const redisReply *reply)
     }
 }
 
-static int send_wait(rstore *st, rstore_call *c);
+static void send_wait(rstore *st);
 
-/* WAIT's answer: the replicas that confirmed every write sent before it on this connection. */
+/* The answer of the WAIT in flight: the replicas that confirmed everything the connection wrote
+ * before it, given to every call it covers; then the next WAIT, for the calls sent meanwhile. */
 static void on_wait_answer(void *arg, const redisReply *reply, const char *why)
 {
-    rstore_call *c = arg;
-    rstore *st = c->st;
+    rstore *st = arg;
+    int64_t acked = reply && reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
 
     (void)why;
-    c->waiting--;
-    if (reply && reply->type == REDIS_REPLY_INTEGER)
-        c->acked = reply->integer;
-    else
-        c->acked = -1; /* no answer, or an error (a Redis that refuses WAIT): nothing confirmed */
+    st->wait_busy = 0;
+    for (rstore_call *c = st->head; c; c = c->next)
+        if (c->waiting && c->wait_gen == st->wait_gen_sent) {
+            c->acked = acked; /* -1: no answer or an error: nothing confirmed */
+            c->waiting = 0;
+        }
+    if (st->wait_pending)
+        send_wait(st);
     drain(st);
+}
+
+/* Marks c as waiting for the next WAIT, and sends it unless one is in flight. */
+static void need_wait(rstore *st, rstore_call *c)
+{
+    c->waiting = 1;
+    c->wait_gen = st->wait_gen_next;
+    st->wait_pending = 1;
+    if (!st->wait_busy)
+        send_wait(st);
 }
 
 static void on_answer(void *arg, const redisReply *reply, const char *why)
@@ -469,8 +493,8 @@ static void on_answer(void *arg, const redisReply *reply, const char *why)
 
     /* A call resent behind a NOSCRIPT reload ran after the WAIT that followed it: that WAIT
      * does not cover its writes, so one more WAIT goes behind it. */
-    if (reply && c->call.retried && c->wait_replicas > 0 && !c->waiting && send_wait(st, c) != 0)
-        c->acked = -1;
+    if (reply && c->call.retried && c->wait_replicas > 0)
+        need_wait(st, c);
     if (!reply) {
         rstore_call_fail(c, why);
     } else if (reply->type == REDIS_REPLY_ERROR) {
@@ -487,31 +511,39 @@ static void on_answer(void *arg, const redisReply *reply, const char *why)
     drain(st);
 }
 
-/* Sends `WAIT replicas timeout` behind c on the store's connection. Returns 0 (c then waits for
- * its answer) or an error (nothing sent). */
-static int send_wait(rstore *st, rstore_call *c)
+/* Sends `WAIT replicas timeout` on the store's connection, covering the calls marked with the
+ * next generation (everything they wrote was sent before it). When it cannot be sent, they are
+ * answered "nothing confirmed" at once. */
+static void send_wait(rstore *st)
 {
-    int n = snprintf(c->wait_n, sizeof c->wait_n, "%d", c->wait_replicas);
-    int m = snprintf(c->wait_ms, sizeof c->wait_ms, "%" PRId64, st->replicas_timeout_ms);
+    int n = snprintf(st->wait_n, sizeof st->wait_n, "%d", st->replicas);
+    int m = snprintf(st->wait_ms, sizeof st->wait_ms, "%" PRId64, st->replicas_timeout_ms);
     int rc;
 
-    c->wait_argv[0] = "WAIT";
-    c->wait_argvlen[0] = 4;
-    c->wait_argv[1] = c->wait_n;
-    c->wait_argvlen[1] = (size_t)n;
-    c->wait_argv[2] = c->wait_ms;
-    c->wait_argvlen[2] = (size_t)m;
-    c->wait.argc = 3;
-    c->wait.argv = c->wait_argv;
-    c->wait.argvlen = c->wait_argvlen;
-    c->wait.fn = on_wait_answer;
-    c->wait.arg = c;
-    rc = st->closed || !st->conn ? SLUICE_ESTATE : rconn_evalsha(st->conn, &c->wait);
+    st->wait_gen_sent = st->wait_gen_next++;
+    st->wait_pending = 0;
+    st->wait_argv[0] = "WAIT";
+    st->wait_argvlen[0] = 4;
+    st->wait_argv[1] = st->wait_n;
+    st->wait_argvlen[1] = (size_t)n;
+    st->wait_argv[2] = st->wait_ms;
+    st->wait_argvlen[2] = (size_t)m;
+    st->wait.argc = 3;
+    st->wait.argv = st->wait_argv;
+    st->wait.argvlen = st->wait_argvlen;
+    st->wait.fn = on_wait_answer;
+    st->wait.arg = st;
+    rc = st->closed || !st->conn ? SLUICE_ESTATE : rconn_evalsha(st->conn, &st->wait);
     if (rc == 0) {
-        c->waiting++;
+        st->wait_busy = 1;
         st->stats.replica_waits++;
+        return;
     }
-    return rc;
+    for (rstore_call *c = st->head; c; c = c->next)
+        if (c->waiting && c->wait_gen == st->wait_gen_sent) {
+            c->acked = -1;
+            c->waiting = 0;
+        }
 }
 
 int rstore_replicas(const server *s, int64_t *timeout_ms)
@@ -547,8 +579,8 @@ void rstore_send(server *s, rstore_call *c, int rc)
     }
     if (rc == 0) {
         st->stats.batches++;
-        if (c->wait_replicas > 0 && send_wait(st, c) != 0)
-            c->acked = -1;
+        if (c->wait_replicas > 0)
+            need_wait(st, c);
         return;
     }
     rstore_call_fail(c, rc == SLUICE_ENOMEM                         ? "out of memory"

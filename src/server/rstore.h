@@ -60,18 +60,17 @@ struct rstore_call {
     int answered;  /* decoded or failed */
     char why[256]; /* the failure, "" when Redis answered */
     /* Replicas: set by the owner before rstore_send. Non-zero asks for the store's `WAIT
-     * replicas timeout` (--store-replicas) right behind the call, on the same connection, so
-     * that it covers the call's writes; the call is then applied only once WAIT has answered
-     * too, with `acked` the replicas WAIT counted (-1: WAIT got no answer). 0: no WAIT, acked
-     * stays 0. */
+     * replicas timeout` (--store-replicas) behind the call, on the same connection, so that it
+     * covers the call's writes; the call is then applied only once that WAIT has answered too,
+     * with `acked` the replicas it counted (-1: no answer). 0: no WAIT, acked stays 0. At most
+     * one WAIT is in flight: calls sent meanwhile share the next one, sent when it answers
+     * (so a WAIT queues behind at most one other, and nothing waits more than twice its
+     * timeout behind them). */
     int wait_replicas;
     int64_t acked;
     /* private */
-    int waiting;     /* WAIT answers still to come */
-    rconn_call wait; /* the WAIT call */
-    const char *wait_argv[3];
-    size_t wait_argvlen[3];
-    char wait_n[24], wait_ms[24];
+    int waiting;       /* a WAIT that covers it has not answered yet */
+    uint64_t wait_gen; /* which WAIT covers it (rstore's generation) */
     struct rstore *st;
     rstore_call *next; /* in the FIFO */
 };

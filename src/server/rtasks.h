@@ -15,7 +15,8 @@
  * have been taken: the producer may add it twice, which is at-least-once).
  *
  * With --store-replicas N, a batch holding a write of the queue's contents (ADD, ACK, FAIL,
- * CANCEL) is followed by one `WAIT N timeout` on the same connection (rstore_call), and those
+ * CANCEL) is followed by a `WAIT N timeout` on the same connection (rstore_call: one in flight,
+ * shared by the batches sent while it waits), and those
  * requests are answered only after it: their success becomes -NOTREPLICATED when fewer than N
  * replicas confirmed. Claims and TOUCH do not make a batch wait (a claim or a lease extension
  * lost in a failover is a redelivery, which at-least-once allows), and ride along unchecked

@@ -23,6 +23,7 @@ need_tools redis_replicas.sh redis-cli redis-server
 start_redis primary
 start_redis replica --replicaof 127.0.0.1 "$rport_primary"
 P1=$rport_primary
+bg=()
 R1=$rport_replica
 db=3
 url=redis://127.0.0.1:$P1/$db
@@ -169,6 +170,20 @@ wait "$bgpid"
 lacks "THROTTLE behind a waiting WAIT" "ERR" "$out"
 within "THROTTLE behind a waiting WAIT (ms)" 0 "$((WT + 700))" "$((t1 - t0))"
 contains "the background ADD" "NOTREPLICATED" "$(cat "$tmp/bg.out")"
+# Many producers at once: the WAITs of their turns do not queue up behind each other (one in
+# flight; the calls sent meanwhile share the next), so no call outlives the store timeout: every
+# ADD answers NOTREPLICATED, none STOREDOWN, and the connection is never dropped.
+waits=$(info_field "$W" store_replica_waits)
+for i in $(seq 1 20); do
+  redis-cli -p "$W" -r 5 TASK.ADD job '{}' >"$tmp/many.$i" 2>&1 &
+  bg+=($!)
+done
+wait "${bg[@]}"
+many=$(for i in $(seq 1 20); do cat "$tmp/many.$i"; done)
+check "20 x 5 concurrent ADDs answer NOTREPLICATED" 100 "$(echo "$many" | grep -c NOTREPLICATED)"
+check "no STOREDOWN" 0 "$(echo "$many" | grep -c STOREDOWN)"
+check "no store timeout" 0 "$(info_field "$W" store_timeouts)"
+echo "# 100 ADDs from 20 clients shared $(($(info_field "$W" store_replica_waits) - waits)) WAITs"
 # replicas 0: no WAIT, a plain id at once.
 t0=$(now_ms)
 id3=$(on "$Z" TASK.ADD job '{"n":3}')
