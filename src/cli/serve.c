@@ -66,6 +66,13 @@ static const char usage_text[] =
     "      --store-failure MODE  when Redis is down or late: closed (answer -STOREDOWN, the\n"
     "                            default) or open (grant, counted in INFO and /metrics)\n"
     "      --store-timeout MS    how long a decision waits for Redis (default 1000)\n"
+    "      --store-replicas N    TASK.ADD, ACK, FAIL and CANCEL are answered only once Redis's\n"
+    "                            WAIT confirms N replicas have the write; fewer within the\n"
+    "                            timeout answers -NOTREPLICATED (default 0: no WAIT). THROTTLE\n"
+    "                            and LEASE.* send no WAIT, but share the connection: one that\n"
+    "                            waits delays them\n"
+    "      --store-replicas-timeout MS  WAIT's timeout, below --store-timeout (default half\n"
+    "                            of it)\n"
     "      --store-audit         Redis keeps every grant in audit lists (tests and debugging:\n"
     "                            they grow without bound)\n"
     "\n"
@@ -127,6 +134,8 @@ enum {
     OPT_STORE_FAILURE,
     OPT_STORE_TIMEOUT,
     OPT_STORE_AUDIT,
+    OPT_STORE_REPLICAS,
+    OPT_STORE_REPLICAS_TIMEOUT,
     OPT_MAXMEMORY,
 };
 
@@ -164,6 +173,8 @@ static const struct option long_options[] = {
     {"store-failure", required_argument, NULL, OPT_STORE_FAILURE},
     {"store-timeout", required_argument, NULL, OPT_STORE_TIMEOUT},
     {"store-audit", no_argument, NULL, OPT_STORE_AUDIT},
+    {"store-replicas", required_argument, NULL, OPT_STORE_REPLICAS},
+    {"store-replicas-timeout", required_argument, NULL, OPT_STORE_REPLICAS_TIMEOUT},
     {"maxmemory", required_argument, NULL, OPT_MAXMEMORY},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -389,6 +400,19 @@ static int parse_options(int argc, char **argv, server_options *o, char *pass, s
             break;
         case OPT_STORE_AUDIT:
             o->store_audit = 1;
+            break;
+        case OPT_STORE_REPLICAS:
+            /* parse_size refuses 0, which is a valid choice here (no WAIT). */
+            if (strcmp(optarg, "0") != 0 &&
+                parse_size(optarg, 0, CONFIG_STORE_REPLICAS_MAX, &v) != 0)
+                return bad_value("--store-replicas", optarg, "a number of replicas from 0 to 64");
+            o->store_replicas = (int)v;
+            break;
+        case OPT_STORE_REPLICAS_TIMEOUT:
+            if (parse_size(optarg, 0, 600000, &v) != 0)
+                return bad_value("--store-replicas-timeout", optarg,
+                                 "a number of milliseconds from 1 to 600000");
+            o->store_replicas_timeout_ms = (int64_t)v;
             break;
         case OPT_DURABILITY:
             if (store_durability_parse(optarg, &o->durability) != 0)

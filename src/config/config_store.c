@@ -17,7 +17,8 @@
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
-static const char *const store_keys[] = {"url", "failure", "timeout"};
+static const char *const store_keys[] = {"url", "failure", "timeout", "replicas",
+                                         "replicas_timeout"};
 static const char *const failure_words[] = {"closed", "open"};
 
 static int url_fail(char *msg, size_t msglen, const char *url, const char *why)
@@ -160,6 +161,7 @@ int config_parse_store(ywalk *w, const yaml_node_t *node, sluice_store_config *o
         return 0;
     if (yw_is_scalar(node))
         return parse_url(w, node, out);
+    /* The words predate replicas and replicas_timeout (an unknown key names every key). */
     rc = yw_expect_map(w, node, "a store URL, or a mapping with url, failure and timeout");
     if (rc == 0)
         rc = yw_check_keys(w, node, store_keys, N_OF(store_keys));
@@ -175,7 +177,11 @@ int config_parse_store(ywalk *w, const yaml_node_t *node, sluice_store_config *o
     }
     if ((rc = yw_field_choice(w, node, "failure", failure_words, N_OF(failure_words), &choice)) !=
             0 ||
-        (rc = yw_field_duration(w, node, "timeout", SLUICE_NS_PER_MS, &out->timeout_ns)) != 0)
+        (rc = yw_field_duration(w, node, "timeout", SLUICE_NS_PER_MS, &out->timeout_ns)) != 0 ||
+        (rc = yw_field_int(w, node, "replicas", 0, CONFIG_STORE_REPLICAS_MAX, &out->replicas)) !=
+            0 ||
+        (rc = yw_field_duration(w, node, "replicas_timeout", SLUICE_NS_PER_MS,
+                                &out->replicas_timeout_ns)) != 0)
         return rc;
     if (choice >= 0)
         out->failure = choice == 0 ? SLUICE_STORE_FAILURE_CLOSED : SLUICE_STORE_FAILURE_OPEN;

@@ -23,6 +23,8 @@
 #define CONFIG_STORE_HOST_MAX 255
 /* Default of store.timeout / --store-timeout: how long a decision waits for the store. */
 #define CONFIG_STORE_DEFAULT_TIMEOUT_NS ((int64_t)1000 * 1000 * 1000)
+/* Most replicas store.replicas / --store-replicas may ask WAIT for. */
+#define CONFIG_STORE_REPLICAS_MAX 64
 
 /* A parsed store URL. */
 typedef struct config_store_url {

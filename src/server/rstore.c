@@ -99,6 +99,18 @@ struct rstore {
     config_store_url u;
     int fail_open;
     int64_t timeout_ms;
+    int replicas;                /* --store-replicas: a task write waits for this many (0: none) */
+    int64_t replicas_timeout_ms; /* WAIT's timeout, below timeout_ms */
+    /* The one WAIT in flight (rstore_call's replicas): calls sent while it is are covered by the
+     * next one, sent when it answers. */
+    rconn_call wait;
+    const char *wait_argv[3];
+    size_t wait_argvlen[3];
+    char wait_n[24], wait_ms[24];
+    int wait_busy;          /* the WAIT is in flight */
+    int wait_pending;       /* calls wait for the next WAIT */
+    uint64_t wait_gen_sent; /* the generation of the WAIT in flight */
+    uint64_t wait_gen_next; /* the generation of the next one */
     int audit;
     int closed;
     rbatch *cur;              /* the turn's batch, NULL until its first request */
@@ -411,7 +423,7 @@ static void drain(rstore *st)
 {
     rstore_call *c;
 
-    while ((c = st->head) != NULL && c->answered) {
+    while ((c = st->head) != NULL && c->answered && !c->waiting) {
         st->head = c->next;
         if (!st->head)
             st->tail = NULL;
@@ -443,11 +455,46 @@ static void decode_batch(rstore_call *call, const redisReply *reply)
     }
 }
 
+static void send_wait(rstore *st);
+
+/* The answer of the WAIT in flight: the replicas that confirmed everything the connection wrote
+ * before it, given to every call it covers; then the next WAIT, for the calls sent meanwhile. */
+static void on_wait_answer(void *arg, const redisReply *reply, const char *why)
+{
+    rstore *st = arg;
+    int64_t acked = reply && reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
+
+    (void)why;
+    st->wait_busy = 0;
+    for (rstore_call *c = st->head; c; c = c->next)
+        if (c->waiting && c->wait_gen == st->wait_gen_sent) {
+            c->acked = acked; /* -1: no answer or an error: nothing confirmed */
+            c->waiting = 0;
+        }
+    if (st->wait_pending)
+        send_wait(st);
+    drain(st);
+}
+
+/* Marks c as waiting for the next WAIT, and sends it unless one is in flight. */
+static void need_wait(rstore *st, rstore_call *c)
+{
+    c->waiting = 1;
+    c->wait_gen = st->wait_gen_next;
+    st->wait_pending = 1;
+    if (!st->wait_busy)
+        send_wait(st);
+}
+
 static void on_answer(void *arg, const redisReply *reply, const char *why)
 {
     rstore_call *c = arg;
     rstore *st = c->st;
 
+    /* A call resent behind a NOSCRIPT reload ran after the WAIT that followed it: that WAIT
+     * does not cover its writes, so one more WAIT goes behind it. */
+    if (reply && c->call.retried && c->wait_replicas > 0)
+        need_wait(st, c);
     if (!reply) {
         rstore_call_fail(c, why);
     } else if (reply->type == REDIS_REPLY_ERROR) {
@@ -464,12 +511,58 @@ static void on_answer(void *arg, const redisReply *reply, const char *why)
     drain(st);
 }
 
+/* Sends `WAIT replicas timeout` on the store's connection, covering the calls marked with the
+ * next generation (everything they wrote was sent before it). When it cannot be sent, they are
+ * answered "nothing confirmed" at once. */
+static void send_wait(rstore *st)
+{
+    int n = snprintf(st->wait_n, sizeof st->wait_n, "%d", st->replicas);
+    int m = snprintf(st->wait_ms, sizeof st->wait_ms, "%" PRId64, st->replicas_timeout_ms);
+    int rc;
+
+    st->wait_gen_sent = st->wait_gen_next++;
+    st->wait_pending = 0;
+    st->wait_argv[0] = "WAIT";
+    st->wait_argvlen[0] = 4;
+    st->wait_argv[1] = st->wait_n;
+    st->wait_argvlen[1] = (size_t)n;
+    st->wait_argv[2] = st->wait_ms;
+    st->wait_argvlen[2] = (size_t)m;
+    st->wait.argc = 3;
+    st->wait.argv = st->wait_argv;
+    st->wait.argvlen = st->wait_argvlen;
+    st->wait.fn = on_wait_answer;
+    st->wait.arg = st;
+    rc = st->closed || !st->conn ? SLUICE_ESTATE : rconn_evalsha(st->conn, &st->wait);
+    if (rc == 0) {
+        st->wait_busy = 1;
+        st->stats.replica_waits++;
+        return;
+    }
+    for (rstore_call *c = st->head; c; c = c->next)
+        if (c->waiting && c->wait_gen == st->wait_gen_sent) {
+            c->acked = -1;
+            c->waiting = 0;
+        }
+}
+
+int rstore_replicas(const server *s, int64_t *timeout_ms)
+{
+    const rstore *st = state_of(s);
+
+    if (timeout_ms)
+        *timeout_ms = st ? st->replicas_timeout_ms : 0;
+    return st ? st->replicas : 0;
+}
+
 void rstore_send(server *s, rstore_call *c, int rc)
 {
     rstore *st = state_of(s);
 
     c->st = st;
     c->answered = 0;
+    c->waiting = 0;
+    c->acked = 0;
     c->why[0] = '\0';
     c->next = NULL;
     if (st->tail)
@@ -486,6 +579,8 @@ void rstore_send(server *s, rstore_call *c, int rc)
     }
     if (rc == 0) {
         st->stats.batches++;
+        if (c->wait_replicas > 0)
+            need_wait(st, c);
         return;
     }
     rstore_call_fail(c, rc == SLUICE_ENOMEM                         ? "out of memory"
@@ -890,6 +985,21 @@ int rstore_open(server *s, char *msg, size_t msglen)
                          ? s->opt.store_timeout_ms
                          : CONFIG_STORE_DEFAULT_TIMEOUT_NS / SLUICE_NS_PER_MS;
     st->audit = s->opt.store_audit;
+    st->replicas = s->opt.store_replicas > 0 ? s->opt.store_replicas : 0;
+    st->replicas_timeout_ms = s->opt.store_replicas_timeout_ms > 0
+                                  ? s->opt.store_replicas_timeout_ms
+                                  : st->timeout_ms / 2;
+    if (st->replicas > 0 &&
+        (st->replicas_timeout_ms < 1 || st->replicas_timeout_ms >= st->timeout_ms)) {
+        /* WAIT blocks the connection: a WAIT as long as the store's deadline would make every
+         * call behind it time out and drop the connection. */
+        snprintf(msg, msglen,
+                 "store: the replicas timeout (%" PRId64 " ms) must be at least 1 ms and less "
+                 "than the store timeout (%" PRId64 " ms)",
+                 st->replicas_timeout_ms, st->timeout_ms);
+        alloc_free(st);
+        return SLUICE_EINVAL;
+    }
     script = rlim_script(&script_len);
     memset(&o, 0, sizeof(o));
     o.host = st->u.host;
@@ -929,6 +1039,9 @@ int rstore_open(server *s, char *msg, size_t msglen)
              "%" PRId64 " ms%s)",
              st->url, st->fail_open ? "open" : "closed", st->timeout_ms,
              st->audit ? ", audit on" : "");
+    if (st->replicas > 0)
+        log_info("store %s: task writes wait for %d replica(s) (WAIT, %" PRId64 " ms)", st->url,
+                 st->replicas, st->replicas_timeout_ms);
     return 0;
 }
 
@@ -1023,7 +1136,9 @@ void rstore_info(const server *s, char *buf, size_t len)
     snprintf(buf + at, len - at,
              "store_task_requests:%" PRIu64 "\r\nstore_task_claims:%" PRIu64
              "\r\nstore_task_delivered:%" PRIu64 "\r\nstore_task_waiters:%" PRIu64
-             "\r\nstore_task_wakes:%" PRIu64 "\r\nstore_task_subscriber:%s\r\n",
-             t.requests, t.claims, t.delivered, t.waiters, t.wakes,
-             t.subscriber_up ? "up" : "down");
+             "\r\nstore_task_wakes:%" PRIu64 "\r\nstore_task_subscriber:%s\r\n"
+             "store_replicas:%d\r\nstore_replicas_timeout_ms:%" PRId64
+             "\r\nstore_replica_waits:%" PRIu64 "\r\nstore_under_replicated:%" PRIu64 "\r\n",
+             t.requests, t.claims, t.delivered, t.waiters, t.wakes, t.subscriber_up ? "up" : "down",
+             st->replicas, st->replicas_timeout_ms, x.replica_waits, t.under_replicated);
 }

@@ -59,14 +59,31 @@ struct rstore_call {
     void (*apply)(rstore_call *c);
     int answered;  /* decoded or failed */
     char why[256]; /* the failure, "" when Redis answered */
+    /* Replicas: set by the owner before rstore_send. Non-zero asks for the store's `WAIT
+     * replicas timeout` (--store-replicas) behind the call, on the same connection, so that it
+     * covers the call's writes; the call is then applied only once that WAIT has answered too,
+     * with `acked` the replicas it counted (-1: no answer). 0: no WAIT, acked stays 0. At most
+     * one WAIT is in flight: calls sent meanwhile share the next one, sent when it answers
+     * (so a WAIT queues behind at most one other, and nothing waits more than twice its
+     * timeout behind them). */
+    int wait_replicas;
+    int64_t acked;
+    /* private */
+    int waiting;       /* a WAIT that covers it has not answered yet */
+    uint64_t wait_gen; /* which WAIT covers it (rstore's generation) */
     struct rstore *st;
     rstore_call *next; /* in the FIFO */
 };
 
 /* Appends c (call.argc/argv/argvlen, on_reply and apply set) to the FIFO and sends it; rc != 0
  * (the owner could not build its command) or a store that is not up fails it at once. Either
- * way apply runs exactly once, in FIFO order (perhaps before this returns). */
+ * way apply runs exactly once, in FIFO order (perhaps before this returns). With
+ * c->wait_replicas > 0 (rstore_replicas) a WAIT follows the call (see rstore_call). */
 void rstore_send(server *s, rstore_call *c, int rc);
+
+/* The replicas a write of the task queue waits for (--store-replicas, 0: none) and WAIT's
+ * timeout in ms. */
+int rstore_replicas(const server *s, int64_t *timeout_ms);
 
 /* Marks c answered with the failure why (from on_reply: a reply it cannot read). */
 void rstore_call_fail(rstore_call *c, const char *why);
@@ -95,6 +112,7 @@ typedef struct rstore_stats {
     uint64_t unavailable;      /* requests answered -STOREDOWN (closed mode) */
     uint64_t fail_open_grants; /* requests granted without Redis (open mode) */
     uint64_t connects, disconnects, failed_connects, timeouts, script_loads, in_flight;
+    uint64_t replica_waits; /* WAITs sent (--store-replicas) */
 } rstore_stats;
 
 /* Attaches the shared store when s->opt.store_url is set (else does nothing and returns 0):

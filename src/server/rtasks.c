@@ -497,6 +497,12 @@ void rtasks_flush(server *s)
         rt->sent = b;
     rt->last = b;
     rt->stats.requests += b->n;
+    b->base.wait_replicas = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (rtasks_op_waits(b->w[i].op)) {
+            b->base.wait_replicas = rstore_replicas(s, NULL);
+            break;
+        }
     rstore_send(s, &b->base, rc);
 }
 

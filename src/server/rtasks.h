@@ -14,6 +14,14 @@
  * store_failure says: no task is acknowledged that Redis did not take (a timed-out ADD may still
  * have been taken: the producer may add it twice, which is at-least-once).
  *
+ * With --store-replicas N, a batch holding a write of the queue's contents (ADD, ACK, FAIL,
+ * CANCEL) is followed by a `WAIT N timeout` on the same connection (rstore_call: one in flight,
+ * shared by the batches sent while it waits), and those
+ * requests are answered only after it: their success becomes -NOTREPLICATED when fewer than N
+ * replicas confirmed. Claims and TOUCH do not make a batch wait (a claim or a lease extension
+ * lost in a failover is a redelivery, which at-least-once allows), and ride along unchecked
+ * when they share a waiting batch.
+ *
  * Blocked TASK.GET ... TIMEOUT: the client is blocked (conn_block) and its wish kept (a waiter);
  * one claim per waiter is sent whenever work may have come: a message on the wake channel (every
  * op that makes work ready publishes on it, on any node; a second connection of this node is
@@ -47,12 +55,13 @@
 
 /* Counters, for INFO store. */
 typedef struct rtasks_stats {
-    uint64_t requests;  /* task requests sent */
-    uint64_t claims;    /* claims sent for blocked TASK.GETs */
-    uint64_t delivered; /* tasks handed to clients */
-    uint64_t wakes;     /* wake messages received */
-    uint64_t waiters;   /* TASK.GETs blocked now */
-    int subscriber_up;  /* the wake subscription is live */
+    uint64_t requests;         /* task requests sent */
+    uint64_t claims;           /* claims sent for blocked TASK.GETs */
+    uint64_t delivered;        /* tasks handed to clients */
+    uint64_t wakes;            /* wake messages received */
+    uint64_t waiters;          /* TASK.GETs blocked now */
+    uint64_t under_replicated; /* writes answered -NOTREPLICATED (--store-replicas) */
+    int subscriber_up;         /* the wake subscription is live */
 } rtasks_stats;
 
 /* Sets up the task side of the shared store (after rstore_open parsed the URL): the batch and

@@ -89,6 +89,13 @@ struct rtasks {
     rtasks_stats stats;
 };
 
+/* 1 when a request of op changes what the queue holds (ADD, ACK, FAIL, CANCEL): with
+ * --store-replicas its batch WAITs for the replicas and its success is checked. */
+static inline int rtasks_op_waits(rtask_op op)
+{
+    return op == RTASK_ADD || op == RTASK_ACK || op == RTASK_FAIL || op == RTASK_CANCEL;
+}
+
 /* Recycles an applied batch (kept for reuse, or freed). */
 void rtasks_batch_recycle(rtasks *rt, tbatch *b);
 

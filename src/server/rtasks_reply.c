@@ -157,6 +157,32 @@ static void reply_info(conn *c, const rtask_task *t)
         field_int(w, none[i], 0, 0);
 }
 
+/* The reply of a write Redis's primary did but fewer replicas than --store-replicas confirmed
+ * within the timeout: never a plain success, since a failover may lose it. */
+static void reply_not_replicated(rtasks *rt, tbatch *b, const twait *w)
+{
+    static const char *const names[] = {[RTASK_ADD] = "TASK.ADD",
+                                        [RTASK_ACK] = "TASK.ACK",
+                                        [RTASK_FAIL] = "TASK.FAIL",
+                                        [RTASK_CANCEL] = "TASK.CANCEL"};
+    char seen[64];
+    int64_t ms = 0;
+    uint64_t id = w->op == RTASK_ADD ? w->res.id : w->id;
+
+    rstore_replicas(rt->s, &ms);
+    rt->stats.under_replicated++;
+    rt->wake = 1; /* the primary has the change: waiters here may find work */
+    if (b->base.acked < 0)
+        snprintf(seen, sizeof seen, "WAIT was not answered");
+    else
+        snprintf(seen, sizeof seen, "only %" PRId64 " of %d replicas confirmed it", b->base.acked,
+                 b->base.wait_replicas);
+    resp_error(conn_out(w->c), "NOTREPLICATED",
+               "%s of task %" PRIu64 " reached the primary but %s within %" PRId64
+               " ms: it may or may not survive a failover",
+               names[w->op], id, seen, ms);
+}
+
 /* The reply of one answered request with a deferred slot. */
 static void reply_wait(rtasks *rt, tbatch *b, twait *w)
 {
@@ -195,6 +221,11 @@ static void reply_wait(rtasks *rt, tbatch *b, twait *w)
     }
     if (r->rc != 0 && r->rc != SLUICE_ESTATE) {
         reply_engine_error(c, r->rc, msg[0] ? msg : NULL);
+        return;
+    }
+    if (rtasks_op_waits(w->op) && b->base.wait_replicas > 0 &&
+        b->base.acked < b->base.wait_replicas) {
+        reply_not_replicated(rt, b, w);
         return;
     }
     switch (w->op) {

@@ -64,6 +64,7 @@ void server_options_init(server_options *o)
     o->shutdown_ms = SERVER_DEFAULT_SHUTDOWN_MS;
     o->admin_bind = SERVER_DEFAULT_BIND;
     o->admin_port = -1;
+    o->store_replicas = -1;
 }
 
 /* ---- The clock --------------------------------------------------------------------------- */
@@ -599,6 +600,11 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
             s->opt.store_failure = s->config.store.failure;
         if (s->opt.store_timeout_ms == 0)
             s->opt.store_timeout_ms = s->config.store.timeout_ns / SLUICE_NS_PER_MS;
+        if (s->opt.store_replicas < 0)
+            s->opt.store_replicas = (int)s->config.store.replicas;
+        if (s->opt.store_replicas_timeout_ms == 0)
+            s->opt.store_replicas_timeout_ms =
+                s->config.store.replicas_timeout_ns / SLUICE_NS_PER_MS;
         const char *why = s->opt.store_url ? server_redis_unsupported(&s->config) : NULL;
 
         if (why) {

@@ -139,6 +139,8 @@ typedef struct server_options {
     const char *store_url;              /* redis://HOST[:PORT][/DB]; NULL: the embedded store */
     sluice_store_failure store_failure; /* UNSET: the file's, else closed */
     int64_t store_timeout_ms;           /* 0: the file's, else 1000 */
+    int store_replicas;                 /* -1: the file's, else 0; > 0: task writes WAIT */
+    int64_t store_replicas_timeout_ms;  /* 0: the file's, else half of store_timeout_ms */
     int store_audit;                    /* 1: Redis keeps every grant in audit lists (tests) */
 } server_options;
 

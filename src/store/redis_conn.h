@@ -78,7 +78,8 @@ typedef void (*rconn_reply_fn)(void *arg, const struct redisReply *reply, const 
 /* One call, in memory the caller owns (embedded in its batch): the caller sets the first five
  * fields; the rest is rconn's. The call, argv and argvlen must stay valid and unchanged until
  * fn has run (a NOSCRIPT retry sends them again). argv[0] is "EVALSHA" and argv[1] the script's
- * SHA (rconn_sha). */
+ * SHA (rconn_sha), or any other command Redis answers with one reply (rstore sends its WAIT for
+ * replicas this way: it must follow the script call on the same connection). */
 typedef struct rconn_call {
     int argc;
     const char **argv;

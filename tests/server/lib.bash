@@ -269,16 +269,16 @@ finish() {
 
 # ---- Redis (the shared store's tests) -------------------------------------------------------
 
-# start_node NAME ARGS...: one node of a several-node test (config $tmp/sluice.yaml, log
-# $tmp/NAME.log, appended to, so a restarted node keeps its story); sets port_NAME and pid_NAME
-# and adds the pid to pids. --no-admin unless ARGS give --admin-port.
+# start_node NAME ARGS...: one node of a several-node test (config $node_conf, else
+# $tmp/sluice.yaml; log $tmp/NAME.log, appended to, so a restarted node keeps its story); sets
+# port_NAME and pid_NAME and adds the pid to pids. --no-admin unless ARGS give --admin-port.
 start_node() {
   local name=$1 admin=--no-admin pid
   shift
   case " $* " in *" --admin-port "*) admin= ;; esac
   rm -f "$tmp/$name.port"
   "$sluice" serve --port 0 --bind 127.0.0.1 --port-file "$tmp/$name.port" $admin \
-    --config "$tmp/sluice.yaml" "$@" 2>>"$tmp/$name.log" &
+    --config "${node_conf:-$tmp/sluice.yaml}" "$@" 2>>"$tmp/$name.log" &
   pid=$!
   pids+=("$pid")
   for _ in $(seq 1 500); do
@@ -293,6 +293,13 @@ start_node() {
   fi
   printf -v "port_$name" '%s' "$(cat "$tmp/$name.port")"
   printf -v "pid_$name" '%s' "$pid"
+}
+
+# on PORT ARGS...: one command to the node on PORT, its reply on one line.
+on() {
+  local p=$1
+  shift
+  redis-cli -p "$p" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'
 }
 
 # store_field PORT FIELD: one field of INFO store of the node on PORT.

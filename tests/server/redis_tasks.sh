@@ -49,12 +49,6 @@ EOF
 
 
 subscribed() { [ "$(store_field "$1" store_task_subscriber)" = up ]; }
-# on PORT ARGS...: one command to the node on PORT, its reply on one line.
-on() {
-  local p=$1
-  shift
-  redis-cli -p "$p" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'
-}
 
 start_redis a
 db=5

@@ -119,6 +119,16 @@ static void test_section_forms(void **unused)
     assert_int_equal(c.store.timeout_ns, 250 * SLUICE_NS_PER_MS);
     sluice_config_clear(&c);
 
+    /* Replicas: absent is 0 (no WAIT), as is the timeout (the server's default then). */
+    assert_int_equal(c.store.replicas, 0);
+    assert_int_equal(c.store.replicas_timeout_ns, 0);
+    sluice_config_clear(&c);
+    assert_int_equal(parse("store: {url: redis://h, replicas: 2, replicas_timeout: 150ms}\n", &c),
+                     0);
+    assert_int_equal(c.store.replicas, 2);
+    assert_int_equal(c.store.replicas_timeout_ns, 150 * SLUICE_NS_PER_MS);
+    sluice_config_clear(&c);
+
     assert_int_equal(parse("store: {failure: closed}\n", &c), 0);
     assert_null(c.store.url);
     assert_int_equal(c.store.failure, SLUICE_STORE_FAILURE_CLOSED);
@@ -156,6 +166,13 @@ static void test_section_mistakes(void **unused)
         "\"soon\"");
     section_bad("store:\n  uri: redis://h\n", "t.yaml:2:3: store: unknown key \"uri\"; did you "
                                               "mean \"url\"?");
+    section_bad("store: {url: redis://h, replicas: 65}\n",
+                "t.yaml:1:35: store.replicas: expected at most 64, got \"65\"");
+    section_bad("store: {url: redis://h, replicas: -1}\n",
+                "t.yaml:1:35: store.replicas: expected a non-negative integer, got \"-1\"");
+    section_bad("store: {url: redis://h, replicas_timeout: never}\n",
+                "t.yaml:1:43: store.replicas_timeout: expected a duration such as 500ms, 30s, "
+                "5m, 1h or 1d, got \"never\"");
     section_bad("store: [redis://h]\n", "t.yaml:1:8: store: expected a store URL, or a mapping "
                                         "with url, failure and timeout, got a list");
 }

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The task queue's writes waiting for Redis replicas (issue 10, docs/cluster.md "Replicas"): a
+# primary redis-server and a replica of it (`--replicaof`), a node with `store: {replicas: 1}`.
+# Over the wire: with the replica up, TASK.ADD answers the id and the task is already on the
+# replica (read there with redis-cli); with the replica SIGSTOPped, TASK.ADD and TASK.ACK answer
+# -NOTREPLICATED within the replicas timeout (the write is on the primary: never a plain
+# success), TASK.GET and THROTTLE still answer, and INFO store counts the under-replicated
+# replies; after SIGCONT the writes succeed again; a node with replicas 0 does not wait; a killed
+# replica is refused the same way; a call resent after NOSCRIPT gets a WAIT of its own. Bad
+# settings are refused at start. Every wait is a deadline,
+# never a sleep; every process is stopped by its PID.
+#
+# Usage: bash tests/server/redis_replicas.sh PATH-TO-SLUICE SOURCE-DIR
+set -u
+set -f
+
+sluice=${1:?usage: redis_replicas.sh PATH-TO-SLUICE SOURCE-DIR}
+. "$(dirname "$0")/lib.bash"
+
+need_tools redis_replicas.sh redis-cli redis-server
+
+start_redis primary
+start_redis replica --replicaof 127.0.0.1 "$rport_primary"
+P1=$rport_primary
+bg=()
+R1=$rport_replica
+db=3
+url=redis://127.0.0.1:$P1/$db
+# The replicas timeout (ms) of node W.
+WT=300
+
+# The replica's link to the primary is up and the primary counts it.
+linked() {
+  redis-cli -p "$R1" INFO replication | tr -d '\r' | grep -q '^master_link_status:up$' &&
+    redis-cli -p "$P1" INFO replication | tr -d '\r' | grep -q '^connected_slaves:1$'
+}
+wait_until "the replica is linked" 20 linked
+
+cat >"$tmp/sluice.yaml" <<EOF
+store: {url: "$url", replicas: 1, replicas_timeout: ${WT}ms}
+limits:
+  lim: {rate: 1000/1s, burst: 100}
+types:
+  job: {}
+EOF
+cat >"$tmp/plain.yaml" <<'EOF'
+limits:
+  lim: {rate: 1000/1s, burst: 100}
+types:
+  job: {}
+EOF
+
+# on_replica ARGS...: a command to the replica, in the store's database.
+on_replica() { redis-cli -p "$R1" -n "$db" "$@" 2>&1 | tr '\n' ' ' | sed 's/ *$//'; }
+is_id() { case $2 in '' | *[!0-9]*) bad "$1: not an id: [$2]" ;; *) ok ;; esac; }
+
+# ---- Settings -------------------------------------------------------------------------------
+
+out=$("$sluice" serve --port 0 --no-admin --store "$url" --store-replicas x 2>&1)
+contains "--store-replicas x refused" "--store-replicas" "$out"
+out=$("$sluice" serve --port 0 --no-admin --store "$url" --store-replicas 1 \
+  --store-timeout 500 --store-replicas-timeout 500 2>&1)
+contains "a replicas timeout not below the store timeout refused" \
+  "the replicas timeout (500 ms) must be at least 1 ms and less than the store timeout (500 ms)" "$out"
+"$sluice" serve --help | grep -q -- '--store-replicas N' && ok || bad "--help names --store-replicas"
+
+start_node W # replicas 1 from the file
+node_conf=$tmp/plain.yaml start_node Z --store "$url"
+start_node F --store-replicas 0 # the command line wins over the file
+W=$port_W
+Z=$port_Z
+check "INFO store_replicas (file)" 1 "$(store_field "$W" store_replicas)"
+check "INFO store_replicas_timeout_ms" "$WT" "$(store_field "$W" store_replicas_timeout_ms)"
+check "INFO store_replicas (default 0)" 0 "$(store_field "$Z" store_replicas)"
+check "INFO store_replicas (flag over file)" 0 "$(store_field "$port_F" store_replicas)"
+
+# ---- 1. The replica up: answered once it has the task -----------------------------------------
+
+id=$(on "$W" TASK.ADD job '{"n":1}')
+is_id "TASK.ADD with the replica up" "$id"
+# No wait here: WAIT confirmed the replica had it before the id was answered.
+check "the task is on the replica when ADD answers" 1 "$(on_replica HEXISTS 'sluice:{all}:task' "$id")"
+check "one WAIT sent" 1 "$(store_field "$W" store_replica_waits)"
+got=$(redis-cli -p "$W" TASK.GET job | head -1)
+check "GET delivers it" "$id" "$got"
+check "ACK with the replica up" OK "$(on "$W" TASK.ACK "$id" ATTEMPT 1)"
+check "the ACK is on the replica" 1 "$(on_replica ZSCORE 'sluice:{all}:done' "$id" | grep -c .)"
+check "no under-replicated reply yet" 0 "$(store_field "$W" store_under_replicated)"
+# A call resent after NOSCRIPT (the script flushed) runs behind its WAIT: it gets one more.
+redis-cli -p "$P1" SCRIPT FLUSH >/dev/null
+waits=$(store_field "$W" store_replica_waits)
+id=$(on "$W" TASK.ADD job '{"n":1.5}')
+is_id "TASK.ADD after SCRIPT FLUSH" "$id"
+check "on the replica too" 1 "$(on_replica HEXISTS 'sluice:{all}:task' "$id")"
+check "two WAITs for the resent call" $((waits + 2)) "$(store_field "$W" store_replica_waits)"
+check "CANCEL it" 1 "$(on "$W" TASK.CANCEL "$id")"
+# THROTTLE and claims do not wait.
+waits=$(store_field "$W" store_replica_waits)
+on "$W" THROTTLE lim a >/dev/null
+check "a GET that finds nothing" "" "$(on "$W" TASK.GET job)"
+check "THROTTLE and GET sent no WAIT" "$waits" "$(store_field "$W" store_replica_waits)"
+
+# ---- 2. The replica stopped: -NOTREPLICATED within the timeout ---------------------------------
+
+kill -STOP "$rpid_replica"
+t0=$(now_ms)
+out=$(on "$W" TASK.ADD job '{"n":2}')
+t1=$(now_ms)
+contains "ADD with the replica stopped" "NOTREPLICATED TASK.ADD of task" "$out"
+contains "it says the primary has it" "reached the primary but only 0 of 1 replicas confirmed it within $WT ms" "$out"
+within "answered within the timeout (ms)" "$((WT - 20))" 1500 "$((t1 - t0))"
+id2=$(echo "$out" | awk '{ print $5 }')
+is_id "the refused ADD names its task" "$id2"
+check "the task is on the primary" 1 "$(redis-cli -p "$P1" -n "$db" HEXISTS 'sluice:{all}:task' "$id2")"
+check "counted" 1 "$(store_field "$W" store_under_replicated)"
+# A claim does not wait: it delivers the task at once.
+t0=$(now_ms)
+got=$(redis-cli -p "$W" TASK.GET job | head -1)
+t1=$(now_ms)
+check "GET with the replica stopped" "$id2" "$got"
+within "GET did not wait (ms)" 0 "$((WT - 50))" "$((t1 - t0))"
+contains "ACK with the replica stopped" "NOTREPLICATED TASK.ACK of task $id2 reached the primary" \
+  "$(on "$W" TASK.ACK "$id2" ATTEMPT 1)"
+check "counted twice" 2 "$(store_field "$W" store_under_replicated)"
+t0=$(now_ms)
+out=$(on "$W" THROTTLE lim a)
+t1=$(now_ms)
+lacks "THROTTLE with the replica stopped" "ERR" "$out"
+within "THROTTLE did not wait (ms)" 0 "$((WT - 50))" "$((t1 - t0))"
+# A decision sent while a WAIT waits shares the connection: answered after it, within the
+# replicas timeout (the cost docs/cluster.md states), never an error.
+(on "$W" TASK.ADD job '{"n":9}' >"$tmp/bg.out") &
+bgpid=$!
+sleep 0.05 # lets the ADD's WAIT reach Redis first: the bound below holds either way
+t0=$(now_ms)
+out=$(on "$W" THROTTLE lim b)
+t1=$(now_ms)
+wait "$bgpid"
+lacks "THROTTLE behind a waiting WAIT" "ERR" "$out"
+within "THROTTLE behind a waiting WAIT (ms)" 0 "$((WT + 700))" "$((t1 - t0))"
+contains "the background ADD" "NOTREPLICATED" "$(cat "$tmp/bg.out")"
+# Many producers at once: the WAITs of their turns do not queue up behind each other (one in
+# flight; the calls sent meanwhile share the next), so no call outlives the store timeout: every
+# ADD answers NOTREPLICATED, none STOREDOWN, and the connection is never dropped.
+waits=$(store_field "$W" store_replica_waits)
+for i in $(seq 1 20); do
+  redis-cli -p "$W" -r 5 TASK.ADD job '{}' >"$tmp/many.$i" 2>&1 &
+  bg+=($!)
+done
+wait "${bg[@]}"
+many=$(for i in $(seq 1 20); do cat "$tmp/many.$i"; done)
+check "20 x 5 concurrent ADDs answer NOTREPLICATED" 100 "$(echo "$many" | grep -c NOTREPLICATED)"
+check "no STOREDOWN" 0 "$(echo "$many" | grep -c STOREDOWN)"
+check "no store timeout" 0 "$(store_field "$W" store_timeouts)"
+echo "# 100 ADDs from 20 clients shared $(($(store_field "$W" store_replica_waits) - waits)) WAITs"
+# replicas 0: no WAIT, a plain id at once.
+t0=$(now_ms)
+id3=$(on "$Z" TASK.ADD job '{"n":3}')
+t1=$(now_ms)
+is_id "ADD on a node with replicas 0" "$id3"
+within "replicas 0 does not wait (ms)" 0 "$((WT - 50))" "$((t1 - t0))"
+check "replicas 0 sent no WAIT" 0 "$(store_field "$Z" store_replica_waits)"
+check "the node stays up" up "$(store_field "$W" store_state)"
+
+# ---- 3. SIGCONT: the writes succeed again ---------------------------------------------------
+
+kill -CONT "$rpid_replica"
+add_ok() {
+  local r
+  r=$(on "$W" TASK.ADD job '{"n":4}')
+  case $r in '' | *[!0-9]*) return 1 ;; esac
+  id4=$r
+}
+wait_until "ADD succeeds once the replica is back" 20 add_ok
+check "and the task is on the replica" 1 "$(on_replica HEXISTS 'sluice:{all}:task' "$id4")"
+check "the earlier refused task reached the replica too" 1 \
+  "$(on_replica HEXISTS 'sluice:{all}:task' "$id2")"
+check "CANCEL with the replica up" 1 "$(on "$W" TASK.CANCEL "$id4")"
+
+# ---- 4. The replica killed: refused the same way ----------------------------------------------
+
+{ kill -KILL "$rpid_replica" && wait "$rpid_replica"; } 2>/dev/null
+t0=$(now_ms)
+out=$(on "$W" TASK.ADD job '{"n":5}')
+t1=$(now_ms)
+contains "ADD with the replica gone" "NOTREPLICATED TASK.ADD of task" "$out"
+within "answered within the timeout (ms)" "$((WT - 20))" 1500 "$((t1 - t0))"
+
+for n in W Z F; do
+  pv=pid_$n
+  kill -TERM "${!pv}"
+  wait "${!pv}"
+  check "node $n exits 0 on SIGTERM" 0 "$?"
+done
+finish
