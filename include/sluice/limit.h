@@ -315,6 +315,16 @@ void sluice_limit_track_changes(sluice_limit *lim, int on);
  * skips the quiet ones without visiting them. */
 int sluice_limit_has_changes(const sluice_limit *lim);
 
+/* Calls fn(arg) each time a key change is recorded while none was (the first change since the
+ * last sluice_limit_drain, or since tracking started), on the thread making the change, from
+ * inside the call that changes the key: fn must not call back into this limit. fn NULL: no
+ * call. A drain cut short leaves changes recorded, so no call comes for the next ones: whoever
+ * drains keeps such a limit on its list (sluice_limit_has_changes). Lets an owner of many limits
+ * drain only those that told it. Returns 0, or SLUICE_ESTATE when changes are not tracked
+ * (sluice_limit_track_changes off, or out of memory when it was called): then nothing is
+ * recorded, so nothing is told. */
+int sluice_limit_on_changes(sluice_limit *lim, void (*fn)(void *arg), void *arg);
+
 /* Calls fn once for every key charged (or forgotten, reset, settled) since the previous drain,
  * with its current state as an opaque blob (state == NULL, len 0: the key holds no information
  * any more; delete it), then clears the record. Keys are the limit's own (long keys already

@@ -487,15 +487,26 @@ int limit_normalize_key(sluice_limit *lim, const char *key, size_t keylen, norm_
     return rc;
 }
 
+int limit_note_changed(sluice_limit *lim, const char *key, size_t keylen)
+{
+    size_t before = keytab_count(lim->changed);
+    void *mark;
+    int rc = keytab_upsert(lim->changed, key, keylen, &mark, NULL);
+
+    /* The first change since the last drain tells the owner, which then drains only the limits
+     * that told it instead of testing every one. */
+    if (rc == SLUICE_OK && before == 0 && lim->on_changes)
+        lim->on_changes(lim->on_changes_arg);
+    return rc;
+}
+
 /* Records that a key is about to change, for sluice_limit_drain. Done before the change, so that
  * running out of memory here leaves nothing charged and nothing unrecorded. */
 int limit_mark_changed(sluice_limit *lim, const norm_key *nk)
 {
-    void *v;
-
     if (!lim->changed || lim->def.kind == SLUICE_CONCURRENCY)
         return SLUICE_OK;
-    return keytab_upsert(lim->changed, nk->key, nk->len, &v, NULL);
+    return limit_note_changed(lim, nk->key, nk->len);
 }
 
 void limit_reclaim_keys(sluice_limit *lim, int64_t now)
@@ -724,11 +735,9 @@ int sluice_lease_acquire_kept(sluice_limit *lim, const char *key, size_t keylen,
 
 int limit_mark_lease_key(sluice_limit *lim, const char *key, size_t keylen)
 {
-    void *v;
-
     if (!lim->changed)
         return SLUICE_OK;
-    return keytab_upsert(lim->changed, key, keylen, &v, NULL);
+    return limit_note_changed(lim, key, keylen);
 }
 
 /* Records the key of a live kept lease as changed before a renew or a release changes it. */
@@ -1129,10 +1138,10 @@ int sluice_limit_reset(sluice_limit *lim, const char *key, size_t keylen)
         if (lim->changed) { /* every key it held must be deleted from a store */
             size_t pos = 0, len;
             const char *k;
-            void *v, *mark;
+            void *v;
 
             while (keytab_next(lim->keys, &pos, &k, &len, &v))
-                if (keytab_upsert(lim->changed, k, len, &mark, NULL) != SLUICE_OK)
+                if (limit_note_changed(lim, k, len) != SLUICE_OK)
                     return SLUICE_ENOMEM;
         }
         keytab_clear(lim->keys, destroy_state, lim);
@@ -1172,7 +1181,7 @@ static size_t sweep_tracked(sluice_limit *lim, size_t budget)
         while (budget > 0 && n < SWEEP_CHUNK) {
             const char *key;
             size_t keylen;
-            void *value, *mark;
+            void *value;
 
             if (!keytab_next(lim->keys, &lim->sweep_pos, &key, &keylen, &value)) {
                 lim->sweep_pos = 0;
@@ -1191,7 +1200,7 @@ static size_t sweep_tracked(sluice_limit *lim, size_t budget)
              * leaves no row to delete. */
             if (!keys[n] ||
                 ((lim->def.kind != SLUICE_CONCURRENCY || lease_key_stored(*(lease_key **)value)) &&
-                 keytab_upsert(lim->changed, key, keylen, &mark, NULL) != SLUICE_OK)) {
+                 limit_note_changed(lim, key, keylen) != SLUICE_OK)) {
                 alloc_free(keys[n]);
                 stop = 1;
                 break;

@@ -24,12 +24,14 @@ typedef struct reservation {
 } reservation;
 
 struct sluice_limit {
-    sluice_limit_def def; /* as given, with defaults filled in */
-    gcra rate;            /* RATE: precomputed parameters */
-    keytab *keys;         /* key -> per-kind state */
-    keytab *reservations; /* RATE: reservation id (8 bytes) -> reservation */
-    lease_reg *leases;    /* CONCURRENCY: every lease */
-    keytab *changed;      /* keys charged since the last drain (NULL: not tracking) */
+    sluice_limit_def def;          /* as given, with defaults filled in */
+    gcra rate;                     /* RATE: precomputed parameters */
+    keytab *keys;                  /* key -> per-kind state */
+    keytab *reservations;          /* RATE: reservation id (8 bytes) -> reservation */
+    lease_reg *leases;             /* CONCURRENCY: every lease */
+    keytab *changed;               /* keys charged since the last drain (NULL: not tracking) */
+    void (*on_changes)(void *arg); /* called when `changed` gets its first key (NULL: none) */
+    void *on_changes_arg;
     int64_t last_now_ns;  /* newest time seen: the clock clamp */
     int64_t sweep_now_ns; /* `now` of the sweep in progress, for the idle callbacks */
     size_t sweep_pos;     /* where the next sweep resumes while changes are tracked */
@@ -98,6 +100,10 @@ void limit_note_slowed(sluice_limit *lim, int was_slowed, const void *state);
  * nothing). Done before the change, so running out of memory leaves nothing charged and nothing
  * unrecorded. Returns 0 or SLUICE_ENOMEM. */
 int limit_mark_changed(sluice_limit *lim, const norm_key *nk);
+
+/* Adds key to lim->changed (which must be non-NULL), calling lim->on_changes when it is the
+ * first key recorded since the last drain. Returns 0 or SLUICE_ENOMEM (nothing recorded). */
+int limit_note_changed(sluice_limit *lim, const char *key, size_t keylen);
 
 /* Records a concurrency limit's key for sluice_limit_drain (a no-op while the limit tracks
  * nothing): its kept leases are about to change. limit_mark_changed skips concurrency keys, whose

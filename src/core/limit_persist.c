@@ -79,6 +79,13 @@ void sluice_limit_track_changes(sluice_limit *lim, int on)
         (void)keytab_new(0, &lim->changed); /* without memory, changes go untracked */
 }
 
+int sluice_limit_on_changes(sluice_limit *lim, void (*fn)(void *arg), void *arg)
+{
+    lim->on_changes = fn;
+    lim->on_changes_arg = arg;
+    return lim->changed ? SLUICE_OK : SLUICE_ESTATE;
+}
+
 int sluice_limit_has_changes(const sluice_limit *lim)
 {
     return lim->changed && keytab_count(lim->changed) > 0;

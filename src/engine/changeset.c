@@ -318,9 +318,34 @@ int changeset_set_limit(changeset *d, const char *name, sluice_limit_def_op op, 
     return SLUICE_OK;
 }
 
+/* Bytes of the limit name at the front of limit id `id` (a name holds no '/'). */
+static size_t name_len(const char *id, size_t idlen)
+{
+    const char *slash = memchr(id, '/', idlen);
+
+    return slash ? (size_t)(slash - id) : idlen;
+}
+
 int changeset_note_stored(changeset *d, const char *id)
 {
-    return bmap_upsert(&d->known, id, strlen(id), strlen(id)) ? SLUICE_OK : SLUICE_ENOMEM;
+    size_t idlen = strlen(id), nlen = name_len(id, idlen);
+    bentry *e = bmap_upsert(&d->known, id, nlen, nlen);
+    char *ids;
+
+    if (!e)
+        return SLUICE_ENOMEM;
+    /* The ids of one limit, each NUL-terminated, one after the other: a purge finds them by the
+     * limit's name, not by a walk of every limit's. */
+    for (size_t at = 0; at < e->vlen; at += strlen((char *)e->v + at) + 1)
+        if (strcmp((char *)e->v + at, id) == 0)
+            return SLUICE_OK;
+    ids = alloc_realloc(e->v, e->vlen + idlen + 1);
+    if (!ids)
+        return SLUICE_ENOMEM; /* an entry with no ids left behind is harmless */
+    memcpy(ids + e->vlen, id, idlen + 1);
+    e->v = ids;
+    e->vlen += idlen + 1;
+    return SLUICE_OK;
 }
 
 int changeset_put_key(changeset *d, const char *id, const char *key, size_t keylen,
@@ -356,23 +381,49 @@ static int id_of(const char *id, size_t idlen, const char *name, size_t nlen)
     return idlen >= nlen && memcmp(id, name, nlen) == 0 && (idlen == nlen || id[nlen] == '/');
 }
 
+/* Queues the deletion of every known id of `name` (an id, as changeset_purge_limit takes) but
+ * the name itself, and forgets them as known. Returns 0 or SLUICE_ENOMEM (the ones queued
+ * already are harmless deletions, and all stay known). */
+static int purge_known(changeset *d, const char *name, size_t nlen)
+{
+    size_t plen = name_len(name, nlen), keep = 0;
+    bentry *e = bmap_find(&d->known, name, plen, hash_bytes(name, plen));
+    char *ids;
+
+    if (!e || !e->live)
+        return SLUICE_OK;
+    ids = e->v;
+    for (size_t at = 0; at < e->vlen; at += strlen(ids + at) + 1)
+        if (id_of(ids + at, strlen(ids + at), name, nlen) &&
+            !bmap_upsert(&d->purges, ids + at, strlen(ids + at), strlen(ids + at)))
+            return SLUICE_ENOMEM;
+    /* Every one queued: forget them, keeping the others of the limit in order. */
+    for (size_t at = 0; at < e->vlen;) {
+        size_t len = strlen(ids + at) + 1;
+
+        if (!id_of(ids + at, len - 1, name, nlen)) {
+            memmove(ids + keep, ids + at, len);
+            keep += len;
+        }
+        at += len;
+    }
+    e->vlen = keep;
+    if (keep == 0)
+        bentry_kill(&d->known, e);
+    return SLUICE_OK;
+}
+
 int changeset_purge_limit(changeset *d, const char *name)
 {
-    size_t nlen = strlen(name), pos = 0;
-    const bentry *e;
+    size_t nlen = strlen(name);
 
     /* Queue the deletions first: once they are in, nothing below can fail. */
-    if (!bmap_upsert(&d->purges, name, nlen, nlen))
+    if (!bmap_upsert(&d->purges, name, nlen, nlen) || purge_known(d, name, nlen) != SLUICE_OK)
         return SLUICE_ENOMEM;
-    while ((e = bmap_next(&d->known, &pos)) != NULL)
-        if (id_of(e->k, e->klen, name, nlen) && !bmap_upsert(&d->purges, e->k, e->klen, e->klen))
-            return SLUICE_ENOMEM; /* the ones queued already are harmless deletions */
-    for (size_t i = 0; i < d->known.n; i++)
-        if (d->known.ents[i].live && id_of(d->known.ents[i].k, d->known.ents[i].klen, name, nlen))
-            bentry_kill(&d->known, &d->known.ents[i]);
-    for (size_t i = 0; i < d->keys.n; i++)
-        if (d->keys.ents[i].live && id_of(d->keys.ents[i].k, d->keys.ents[i].idlen, name, nlen))
-            bentry_kill(&d->keys, &d->keys.ents[i]);
+    if (d->keys.live)
+        for (size_t i = 0; i < d->keys.n; i++)
+            if (d->keys.ents[i].live && id_of(d->keys.ents[i].k, d->keys.ents[i].idlen, name, nlen))
+                bentry_kill(&d->keys, &d->keys.ents[i]);
     return SLUICE_OK;
 }
 
@@ -461,11 +512,57 @@ void changeset_clear(changeset *d)
     bmap_clear(&d->keys);
 }
 
-int changeset_merge(changeset *dst, const changeset *src)
+/* Swaps the recorded changes of a and b (not their known ids). */
+static void swap_changes(changeset *a, changeset *b)
+{
+    changeset t = *a;
+
+    a->tasks = b->tasks;
+    a->series = b->series;
+    a->limits = b->limits;
+    a->purges = b->purges;
+    a->keys = b->keys;
+    b->tasks = t.tasks;
+    b->series = t.series;
+    b->limits = t.limits;
+    b->purges = t.purges;
+    b->keys = t.keys;
+}
+
+/* changeset_merge into a dst with no change recorded: src's changes are moved, not copied (a
+ * reload's hundreds of thousands of purges and definitions cost no allocation), then dst's known
+ * ids are purged as src's purges say and src's key ids become known in dst. On failure the
+ * changes go back to src, with at most some harmless purges more. */
+static int take_changes(changeset *dst, changeset *src)
+{
+    swap_changes(dst, src);
+    for (size_t i = 0; i < dst->purges.n; i++) {
+        const bentry *e = &dst->purges.ents[i];
+
+        /* e->k is its own allocation: valid while purge_known grows the entries. */
+        if (e->live && purge_known(dst, e->k, e->klen) != SLUICE_OK)
+            goto fail;
+    }
+    for (size_t i = 0; i < dst->keys.n; i++) {
+        const bentry *e = &dst->keys.ents[i];
+
+        if (e->live && changeset_note_stored(dst, e->k) != SLUICE_OK)
+            goto fail;
+    }
+    return SLUICE_OK;
+fail:
+    swap_changes(dst, src);
+    return SLUICE_ENOMEM;
+}
+
+int changeset_merge(changeset *dst, changeset *src)
 {
     const bentry *e;
     size_t pos;
     uint64_t id;
+
+    if (changeset_is_empty(dst))
+        return take_changes(dst, src);
 
     /* Purges first: they delete what dst recorded before them, never what src adds after. */
     for (pos = 0; (e = bmap_next(&src->purges, &pos)) != NULL;)

@@ -84,9 +84,11 @@ int changeset_has_changes(const changeset *d);
 
 /* Records every change of src into dst, as if each had been recorded into dst after what dst
  * holds: src's purges first (dropping dst's key states of those limits), then its key states,
- * limit definitions, series and tasks. Returns 0, or SLUICE_ENOMEM with part of src recorded
- * (merging it again later is harmless: each part dedups and the latest value wins). */
-int changeset_merge(changeset *dst, const changeset *src);
+ * limit definitions, series and tasks. Into a dst that records nothing (known ids aside), src's
+ * changes are moved rather than copied: src is left with some or none of them, to be cleared.
+ * Returns 0, or SLUICE_ENOMEM with part of src recorded and src still holding all of it (merging
+ * it again later is harmless: each part dedups and the latest value wins). */
+int changeset_merge(changeset *dst, changeset *src);
 
 /* Forgets every recorded change after a commit wrote them all (known ids stay). */
 void changeset_clear(changeset *d);

@@ -55,6 +55,9 @@ struct elimit {
     size_t typerefs;     /* entries of declared types' chains naming it (del_limit refuses) */
     waitq *wqs;          /* its wait queues (list through waitq.next) */
     limit_counts counts; /* introspect.h: tasks it failed, by reason */
+    sluice_engine *eng;  /* the engine whose feed its cores tell of changes (feed_track) */
+    int dirty;           /* 1 while on the feed's list of limits to drain */
+    size_t dirty_pos;    /* its slot in that list while dirty */
 };
 
 /* A task type: its settings and its ready queue. */

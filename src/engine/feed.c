@@ -9,7 +9,10 @@
  *   wrote it: a failed write loses nothing;
  * - limiter key states are not recorded here as they change: each core limit records which of its
  *   keys changed (sluice_limit_track_changes, on for every limit while the feed runs), and a pull
- *   drains them into `batch`, after pending's purges, so no purge deletes a newer state.
+ *   drains them into `batch`, after pending's purges, so no purge deletes a newer state;
+ * - a registered limit with a core holding undrained changes is on `dirty` (its core told
+ *   core_changed of its first change), or `dirty_all` is set: a pull visits only those, so a
+ *   quiet limit costs nothing however many there are.
  */
 #include "engine/feed.h"
 
@@ -35,17 +38,75 @@ void feed_series(feed *f, const char *name)
         f->lost++;
 }
 
-/* Tracks the key changes of every core limit of `l`. */
-static void track_cores(const elimit *l)
+/* Puts registered limit l on the list of limits the next pull drains (once). Without memory for
+ * the list, the next pull visits every limit instead: nothing goes undrained. */
+static void mark_dirty(feed *f, elimit *l)
 {
-    for (size_t t = 0; t < l->nlims; t++)
+    if (l->dirty)
+        return;
+    if (f->ndirty == f->dirty_cap) {
+        size_t cap = f->dirty_cap ? 2 * f->dirty_cap : 64;
+        elimit **arr = alloc_realloc(f->dirty, cap * sizeof *arr);
+
+        if (!arr) {
+            f->dirty_all = 1;
+            return;
+        }
+        f->dirty = arr;
+        f->dirty_cap = cap;
+    }
+    l->dirty = 1;
+    l->dirty_pos = f->ndirty;
+    f->dirty[f->ndirty++] = l;
+}
+
+/* A core of the limit `arg` recorded its first key change since its last drain. */
+static void core_changed(void *arg)
+{
+    elimit *l = arg;
+
+    if (l->eng && l->eng->feed)
+        mark_dirty(l->eng->feed, l);
+}
+
+/* Tracks the key changes of every core limit of `l`, each telling the feed of its first. */
+static void track_cores(sluice_engine *e, elimit *l)
+{
+    int changes = 0;
+
+    l->eng = e;
+    for (size_t t = 0; t < l->nlims; t++) {
         sluice_limit_track_changes(l->lims[t], 1);
+        /* Not tracking for lack of memory: the pull visits l, which tries again. */
+        if (sluice_limit_on_changes(l->lims[t], core_changed, l) != SLUICE_OK)
+            changes = 1;
+        changes |= sluice_limit_has_changes(l->lims[t]);
+    }
+    if (changes)
+        mark_dirty(e->feed, l);
+}
+
+void feed_forget_limit(elimit *l)
+{
+    feed *f;
+
+    if (!l->dirty)
+        return;
+    f = l->eng->feed;
+    f->dirty[l->dirty_pos] = f->dirty[--f->ndirty];
+    f->dirty[l->dirty_pos]->dirty_pos = l->dirty_pos;
+    l->dirty = 0;
+}
+
+uint64_t feed_visits(const sluice_engine *e)
+{
+    return e && e->feed ? e->feed->visits : 0;
 }
 
 void feed_limit_replaced(sluice_engine *e, const char *name, int gone)
 {
     feed *f = e->feed;
-    const elimit *l;
+    elimit *l;
 
     if (!f)
         return;
@@ -55,7 +116,7 @@ void feed_limit_replaced(sluice_engine *e, const char *name, int gone)
         f->lost++;
     l = gone ? NULL : registry_find_limit(e, name);
     if (l)
-        track_cores(l);
+        track_cores(e, l);
 }
 
 void feed_limit_mode(sluice_engine *e, const char *name)
@@ -73,7 +134,7 @@ void feed_override_changed(sluice_engine *e, const char *name, const char *key, 
 {
     feed *f = e->feed;
     char id[2 * POLICY_NAME_MAX + 4];
-    const elimit *l;
+    elimit *l;
 
     if (!f)
         return;
@@ -84,7 +145,7 @@ void feed_override_changed(sluice_engine *e, const char *name, const char *key, 
         f->lost++;
     l = registry_find_limit(e, name);
     if (l)
-        track_cores(l);
+        track_cores(e, l);
 }
 
 void feed_free(feed *f)
@@ -93,6 +154,7 @@ void feed_free(feed *f)
         return;
     changeset_free(f->pending);
     changeset_free(f->batch);
+    alloc_free(f->dirty);
     alloc_free(f);
 }
 
@@ -111,7 +173,7 @@ int sluice_engine_changes_start(sluice_engine *e)
     }
     e->feed = f;
     for (size_t i = 0; i < e->nlimits; i++)
-        track_cores(e->limits[i]);
+        track_cores(e, e->limits[i]);
     return SLUICE_OK;
 }
 
@@ -132,7 +194,8 @@ static int drain_limit(const char *id, sluice_limit *lim, void *arg)
 {
     drain_to to = {arg, id};
 
-    /* On for every limit already; this retries a start of tracking that ran out of memory. */
+    /* On for every limit already; this retries a start of tracking that ran out of memory
+     * (for the foreign limits, which drain_cores does not visit). */
     sluice_limit_track_changes(lim, 1);
     /* A limit that cannot drain for lack of memory keeps its keys recorded for the next pull:
      * nothing is lost, so go on with the others. */
@@ -140,9 +203,35 @@ static int drain_limit(const char *id, sluice_limit *lim, void *arg)
     return 0;
 }
 
+/* Drains the key changes of every core of l into the batch; a core that cannot drain for lack
+ * of memory keeps them, and l stays on the list for the next pull. */
+static void drain_cores(feed *f, elimit *l)
+{
+    int left = 0;
+
+    f->visits++;
+    for (size_t t = 0; t < l->nlims; t++) {
+        char id[2 * POLICY_NAME_MAX + 2];
+
+        /* A core whose tracking could not start for lack of memory tries again (and l stays on
+         * the list until it did). */
+        sluice_limit_track_changes(l->lims[t], 1);
+        if (sluice_limit_on_changes(l->lims[t], core_changed, l) != SLUICE_OK)
+            left = 1;
+        if (!sluice_limit_has_changes(l->lims[t]))
+            continue;
+        registry_core_id(l, t, id, sizeof id);
+        (void)drain_limit(id, l->lims[t], f->batch);
+        left |= sluice_limit_has_changes(l->lims[t]);
+    }
+    if (left)
+        mark_dirty(f, l);
+}
+
 int sluice_engine_changes(sluice_engine *e, const sluice_changes **out)
 {
     feed *f = e->feed;
+    size_t n;
 
     *out = NULL;
     if (!f)
@@ -151,22 +240,28 @@ int sluice_engine_changes(sluice_engine *e, const sluice_changes **out)
     if (changeset_merge(f->batch, f->pending) != SLUICE_OK)
         return SLUICE_ENOMEM;
     changeset_clear(f->pending);
-    /* Every pull (each commit, and the keys timer every 100 ms) looks at every core, so the quiet
-     * ones cost a test and nothing more: no id is formatted and no order sorted for them (with
-     * 200,000 limits, visiting them all in name order took most of the loop's time). */
-    for (size_t i = 0; i < e->nlimits; i++) {
-        const elimit *l = e->limits[i];
+    /* Every pull (each commit, and the keys timer every 100 ms) visits only the limits whose
+     * cores told of a change since their last drain (core_changed): with 200,000 limits, testing
+     * each one at every pull took most of the loop's time. Without memory for that list, every
+     * limit is visited once. */
+    if (f->dirty_all) {
+        f->dirty_all = 0;
+        for (size_t i = 0; i < e->nlimits; i++)
+            mark_dirty(f, e->limits[i]);
+        if (f->dirty_all) /* no room even now: visit them all from the registry */
+            for (size_t i = 0; i < e->nlimits; i++)
+                drain_cores(f, e->limits[i]);
+    }
+    /* Emptied as it is walked: a limit left with changes goes back at a slot already read. A
+     * removed limit (dead) is not drained, as it was never visited before: its keys are purged. */
+    n = f->ndirty;
+    f->ndirty = 0;
+    for (size_t i = 0; i < n; i++) {
+        elimit *l = f->dirty[i];
 
-        for (size_t t = 0; t < l->nlims; t++) {
-            char id[2 * POLICY_NAME_MAX + 2];
-
-            /* On for every limit already; this retries a start that ran out of memory. */
-            sluice_limit_track_changes(l->lims[t], 1);
-            if (!sluice_limit_has_changes(l->lims[t]))
-                continue;
-            registry_core_id(l, t, id, sizeof id);
-            (void)drain_limit(id, l->lims[t], f->batch);
-        }
+        l->dirty = 0;
+        if (!l->dead)
+            drain_cores(f, l);
     }
     if (e->foreign.visit)
         (void)e->foreign.visit(e->foreign.arg, drain_limit, f->batch);

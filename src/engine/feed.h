@@ -18,13 +18,28 @@
 #include "engine/changeset.h"
 #include "sluice/engine.h"
 
+typedef struct elimit elimit;
+
 typedef struct feed {
     changeset *pending; /* recorded since the last pull */
     changeset *batch;   /* handed out by the last pull and not confirmed (empty when none) */
     int out;            /* 1 while a batch is out (pulled, not confirmed) */
     uint64_t seq;       /* changes a client may wait for, recorded since the start */
     uint64_t lost;      /* changes lost to out-of-memory while recording */
+    elimit **dirty;     /* registered limits whose cores recorded key changes since their last
+                         * drain (each with elimit.dirty set), in no order */
+    size_t ndirty, dirty_cap;
+    int dirty_all;   /* the list ran out of memory: the next pull visits every limit */
+    uint64_t visits; /* limits a pull visited, since the start (feed_visits) */
 } feed;
+
+/* Forgets limit l from the feed's list of limits to drain, before l is freed (a no-op when it
+ * is not on it). */
+void feed_forget_limit(elimit *l);
+
+/* Returns how many limits the pulls visited since the feed started (a pull visits only limits
+ * with key changes to drain, unless the list of them ran out of memory): for tests. */
+uint64_t feed_visits(const sluice_engine *e);
 
 /* The durable record of task `id` changed, or the task was forgotten. Called after the change. */
 void feed_task(feed *f, uint64_t id);

@@ -33,6 +33,7 @@ static void free_cores(sluice_limit **lims, size_t n)
 
 static void elimit_free(elimit *l)
 {
+    feed_forget_limit(l);
     free_cores(l->lims, l->nlims);
     sluice_limit_policy_clear(&l->pol);
     alloc_free(l);

@@ -11,7 +11,10 @@
 # - a second CONFIG RELOAD while one is in flight is refused with -BUSY at once;
 # - a file of 100,000 limits, every one changed, is reloaded likewise;
 # - a refused file (YAML error, a bad value, a missing file) changes nothing and says why;
-# - a client that leaves while its reload is in flight does not stop the reload.
+# - a client that leaves while its reload is in flight does not stop the reload;
+# - the reply comes once the reload's changes are written: a kill -9 right after it restarts with
+#   the file's limits, neither the LIMIT.SET definition it replaced nor the replaced limit's
+#   stored key state coming back.
 # Rates are one an hour, so no slot comes back during the test however slow the machine.
 # Traffic goes to 127.0.0.1 only.
 #
@@ -130,6 +133,25 @@ feed "$tmp/four.yaml"
 wait_until "the reload without its sender" 30 eval '[[ "$(cli LIMIT.GET a)" == *rate=4/1h* ]]'
 wait_until "the pipe is a file again" 10 test -f "$conf"
 check "PING after" "PONG" "$(cli PING)"
+
+# ---- kill -9 right after the reply: the new limits, nothing of the replaced ones --------------
+
+check "LIMIT.SET over the file again" "OK" "$(cli LIMIT.SET a rate=7/1h,burst=1,key=explicit)"
+check "k9 granted under LIMIT.SET's limit" "1" "$(word "$(cli THROTTLE a k9)" 1)"
+check "k9 spent" "0" "$(word "$(cli THROTTLE a k9)" 1)"
+wait_until "k9's state and the LIMIT.SET row written" 10 durable_now
+# A big file, so that its commit takes a while: the reply must wait for it.
+big 50000 5 >"$conf"
+exec 3<>"/dev/tcp/127.0.0.1/$P"
+send 'CONFIG RELOAD\r\n'
+read -r -t 120 -u 3 line
+crash # at once: no process started between the reply and the kill
+exec 3>&-
+check "the reload replacing it" "+OK the file replaced LIMIT.SET changes of: a" "${line%$'\r'}"
+serve_one "$conf" "$tmp/log" 500 --log-level info
+contains "after kill -9: the file's definition, not LIMIT.SET's" "rate=5/1h" "$(cli LIMIT.GET a)"
+contains "after kill -9: the file's other limits" "rate=5/1h" "$(cli LIMIT.GET l49999)"
+check "after kill -9: the replaced limit's key state is gone" "1" "$(word "$(cli THROTTLE a k9)" 1)"
 
 kill -TERM "$pid"
 wait "$pid"

@@ -7,10 +7,12 @@
  * changed again, loses nothing of those changes; a key the sweep forgets is yielded as a deletion;
  * a replaced limit yields its purge and a dropped definition, over which the caller records the
  * text, and its new keys are tracked without re-arming; recovery's forget calls; a pull that runs
- * out of memory loses nothing; and an out-of-memory sweep over everything the feed does.
+ * out of memory loses nothing; a pull after a reload of 10,000 limits visits only the limits with
+ * key changes; and an out-of-memory sweep over everything the feed does.
  */
 #include "engine_fixture.h"
 
+#include "engine/feed.h"
 #include "testutil.h"
 
 /* ---- The feed's contract (sluice_engine_changes) ------------------------------------------ */
@@ -296,20 +298,25 @@ static void test_feed_forget(void **unused)
     sluice_engine_free(e);
 }
 
-/* A pull that runs out of memory loses nothing: the next one yields everything. */
-static void test_feed_pull_oom(void **unused)
+/* A pull that runs out of memory loses nothing: the next one yields everything. With `out`, a
+ * batch is out (pulled, not confirmed) when the pull under test merges into it; without, the pull
+ * moves what was recorded into the empty batch, which allocates nothing, and only its key drain
+ * can run out (which keeps the key for the next pull). */
+static void pull_oom(int out)
 {
     long n;
 
-    (void)unused;
     for (n = 1; n < 1000; n++) {
         sluice_engine *e = feed_engine();
         const sluice_changes *c;
         uint64_t ids[100];
         int rc;
 
-        for (size_t i = 0; i < 100; i++)
+        for (size_t i = 0; i < 100; i++) {
             ids[i] = fx_submit(e, "t", "{\"u\":\"a\"}", T0);
+            if (out && i == 49)
+                (void)pull(e);
+        }
         charge(e, "k", T0);
         oom_install(n);
         rc = sluice_engine_changes(e, &c);
@@ -320,7 +327,7 @@ static void test_feed_pull_oom(void **unused)
             assert_int_equal(rc, SLUICE_ENOMEM);
             assert_null(c);
         }
-        if (rc != SLUICE_OK || n % 2) { /* a failed pull, or one not confirmed */
+        if (rc != SLUICE_OK || n % 2 || !out) { /* a failed pull, or one not confirmed */
             const void *state;
 
             c = pull(e);
@@ -331,10 +338,17 @@ static void test_feed_pull_oom(void **unused)
         }
         sluice_engine_changes_done(e);
         sluice_engine_free(e);
-        if (rc == SLUICE_OK)
+        if (rc == SLUICE_OK && (out || n > 3))
             break;
     }
     assert_true(n > 1);
+}
+
+static void test_feed_pull_oom(void **unused)
+{
+    (void)unused;
+    pull_oom(1);
+    pull_oom(0);
 }
 
 /* Everything the feed does under an allocation failure at every point: each call fails with
@@ -452,6 +466,66 @@ static void test_feed_foreign(void **unused)
     sluice_limit_free(f.lim);
 }
 
+static size_t batch_purges(const sluice_changes *c)
+{
+    size_t pos = 0, n = 0;
+    const char *id;
+
+    while (sluice_changes_next_purge(c, &pos, &id))
+        n++;
+    return n;
+}
+
+/* A reload replacing 10,000 limits (as CONFIG RELOAD does: built apart, then installed) records
+ * each one's purge and dropped definition, but the pulls that follow visit only the limits whose
+ * keys changed: none after the reload, then the one a task charged. */
+#define MANY 10000
+static void test_feed_visits_changed(void **unused)
+{
+    sluice_engine *e = feed_engine();
+    const sluice_changes *c;
+    const void *state = NULL;
+    char name[32], msg[256];
+    uint64_t v;
+
+    (void)unused;
+    for (int i = 0; i < MANY; i++) {
+        snprintf(name, sizeof name, "l%d", i);
+        fx_rate(e, name, 10, SEC, 0, "u");
+    }
+    charge(e, "a", T0);
+    c = pull(e);
+    assert_true(batch_key(c, "api", "a", &state));
+    sluice_engine_changes_done(e);
+    v = feed_visits(e);
+    for (int i = 0; i < MANY; i++) {
+        sluice_limit_policy p;
+        sluice_limit_build *b;
+
+        snprintf(name, sizeof name, "l%d", i);
+        fx_limit(&p, name, SLUICE_RATE, 20, SEC);
+        p.key_source = SLUICE_KEY_PATH;
+        p.key_path = (char *)"u";
+        assert_int_equal(sluice_limit_build_new(&p, &b, msg, sizeof msg), SLUICE_OK);
+        assert_int_equal(sluice_engine_install_limit(e, &b, T0 + SEC), SLUICE_OK);
+        sluice_limit_build_free(b); /* the replaced cores */
+    }
+    c = pull(e);
+    assert_int_equal(batch_purges(c), MANY); /* every stored key state of theirs goes */
+    assert_int_equal(feed_visits(e), v);     /* but no limit had a key to drain */
+    sluice_engine_changes_done(e);
+    charge(e, "b", T0 + 2 * SEC);
+    c = pull(e);
+    assert_true(batch_key(c, "api", "b", &state));
+    assert_int_equal(feed_visits(e), v + 1); /* "api" alone */
+    sluice_engine_changes_done(e);
+    c = pull(e);
+    assert_false(sluice_changes_has_changes(c));
+    assert_int_equal(feed_visits(e), v + 1); /* nothing changed: nothing visited */
+    sluice_engine_changes_done(e);
+    sluice_engine_free(e);
+}
+
 static void test_feed_oom(void **unused)
 {
     (void)unused;
@@ -461,15 +535,11 @@ static void test_feed_oom(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_feed_after_pull),
-        cmocka_unit_test(test_feed_unconfirmed),
-        cmocka_unit_test(test_feed_async_consumer),
-        cmocka_unit_test(test_feed_keys_and_sweep),
-        cmocka_unit_test(test_feed_limit_replaced),
-        cmocka_unit_test(test_feed_forget),
-        cmocka_unit_test(test_feed_pull_oom),
-        cmocka_unit_test(test_feed_foreign),
-        cmocka_unit_test(test_feed_oom),
+        cmocka_unit_test(test_feed_after_pull),     cmocka_unit_test(test_feed_unconfirmed),
+        cmocka_unit_test(test_feed_async_consumer), cmocka_unit_test(test_feed_keys_and_sweep),
+        cmocka_unit_test(test_feed_limit_replaced), cmocka_unit_test(test_feed_forget),
+        cmocka_unit_test(test_feed_pull_oom),       cmocka_unit_test(test_feed_foreign),
+        cmocka_unit_test(test_feed_visits_changed), cmocka_unit_test(test_feed_oom),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
