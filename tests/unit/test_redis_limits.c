@@ -24,42 +24,8 @@
 #include "sluice/error.h"
 #include "sluice/limit.h"
 #include "store/redis_limits.h"
+#include "rlim_fixture.h"
 #include "testutil.h"
-
-#define SEC SLUICE_NS_PER_SEC
-
-static sluice_limit_def rate_def, lease_def, quota_def;
-
-static int setup(void **state)
-{
-    (void)state;
-    sluice_limit_def_init(&rate_def, SLUICE_RATE);
-    rate_def.limit = 10;
-    rate_def.period_ns = SEC;
-    rate_def.burst = 5;
-    rate_def.start_empty = 1;
-    sluice_limit_def_init(&lease_def, SLUICE_CONCURRENCY);
-    lease_def.limit = 3;
-    lease_def.ttl_ns = 30 * SEC;
-    sluice_limit_def_init(&quota_def, SLUICE_QUOTA);
-    quota_def.limit = 1000;
-    quota_def.calendar = SLUICE_CAL_MONTH;
-    return 0;
-}
-
-static rlim_link link_of(const sluice_limit_def *def, const char *id, const char *key,
-                         int64_t units)
-{
-    rlim_link l;
-
-    memset(&l, 0, sizeof l);
-    l.def = def;
-    l.limit_id = id;
-    l.key = key;
-    l.keylen = strlen(key);
-    l.units = units;
-    return l;
-}
 
 /* The command's arguments as strings (they are NUL-terminated in the batch; checked too). */
 typedef struct cmd {
