@@ -244,12 +244,12 @@ echo
 columns "fsync per write ($jobs_fsync jobs per client)"
 row beanstalkd-fsync
 row sluice-always
-ratio_row sluice-always beanstalkd-fsync 5
+ratio_row sluice-always beanstalkd-fsync 10
 echo
 columns "no durability ($jobs_none jobs per client)"
 row beanstalkd-none
 row sluice-none
-ratio_row sluice-none beanstalkd-none 1
+ratio_row sluice-none beanstalkd-none '1 at -P1, 4 at -P16'
 if [ "$has_durability" = 0 ]; then
   echo
   echo "note: this sluice has no --durability: both sluice rows keep tasks in memory only," \
