@@ -205,33 +205,12 @@ static int def_index(pgl_batch *b, const sluice_limit_def *d, size_t *idx)
 static int add_request(pgl_batch *b, rlim_op op, const rlim_link *links, size_t n,
                        const rlim_args *args)
 {
-    static const char *const op_word[] = {"", "D", "P", "N", "R", "S"};
-    char head[128], part[64];
+    char head[128], part[64], counts[24];
     sbuf req = {0};
-    int64_t a[3] = {0, 0, 0};
     int len, rc = SLUICE_OK;
 
-    switch (op) {
-    case RLIM_DECIDE:
-    case RLIM_PEEK:
-        a[0] = args ? args->ttl_ns : 0;
-        break;
-    case RLIM_LEASE_RENEW:
-    case RLIM_LEASE_RELEASE:
-        a[1] = op == RLIM_LEASE_RENEW ? args->ttl_ns : 0;
-        break;
-    case RLIM_SETTLE:
-        a[0] = args->charged_ns;
-        a[1] = args->estimate;
-        a[2] = args->actual;
-        break;
-    }
-    if (op == RLIM_LEASE_RENEW || op == RLIM_LEASE_RELEASE) /* a1 is the lease id */
-        len = snprintf(head, sizeof head, "%s %zu %" PRIu64 " %" PRId64 " 0", op_word[op], n,
-                       args->lease_id, a[1]);
-    else
-        len = snprintf(head, sizeof head, "%s %zu %" PRId64 " %" PRId64 " %" PRId64, op_word[op], n,
-                       a[0], a[1], a[2]);
+    snprintf(counts, sizeof counts, "%zu", n);
+    len = rlim_request_head(op, args, counts, head, sizeof head);
     rc = sbuf_put(&req, head, (size_t)len);
     for (size_t i = 0; i < n && rc == SLUICE_OK; i++) {
         rlim_names nm;

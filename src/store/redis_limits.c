@@ -262,10 +262,33 @@ static int def_index(rlim_batch *b, const sluice_limit_def *d, size_t *idx)
     return SLUICE_OK;
 }
 
+int rlim_request_head(rlim_op op, const rlim_args *args, const char *counts, char *buf, size_t cap)
+{
+    static const char *const op_word[] = {"", "D", "P", "N", "R", "S"};
+    int64_t a[3] = {0, 0, 0};
+
+    switch (op) {
+    case RLIM_DECIDE:
+    case RLIM_PEEK:
+        a[0] = args ? args->ttl_ns : 0;
+        break;
+    case RLIM_LEASE_RENEW:
+    case RLIM_LEASE_RELEASE: /* a1 is the lease id */
+        return snprintf(buf, cap, "%s %s %" PRIu64 " %" PRId64 " 0", op_word[op], counts,
+                        args->lease_id, op == RLIM_LEASE_RENEW ? args->ttl_ns : 0);
+    case RLIM_SETTLE:
+        a[0] = args->charged_ns;
+        a[1] = args->estimate;
+        a[2] = args->actual;
+        break;
+    }
+    return snprintf(buf, cap, "%s %s %" PRId64 " %" PRId64 " %" PRId64, op_word[op], counts, a[0],
+                    a[1], a[2]);
+}
+
 static int add_links(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
                      const rlim_args *args, rlim_names *nm)
 {
-    static const char *const op_word[] = {"", "D", "P", "N", "R", "S"};
     size_t ntags = 0;
     int rc;
 
@@ -319,34 +342,15 @@ static int add_links(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n
     {
         char stack[512], *str = stack;
         size_t cap = 128 + 64 * n, len = 0;
-        int64_t a[3] = {0, 0, 0};
+        char counts[48];
 
-        switch (op) {
-        case RLIM_DECIDE:
-        case RLIM_PEEK:
-            a[0] = args ? args->ttl_ns : 0;
-            break;
-        case RLIM_LEASE_RENEW:
-        case RLIM_LEASE_RELEASE:
-            a[1] = op == RLIM_LEASE_RENEW ? args->ttl_ns : 0;
-            break;
-        case RLIM_SETTLE:
-            a[0] = args->charged_ns;
-            a[1] = args->estimate;
-            a[2] = args->actual;
-            break;
-        }
+        snprintf(counts, sizeof counts, "%zu %zu", ntags, n);
         if (cap > sizeof stack) {
             str = alloc_malloc(cap);
             if (!str)
                 return SLUICE_ENOMEM;
         }
-        if (op == RLIM_LEASE_RENEW || op == RLIM_LEASE_RELEASE) /* a1 is the lease id */
-            len = (size_t)snprintf(str, cap, "%s %zu %zu %" PRIu64 " %" PRId64 " 0", op_word[op],
-                                   ntags, n, args->lease_id, a[1]);
-        else
-            len = (size_t)snprintf(str, cap, "%s %zu %zu %" PRId64 " %" PRId64 " %" PRId64,
-                                   op_word[op], ntags, n, a[0], a[1], a[2]);
+        len = (size_t)rlim_request_head(op, args, counts, str, cap);
         rc = SLUICE_OK;
         for (size_t i = 0; i < n && rc == SLUICE_OK; i++) {
             size_t def;

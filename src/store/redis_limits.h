@@ -172,6 +172,12 @@ int rlim_link_ok(const rlim_link *l, rlim_op op);
 #define RLIM_DEF_TEXT_MAX 160
 int rlim_def_text(const sluice_limit_def *d, char *buf, size_t len);
 
+/* Writes the head of a request as the stores read it, "OPWORD COUNTS a1 a2 a3" (COUNTS is the
+ * caller's: the Redis script also wants the request's tag count), with op's numbers: a lease id
+ * and TTL for RENEW/RELEASE, a TTL for DECIDE/PEEK, charged time, estimate and actual for SETTLE.
+ * Returns snprintf's length. */
+int rlim_request_head(rlim_op op, const rlim_args *args, const char *counts, char *buf, size_t cap);
+
 /* Reads one request's answer, the string "STATUS now_ns [fields]" both stores return (the reply
  * format of src/store/redis/limits.lua), for a request of op with nlinks links. Fills *res and
  * (may be NULL) decisions[nlinks]; returns 0, or SLUICE_EPARSE for a string of another shape

@@ -25,14 +25,8 @@
 #include "sluice/limit.h"
 #include "store/redis_limits.h"
 #include "rlim_fixture.h"
+#include "reply_fixture.h"
 #include "testutil.h"
-
-/* The command's arguments as strings (they are NUL-terminated in the batch; checked too). */
-typedef struct cmd {
-    int argc;
-    const char **argv;
-    const size_t *argvlen;
-} cmd;
 
 static cmd command_of(rlim_batch *b, const char *sha)
 {
@@ -40,13 +34,6 @@ static cmd command_of(rlim_batch *b, const char *sha)
 
     assert_int_equal(rlim_batch_command(b, sha, &c.argc, &c.argv, &c.argvlen), SLUICE_OK);
     return c;
-}
-
-static void assert_arg(const cmd *c, int i, const char *want)
-{
-    assert_true(i < c->argc);
-    assert_int_equal(c->argvlen[i], strlen(want));
-    assert_memory_equal(c->argv[i], want, strlen(want));
 }
 
 /* ---- arguments ------------------------------------------------------------------------------ */
@@ -317,52 +304,11 @@ static void test_add_refused(void **state)
 
 /* ---- replies ---------------------------------------------------------------------------- */
 
-/* A reply tree built by hand: nodes from a pool, freed all at once. */
-#define POOL 4096
-static redisReply pool[POOL];
-static redisReply *elems[POOL][20];
-static size_t npool;
-
-static redisReply *node(int type)
-{
-    redisReply *r;
-
-    assert_true(npool < POOL);
-    r = &pool[npool++];
-    memset(r, 0, sizeof *r);
-    r->type = type;
-    return r;
-}
-
-static redisReply *s_(const char *s)
-{
-    redisReply *r = node(REDIS_REPLY_STRING);
-
-    r->str = (char *)s;
-    r->len = strlen(s);
-    return r;
-}
-
 static redisReply *i_(long long v)
 {
     redisReply *r = node(REDIS_REPLY_INTEGER);
 
     r->integer = v;
-    return r;
-}
-
-/* An array of n nodes (the variadic arguments). */
-static redisReply *a_(size_t n, ...)
-{
-    redisReply *r = node(REDIS_REPLY_ARRAY);
-    va_list ap;
-
-    r->element = elems[r - pool];
-    r->elements = n;
-    va_start(ap, n);
-    for (size_t i = 0; i < n; i++)
-        r->element[i] = va_arg(ap, redisReply *);
-    va_end(ap);
     return r;
 }
 
@@ -374,7 +320,7 @@ static rlim_batch *four_requests(void)
     rlim_link q = link_of(&quota_def, "q", "k", 1);
     rlim_args args = {0};
 
-    npool = 0;
+    reply_pool_reset();
     assert_int_equal(rlim_batch_new(NULL, &b), SLUICE_OK);
     assert_int_equal(rlim_batch_add(b, RLIM_DECIDE, chain, 2, NULL), 0);
     args.lease_id = 7;
@@ -390,7 +336,7 @@ static rlim_batch *four_requests(void)
  * are written field by field for readability, and packed here into the reply Redis sends (an
  * array of request strings). An integer node becomes its decimal text, a nil node an empty field
  * (which the decoder refuses). Anything that is not an array of requests is returned as is. */
-static char packbuf[POOL][512];
+static char packbuf[REPLY_POOL][512];
 
 static redisReply *packed(redisReply *r)
 {

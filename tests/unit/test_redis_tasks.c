@@ -24,6 +24,7 @@
 #include "sluice/limit.h"
 #include "store/redis_limits.h"
 #include "store/redis_tasks.h"
+#include "reply_fixture.h"
 #include "testutil.h"
 
 #define SEC SLUICE_NS_PER_SEC
@@ -77,25 +78,12 @@ static rtask_add add_of(const rtask_link *links, size_t n)
     return a;
 }
 
-typedef struct cmd {
-    int argc;
-    const char **argv;
-    const size_t *argvlen;
-} cmd;
-
 static cmd command_of(rtask_batch *b, const char *sha)
 {
     cmd c;
 
     assert_int_equal(rtask_batch_command(b, sha, &c.argc, &c.argv, &c.argvlen), SLUICE_OK);
     return c;
-}
-
-static void assert_arg(const cmd *c, int i, const char *want)
-{
-    assert_true(i < c->argc);
-    assert_int_equal(c->argvlen[i], strlen(want));
-    assert_memory_equal(c->argv[i], want, c->argvlen[i]);
 }
 
 /* ---- layout ------------------------------------------------------------------------------ */
@@ -306,46 +294,6 @@ static void test_refused(void **state)
 
 /* ---- replies ----------------------------------------------------------------------------- */
 
-#define POOL 256
-static redisReply pool[POOL];
-static redisReply *elems[POOL][16];
-static size_t npool;
-
-static redisReply *node(int type)
-{
-    redisReply *r;
-
-    assert_true(npool < POOL);
-    r = &pool[npool++];
-    memset(r, 0, sizeof *r);
-    r->type = type;
-    return r;
-}
-
-static redisReply *s_(const char *s)
-{
-    redisReply *r = node(REDIS_REPLY_STRING);
-
-    r->str = (char *)s;
-    r->len = strlen(s);
-    return r;
-}
-
-static redisReply *a_(size_t n, ...)
-{
-    redisReply *r = node(REDIS_REPLY_ARRAY);
-    va_list ap;
-
-    assert_true(n <= 16);
-    r->element = elems[r - pool];
-    r->elements = n;
-    va_start(ap, n);
-    for (size_t i = 0; i < n; i++)
-        r->element[i] = va_arg(ap, redisReply *);
-    va_end(ap);
-    return r;
-}
-
 /* A batch of one request of each op: add, claim, ack, fail, touch, cancel, info. */
 static rtask_batch *seven(void)
 {
@@ -356,7 +304,7 @@ static rtask_batch *seven(void)
     rtask_done d = {.id = 9, .cost = -1, .retry_after_ns = -1};
     rtask_batch *b;
 
-    npool = 0;
+    reply_pool_reset();
     assert_int_equal(rtask_batch_new(NULL, &b), SLUICE_OK);
     assert_int_equal(rtask_batch_add_add(b, &a), 0);
     assert_int_equal(rtask_batch_add_claim(b, &c), 1);
