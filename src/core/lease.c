@@ -232,14 +232,68 @@ void lease_reg_free(lease_reg *r)
     alloc_free(r);
 }
 
+/* Inserts a lease (id, expiry, units, and kept's tag and key when kept is not NULL) on key *kp,
+ * creating the key when *kp is NULL, into the map, the expiry heap and the key's list. Takes every
+ * allocation before changing anything (the heap's larger array is obtained aside and installed
+ * only once the map has room too, because a successful realloc cannot be undone), so NULL (out of
+ * memory) leaves the registry exactly as it was. The caller counts the units in the key. */
+static lease *insert_lease(lease_reg *r, lease_key **kp, uint64_t id, int64_t expires_ns,
+                           int64_t units, const lease_tagging *kept)
+{
+    lease_key *k = *kp, *new_key = NULL;
+    size_t keylen = kept ? kept->keylen : 0;
+    void **items;
+    size_t items_cap;
+    lease *l;
+
+    if (!k) {
+        new_key = alloc_calloc(1, sizeof *new_key);
+        if (!new_key)
+            return NULL;
+    }
+    l = alloc_calloc(1, sizeof *l + keylen);
+    if (!l)
+        goto fail;
+    if (heap_prepare(&r->expiry, r->expiry.n < HEAP_MIN_CAP ? HEAP_MIN_CAP : r->expiry.n + 1,
+                     &items, &items_cap) != SLUICE_OK)
+        goto fail;
+    if (ptab_reserve(&r->map, 1) != SLUICE_OK) {
+        alloc_free(items);
+        goto fail;
+    }
+    heap_install(&r->expiry, items, items_cap);
+    if (new_key) {
+        k = new_key;
+        *kp = k;
+        r->nkeys++;
+    }
+    l->id = id;
+    l->expires_ns = expires_ns;
+    l->units = units;
+    l->key = k;
+    if (kept) {
+        l->tag = kept->tag;
+        l->keylen = kept->keylen;
+        if (kept->keylen)
+            memcpy(l->name, kept->key, kept->keylen);
+        r->names += kept->keylen;
+    }
+    (void)ptab_insert(&r->map, hash_mix(l->id), l);  /* cannot fail after the reserve */
+    (void)heap_push_by(&r->expiry, l, lease_before); /* reserved */
+    key_link(k, l);
+    return l;
+
+fail:
+    alloc_free(l);
+    alloc_free(new_key);
+    return NULL;
+}
+
 /* lease_acquire and lease_acquire_kept: a kept lease (tag != 0) carries its key's name. */
 static int acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, int64_t ttl_ns,
                    int64_t now_ns, int peek, const lease_tagging *kept, sluice_decision *d)
 {
     lease_key *k = *kp;
-    lease_key *new_key = NULL;
-    void **items;
-    size_t items_cap;
     lease *l;
     const lease *head; /* k's first lease alive at now_ns */
     int64_t held;      /* the units of k's leases alive at now_ns */
@@ -283,59 +337,19 @@ static int acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, i
         return SLUICE_OK;
     }
 
-    /* Obtain every allocation before changing anything; the heap realloc comes last because a
-     * successful realloc cannot be undone. */
-    if (!k) {
-        new_key = alloc_calloc(1, sizeof *new_key);
-        if (!new_key)
-            goto fail_key;
-    }
-    l = alloc_calloc(1, sizeof *l + (kept ? kept->keylen : 0));
+    l = insert_lease(r, kp, r->next_id, sat_add_i64(now_ns, ttl_ns), units, kept);
     if (!l)
-        goto fail_lease;
-    /* The heap's larger array is obtained aside and installed only once the map has room too,
-     * so a failure leaves the registry exactly as it was. */
-    if (heap_prepare(&r->expiry, r->expiry.n < HEAP_MIN_CAP ? HEAP_MIN_CAP : r->expiry.n + 1,
-                     &items, &items_cap) != SLUICE_OK)
-        goto fail_heap;
-    if (ptab_reserve(&r->map, 1) != SLUICE_OK) {
-        alloc_free(items);
-        goto fail_heap;
-    }
-    heap_install(&r->expiry, items, items_cap);
-    if (new_key) {
-        k = new_key;
-        *kp = k;
-        r->nkeys++;
-    }
-    l->id = r->next_id++;
-    l->expires_ns = sat_add_i64(now_ns, ttl_ns);
-    l->units = units;
-    l->key = k;
-    if (kept) {
-        l->tag = kept->tag;
-        l->keylen = kept->keylen;
-        if (kept->keylen)
-            memcpy(l->name, kept->key, kept->keylen);
-        r->names += kept->keylen;
+        return SLUICE_ENOMEM;
+    r->next_id++;
+    k = *kp;
+    if (kept)
         k->stored = 1;
-    }
-    (void)ptab_insert(&r->map, hash_mix(l->id), l);  /* cannot fail after the reserve */
-    (void)heap_push_by(&r->expiry, l, lease_before); /* reserved */
-    key_link(k, l);
     k->held += units;
 
     d->remaining = limit - k->held;
     d->reset_after_ns = wait_until(k->tail->expires_ns, now_ns);
     d->lease_id = l->id;
     return SLUICE_OK;
-
-fail_heap:
-    alloc_free(l);
-fail_lease:
-    alloc_free(new_key);
-fail_key:
-    return SLUICE_ENOMEM;
 }
 
 int lease_acquire(lease_reg *r, lease_key **kp, int64_t limit, int64_t units, int64_t ttl_ns,
@@ -353,59 +367,16 @@ int lease_acquire_kept(lease_reg *r, lease_key **kp, int64_t limit, int64_t unit
 int lease_restore(lease_reg *r, lease_key **kp, uint64_t lease_id, int64_t units,
                   int64_t expires_ns, const lease_tagging *kept)
 {
-    lease_key *k = *kp, *new_key = NULL;
-    void **items;
-    size_t items_cap;
-    lease *l;
-
     if (lease_id == 0 || units < 1 || kept->tag == 0 || map_find(r, lease_id))
         return SLUICE_EINVAL;
-    if (!k) {
-        new_key = alloc_calloc(1, sizeof *new_key);
-        if (!new_key)
-            goto fail_key;
-    }
-    l = alloc_calloc(1, sizeof *l + kept->keylen);
-    if (!l)
-        goto fail_lease;
-    if (heap_prepare(&r->expiry, r->expiry.n < HEAP_MIN_CAP ? HEAP_MIN_CAP : r->expiry.n + 1,
-                     &items, &items_cap) != SLUICE_OK)
-        goto fail_heap;
-    if (ptab_reserve(&r->map, 1) != SLUICE_OK) {
-        alloc_free(items);
-        goto fail_heap;
-    }
-    heap_install(&r->expiry, items, items_cap);
-    if (new_key) {
-        k = new_key;
-        *kp = k;
-        r->nkeys++;
-    }
-    l->id = lease_id;
-    l->expires_ns = expires_ns;
-    l->units = units;
-    l->key = k;
-    l->tag = kept->tag;
-    l->keylen = kept->keylen;
-    if (kept->keylen)
-        memcpy(l->name, kept->key, kept->keylen);
-    r->names += kept->keylen;
-    (void)ptab_insert(&r->map, hash_mix(l->id), l);  /* reserved */
-    (void)heap_push_by(&r->expiry, l, lease_before); /* reserved */
-    key_link(k, l);
+    if (!insert_lease(r, kp, lease_id, expires_ns, units, kept))
+        return SLUICE_ENOMEM;
     /* Restored leases were granted: they count even past the limit (a smaller one now). */
-    k->held += units;
-    k->stored = 1;
+    (*kp)->held += units;
+    (*kp)->stored = 1;
     if (lease_id >= r->next_id)
         r->next_id = lease_id + 1; /* ids issued later never meet a restored one */
     return SLUICE_OK;
-
-fail_heap:
-    alloc_free(l);
-fail_lease:
-    alloc_free(new_key);
-fail_key:
-    return SLUICE_ENOMEM;
 }
 
 int lease_tag(const lease_reg *r, uint64_t lease_id, int64_t now_ns, uint64_t *tag)
