@@ -10,6 +10,7 @@
 
 #include <string.h>
 
+#include "sluice/error.h"
 #include "sluice/limit.h"
 #include "store/redis_limits.h"
 
@@ -48,6 +49,30 @@ static rlim_link link_of(const sluice_limit_def *def, const char *id, const char
     l.keylen = strlen(key);
     l.units = units;
     return l;
+}
+
+/* The first request of both encoder tests' replies, as either store answers it ("OK
+ * 1795526227131600000 0 1 ..."): a chain of a rate link granted (5, 4 left, reset in 200 ms) and
+ * a concurrency link that never fits (3 at most), so the chain is denied by link 1. */
+static void assert_chain_answer(const rlim_result *res, const sluice_decision *d)
+{
+    assert_int_equal(res->rc, SLUICE_OK);
+    assert_int_equal(res->now_ns, INT64_C(1795526227131600000));
+    assert_int_equal(res->n, 2);
+    assert_int_equal(res->chain.allowed, 0);
+    assert_int_equal(res->chain.denied_by, 1);
+    assert_int_equal(res->chain.retry_after_ns, SLUICE_NEVER);
+    assert_int_equal(d[0].allowed, 1);
+    assert_int_equal(d[0].limit, 5);
+    assert_int_equal(d[0].remaining, 4);
+    assert_int_equal(d[0].retry_after_ns, 0);
+    assert_int_equal(d[0].reset_after_ns, 200000000);
+    assert_int_equal(d[0].lease_id, 0);
+    assert_int_equal(d[0].untracked, 0);
+    assert_int_equal(d[1].allowed, 0);
+    assert_int_equal(d[1].limit, 3);
+    assert_int_equal(d[1].retry_after_ns, SLUICE_NEVER);
+    assert_int_equal(d[1].reset_after_ns, 30 * SEC);
 }
 
 #endif
