@@ -20,6 +20,8 @@
 static const char *const store_keys[] = {"url", "failure", "timeout", "replicas",
                                          "replicas_timeout"};
 static const char *const failure_words[] = {"closed", "open"};
+/* What a store URL may be, for the messages. */
+#define EXPECTED "expected redis://HOST[:PORT][/DB] or postgresql://[USER@]HOST[:PORT]/DB"
 
 static int url_fail(char *msg, size_t msglen, const char *url, const char *why)
 {
@@ -54,6 +56,24 @@ static int read_number(const char **p, int digits, long max, long *v)
     return 0;
 }
 
+/* 1 when s starts with libpq's `keyword=value` form: a keyword of letters and '_', then '='
+ * (spaces allowed around it). */
+static int is_pg_keywords(const char *s)
+{
+    const char *p = s;
+
+    while (*p == ' ')
+        p++;
+    s = p;
+    while ((*p >= 'a' && *p <= 'z') || *p == '_')
+        p++;
+    if (p == s)
+        return 0;
+    while (*p == ' ')
+        p++;
+    return *p == '=';
+}
+
 int config_store_parse_url(const char *url, config_store_url *out, char *msg, size_t msglen)
 {
     static const char scheme[] = "redis://";
@@ -65,7 +85,13 @@ int config_store_parse_url(const char *url, config_store_url *out, char *msg, si
         msg[0] = '\0';
     memset(out, 0, sizeof(*out));
     if (!url || !*url)
-        return url_fail(msg, msglen, "", "expected redis://HOST[:PORT][/DB]");
+        return url_fail(msg, msglen, "", EXPECTED);
+    if (strncasecmp(url, "postgresql://", 13) == 0 || strncasecmp(url, "postgres://", 11) == 0 ||
+        is_pg_keywords(url)) {
+        out->kind = CONFIG_STORE_POSTGRES;
+        return 0;
+    }
+    out->kind = CONFIG_STORE_REDIS;
     if (strncasecmp(url, "rediss://", 9) == 0)
         return url_fail(msg, msglen, url, "TLS (rediss://) is not supported yet");
     if (strncasecmp(url, "redis-cluster://", 16) == 0 ||
@@ -78,7 +104,7 @@ int config_store_parse_url(const char *url, config_store_url *out, char *msg, si
         return url_fail(msg, msglen, url,
                         "Unix sockets are not supported yet: give redis://HOST[:PORT][/DB]");
     if (strncasecmp(url, scheme, sizeof(scheme) - 1) != 0)
-        return url_fail(msg, msglen, url, "expected redis://HOST[:PORT][/DB]");
+        return url_fail(msg, msglen, url, EXPECTED);
     p = url + sizeof(scheme) - 1;
     if (strchr(p, '@'))
         return url_fail(msg, msglen, url,
@@ -140,7 +166,7 @@ static int parse_url(ywalk *w, const yaml_node_t *node, sluice_store_config *out
     char why[300];
     int rc;
 
-    rc = yw_string(w, node, "a store URL, redis://HOST[:PORT][/DB]", &s, &len);
+    rc = yw_string(w, node, "a store URL, redis://HOST[:PORT][/DB] or postgresql://...", &s, &len);
     if (rc != 0)
         return rc;
     if (config_store_parse_url(s, &u, why, sizeof(why)) != 0)

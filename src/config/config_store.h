@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The shared store's settings: the URL grammar (`redis://HOST[:PORT][/DB]`), read by the YAML
- * `store:` section and by `sluice serve --store`, and the section itself.
+ * The shared store's settings: the URL grammar (`redis://HOST[:PORT][/DB]`, or a PostgreSQL
+ * connection string), read by the YAML `store:` section and by `sluice serve --store`, and the
+ * section itself.
  *
  * One grammar for both, so the file and the flag accept and refuse the same URLs with the same
  * words. Parsing is pure: no name is resolved here (the connection resolves HOST without blocking
@@ -26,8 +27,16 @@
 /* Most replicas store.replicas / --store-replicas may ask WAIT for. */
 #define CONFIG_STORE_REPLICAS_MAX 64
 
+/* Which engine a store URL names. */
+typedef enum config_store_kind {
+    CONFIG_STORE_REDIS = 1,
+    CONFIG_STORE_POSTGRES,
+} config_store_kind;
+
 /* A parsed store URL. */
 typedef struct config_store_url {
+    config_store_kind kind;
+    /* Redis only (a PostgreSQL URL goes to libpq as it is: host, port and db stay empty). */
     char host[CONFIG_STORE_HOST_MAX + 1]; /* a name, an IPv4 literal or an IPv6 one (no []) */
     int port;                             /* 1..65535 */
     int db;                               /* the SELECT index, 0 when the URL names none */
@@ -35,10 +44,13 @@ typedef struct config_store_url {
 
 /* Parses url as `redis://HOST[:PORT][/DB]` (the scheme in any case; HOST a name of letters,
  * digits, '.', '-' and '_', an IPv4 literal or a bracketed IPv6 literal; PORT 1..65535; DB a
- * decimal index below 2^31). Returns 0 with *out filled, or SLUICE_EINVAL with msg (when msglen >
- * 0) naming the problem in one line: another scheme (rediss://, redis-cluster://, unix:// are
- * named: not supported yet), a user or password part, a bad host, port or database, or
- * anything after the database. Pure. */
+ * decimal index below 2^31), or as a PostgreSQL connection string: a `postgresql://` or
+ * `postgres://` URI, or libpq's `keyword=value ...` form (kind CONFIG_STORE_POSTGRES; only its
+ * shape is checked here: libpq parses it when the node connects, and refuses it there with its
+ * own words). Returns 0 with *out filled, or SLUICE_EINVAL with msg (when msglen > 0) naming the
+ * problem in one line: another scheme (rediss://, redis-cluster://, unix:// are named: not
+ * supported yet), a user or password part, a bad host, port or database, or anything after the
+ * database. Pure. */
 int config_store_parse_url(const char *url, config_store_url *out, char *msg, size_t msglen);
 
 /* Reads the `store:` section at node (absent or null: nothing) into *out, whose url is then

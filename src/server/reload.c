@@ -81,7 +81,7 @@ static int plan_prepare(reload_plan *p, const sluice_config *prev, const char *p
     if (rc != 0)
         return rc;
     /* The shared store's script enforces every limit: a dry run there would be a silent lie. */
-    if ((shared || p->nc.store.url) && (why = server_redis_unsupported(&p->nc)) != NULL) {
+    if ((shared || p->nc.store.url) && (why = server_store_unsupported(&p->nc)) != NULL) {
         snprintf(msg, msglen, "%s: %s", path, why);
         rc = SLUICE_EINVAL;
         goto fail;

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Limits shared on Redis, the node's side (rstore.h): the turn's batch, the batches in flight,
- * the deferred replies, the failure modes.
+ * Limits shared on Redis or PostgreSQL, the node's side (rstore.h): the turn's batch, the calls
+ * in flight, the deferred replies, the failure modes.
  *
- * A batch (rbatch) is one script call: the encoded requests (rlim_batch, store/redis_limits.h),
+ * A batch (rbatch) is one call of the store: the encoded requests (rlim_batch,
+ * store/redis_limits.h, for Redis; pgl_batch, store/pg_limits.h, for PostgreSQL),
  * one wait per request (the client and its deferred-reply ticket, and what its reply needs: the
  * links' names for THROTTLE's denied_by, the quantity and emission interval of CL.THROTTLE), and
  * room for the decoded answer. Batches in flight form a FIFO; an answer is decoded into its
@@ -26,6 +27,7 @@
 #include <string.h>
 
 #include <hiredis/hiredis.h>
+#include <libpq-fe.h>
 
 #include "base/alloc.h"
 #include "base/grow.h"
@@ -34,6 +36,9 @@
 #include "server/log.h"
 #include "server/rtasks.h"
 #include "sluice/error.h"
+#include "store/pg_conn.h"
+#include "store/pg_limits.h"
+#include "store/pg_schema.h"
 #include "store/redis_conn.h"
 #include "store/redis_limits.h"
 
@@ -48,6 +53,8 @@
  * Cluster will need per-key tags instead (and a chain's tag its global link's). */
 #define RSTORE_TAG     "all"
 #define RSTORE_TAG_LEN 3
+/* PostgreSQL's prepared statement of the limits function. */
+#define PG_LIMITS_STMT "sluice_limits"
 /* At most one summary line of fail-open grants per this many ns. */
 #define OPEN_LOG_NS SLUICE_NS_PER_SEC
 
@@ -82,7 +89,8 @@ typedef struct rstore rstore;
 typedef struct rbatch {
     rstore_call base; /* first: the FIFO holds rstore_call pointers */
     rstore *st;
-    rlim_batch *rb; /* the encoded requests */
+    rlim_batch *rb; /* the encoded requests: Redis */
+    pgl_batch *pb;  /* or PostgreSQL */
     rstore_wait *w; /* one per request, in order */
     size_t n, cap;
     sluice_decision *dec; /* the decoded links' decisions */
@@ -94,7 +102,9 @@ typedef struct rbatch {
 
 struct rstore {
     server *s;
-    rconn *conn;
+    config_store_kind kind;
+    rconn *conn;                          /* Redis */
+    pgconn *pg;                           /* or PostgreSQL */
     char url[CONFIG_STORE_HOST_MAX + 64]; /* the URL, for INFO and messages */
     config_store_url u;
     int fail_open;
@@ -135,6 +145,7 @@ static void batch_free(rbatch *b)
     if (!b)
         return;
     rlim_batch_free(b->rb);
+    pgl_batch_free(b->pb);
     alloc_free(b->w);
     alloc_free(b->dec);
     alloc_free(b->arena);
@@ -156,18 +167,28 @@ static rbatch *batch_get(rstore *st)
     if (!b)
         return NULL;
     b->st = st;
-    rc = rlim_batch_new(NULL, &b->rb);
+    if (st->kind == CONFIG_STORE_POSTGRES) {
+        rc = pgl_batch_new(&b->pb);
+        if (rc == 0)
+            pgl_batch_set_audit(b->pb, st->audit);
+    } else {
+        rc = rlim_batch_new(NULL, &b->rb);
+        if (rc == 0)
+            rlim_batch_set_audit(b->rb, st->audit);
+    }
     if (rc != 0) {
         alloc_free(b);
         return NULL;
     }
-    rlim_batch_set_audit(b->rb, st->audit);
     return b;
 }
 
 static void batch_recycle(rstore *st, rbatch *b)
 {
-    rlim_batch_reset(b->rb);
+    if (b->pb)
+        pgl_batch_reset(b->pb);
+    else
+        rlim_batch_reset(b->rb);
     b->n = b->ndec = b->alen = 0;
     b->base.answered = 0;
     b->base.why[0] = '\0';
@@ -439,14 +460,17 @@ void rstore_call_fail(rstore_call *c, const char *why)
 }
 
 /* Decodes a limits batch's answer (rstore_call.on_reply). */
-static void decode_batch(rstore_call *call, const redisReply *reply)
+static void decode_batch(rstore_call *call, const rstore_answer *a)
 {
     rbatch *b = (rbatch *)(void *)call;
 
     for (size_t i = 0; i < b->n; i++) {
         rstore_wait *w = &b->w[i];
+        int rc = b->pb
+                     ? pgl_batch_result(b->pb, a->pg, (size_t)w->req, &w->res, &b->dec[w->dec])
+                     : rlim_batch_result(b->rb, a->redis, (size_t)w->req, &w->res, &b->dec[w->dec]);
 
-        if (rlim_batch_result(b->rb, reply, (size_t)w->req, &w->res, &b->dec[w->dec]) != 0) {
+        if (rc != 0) {
             log_error("store %s: a reply the script does not give (request %zu of %zu)", b->st->url,
                       i, b->n);
             rstore_call_fail(call, "a malformed reply from the script");
@@ -456,6 +480,7 @@ static void decode_batch(rstore_call *call, const redisReply *reply)
 }
 
 static void send_wait(rstore *st);
+static const char *down_why(const rstore *st);
 
 /* The answer of the WAIT in flight: the replicas that confirmed everything the connection wrote
  * before it, given to every call it covers; then the next WAIT, for the calls sent meanwhile. */
@@ -505,8 +530,36 @@ static void on_answer(void *arg, const redisReply *reply, const char *why)
         log_error("store %s: %s", st->url, text);
         rstore_call_fail(c, text);
     } else {
+        rstore_answer a = {reply, NULL};
+
         c->answered = 1;
-        c->on_reply(c, reply);
+        c->on_reply(c, &a);
+    }
+    drain(st);
+}
+
+/* PostgreSQL's answer to a call: a result, an error result, or none (why). */
+static void on_pg_answer(void *arg, const PGresult *result, const char *why)
+{
+    rstore_call *c = arg;
+    rstore *st = c->st;
+
+    if (!result) {
+        rstore_call_fail(c, why);
+    } else if (PQresultStatus(result) != PGRES_TUPLES_OK) {
+        char text[200];
+        const char *m = PQresultErrorMessage(result);
+        size_t len = strcspn(m, "\n");
+
+        snprintf(text, sizeof text, "the store's function failed: %.*s",
+                 (int)(len < 150 ? len : 150), m);
+        log_error("store %s: %s", st->url, text);
+        rstore_call_fail(c, text);
+    } else {
+        rstore_answer a = {NULL, result};
+
+        c->answered = 1;
+        c->on_reply(c, &a);
     }
     drain(st);
 }
@@ -570,9 +623,13 @@ void rstore_send(server *s, rstore_call *c, int rc)
     else
         st->head = c;
     st->tail = c;
-    if (rc == 0 && (st->closed || !st->conn))
+    if (rc == 0 && (st->closed || (!st->conn && !st->pg)))
         rc = SLUICE_ESTATE;
-    if (rc == 0) {
+    if (rc == 0 && st->pg) {
+        c->pgcall.fn = on_pg_answer;
+        c->pgcall.arg = c;
+        rc = pgconn_send(st->pg, &c->pgcall);
+    } else if (rc == 0) {
         c->call.fn = on_answer;
         c->call.arg = c;
         rc = rconn_evalsha(st->conn, &c->call);
@@ -583,9 +640,7 @@ void rstore_send(server *s, rstore_call *c, int rc)
             need_wait(st, c);
         return;
     }
-    rstore_call_fail(c, rc == SLUICE_ENOMEM                         ? "out of memory"
-                        : st->conn && rconn_last_error(st->conn)[0] ? rconn_last_error(st->conn)
-                                                                    : "not connected");
+    rstore_call_fail(c, rc == SLUICE_ENOMEM ? "out of memory" : down_why(st));
     drain(st);
 }
 
@@ -609,9 +664,19 @@ static void send_batch(rstore *st)
     if (!b)
         return;
     st->cur = NULL;
-    rc = st->closed || !st->conn
-             ? SLUICE_ESTATE
-             : rlim_batch_command(b->rb, rconn_sha(st->conn), &argc, &argv, &argvlen);
+    if (st->closed) {
+        rc = SLUICE_ESTATE;
+    } else if (b->pb) {
+        const char *const *values = NULL;
+
+        rc = pgl_batch_params(b->pb, &values);
+        b->base.pgcall.stmt = PG_LIMITS_STMT;
+        b->base.pgcall.nparams = PGL_CALL_NPARAMS;
+        b->base.pgcall.values = values;
+    } else {
+        rc = !st->conn ? SLUICE_ESTATE
+                       : rlim_batch_command(b->rb, rconn_sha(st->conn), &argc, &argv, &argvlen);
+    }
     b->base.call.argc = argc;
     b->base.call.argv = argv;
     b->base.call.argvlen = argvlen;
@@ -645,17 +710,31 @@ void rstore_turn(server *s)
 
 /* ---- Requests ---------------------------------------------------------------------------- */
 
+/* 1 when the store refused this node for good (PostgreSQL: a newer schema). */
+static int store_refused(const rstore *st)
+{
+    return st->pg && pgconn_get_state(st->pg) == PGCONN_REFUSED;
+}
+
 static int store_up(const rstore *st)
 {
-    return !st->closed && st->conn && rconn_get_state(st->conn) == RCONN_UP;
+    if (st->closed)
+        return 0;
+    if (st->pg)
+        return pgconn_get_state(st->pg) == PGCONN_UP;
+    return st->conn && rconn_get_state(st->conn) == RCONN_UP;
 }
 
 static const char *down_why(const rstore *st)
 {
     const char *e;
 
-    if (st->closed || !st->conn)
+    if (st->closed || (!st->conn && !st->pg))
         return "stopping";
+    if (st->pg) {
+        e = pgconn_last_error(st->pg);
+        return e[0] ? e : pgconn_state_name(pgconn_get_state(st->pg));
+    }
     e = rconn_last_error(st->conn);
     if (e[0])
         return e;
@@ -671,6 +750,21 @@ int rstore_up(const server *s, const char **why)
     if (why)
         *why = st ? down_why(st) : "no shared store";
     return 0;
+}
+
+/* The tag of a link (redis_limits.h: it scopes the store clock that decides it). Redis: the one
+ * tag RSTORE_TAG. PostgreSQL: none, so that each key has its own clock row: there a tag is a row
+ * every call naming it locks, and one tag for everything would make every call of every node
+ * wait for the one before it. */
+static void set_tag(const rstore *st, rlim_link *l)
+{
+    if (st->kind == CONFIG_STORE_POSTGRES) {
+        l->tag = NULL;
+        l->taglen = 0;
+        return;
+    }
+    l->tag = RSTORE_TAG;
+    l->taglen = RSTORE_TAG_LEN;
 }
 
 /* Adds one request to the turn's batch and defers the client's reply. Returns the wait (to be
@@ -697,7 +791,8 @@ static rstore_wait *add_request_args(rstore *st, conn *c, rlim_op op, const rlim
         resp_error(conn_out(c), "NOMEM", "out of memory");
         return NULL;
     }
-    idx = rlim_batch_add(b->rb, op, links, n, args);
+    idx = b->pb ? pgl_batch_add(b->pb, op, links, n, args)
+                : rlim_batch_add(b->rb, op, links, n, args);
     if (idx < 0) {
         if (idx == SLUICE_ENOMEM)
             resp_error(conn_out(c), "NOMEM", "out of memory");
@@ -760,8 +855,7 @@ void rstore_throttle(conn *c, const rstore_link *links, size_t n, unsigned flags
         rl[i].key = links[i].key;
         rl[i].keylen = links[i].keylen;
         rl[i].units = links[i].units;
-        rl[i].tag = RSTORE_TAG;
-        rl[i].taglen = RSTORE_TAG_LEN;
+        set_tag(st, &rl[i]);
         namelen += strlen(links[i].name) + 1;
     }
     w = add_request(st, c, (flags & SLUICE_PEEK) ? RLIM_PEEK : RLIM_DECIDE, rl, n, namelen);
@@ -799,8 +893,7 @@ void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const cha
     link.key = key;
     link.keylen = keylen;
     link.units = quantity ? quantity : 1;
-    link.tag = RSTORE_TAG;
-    link.taglen = RSTORE_TAG_LEN;
+    set_tag(st, &link);
     w = add_request(st, c, quantity ? RLIM_DECIDE : RLIM_PEEK, &link, 1, 0);
     if (!w)
         return;
@@ -835,8 +928,7 @@ void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *
     link.key = key;
     link.keylen = keylen;
     link.units = units > 0 ? units : 1;
-    link.tag = RSTORE_TAG;
-    link.taglen = RSTORE_TAG_LEN;
+    set_tag(st, &link);
     memset(&args, 0, sizeof(args));
     args.ttl_ns = ttl_ns;
     args.lease_id = lease_id;
@@ -929,6 +1021,13 @@ void rstore_reply_unavailable(conn *c, const char *command)
         upper[i] =
             command[i] >= 'a' && command[i] <= 'z' ? (char)(command[i] - 'a' + 'A') : command[i];
     upper[i] = '\0';
+    if (rstore_kind(c->srv) == CONFIG_STORE_POSTGRES) {
+        resp_error(conn_out(c), "ERR",
+                   "%s is not available with a postgresql store yet: this version shares "
+                   "THROTTLE, CL.THROTTLE and LEASE.* across nodes only (docs/cluster.md)",
+                   upper);
+        return;
+    }
     resp_error(conn_out(c), "ERR",
                "%s is not available with a redis store yet: this version shares THROTTLE, "
                "CL.THROTTLE, LEASE.* and the task queue (TASK.ADD, GET, ACK, FAIL, TOUCH, "
@@ -936,7 +1035,30 @@ void rstore_reply_unavailable(conn *c, const char *command)
                upper);
 }
 
+config_store_kind rstore_kind(const server *s)
+{
+    const rstore *st = state_of(s);
+
+    return st ? st->kind : CONFIG_STORE_REDIS;
+}
+
+const char *rstore_kind_name(const server *s)
+{
+    return rstore_kind(s) == CONFIG_STORE_POSTGRES ? "postgresql" : "redis";
+}
+
 /* ---- Life -------------------------------------------------------------------------------- */
+
+/* Logs a store that went down, once per reason. */
+static void note_down(rstore *st, const char *why)
+{
+    if (!why || strcmp(why, st->logged_why) == 0)
+        return;
+    snprintf(st->logged_why, sizeof st->logged_why, "%s", why);
+    log_warn("store %s: down: %s; until it is back decisions %s", st->url, why,
+             st->fail_open ? "are granted (store_failure: open)"
+                           : "answer -STOREDOWN (store_failure: closed)");
+}
 
 static void on_state(void *arg, rconn_state state, const char *why)
 {
@@ -948,20 +1070,157 @@ static void on_state(void *arg, rconn_state state, const char *why)
         rtasks_store_up(st->s);
         return;
     }
-    if (!why || strcmp(why, st->logged_why) == 0)
+    note_down(st, why);
+}
+
+static void on_pg_state(void *arg, pgconn_state state, const char *why)
+{
+    rstore *st = arg;
+    pgconn_stats cs;
+
+    if (state == PGCONN_UP) {
+        pgconn_get_stats(st->pg, &cs);
+        log_info("store %s: up (schema version %d%s)", st->url, PGS_VERSION,
+                 cs.schema_from != PGS_VERSION ? ", migrated" : "");
+        st->logged_why[0] = '\0';
         return;
-    snprintf(st->logged_why, sizeof st->logged_why, "%s", why);
-    log_warn("store %s: down: %s; until it is back decisions %s", st->url, why,
-             st->fail_open ? "are granted (store_failure: open)"
-                           : "answer -STOREDOWN (store_failure: closed)");
+    }
+    if (state == PGCONN_REFUSED)
+        log_error("store %s: refused: %s", st->url, why ? why : "");
+    note_down(st, why);
+}
+
+/* The end of the password value that starts at v: a quoted keyword value ('...', with \'
+ * escapes), else up to a space, '&' or, in a URI's user part, '@'. */
+static const char *password_end(const char *v, int in_user)
+{
+    if (*v == '\'' && !in_user) {
+        for (v++; *v && *v != '\''; v++)
+            if (*v == '\\' && v[1])
+                v++;
+        return *v ? v + 1 : v;
+    }
+    return v + strcspn(v, in_user ? "@" : " &");
+}
+
+/* Replaces, in place, the value of every password in a PostgreSQL connection string (a URI's
+ * "user:password@", a "password=" keyword or URI option) by "***", so that INFO and the log can
+ * show the URL. */
+static void redact_password(char *url, size_t cap)
+{
+    char out[sizeof(((rstore *)0)->url)];
+    const char *p = url, *user_pw = NULL, *scheme = strstr(url, "://");
+    size_t o = 0;
+
+    if (scheme) {
+        const char *user = scheme + 3, *end = user + strcspn(user, "/?@");
+        const char *colon = memchr(user, ':', (size_t)(end - user));
+
+        if (*end == '@' && colon)
+            user_pw = colon + 1;
+    }
+    while (*p && o + 4 < sizeof out) {
+        if (p == user_pw) {
+            p = password_end(p, 1);
+            memcpy(out + o, "***", 3);
+            o += 3;
+            continue;
+        }
+        if (strncmp(p, "password", 8) == 0 &&
+            (p == url || p[-1] == ' ' || p[-1] == '?' || p[-1] == '&')) {
+            const char *q = p + 8 + strspn(p + 8, " ");
+
+            if (*q == '=') {
+                q += 1 + strspn(q + 1, " ");
+                while (p < q && o + 4 < sizeof out)
+                    out[o++] = *p++;
+                p = password_end(q, 0);
+                memcpy(out + o, "***", 3);
+                o += 3;
+                continue;
+            }
+        }
+        out[o++] = *p++;
+    }
+    out[o] = '\0';
+    snprintf(url, cap, "%s", out);
+}
+
+/* PostgreSQL's statements, prepared on every connection. */
+static const pgconn_stmt pg_stmts[] = {
+    {PG_LIMITS_STMT, PGL_CALL_SQL, PGL_CALL_NPARAMS},
+};
+
+/* Connects to PostgreSQL (rstore_open's half for it). Returns 0, or an error with msg. */
+static int open_pg(rstore *st, char *msg, size_t msglen)
+{
+    pgconn_options o;
+    char why[256];
+    int rc;
+
+    if (st->replicas > 0) {
+        snprintf(msg, msglen,
+                 "store: replicas is a Redis setting (WAIT); on PostgreSQL configure "
+                 "synchronous_standby_names and synchronous_commit instead (docs/cluster.md)");
+        return SLUICE_EINVAL;
+    }
+    if (pgconn_check_conninfo(st->url, why, sizeof why) != 0) {
+        redact_password(st->url, sizeof st->url);
+        snprintf(msg, msglen, "bad store URL \"%.120s\": %s", st->url, why);
+        return SLUICE_EINVAL;
+    }
+    memset(&o, 0, sizeof(o));
+    o.conninfo = st->url;
+    o.timeout_ms = st->timeout_ms;
+    o.migrate = 1;
+    o.stmts = pg_stmts;
+    o.nstmts = sizeof pg_stmts / sizeof pg_stmts[0];
+    o.on_state = on_pg_state;
+    o.arg = st;
+    rc = pgconn_new(&st->s->loop, &o, &st->pg); /* copies the conninfo */
+    redact_password(st->url, sizeof st->url);
+    if (rc != 0)
+        snprintf(msg, msglen, "store %s: %s", st->url, sluice_strerror(rc));
+    return rc;
+}
+
+/* Connects to Redis, and its task queue's subscriber (rstore_open's half for it). Returns 0, or
+ * an error with msg. */
+static int open_redis(rstore *st, char *msg, size_t msglen)
+{
+    server *s = st->s;
+    rconn_options o;
+    size_t script_len = 0;
+    const char *script = rlim_script(&script_len);
+    int rc;
+
+    memset(&o, 0, sizeof(o));
+    o.host = st->u.host;
+    o.port = st->u.port;
+    o.db = st->u.db;
+    o.timeout_ms = st->timeout_ms;
+    o.script = script;
+    o.script_len = script_len;
+    o.on_state = on_state;
+    o.arg = st;
+    rc = rconn_new(&s->loop, &o, &st->conn);
+    if (rc != 0) {
+        snprintf(msg, msglen, "store %s: %s", st->url, sluice_strerror(rc));
+        return rc;
+    }
+    s->rstore_state = st;
+    rc = rtasks_open(s, st->u.host, st->u.port, st->timeout_ms, msg, msglen);
+    if (rc != 0) {
+        rconn_free(st->conn);
+        st->conn = NULL;
+        s->rstore_state = NULL;
+    }
+    return rc;
 }
 
 int rstore_open(server *s, char *msg, size_t msglen)
 {
     rstore *st;
-    rconn_options o;
-    size_t script_len = 0;
-    const char *script;
     uint64_t until;
     int rc;
 
@@ -977,7 +1236,13 @@ int rstore_open(server *s, char *msg, size_t msglen)
         alloc_free(st);
         return rc;
     }
+    if (strlen(s->opt.store_url) >= sizeof st->url) {
+        snprintf(msg, msglen, "bad store URL: longer than %zu bytes", sizeof st->url - 1);
+        alloc_free(st);
+        return SLUICE_EINVAL;
+    }
     snprintf(st->url, sizeof st->url, "%s", s->opt.store_url);
+    st->kind = st->u.kind;
     s->opt.store_url = st->url; /* the caller's string (the config's) may not outlive a reload */
     st->s = s;
     st->fail_open = s->opt.store_failure == SLUICE_STORE_FAILURE_OPEN;
@@ -1000,45 +1265,32 @@ int rstore_open(server *s, char *msg, size_t msglen)
         alloc_free(st);
         return SLUICE_EINVAL;
     }
-    script = rlim_script(&script_len);
-    memset(&o, 0, sizeof(o));
-    o.host = st->u.host;
-    o.port = st->u.port;
-    o.db = st->u.db;
-    o.timeout_ms = st->timeout_ms;
-    o.script = script;
-    o.script_len = script_len;
-    o.on_state = on_state;
-    o.arg = st;
-    rc = rconn_new(&s->loop, &o, &st->conn);
+    rc = st->kind == CONFIG_STORE_POSTGRES ? open_pg(st, msg, msglen) : open_redis(st, msg, msglen);
     if (rc != 0) {
-        snprintf(msg, msglen, "store %s: %s", st->url, sluice_strerror(rc));
         alloc_free(st);
         return rc;
     }
     s->rstore_state = st;
-    rc = rtasks_open(s, st->u.host, st->u.port, st->timeout_ms, msg, msglen);
-    if (rc != 0) {
-        rconn_free(st->conn);
-        s->rstore_state = NULL;
-        alloc_free(st);
-        return rc;
-    }
     /* The first connection before listening, so that a node that starts next to a running Redis
      * decides its first request; a Redis still down after the timeout is not fatal. */
     until = uv_now(&s->loop) + (uint64_t)st->timeout_ms;
-    while (rconn_get_state(st->conn) != RCONN_UP && uv_now(&s->loop) < until)
+    while (!store_up(st) && !store_refused(st) && uv_now(&s->loop) < until)
         uv_run(&s->loop, UV_RUN_ONCE);
-    if (rconn_get_state(st->conn) != RCONN_UP)
+    if (store_refused(st)) {
+        /* A newer schema than this build knows: starting would answer -STOREDOWN forever. */
+        snprintf(msg, msglen, "store %s: %s", st->url, down_why(st));
+        rstore_free(s);
+        return SLUICE_ESTATE;
+    }
+    if (!store_up(st))
         log_warn("store %s: not up after %" PRId64 " ms (%s); starting anyway, decisions %s "
                  "until it is",
                  st->url, st->timeout_ms, down_why(st),
                  st->fail_open ? "are granted" : "answer -STOREDOWN");
-    log_info("store %s: THROTTLE, CL.THROTTLE, LEASE.* and the task queue in Redis "
-             "(store_failure: %s, timeout "
+    log_info("store %s: THROTTLE, CL.THROTTLE, LEASE.*%s in %s (store_failure: %s, timeout "
              "%" PRId64 " ms%s)",
-             st->url, st->fail_open ? "open" : "closed", st->timeout_ms,
-             st->audit ? ", audit on" : "");
+             st->url, st->pg ? "" : " and the task queue", st->pg ? "PostgreSQL" : "Redis",
+             st->fail_open ? "open" : "closed", st->timeout_ms, st->audit ? ", audit on" : "");
     if (st->replicas > 0)
         log_info("store %s: task writes wait for %d replica(s) (WAIT, %" PRId64 " ms)", st->url,
                  st->replicas, st->replicas_timeout_ms);
@@ -1058,6 +1310,8 @@ void rstore_close(server *s)
     rc = st->conn;
     rconn_free(rc); /* answers what is in flight ("stopped") */
     st->conn = NULL;
+    pgconn_free(st->pg); /* likewise */
+    st->pg = NULL;
     drain(st);
 }
 
@@ -1090,9 +1344,23 @@ void rstore_get_stats(const server *s, rstore_stats *out)
     if (!st)
         return;
     *out = st->stats;
-    if (st->closed || !st->conn) {
+    if (st->closed || (!st->conn && !st->pg)) {
         out->state = "stopped";
         out->last_error = "";
+        return;
+    }
+    if (st->pg) {
+        pgconn_stats ps;
+
+        pgconn_get_stats(st->pg, &ps);
+        out->up = pgconn_get_state(st->pg) == PGCONN_UP;
+        out->state = pgconn_state_name(pgconn_get_state(st->pg));
+        out->last_error = pgconn_last_error(st->pg);
+        out->connects = ps.connects;
+        out->disconnects = ps.disconnects;
+        out->failed_connects = ps.failed_connects;
+        out->timeouts = ps.timeouts;
+        out->in_flight = ps.in_flight;
         return;
     }
     rconn_get_stats(st->conn, &cs);
@@ -1119,18 +1387,19 @@ void rstore_info(const server *s, char *buf, size_t len)
         return;
     }
     rstore_get_stats(s, &x);
-    snprintf(
-        buf, len,
-        "# Store\r\nstore:redis\r\nstore_url:%s\r\nstore_state:%s\r\nstore_failure:%s\r\n"
-        "store_timeout_ms:%" PRId64 "\r\nstore_audit:%d\r\nstore_batches:%" PRIu64
-        "\r\nstore_requests:%" PRIu64 "\r\nstore_answered:%" PRIu64 "\r\nstore_unavailable:%" PRIu64
-        "\r\nstore_fail_open_grants:%" PRIu64 "\r\nstore_in_flight:%" PRIu64
-        "\r\nstore_connects:%" PRIu64 "\r\nstore_disconnects:%" PRIu64
-        "\r\nstore_failed_connects:%" PRIu64 "\r\nstore_timeouts:%" PRIu64
-        "\r\nstore_script_loads:%" PRIu64 "\r\nstore_last_error:%s\r\n",
-        st->url, x.state, st->fail_open ? "open" : "closed", st->timeout_ms, st->audit, x.batches,
-        x.requests, x.answered, x.unavailable, x.fail_open_grants, x.in_flight, x.connects,
-        x.disconnects, x.failed_connects, x.timeouts, x.script_loads, x.last_error);
+    snprintf(buf, len,
+             "# Store\r\nstore:%s\r\nstore_url:%s\r\nstore_state:%s\r\nstore_failure:%s\r\n"
+             "store_timeout_ms:%" PRId64 "\r\nstore_audit:%d\r\nstore_batches:%" PRIu64
+             "\r\nstore_requests:%" PRIu64 "\r\nstore_answered:%" PRIu64
+             "\r\nstore_unavailable:%" PRIu64 "\r\nstore_fail_open_grants:%" PRIu64
+             "\r\nstore_in_flight:%" PRIu64 "\r\nstore_connects:%" PRIu64
+             "\r\nstore_disconnects:%" PRIu64 "\r\nstore_failed_connects:%" PRIu64
+             "\r\nstore_timeouts:%" PRIu64 "\r\nstore_script_loads:%" PRIu64
+             "\r\nstore_last_error:%s\r\n",
+             st->pg ? "postgresql" : "redis", st->url, x.state, st->fail_open ? "open" : "closed",
+             st->timeout_ms, st->audit, x.batches, x.requests, x.answered, x.unavailable,
+             x.fail_open_grants, x.in_flight, x.connects, x.disconnects, x.failed_connects,
+             x.timeouts, x.script_loads, x.last_error);
     rtasks_get_stats(s, &t);
     at = strlen(buf);
     snprintf(buf + at, len - at,

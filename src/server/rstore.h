@@ -1,31 +1,36 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Limits shared on Redis, the node's side: with `--store redis://...` (server_options.store_url),
- * THROTTLE, CL.THROTTLE and LEASE.* do not decide in this process. The command resolves its chain
- * and checks its arguments as it always does (same errors, same words), then adds one request to
- * the loop turn's batch (store/redis_limits.h) and takes a deferred-reply slot for its client
- * (conn_defer): the client goes on with the commands it pipelined, whose replies queue behind
- * the slot. At the end of the turn (rstore_turn, in the server's "before sleep", next to the
- * embedded store's group commit) the batch leaves as one EVALSHA on the Redis connection
- * (store/redis_conn.h); when Redis answers, every slot is filled with the reply the command would
- * have written, in each client's command order, and the clients' replies leave.
+ * Limits shared on Redis or PostgreSQL, the node's side: with `--store redis://...` or
+ * `--store postgresql://...` (server_options.store_url), THROTTLE, CL.THROTTLE and LEASE.* do
+ * not decide in this process. The command resolves its chain and checks its arguments as it
+ * always does (same errors, same words), then adds one request to the loop turn's batch
+ * (store/redis_limits.h, or store/pg_limits.h: the same requests, the same answers) and takes a
+ * deferred-reply slot for its client (conn_defer): the client goes on with the commands it
+ * pipelined, whose replies queue behind the slot. At the end of the turn (rstore_turn, in the
+ * server's "before sleep", next to the embedded store's group commit) the batch leaves as one
+ * EVALSHA on the Redis connection (store/redis_conn.h), or as one call of the limits function
+ * on the PostgreSQL connection (store/pg_conn.h: one transaction per call); when the store
+ * answers, every slot is filled with the reply the command would have written, in each
+ * client's command order, and the clients' replies leave.
  *
- * So one loop turn costs one round trip to Redis however many clients and pipelined commands it
- * served, and a client's pipeline of 16 THROTTLEs shares it too. Batches pipeline: a turn does
- * not wait for the previous turn's answer. Answers are applied in the order batches were sent
- * (a batch retried after NOSCRIPT may be answered late: the batches after it wait for it).
+ * So one loop turn costs one round trip to the store however many clients and pipelined
+ * commands it served, and a client's pipeline of 16 THROTTLEs shares it too. Calls pipeline: a
+ * turn does not wait for the previous turn's answer. Answers are applied in the order calls were
+ * sent (a Redis call retried after NOSCRIPT may be answered late: the calls after it wait).
  *
- * When Redis is not up, or does not answer within the timeout, the failure mode decides:
+ * When the store is not up, or does not answer within the timeout, the failure mode decides:
  * closed (the default) answers `-STOREDOWN <why>`; open grants, and counts the grant
- * (fail_open_grants, logged as a summarised event). A request whose batch timed out may still
- * have been applied by Redis: closed mode then denied something Redis charged (safe); open mode
- * granted something Redis did not see (the documented exception of fail-open).
+ * (fail_open_grants, logged as a summarised event). A request whose call timed out may still
+ * have been applied by the store: closed mode then denied something the store charged (safe);
+ * open mode granted something the store did not see (the documented exception of fail-open).
  *
- * Decisions use Redis's clock (the script's), never the node's; the counters (throttle_allowed,
- * throttle_denied) count as for local decisions.
+ * Decisions use the store's clock (Redis's TIME in the script, PostgreSQL's clock_timestamp()),
+ * never the node's; the counters (throttle_allowed, throttle_denied) count as for local
+ * decisions.
  *
  * The task queue on the same Redis (rtasks.h) sends its own batches through the FIFO of calls
- * kept here (rstore_call, rstore_send): one connection, one script, one order of answers.
+ * kept here (rstore_call, rstore_send): one connection, one script, one order of answers. (On
+ * PostgreSQL the task queue is not shared yet: its commands are refused.)
  */
 #ifndef SLUICE_SERVER_RSTORE_H
 #define SLUICE_SERVER_RSTORE_H
@@ -36,10 +41,13 @@
 #include "server/conn.h"
 #include "server/server.h"
 #include "sluice/limit.h"
+#include "config/config_store.h"
+#include "store/pg_conn.h"
 #include "store/redis_conn.h"
 #include "store/redis_limits.h"
 
 struct redisReply;
+struct pg_result;
 struct rstore;
 
 /* One script call in the node's FIFO of calls to Redis. Every call of the node, the limits'
@@ -48,12 +56,20 @@ struct rstore;
  * in the order it took them, whatever kinds of command it pipelined, even when a NOSCRIPT retry
  * makes Redis answer out of order. Embedded first in its owner's batch. */
 typedef struct rstore_call rstore_call;
+
+/* The store's answer to one call: Redis's reply or PostgreSQL's result, by the store's kind. */
+typedef struct rstore_answer {
+    const struct redisReply *redis;
+    const struct pg_result *pg;
+} rstore_answer;
+
 struct rstore_call {
-    rconn_call call; /* argc, argv, argvlen: set by the owner before rstore_send */
-    /* Decodes Redis's answer while it is valid (during this call only); a reply it cannot read
-     * is refused with rstore_call_fail. Runs in answer order, maybe before earlier calls are
-     * applied: it must not write to clients. */
-    void (*on_reply)(rstore_call *c, const struct redisReply *reply);
+    rconn_call call;    /* Redis: argc, argv, argvlen, set by the owner before rstore_send */
+    pgconn_call pgcall; /* PostgreSQL: stmt, nparams, values, set by the owner */
+    /* Decodes the store's answer while it is valid (during this call only); an answer it
+     * cannot read is refused with rstore_call_fail. Runs in answer order, maybe before earlier
+     * calls are applied: it must not write to clients. */
+    void (*on_reply)(rstore_call *c, const rstore_answer *a);
     /* Writes the answers (or, when why is set, the failure) to the clients, in FIFO order; the
      * call is out of the FIFO and may be reused or freed. */
     void (*apply)(rstore_call *c);
@@ -75,7 +91,8 @@ struct rstore_call {
     rstore_call *next; /* in the FIFO */
 };
 
-/* Appends c (call.argc/argv/argvlen, on_reply and apply set) to the FIFO and sends it; rc != 0
+/* Appends c (call.argc/argv/argvlen on Redis, pgcall.stmt/nparams/values on PostgreSQL, on_reply
+ * and apply set) to the FIFO and sends it; rc != 0
  * (the owner could not build its command) or a store that is not up fails it at once. Either
  * way apply runs exactly once, in FIFO order (perhaps before this returns). With
  * c->wait_replicas > 0 (rstore_replicas) a WAIT follows the call (see rstore_call). */
@@ -134,6 +151,12 @@ static inline int rstore_active(const server *s)
     return s->rstore_state != NULL;
 }
 
+/* Which engine the shared store is (meaningful when rstore_active). */
+config_store_kind rstore_kind(const server *s);
+
+/* "redis" or "postgresql". */
+const char *rstore_kind_name(const server *s);
+
 /* One THROTTLE on the shared store: the n links (n >= 1) as the command resolved them, each
  * with its definition, the limit id Redis keys it under (the limit's name, or "name/tier") and
  * the name a denial reports. PEEK in flags peeks. Replies now (store down) or later (deferred);
@@ -170,9 +193,9 @@ void rstore_turn(server *s);
 /* A client with deferred replies is closing: its slots are forgotten. */
 void rstore_conn_closed(conn *c);
 
-/* Replies `-ERR <command> is not available with a redis store yet ...` for a command the shared
- * store does not serve in this version (the tasks, recurring series, runtime limit changes). The
- * one place that says so. */
+/* Replies `-ERR <command> is not available with a redis (postgresql) store yet ...` for a command
+ * the shared store does not serve in this version (recurring series, runtime limit changes; on
+ * PostgreSQL the task queue too). The one place that says so. */
 void rstore_reply_unavailable(conn *c, const char *command);
 
 void rstore_get_stats(const server *s, rstore_stats *out);

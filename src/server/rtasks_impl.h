@@ -113,7 +113,7 @@ void rtasks_arm_timer(rtasks *rt, uint64_t delay_ms);
 void rtasks_waiter_reply_empty(rtasks *rt, waiter *w);
 
 /* rstore_call.on_reply and .apply of a task batch (rtasks_reply.c). */
-void rtasks_decode(rstore_call *call, const struct redisReply *reply);
+void rtasks_decode(rstore_call *call, const rstore_answer *a);
 void rtasks_apply(rstore_call *call);
 
 #endif

@@ -45,9 +45,10 @@ static int copy_task(tbatch *b, const redisReply *reply, const twait *w, size_t 
 }
 
 /* Decodes the answer while Redis's reply is valid (rstore_call.on_reply). */
-void rtasks_decode(rstore_call *call, const redisReply *reply)
+void rtasks_decode(rstore_call *call, const rstore_answer *a)
 {
     tbatch *b = (tbatch *)(void *)call;
+    const redisReply *reply = a->redis;
 
     for (size_t i = 0; i < b->n; i++) {
         twait *w = &b->w[i];

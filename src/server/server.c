@@ -205,29 +205,29 @@ static int def_adaptive(const sluice_limit_def *d)
     return d->decrease_den > 0;
 }
 
-const char *server_redis_unsupported(const sluice_config *c)
+const char *server_store_unsupported(const sluice_config *c)
 {
     if (c->disabled)
-        return "enabled: false is not available with a redis store yet (its script would enforce "
+        return "enabled: false is not available with a shared store yet (the store would enforce "
                "every limit)";
     for (size_t i = 0; i < c->nlimits; i++) {
         const sluice_limit_policy *p = &c->limits[i];
         int adaptive = def_adaptive(&p->def);
 
         if (p->mode == SLUICE_MODE_SHADOW)
-            return "mode: shadow is not available with a redis store yet (its script would "
+            return "mode: shadow is not available with a shared store yet (the store would "
                    "enforce the limit)";
         for (size_t t = 0; t < p->ntiers; t++)
             adaptive |= def_adaptive(&p->tiers[t].def);
         for (size_t k = 0; k < p->noverrides; k++)
             adaptive |= def_adaptive(&p->overrides[k].def);
         if (adaptive)
-            return "adaptive rate limits are not available with a redis store yet (its script "
+            return "adaptive rate limits are not available with a shared store yet (the store "
                    "knows no AIMD rate)";
     }
     for (size_t i = 0; i < c->ntypes; i++)
         if (c->types[i].fairness == SLUICE_FAIR_KEYS)
-            return "fairness: keys is not available with a redis store yet (its shared queue "
+            return "fairness: keys is not available with a shared store yet (its shared queue "
                    "hands out tasks by priority, then arrival)";
     return NULL;
 }
@@ -605,7 +605,7 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
         if (s->opt.store_replicas_timeout_ms == 0)
             s->opt.store_replicas_timeout_ms =
                 s->config.store.replicas_timeout_ns / SLUICE_NS_PER_MS;
-        const char *why = s->opt.store_url ? server_redis_unsupported(&s->config) : NULL;
+        const char *why = s->opt.store_url ? server_store_unsupported(&s->config) : NULL;
 
         if (why) {
             snprintf(msg, msglen, "%s: %s", opt->config_path, why);

@@ -271,9 +271,10 @@ int server_policy_eq(const sluice_limit_policy *a, const sluice_limit_policy *b)
  * over the other is a sluice_engine_set_limit_mode, which keeps the limit's state. Pure. */
 int server_policy_mode_only(const sluice_limit_policy *a, const sluice_limit_policy *b);
 
-/* What a configuration asks for that the redis store's script cannot do yet (it would enforce
- * every limit as a plain one), as the reason to refuse it; NULL when nothing. Pure. */
-const char *server_redis_unsupported(const sluice_config *c);
+/* What a configuration asks for that a shared store (Redis's script, PostgreSQL's function)
+ * cannot do yet (it would enforce every limit as a plain one), as the reason to refuse it; NULL
+ * when nothing. Pure. */
+const char *server_store_unsupported(const sluice_config *c);
 
 /* Sets the memory budget in force: the command line's, else the configuration file's
  * `maxmemory:`, else the option's default. */

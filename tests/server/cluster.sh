@@ -187,7 +187,7 @@ check "--store with --data: usage error" 2 "$?"
 printf 'limits:\n  dry: {rate: 1/1s, mode: shadow}\n' >"$tmp/shadow.yaml"
 out=$("$sluice" serve --port 0 --no-admin --config "$tmp/shadow.yaml" --store "$url" 2>&1)
 check "shadow limit with a redis store: refused" 1 "$?"
-contains "shadow with a redis store says why" "not available with a redis store yet" "$out"
+contains "shadow with a redis store says why" "not available with a shared store yet" "$out"
 printf 'enabled: false\nlimits:\n  a: {rate: 1/1s}\n' >"$tmp/off.yaml"
 out=$("$sluice" serve --port 0 --no-admin --config "$tmp/off.yaml" --store "$url" 2>&1)
 check "enabled: false with a redis store: refused" 1 "$?"

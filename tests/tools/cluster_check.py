@@ -5,7 +5,9 @@ Drives THROTTLE (a named rate limit, a fixed and a sliding window, a chain type 
 a global rate limit) and CL.THROTTLE from many clients on every node at once, pipelined, on a few hot keys so the nodes
 contend; counts every grant each client was told; then reads the audit lists the limits script
 wrote in Redis (`sluice:{TAG}:audit`, entries "limit_id key units store_now_ns", in the order
-Redis ran them, started with --store-audit) and checks, for every (limit, key):
+Redis ran them, started with --store-audit), or with --pg the table sluice_limit_audit the
+PostgreSQL store's function wrote (through psql, in store time: each (limit, key)'s clock only
+moves forward), and checks, for every (limit, key):
 
   - the grants replay through a reference model with zero violations, in store time that never
     goes back: GCRA for rates (exact rationals: T = period / permits, a grant of u units needs
@@ -20,11 +22,13 @@ Redis ran them, started with --store-audit) and checks, for every (limit, key):
 
 Prints one summary line; exits 1 on any violation. Uses Debian's python3-redis (redis-py).
 
-Usage: cluster_check.py --nodes P1,P2,P3 --redis RPORT [--db N] [--clients-per-node N] [--target N]
-                        [--max-seconds S] [--pipeline K] [--seed N]
+Usage: cluster_check.py --nodes P1,P2,P3 (--redis RPORT [--db N] | --pg CONNINFO --psql PATH)
+                        [--clients-per-node N] [--target N] [--max-seconds S] [--pipeline K]
+                        [--seed N]
 """
 import argparse
 import random
+import subprocess
 import sys
 import threading
 import time
@@ -155,6 +159,18 @@ def read_audit(r):
     return streams, lists
 
 
+def read_audit_pg(psql, conninfo):
+    """Every audited grant of the PostgreSQL store, per (limit_id, key), in store time."""
+    out = subprocess.run([psql, conninfo, "-AtF", " ", "-c",
+                          "SELECT lim, encode(key, 'hex'), units, now_ns FROM sluice_limit_audit "
+                          "ORDER BY now_ns"], check=True, capture_output=True, text=True).stdout
+    streams = defaultdict(list)
+    for line in out.splitlines():
+        lid, key, units, now = line.split(" ")
+        streams[(lid, bytes.fromhex(key).decode())].append((int(now), int(units)))
+    return streams, 1
+
+
 def replay(lid, key, grants, problems):
     """Replays one stream through its reference model; appends what does not hold."""
     last = None
@@ -242,6 +258,8 @@ def main():
     ap.add_argument("--nodes")
     ap.add_argument("--redis", type=int)
     ap.add_argument("--db", type=int, default=0)
+    ap.add_argument("--pg")
+    ap.add_argument("--psql", default="psql")
     ap.add_argument("--clients-per-node", type=int, default=6)
     ap.add_argument("--target", type=int, default=60000)
     ap.add_argument("--max-seconds", type=float, default=25)
@@ -255,8 +273,8 @@ def main():
     if a.print_config:
         sys.stdout.write(CONFIG_YAML)
         return 0
-    if not a.nodes or not a.redis:
-        ap.error("--nodes and --redis are required")
+    if not a.nodes or not (a.redis or a.pg):
+        ap.error("--nodes and --redis or --pg are required")
     ports = [int(p) for p in a.nodes.split(",")]
     stop = threading.Event()
     clients = []
@@ -283,8 +301,10 @@ def main():
         for k, v in c.granted.items():
             told[k] += v
 
-    r = redis.Redis(host="127.0.0.1", port=a.redis, db=a.db)
-    streams, lists = read_audit(r)
+    if a.pg:
+        streams, lists = read_audit_pg(a.psql, a.pg)
+    else:
+        streams, lists = read_audit(redis.Redis(host="127.0.0.1", port=a.redis, db=a.db))
     problems = []
     grants = 0
     for (lid, key), g in streams.items():
@@ -296,7 +316,7 @@ def main():
     audited = {k: sum(u for _, u in g) for k, g in streams.items()}
     for k in set(audited) | set(told):
         if audited.get(k, 0) != told.get(k, 0):
-            problems.append("%s %r: Redis recorded %d units granted, the clients were told %d" %
+            problems.append("%s %r: the store recorded %d units granted, the clients were told %d" %
                             (k[0], k[1], audited.get(k, 0), told.get(k, 0)))
     per = sum(v for (lid, _), v in audited.items() if lid == "perkey")
     glob = audited.get(("global", ""), 0)

@@ -27,9 +27,20 @@ static void url_ok(const char *url, const char *host, int port, int db)
 
     assert_int_equal(config_store_parse_url(url, &u, msg, sizeof(msg)), 0);
     assert_string_equal(msg, "");
+    assert_int_equal(u.kind, CONFIG_STORE_REDIS);
     assert_string_equal(u.host, host);
     assert_int_equal(u.port, port);
     assert_int_equal(u.db, db);
+}
+
+/* A PostgreSQL connection string: recognised, left to libpq. */
+static void url_pg(const char *url)
+{
+    config_store_url u;
+
+    assert_int_equal(config_store_parse_url(url, &u, msg, sizeof(msg)), 0);
+    assert_string_equal(msg, "");
+    assert_int_equal(u.kind, CONFIG_STORE_POSTGRES);
 }
 
 static void url_bad(const char *url, const char *words)
@@ -53,6 +64,10 @@ static void test_url_forms(void **unused)
     url_ok("redis://[::1]:6380/2", "::1", 6380, 2);
     url_ok("redis://[fe80::1]", "fe80::1", 6379, 0);
     url_ok("redis://h:65535/2147483647", "h", 65535, 2147483647);
+    url_pg("postgresql://sluice@db:5432/sluice");
+    url_pg("POSTGRES://db/sluice?sslmode=require");
+    url_pg("host=127.0.0.1 port=5432 dbname=sluice");
+    url_pg("  dbname = sluice");
 }
 
 static void test_url_mistakes(void **unused)
@@ -63,6 +78,10 @@ static void test_url_mistakes(void **unused)
     url_bad("", "expected redis://HOST[:PORT][/DB]");
     url_bad("http://h:1", "expected redis://HOST[:PORT][/DB]");
     url_bad("127.0.0.1:6379", "expected redis://HOST[:PORT][/DB]");
+    url_bad("127.0.0.1:6379", "or postgresql://");
+    url_bad("postgresq://h", "expected redis://");
+    url_bad("=x", "expected redis://");
+    url_bad("Host=h", "expected redis://"); /* libpq's keywords are lower case */
     url_bad("rediss://h:1", "TLS (rediss://) is not supported yet");
     url_bad("redis-cluster://a:1,b:2", "Redis Cluster is not supported yet");
     url_bad("unix:///tmp/redis.sock", "Unix sockets are not supported yet");
@@ -117,6 +136,11 @@ static void test_section_forms(void **unused)
     assert_string_equal(c.store.url, "redis://h");
     assert_int_equal(c.store.failure, SLUICE_STORE_FAILURE_OPEN);
     assert_int_equal(c.store.timeout_ns, 250 * SLUICE_NS_PER_MS);
+    sluice_config_clear(&c);
+
+    assert_int_equal(parse("store: {url: 'postgresql://u@db/s', failure: open}\n", &c), 0);
+    assert_string_equal(c.store.url, "postgresql://u@db/s");
+    assert_int_equal(c.store.failure, SLUICE_STORE_FAILURE_OPEN);
     sluice_config_clear(&c);
 
     /* Replicas: absent is 0 (no WAIT), as is the timeout (the server's default then). */

@@ -419,7 +419,7 @@ static json_t *key_json(const char *key, size_t keylen, const char *tier, size_t
 
 /* A listed key's "rate": null for every key of a limit that is not a rate limit, for a tiered
  * limit's key whose tier is not known (one listed from the denial tally), and under a shared
- * store (the keys' state lives in Redis, where LIMIT.RATE cannot read it either). */
+ * store (the keys' state lives in the store, where LIMIT.RATE cannot read it either). */
 static json_t *top_key_rate(admin *a, const sluice_limit_policy *p, const char *tier,
                             const char *key, size_t keylen)
 {
@@ -483,8 +483,9 @@ static enum MHD_Result api_spend(admin *a, struct MHD_Connection *c, const char 
 
     /* Under a shared store the spending lives in Redis, not in this node's limits. */
     if (rstore_active(a->srv))
-        return admin_reply_error(c, MHD_HTTP_NOT_IMPLEMENTED, "not_shared", "%s",
-                                 "spend queries are not available with a redis store yet");
+        return admin_reply_error(c, MHD_HTTP_NOT_IMPLEMENTED, "not_shared",
+                                 "spend queries are not available with a %s store yet",
+                                 rstore_kind_name(a->srv));
     if (!p)
         return admin_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found", "no limit named \"%.200s\"",
                                  name);
