@@ -128,6 +128,19 @@ static void ignore_notice(void *arg, const char *msg)
     (void)msg;
 }
 
+/* The connection parameters of both connections: the user's conninfo (expand_dbname: the first
+ * dbname may be a whole conninfo or URI), and "sluice" as the application_name that
+ * pg_stat_activity shows unless the conninfo names one. */
+static const char *const conn_keys[] = {"dbname", "fallback_application_name", NULL};
+
+static const char *const *conn_values(const pgconn *pc, const char *vals[3])
+{
+    vals[0] = pc->conninfo;
+    vals[1] = "sluice";
+    vals[2] = NULL;
+    return vals;
+}
+
 /* Sets the state and tells the user. Returns 0 when pgconn_free was called meanwhile (by the
  * callback), and the caller must stop there. */
 static int set_state(pgconn *pc, pgconn_state s, const char *why)
@@ -219,14 +232,16 @@ static void mig_work(uv_work_t *w)
 {
     pgconn *pc = w->data;
     char timeout[32];
-    /* connect_timeout is in whole seconds (libpq waits at least 2). */
-    const char *keys[] = {"dbname", "connect_timeout", NULL};
-    const char *vals[] = {pc->conninfo, timeout, NULL};
+    /* connect_timeout (whole seconds; libpq waits at least 2) after the conninfo: ours wins. */
+    const char *keys[] = {conn_keys[0], conn_keys[1], "connect_timeout", NULL};
+    const char *vals[4];
     PGconn *c;
     int aborted;
 
+    conn_values(pc, vals);
     snprintf(timeout, sizeof timeout, "%lld", (long long)((pc->timeout_ms + 999) / 1000));
-    /* expand_dbname: the conninfo's own keywords, then ours over them. */
+    vals[2] = timeout;
+    vals[3] = NULL;
     c = PQconnectdbParams(keys, vals, 1);
     if (!c || PQstatus(c) != CONNECTION_OK) {
         one_line(pc->mig_err, sizeof pc->mig_err,
@@ -704,6 +719,7 @@ static void arm_deadline(pgconn *pc)
 
 static void start_attempt(pgconn *pc)
 {
+    const char *vals[3];
     char why[300];
     int rv;
 
@@ -714,7 +730,7 @@ static void start_attempt(pgconn *pc)
     if (!set_state(pc, PGCONN_CONNECTING, NULL))
         return;
     arm_deadline(pc);
-    pc->conn = PQconnectStart(pc->conninfo);
+    pc->conn = PQconnectStartParams(conn_keys, conn_values(pc, vals), 1);
     if (!pc->conn) {
         drop(pc, "cannot connect: out of memory", "cannot connect: out of memory");
         return;

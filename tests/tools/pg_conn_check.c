@@ -87,6 +87,7 @@ static const pgconn_stmt stmts[] = {
     {"div", "SELECT 10 / $1::int", 1},
     {"sleep", "SELECT pg_sleep($1::float8)", 1},
     {"ver", "SELECT max(version) FROM sluice_schema", 0},
+    {"len", "SELECT length($1)", 1},
 };
 
 static void free_now(uv_timer_t *t)
@@ -268,10 +269,9 @@ static void on_reply(void *arg, const struct pg_result *r, const char *why)
     }
 }
 
-static int call_send(world *w, tcall *t, const char *stmt, const char *val)
+/* Fills t for a call of stmt with one value (none when val is NULL). */
+static void call_prep(world *w, tcall *t, const char *stmt, const char *val)
 {
-    int rc;
-
     memset(t, 0, sizeof *t);
     t->w = w;
     t->status = -2;
@@ -284,10 +284,22 @@ static int call_send(world *w, tcall *t, const char *stmt, const char *val)
     t->c.values = t->vals;
     t->c.fn = on_reply;
     t->c.arg = t;
+}
+
+static int send_prepped(world *w, tcall *t)
+{
+    int rc;
+
     w->in_send = 1;
     rc = pgconn_send(w->pc, &t->c);
     w->in_send = 0;
     return rc;
+}
+
+static int call_send(world *w, tcall *t, const char *stmt, const char *val)
+{
+    call_prep(w, t, stmt, val);
+    return send_prepped(w, t);
 }
 
 static tcall *pending_calls;
@@ -532,6 +544,59 @@ static int loading(world *w)
     return w->nstates[PGCONN_LOADING] > 0;
 }
 
+/* Calls whose parameters (10 MB in all) overflow the socket's buffer: libpq keeps the rest and
+ * the connection flushes it when the socket is writable again. */
+static void basic_large(world *w)
+{
+    enum { N = 100, LEN = 100000 };
+    tcall *calls = calloc(N, sizeof *calls);
+    char *big = malloc(LEN + 1);
+    const char *vals[1] = {big};
+    int sent = 0, wrong = 0;
+
+    memset(big, 'a', LEN);
+    big[LEN] = '\0';
+    for (int i = 0; i < N; i++) {
+        call_prep(w, &calls[i], "len", "");
+        calls[i].c.values = vals; /* the same 100 KB for each */
+        sent += send_prepped(w, &calls[i]) == 0;
+    }
+    wait_calls(w, calls, N, 20000);
+    for (int i = 0; i < N; i++)
+        wrong += calls[i].answers != 1 || strcmp(calls[i].value, "100000") != 0;
+    check(sent == N && wrong == 0, "100 calls of 100 KB each (writes wait for the socket)",
+          "sent %d, %d wrong (%s %s)", sent, wrong, calls[0].value, calls[0].why);
+    free(big);
+    free(calls);
+}
+
+static int down_then_up(world *w)
+{
+    return w->nstates[PGCONN_DOWN] > 0 && is_up(w);
+}
+
+/* The server ends the idle connection (an operator's pg_terminate_backend): DOWN with why, then
+ * UP again by itself. Finds it by the application_name the connection gives itself. */
+static void basic_terminated(world *w, const char *conninfo)
+{
+    PGconn *c = PQconnectdb(conninfo);
+    PGresult *r = PQexec(c, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                            "WHERE application_name = 'sluice'");
+    const char *n = PQresultStatus(r) == PGRES_TUPLES_OK ? PQgetvalue(r, 0, 0) : "?";
+    pgconn_stats st;
+
+    check(strcmp(n, "1") == 0, "the connection shows as application_name 'sluice'", "%s %s", n,
+          PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+    check(wait_for(w, down_then_up, 10000) && strstr(w->last_why, "connection lost: "),
+          "terminated by the server: DOWN, then UP again", "[%s]", w->last_why);
+    pgconn_get_stats(w->pc, &st);
+    check(st.disconnects == 1 && st.connects == 2, "... one disconnect, two connects", "%llu %llu",
+          (unsigned long long)st.disconnects, (unsigned long long)st.connects);
+    check_add1(w, "... and serves calls", 7, 3);
+}
+
 /* The migration waits for the migrators' advisory lock, held by the test: its thread is blocked
  * inside a statement, which only the shutdown of its socket ends. */
 static void basic_held_migration(world *w, const char *conninfo)
@@ -604,6 +669,8 @@ static void mode_basic(world *w, const char *conninfo)
           "stats after the calls", "notifies %llu calls %llu timeouts %llu disconnects %llu",
           (unsigned long long)st.notifies, (unsigned long long)st.calls,
           (unsigned long long)st.timeouts, (unsigned long long)st.disconnects);
+    basic_large(w);
+    basic_terminated(w, conninfo);
     world_free_conn(w);
     check(w->after_free == 0, "free: no callback after", "%d", w->after_free);
     basic_frees(w, conninfo);
