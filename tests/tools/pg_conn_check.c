@@ -531,12 +531,17 @@ static PGconn *exec_on(PGconn *c, const char *conninfo, const char *sql)
     return c;
 }
 
-static int two_failed(world *w)
+static int failed_at_least(world *w, uint64_t n)
 {
     pgconn_stats st;
 
     pgconn_get_stats(w->pc, &st);
-    return st.failed_connects >= 2;
+    return st.failed_connects >= n;
+}
+
+static int two_failed(world *w)
+{
+    return failed_at_least(w, 2);
 }
 
 static int loading(world *w)
@@ -699,26 +704,46 @@ static int loopback_socket(int do_listen, int *port)
     return fd;
 }
 
+static int three_failed(world *w)
+{
+    return failed_at_least(w, 3);
+}
+
+static int five_failed(world *w)
+{
+    return failed_at_least(w, 5);
+}
+
+static uint64_t loop_ms(world *w)
+{
+    uv_update_time(&w->loop);
+    return uv_now(&w->loop);
+}
+
 static void mode_timeout(world *w)
 {
     char conninfo[200];
     pgconn_stats st;
+    uint64_t t0, ms;
     tcall t;
     int port, fd, rc;
 
     fd = loopback_socket(1, &port);
     snprintf(conninfo, sizeof conninfo, "host=127.0.0.1 port=%d user=sluice dbname=postgres", port);
     rc = open_conn(w, conninfo, 200, 1, NULL);
-    wait_for(w, never, 1500);
+    t0 = loop_ms(w);
+    wait_for(w, three_failed, 10000);
+    ms = loop_ms(w) - t0;
     pgconn_get_stats(w->pc, &st);
     check(rc == 0 && w->nstates[PGCONN_UP] == 0 && pgconn_get_state(w->pc) != PGCONN_UP,
           "silent server: never UP", "rc %d", rc);
     check(w->nstates[PGCONN_DOWN] >= 3 && strstr(w->last_why, "within 200 ms"),
           "silent server: DOWN with a reason", "%d times, [%s]", w->nstates[PGCONN_DOWN],
           w->last_why);
-    check(st.failed_connects >= 3 && st.connects == 0,
-          "silent server: failed_connects grows (deadline per attempt)", "%llu",
-          (unsigned long long)st.failed_connects);
+    /* Three attempts of 200 ms each, 20 and 40 ms apart. */
+    check(st.failed_connects >= 3 && st.connects == 0 && ms >= 3 * 200 + 20 + 40,
+          "silent server: each attempt fails at its deadline", "%llu in %llu ms",
+          (unsigned long long)st.failed_connects, (unsigned long long)ms);
     check(strstr(pgconn_last_error(w->pc), "did not accept the connection") != NULL,
           "silent server: last_error", "[%s]", pgconn_last_error(w->pc));
     rc = call_send(w, &t, "add1", "1");
@@ -731,13 +756,15 @@ static void mode_timeout(world *w)
     close(fd);
     snprintf(conninfo, sizeof conninfo, "host=127.0.0.1 port=%d user=sluice dbname=postgres", port);
     rc = open_conn(w, conninfo, 5000, 1, NULL);
-    wait_for(w, never, 400);
+    t0 = loop_ms(w);
+    wait_for(w, five_failed, 10000);
+    ms = loop_ms(w) - t0;
     pgconn_get_stats(w->pc, &st);
-    /* Attempts at 0, 20, 60, 140, 300 ms (backoff 20 ms doubling). */
-    check(rc == 0 && st.failed_connects >= 3 && st.failed_connects <= 6 &&
-              w->nstates[PGCONN_UP] == 0,
-          "closed port: retried with a backoff", "%llu attempts failed",
-          (unsigned long long)st.failed_connects);
+    /* Five attempts, 20, 40, 80 and 160 ms apart: no sooner than the backoff allows. */
+    check(rc == 0 && st.failed_connects == 5 && w->nstates[PGCONN_UP] == 0 &&
+              ms >= 20 + 40 + 80 + 160,
+          "closed port: retried with a backoff", "%llu attempts failed in %llu ms",
+          (unsigned long long)st.failed_connects, (unsigned long long)ms);
     check(strstr(w->last_why, "cannot connect") && strstr(w->last_why, "refused") &&
               !strchr(w->last_why, '\n'),
           "closed port: DOWN with libpq's reason on one line", "[%s]", w->last_why);
