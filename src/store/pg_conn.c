@@ -38,6 +38,8 @@
 #include "sluice/error.h"
 #include "store/pg_schema.h"
 
+#define PGCONN_TIMEOUT_CAP_MS (INT64_C(86400) * 1000)
+
 /* One uv_poll on one socket of the connection. */
 typedef struct pgconn_poll {
     uv_poll_t h; /* h.data is the pgconn */
@@ -489,6 +491,59 @@ static void read_results(pgconn *pc)
     drain_notifies(pc, c);
 }
 
+/* poll_watch, dropping the connection when it fails. Returns 0, or -1 after the drop. */
+static int watch_or_drop(pgconn *pc, int events)
+{
+    int rv = poll_watch(pc, events);
+    char why[200];
+
+    if (rv == 0)
+        return 0;
+    snprintf(why, sizeof why, "cannot watch the connection: %s", uv_strerror(rv));
+    drop(pc, why, why);
+    return -1;
+}
+
+/* Connected and authenticated: pipeline mode, then the schema (on a work thread) or the
+ * set-up run. */
+static void connected(pgconn *pc)
+{
+    char why[300];
+
+    if (PQsetnonblocking(pc->conn, 1) != 0 || PQenterPipelineMode(pc->conn) != 1) {
+        one_line(why, sizeof why, "cannot set up the connection: ", PQerrorMessage(pc->conn));
+        drop(pc, why, why);
+        return;
+    }
+    if (watch_or_drop(pc, UV_READABLE) != 0 || !set_state(pc, PGCONN_LOADING, NULL))
+        return;
+    if (!pc->migrate)
+        send_setup(pc);
+    else if (!pc->migrating)
+        start_migration(pc);
+    /* else: the previous attempt's thread is finishing; after_mig starts ours */
+}
+
+/* One step of libpq's connection state machine, when the socket is ready for it. */
+static void connect_step(pgconn *pc)
+{
+    PostgresPollingStatusType ps;
+    char why[300];
+
+    /* Stopped before PQconnectPoll may close the socket (see the top of the file). */
+    uv_poll_stop(&pc->poll->h);
+    pc->poll->events = 0;
+    ps = PQconnectPoll(pc->conn);
+    if (ps == PGRES_POLLING_FAILED) {
+        one_line(why, sizeof why, "cannot connect: ", PQerrorMessage(pc->conn));
+        drop(pc, why, why);
+    } else if (ps == PGRES_POLLING_OK) {
+        connected(pc);
+    } else {
+        watch_or_drop(pc, ps == PGRES_POLLING_READING ? UV_READABLE : UV_WRITABLE);
+    }
+}
+
 static void on_poll(uv_poll_t *h, int status, int events)
 {
     pgconn *pc = h->data;
@@ -499,46 +554,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
         events = UV_READABLE | UV_WRITABLE;
     }
     if (pc->state == PGCONN_CONNECTING) {
-        PostgresPollingStatusType ps;
-        char why[300];
-        int rv;
-
-        /* Stopped before PQconnectPoll may close the socket (see the top of the file). */
-        uv_poll_stop(h);
-        pc->poll->events = 0;
-        ps = PQconnectPoll(pc->conn);
-        if (ps == PGRES_POLLING_FAILED) {
-            one_line(why, sizeof why, "cannot connect: ", PQerrorMessage(pc->conn));
-            drop(pc, why, why);
-            return;
-        }
-        if (ps != PGRES_POLLING_OK) {
-            rv = poll_watch(pc, ps == PGRES_POLLING_READING ? UV_READABLE : UV_WRITABLE);
-            if (rv != 0) {
-                snprintf(why, sizeof why, "cannot watch the connection: %s", uv_strerror(rv));
-                drop(pc, why, why);
-            }
-            return;
-        }
-        /* Connected and authenticated. */
-        if (PQsetnonblocking(pc->conn, 1) != 0 || PQenterPipelineMode(pc->conn) != 1) {
-            one_line(why, sizeof why, "cannot set up the connection: ", PQerrorMessage(pc->conn));
-            drop(pc, why, why);
-            return;
-        }
-        rv = poll_watch(pc, UV_READABLE);
-        if (rv != 0) {
-            snprintf(why, sizeof why, "cannot watch the connection: %s", uv_strerror(rv));
-            drop(pc, why, why);
-            return;
-        }
-        if (!set_state(pc, PGCONN_LOADING, NULL))
-            return;
-        if (!pc->migrate)
-            send_setup(pc);
-        else if (!pc->migrating)
-            start_migration(pc);
-        /* else: the previous attempt's thread is finishing; after_mig starts ours */
+        connect_step(pc);
         return;
     }
     if (!pc->conn)
@@ -560,8 +576,8 @@ static void on_poll(uv_poll_t *h, int status, int events)
         }
         read_results(pc);
     }
-    if (pc->conn && pc->poll && poll_watch(pc, UV_READABLE | (pc->writing ? UV_WRITABLE : 0)) != 0)
-        lost(pc);
+    if (pc->conn && pc->poll)
+        watch_or_drop(pc, UV_READABLE | (pc->writing ? UV_WRITABLE : 0));
 }
 
 /* After queueing output: flushes what the socket takes now and watches for writable while
@@ -721,7 +737,6 @@ static void start_attempt(pgconn *pc)
 {
     const char *vals[3];
     char why[300];
-    int rv;
 
     if (pc->stopping)
         return;
@@ -742,11 +757,7 @@ static void start_attempt(pgconn *pc)
         return;
     }
     /* libpq's first step: wait until the socket is writable (the TCP connect is done). */
-    rv = poll_watch(pc, UV_WRITABLE);
-    if (rv != 0) {
-        snprintf(why, sizeof why, "cannot watch the connection: %s", uv_strerror(rv));
-        drop(pc, why, why);
-    }
+    watch_or_drop(pc, UV_WRITABLE);
 }
 
 /* ---- Life -------------------------------------------------------------------------------- */
@@ -812,7 +823,8 @@ int pgconn_new(uv_loop_t *loop, const pgconn_options *o, pgconn **out)
     if (uv_mutex_init(&pc->mig_lock) != 0)
         goto fail_listen;
     pc->loop = loop;
-    pc->timeout_ms = o->timeout_ms;
+    /* A day is "never" here, and keeps uv_now() + timeout far from overflowing. */
+    pc->timeout_ms = o->timeout_ms > PGCONN_TIMEOUT_CAP_MS ? PGCONN_TIMEOUT_CAP_MS : o->timeout_ms;
     pc->migrate = o->migrate;
     pc->stmts = o->stmts;
     pc->nstmts = o->nstmts;
