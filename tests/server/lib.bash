@@ -21,7 +21,9 @@ cleanup() {
   done
   # SIGQUIT is PostgreSQL's immediate shutdown: the postmaster stops its children, then exits
   # (SIGKILL would leave them running without it).
+  # SIGCONT first: a frozen cluster (freeze_postgres) would hold a stop signal, and wait, forever.
   for p in "${pg_pids[@]}"; do
+    kill -CONT $(pgrep -P "$p") "$p" 2>/dev/null
     { kill -QUIT "$p" && wait "$p"; } 2>/dev/null
   done
   rm -rf "$tmp"
@@ -365,33 +367,71 @@ pg_bindir() {
   return 1
 }
 
+# pg_owner NAME: sets pg_as (runs a command as the cluster's owner) and pg_exec (execs a command
+# as it, so that $! of a background start is the command itself). PostgreSQL refuses to run as
+# root, so under root the cluster belongs to the unprivileged `postgres` user (Debian's package
+# creates it), else to `nobody`, and the temporary directory is made traversable for it; under
+# another user both are empty.
+pg_owner() {
+  pg_as=()
+  pg_exec=()
+  if [ "$(id -u)" -eq 0 ]; then
+    local user=nobody
+    id postgres >/dev/null 2>&1 && user=postgres
+    chmod 711 "$tmp"
+    chown "$user" "$tmp/$1.pg"
+    pg_as=(runuser -u "$user" --)
+    pg_exec=(setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups)
+  fi
+}
+
+# pg_launch NAME PORT: starts the postmaster of cluster NAME (initdb done) on PORT with the
+# arguments start_postgres was given, and waits until it accepts connections. Sets pgpid_NAME;
+# returns 1 (the postmaster stopped again) when it did not come up within 10 s.
+pg_launch() {
+  local name=$1 port=$2 bin dir=$tmp/$1.pg pid
+  local -n extra="pgargs_$1"
+  bin=$(pg_bindir)
+  pg_owner "$name"
+  "${pg_exec[@]}" "$bin/postgres" -D "$dir/data" -p "$port" -c listen_addresses=127.0.0.1 \
+    -c unix_socket_directories="$dir" -c fsync=off -c full_page_writes=off \
+    -c max_connections=20 "${extra[@]}" >>"$dir/log" 2>&1 &
+  pid=$!
+  pg_pids+=("$pid")
+  for _ in $(seq 1 500); do
+    "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  if kill -0 "$pid" 2>/dev/null && "$bin/pg_isready" -q -h 127.0.0.1 -p "$port"; then
+    printf -v "pgpid_$name" '%s' "$pid"
+    return 0
+  fi
+  kill -QUIT "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  return 1
+}
+
 # start_postgres NAME [postgres args...]: starts a throwaway PostgreSQL cluster (initdb in $tmp/NAME.pg, trust
 # authentication, superuser "sluice", no fsync: the tests lose nothing to a crash of the test
 # machine that they would not lose anyway) listening on a free loopback port and on a Unix socket
 # in its own directory; extra arguments go to postgres after these (-c fsync=on for a benchmark
 # of durable commits). Sets pgport_NAME, pgpid_NAME and pgconn_NAME (a libpq connection string);
-# stopped by PID on exit (SIGQUIT, its immediate shutdown). PostgreSQL refuses to run as root, so
-# under root the cluster belongs to the unprivileged `postgres` user (Debian's package creates
-# it), else to `nobody`; the temporary directory is made traversable for it. The server is
-# started through setpriv, which execs it, so that $! is the postmaster itself.
+# stopped by PID on exit (SIGQUIT, its immediate shutdown). The cluster's owner: see pg_owner.
 start_postgres() {
-  local name=$1 bin dir=$tmp/$1.pg port pid try as=() run=()
+  local name=$1 bin dir=$tmp/$1.pg port try
   shift
   bin=$(pg_bindir) || {
     bad "PostgreSQL server binaries are not installed (scripts/deps.sh installs postgresql)"
     finish
     exit 1
   }
+  declare -ga "pgargs_$name=()"
+  local -n extra="pgargs_$name"
+  extra=("$@")
   mkdir -p "$dir"
-  if [ "$(id -u)" -eq 0 ]; then
-    local user=nobody
-    id postgres >/dev/null 2>&1 && user=postgres
-    chmod 711 "$tmp"
-    chown "$user" "$dir"
-    as=(runuser -u "$user" --)
-    run=(setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups)
-  fi
-  if ! "${as[@]}" "$bin/initdb" -D "$dir/data" -U sluice --auth=trust -E UTF8 --locale=C \
+  pg_owner "$name"
+  if ! "${pg_as[@]}" "$bin/initdb" -D "$dir/data" -U sluice --auth=trust -E UTF8 --locale=C \
     --no-sync >"$dir/initdb.log" 2>&1; then
     bad "initdb failed: $(tail -3 "$dir/initdb.log")"
     finish
@@ -399,26 +439,56 @@ start_postgres() {
   fi
   for try in 1 2 3 4 5; do
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    "${run[@]}" "$bin/postgres" -D "$dir/data" -p "$port" -c listen_addresses=127.0.0.1 \
-      -c unix_socket_directories="$dir" -c fsync=off -c full_page_writes=off \
-      -c max_connections=20 "$@" >>"$dir/log" 2>&1 &
-    pid=$!
-    pg_pids+=("$pid")
-    for _ in $(seq 1 500); do
-      "$bin/pg_isready" -q -h 127.0.0.1 -p "$port" && break
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.02
-    done
-    if kill -0 "$pid" 2>/dev/null && "$bin/pg_isready" -q -h 127.0.0.1 -p "$port"; then
+    if pg_launch "$name" "$port"; then
       printf -v "pgport_$name" '%s' "$port"
-      printf -v "pgpid_$name" '%s' "$pid"
       printf -v "pgconn_$name" '%s' "host=127.0.0.1 port=$port user=sluice dbname=postgres"
       return 0
     fi
-    kill -QUIT "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
   done
   bad "postgres $name did not start: $(tail -3 "$dir/log")"
   finish
   exit 1
+}
+
+# stop_postgres NAME [SIGNAL]: stops cluster NAME's postmaster by PID and waits until it is gone.
+# SIGNAL: QUIT (default; immediate shutdown: backends end at once, the next start recovers from
+# the WAL, as after a crash), INT (fast: rolls back what runs, checkpoints) or TERM (smart: waits
+# for every client to leave). A frozen cluster (freeze_postgres) is thawed first.
+stop_postgres() {
+  local -n pm="pgpid_$1"
+  thaw_postgres "$1"
+  kill -"${2:-QUIT}" "$pm" 2>/dev/null
+  wait "$pm" 2>/dev/null
+  # wait returns at once when the postmaster is not this shell's child (a subshell called us).
+  for _ in $(seq 1 1500); do
+    kill -0 "$pm" 2>/dev/null || break
+    sleep 0.02
+  done
+}
+
+# restart_postgres NAME [SIGNAL]: stop_postgres, then a new postmaster on the same data directory
+# and port (the clients' connection strings stay valid); sets pgpid_NAME. Fails the script when it
+# does not come back.
+restart_postgres() {
+  local -n port="pgport_$1"
+  stop_postgres "$1" "${2:-QUIT}"
+  pg_launch "$1" "$port" && return 0
+  bad "postgres $1 did not restart: $(tail -3 "$tmp/$1.pg/log")"
+  finish
+  exit 1
+}
+
+# freeze_postgres NAME / thaw_postgres NAME: SIGSTOP / SIGCONT cluster NAME's postmaster and every
+# process it started (backends, background workers). Frozen, the server keeps its connections and
+# the kernel still completes new TCP connections into its backlog, but nothing answers: what a
+# hung or partitioned database looks like to a client. The postmaster is stopped first, so that
+# it starts nothing after its children were listed.
+freeze_postgres() {
+  local -n pm="pgpid_$1"
+  kill -STOP "$pm"
+  kill -STOP $(pgrep -P "$pm") 2>/dev/null
+}
+thaw_postgres() {
+  local -n pm="pgpid_$1"
+  kill -CONT $(pgrep -P "$pm") "$pm" 2>/dev/null
 }
