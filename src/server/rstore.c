@@ -55,6 +55,12 @@
 #define RSTORE_TAG_LEN 3
 /* PostgreSQL's prepared statement of the limits function. */
 #define PG_LIMITS_STMT "sluice_limits"
+/* PostgreSQL: limits calls in flight at most; the turn's batch waits for an answer beyond that
+ * (unless it is full). A call is a transaction whose commit waits for the WAL flush, and calls
+ * on a hot key queue on its row: pipelining a call per turn would commit a few decisions per
+ * flush, while holding them back makes the next call carry everything that arrived during the
+ * flush (group commit, as the embedded store does it). Measured with bench/pg_cluster.sh. */
+#define PG_MAX_IN_FLIGHT 1
 /* At most one summary line of fail-open grants per this many ns. */
 #define OPEN_LOG_NS SLUICE_NS_PER_SEC
 
@@ -103,8 +109,9 @@ typedef struct rbatch {
 struct rstore {
     server *s;
     config_store_kind kind;
-    rconn *conn;                          /* Redis */
-    pgconn *pg;                           /* or PostgreSQL */
+    rconn *conn;      /* Redis */
+    pgconn *pg;       /* or PostgreSQL */
+    int pg_in_flight; /* limits calls sent to PostgreSQL and not answered (PG_MAX_IN_FLIGHT) */
     char url[CONFIG_STORE_HOST_MAX + 64]; /* the URL, for INFO and messages */
     config_store_url u;
     int fail_open;
@@ -538,12 +545,15 @@ static void on_answer(void *arg, const redisReply *reply, const char *why)
     drain(st);
 }
 
+static void send_batch(rstore *st);
+
 /* PostgreSQL's answer to a call: a result, an error result, or none (why). */
 static void on_pg_answer(void *arg, const PGresult *result, const char *why)
 {
     rstore_call *c = arg;
     rstore *st = c->st;
 
+    st->pg_in_flight--;
     if (!result) {
         rstore_call_fail(c, why);
     } else if (PQresultStatus(result) != PGRES_TUPLES_OK) {
@@ -562,6 +572,9 @@ static void on_pg_answer(void *arg, const PGresult *result, const char *why)
         c->on_reply(c, &a);
     }
     drain(st);
+    /* The decisions held back while this call was in flight leave now, together. */
+    if (st->cur && !st->closed && st->pg_in_flight < PG_MAX_IN_FLIGHT)
+        send_batch(st);
 }
 
 /* Sends `WAIT replicas timeout` on the store's connection, covering the calls marked with the
@@ -629,6 +642,8 @@ void rstore_send(server *s, rstore_call *c, int rc)
         c->pgcall.fn = on_pg_answer;
         c->pgcall.arg = c;
         rc = pgconn_send(st->pg, &c->pgcall);
+        if (rc == 0)
+            st->pg_in_flight++;
     } else if (rc == 0) {
         c->call.fn = on_answer;
         c->call.arg = c;
@@ -703,7 +718,8 @@ void rstore_turn(server *s)
 
     if (!st)
         return;
-    if (st->cur)
+    /* PostgreSQL: held while a call is in flight (PG_MAX_IN_FLIGHT); its answer sends it. */
+    if (st->cur && (!st->pg || st->pg_in_flight < PG_MAX_IN_FLIGHT))
         send_batch(st);
     rtasks_turn(s);
 }

@@ -92,13 +92,13 @@ sql 'TRUNCATE sluice_limit_audit, sluice_limit_state' >/dev/null
 
 # The checker: every node, many clients, pipelines of 16; then one request per round trip.
 out=$($py "$checker" --nodes "$port_n1,$port_n2,$port_n3" --pg "$pgconn_a" --psql "$psql" \
-  --target 60000 --max-seconds 40 --clients-per-node 6 --pipeline 16 --seed 7 2>&1)
+  --target 80000 --max-seconds 60 --clients-per-node 6 --pipeline 16 --seed 7 2>&1)
 rc=$?
 echo "# checker, 3 nodes x 6 clients, -P 16: $out"
 check "checker: zero violations" 0 "$rc"
 sql 'TRUNCATE sluice_limit_audit, sluice_limit_state' >/dev/null
 out=$($py "$checker" --nodes "$port_n1,$port_n2,$port_n3" --pg "$pgconn_a" --psql "$psql" \
-  --target 40000 --max-seconds 25 --clients-per-node 10 --pipeline 1 --seed 8 2>&1)
+  --target 30000 --max-seconds 30 --clients-per-node 10 --pipeline 1 --seed 8 2>&1)
 rc=$?
 echo "# checker, 3 nodes x 10 clients, -P 1: $out"
 check "checker unpipelined: zero violations" 0 "$rc"
@@ -121,8 +121,7 @@ for n in n2 n3; do stop $n; check "node $n stops with 0" 0 "$stop_rc"; done
 
 start_node closed --store "$url" --store-timeout 300
 start_node open --store "$url" --store-timeout 300 --store-failure open
-pg_signal() { kill "-$1" "$pgpid_a" $(pgrep -P "$pgpid_a") 2>/dev/null; }
-pg_signal STOP
+freeze_postgres a
 t0=$(now_ms)
 r=$(P=$port_closed cli THROTTLE api k1)
 t1=$(now_ms)
@@ -134,7 +133,7 @@ wait_until "open node counts its grants" 10 \
 check "PING while PostgreSQL is stopped" PONG "$(P=$port_closed cli PING)"
 wait_until "the closed node sees the store down" 10 \
   test "$(store_field "$port_closed" store_state)" != up
-pg_signal CONT
+thaw_postgres a
 wait_until "closed node recovers after SIGCONT" 20 throttle_works "$port_closed"
 wait_until "open node recovers after SIGCONT" 20 throttle_works "$port_open"
 
@@ -171,8 +170,7 @@ check "a newer schema: the node refuses to start" 1 "$?"
 contains "a newer schema says why" "newer than this sluice knows" "$out"
 sql 'UPDATE sluice_schema SET version = 1' >/dev/null
 # A node whose PostgreSQL is down at start still starts, answers PING, and says STOREDOWN.
-pg_signal QUIT
-wait "$pgpid_a" 2>/dev/null
+stop_postgres a
 start_node late --store "$url" --store-timeout 200
 check "PING with PostgreSQL down at start" PONG "$(P=$port_late cli PING)"
 contains "STOREDOWN with PostgreSQL down at start" "STOREDOWN" "$(P=$port_late cli THROTTLE api k)"
