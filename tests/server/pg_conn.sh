@@ -43,8 +43,8 @@ background() {
   hpid=$!
   pids+=("$hpid")
 }
-# said WORD: the background mode printed WORD, or ended.
-said() { grep -qx "$1" "$tmp/$mode.out" || ! kill -0 "$hpid" 2>/dev/null; }
+# said WORD: the background mode $bg printed WORD, or ended.
+said() { grep -qx "$1" "$tmp/$bg.out" || ! kill -0 "$hpid" 2>/dev/null; }
 # ended MODE: waits for the background mode and counts its result.
 ended() {
   wait "$hpid"
@@ -66,7 +66,7 @@ psql=$(pg_bindir)/psql
 
 mode basic
 
-mode=stall
+bg=stall
 background stall
 wait_until "stall: READY" 30 said READY
 freeze_postgres conn
@@ -75,7 +75,7 @@ wait_until "stall: STALLED" 60 said STALLED
 thaw_postgres conn
 ended stall
 
-mode=restart
+bg=restart
 background restart
 wait_until "restart: READY" 30 said READY
 restart_postgres conn
