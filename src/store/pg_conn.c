@@ -478,7 +478,6 @@ static void read_results(pgconn *pc)
             if (!pc->head)
                 pc->tail = NULL;
             call->next = NULL;
-            call->answered = 1;
             pc->st.in_flight--;
             if (pc->head)
                 arm_deadline(pc);
@@ -660,7 +659,6 @@ int pgconn_send(pgconn *pc, pgconn_call *call)
         return SLUICE_EIO;
     }
     call->pc = pc;
-    call->answered = 0;
     call->next = NULL;
     call->deadline_ms = (int64_t)(uv_now(pc->loop) + (uint64_t)pc->timeout_ms);
     if (pc->tail)

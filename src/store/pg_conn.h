@@ -99,7 +99,6 @@ typedef struct pgconn_call {
     /* private */
     struct pgconn *pc;
     int64_t deadline_ms;      /* uv_now of the loop when it times out */
-    int answered;             /* its result was handed over; waiting for the sync */
     struct pgconn_call *next; /* the calls in flight, oldest first */
 } pgconn_call;
 
