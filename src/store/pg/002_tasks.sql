@@ -170,6 +170,20 @@ BEGIN
     RETURN n = 2;
 END $$;
 
+-- Takes, without waiting, the limit rows of t's concurrency leases (what releasing them
+-- touches). Returns false when another transaction holds one: t is left alone for now.
+CREATE FUNCTION sluice_task_hold_leases(t sluice_task) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1 .. cardinality(t.l_def) LOOP
+        CONTINUE WHEN t.l_lease[i] = 0;
+        IF NOT sluice_task_trylock(t.l_tag[i], t.l_lim[i], t.l_key[i]) THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    RETURN true;
+END $$;
+
 -- The request's time ratcheted by the queue's clock and by the clocks of tags, all of which
 -- are moved to it (the Redis script's ratchet). The tags' clock rows must be held.
 CREATE FUNCTION sluice_task_ratchet(p_now numeric, p_tags bytea[]) RETURNS numeric
@@ -709,7 +723,11 @@ BEGIN
     FOREACH x IN ARRAY coalesce(ids, '{}') LOOP
         SELECT * INTO t FROM sluice_task WHERE id = x;
         IF t.state = 3 AND t.due <= now THEN
-            t := sluice_task_lapse(t, now);
+            IF sluice_task_hold_leases(t) THEN
+                t := sluice_task_lapse(t, now);
+            ELSE
+                more := true; -- its limit rows are another call's: a later claim takes it back
+            END IF;
         END IF;
     END LOOP;
     IF coalesce(cardinality(ids), 0) = 64 THEN more := true; END IF;
