@@ -19,6 +19,8 @@
 /* Defined by the files CMake generates from src/store/pg/NNN_*.sql. */
 extern const char pgs_sql_001[];
 extern const size_t pgs_sql_001_len;
+extern const char pgs_sql_002[];
+extern const size_t pgs_sql_002_len;
 
 /* The advisory lock migrators take: any constant of our own ("sluice" in ASCII). */
 #define PGS_LOCK_KEY "125779665104229"
@@ -30,6 +32,10 @@ const char *pgs_migration(int v, size_t *len)
         if (len)
             *len = pgs_sql_001_len;
         return pgs_sql_001;
+    case 2:
+        if (len)
+            *len = pgs_sql_002_len;
+        return pgs_sql_002;
     default:
         return NULL;
     }

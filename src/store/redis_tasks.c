@@ -523,18 +523,16 @@ static int state_attempt(packed_fields *f, rtask_result *res)
     return rc;
 }
 
-static int read_result(const rtask_batch *b, const redisReply *reply, size_t i, rtask_result *res)
+int rtask_parse_answer(rtask_op op, const char *s, size_t len, size_t nelems, rtask_result *res)
 {
-    rtask_op op = b->reqs[i].op;
-    const redisReply *r;
     const char *w;
     size_t wlen;
     int64_t v = 0;
     packed_fields f;
-    int rc = head_of(b, reply, i, &r, &f);
+    int rc;
 
-    if (rc != SLUICE_OK)
-        return rc;
+    memset(res, 0, sizeof *res);
+    packed_fields_init(&f, s, len);
     if (packed_next(&f, &w, &wlen) != SLUICE_OK || packed_i64(&f, &res->now_ns) != SLUICE_OK)
         return SLUICE_EPARSE;
     if (word_is(w, wlen, "INVAL")) {
@@ -589,7 +587,7 @@ static int read_result(const rtask_batch *b, const redisReply *reply, size_t i, 
         if (rc == SLUICE_OK)
             rc = packed_range(&f, 0, 1, &v);
         res->more = (int)v;
-        if (rc == SLUICE_OK && r->elements != 1 + 3 * res->ndelivered)
+        if (rc == SLUICE_OK && nelems != 1 + 3 * res->ndelivered)
             rc = SLUICE_EPARSE;
         break;
     case RTASK_ACK:
@@ -612,9 +610,22 @@ static int read_result(const rtask_batch *b, const redisReply *reply, size_t i, 
         res->id = (uint64_t)v;
         if (rc == SLUICE_OK)
             rc = state_attempt(&f, res);
-        return rc == SLUICE_OK && r->elements == 5 ? SLUICE_OK : SLUICE_EPARSE;
+        return rc == SLUICE_OK && nelems == 5 ? SLUICE_OK : SLUICE_EPARSE;
+    default:
+        return SLUICE_EPARSE;
     }
     return rc == SLUICE_OK && packed_at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
+}
+
+static int read_result(const rtask_batch *b, const redisReply *reply, size_t i, rtask_result *res)
+{
+    const redisReply *r;
+    packed_fields f;
+    int rc = head_of(b, reply, i, &r, &f);
+
+    if (rc != SLUICE_OK)
+        return rc;
+    return rtask_parse_answer(b->reqs[i].op, f.p, (size_t)(f.end - f.p), r->elements, res);
 }
 
 int rtask_batch_result(const rtask_batch *b, const struct redisReply *reply, size_t i,
@@ -640,11 +651,24 @@ static int bulk(const redisReply *r, const char **s, size_t *len)
     return SLUICE_OK;
 }
 
-static int read_info(const redisReply *r, packed_fields *f, rtask_task *out)
+int rtask_parse_info(const char *s, size_t len, rtask_task *out, int *has_key, int *has_msg)
 {
-    int64_t v = 0, has_key = 0, has_msg = 0;
-    int rc = packed_range(f, 1, INT64_MAX, &v);
+    const char *w;
+    size_t wlen;
+    int64_t v = 0, hk = 0, hm = 0;
+    packed_fields fs, *f = &fs;
+    int rc;
 
+    memset(out, 0, sizeof *out);
+    *has_key = *has_msg = 0;
+    packed_fields_init(f, s, len);
+    rc = packed_next(f, &w, &wlen);
+    if (rc == SLUICE_OK && !word_is(w, wlen, "OK"))
+        rc = SLUICE_EPARSE;
+    if (rc == SLUICE_OK)
+        rc = packed_i64(f, &v); /* now */
+    if (rc == SLUICE_OK)
+        rc = packed_range(f, 1, INT64_MAX, &v);
     out->id = (uint64_t)v;
     if (rc == SLUICE_OK)
         rc = packed_range(f, SLUICE_TASK_QUEUED, SLUICE_TASK_CANCELLED, &v);
@@ -664,39 +688,53 @@ static int read_info(const redisReply *r, packed_fields *f, rtask_task *out)
     if (rc == SLUICE_OK)
         rc = packed_i64(f, &out->not_before_ns);
     if (rc == SLUICE_OK)
-        rc = packed_range(f, 0, 1, &has_key);
+        rc = packed_range(f, 0, 1, &hk);
     if (rc == SLUICE_OK)
-        rc = packed_range(f, 0, 1, &has_msg);
+        rc = packed_range(f, 0, 1, &hm);
     if (rc == SLUICE_OK)
         rc = packed_range(f, 1, INT64_MAX, &out->units);
     if (rc == SLUICE_OK && !packed_at_end(f))
         rc = SLUICE_EPARSE;
-    if (rc == SLUICE_OK)
-        rc = bulk(r->element[1], &out->type, &out->typelen);
-    if (rc == SLUICE_OK)
-        rc = bulk(r->element[2], &out->payload, &out->payload_len);
-    if (rc == SLUICE_OK)
-        rc = bulk(r->element[3], &out->task_key, &out->task_key_len);
-    if (rc == SLUICE_OK)
-        rc = bulk(r->element[4], &out->fail_message, &out->fail_message_len);
-    if (rc == SLUICE_OK && !has_key) {
-        out->task_key = NULL;
-        out->task_key_len = 0;
+    if (rc != SLUICE_OK) {
+        memset(out, 0, sizeof *out);
+        return SLUICE_EPARSE;
     }
-    if (rc == SLUICE_OK && !has_msg) {
-        out->fail_message = NULL;
-        out->fail_message_len = 0;
+    *has_key = (int)hk;
+    *has_msg = (int)hm;
+    return SLUICE_OK;
+}
+
+int rtask_parse_delivery(const char *s, size_t len, rtask_task *out)
+{
+    int64_t v = 0;
+    packed_fields f;
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    packed_fields_init(&f, s, len);
+    rc = packed_range(&f, 1, INT64_MAX, &v);
+    out->id = (uint64_t)v;
+    if (rc == SLUICE_OK)
+        rc = packed_range(&f, 1, INT32_MAX, &v);
+    out->attempt = (int)v;
+    if (rc == SLUICE_OK)
+        rc = packed_range(&f, 0, INT64_MAX, &out->lease_until_ns);
+    if (rc == SLUICE_OK && !packed_at_end(&f))
+        rc = SLUICE_EPARSE;
+    out->state = SLUICE_TASK_RUNNING;
+    if (rc != SLUICE_OK) {
+        memset(out, 0, sizeof *out);
+        return SLUICE_EPARSE;
     }
-    return rc;
+    return SLUICE_OK;
 }
 
 int rtask_batch_task(const rtask_batch *b, const struct redisReply *reply, size_t i, size_t k,
                      rtask_task *out)
 {
-    const redisReply *r;
+    const redisReply *r, *h;
     rtask_result res;
-    int64_t v = 0;
-    packed_fields f;
+    int has_key, has_msg;
     int rc;
 
     memset(out, 0, sizeof *out);
@@ -707,48 +745,37 @@ int rtask_batch_task(const rtask_batch *b, const struct redisReply *reply, size_
         return rc;
     if (res.rc != SLUICE_OK)
         return SLUICE_EINVAL;
+    r = reply->element[i];
     if (b->reqs[i].op == RTASK_INFO) {
         if (k != 0)
             return SLUICE_EINVAL;
-        const char *w;
-        size_t wlen;
-
-        rc = head_of(b, reply, i, &r, &f);
+        h = r->element[0];
+        rc = rtask_parse_info(h->str, h->len, out, &has_key, &has_msg);
         if (rc == SLUICE_OK)
-            rc = packed_next(&f, &w, &wlen); /* "OK", checked by rtask_batch_result */
+            rc = bulk(r->element[1], &out->type, &out->typelen);
         if (rc == SLUICE_OK)
-            rc = packed_i64(&f, &v); /* now */
-        if (rc == SLUICE_OK)
-            rc = read_info(r, &f, out);
+            rc = bulk(r->element[2], &out->payload, &out->payload_len);
+        if (rc == SLUICE_OK && has_key)
+            rc = bulk(r->element[3], &out->task_key, &out->task_key_len);
+        if (rc == SLUICE_OK && has_msg)
+            rc = bulk(r->element[4], &out->fail_message, &out->fail_message_len);
+        if (rc == SLUICE_OK && (!has_key && r->element[3]->type != REDIS_REPLY_STRING))
+            rc = SLUICE_EPARSE;
+        if (rc == SLUICE_OK && (!has_msg && r->element[4]->type != REDIS_REPLY_STRING))
+            rc = SLUICE_EPARSE;
         if (rc != SLUICE_OK)
             memset(out, 0, sizeof *out);
         return rc;
     }
     if (k >= res.ndelivered)
         return SLUICE_EINVAL;
-    r = reply->element[i];
-    {
-        const redisReply *h = r->element[1 + 3 * k];
-
-        if (!h || h->type != REDIS_REPLY_STRING)
-            return SLUICE_EPARSE;
-        f.p = h->str;
-        f.end = h->str + h->len;
-        rc = packed_range(&f, 1, INT64_MAX, &v);
-        out->id = (uint64_t)v;
-        if (rc == SLUICE_OK)
-            rc = packed_range(&f, 1, INT32_MAX, &v);
-        out->attempt = (int)v;
-        if (rc == SLUICE_OK)
-            rc = packed_range(&f, 0, INT64_MAX, &out->lease_until_ns);
-        if (rc == SLUICE_OK && !packed_at_end(&f))
-            rc = SLUICE_EPARSE;
-        if (rc == SLUICE_OK)
-            rc = bulk(r->element[2 + 3 * k], &out->type, &out->typelen);
-        if (rc == SLUICE_OK)
-            rc = bulk(r->element[3 + 3 * k], &out->payload, &out->payload_len);
-        out->state = SLUICE_TASK_RUNNING;
-    }
+    h = r->element[1 + 3 * k];
+    rc = h && h->type == REDIS_REPLY_STRING ? rtask_parse_delivery(h->str, h->len, out)
+                                            : SLUICE_EPARSE;
+    if (rc == SLUICE_OK)
+        rc = bulk(r->element[2 + 3 * k], &out->type, &out->typelen);
+    if (rc == SLUICE_OK)
+        rc = bulk(r->element[3 + 3 * k], &out->payload, &out->payload_len);
     if (rc != SLUICE_OK)
         memset(out, 0, sizeof *out);
     return rc;

@@ -231,6 +231,17 @@ int rtask_batch_result(const rtask_batch *b, const struct redisReply *reply, siz
 int rtask_batch_task(const rtask_batch *b, const struct redisReply *reply, size_t i, size_t k,
                      rtask_task *out);
 
+/* The answers' text, shared with the PostgreSQL store (pg_tasks.c), whose function answers each
+ * request with the same elements as the script. rtask_parse_answer reads a request's first
+ * element s (len bytes) for a request of op whose answer has nelems elements: 0 with *res filled
+ * (strings point into s), or SLUICE_EPARSE with *res zeroed. rtask_parse_delivery reads a
+ * CLAIM's "id attempt lease_until_ns" and rtask_parse_info an INFO's first element (with
+ * whether a task key and a message follow): 0 with *out's fields filled, or SLUICE_EPARSE with
+ * *out zeroed. */
+int rtask_parse_answer(rtask_op op, const char *s, size_t len, size_t nelems, rtask_result *res);
+int rtask_parse_delivery(const char *s, size_t len, rtask_task *out);
+int rtask_parse_info(const char *s, size_t len, rtask_task *out, int *has_key, int *has_msg);
+
 /* The pub/sub channel every op that makes work ready publishes on: "<prefix>:{all}:wake". */
 const char *rtask_wake_channel(const rtask_batch *b);
 

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The PostgreSQL task queue (src/store/pg/002_tasks.sql) against the Redis store script's task
+# ops: sluice_tasks_diff (tests/tools/tasks_diff.c, built next to the sluice binary) runs one
+# random sequence of adds, claims, acks, fails, touches, cancels and infos, with chains over
+# rate, concurrency, fixed and sliding window links, at injected times, through a throwaway
+# redis-server (start_redis) and a throwaway PostgreSQL (start_postgres), and compares every
+# field of every answer: SLUICE_TASKS_STEPS steps (default 2000: over 6000 requests) for
+# each of two seeds (SLUICE_TASKS_SEEDS, default "1 2"; a failure prints its seed and step so it
+# replays). Then the race: SLUICE_TASKS_PROCS processes (default 4) claim, ack, fail, touch and
+# let leases lapse on one PostgreSQL at once, with THROTTLE on the same rows: no task delivered
+# twice at one attempt, no call failed (a deadlock is an error), every task done.
+#
+# Skipped (exit 77) only when PostgreSQL's server binaries are not installed.
+#
+# Usage: bash tests/server/pg_tasks.sh PATH-TO-SLUICE SOURCE-DIR
+set -u
+
+sluice=${1:?usage: pg_tasks.sh PATH-TO-SLUICE SOURCE-DIR}
+. "$(dirname "$0")/lib.bash"
+helper="$(dirname "$sluice")/sluice_tasks_diff"
+[ -x "$helper" ] || {
+  bad "$helper is not built"
+  finish
+  exit 1
+}
+if ! pg_bindir >/dev/null; then
+  echo "SKIPPED: PostgreSQL server binaries (initdb, postgres) are not installed;" \
+    "scripts/deps.sh installs Debian's postgresql"
+  exit 77
+fi
+need_tools pg_tasks.sh redis-server
+start_postgres tasks
+start_redis tasks
+for seed in ${SLUICE_TASKS_SEEDS:-1 2}; do
+  if out=$("$helper" "$rport_tasks" "$pgconn_tasks" "$seed" "${SLUICE_TASKS_STEPS:-2000}" 2>&1); then
+    ok
+  else
+    bad "seed $seed: $out"
+  fi
+  echo "$out" | tail -1
+done
+if out=$("$helper" --race "$pgconn_tasks" "${SLUICE_TASKS_PROCS:-4}" 400 2>&1); then
+  ok
+else
+  bad "race: $out"
+fi
+echo "$out" | tail -1
+psql=$(pg_bindir)/psql
+[ -x "$psql" ] || psql=psql
+check "schema version" 2 "$("$psql" "$pgconn_tasks" -Atc 'SELECT version FROM sluice_schema')"
+finish
