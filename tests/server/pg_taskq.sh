@@ -13,10 +13,10 @@
 #
 # Skipped (exit 77) only when PostgreSQL's server binaries are not installed.
 #
-# Usage: bash tests/server/pg_tasks.sh PATH-TO-SLUICE SOURCE-DIR
+# Usage: bash tests/server/pg_taskq.sh PATH-TO-SLUICE SOURCE-DIR
 set -u
 
-sluice=${1:?usage: pg_tasks.sh PATH-TO-SLUICE SOURCE-DIR}
+sluice=${1:?usage: pg_taskq.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
 helper="$(dirname "$sluice")/sluice_tasks_diff"
 [ -x "$helper" ] || {
@@ -29,7 +29,7 @@ if ! pg_bindir >/dev/null; then
     "scripts/deps.sh installs Debian's postgresql"
   exit 77
 fi
-need_tools pg_tasks.sh redis-server
+need_tools pg_taskq.sh redis-server
 start_postgres tasks
 start_redis tasks
 for seed in ${SLUICE_TASKS_SEEDS:-1 2}; do
