@@ -69,20 +69,19 @@ const command_def command_table[] = {
     {"limit.keydel", 3, CMD_WRITE | CMD_ADMIN | CMD_LOCAL, cmd_limit_keydel,
      "LIMIT.KEYDEL name key: remove a key's own limit"},
     /* Tasks (cmd_task.c). */
-    {"task.add", -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM | CMD_TASKQ, cmd_task_add,
+    {"task.add", -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, cmd_task_add,
      "TASK.ADD type payload [KEY k] [UNITS n] [PRIORITY p] [ID taskkey] [DELAY ms]: submit"},
-    {"task.get", -2, CMD_WRITE | CMD_BLOCKING | CMD_TASKQ, cmd_task_get,
+    {"task.get", -2, CMD_WRITE | CMD_BLOCKING, cmd_task_get,
      "TASK.GET type [type ...] [COUNT n] [TIMEOUT ms]: take granted tasks, or wait"},
-    {"task.ack", -2, CMD_WRITE | CMD_FAST | CMD_TASKQ, cmd_task_ack,
+    {"task.ack", -2, CMD_WRITE | CMD_FAST, cmd_task_ack,
      "TASK.ACK id [COST n] [ATTEMPT n]: complete a running task"},
-    {"task.fail", -2, CMD_WRITE | CMD_FAST | CMD_TASKQ, cmd_task_fail,
+    {"task.fail", -2, CMD_WRITE | CMD_FAST, cmd_task_fail,
      "TASK.FAIL id [RETRY|DEAD] [RETRY_AFTER ms] [REASON text] [ATTEMPT n]: fail a running task"},
-    {"task.cancel", 2, CMD_WRITE | CMD_FAST | CMD_TASKQ, cmd_task_cancel,
+    {"task.cancel", 2, CMD_WRITE | CMD_FAST, cmd_task_cancel,
      "TASK.CANCEL id: cancel a queued or parked task"},
-    {"task.touch", -2, CMD_WRITE | CMD_FAST | CMD_TASKQ, cmd_task_touch,
+    {"task.touch", -2, CMD_WRITE | CMD_FAST, cmd_task_touch,
      "TASK.TOUCH id [ATTEMPT n]: extend a running task's lease"},
-    {"task.info", 2, CMD_READONLY | CMD_FAST | CMD_TASKQ, cmd_task_info,
-     "TASK.INFO id: a task's fields"},
+    {"task.info", 2, CMD_READONLY | CMD_FAST, cmd_task_info, "TASK.INFO id: a task's fields"},
     {"task.explain", 2, CMD_READONLY | CMD_FAST | CMD_LOCAL, cmd_task_explain,
      "TASK.EXPLAIN id: why a task waits and when it should start"},
     /* Recurring series (cmd_recur.c). */
@@ -256,9 +255,7 @@ static void dispatch(conn *c, const resp_command *cmd)
         return;
     c->srv->stats.commands++;
     counters_command(&c->srv->counters, (size_t)(d - command_table));
-    if (((d->flags & CMD_LOCAL) ||
-         ((d->flags & CMD_TASKQ) && rstore_kind(c->srv) == CONFIG_STORE_POSTGRES)) &&
-        rstore_active(c->srv)) {
+    if ((d->flags & CMD_LOCAL) && rstore_active(c->srv)) {
         rstore_reply_unavailable(c, d->name);
         return;
     }

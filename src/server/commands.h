@@ -38,9 +38,6 @@
     0x40u                 /* keeps state the shared store does not share yet: refused under a      \
                            * redis store (rstore_reply_unavailable) */
 #define CMD_DENYOOM 0x80u /* adds state: refused with -OOM past --maxmemory (memory.h) */
-#define CMD_TASKQ                                                                                  \
-    0x100u /* the task queue: shared on a redis store, refused on a postgresql store (its queue    \
-            * is not shared there yet) */
 
 typedef void (*command_fn)(conn *c, const resp_command *cmd);
 

@@ -39,6 +39,7 @@
 #include "store/pg_conn.h"
 #include "store/pg_limits.h"
 #include "store/pg_schema.h"
+#include "store/pg_tasks.h"
 #include "store/redis_conn.h"
 #include "store/redis_limits.h"
 
@@ -1037,18 +1038,11 @@ void rstore_reply_unavailable(conn *c, const char *command)
         upper[i] =
             command[i] >= 'a' && command[i] <= 'z' ? (char)(command[i] - 'a' + 'A') : command[i];
     upper[i] = '\0';
-    if (rstore_kind(c->srv) == CONFIG_STORE_POSTGRES) {
-        resp_error(conn_out(c), "ERR",
-                   "%s is not available with a postgresql store yet: this version shares "
-                   "THROTTLE, CL.THROTTLE and LEASE.* across nodes only (docs/cluster.md)",
-                   upper);
-        return;
-    }
     resp_error(conn_out(c), "ERR",
-               "%s is not available with a redis store yet: this version shares THROTTLE, "
+               "%s is not available with a %s store yet: this version shares THROTTLE, "
                "CL.THROTTLE, LEASE.* and the task queue (TASK.ADD, GET, ACK, FAIL, TOUCH, "
                "CANCEL, INFO) across nodes only (docs/cluster.md)",
-               upper);
+               upper, rstore_kind_name(c->srv));
 }
 
 config_store_kind rstore_kind(const server *s)
@@ -1099,6 +1093,7 @@ static void on_pg_state(void *arg, pgconn_state state, const char *why)
         log_info("store %s: up (schema version %d%s)", st->url, PGS_VERSION,
                  cs.schema_from != PGS_VERSION ? ", migrated" : "");
         st->logged_why[0] = '\0';
+        rtasks_store_up(st->s);
         return;
     }
     if (state == PGCONN_REFUSED)
@@ -1164,8 +1159,17 @@ static void redact_password(char *url, size_t cap)
 
 /* PostgreSQL's statements, prepared on every connection. */
 static const pgconn_stmt pg_stmts[] = {
-    {PG_LIMITS_STMT, PGL_CALL_SQL, PGL_CALL_NPARAMS},
+    {PG_LIMITS_STMT, PGL_CALL_SQL, PGL_CALL_NPARAMS, 0},
+    {RTASKS_PG_STMT, PGT_CALL_SQL, PGT_CALL_NPARAMS, PGT_CALL_RESULT_FORMAT},
 };
+
+static void on_pg_notify(void *arg, const char *payload)
+{
+    rstore *st = arg;
+
+    (void)payload;
+    rtasks_notify(st->s);
+}
 
 /* Connects to PostgreSQL (rstore_open's half for it). Returns 0, or an error with msg. */
 static int open_pg(rstore *st, char *msg, size_t msglen)
@@ -1193,10 +1197,21 @@ static int open_pg(rstore *st, char *msg, size_t msglen)
     o.nstmts = sizeof pg_stmts / sizeof pg_stmts[0];
     o.on_state = on_pg_state;
     o.arg = st;
+    o.listen = PGT_WAKE_CHANNEL;
+    o.on_notify = on_pg_notify;
     rc = pgconn_new(&st->s->loop, &o, &st->pg); /* copies the conninfo */
     redact_password(st->url, sizeof st->url);
-    if (rc != 0)
+    if (rc != 0) {
         snprintf(msg, msglen, "store %s: %s", st->url, sluice_strerror(rc));
+        return rc;
+    }
+    st->s->rstore_state = st;
+    rc = rtasks_open(st->s, NULL, 0, st->timeout_ms, msg, msglen);
+    if (rc != 0) {
+        pgconn_free(st->pg);
+        st->pg = NULL;
+        st->s->rstore_state = NULL;
+    }
     return rc;
 }
 
@@ -1303,10 +1318,10 @@ int rstore_open(server *s, char *msg, size_t msglen)
                  "until it is",
                  st->url, st->timeout_ms, down_why(st),
                  st->fail_open ? "are granted" : "answer -STOREDOWN");
-    log_info("store %s: THROTTLE, CL.THROTTLE, LEASE.*%s in %s (store_failure: %s, timeout "
-             "%" PRId64 " ms%s)",
-             st->url, st->pg ? "" : " and the task queue", st->pg ? "PostgreSQL" : "Redis",
-             st->fail_open ? "open" : "closed", st->timeout_ms, st->audit ? ", audit on" : "");
+    log_info("store %s: THROTTLE, CL.THROTTLE, LEASE.* and the task queue in %s (store_failure: "
+             "%s, timeout %" PRId64 " ms%s)",
+             st->url, st->pg ? "PostgreSQL" : "Redis", st->fail_open ? "open" : "closed",
+             st->timeout_ms, st->audit ? ", audit on" : "");
     if (st->replicas > 0)
         log_info("store %s: task writes wait for %d replica(s) (WAIT, %" PRId64 " ms)", st->url,
                  st->replicas, st->replicas_timeout_ms);

@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The task queue shared on Redis, the node's side (rtasks.h): the turn's task batch, the
- * blocked TASK.GETs (waiters), the timer of the next wake and the subscriber of the wake
- * channel.
+ * The task queue shared on Redis or PostgreSQL, the node's side (rtasks.h): the turn's task
+ * batch, the blocked TASK.GETs (waiters), the timer of the next wake and, on Redis, the
+ * subscriber of the wake channel (on PostgreSQL the store's own connection LISTENs, and rstore
+ * hands each notification to rtasks_notify).
  *
- * A batch (tbatch) is one script call, embedded in rstore's FIFO (rstore_call first). Redis's
- * answer is valid only during its callback, and the batch may not be at the head of the FIFO
- * then: the callback copies what the replies need (results, delivered tasks' bytes, messages)
- * into the batch's arena, and the replies are written when the FIFO reaches the batch (both in
- * rtasks_reply.c; the objects are in rtasks_impl.h). Applied batches are kept for reuse, at
- * most SPARE_MAX.
+ * A batch (tbatch) is one call of the store (Redis's script: rtask_batch; PostgreSQL's task
+ * function: pgt_batch; the same requests and answers), embedded in rstore's FIFO (rstore_call
+ * first). The store's answer is valid only during its callback, and the batch may not be at the
+ * head of the FIFO then: the callback copies what the replies need (results, delivered tasks'
+ * bytes, messages) into the batch's arena, and the replies are written when the FIFO reaches the
+ * batch (both in rtasks_reply.c; the objects are in rtasks_impl.h). Applied batches are kept for
+ * reuse, at most SPARE_MAX.
  *
  * Invariants:
  * - a wait (one request) has exactly one of: a deferred slot of its client (ticket), or a
@@ -41,8 +43,9 @@
 #define LINKS_STACK 16
 /* Room for "name/tier", a tiered limit's id (as THROTTLE names its state: cmd_limit.c). */
 #define LIMIT_ID_BUF 260
-/* The hash tag of every task link: the same as THROTTLE's (rstore.c), so tasks and direct
- * callers charge one budget. */
+/* The hash tag of every task link on Redis: the same as THROTTLE's (rstore.c), so tasks and
+ * direct callers charge one budget. On PostgreSQL no tag, as THROTTLE's there (each key its own
+ * clock row). */
 #define RTASKS_TAG     "all"
 #define RTASKS_TAG_LEN 3
 
@@ -58,6 +61,7 @@ static void batch_free(tbatch *b)
     if (!b)
         return;
     rtask_batch_free(b->tb);
+    pgt_batch_free(b->pb);
     alloc_free(b->w);
     alloc_free(b->tasks);
     alloc_free(b->arena);
@@ -78,7 +82,7 @@ static tbatch *batch_get(rtasks *rt)
     if (!b)
         return NULL;
     b->rt = rt;
-    if (rtask_batch_new(NULL, &b->tb) != 0) {
+    if ((rt->pg ? pgt_batch_new(&b->pb) : rtask_batch_new(NULL, &b->tb)) != 0) {
         alloc_free(b);
         return NULL;
     }
@@ -87,7 +91,10 @@ static tbatch *batch_get(rtasks *rt)
 
 void rtasks_batch_recycle(rtasks *rt, tbatch *b)
 {
-    rtask_batch_reset(b->tb);
+    if (b->pb)
+        pgt_batch_reset(b->pb);
+    else
+        rtask_batch_reset(b->tb);
     b->n = b->ntasks = b->alen = 0;
     if (rt->nspare >= SPARE_MAX || rt->closed) {
         batch_free(b);
@@ -110,6 +117,41 @@ size_t rtasks_arena_put(tbatch *b, const char *p, size_t len)
     b->arena[off + len] = '\0';
     b->alen += len + 1;
     return off;
+}
+
+/* Appends one request of op (its struct: rtask_add, rtask_claim or rtask_done) to whichever
+ * encoder the batch has. Returns its index, or an error (the batch unchanged). */
+static int batch_add(tbatch *b, rtask_op op, const void *r)
+{
+    switch (op) {
+    case RTASK_ADD:
+        return b->pb ? pgt_batch_add_add(b->pb, r) : rtask_batch_add_add(b->tb, r);
+    case RTASK_CLAIM:
+        return b->pb ? pgt_batch_add_claim(b->pb, r) : rtask_batch_add_claim(b->tb, r);
+    case RTASK_ACK:
+        return b->pb ? pgt_batch_add_ack(b->pb, r) : rtask_batch_add_ack(b->tb, r);
+    case RTASK_FAIL:
+        return b->pb ? pgt_batch_add_fail(b->pb, r) : rtask_batch_add_fail(b->tb, r);
+    case RTASK_TOUCH:
+        return b->pb ? pgt_batch_add_touch(b->pb, r) : rtask_batch_add_touch(b->tb, r);
+    case RTASK_CANCEL:
+        return b->pb ? pgt_batch_add_cancel(b->pb, r) : rtask_batch_add_cancel(b->tb, r);
+    case RTASK_INFO:
+        return b->pb ? pgt_batch_add_info(b->pb, r) : rtask_batch_add_info(b->tb, r);
+    }
+    return SLUICE_EINVAL;
+}
+
+int rtasks_result(const tbatch *b, const rstore_answer *a, size_t idx, rtask_result *res)
+{
+    return b->pb ? pgt_batch_result(b->pb, a->pg, idx, res)
+                 : rtask_batch_result(b->tb, a->redis, idx, res);
+}
+
+int rtasks_task(const tbatch *b, const rstore_answer *a, size_t idx, size_t k, rtask_task *out)
+{
+    return b->pb ? pgt_batch_task(b->pb, a->pg, idx, k, out)
+                 : rtask_batch_task(b->tb, a->redis, idx, k, out);
 }
 
 /* ---- Waiters ----------------------------------------------------------------------------- */
@@ -280,7 +322,7 @@ static int waiter_claim(rtasks *rt, waiter *w)
     cl.typelens = w->typelens;
     cl.ntypes = w->ntypes;
     cl.count = w->count;
-    tw = take_wait(b, w->c, w, RTASK_CLAIM, rtask_batch_add_claim(b->tb, &cl));
+    tw = take_wait(b, w->c, w, RTASK_CLAIM, batch_add(b, RTASK_CLAIM, &cl));
     if (!tw)
         return -1;
     w->in_flight = 1;
@@ -338,8 +380,8 @@ void rtasks_add(conn *c, const sluice_task_spec *spec, int64_t delay_ns)
         l->lim.key = ch[i].key;
         l->lim.keylen = ch[i].keylen;
         l->lim.units = ch[i].units;
-        l->lim.tag = RTASKS_TAG;
-        l->lim.taglen = RTASKS_TAG_LEN;
+        l->lim.tag = rt->pg ? NULL : RTASKS_TAG;
+        l->lim.taglen = rt->pg ? 0 : RTASKS_TAG_LEN;
         l->horizon_ns = ch[i].def->kind == SLUICE_CONCURRENCY ? 0 : ch[i].def->horizon_ns;
         if (p && p->overflow == SLUICE_OVERFLOW_REJECT)
             l->flags |= RTASK_LINK_REJECT;
@@ -362,7 +404,7 @@ void rtasks_add(conn *c, const sluice_task_spec *spec, int64_t delay_ns)
     a.charge_redelivery = plan.charge_redelivery;
     a.retry = plan.retry;
     b = cur_batch(rt, c);
-    if (b && take_wait(b, c, NULL, RTASK_ADD, rtask_batch_add_add(b->tb, &a)))
+    if (b && take_wait(b, c, NULL, RTASK_ADD, batch_add(b, RTASK_ADD, &a)))
         maybe_send_full(rt);
 done:
     if (ch != stack) {
@@ -444,26 +486,7 @@ void rtasks_done(conn *c, rtask_op op, const rtask_done *d)
     b = cur_batch(rt, c);
     if (!b)
         return;
-    switch (op) {
-    case RTASK_ACK:
-        idx = rtask_batch_add_ack(b->tb, d);
-        break;
-    case RTASK_FAIL:
-        idx = rtask_batch_add_fail(b->tb, d);
-        break;
-    case RTASK_TOUCH:
-        idx = rtask_batch_add_touch(b->tb, d);
-        break;
-    case RTASK_CANCEL:
-        idx = rtask_batch_add_cancel(b->tb, d);
-        break;
-    case RTASK_INFO:
-        idx = rtask_batch_add_info(b->tb, d);
-        break;
-    default:
-        idx = SLUICE_EINVAL;
-        break;
-    }
+    idx = op == RTASK_ADD || op == RTASK_CLAIM ? SLUICE_EINVAL : batch_add(b, op, d);
     w = take_wait(b, c, NULL, op, idx);
     if (!w)
         return;
@@ -484,7 +507,16 @@ void rtasks_flush(server *s)
         return;
     b = rt->cur;
     rt->cur = NULL;
-    rc = rtask_batch_command(b->tb, rstore_sha(s), &argc, &argv, &argvlen);
+    if (b->pb) {
+        const char *const *values = NULL;
+
+        rc = pgt_batch_params(b->pb, &values);
+        b->base.pgcall.stmt = RTASKS_PG_STMT;
+        b->base.pgcall.nparams = PGT_CALL_NPARAMS;
+        b->base.pgcall.values = values;
+    } else {
+        rc = rtask_batch_command(b->tb, rstore_sha(s), &argc, &argv, &argvlen);
+    }
     b->base.call.argc = argc;
     b->base.call.argv = argv;
     b->base.call.argvlen = argvlen;
@@ -557,6 +589,14 @@ static void on_message(void *arg, const char *msg, size_t len)
     rt->wake = 1;
 }
 
+void rtasks_notify(server *s)
+{
+    rtasks *rt = state_of(s);
+
+    if (rt)
+        on_message(rt, "", 0);
+}
+
 static void on_sub_state(void *arg, rconn_state state, const char *why)
 {
     rtasks *rt = arg;
@@ -581,6 +621,16 @@ int rtasks_open(server *s, const char *host, int port, int64_t timeout_ms, char 
     rconn_options o;
     int rc;
 
+    if (rt && !host) {
+        /* PostgreSQL: the store's connection LISTENs (rtasks_notify). */
+        rt->s = s;
+        rt->pg = 1;
+        snprintf(rt->channel, sizeof rt->channel, "%s", PGT_WAKE_CHANNEL);
+        uv_timer_init(&s->loop, &rt->timer);
+        rt->timer.data = rt;
+        s->rtasks_state = rt;
+        return 0;
+    }
     if (!rt || rtask_batch_new(NULL, &probe) != 0) {
         alloc_free(rt);
         snprintf(msg, msglen, "out of memory");
@@ -655,4 +705,6 @@ void rtasks_get_stats(const server *s, rtasks_stats *out)
         return;
     *out = rt->stats;
     out->waiters = rt->nwaiters;
+    if (rt->pg) /* the store's connection is the subscriber */
+        out->subscriber_up = rstore_up(s, NULL);
 }

@@ -64,8 +64,12 @@ typedef struct rtasks_stats {
     int subscriber_up;         /* the wake subscription is live */
 } rtasks_stats;
 
-/* Sets up the task side of the shared store (after rstore_open parsed the URL): the batch and
- * the subscriber connection to host:port, which connects in the background. Returns 0 or
+/* The name of PostgreSQL's prepared statement of the task function (rstore.c prepares it). */
+#define RTASKS_PG_STMT "sluice_tasks"
+
+/* Sets up the task side of the shared store (after rstore_open parsed the URL): the batch and,
+ * on Redis, the subscriber connection to host:port, which connects in the background. host NULL:
+ * the store is PostgreSQL, whose connection LISTENs for the wakes (rtasks_notify). Returns 0 or
  * SLUICE_ENOMEM with msg. */
 int rtasks_open(server *s, const char *host, int port, int64_t timeout_ms, char *msg,
                 size_t msglen);
@@ -82,6 +86,10 @@ void rtasks_turn(server *s);
 
 /* Sends the turn's task batch now (a limits request is about to be taken behind it). */
 void rtasks_flush(server *s);
+
+/* A wake notification arrived (PostgreSQL's NOTIFY, through rstore): the waiters look again at
+ * the end of the turn. */
+void rtasks_notify(server *s);
 
 /* The store's connection came up: the waiters look again (a wake may have been missed). */
 void rtasks_store_up(server *s);

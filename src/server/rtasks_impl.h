@@ -20,6 +20,7 @@
 
 #include "server/rstore.h"
 #include "server/rtasks.h"
+#include "store/pg_tasks.h"
 #include "store/redis_conn.h"
 #include "store/redis_tasks.h"
 
@@ -61,7 +62,8 @@ typedef struct twait {
 struct tbatch {
     rstore_call base; /* first: rstore's FIFO holds it */
     rtasks *rt;
-    rtask_batch *tb; /* the encoded requests */
+    rtask_batch *tb; /* the encoded requests: Redis */
+    pgt_batch *pb;   /* or PostgreSQL */
     twait *w;        /* one per request, in order */
     size_t n, cap;
     ttask *tasks; /* the delivered tasks of every claim, and INFO's */
@@ -73,7 +75,8 @@ struct tbatch {
 
 struct rtasks {
     server *s;
-    rconn *sub; /* the subscriber of the wake channel */
+    int pg;     /* the store is PostgreSQL: pgt_batch, wakes by rtasks_notify */
+    rconn *sub; /* Redis: the subscriber of the wake channel */
     char channel[128];
     tbatch *cur;         /* the turn's batch, NULL until its first request */
     tbatch *sent, *last; /* sent, oldest first */
@@ -114,6 +117,10 @@ void rtasks_waiter_reply_empty(rtasks *rt, waiter *w);
 
 /* rstore_call.on_reply and .apply of a task batch (rtasks_reply.c). */
 void rtasks_decode(rstore_call *call, const rstore_answer *a);
+
+/* Request idx's answer and task k of a batch's answer, from whichever store answered. */
+int rtasks_result(const tbatch *b, const rstore_answer *a, size_t idx, rtask_result *res);
+int rtasks_task(const tbatch *b, const rstore_answer *a, size_t idx, size_t k, rtask_task *out);
 void rtasks_apply(rstore_call *call);
 
 #endif

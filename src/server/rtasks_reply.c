@@ -22,7 +22,7 @@
 
 /* Copies task k of request w (a claim's delivery, or INFO's task) into the batch. Returns 0 or
  * -1 (a malformed reply, or out of memory). */
-static int copy_task(tbatch *b, const redisReply *reply, const twait *w, size_t k)
+static int copy_task(tbatch *b, const rstore_answer *a, const twait *w, size_t k)
 {
     ttask *t;
 
@@ -30,7 +30,7 @@ static int copy_task(tbatch *b, const redisReply *reply, const twait *w, size_t 
         return -1;
     t = &b->tasks[b->ntasks];
     memset(t, 0, sizeof(*t));
-    if (rtask_batch_task(b->tb, reply, (size_t)w->req, k, &t->t) != 0)
+    if (rtasks_task(b, a, (size_t)w->req, k, &t->t) != 0)
         return -1;
     t->type_off = rtasks_arena_put(b, t->t.type, t->t.typelen);
     t->payload_off = rtasks_arena_put(b, t->t.payload, t->t.payload_len);
@@ -48,13 +48,12 @@ static int copy_task(tbatch *b, const redisReply *reply, const twait *w, size_t 
 void rtasks_decode(rstore_call *call, const rstore_answer *a)
 {
     tbatch *b = (tbatch *)(void *)call;
-    const redisReply *reply = a->redis;
 
     for (size_t i = 0; i < b->n; i++) {
         twait *w = &b->w[i];
         size_t ntasks = 0;
 
-        if (rtask_batch_result(b->tb, reply, (size_t)w->req, &w->res) != 0)
+        if (rtasks_result(b, a, (size_t)w->req, &w->res) != 0)
             goto bad;
         w->msg_off =
             rtasks_arena_put(b, w->res.msg ? w->res.msg : "", w->res.msg ? w->res.msglen : 0);
@@ -67,7 +66,7 @@ void rtasks_decode(rstore_call *call, const rstore_answer *a)
         else if (w->res.rc == 0 && w->op == RTASK_INFO)
             ntasks = 1;
         for (size_t k = 0; k < ntasks; k++)
-            if (copy_task(b, reply, w, k) != 0)
+            if (copy_task(b, a, w, k) != 0)
                 goto bad;
     }
     return;

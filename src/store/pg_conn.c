@@ -649,7 +649,8 @@ int pgconn_send(pgconn *pc, pgconn_call *call)
     s = call->stmt ? find_stmt(pc, call->stmt) : NULL;
     if (!s || call->nparams != s->nparams || !call->fn)
         return SLUICE_EINVAL;
-    if (!PQsendQueryPrepared(pc->conn, s->name, call->nparams, call->values, NULL, NULL, 0))
+    if (!PQsendQueryPrepared(pc->conn, s->name, call->nparams, call->values, NULL, NULL,
+                             s->binary ? 1 : 0))
         return SLUICE_EIO; /* nothing was queued */
     if (!PQpipelineSync(pc->conn)) {
         /* Queued without its sync, the statement would take the next call's results: the

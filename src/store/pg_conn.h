@@ -61,6 +61,7 @@ typedef struct pgconn_stmt {
     const char *name; /* borrowed: must outlive the connection */
     const char *sql;  /* borrowed */
     int nparams;      /* text parameters, types inferred by the server */
+    int binary;       /* 1: results in binary format (PQsendQueryPrepared's resultFormat) */
 } pgconn_stmt;
 
 typedef struct pgconn_options {

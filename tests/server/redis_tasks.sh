@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The task queue shared on Redis (issue 10, docs/cluster.md): three `sluice serve --store
-# redis://...` on one redis-server share one queue. Over the wire: TASK.ADD on A, TASK.GET on B,
+# redis://...` on one redis-server share one queue. The same script runs on PostgreSQL
+# (tests/server/pg_tasks.sh sets SLUICE_TEST_STORE=postgresql: three nodes on one PostgreSQL,
+# wakes by LISTEN/NOTIFY). Over the wire: TASK.ADD on A, TASK.GET on B,
 # TASK.ACK on C, with the single node's replies and error words; a TASK.GET blocked on B woken by
 # a TASK.ADD on A (through the wake channel: B counts the wake); kill -9 of a node holding a
 # delivery: the task comes back on another node with ATTEMPT n+1 once its lease lapses in store
@@ -24,6 +26,12 @@ src=${2:?usage: redis_tasks.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
 
 need_tools redis_tasks.sh redis-cli redis-server
+store=${SLUICE_TEST_STORE:-redis}
+if [ "$store" = postgresql ] && ! pg_bindir >/dev/null; then
+  echo "SKIPPED: PostgreSQL server binaries (initdb, postgres) are not installed;" \
+    "scripts/deps.sh installs Debian's postgresql"
+  exit 77
+fi
 py=/usr/bin/python3
 checker=$src/tests/tools/redis_tasks_check.py
 if ! $py -c 'import redis' 2>/dev/null; then
@@ -50,9 +58,28 @@ EOF
 
 subscribed() { [ "$(store_field "$1" store_task_subscriber)" = up ]; }
 
-start_redis a
-db=5
-url=redis://127.0.0.1:$rport_a/$db
+if [ "$store" = postgresql ]; then
+  start_postgres a
+  url="postgresql://sluice@127.0.0.1:$pgport_a/postgres"
+else
+  start_redis a
+  url=redis://127.0.0.1:$rport_a/5
+fi
+# The store stopped (SIGSTOP) and let go again; killed and started again.
+store_freeze() { if [ "$store" = postgresql ]; then freeze_postgres a; else kill -STOP "$rpid_a"; fi; }
+store_thaw() { if [ "$store" = postgresql ]; then thaw_postgres a; else kill -CONT "$rpid_a"; fi; }
+store_restart() {
+  if [ "$store" = postgresql ]; then
+    restart_postgres a
+    return
+  fi
+  # Empty: it kept nothing.
+  kill -KILL "$rpid_a"
+  wait "$rpid_a" 2>/dev/null
+  redis-server --port "$rport_a" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp/a.redis" \
+    --daemonize no --logfile "$tmp/a.redis/log2" &
+  pids+=("$!")
+}
 for n in A B C; do
   start_node $n --store "$url" --store-timeout 20000
 done
@@ -106,8 +133,8 @@ PONG\ [0-9]*\ 1\ 5\ 4\ 0\ 50\ \ x\ [0-9]*\ pipe\ {}\ 1\ [0-9]*\ PONG\ ) ok ;;
 *) bad "pipelined task and limit replies in command order: [$out]" ;;
 esac
 # What stays refused says so.
-contains "TASK.EXPLAIN refused" "not available with a redis store yet" "$(on "$A" TASK.EXPLAIN 1)"
-contains "RECUR.ADD refused" "not available with a redis store yet" "$(on "$A" RECUR.ADD r job '{}' EVERY 1000)"
+contains "TASK.EXPLAIN refused" "not available with a $store store yet" "$(on "$A" TASK.EXPLAIN 1)"
+contains "RECUR.ADD refused" "not available with a $store store yet" "$(on "$A" RECUR.ADD r job '{}' EVERY 1000)"
 
 # ---- 2. A blocked GET on B woken by an ADD on A ------------------------------------------------
 
@@ -169,7 +196,7 @@ wait_until "the new C subscribed" 10 subscribed "$C"
 
 # ---- 4. Many clients on every node at once; then one of them killed holding deliveries ---------
 
-out=$($py "$checker" --nodes "$A,$B,$C" --redis "$rport_a" --db "$db" --tasks 3000 \
+out=$($py "$checker" --nodes "$A,$B,$C" --tasks 3000 \
   --limited limited --rate 20 --period-ms 1000 --burst 5 --lease-ms 30000 --limited-count 45 \
   --kill-pid "$pid_C" --kill-port "$C" --short short --short-count 60 --max-seconds 40 2>&1)
 rc=$?
@@ -178,23 +205,19 @@ check "every task acknowledged exactly once, the limit's bound kept: $out" 0 "$r
 
 # ---- 5. The store away -------------------------------------------------------------------------
 
-kill -STOP "$rpid_a"
+store_freeze
 start_node D --store "$url" --store-timeout 300
-contains "TASK.ADD while Redis does not answer" "STOREDOWN" "$(on "$port_D" TASK.ADD job '{}')"
+contains "TASK.ADD while the store does not answer" "STOREDOWN" "$(on "$port_D" TASK.ADD job '{}')"
 check "PING still answers" PONG "$(on "$port_D" PING)"
-kill -CONT "$rpid_a"
+store_thaw
 wait_until "D back up" 15 bash -c "[ \"\$(redis-cli -p $port_D INFO store | tr -d '\r' | awk -F: '\$1 == \"store_state\" { print \$2 }')\" = up ]"
 id=$(on "$port_D" TASK.ADD job '{"n":7}')
 case $id in '' | *[!0-9]*) bad "TASK.ADD after the store came back: [$id]" ;; *) ok ;; esac
 check "and it is delivered" "$id" "$(redis-cli -p "$B" TASK.GET job TIMEOUT 5000 | head -1)"
 
-# Redis killed and started again on its port (empty: it kept nothing): both connections of every
-# node come back by themselves, and a GET blocked on B is woken by an ADD on A again.
-kill -KILL "$rpid_a"
-wait "$rpid_a" 2>/dev/null
-redis-server --port "$rport_a" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp/a.redis" \
-  --daemonize no --logfile "$tmp/a.redis/log2" &
-pids+=("$!")
+# The store killed and started again on its port: the connections of every node come back by
+# themselves, and a GET blocked on B is woken by an ADD on A again.
+store_restart
 for p in $A $B; do
   wait_until "node on $p subscribed again" 15 subscribed "$p"
   wait_until "node on $p up again" 15 bash -c "[ \"\$(redis-cli -p $p INFO store | tr -d '\r' | awk -F: '\$1 == \"store_state\" { print \$2 }')\" = up ]"
@@ -204,6 +227,6 @@ bpid=$!
 P=$B wait_until "the GET on B blocks again" 10 blocked_is 1
 id=$(on "$A" TASK.ADD job '{"n":8}')
 wait "$bpid"
-check "woken after Redis came back" "$id" "$(head -1 "$tmp/blocked")"
+check "woken after the store came back" "$id" "$(head -1 "$tmp/blocked")"
 
 finish

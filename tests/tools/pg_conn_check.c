@@ -83,11 +83,14 @@ typedef struct world {
 } world;
 
 static const pgconn_stmt stmts[] = {
-    {"add1", "SELECT $1::int + 1", 1},
-    {"div", "SELECT 10 / $1::int", 1},
-    {"sleep", "SELECT pg_sleep($1::float8)", 1},
-    {"ver", "SELECT max(version) FROM sluice_schema", 0},
-    {"len", "SELECT length($1)", 1},
+    {"add1", "SELECT $1::int + 1", 1, 0},
+    {"div", "SELECT 10 / $1::int", 1, 0},
+    {"sleep", "SELECT pg_sleep($1::float8)", 1, 0},
+    {"ver", "SELECT max(version) FROM sluice_schema", 0, 0},
+    {"len", "SELECT length($1)", 1, 0},
+    /* The same bytea asked in text (hex escaped) and in binary (the bytes themselves). */
+    {"bytes", "SELECT $1::bytea", 1, 0},
+    {"bytes_bin", "SELECT $1::bytea", 1, 1},
 };
 
 static void free_now(uv_timer_t *t)
@@ -384,6 +387,19 @@ static int ver_of(world *w, int *ok)
     return atoi(t.value);
 }
 
+/* A statement prepared with binary set answers in binary; the others in text. */
+static void check_binary(world *w)
+{
+    tcall t[2];
+    int ok = call_send(w, &t[0], "bytes", "abc") == 0 &&
+             call_send(w, &t[1], "bytes_bin", "abc") == 0 && wait_calls(w, t, 2, 5000);
+
+    check(ok && strcmp(t[0].value, "\\x616263") == 0, "a text statement answers bytea in text",
+          "got %s", ok ? t[0].value : "no answer");
+    check(ok && strcmp(t[1].value, "abc") == 0, "a binary statement answers the bytes", "got %s",
+          ok ? t[1].value : "no answer");
+}
+
 static int notified(world *w)
 {
     return w->nnotify > 0;
@@ -666,11 +682,12 @@ static void mode_basic(world *w, const char *conninfo)
     rc = call_send(w, &t, "ver", "1");
     check(rc == SLUICE_EINVAL, "wrong parameter count is EINVAL", "rc %d", rc);
     basic_pipeline(w);
+    check_binary(w);
     basic_errors(w);
     check(notify(conninfo, "x") && wait_for(w, notified, 5000) && strcmp(w->notified, "x") == 0,
           "NOTIFY reaches on_notify", "%d notifications, [%s]", w->nnotify, w->notified);
     pgconn_get_stats(w->pc, &st);
-    check(st.notifies == 1 && st.calls == NPIPE + 4 && st.timeouts == 0 && st.disconnects == 0,
+    check(st.notifies == 1 && st.calls == NPIPE + 6 && st.timeouts == 0 && st.disconnects == 0,
           "stats after the calls", "notifies %llu calls %llu timeouts %llu disconnects %llu",
           (unsigned long long)st.notifies, (unsigned long long)st.calls,
           (unsigned long long)st.timeouts, (unsigned long long)st.disconnects);

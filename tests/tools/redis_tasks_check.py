@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""The many-clients checker of the task queue shared on Redis (tests/server/redis_tasks.sh).
+"""The many-clients checker of the shared task queue (tests/server/redis_tasks.sh, on Redis or
+PostgreSQL: it talks to the nodes only).
 
 Producers on every node add tasks (each payload unique, some with a PRIORITY) while consumers on
 every node take them with TASK.GET ... COUNT k TIMEOUT ms and ACK each with its ATTEMPT. At the
@@ -21,7 +22,7 @@ delivered again with a higher attempt once their lease lapsed.
 
 Prints one summary line; exits 1 on any violation. Uses Debian's python3-redis (redis-py).
 
-Usage: redis_tasks_check.py --nodes P1,P2,P3 --redis RPORT --db N [--producers-per-node N]
+Usage: redis_tasks_check.py --nodes P1,P2,P3 [--producers-per-node N]
                             [--consumers-per-node N] [--tasks N] [--limited TYPE --rate N
                             --period-ms MS --burst B --lease-ms MS --limited-count N]
 """
@@ -36,8 +37,6 @@ import redis
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", required=True)
-    ap.add_argument("--redis", type=int, required=True)
-    ap.add_argument("--db", type=int, default=0)
     ap.add_argument("--producers-per-node", type=int, default=2)
     ap.add_argument("--consumers-per-node", type=int, default=3)
     ap.add_argument("--tasks", type=int, default=600)

@@ -26,7 +26,7 @@
 #include "store/pg_conn.h"
 #include "testutil.h"
 
-static const pgconn_stmt stmts[] = {{"one", "SELECT 1", 0}};
+static const pgconn_stmt stmts[] = {{"one", "SELECT 1", 0, 0}};
 
 typedef struct seen {
     int nstate, ndown;
@@ -122,7 +122,7 @@ static void test_new_refuses(void **state)
     uv_loop_t loop;
     seen x = {0};
     pgconn_options o;
-    pgconn_stmt bad_stmt = {NULL, "SELECT 1", 0};
+    pgconn_stmt bad_stmt = {NULL, "SELECT 1", 0, 0};
     pgconn *pc = (pgconn *)&x;
 
     (void)state;
