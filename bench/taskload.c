@@ -31,7 +31,10 @@
  *            ops_per_sec=24390 errors=0
  * and `consume` adds duplicates= and missing=.
  *
- * Usage: bench_taskload --proto beanstalk|resp --port P [--host 127.0.0.1] [-c 50] [-n 200]
+ * With several ports (--port P1,P2,P3: several sluice nodes sharing one store), client i
+ * connects to the (i mod n)-th.
+ *
+ * Usage: bench_taskload --proto beanstalk|resp --port P[,P...] [--host 127.0.0.1] [-c 50] [-n 200]
  *                       [-P 1] [-s 64] [--phase put|consume|both] [--type bench]
  */
 #include <arpa/inet.h>
@@ -62,7 +65,8 @@
 typedef struct load_opts {
     int proto;        /* PROTO_BEANSTALK or PROTO_RESP */
     const char *host; /* IPv4 address of the server */
-    int port;         /* its port */
+    int ports[16];    /* its port, or the ports of several nodes (client i: i mod nports) */
+    unsigned nports;
     unsigned clients; /* client threads, one connection each */
     unsigned jobs;    /* jobs each client puts */
     unsigned depth;   /* requests written at once before reading their replies */
@@ -85,6 +89,7 @@ typedef struct bs_conn {
 /* One client thread. */
 typedef struct client {
     const load_opts *o;       /* the run's options */
+    int port;                 /* the port it connects to */
     unsigned index;           /* client number, written into its payloads */
     int phase;                /* PHASE_PUT or PHASE_CONSUME */
     bs_conn *bs;              /* the beanstalkd connection (PROTO_BEANSTALK) */
@@ -101,6 +106,26 @@ static int64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Reads "P[,P...]" into o->ports. Returns 0, or -1 for a bad list. */
+static int parse_ports(load_opts *o, const char *s)
+{
+    char *end;
+
+    o->nports = 0;
+    for (;;) {
+        unsigned long v = strtoul(s, &end, 10);
+
+        if (end == s || v < 1 || v > 65535 || o->nports == sizeof o->ports / sizeof o->ports[0])
+            return -1;
+        o->ports[o->nports++] = (int)v;
+        if (*end == '\0')
+            return 0;
+        if (*end != ',')
+            return -1;
+        s = end + 1;
+    }
 }
 
 static void fail(client *c, const char *what, const char *detail)
@@ -157,7 +182,7 @@ static int consumed(client *c, const char *payload, size_t len)
 
 /* ---- beanstalkd ---------------------------------------------------------------------------- */
 
-static bs_conn *bs_connect(const load_opts *o, char *err)
+static bs_conn *bs_connect(const load_opts *o, int port, char *err)
 {
     struct sockaddr_in sa;
     int one = 1;
@@ -168,14 +193,14 @@ static bs_conn *bs_connect(const load_opts *o, char *err)
     }
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)o->port);
+    sa.sin_port = htons((uint16_t)port);
     if (inet_pton(AF_INET, o->host, &sa.sin_addr) != 1) {
         snprintf(err, ERR_LEN, "bad IPv4 address %s", o->host);
         goto fail_addr;
     }
     b->fd = socket(AF_INET, SOCK_STREAM, 0);
     if (b->fd < 0 || connect(b->fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        snprintf(err, ERR_LEN, "connect %s:%d: %s", o->host, o->port, strerror(errno));
+        snprintf(err, ERR_LEN, "connect %s:%d: %s", o->host, port, strerror(errno));
         goto fail_connect;
     }
     setsockopt(b->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -512,10 +537,10 @@ static int connect_client(client *c)
 {
     const load_opts *o = c->o;
     if (o->proto == PROTO_BEANSTALK) {
-        c->bs = bs_connect(o, c->err);
+        c->bs = bs_connect(o, c->port, c->err);
         return c->bs ? 0 : -1;
     }
-    c->rc = redisConnect(o->host, o->port);
+    c->rc = redisConnect(o->host, c->port);
     if (!c->rc || c->rc->err) {
         fail(c, "connect", c->rc ? c->rc->errstr : "out of memory");
         return -1;
@@ -541,7 +566,12 @@ static int run_phase(const load_opts *o, int phase, atomic_uchar *seen)
     /* Every connection is opened before any thread starts, so the clock never times a connect
      * and a server that refuses one fails the phase before it begins. */
     for (unsigned i = 0; i < o->clients; i++) {
-        cl[i] = (client){.o = o, .index = i, .phase = phase, .start = &start, .seen = seen};
+        cl[i] = (client){.o = o,
+                         .port = o->ports[i % o->nports],
+                         .index = i,
+                         .phase = phase,
+                         .start = &start,
+                         .seen = seen};
         if (connect_client(&cl[i]) != 0) {
             fprintf(stderr, "bench_taskload: %s\n", cl[i].err);
             goto fail_connect;
@@ -602,7 +632,7 @@ fail_connect:
 
 static void usage(FILE *f)
 {
-    fprintf(f, "Usage: bench_taskload --proto beanstalk|resp --port P [options]\n"
+    fprintf(f, "Usage: bench_taskload --proto beanstalk|resp --port P[,P...] [options]\n"
                "  --host ADDR      IPv4 address of the server (default 127.0.0.1)\n"
                "  -c N             client threads, one connection each (default 50)\n"
                "  -n N             jobs each client puts (default 200)\n"
@@ -631,7 +661,6 @@ int main(int argc, char **argv)
 {
     load_opts o = {.proto = -1,
                    .host = "127.0.0.1",
-                   .port = 0,
                    .clients = 50,
                    .jobs = 200,
                    .depth = 1,
@@ -657,9 +686,13 @@ int main(int argc, char **argv)
             o.proto = PROTO_RESP;
         else if (strcmp(a, "--host") == 0)
             o.host = v;
-        else if (strcmp(a, "--port") == 0)
-            o.port = (int)num_arg(a, v, 1, 65535);
-        else if (strcmp(a, "-c") == 0)
+        else if (strcmp(a, "--port") == 0) {
+            if (parse_ports(&o, v) != 0) {
+                fprintf(stderr,
+                        "bench_taskload: --port wants P or P1,P2,... (at most 16), not '%s'\n", v);
+                return 2;
+            }
+        } else if (strcmp(a, "-c") == 0)
             o.clients = (unsigned)num_arg(a, v, 1, 10000);
         else if (strcmp(a, "-n") == 0)
             o.jobs = (unsigned)num_arg(a, v, 1, 100000000);
@@ -681,7 +714,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (o.proto < 0 || o.port == 0) {
+    if (o.proto < 0 || o.nports == 0) {
         usage(stderr);
         return 2;
     }

@@ -573,9 +573,15 @@ static void on_pg_answer(void *arg, const PGresult *result, const char *why)
         c->on_reply(c, &a);
     }
     drain(st);
-    /* The decisions held back while this call was in flight leave now, together. */
-    if (st->cur && !st->closed && st->pg_in_flight < PG_MAX_IN_FLIGHT)
-        send_batch(st);
+    /* What was held back while this call was in flight leaves now, together: the limits batch
+     * or the task batch (at most one of them holds requests: taking a request of one kind sends
+     * the other's batch first). */
+    if (!st->closed && st->pg_in_flight < PG_MAX_IN_FLIGHT) {
+        if (st->cur)
+            send_batch(st);
+        else
+            rtasks_flush(st->s);
+    }
 }
 
 /* Sends `WAIT replicas timeout` on the store's connection, covering the calls marked with the
@@ -713,6 +719,13 @@ void rstore_flush_limits(server *s)
         send_batch(st);
 }
 
+int rstore_may_send(const server *s)
+{
+    const rstore *st = state_of(s);
+
+    return !st || !st->pg || st->pg_in_flight < PG_MAX_IN_FLIGHT;
+}
+
 void rstore_turn(server *s)
 {
     rstore *st = state_of(s);
@@ -720,7 +733,7 @@ void rstore_turn(server *s)
     if (!st)
         return;
     /* PostgreSQL: held while a call is in flight (PG_MAX_IN_FLIGHT); its answer sends it. */
-    if (st->cur && (!st->pg || st->pg_in_flight < PG_MAX_IN_FLIGHT))
+    if (st->cur && rstore_may_send(s))
         send_batch(st);
     rtasks_turn(s);
 }

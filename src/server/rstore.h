@@ -105,6 +105,11 @@ int rstore_replicas(const server *s, int64_t *timeout_ms);
 /* Marks c answered with the failure why (from on_reply: a reply it cannot read). */
 void rstore_call_fail(rstore_call *c, const char *why);
 
+/* 1 when a batch may leave at the end of the turn: always on Redis; on PostgreSQL only while
+ * fewer than its limit of calls are in flight (rstore.c, PG_MAX_IN_FLIGHT: group commit). A
+ * batch held back leaves when a call is answered. */
+int rstore_may_send(const server *s);
+
 /* Sends the turn's limits batch now, so that a request of another kind added next is sent
  * behind it (the FIFO is send order). */
 void rstore_flush_limits(server *s);

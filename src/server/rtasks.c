@@ -550,7 +550,9 @@ void rtasks_turn(server *s)
             if (!w->in_flight && w->c)
                 waiter_claim(rt, w);
     }
-    rtasks_flush(s);
+    /* PostgreSQL: held while a call is in flight; its answer sends it (rstore_may_send). */
+    if (rstore_may_send(s))
+        rtasks_flush(s);
 }
 
 void rtasks_store_up(server *s)
