@@ -85,11 +85,10 @@ const command_def command_table[] = {
     {"task.explain", 2, CMD_READONLY | CMD_FAST | CMD_LOCAL, cmd_task_explain,
      "TASK.EXPLAIN id: why a task waits and when it should start"},
     /* Recurring series (cmd_recur.c). */
-    {"recur.add", -6, CMD_WRITE | CMD_LOCAL | CMD_DENYOOM, cmd_recur_add,
+    {"recur.add", -6, CMD_WRITE | CMD_DENYOOM, cmd_recur_add,
      "RECUR.ADD name type payload EVERY ms|CRON expr [KEY k] [START ms] [END ms] [MAX n]"},
-    {"recur.del", 2, CMD_WRITE | CMD_LOCAL, cmd_recur_del,
-     "RECUR.DEL name: remove a recurring series"},
-    {"recur.info", 2, CMD_READONLY | CMD_FAST | CMD_LOCAL, cmd_recur_info,
+    {"recur.del", 2, CMD_WRITE, cmd_recur_del, "RECUR.DEL name: remove a recurring series"},
+    {"recur.info", 2, CMD_READONLY | CMD_FAST, cmd_recur_info,
      "RECUR.INFO name: a series' runs, skips and next occurrence"},
     /* Tests only (cmd_debug.c): refused unless --enable-debug-commands. */
     {"debug", -2, CMD_ADMIN, cmd_debug,

@@ -32,6 +32,7 @@
 #include "config/config_store.h"
 #include "server/commands.h"
 #include "server/log.h"
+#include "server/rrecur.h"
 #include "server/rtasks.h"
 #include "sluice/error.h"
 #include "store/redis_conn.h"
@@ -905,6 +906,7 @@ void rstore_conn_closed(conn *c)
     if (!st)
         return;
     rtasks_conn_closed(c);
+    rrecur_conn_closed(c);
     for (rbatch *b = st->cur; b; b = NULL)
         for (size_t i = 0; i < b->n; i++)
             if (b->w[i].c == c)
@@ -931,8 +933,9 @@ void rstore_reply_unavailable(conn *c, const char *command)
     upper[i] = '\0';
     resp_error(conn_out(c), "ERR",
                "%s is not available with a redis store yet: this version shares THROTTLE, "
-               "CL.THROTTLE, LEASE.* and the task queue (TASK.ADD, GET, ACK, FAIL, TOUCH, "
-               "CANCEL, INFO) across nodes only (docs/cluster.md)",
+               "CL.THROTTLE, LEASE.*, the task queue (TASK.ADD, GET, ACK, FAIL, TOUCH, "
+               "CANCEL, INFO) and recurring series (RECUR.*) across nodes only "
+               "(docs/cluster.md)",
                upper);
 }
 
@@ -1018,6 +1021,11 @@ int rstore_open(server *s, char *msg, size_t msglen)
     }
     s->rstore_state = st;
     rc = rtasks_open(s, st->u.host, st->u.port, st->timeout_ms, msg, msglen);
+    if (rc == 0 && rrecur_open(s) != 0) {
+        rtasks_free(s);
+        snprintf(msg, msglen, "out of memory");
+        rc = SLUICE_ENOMEM;
+    }
     if (rc != 0) {
         rconn_free(st->conn);
         s->rstore_state = NULL;
@@ -1055,6 +1063,7 @@ void rstore_close(server *s)
     st->closed = 1;
     send_batch(st); /* answered by the failure mode at once: closed */
     rtasks_close(s);
+    rrecur_close(s);
     rc = st->conn;
     rconn_free(rc); /* answers what is in flight ("stopped") */
     st->conn = NULL;
@@ -1070,6 +1079,7 @@ void rstore_free(server *s)
         return;
     rstore_close(s); /* answers and applies every call in flight: the FIFO is empty */
     rtasks_free(s);
+    rrecur_free(s);
     batch_free(st->cur);
     while ((b = st->spare) != NULL) {
         st->spare = b->next;
