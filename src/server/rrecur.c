@@ -662,6 +662,19 @@ void rrecur_free(server *s)
     s->rrecur_state = NULL;
 }
 
+void rrecur_info_append(const server *s, char *buf, size_t len)
+{
+    rrecur_stats x;
+    size_t at = strlen(buf);
+
+    rrecur_get_stats(s, &x);
+    if (at < len)
+        snprintf(buf + at, len - at,
+                 "store_recur_lists:%" PRIu64 "\r\nstore_recur_fired:%" PRIu64
+                 "\r\nstore_recur_stale:%" PRIu64 "\r\nstore_recur_failures:%" PRIu64 "\r\n",
+                 x.lists, x.fired, x.stale, x.failures);
+}
+
 void rrecur_get_stats(const server *s, rrecur_stats *out)
 {
     const rrecur *rr = state_of(s);

@@ -26,8 +26,8 @@
  * counted in `skipped`, and the latest one fires once when a node comes back (the single node
  * skips them all and resumes at the next point: here the series has a stored next, so the
  * catch-up is the engine's tick's); an occurrence due before END but fired after it is skipped.
- * RECUR.DEL and a replacement cancel the series' latest RRECUR_OCC_KEEP occurrences that have
- * not started.
+ * RECUR.DEL and a replacement cancel the series' occurrences that have not started, as the
+ * single node does.
  *
  * Invariants:
  * - at most one firing call of this node is in flight;
@@ -76,5 +76,9 @@ void rrecur_del(conn *c, const char *name);
 void rrecur_info(conn *c, const char *name);
 
 void rrecur_get_stats(const server *s, rrecur_stats *out);
+
+/* Appends the counters to INFO store's text in buf (NUL-terminated, len bytes in all):
+ * store_recur_lists, store_recur_fired, store_recur_stale, store_recur_failures. */
+void rrecur_info_append(const server *s, char *buf, size_t len);
 
 #endif

@@ -1151,4 +1151,5 @@ void rstore_info(const server *s, char *buf, size_t len)
              "\r\nstore_replica_waits:%" PRIu64 "\r\nstore_under_replicated:%" PRIu64 "\r\n",
              t.requests, t.claims, t.delivered, t.waiters, t.wakes, t.subscriber_up ? "up" : "down",
              st->replicas, st->replicas_timeout_ms, x.replica_waits, t.under_replicated);
+    rrecur_info_append(s, buf, len);
 }

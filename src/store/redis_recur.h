@@ -39,9 +39,10 @@ struct redisReply; /* hiredis */
 /* Most series one LIST returns (more: its result says so, the node lists again at once). */
 #define RRECUR_LIST_MAX 64
 
-/* Occurrence ids a series remembers, so that RECUR.DEL and a replacement cancel those not
- * started (the single node cancels every queued one of the series). */
-#define RRECUR_OCC_KEEP 32
+/* A series remembers the ids of its occurrences that may not have started, so that RECUR.DEL
+ * and a replacement cancel them as the single node does; the list is pruned of started ones
+ * each time its length reaches a multiple of RRECUR_OCC_PRUNE (recur.lua's OCC_KEEP). */
+#define RRECUR_OCC_PRUNE 32
 
 typedef enum rrecur_op {
     RRECUR_SET = 1, /* RECUR.ADD: add or replace */

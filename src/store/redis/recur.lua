@@ -61,8 +61,8 @@ local function recur_main(api)
   end
 
   -- The record: version, type, payload, task key, has task key, interval_ns, cron, start_ns,
-  -- end_ns, max_runs, runs, skipped, next_ns, and the ids of its latest occurrences (at most
-  -- OCC_KEEP, space-separated: RECUR.DEL and a replacement cancel those not started yet).
+  -- end_ns, max_runs, runs, skipped, next_ns, and the ids of its occurrences that may not have
+  -- started (space-separated; see remember): RECUR.DEL and a replacement cancel those.
   local REC = {"ver", "type", "payload", "tkey", "has_tkey", "interval", "cron", "start",
                "end_", "max", "runs", "skipped", "next", "occ"}
   local REC_BIG = {interval = true, start = true, end_ = true, max = true, runs = true,
@@ -102,6 +102,35 @@ local function recur_main(api)
     out[#out + 1] = R.payload
     out[#out + 1] = R.tkey
     out[#out + 1] = R.cron
+  end
+
+  -- 1 when task id has not started yet (QUEUED or PARKED: the first field of tasks.lua's record).
+  local function pending(id)
+    local v = redis.call("HGET", KEYS[3], id)
+    local st = v and tonumber(dec(v)[1])
+    return st == 1 or st == 2
+  end
+
+  -- The occurrence list occ with id added. Whenever its length reaches a multiple of OCC_KEEP it
+  -- is rebuilt with only the occurrences that have not started (so a rebuild's reads, one per
+  -- entry, are spread over OCC_KEEP additions): it holds every occurrence that could still be
+  -- cancelled, and stays short while workers take them.
+  local function remember(occ, id)
+    local list = {}
+    for o in occ:gmatch("%d+") do
+      list[#list + 1] = o
+    end
+    list[#list + 1] = id
+    if #list % OCC_KEEP == 0 then
+      local kept = {}
+      for i = 1, #list do
+        if pending(list[i]) then
+          kept[#kept + 1] = list[i]
+        end
+      end
+      list = kept
+    end
+    return table.concat(list, " ")
   end
 
   -- Cancels the occurrences of R that did not start (the single node's recurring_del).
@@ -205,15 +234,7 @@ local function recur_main(api)
         if got then
           id = got
           R.runs = add(R.runs, 1)
-          local occ = {}
-          for o in R.occ:gmatch("%d+") do
-            occ[#occ + 1] = o
-          end
-          occ[#occ + 1] = got
-          while #occ > OCC_KEEP do
-            table.remove(occ, 1)
-          end
-          R.occ = table.concat(occ, " ")
+          R.occ = remember(R.occ, got)
         else
           R.skipped = add(R.skipped, 1) -- the task key is running, or the template went bad
         end
