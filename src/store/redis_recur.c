@@ -420,6 +420,8 @@ static int head_of(const rrecur_batch *b, const redisReply *reply, size_t i, con
     return SLUICE_OK;
 }
 
+static int read_series(redisReply *const *e, rrecur_series *out);
+
 /* A time that is a store time or SLUICE_NEVER. */
 static int time_field(packed_fields *f, int64_t *out)
 {
@@ -459,6 +461,8 @@ static int read_result(const rrecur_batch *b, const redisReply *reply, size_t i,
         return SLUICE_OK;
     }
     if (!word_is(w, wlen, "OK"))
+        return SLUICE_EPARSE;
+    if ((op == RRECUR_SET || op == RRECUR_DEL || op == RRECUR_FIRE) && r->elements != 1)
         return SLUICE_EPARSE;
     switch (op) {
     case RRECUR_SET:
@@ -502,11 +506,18 @@ static int read_result(const rrecur_batch *b, const redisReply *reply, size_t i,
             rc = packed_range(&f, 0, INT64_MAX, &res->skipped);
         if (rc == SLUICE_OK)
             rc = time_field(&f, &res->next_ns);
-        if (rc == SLUICE_OK && r->elements != 1)
-            rc = SLUICE_EPARSE;
         break;
     }
-    return rc == SLUICE_OK && packed_at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
+    if (rc != SLUICE_OK || !packed_at_end(&f))
+        return SLUICE_EPARSE;
+    /* Every series is read once here, so that a reply is refused whole, never half-read. */
+    for (size_t k = 0; k < res->nseries; k++) {
+        rrecur_series x;
+
+        if (read_series(r->element + 1 + 6 * k, &x) != SLUICE_OK)
+            return SLUICE_EPARSE;
+    }
+    return SLUICE_OK;
 }
 
 int rrecur_batch_result(const rrecur_batch *b, const struct redisReply *reply, size_t i,
