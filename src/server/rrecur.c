@@ -443,6 +443,23 @@ static void client_reply(rcall *k)
         reply_engine_error(c, SLUICE_EINVAL, k->msg);
         return;
     }
+    if (k->base.wait_replicas > 0 && k->base.acked < k->base.wait_replicas) {
+        /* Never a plain success: a failover may lose the change (as rtasks_reply.c's). */
+        int64_t ms = 0;
+        char seen[64];
+
+        rstore_replicas(k->rr->s, &ms);
+        if (k->base.acked < 0)
+            snprintf(seen, sizeof seen, "WAIT was not answered");
+        else
+            snprintf(seen, sizeof seen, "only %" PRId64 " of %d replicas confirmed it",
+                     k->base.acked, k->base.wait_replicas);
+        resp_error(w, "NOTREPLICATED",
+                   "%s reached the primary but %s within %" PRId64
+                   " ms: it may or may not survive a failover",
+                   k->op == RRECUR_SET ? "RECUR.ADD" : "RECUR.DEL", seen, ms);
+        return;
+    }
     switch (k->op) {
     case RRECUR_SET:
         resp_simple(w, "OK");
@@ -520,7 +537,8 @@ static void client_send(rrecur *rr, conn *c, rcall *k, int rc)
     k->base.call.argvlen = argvlen;
     k->base.on_reply = client_decode;
     k->base.apply = client_apply;
-    k->base.wait_replicas = 0;
+    /* A change of the series waits for the replicas (--store-replicas) as a task write does. */
+    k->base.wait_replicas = k->op == RRECUR_INFO ? 0 : rstore_replicas(rr->s, NULL);
     k->c = c;
     k->ticket = conn_defer(c);
     k->prev = NULL;

@@ -5,6 +5,8 @@
 -- by limits.lua's own functions (decide_chain, load, store, run_lease, run_settle): one script,
 -- one copy of the arithmetic. src/store/redis_tasks.c builds the call and reads the reply; the
 -- semantics are the single-node engine's (src/engine/dispatch.c, gate.c, park.c).
+-- src/store/redis/recur.lua is appended after this file and closes the library: its recurring
+-- series add their occurrences through this file's ADD (tasks_main(ext) below).
 --
 -- KEYS: first the queue's fixed keys, all under the hash tag {all}:
 --   1 "<p>:{all}:clock"  the queue's clock (as limits.lua's tag clocks: "<ns> <lease> -1")
