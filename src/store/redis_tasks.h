@@ -43,8 +43,9 @@
  * Recurring series add their occurrences through the same ADD op (redis_recur.h).
  *
  * Not in this slice (the node keeps them refused or documents them): group slots (TASK.ADD ...
- * LEASE), fairness other than priority then id, max_tasks / max_parked (BUSY), the horizon check of a task parked behind others (a task's own denial is checked),
- * shadow limits (the node must not pass a shadow link), TASK.EXPLAIN, and INFO's refusal fields.
+ * LEASE), fairness other than priority then id, max_tasks / max_parked (BUSY), the horizon check
+ * of a task parked behind others (a task's own denial is checked), shadow limits (the node must
+ * not pass a shadow link), TASK.EXPLAIN, and INFO's refusal fields.
  *
  * Invariants:
  * - Requests come back in the order they were added; rtask_batch_result(i) reads the i-th.
