@@ -109,7 +109,7 @@ esac
 contains "TASK.EXPLAIN refused" "not available with a redis store yet" "$(on "$A" TASK.EXPLAIN 1)"
 # Recurring series are shared now (tests/server/redis_recur.sh): a series whose first point lies
 # far ahead, added and removed, so that it never adds a task here.
-check "RECUR.ADD shared" OK "$(on "$A" RECUR.ADD r job '{}' EVERY 1000 START 99999999999999)"
+check "RECUR.ADD shared" OK "$(on "$A" RECUR.ADD r job '{}' EVERY 1000 START 9000000000000)"
 check "RECUR.DEL on another node" 1 "$(on "$B" RECUR.DEL r)"
 
 # ---- 2. A blocked GET on B woken by an ADD on A ------------------------------------------------
