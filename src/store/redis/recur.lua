@@ -22,8 +22,9 @@
 --
 -- ARGV: "R1" (protocol), now_ns ("" = Redis TIME; tests inject one), the request count R, then
 -- the R requests, each a head "<op> <nargs>" followed by nargs arguments:
---   S (SET):  name, type, payload, task key, has task key (0/1), interval_ns (0: cron), cron text,
---             start_ns (0: now), end_ns (0: never), max_runs (0: unlimited)
+--   S (SET):  name, type, payload, key (RECUR.ADD's KEY: the occurrences' rate-limit key, which
+--             the node resolves into their chain), has key (0/1), interval_ns (0: cron), cron
+--             text, start_ns (0: now), end_ns (0: never), max_runs (0: unlimited)
 --   D (DEL):  name
 --   I (INFO): name
 --   L (LIST): the most series to return (1..64)
@@ -39,7 +40,7 @@
 --      id 0) | "STALE now" (the series is not at that version and next: another node did it)
 --      | "NOTASK now"
 --   a series is six elements: "version has_key interval_ns start_ns end_ns max_runs runs skipped
---   next_ns", then name, type, payload, task key, cron text.
+--   next_ns", then name, type, payload, key, cron text.
 --
 -- Invariants: a live series (next < NEVER) is in rdue, a finished one is not (its record stays for
 -- RECUR.INFO until RECUR.DEL); `next` only moves by a FIRE naming its current version and value,
@@ -60,10 +61,10 @@ local function recur_main(api)
     return q
   end
 
-  -- The record: version, type, payload, task key, has task key, interval_ns, cron, start_ns,
+  -- The record: version, type, payload, key, has key, interval_ns, cron, start_ns,
   -- end_ns, max_runs, runs, skipped, next_ns, and the ids of its occurrences that may not have
   -- started (space-separated; see remember): RECUR.DEL and a replacement cancel those.
-  local REC = {"ver", "type", "payload", "tkey", "has_tkey", "interval", "cron", "start",
+  local REC = {"ver", "type", "payload", "key", "has_key", "interval", "cron", "start",
                "end_", "max", "runs", "skipped", "next", "occ"}
   local REC_BIG = {interval = true, start = true, end_ = true, max = true, runs = true,
                    skipped = true, next = true}
@@ -95,12 +96,12 @@ local function recur_main(api)
   end
 
   local function series(R, out)
-    out[#out + 1] = table.concat({R.ver, R.has_tkey, str(R.interval), str(R.start), str(R.end_),
+    out[#out + 1] = table.concat({R.ver, R.has_key, str(R.interval), str(R.start), str(R.end_),
                                   str(R.max), str(R.runs), str(R.skipped), str(R.next)}, " ")
     out[#out + 1] = R.name
     out[#out + 1] = R.type
     out[#out + 1] = R.payload
-    out[#out + 1] = R.tkey
+    out[#out + 1] = R.key
     out[#out + 1] = R.cron
   end
 
@@ -154,7 +155,7 @@ local function recur_main(api)
       cancel_pending(old, now)
     end
     local R = {name = a[1], ver = sfmt("%d", redis.call("INCR", KEYS[K_SEQ])), type = a[2],
-               payload = a[3], tkey = a[4], has_tkey = a[5], interval = num(a[6]), cron = a[7],
+               payload = a[3], key = a[4], has_key = a[5], interval = num(a[6]), cron = a[7],
                start = start, end_ = end_, max = num(a[10]), runs = 0, skipped = 0,
                next = max(start, now), occ = ""}
     put(R)
