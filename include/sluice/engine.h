@@ -488,6 +488,12 @@ typedef struct sluice_recurring_info {
 int sluice_engine_recurring_info(const sluice_engine *e, const char *name,
                                  sluice_recurring_info *out);
 
+/* The pace check sluice_engine_add_recurring makes on a new series, for a series kept elsewhere
+ * (the shared store's nodes): emits one SLUICE_EVENT_RECURRING_TOO_FAST, stamped now_ns, when
+ * spec's shortest gap is under the emission interval of a limit of its type. Adds nothing. */
+void sluice_engine_check_recurring_pace(sluice_engine *e, const sluice_recurring_spec *spec,
+                                        int64_t now_ns);
+
 /* ---- Schedules without an engine (the shared store's nodes, src/server/rrecur.c) ---------- */
 
 /* Checks spec as sluice_engine_add_recurring does before it looks at the engine (a name and a

@@ -648,3 +648,21 @@ int64_t sluice_recurring_catch_up(const sluice_recurring_spec *spec, int64_t due
         return SLUICE_NEVER;
     return catch_up(&s, due_ns, now_ns, missed);
 }
+
+void recurring_check_pace(sluice_engine *e, const sluice_recurring_spec *spec, int64_t now)
+{
+    series s;
+
+    if (!spec->name || !spec->type || schedule_of(spec, &s) != 0)
+        return;
+    if (!s.start_ns)
+        s.start_ns = now;
+    /* Borrowed for the check only: check_pace reads them and keeps nothing. */
+    s.name = (char *)(uintptr_t)spec->name;
+    s.type = (char *)(uintptr_t)spec->type;
+    s.payload = (char *)(uintptr_t)spec->payload;
+    s.payload_len = spec->payload_len;
+    s.key = (char *)(uintptr_t)spec->key;
+    s.key_len = spec->key_len;
+    check_pace(e, &s, now);
+}

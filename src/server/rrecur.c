@@ -601,8 +601,12 @@ void rrecur_add(conn *c, const sluice_recurring_spec *spec)
         return;
     }
     k = client_call(c, RRECUR_SET);
-    if (k)
-        client_send(state_of(s), c, k, rrecur_batch_add_set(k->rb, spec));
+    if (!k)
+        return;
+    /* The warning a single node gives a series faster than its limits, from the node that
+     * took it (once, as there). */
+    sluice_engine_check_recurring_pace(s->engine, spec, server_now(s));
+    client_send(state_of(s), c, k, rrecur_batch_add_set(k->rb, spec));
 }
 
 void rrecur_del(conn *c, const char *name)

@@ -27,7 +27,9 @@
  * skips them all and resumes at the next point: here the series has a stored next, so the
  * catch-up is the engine's tick's); an occurrence due before END but fired after it is skipped.
  * RECUR.DEL and a replacement cancel the series' occurrences that have not started, as the
- * single node does.
+ * single node does. The node that takes RECUR.ADD makes the engine's pace check (the
+ * RECURRING_TOO_FAST warning); seed 003's skip-ahead of points while an occurrence waits behind
+ * its limits is not done on Redis.
  *
  * Invariants:
  * - at most one firing call of this node is in flight;

@@ -103,6 +103,13 @@ check "an occurrence taken on C" "tick {\"n\":7} 1" "$(echo "$got" | sed -n '2,3
 id=$(echo "$got" | head -1)
 check "ACK of the occurrence on A" OK "$(on "$A" TASK.ACK "$id")"
 
+# A series faster than its limits lets occurrences through: the single node's warning, from the
+# node that took it (lim: 20/1s, one per 50 ms).
+check "fast series" OK "$(on "$B" RECUR.ADD fast limited '{}' EVERY 10 START 9000000000000)"
+warned() { grep -q "recurring series fast (type limited) is scheduled every" "$tmp/B.log"; }
+wait_until "RECURRING_TOO_FAST logged by B" 5 warned
+check "RECUR.DEL fast" 1 "$(on "$A" RECUR.DEL fast)"
+
 # ---- 3. Exactly one task per point, three nodes racing; MAX ----------------------------------
 
 check "capped series" OK "$(on "$B" RECUR.ADD capped capped '{}' EVERY 100 MAX 15)"
