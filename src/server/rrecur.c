@@ -64,6 +64,7 @@ typedef struct rcall {
     char msg[256];             /* the script's refusal */
     int64_t info_next;         /* INFO: the next occurrence (a point), SLUICE_NEVER when over */
     size_t nfire;              /* the loop: FIRE requests before its LIST */
+    int64_t delay_ms;          /* the loop: when to look again, from its LIST (0: at once) */
     struct rcall *prev, *next; /* client calls in flight */
 } rcall;
 
@@ -314,11 +315,11 @@ static void loop_decode(rstore_call *call, const redisReply *reply)
      * the earliest next, at most RRECUR_POLL_MS ahead (series added elsewhere). Stored in the
      * call, armed by apply. */
     if (rr->ndue > 0 || res.more)
-        k->info_next = 0;
+        k->delay_ms = 0;
     else if (res.earliest_ns > 0 && res.earliest_ns > res.now_ns)
-        k->info_next = (res.earliest_ns - res.now_ns + SLUICE_NS_PER_MS - 1) / SLUICE_NS_PER_MS;
+        k->delay_ms = (res.earliest_ns - res.now_ns + SLUICE_NS_PER_MS - 1) / SLUICE_NS_PER_MS;
     else
-        k->info_next = res.earliest_ns > 0 ? 1 : RRECUR_POLL_MS;
+        k->delay_ms = res.earliest_ns > 0 ? 1 : RRECUR_POLL_MS;
     return;
 bad:
     log_error("store: a recurring-series reply the script does not give");
@@ -342,7 +343,7 @@ static void loop_apply(rstore_call *call)
         arm(rr, RRECUR_POLL_MS);
         return;
     }
-    arm(rr, k->info_next < RRECUR_POLL_MS ? (uint64_t)k->info_next : RRECUR_POLL_MS);
+    arm(rr, k->delay_ms < RRECUR_POLL_MS ? (uint64_t)k->delay_ms : RRECUR_POLL_MS);
 }
 
 /* One round: the FIREs of the series found due, then a LIST. */
