@@ -2,10 +2,11 @@
 # Embeds one text file in the binary: writes OUTPUT, a C file defining
 #   const char NAME[]; const size_t NAME_len;
 # with the bytes of INPUT (file(READ ... HEX): no tool beyond CMake, no hand-copied string),
-# followed by those of APPEND when it is given (one text made of two files: the store script is
-# src/store/redis/limits.lua then src/store/redis/tasks.lua).
+# followed by those of each file of APPEND when it is given, in order (one text made of several
+# files: the store script is src/store/redis/limits.lua, then tasks.lua, then recur.lua). APPEND
+# separates its files with '|' (a ';' would be split by add_custom_command).
 #
-# Usage: cmake -DINPUT=... [-DAPPEND=...] -DNAME=... -DOUTPUT=... -P embed_text.cmake
+# Usage: cmake -DINPUT=... [-DAPPEND=file|file...] -DNAME=... -DOUTPUT=... -P embed_text.cmake
 
 cmake_minimum_required(VERSION 3.20)
 
@@ -15,8 +16,11 @@ endif()
 
 file(READ "${INPUT}" hex HEX)
 if(DEFINED APPEND AND NOT APPEND STREQUAL "")
-  file(READ "${APPEND}" hex2 HEX)
-  string(APPEND hex "${hex2}")
+  string(REPLACE "|" ";" appended "${APPEND}")
+  foreach(f IN LISTS appended)
+    file(READ "${f}" hex2 HEX)
+    string(APPEND hex "${hex2}")
+  endforeach()
 endif()
 string(LENGTH "${hex}" hexlen)
 math(EXPR len "${hexlen} / 2")

@@ -488,6 +488,31 @@ typedef struct sluice_recurring_info {
 int sluice_engine_recurring_info(const sluice_engine *e, const char *name,
                                  sluice_recurring_info *out);
 
+/* The pace check sluice_engine_add_recurring makes on a new series, for a series kept elsewhere
+ * (the shared store's nodes): emits one SLUICE_EVENT_RECURRING_TOO_FAST, stamped now_ns, when
+ * spec's shortest gap is under the emission interval of a limit of its type. Adds nothing. */
+void sluice_engine_check_recurring_pace(sluice_engine *e, const sluice_recurring_spec *spec,
+                                        int64_t now_ns);
+
+/* ---- Schedules without an engine (the shared store's nodes, src/server/rrecur.c) ---------- */
+
+/* Checks spec as sluice_engine_add_recurring does before it looks at the engine (a name and a
+ * type, exactly one of an interval and a cron expression that parses, nothing negative, an end
+ * not before a given start), with the same messages. Returns 0 or SLUICE_EINVAL with msg. */
+int sluice_recurring_check(const sluice_recurring_spec *spec, char *msg, size_t msglen);
+
+/* The first schedule point of spec at or after from_ns (spec->start_ns is the effective start:
+ * the interval grid starts there), or SLUICE_NEVER: none left before spec->end_ns, or a cron
+ * expression that does not parse. The engine's own arithmetic (recurring.c). */
+int64_t sluice_recurring_first(const sluice_recurring_spec *spec, int64_t from_ns);
+
+/* Catching up from due point due_ns at now_ns >= due_ns, as the engine's tick does: due_ns is
+ * the occurrence that runs, the points after it and at or before now_ns are skipped (*missed,
+ * a lower bound after a very long pause), and the result is the first point after now_ns (or
+ * SLUICE_NEVER). */
+int64_t sluice_recurring_catch_up(const sluice_recurring_spec *spec, int64_t due_ns, int64_t now_ns,
+                                  int64_t *missed);
+
 /* ---- Persistence ------------------------------------------------------------------------- */
 
 /* Everything a store needs to bring a task back after a restart. Borrowed pointers (from the

@@ -875,3 +875,9 @@ int sluice_engine_recurring_info(const sluice_engine *e, const char *name,
 {
     return recurring_info(e, name, out);
 }
+
+void sluice_engine_check_recurring_pace(sluice_engine *e, const sluice_recurring_spec *spec,
+                                        int64_t now_ns)
+{
+    recurring_check_pace(e, spec, now_ns);
+}

@@ -272,18 +272,10 @@ static void detach(sluice_engine *e, series *s, int64_t now_ns)
     engine_trim_finished(e);
 }
 
-/* Adds a series with the given counters; with `restore`, refuses a name in use (SLUICE_EEXIST)
- * and reports nothing, else replaces it and reports the addition. */
-static int add_series(sluice_engine *e, const sluice_recurring_spec *spec, int64_t runs,
-                      int64_t skipped, int restore, int64_t now, char *msg, size_t msglen)
+/* The checks of a spec that need no engine (sluice_recurring_check). */
+static int spec_check(const sluice_recurring_spec *spec, int64_t runs, int64_t skipped, char *msg,
+                      size_t msglen)
 {
-    sluice_task_spec ts;
-    sluice_submit_error err;
-    series *s, *old;
-    uint64_t id;
-    int rc;
-
-    msgf(msg, msglen, "%s", "");
     if (!spec || !spec->name || !*spec->name || !spec->type) {
         msgf(msg, msglen, "%s", "a recurring series needs a name and a type");
         return SLUICE_EINVAL;
@@ -296,6 +288,24 @@ static int add_series(sluice_engine *e, const sluice_recurring_spec *spec, int64
         msgf(msg, msglen, "%s", "start, end, max_runs and the counters must not be negative");
         return SLUICE_EINVAL;
     }
+    return SLUICE_OK;
+}
+
+/* Adds a series with the given counters; with `restore`, refuses a name in use (SLUICE_EEXIST)
+ * and reports nothing, else replaces it and reports the addition. */
+static int add_series(sluice_engine *e, const sluice_recurring_spec *spec, int64_t runs,
+                      int64_t skipped, int restore, int64_t now, char *msg, size_t msglen)
+{
+    sluice_task_spec ts;
+    sluice_submit_error err;
+    series *s, *old;
+    uint64_t id;
+    int rc;
+
+    msgf(msg, msglen, "%s", "");
+    rc = spec_check(spec, runs, skipped, msg, msglen);
+    if (rc != SLUICE_OK)
+        return rc;
     if (restore && find(e, spec->name)) {
         msgf(msg, msglen, "a series named \"%s\" exists", spec->name);
         return SLUICE_EEXIST;
@@ -437,23 +447,29 @@ static void set_next(sluice_engine *e, series *s, int64_t next)
     }
 }
 
+/* The first point after now, from due point `due` <= now; *missed counts the points skipped on
+ * the way (after due, at or before now): only the due one runs. */
+static int64_t catch_up(const series *s, int64_t due, int64_t now, int64_t *missed)
+{
+    int64_t next = point_after(s, due);
+    int steps = 0;
+
+    *missed = 0;
+    while (next != SLUICE_NEVER && next <= now) {
+        (*missed)++;
+        if (++steps == CATCH_UP_STEPS) /* jump: the count is a lower bound */
+            return s->interval_ns ? first_point(s, now + 1) : point_after(s, now);
+        next = point_after(s, next);
+    }
+    return next;
+}
+
 int recurring_tick(sluice_engine *e, int64_t now)
 {
     series *s;
 
     while ((s = heap_top(&e->series_due)) != NULL && s->next_ns <= now) {
-        int64_t next = point_after(s, s->next_ns), missed = 0, skipped = s->skipped;
-        int steps = 0;
-
-        /* Points that passed without a tick are skipped: only the latest due one runs. */
-        while (next != SLUICE_NEVER && next <= now) {
-            missed++;
-            if (++steps == CATCH_UP_STEPS) { /* jump: the count is a lower bound */
-                next = s->interval_ns ? first_point(s, now + 1) : point_after(s, now);
-                break;
-            }
-            next = point_after(s, next);
-        }
+        int64_t missed = 0, skipped = s->skipped, next = catch_up(s, s->next_ns, now, &missed);
         if (s->max_runs == 0 || s->runs + s->pending < s->max_runs) {
             sluice_task_spec ts;
             sluice_submit_error err;
@@ -578,4 +594,75 @@ void recurring_free_all(sluice_engine *e)
         series_free(s);
     ptab_free(&e->series_names);
     heap_free(&e->series_due);
+}
+
+/* ---- Schedules without an engine ------------------------------------------------------- */
+
+int sluice_recurring_check(const sluice_recurring_spec *spec, char *msg, size_t msglen)
+{
+    cron_schedule cron;
+    int rc;
+
+    msgf(msg, msglen, "%s", "");
+    rc = spec_check(spec, 0, 0, msg, msglen);
+    if (rc != SLUICE_OK)
+        return rc;
+    if (spec->cron && cron_parse(spec->cron, &cron, msg, msglen) != SLUICE_OK)
+        return SLUICE_EINVAL;
+    if (spec->start_ns && spec->end_ns && spec->end_ns < spec->start_ns) {
+        msgf(msg, msglen, "%s", "the series ends before it starts");
+        return SLUICE_EINVAL;
+    }
+    return SLUICE_OK;
+}
+
+/* The schedule of spec as a series on the stack (only the fields the point functions read).
+ * Returns 0, or -1 when its cron expression does not parse. */
+static int schedule_of(const sluice_recurring_spec *spec, series *s)
+{
+    memset(s, 0, sizeof *s);
+    s->interval_ns = spec->interval_ns;
+    s->start_ns = spec->start_ns;
+    s->end_ns = spec->end_ns;
+    if (spec->interval_ns > 0)
+        return 0;
+    return spec->cron && cron_parse(spec->cron, &s->cron, NULL, 0) == SLUICE_OK ? 0 : -1;
+}
+
+int64_t sluice_recurring_first(const sluice_recurring_spec *spec, int64_t from_ns)
+{
+    series s;
+
+    if (schedule_of(spec, &s) != 0)
+        return SLUICE_NEVER;
+    return first_point(&s, from_ns);
+}
+
+int64_t sluice_recurring_catch_up(const sluice_recurring_spec *spec, int64_t due_ns, int64_t now_ns,
+                                  int64_t *missed)
+{
+    series s;
+
+    *missed = 0;
+    if (schedule_of(spec, &s) != 0)
+        return SLUICE_NEVER;
+    return catch_up(&s, due_ns, now_ns, missed);
+}
+
+void recurring_check_pace(sluice_engine *e, const sluice_recurring_spec *spec, int64_t now)
+{
+    series s;
+
+    if (!spec->name || !spec->type || schedule_of(spec, &s) != 0)
+        return;
+    if (!s.start_ns)
+        s.start_ns = now;
+    /* Borrowed for the check only: check_pace reads them and keeps nothing. */
+    s.name = (char *)(uintptr_t)spec->name;
+    s.type = (char *)(uintptr_t)spec->type;
+    s.payload = (char *)(uintptr_t)spec->payload;
+    s.payload_len = spec->payload_len;
+    s.key = (char *)(uintptr_t)spec->key;
+    s.key_len = spec->key_len;
+    check_pace(e, &s, now);
 }

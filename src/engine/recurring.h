@@ -50,6 +50,10 @@ int recurring_restore(sluice_engine *e, const sluice_recurring_spec *spec, int64
 int recurring_state(const sluice_engine *e, const char *name, sluice_recurring_spec *spec,
                     int64_t *runs, int64_t *skipped);
 
+/* The pace check of add on a series that is not kept here; see
+ * sluice_engine_check_recurring_pace(). */
+void recurring_check_pace(sluice_engine *e, const sluice_recurring_spec *spec, int64_t now);
+
 /* Removes a series, cancelling (at now_ns) its queued and parked occurrences. 0 or
  * SLUICE_ENOTFOUND. */
 int recurring_del(sluice_engine *e, const char *name, int64_t now_ns);

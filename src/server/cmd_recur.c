@@ -10,11 +10,16 @@
  * limits; adding a name again replaces the series. A series is durable like a task: RECUR.ADD
  * and RECUR.DEL are answered once the change is committed (durable.h), and a series comes back
  * after a restart with its run counters, resuming at its first schedule point after the restart.
+ *
+ * With a redis store the arguments are checked here all the same, then the series lives in Redis
+ * and every node fires it (rrecur.h).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "server/commands.h"
+#include "server/rrecur.h"
+#include "server/rstore.h"
 #include "sluice/error.h"
 
 /* Longest cron expression accepted. */
@@ -86,6 +91,10 @@ void cmd_recur_add(conn *c, const resp_command *cmd)
             goto syntax;
         }
     }
+    if (rstore_active(s)) {
+        rrecur_add(c, &spec);
+        return;
+    }
     rc = sluice_engine_add_recurring(s->engine, &spec, server_now(s), msg, sizeof msg);
     if (rc != 0) {
         reply_engine_error(c, rc, msg);
@@ -104,6 +113,11 @@ void cmd_recur_del(conn *c, const resp_command *cmd)
 {
     char name[COMMAND_NAME_BUF];
 
+    if (rstore_active(c->srv) &&
+        command_arg_str(cmd->argv[1], cmd->argvlen[1], name, sizeof name) == 0) {
+        rrecur_del(c, name);
+        return;
+    }
     if (command_arg_str(cmd->argv[1], cmd->argvlen[1], name, sizeof name) != 0 ||
         sluice_engine_del_recurring(c->srv->engine, name, server_now(c->srv)) != 0) {
         resp_int(conn_out(c), 0);
@@ -119,6 +133,11 @@ void cmd_recur_info(conn *c, const resp_command *cmd)
     char name[COMMAND_NAME_BUF];
     sluice_recurring_info ri;
 
+    if (rstore_active(c->srv) &&
+        command_arg_str(cmd->argv[1], cmd->argvlen[1], name, sizeof name) == 0) {
+        rrecur_info(c, name);
+        return;
+    }
     if (command_arg_str(cmd->argv[1], cmd->argvlen[1], name, sizeof name) != 0 ||
         sluice_engine_recurring_info(c->srv->engine, name, &ri) != 0) {
         resp_error(w, "NOTASK", "no recurring series of that name");

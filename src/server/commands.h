@@ -38,6 +38,9 @@
     0x40u                 /* keeps state the shared store does not share yet: refused under a      \
                            * redis store (rstore_reply_unavailable) */
 #define CMD_DENYOOM 0x80u /* adds state: refused with -OOM past --maxmemory (memory.h) */
+#define CMD_REDIS_ONLY                                                                             \
+    0x100u /* shared on a redis store, not yet on a postgresql one: refused there                  \
+            * (rstore_reply_unavailable) */
 
 typedef void (*command_fn)(conn *c, const resp_command *cmd);
 

@@ -34,6 +34,7 @@
 #include "config/config_store.h"
 #include "server/commands.h"
 #include "server/log.h"
+#include "server/rrecur.h"
 #include "server/rtasks.h"
 #include "sluice/error.h"
 #include "store/pg_conn.h"
@@ -1027,6 +1028,7 @@ void rstore_conn_closed(conn *c)
     if (!st)
         return;
     rtasks_conn_closed(c);
+    rrecur_conn_closed(c);
     for (rbatch *b = st->cur; b; b = NULL)
         for (size_t i = 0; i < b->n; i++)
             if (b->w[i].c == c)
@@ -1053,9 +1055,10 @@ void rstore_reply_unavailable(conn *c, const char *command)
     upper[i] = '\0';
     resp_error(conn_out(c), "ERR",
                "%s is not available with a %s store yet: this version shares THROTTLE, "
-               "CL.THROTTLE, LEASE.* and the task queue (TASK.ADD, GET, ACK, FAIL, TOUCH, "
-               "CANCEL, INFO) across nodes only (docs/cluster.md)",
-               upper, rstore_kind_name(c->srv));
+               "CL.THROTTLE, LEASE.*, the task queue (TASK.ADD, GET, ACK, FAIL, TOUCH, "
+               "CANCEL, INFO)%s across nodes only (docs/cluster.md)",
+               upper, rstore_kind_name(c->srv),
+               rstore_kind(c->srv) == CONFIG_STORE_REDIS ? " and recurring series (RECUR.*)" : "");
 }
 
 config_store_kind rstore_kind(const server *s)
@@ -1254,6 +1257,11 @@ static int open_redis(rstore *st, char *msg, size_t msglen)
     }
     s->rstore_state = st;
     rc = rtasks_open(s, st->u.host, st->u.port, st->timeout_ms, msg, msglen);
+    if (rc == 0 && rrecur_open(s) != 0) {
+        rtasks_free(s);
+        snprintf(msg, msglen, "out of memory");
+        rc = SLUICE_ENOMEM;
+    }
     if (rc != 0) {
         rconn_free(st->conn);
         st->conn = NULL;
@@ -1351,6 +1359,7 @@ void rstore_close(server *s)
     st->closed = 1;
     send_batch(st); /* answered by the failure mode at once: closed */
     rtasks_close(s);
+    rrecur_close(s);
     rc = st->conn;
     rconn_free(rc); /* answers what is in flight ("stopped") */
     st->conn = NULL;
@@ -1368,6 +1377,7 @@ void rstore_free(server *s)
         return;
     rstore_close(s); /* answers and applies every call in flight: the FIFO is empty */
     rtasks_free(s);
+    rrecur_free(s);
     batch_free(st->cur);
     while ((b = st->spare) != NULL) {
         st->spare = b->next;
@@ -1454,4 +1464,5 @@ void rstore_info(const server *s, char *buf, size_t len)
              "\r\nstore_replica_waits:%" PRIu64 "\r\nstore_under_replicated:%" PRIu64 "\r\n",
              t.requests, t.claims, t.delivered, t.waiters, t.wakes, t.subscriber_up ? "up" : "down",
              st->replicas, st->replicas_timeout_ms, x.replica_waits, t.under_replicated);
+    rrecur_info_append(s, buf, len);
 }

@@ -187,7 +187,8 @@ int rlim_parse_answer(rlim_op op, size_t nlinks, const char *s, size_t len, rlim
 
 /* The script's text (embedded at build time from src/store/redis/limits.lua) and its length.
  * The node loads it with SCRIPT LOAD on every (re)connect and reloads it on a NOSCRIPT reply.
- * It also holds the task ops (src/store/redis/tasks.lua, appended at build time; redis_tasks.h):
+ * It also holds the task ops (src/store/redis/tasks.lua, appended at build time; redis_tasks.h)
+ * and the recurring series' ops (src/store/redis/recur.lua, appended after it; redis_recur.h):
  * one script, one SHA. */
 const char *rlim_script(size_t *len);
 

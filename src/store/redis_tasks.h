@@ -40,10 +40,12 @@
  * and its next_wake_ns is its now: the node claims again at once (a claim may then deliver
  * nothing although work is due, e.g. behind RTASK_CLAIM_WAKES queues of other types).
  *
- * Not in this slice (the node keeps them refused or documents them): recurring series, group
- * slots (TASK.ADD ... LEASE), fairness other than priority then id, max_tasks / max_parked
- * (BUSY), the horizon check of a task parked behind others (a task's own denial is checked),
- * shadow limits (the node must not pass a shadow link), TASK.EXPLAIN, and INFO's refusal fields.
+ * Recurring series add their occurrences through the same ADD op (redis_recur.h).
+ *
+ * Not in this slice (the node keeps them refused or documents them): group slots (TASK.ADD ...
+ * LEASE), fairness other than priority then id, max_tasks / max_parked (BUSY), the horizon check
+ * of a task parked behind others (a task's own denial is checked), shadow limits (the node must
+ * not pass a shadow link), TASK.EXPLAIN, and INFO's refusal fields.
  *
  * Invariants:
  * - Requests come back in the order they were added; rtask_batch_result(i) reads the i-th.

@@ -69,7 +69,11 @@ printf 'PING\r\nTHROTTLE api order\r\nECHO x\r\nCL.THROTTLE order 9 9 1\r\nPING\
 out=$(timeout 30 redis-cli -p "$P" <"$tmp/pipe" 2>&1 | tr '\n' ' ')
 check "pipelined replies in command order" "PONG 1 5 4 0 50  x 0 10 9 -1 1 PONG " "$out"
 # Not shared yet: one clear error.
-contains "RECUR.ADD refused" "not available with a redis store yet" "$(cli RECUR.ADD r job '{}' EVERY 1000)"
+# Recurring series are shared now (tests/server/redis_recur.sh): added and removed, never fired.
+contains "RECUR.ADD checks its template as one node does" "needs an explicit key (KEY)" \
+  "$(cli RECUR.ADD r job '{}' EVERY 1000 START 9000000000000)"
+check "RECUR.ADD shared" OK "$(cli RECUR.ADD r job '{}' EVERY 1000 START 9000000000000 KEY k)"
+check "RECUR.DEL" 1 "$(cli RECUR.DEL r)"
 contains "TASK.EXPLAIN refused" "not available with a redis store yet" "$(cli TASK.EXPLAIN 1)"
 contains "LIMIT.SET refused" "not available with a redis store yet" "$(cli LIMIT.SET x rate=1/1s)"
 contains "LIMIT.RESET refused" "not available with a redis store yet" "$(cli LIMIT.RESET api)"

@@ -48,8 +48,9 @@
 -- charges all of its links or none; a request's error ("INVAL") writes nothing.
 --
 -- Layout: fast_main (a whole call of plain THROTTLEs, no bignum) comes first; everything else
--- (the exact integers, the core's ports, limits_main, and tasks.lua's tasks_main) is built inside
--- lib(), which this file opens and tasks.lua closes, only by a call that needs it.
+-- (the exact integers, the core's ports, limits_main, tasks.lua's tasks_main and recur.lua's
+-- recur_main) is built inside lib(), which this file opens and recur.lua (appended last) closes,
+-- only by a call that needs it.
 
 -- ---- the whole-call fast path -------------------------------------------------------------------
 
@@ -1616,8 +1617,8 @@ end
 
 -- ---- the call -------------------------------------------------------------------------------
 
--- Shared by both ops of the script (limits here, tasks in tasks.lua, appended to this file at
--- build time; the dispatch on ARGV[1] ends that file).
+-- Shared by every op of the script (limits here, tasks in tasks.lua and recurring series in
+-- recur.lua, appended to this file at build time; the dispatch on ARGV[1] ends recur.lua).
 
 -- Reads Redis TIME once per call into CTX and returns the call's base time: now_arg (injected,
 -- non-empty) or TIME.

@@ -5,6 +5,8 @@
 -- by limits.lua's own functions (decide_chain, load, store, run_lease, run_settle): one script,
 -- one copy of the arithmetic. src/store/redis_tasks.c builds the call and reads the reply; the
 -- semantics are the single-node engine's (src/engine/dispatch.c, gate.c, park.c).
+-- src/store/redis/recur.lua is appended after this file and closes the library: its recurring
+-- series add their occurrences through this file's ADD (tasks_main(ext) below).
 --
 -- KEYS: first the queue's fixed keys, all under the hash tag {all}:
 --   1 "<p>:{all}:clock"  the queue's clock (as limits.lua's tag clocks: "<ns> <lease> -1")
@@ -61,7 +63,10 @@
 
 -- Everything below is defined inside tasks_main, so that a limits call (protocol "2") does not
 -- pay for building the task ops' closures.
-local function tasks_main()
+-- With `ext` (recur.lua's recur_main), the call is recur.lua's: ext gets the ADD op and the
+-- call's set-up and ending (one clock, one wake), so that an occurrence of a recurring series is
+-- added by the very code that adds a task.
+local function tasks_main(ext)
   local SCAN, WAKES, LAPSES, KEEP = 64, 16, 64, 10000
   local QUEUED, PARKED, RUNNING, DONE, FAILED, CANCELLED = 1, 2, 3, 4, 5, 6
   local F_RATELIMITED, F_HORIZON, F_NEVER, F_ATTEMPTS, F_DEAD = 1, 2, 3, 4, 5
@@ -841,11 +846,25 @@ local function tasks_main()
     return "OK " .. n .. " " .. t.state .. " " .. t.attempt
   end
 
-  local function run()
+  -- The set-up of a call: its base time (TIME, or ARGV[2] injected by tests).
+  local function begin()
     local base_now = call_clock(ARGV[2])
     PFX = KEYS[K_CLOCK]:sub(1, -6)
     clock = tag_of(KEYS[K_CLOCK])
     woke = false
+    return base_now
+  end
+
+  -- The end of a call: the clocks written, one wake published when work became ready.
+  local function finish_call()
+    flush_clocks()
+    if woke then
+      redis.call("PUBLISH", PFX .. "wake", "1")
+    end
+  end
+
+  local function run()
+    local base_now = begin()
     local nreq = tonumber(ARGV[3])
     local replies = {}
     local ai, ki = 4, NFIXED + 1
@@ -882,24 +901,18 @@ local function tasks_main()
       replies[r] = reply
       ki = ki + nkeys
     end
-    flush_clocks()
-    if woke then
-      redis.call("PUBLISH", PFX .. "wake", "1")
-    end
+    finish_call()
     return replies
   end
 
+  if ext then
+    return ext({begin = begin, finish = finish_call, ratchet = ratchet, add = op_add, enc = enc,
+                dec = dec,
+                cancel = function(id, now)
+                  return op_done("X", {id, "0", "-1", "0", "-1", "", "0"}, now, {})
+                end, NFIXED = NFIXED})
+  end
   return run()
 end
 
--- The end of lib(), opened in limits.lua before the library: the two files are one script.
-return {limits_main = limits_main, tasks_main = tasks_main}
-end
-
-if ARGV[1] == "2" then
-  return fast_main() or lib().limits_main()
-elseif ARGV[1] == "T1" then
-  return lib().tasks_main()
-end
-return redis.error_reply("ERR sluice store script: protocol " .. tostring(ARGV[1]) ..
-                           " not understood (expected 2 or T1)")
+-- lib() goes on in recur.lua, appended next, which closes it.
