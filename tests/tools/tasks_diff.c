@@ -52,7 +52,7 @@ static pgt_batch *PB;
 static int64_t now_ns;
 static unsigned seed;
 static int step;
-static long checks, ncalls, nreqs, ndelivered, nparked_claims, nfailed_tasks, nparked_seen;
+static long checks, ncalls, nreqs, ndelivered, nparked_claims, nfailed_tasks, nparked_seen, nmore;
 
 static uint64_t rng;
 
@@ -232,6 +232,7 @@ static void run_both(void)
             x.state >= SLUICE_TASK_DONE && x.id < MAXTASKS)
             finished[x.id] = 1;
         nfailed_tasks += (long)x.nfailed;
+        nmore += x.more;
         if (op == RTASK_CLAIM) {
             nparked_claims += x.ndelivered == 0;
             for (size_t k = 0; k < x.ndelivered; k++) {
@@ -460,15 +461,31 @@ static void differential(int steps)
                 random_done(4);
         }
         run_both();
+        if (step % 700 == 350) {
+            /* A flood: 90 adds in one call, then one claim of up to 100, so that the claim's
+             * bounds (RTASK_CLAIM_SCAN tasks gated, lapses taken back) cut it short. */
+            for (int k = 0; k < 90; k++)
+                random_add();
+            run_both();
+            {
+                static const char *const w[] = {"w"};
+                static const size_t one[] = {1};
+                rtask_claim c = {.types = w, .typelens = one, .ntypes = 1, .count = 100};
+
+                if (rtask_batch_add_claim(RB, &c) < 0 || pgt_batch_add_claim(PB, &c) < 0)
+                    die("claim refused");
+                run_both();
+            }
+        }
         if (step % 50 == 49)
             info_all();
     }
     info_all();
     printf("differential seed %u: %d steps, %ld calls, %ld requests, %llu tasks, %ld deliveries, "
            "%ld empty claims, %ld tasks failed by their limits, %ld parked tasks seen by INFO, "
-           "%ld checks, every answer equal\n",
+           "%ld claims cut short by a bound, %ld checks, every answer equal\n",
            seed, steps, ncalls, nreqs, (unsigned long long)nadded, ndelivered, nparked_claims,
-           nfailed_tasks, nparked_seen, checks);
+           nfailed_tasks, nparked_seen, nmore, checks);
 }
 
 /* ---- the race ---------------------------------------------------------------------------- */

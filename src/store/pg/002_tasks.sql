@@ -761,28 +761,41 @@ BEGIN
         END IF;
     END LOOP;
     IF nq = 16 THEN more := true; END IF;
-    -- The most urgent ready tasks, gated one by one; a task another claimer holds is skipped.
+    -- The most urgent ready tasks, gated one by one, taken (SKIP LOCKED: another claimer's
+    -- are left to it) as many at a time as could still be delivered: gating one never makes
+    -- another ready, so a chunk in urgency order is the order the Redis script gates in.
     LOOP
         EXIT WHEN nd >= p_count;
-        SELECT * INTO t FROM sluice_task
-         WHERE state = 1 AND due = 0 AND type = ANY (p_types) AND NOT (id = ANY (skipped))
-         ORDER BY prio DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED;
-        EXIT WHEN NOT FOUND;
-        IF seen >= scan THEN more := true; EXIT; END IF;
-        seen := seen + 1;
-        g := sluice_task_gate(t, now);
-        t := g.t;
-        IF now < g.now THEN now := g.now; END IF;
-        IF g.verdict = 'D' THEN
-            nd := nd + 1;
-            outv := outv || convert_to(t.id::text || ' ' || t.attempt::text || ' '
-                                       || t.due::text, 'UTF8')
-                         || t.type || t.payload;
-        ELSIF g.verdict = 'F' THEN
-            nf := nf + 1;
-        ELSIF g.verdict = 'S' THEN
-            skipped := skipped || t.id; more := true;
+        IF seen >= scan THEN
+            IF EXISTS (SELECT 1 FROM sluice_task WHERE state = 1 AND due = 0
+                          AND type = ANY (p_types) AND NOT (id = ANY (skipped))) THEN
+                more := true;
+            END IF;
+            EXIT;
         END IF;
+        ids := ARRAY(SELECT id FROM sluice_task
+                      WHERE state = 1 AND due = 0 AND type = ANY (p_types)
+                        AND NOT (id = ANY (skipped))
+                      ORDER BY prio DESC, id LIMIT least(p_count - nd, scan - seen)
+                        FOR UPDATE SKIP LOCKED);
+        EXIT WHEN cardinality(ids) = 0;
+        FOREACH x IN ARRAY ids LOOP
+            SELECT * INTO t FROM sluice_task WHERE id = x;
+            seen := seen + 1;
+            g := sluice_task_gate(t, now);
+            t := g.t;
+            IF now < g.now THEN now := g.now; END IF;
+            IF g.verdict = 'D' THEN
+                nd := nd + 1;
+                outv := outv || convert_to(t.id::text || ' ' || t.attempt::text || ' '
+                                           || t.due::text, 'UTF8')
+                             || t.type || t.payload;
+            ELSIF g.verdict = 'F' THEN
+                nf := nf + 1;
+            ELSIF g.verdict = 'S' THEN
+                skipped := skipped || t.id; more := true;
+            END IF;
+        END LOOP;
     END LOOP;
     IF more THEN
         wake := now;
