@@ -33,8 +33,10 @@
 
 -- ---- tables ----------------------------------------------------------------------------------
 
--- Ids are never reused (a sequence: a rolled-back call may leave a gap).
+-- Ids are never reused (a sequence: a rolled-back call may leave a gap). Finished tasks are
+-- numbered in the order they finish, so that the oldest are forgotten first.
 CREATE SEQUENCE sluice_task_id_seq;
+CREATE SEQUENCE sluice_task_fin_seq;
 
 -- One row per task, finished tasks included until RTASK_KEEP_FINISHED newer ones finished.
 -- state: sluice_task_state (1 queued, 2 parked, 3 running, 4 done, 5 failed, 6 cancelled).
@@ -69,7 +71,7 @@ CREATE TABLE sluice_task (
     tkey bytea,
     payload bytea NOT NULL,
     message bytea,
-    fin_ms bigint,                         -- finished: the queue's time in ms when it finished
+    fin_seq bigint,                        -- finished: its number in finishing order
     l_def text[] NOT NULL,
     l_units bigint[] NOT NULL,
     l_flags int[] NOT NULL,
@@ -85,7 +87,7 @@ CREATE INDEX sluice_task_delayed ON sluice_task (type, due) WHERE state = 1 AND 
 CREATE INDEX sluice_task_running ON sluice_task (due) WHERE state = 3;
 CREATE INDEX sluice_task_parked ON sluice_task (wq_tag, wq_lim, wq_key, prio DESC, id)
     WHERE state = 2;
-CREATE INDEX sluice_task_finished ON sluice_task (fin_ms, id) WHERE state >= 4;
+CREATE INDEX sluice_task_finished ON sluice_task (fin_seq) WHERE state >= 4;
 -- A task key names at most one unfinished task.
 CREATE UNIQUE INDEX sluice_task_tkey ON sluice_task (tkey) WHERE state < 4 AND tkey IS NOT NULL;
 
@@ -212,7 +214,7 @@ LANGUAGE sql AS $$
     UPDATE sluice_task SET state = t.state, due = t.due, attempt = t.attempt, flags = t.flags,
            not_before = t.not_before, fail_reason = t.fail_reason, park_link = t.park_link,
            wq_tag = t.wq_tag, wq_lim = t.wq_lim, wq_key = t.wq_key, payload = t.payload,
-           message = t.message, fin_ms = t.fin_ms, l_lease = t.l_lease, l_charged = t.l_charged
+           message = t.message, fin_seq = t.fin_seq, l_lease = t.l_lease, l_charged = t.l_charged
      WHERE id = t.id
 $$;
 
@@ -395,9 +397,9 @@ LANGUAGE plpgsql AS $$
 BEGIN
     t.state := p_state; t.fail_reason := coalesce(reason, 0); t.due := 0;
     t.wq_tag := NULL; t.wq_lim := NULL; t.wq_key := NULL;
-    t.fin_ms := sluice_ms_floor(sluice_tq());
+    t.fin_seq := nextval('sluice_task_fin_seq');
     PERFORM sluice_task_put(t);
-    PERFORM set_config('sluice.tfin', '1', true);
+    PERFORM set_config('sluice.tfin', t.fin_seq::text, true);
     RETURN t;
 END $$;
 
@@ -1115,11 +1117,14 @@ BEGIN
         END LOOP;
     END LOOP;
 
-    -- Finished tasks past RTASK_KEEP_FINISHED are forgotten, the oldest first.
-    IF current_setting('sluice.tfin', true) = '1' THEN
+    -- Finished tasks past RTASK_KEEP_FINISHED are forgotten, the oldest first: those finished
+    -- 10000 numbers or more before the last this call finished (a number lost to a rolled-back
+    -- call keeps one fewer). One held by another call (an INFO) is left to a later pass.
+    IF coalesce(current_setting('sluice.tfin', true), '') <> '' THEN
         DELETE FROM sluice_task WHERE id IN (
-            SELECT id FROM sluice_task WHERE state >= 4 ORDER BY fin_ms DESC, id DESC
-            OFFSET 10000 FOR UPDATE SKIP LOCKED);
+            SELECT id FROM sluice_task
+             WHERE state >= 4 AND fin_seq <= current_setting('sluice.tfin')::bigint - 10000
+               FOR UPDATE SKIP LOCKED);
     END IF;
     -- Rows created only to be locked, or emptied, are not kept (001's rule).
     DELETE FROM sluice_limit_state s USING unnest(k_tag, k_lim, k_key) AS u(tag, lim, key)
