@@ -158,13 +158,35 @@ BEGIN
 END $$;
 
 -- Takes the limit row (tag, lim, key) and its tag's clock row without waiting. Returns true
--- when this transaction holds both (already held counts), false when another holds one or a
--- row does not exist (it is created only by the call's locking phase, in order).
+-- when this transaction holds both (already held counts), false when another transaction holds
+-- one. A row that does not exist is created; creating it waits at most 10 ms (lock_timeout) for
+-- another transaction creating the same row, and gives up after: no wait a cycle could form on.
 CREATE FUNCTION sluice_task_trylock(p_tag bytea, p_lim text, p_key bytea) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
     n int;
+    have int;
+    old text;
 BEGIN
+    PERFORM 1 FROM sluice_limit_state
+     WHERE tag = p_tag AND ((lim = p_lim AND key = p_key) OR (lim = '' AND key = '\x'::bytea))
+       FOR UPDATE SKIP LOCKED;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n = 2 THEN RETURN true; END IF;
+    SELECT count(*) INTO have FROM sluice_limit_state
+     WHERE tag = p_tag AND ((lim = p_lim AND key = p_key) OR (lim = '' AND key = '\x'::bytea));
+    IF have > n THEN RETURN false; END IF; -- held by another transaction
+    old := current_setting('lock_timeout');
+    PERFORM set_config('lock_timeout', '10ms', true);
+    BEGIN
+        INSERT INTO sluice_limit_state (tag, lim, key)
+        VALUES (p_tag, '', '\x'::bytea), (p_tag, p_lim, p_key)
+        ON CONFLICT (tag, lim, key) DO NOTHING;
+    EXCEPTION WHEN lock_not_available THEN
+        PERFORM set_config('lock_timeout', old, true);
+        RETURN false;
+    END;
+    PERFORM set_config('lock_timeout', old, true);
     PERFORM 1 FROM sluice_limit_state
      WHERE tag = p_tag AND ((lim = p_lim AND key = p_key) OR (lim = '' AND key = '\x'::bytea))
        FOR UPDATE SKIP LOCKED;
@@ -1037,9 +1059,10 @@ BEGIN
         PERFORM 1 FROM sluice_task WHERE id = ANY (named) ORDER BY id FOR UPDATE;
     END IF;
     -- 2. Claim candidates, without waiting: lapsed leases, due delayed tasks, as many ready
-    -- tasks as the claims ask. The limit rows of every task the claims may gate are locked
-    -- below: also those of the next ready tasks and of parked tasks in the wait queues that may
-    -- wake (due ones, and those of the keys the named and lapsed tasks hold).
+    -- tasks as the claims ask. The limit rows of these tasks are locked below, with those of
+    -- the parked tasks in the wait queues that may wake (due ones, and those of the keys the
+    -- named and lapsed tasks hold). Not those of the ready tasks after them, which other
+    -- claimers may be taking: a claim that gates further takes their rows without waiting.
     t_sel := coalesce(p_now::numeric, trunc(extract(epoch FROM clock_timestamp()) * 1000000) * 1000);
     IF cardinality(ctypes) > 0 THEN
         named := named || ARRAY(SELECT id FROM sluice_task WHERE state = 3
@@ -1050,11 +1073,10 @@ BEGIN
                                    AND type = ANY (ctypes)
                                  ORDER BY due LIMIT 64 * cardinality(ctypes)
                                    FOR UPDATE SKIP LOCKED);
-        PERFORM 1 FROM (SELECT id FROM sluice_task WHERE state = 1 AND due = 0
-                           AND type = ANY (ctypes)
-                         ORDER BY prio DESC, id LIMIT least(ccount, 64) FOR UPDATE SKIP LOCKED) c;
         named := named || ARRAY(SELECT id FROM sluice_task WHERE state = 1 AND due = 0
-                                   AND type = ANY (ctypes) ORDER BY prio DESC, id LIMIT 64);
+                                   AND type = ANY (ctypes)
+                                 ORDER BY prio DESC, id LIMIT least(ccount, 64)
+                                   FOR UPDATE SKIP LOCKED);
         -- Parked tasks of the due queues and of the queues on the named tasks' keys.
         named := named || ARRAY(
             SELECT p.id FROM ((SELECT w.tag, w.lim, w.key FROM sluice_task_wake w
