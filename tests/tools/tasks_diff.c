@@ -607,7 +607,7 @@ static void race_worker(const char *conninfo, int me, const char *log)
             PGresult *q;
 
             snprintf(k1, sizeof k1, "k%d", (int)rnd(5));
-            snprintf(k2, sizeof k2, "k%d", (int)rnd(5));
+            snprintf(k2, sizeof k2, "k%d", (int)rnd(65));
             memset(ls, 0, sizeof ls);
             ls[0].def = ls[1].def = &race_conc;
             ls[0].limit_id = ls[1].limit_id = "c";
@@ -709,7 +709,8 @@ static int race(const char *conninfo, int nproc, int ntasks)
         rtask_link l;
         rtask_add a;
 
-        snprintf(key, sizeof key, "k%d", i % 5);
+        /* half on five hot keys, half on keys of their own (claimed in parallel) */
+        snprintf(key, sizeof key, "k%d", i % 2 ? i % 5 : 5 + i % 60);
         memset(&l, 0, sizeof l);
         l.lim.def = conc;
         l.lim.limit_id = "c";
