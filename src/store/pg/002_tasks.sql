@@ -26,8 +26,8 @@
 --      false.
 -- Only then is the time read (clock_timestamp(), ratcheted). After that the call never waits: a
 -- task row it needs is taken with SKIP LOCKED and a limit row with SKIP LOCKED, and one held by
--- another transaction is left for a later call (the claim answers `more`). The queue's clock row
--- is the one exception, written last (see sluice_task_clock): its holder waits for nothing.
+-- another transaction is left for a later call (the claim answers `more`); the queue's clock row
+-- too (see sluice_task_clock).
 --
 -- Integers are exact (bigint stored, numeric computed, clamped like the core's sat_add).
 
@@ -103,11 +103,12 @@ CREATE TABLE sluice_task_wake (
 CREATE INDEX sluice_task_wake_ms ON sluice_task_wake (wake_ms);
 
 -- The queue's clock (the Redis store's "{all}" clock): the latest time a call decided at, so
--- the queue's time never goes back. Read without a lock at a call's start and raised at its end
--- (the last thing the call does, so its holder never waits while holding it). With the
--- database's clock it is raised only when it lags by a millisecond or more (one writer per ms
--- instead of a hot row every call serializes on): two overlapping calls may then see times up
--- to 1 ms apart out of order. With an injected time (tests) it is exact.
+-- the queue's time never goes back. Read without a lock at a call's start and raised at its end,
+-- without waiting: with the database's clock, only when it lags by a millisecond or more, and
+-- not when another call is raising it (SKIP LOCKED), so that it is never a row every call waits
+-- on in turn (each would then wait for the previous one's commit). Overlapping calls may thus see
+-- times out of order by up to 1 ms, or by the length of their overlap. With an injected time and
+-- one connection (tests) it is exact.
 CREATE TABLE sluice_task_clock (
     one boolean PRIMARY KEY DEFAULT true CHECK (one),
     now_ns bigint NOT NULL
@@ -722,6 +723,32 @@ BEGIN
     END LOOP;
 END $$;
 
+-- The n most urgent ready tasks of p_types (priority, then id) but `skipped`, taken FOR UPDATE
+-- SKIP LOCKED (another transaction's are passed over), in urgency order. One type at a time, so
+-- that each is read in its index's order: `type = ANY (...)` would sort every ready task of the
+-- types at each call. With several types, up to n of each are taken.
+CREATE FUNCTION sluice_task_ready(p_types bytea[], n int, skipped bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    out bigint[] := '{}';
+BEGIN
+    IF n <= 0 THEN RETURN out; END IF;
+    IF cardinality(p_types) = 1 THEN
+        RETURN ARRAY(SELECT id FROM sluice_task
+                      WHERE state = 1 AND due = 0 AND type = p_types[1]
+                        AND NOT (id = ANY (skipped))
+                      ORDER BY prio DESC, id LIMIT n FOR UPDATE SKIP LOCKED);
+    END IF;
+    FOR i IN 1 .. cardinality(p_types) LOOP
+        out := out || ARRAY(SELECT id FROM sluice_task
+                             WHERE state = 1 AND due = 0 AND type = p_types[i]
+                               AND NOT (id = ANY (skipped)) AND NOT (id = ANY (out))
+                             ORDER BY prio DESC, id LIMIT n FOR UPDATE SKIP LOCKED);
+    END LOOP;
+    RETURN ARRAY(SELECT t.id FROM sluice_task t WHERE t.id = ANY (out)
+                  ORDER BY t.prio DESC, t.id LIMIT n);
+END $$;
+
 -- ---- the ops ---------------------------------------------------------------------------------
 
 -- CLAIM (the Redis script's op_claim): takes back lapsed leases, promotes due delayed tasks,
@@ -791,17 +818,15 @@ BEGIN
     LOOP
         EXIT WHEN nd >= p_count;
         IF seen >= scan THEN
-            IF EXISTS (SELECT 1 FROM sluice_task WHERE state = 1 AND due = 0
-                          AND type = ANY (p_types) AND NOT (id = ANY (skipped))) THEN
-                more := true;
-            END IF;
+            FOR i IN 1 .. cardinality(p_types) LOOP
+                IF EXISTS (SELECT 1 FROM sluice_task WHERE state = 1 AND due = 0
+                              AND type = p_types[i] AND NOT (id = ANY (skipped))) THEN
+                    more := true;
+                END IF;
+            END LOOP;
             EXIT;
         END IF;
-        ids := ARRAY(SELECT id FROM sluice_task
-                      WHERE state = 1 AND due = 0 AND type = ANY (p_types)
-                        AND NOT (id = ANY (skipped))
-                      ORDER BY prio DESC, id LIMIT least(p_count - nd, scan - seen)
-                        FOR UPDATE SKIP LOCKED);
+        ids := sluice_task_ready(p_types, least(p_count - nd, scan - seen), skipped);
         EXIT WHEN cardinality(ids) = 0;
         FOREACH x IN ARRAY ids LOOP
             SELECT * INTO t FROM sluice_task WHERE id = x;
@@ -824,8 +849,11 @@ BEGIN
     IF more THEN
         wake := now;
     ELSIF nd = 0 THEN
-        SELECT sluice_ms_ceil(min(due)) INTO w FROM sluice_task
-         WHERE state = 1 AND due > 0 AND type = ANY (p_types);
+        SELECT sluice_ms_ceil(min(x.due)) INTO w
+          FROM unnest(p_types) AS ty(type),
+               LATERAL (SELECT d.due FROM sluice_task d
+                         WHERE d.state = 1 AND d.due > 0 AND d.type = ty.type
+                         ORDER BY d.due LIMIT 1) x;
         SELECT min(wake_ms) INTO w2 FROM sluice_task_wake;
         w := least(w, w2);
         SELECT sluice_ms_ceil(min(due)) INTO w2 FROM sluice_task WHERE state = 3;
@@ -1068,15 +1096,13 @@ BEGIN
         named := named || ARRAY(SELECT id FROM sluice_task WHERE state = 3
                                    AND due <= sluice_ms_ceil(t_sel) * 1000000
                                  ORDER BY due LIMIT 64 FOR UPDATE SKIP LOCKED);
-        named := named || ARRAY(SELECT id FROM sluice_task WHERE state = 1 AND due > 0
-                                   AND due <= sluice_ms_ceil(t_sel) * 1000000
-                                   AND type = ANY (ctypes)
-                                 ORDER BY due LIMIT 64 * cardinality(ctypes)
-                                   FOR UPDATE SKIP LOCKED);
-        named := named || ARRAY(SELECT id FROM sluice_task WHERE state = 1 AND due = 0
-                                   AND type = ANY (ctypes)
-                                 ORDER BY prio DESC, id LIMIT least(ccount, 64)
-                                   FOR UPDATE SKIP LOCKED);
+        FOR i IN 1 .. cardinality(ctypes) LOOP
+            named := named || ARRAY(SELECT id FROM sluice_task WHERE state = 1 AND due > 0
+                                       AND due <= sluice_ms_ceil(t_sel) * 1000000
+                                       AND type = ctypes[i]
+                                     ORDER BY due LIMIT 64 FOR UPDATE SKIP LOCKED);
+        END LOOP;
+        named := named || sluice_task_ready(ctypes, least(ccount, 64), '{}');
         -- Parked tasks of the due queues and of the queues on the named tasks' keys.
         named := named || ARRAY(
             SELECT p.id FROM ((SELECT w.tag, w.lim, w.key FROM sluice_task_wake w
@@ -1152,11 +1178,13 @@ BEGIN
     DELETE FROM sluice_limit_state s USING unnest(k_tag, k_lim, k_key) AS u(tag, lim, key)
      WHERE s.kind = 0 AND s.tag = u.tag AND (s.lim = u.lim AND s.key = u.key
                                              OR s.lim = '' AND s.key = '\x'::bytea);
-    -- The queue's clock, last (see sluice_task_clock).
+    -- The queue's clock, without waiting (see sluice_task_clock).
     fin := sluice_tq();
     IF fin > coalesce(qclock, 0) THEN
-        UPDATE sluice_task_clock SET now_ns = greatest(now_ns, fin)
-         WHERE now_ns < fin - CASE WHEN p_now IS NULL THEN 1000000 ELSE 0 END;
+        UPDATE sluice_task_clock c SET now_ns = greatest(c.now_ns, fin)
+         WHERE c.one IN (SELECT k.one FROM sluice_task_clock k
+                          WHERE k.now_ns < fin - CASE WHEN p_now IS NULL THEN 1000000 ELSE 0 END
+                            FOR UPDATE SKIP LOCKED);
     END IF;
     IF current_setting('sluice.twoke', true) = '1' THEN
         PERFORM pg_notify('sluice_wake', '1');
