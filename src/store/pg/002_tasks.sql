@@ -130,6 +130,13 @@ LANGUAGE sql AS $$
     SELECT set_config('sluice.twoke', '1', true)
 $$;
 
+-- x as a bigint, clamped: a bound compared with a bigint column must be a bigint, or the
+-- column is cast to numeric and its index cannot serve.
+CREATE FUNCTION sluice_i64(x numeric) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT least(greatest(x, -9223372036854775808), 9223372036854775807)::bigint
+$$;
+
 CREATE FUNCTION sluice_ms_floor(ns numeric) RETURNS numeric
 LANGUAGE sql IMMUTABLE AS $$ SELECT floor(ns / 1000000) $$;
 
@@ -768,7 +775,7 @@ BEGIN
     -- Lapsed leases (scored by ms like the Redis script, so the bound cuts at the same task).
     SELECT array_agg(c.id ORDER BY c.ms, c.id::text COLLATE "C") INTO ids
       FROM (SELECT id, sluice_ms_ceil(due) AS ms FROM sluice_task
-             WHERE state = 3 AND due <= sluice_ms_ceil(now) * 1000000
+             WHERE state = 3 AND due <= sluice_i64(sluice_ms_ceil(now) * 1000000)
              ORDER BY sluice_ms_ceil(due), id::text COLLATE "C" LIMIT 64
                FOR UPDATE SKIP LOCKED) c;
     FOREACH x IN ARRAY coalesce(ids, '{}') LOOP
@@ -787,7 +794,7 @@ BEGIN
         SELECT array_agg(c.id ORDER BY c.ms, c.id::text COLLATE "C") INTO ids
           FROM (SELECT id, sluice_ms_ceil(due) AS ms FROM sluice_task
                  WHERE state = 1 AND due > 0 AND type = p_types[i]
-                   AND due <= sluice_ms_ceil(now) * 1000000
+                   AND due <= sluice_i64(sluice_ms_ceil(now) * 1000000)
                  ORDER BY sluice_ms_ceil(due), id::text COLLATE "C" LIMIT scan
                    FOR UPDATE SKIP LOCKED) c;
         FOREACH x IN ARRAY coalesce(ids, '{}') LOOP
@@ -802,7 +809,8 @@ BEGIN
     END LOOP;
     -- Wait queues whose time came (armed times are rounded up: never woken early). A queue
     -- whose limit row another transaction holds is left for a later claim.
-    FOR q IN SELECT tag, lim, key FROM sluice_task_wake WHERE wake_ms <= sluice_ms_floor(now)
+    FOR q IN SELECT tag, lim, key FROM sluice_task_wake
+              WHERE wake_ms <= sluice_i64(sluice_ms_floor(now))
               ORDER BY wake_ms, tag, lim, key LIMIT 16 LOOP
         nq := nq + 1;
         IF NOT sluice_task_trylock(q.tag, q.lim, q.key) THEN
@@ -1075,10 +1083,12 @@ BEGIN
         END IF;
     END LOOP;
     -- 0. Task keys, in hash order.
-    FOR hk IN SELECT DISTINCT hashtextextended(encode(k, 'hex'), 0) FROM unnest(tkeys) k ORDER BY 1
-    LOOP
-        PERFORM pg_advisory_xact_lock(hk);
-    END LOOP;
+    IF cardinality(tkeys) > 0 THEN
+        FOR hk IN SELECT DISTINCT hashtextextended(encode(k, 'hex'), 0) FROM unnest(tkeys) k
+                   ORDER BY 1 LOOP
+            PERFORM pg_advisory_xact_lock(hk);
+        END LOOP;
+    END IF;
     -- 1. Named tasks and task-key holders, in id order.
     IF cardinality(tkeys) > 0 THEN
         named := named || ARRAY(SELECT id FROM sluice_task WHERE state < 4 AND tkey = ANY (tkeys));
@@ -1094,11 +1104,11 @@ BEGIN
     t_sel := coalesce(p_now::numeric, trunc(extract(epoch FROM clock_timestamp()) * 1000000) * 1000);
     IF cardinality(ctypes) > 0 THEN
         named := named || ARRAY(SELECT id FROM sluice_task WHERE state = 3
-                                   AND due <= sluice_ms_ceil(t_sel) * 1000000
+                                   AND due <= sluice_i64(sluice_ms_ceil(t_sel) * 1000000)
                                  ORDER BY due LIMIT 64 FOR UPDATE SKIP LOCKED);
         FOR i IN 1 .. cardinality(ctypes) LOOP
             named := named || ARRAY(SELECT id FROM sluice_task WHERE state = 1 AND due > 0
-                                       AND due <= sluice_ms_ceil(t_sel) * 1000000
+                                       AND due <= sluice_i64(sluice_ms_ceil(t_sel) * 1000000)
                                        AND type = ctypes[i]
                                      ORDER BY due LIMIT 64 FOR UPDATE SKIP LOCKED);
         END LOOP;
@@ -1106,7 +1116,7 @@ BEGIN
         -- Parked tasks of the due queues and of the queues on the named tasks' keys.
         named := named || ARRAY(
             SELECT p.id FROM ((SELECT w.tag, w.lim, w.key FROM sluice_task_wake w
-                               WHERE w.wake_ms <= sluice_ms_floor(t_sel)
+                               WHERE w.wake_ms <= sluice_i64(sluice_ms_floor(t_sel))
                                ORDER BY w.wake_ms LIMIT 16)
                               UNION
                               SELECT l.tag, l.lim, l.key FROM sluice_task n,
@@ -1117,7 +1127,8 @@ BEGIN
                              ORDER BY s.prio DESC, s.id LIMIT 64) p);
         SELECT k_tag || array_agg(w.tag), k_lim || array_agg(w.lim::text), k_key || array_agg(w.key)
           INTO k_tag, k_lim, k_key
-          FROM (SELECT tag, lim, key FROM sluice_task_wake WHERE wake_ms <= sluice_ms_floor(t_sel)
+          FROM (SELECT tag, lim, key FROM sluice_task_wake
+                 WHERE wake_ms <= sluice_i64(sluice_ms_floor(t_sel))
                  ORDER BY wake_ms LIMIT 16) w;
     END IF;
     IF cardinality(named) > 0 THEN
@@ -1128,15 +1139,17 @@ BEGIN
          WHERE n.id = ANY (named);
     END IF;
     -- 3. Every limit row and tag clock, in 001's order (creating the missing ones).
-    INSERT INTO sluice_limit_state AS s (tag, lim, key)
-    SELECT u.tag, u.lim, u.key FROM (
-        SELECT x.t AS tag, x.l COLLATE "C" AS lim, x.k AS key
-          FROM unnest(k_tag, k_lim, k_key) AS x(t, l, k)
-        UNION
-        SELECT y.t, '' COLLATE "C", '\x'::bytea FROM unnest(k_tag) AS y(t)
-    ) u
-    ORDER BY u.tag, u.lim COLLATE "C", u.key
-    ON CONFLICT (tag, lim, key) DO UPDATE SET kind = s.kind WHERE false;
+    IF cardinality(k_tag) > 0 THEN
+        INSERT INTO sluice_limit_state AS s (tag, lim, key)
+        SELECT u.tag, u.lim, u.key FROM (
+            SELECT x.t AS tag, x.l COLLATE "C" AS lim, x.k AS key
+              FROM unnest(k_tag, k_lim, k_key) AS x(t, l, k)
+            UNION
+            SELECT y.t, '' COLLATE "C", '\x'::bytea FROM unnest(k_tag) AS y(t)
+        ) u
+        ORDER BY u.tag, u.lim COLLATE "C", u.key
+        ON CONFLICT (tag, lim, key) DO UPDATE SET kind = s.kind WHERE false;
+    END IF;
     -- The time, once every lock is held.
     base := coalesce(p_now::numeric, trunc(extract(epoch FROM clock_timestamp()) * 1000000) * 1000);
     SELECT now_ns INTO qclock FROM sluice_task_clock;
@@ -1175,9 +1188,11 @@ BEGIN
                FOR UPDATE SKIP LOCKED);
     END IF;
     -- Rows created only to be locked, or emptied, are not kept (001's rule).
-    DELETE FROM sluice_limit_state s USING unnest(k_tag, k_lim, k_key) AS u(tag, lim, key)
-     WHERE s.kind = 0 AND s.tag = u.tag AND (s.lim = u.lim AND s.key = u.key
-                                             OR s.lim = '' AND s.key = '\x'::bytea);
+    IF cardinality(k_tag) > 0 THEN
+        DELETE FROM sluice_limit_state s USING unnest(k_tag, k_lim, k_key) AS u(tag, lim, key)
+         WHERE s.kind = 0 AND s.tag = u.tag AND (s.lim = u.lim AND s.key = u.key
+                                                 OR s.lim = '' AND s.key = '\x'::bytea);
+    END IF;
     -- The queue's clock, without waiting (see sluice_task_clock).
     fin := sluice_tq();
     IF fin > coalesce(qclock, 0) THEN
