@@ -393,8 +393,10 @@ int pgt_batch_result(const pgt_batch *b, const struct pg_result *result, size_t 
     if (rc == SLUICE_OK)
         rc = rtask_parse_answer(b->ops[i], PQgetvalue(r, first, 1),
                                 (size_t)PQgetlength(r, first, 1), (size_t)n, res);
-    if (rc == SLUICE_OK && res->rc != SLUICE_OK && n != 1)
-        rc = SLUICE_EPARSE; /* a refusal is one element */
+    if (rc == SLUICE_OK && n != 1 &&
+        (res->rc != SLUICE_OK || (b->ops[i] != RTASK_CLAIM && b->ops[i] != RTASK_INFO)))
+        rc = SLUICE_EPARSE; /* a refusal, and every answer but a claim's or an info's, is one
+                             * element */
     if (rc != SLUICE_OK)
         memset(res, 0, sizeof *res);
     return rc;

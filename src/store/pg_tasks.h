@@ -35,10 +35,13 @@
 struct pg_result; /* libpq's PGresult */
 
 /* The statement a batch is sent with (PGT_CALL_NPARAMS text parameters, from pgt_batch_params):
- * rows (request number from 1, one element of its answer), in order. Its results must be asked
+ * rows (request number from 1, one element of its answer), in the order the function returned
+ * them (WITH ORDINALITY: never left to the planner). Its results must be asked
  * in binary (PGT_CALL_RESULT_FORMAT, the resultFormat argument of PQexecParams /
  * PQsendQueryPrepared): payloads are bytes, read in place. Prepare it once per connection. */
-#define PGT_CALL_SQL           "SELECT req, val FROM sluice_tasks_call($1::bigint, $2::text[])"
+#define PGT_CALL_SQL                                                                               \
+    "SELECT req, val FROM sluice_tasks_call($1::bigint, $2::text[]) WITH ORDINALITY "              \
+    "AS u(req, val, n) ORDER BY n"
 #define PGT_CALL_NPARAMS       2
 #define PGT_CALL_RESULT_FORMAT 1
 

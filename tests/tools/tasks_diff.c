@@ -52,7 +52,7 @@ static pgt_batch *PB;
 static int64_t now_ns;
 static unsigned seed;
 static int step;
-static long checks, ncalls, nreqs, ndelivered, nparked_claims, nfailed_tasks, nparked_seen;
+static long checks, ncalls, nreqs, ndelivered, nparked_claims, nfailed_tasks, nparked_seen, nmore;
 
 static uint64_t rng;
 
@@ -232,6 +232,7 @@ static void run_both(void)
             x.state >= SLUICE_TASK_DONE && x.id < MAXTASKS)
             finished[x.id] = 1;
         nfailed_tasks += (long)x.nfailed;
+        nmore += x.more;
         if (op == RTASK_CLAIM) {
             nparked_claims += x.ndelivered == 0;
             for (size_t k = 0; k < x.ndelivered; k++) {
@@ -395,6 +396,63 @@ static void random_done(int kind)
         die("request refused");
 }
 
+/* THROTTLE (a DECIDE or PEEK of one or two links over the tasks' limits and keys) through the
+ * limits call of both stores, at the same time: tasks and direct callers share one budget on
+ * both, and their answers (leases included) must agree. */
+static rlim_batch *LRB;
+static pgl_batch *LPB;
+static long nthrottles;
+
+static void throttle_both(void)
+{
+    static const int pairs[][2] = {{0, -1}, {1, -1}, {2, -1}, {3, -1}, {0, 1}, {2, 1}};
+    const int *pr = pairs[rnd(sizeof pairs / sizeof pairs[0])];
+    const char *key = rnd(5) < 3 ? "a" : keys[rnd(3)];
+    rlim_op op = rnd(4) == 0 ? RLIM_PEEK : RLIM_DECIDE;
+    rlim_link ls[2];
+    size_t n = pr[1] >= 0 ? 2 : 1, i = 0;
+    sluice_decision dx[2], dy[2];
+    rlim_result x, y;
+    int argc;
+    const char **argv;
+    const size_t *argvlen;
+    const char *const *values;
+    redisReply *rr;
+    PGresult *pgr;
+
+    for (size_t k = 0; k < n; k++)
+        ls[k] = link_of(pr[k], key).lim;
+    rlim_batch_reset(LRB);
+    pgl_batch_reset(LPB);
+    rlim_batch_set_now(LRB, now_ns);
+    pgl_batch_set_now(LPB, now_ns);
+    if (rlim_batch_add(LRB, op, ls, n, NULL) < 0 || pgl_batch_add(LPB, op, ls, n, NULL) < 0 ||
+        rlim_batch_command(LRB, sha, &argc, &argv, &argvlen) != SLUICE_OK ||
+        pgl_batch_params(LPB, &values) != SLUICE_OK)
+        die("throttle encoding");
+    rr = redisCommandArgv(rc, argc, argv, argvlen);
+    pgr = PQexecParams(pc, PGL_CALL_SQL, PGL_CALL_NPARAMS, NULL, values, NULL, NULL, 0);
+    if (!rr || rr->type == REDIS_REPLY_ERROR || PQresultStatus(pgr) != PGRES_TUPLES_OK)
+        die("throttle call");
+    SAME("throttle redis parse", 0, rlim_batch_result(LRB, rr, 0, &x, dx));
+    SAME("throttle pg parse", 0, pgl_batch_result(LPB, pgr, 0, &y, dy));
+    SAME("throttle rc", x.rc, y.rc);
+    SAME("throttle now", x.now_ns, y.now_ns);
+    SAME("throttle allowed", x.chain.allowed, y.chain.allowed);
+    SAME("throttle denied_by", x.chain.denied_by, y.chain.denied_by);
+    SAME("throttle retry", x.chain.retry_after_ns, y.chain.retry_after_ns);
+    for (size_t k = 0; k < n; k++) {
+        SAME("throttle link allowed", dx[k].allowed, dy[k].allowed);
+        SAME("throttle link remaining", dx[k].remaining, dy[k].remaining);
+        SAME("throttle link retry", dx[k].retry_after_ns, dy[k].retry_after_ns);
+        SAME("throttle link reset", dx[k].reset_after_ns, dy[k].reset_after_ns);
+        SAME("throttle link lease", dx[k].lease_id, dy[k].lease_id);
+    }
+    freeReplyObject(rr);
+    PQclear(pgr);
+    nthrottles++;
+}
+
 static size_t unfinished(void)
 {
     size_t n = 0;
@@ -460,15 +518,34 @@ static void differential(int steps)
                 random_done(4);
         }
         run_both();
+        if (rnd(8) == 0)
+            throttle_both();
+        if (step % 700 == 350) {
+            /* A flood: 90 adds in one call, then one claim of up to 100, so that the claim's
+             * bounds (RTASK_CLAIM_SCAN tasks gated, lapses taken back) cut it short. */
+            for (int k = 0; k < 90; k++)
+                random_add();
+            run_both();
+            {
+                static const char *const w[] = {"w"};
+                static const size_t one[] = {1};
+                rtask_claim c = {.types = w, .typelens = one, .ntypes = 1, .count = 100};
+
+                if (rtask_batch_add_claim(RB, &c) < 0 || pgt_batch_add_claim(PB, &c) < 0)
+                    die("claim refused");
+                run_both();
+            }
+        }
         if (step % 50 == 49)
             info_all();
     }
     info_all();
     printf("differential seed %u: %d steps, %ld calls, %ld requests, %llu tasks, %ld deliveries, "
            "%ld empty claims, %ld tasks failed by their limits, %ld parked tasks seen by INFO, "
-           "%ld checks, every answer equal\n",
+           "%ld claims cut short by a bound, %ld THROTTLEs between them, %ld checks, every answer "
+           "equal\n",
            seed, steps, ncalls, nreqs, (unsigned long long)nadded, ndelivered, nparked_claims,
-           nfailed_tasks, nparked_seen, checks);
+           nfailed_tasks, nparked_seen, nmore, nthrottles, checks);
 }
 
 /* ---- the race ---------------------------------------------------------------------------- */
@@ -530,7 +607,7 @@ static void race_worker(const char *conninfo, int me, const char *log)
             PGresult *q;
 
             snprintf(k1, sizeof k1, "k%d", (int)rnd(5));
-            snprintf(k2, sizeof k2, "k%d", (int)rnd(5));
+            snprintf(k2, sizeof k2, "k%d", (int)rnd(65));
             memset(ls, 0, sizeof ls);
             ls[0].def = ls[1].def = &race_conc;
             ls[0].limit_id = ls[1].limit_id = "c";
@@ -632,7 +709,8 @@ static int race(const char *conninfo, int nproc, int ntasks)
         rtask_link l;
         rtask_add a;
 
-        snprintf(key, sizeof key, "k%d", i % 5);
+        /* half on five hot keys, half on keys of their own (claimed in parallel) */
+        snprintf(key, sizeof key, "k%d", i % 2 ? i % 5 : 5 + i % 60);
         memset(&l, 0, sizeof l);
         l.lim.def = conc;
         l.lim.limit_id = "c";
@@ -737,11 +815,14 @@ int main(int argc, char **argv)
     seed = (unsigned)strtoul(argv[3], NULL, 10);
     rng = 0x9e3779b97f4a7c15u ^ ((uint64_t)seed * 0x100000001b3u);
     now_ns = INT64_C(1700000000000000000) + (int64_t)seed * 1000 * SEC;
-    if (rtask_batch_new(NULL, &RB) != SLUICE_OK || pgt_batch_new(&PB) != SLUICE_OK)
+    if (rtask_batch_new(NULL, &RB) != SLUICE_OK || pgt_batch_new(&PB) != SLUICE_OK ||
+        rlim_batch_new(NULL, &LRB) != SLUICE_OK || pgl_batch_new(&LPB) != SLUICE_OK)
         die("batch");
     differential(argc > 4 ? atoi(argv[4]) : 3000);
     rtask_batch_free(RB);
     pgt_batch_free(PB);
+    rlim_batch_free(LRB);
+    pgl_batch_free(LPB);
     redisFree(rc);
     PQfinish(pc);
     return 0;

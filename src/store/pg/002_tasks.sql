@@ -26,15 +26,17 @@
 --      false.
 -- Only then is the time read (clock_timestamp(), ratcheted). After that the call never waits: a
 -- task row it needs is taken with SKIP LOCKED and a limit row with SKIP LOCKED, and one held by
--- another transaction is left for a later call (the claim answers `more`). The queue's clock row
--- is the one exception, written last (see sluice_task_clock): its holder waits for nothing.
+-- another transaction is left for a later call (the claim answers `more`); the queue's clock row
+-- too (see sluice_task_clock).
 --
 -- Integers are exact (bigint stored, numeric computed, clamped like the core's sat_add).
 
 -- ---- tables ----------------------------------------------------------------------------------
 
--- Ids are never reused (a sequence: a rolled-back call may leave a gap).
+-- Ids are never reused (a sequence: a rolled-back call may leave a gap). Finished tasks are
+-- numbered in the order they finish, so that the oldest are forgotten first.
 CREATE SEQUENCE sluice_task_id_seq;
+CREATE SEQUENCE sluice_task_fin_seq;
 
 -- One row per task, finished tasks included until RTASK_KEEP_FINISHED newer ones finished.
 -- state: sluice_task_state (1 queued, 2 parked, 3 running, 4 done, 5 failed, 6 cancelled).
@@ -69,7 +71,7 @@ CREATE TABLE sluice_task (
     tkey bytea,
     payload bytea NOT NULL,
     message bytea,
-    fin_ms bigint,                         -- finished: the queue's time in ms when it finished
+    fin_seq bigint,                        -- finished: its number in finishing order
     l_def text[] NOT NULL,
     l_units bigint[] NOT NULL,
     l_flags int[] NOT NULL,
@@ -85,7 +87,7 @@ CREATE INDEX sluice_task_delayed ON sluice_task (type, due) WHERE state = 1 AND 
 CREATE INDEX sluice_task_running ON sluice_task (due) WHERE state = 3;
 CREATE INDEX sluice_task_parked ON sluice_task (wq_tag, wq_lim, wq_key, prio DESC, id)
     WHERE state = 2;
-CREATE INDEX sluice_task_finished ON sluice_task (fin_ms, id) WHERE state >= 4;
+CREATE INDEX sluice_task_finished ON sluice_task (fin_seq) WHERE state >= 4;
 -- A task key names at most one unfinished task.
 CREATE UNIQUE INDEX sluice_task_tkey ON sluice_task (tkey) WHERE state < 4 AND tkey IS NOT NULL;
 
@@ -101,11 +103,12 @@ CREATE TABLE sluice_task_wake (
 CREATE INDEX sluice_task_wake_ms ON sluice_task_wake (wake_ms);
 
 -- The queue's clock (the Redis store's "{all}" clock): the latest time a call decided at, so
--- the queue's time never goes back. Read without a lock at a call's start and raised at its end
--- (the last thing the call does, so its holder never waits while holding it). With the
--- database's clock it is raised only when it lags by a millisecond or more (one writer per ms
--- instead of a hot row every call serializes on): two overlapping calls may then see times up
--- to 1 ms apart out of order. With an injected time (tests) it is exact.
+-- the queue's time never goes back. Read without a lock at a call's start and raised at its end,
+-- without waiting: with the database's clock, only when it lags by a millisecond or more, and
+-- not when another call is raising it (SKIP LOCKED), so that it is never a row every call waits
+-- on in turn (each would then wait for the previous one's commit). Overlapping calls may thus see
+-- times out of order by up to 1 ms, or by the length of their overlap. With an injected time and
+-- one connection (tests) it is exact.
 CREATE TABLE sluice_task_clock (
     one boolean PRIMARY KEY DEFAULT true CHECK (one),
     now_ns bigint NOT NULL
@@ -125,6 +128,13 @@ $$;
 CREATE FUNCTION sluice_task_woke() RETURNS void
 LANGUAGE sql AS $$
     SELECT set_config('sluice.twoke', '1', true)
+$$;
+
+-- x as a bigint, clamped: a bound compared with a bigint column must be a bigint, or the
+-- column is cast to numeric and its index cannot serve.
+CREATE FUNCTION sluice_i64(x numeric) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT least(greatest(x, -9223372036854775808), 9223372036854775807)::bigint
 $$;
 
 CREATE FUNCTION sluice_ms_floor(ns numeric) RETURNS numeric
@@ -156,13 +166,35 @@ BEGIN
 END $$;
 
 -- Takes the limit row (tag, lim, key) and its tag's clock row without waiting. Returns true
--- when this transaction holds both (already held counts), false when another holds one or a
--- row does not exist (it is created only by the call's locking phase, in order).
+-- when this transaction holds both (already held counts), false when another transaction holds
+-- one. A row that does not exist is created; creating it waits at most 10 ms (lock_timeout) for
+-- another transaction creating the same row, and gives up after: no wait a cycle could form on.
 CREATE FUNCTION sluice_task_trylock(p_tag bytea, p_lim text, p_key bytea) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
     n int;
+    have int;
+    old text;
 BEGIN
+    PERFORM 1 FROM sluice_limit_state
+     WHERE tag = p_tag AND ((lim = p_lim AND key = p_key) OR (lim = '' AND key = '\x'::bytea))
+       FOR UPDATE SKIP LOCKED;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n = 2 THEN RETURN true; END IF;
+    SELECT count(*) INTO have FROM sluice_limit_state
+     WHERE tag = p_tag AND ((lim = p_lim AND key = p_key) OR (lim = '' AND key = '\x'::bytea));
+    IF have > n THEN RETURN false; END IF; -- held by another transaction
+    old := current_setting('lock_timeout');
+    PERFORM set_config('lock_timeout', '10ms', true);
+    BEGIN
+        INSERT INTO sluice_limit_state (tag, lim, key)
+        VALUES (p_tag, '', '\x'::bytea), (p_tag, p_lim, p_key)
+        ON CONFLICT (tag, lim, key) DO NOTHING;
+    EXCEPTION WHEN lock_not_available THEN
+        PERFORM set_config('lock_timeout', old, true);
+        RETURN false;
+    END;
+    PERFORM set_config('lock_timeout', old, true);
     PERFORM 1 FROM sluice_limit_state
      WHERE tag = p_tag AND ((lim = p_lim AND key = p_key) OR (lim = '' AND key = '\x'::bytea))
        FOR UPDATE SKIP LOCKED;
@@ -212,7 +244,7 @@ LANGUAGE sql AS $$
     UPDATE sluice_task SET state = t.state, due = t.due, attempt = t.attempt, flags = t.flags,
            not_before = t.not_before, fail_reason = t.fail_reason, park_link = t.park_link,
            wq_tag = t.wq_tag, wq_lim = t.wq_lim, wq_key = t.wq_key, payload = t.payload,
-           message = t.message, fin_ms = t.fin_ms, l_lease = t.l_lease, l_charged = t.l_charged
+           message = t.message, fin_seq = t.fin_seq, l_lease = t.l_lease, l_charged = t.l_charged
      WHERE id = t.id
 $$;
 
@@ -395,9 +427,9 @@ LANGUAGE plpgsql AS $$
 BEGIN
     t.state := p_state; t.fail_reason := coalesce(reason, 0); t.due := 0;
     t.wq_tag := NULL; t.wq_lim := NULL; t.wq_key := NULL;
-    t.fin_ms := sluice_ms_floor(sluice_tq());
+    t.fin_seq := nextval('sluice_task_fin_seq');
     PERFORM sluice_task_put(t);
-    PERFORM set_config('sluice.tfin', '1', true);
+    PERFORM set_config('sluice.tfin', t.fin_seq::text, true);
     RETURN t;
 END $$;
 
@@ -698,6 +730,32 @@ BEGIN
     END LOOP;
 END $$;
 
+-- The n most urgent ready tasks of p_types (priority, then id) but `skipped`, taken FOR UPDATE
+-- SKIP LOCKED (another transaction's are passed over), in urgency order. One type at a time, so
+-- that each is read in its index's order: `type = ANY (...)` would sort every ready task of the
+-- types at each call. With several types, up to n of each are taken.
+CREATE FUNCTION sluice_task_ready(p_types bytea[], n int, skipped bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    out bigint[] := '{}';
+BEGIN
+    IF n <= 0 THEN RETURN out; END IF;
+    IF cardinality(p_types) = 1 THEN
+        RETURN ARRAY(SELECT id FROM sluice_task
+                      WHERE state = 1 AND due = 0 AND type = p_types[1]
+                        AND NOT (id = ANY (skipped))
+                      ORDER BY prio DESC, id LIMIT n FOR UPDATE SKIP LOCKED);
+    END IF;
+    FOR i IN 1 .. cardinality(p_types) LOOP
+        out := out || ARRAY(SELECT id FROM sluice_task
+                             WHERE state = 1 AND due = 0 AND type = p_types[i]
+                               AND NOT (id = ANY (skipped)) AND NOT (id = ANY (out))
+                             ORDER BY prio DESC, id LIMIT n FOR UPDATE SKIP LOCKED);
+    END LOOP;
+    RETURN ARRAY(SELECT t.id FROM sluice_task t WHERE t.id = ANY (out)
+                  ORDER BY t.prio DESC, t.id LIMIT n);
+END $$;
+
 -- ---- the ops ---------------------------------------------------------------------------------
 
 -- CLAIM (the Redis script's op_claim): takes back lapsed leases, promotes due delayed tasks,
@@ -717,7 +775,7 @@ BEGIN
     -- Lapsed leases (scored by ms like the Redis script, so the bound cuts at the same task).
     SELECT array_agg(c.id ORDER BY c.ms, c.id::text COLLATE "C") INTO ids
       FROM (SELECT id, sluice_ms_ceil(due) AS ms FROM sluice_task
-             WHERE state = 3 AND due <= sluice_ms_ceil(now) * 1000000
+             WHERE state = 3 AND due <= sluice_i64(sluice_ms_ceil(now) * 1000000)
              ORDER BY sluice_ms_ceil(due), id::text COLLATE "C" LIMIT 64
                FOR UPDATE SKIP LOCKED) c;
     FOREACH x IN ARRAY coalesce(ids, '{}') LOOP
@@ -736,7 +794,7 @@ BEGIN
         SELECT array_agg(c.id ORDER BY c.ms, c.id::text COLLATE "C") INTO ids
           FROM (SELECT id, sluice_ms_ceil(due) AS ms FROM sluice_task
                  WHERE state = 1 AND due > 0 AND type = p_types[i]
-                   AND due <= sluice_ms_ceil(now) * 1000000
+                   AND due <= sluice_i64(sluice_ms_ceil(now) * 1000000)
                  ORDER BY sluice_ms_ceil(due), id::text COLLATE "C" LIMIT scan
                    FOR UPDATE SKIP LOCKED) c;
         FOREACH x IN ARRAY coalesce(ids, '{}') LOOP
@@ -751,7 +809,8 @@ BEGIN
     END LOOP;
     -- Wait queues whose time came (armed times are rounded up: never woken early). A queue
     -- whose limit row another transaction holds is left for a later claim.
-    FOR q IN SELECT tag, lim, key FROM sluice_task_wake WHERE wake_ms <= sluice_ms_floor(now)
+    FOR q IN SELECT tag, lim, key FROM sluice_task_wake
+              WHERE wake_ms <= sluice_i64(sluice_ms_floor(now))
               ORDER BY wake_ms, tag, lim, key LIMIT 16 LOOP
         nq := nq + 1;
         IF NOT sluice_task_trylock(q.tag, q.lim, q.key) THEN
@@ -761,34 +820,48 @@ BEGIN
         END IF;
     END LOOP;
     IF nq = 16 THEN more := true; END IF;
-    -- The most urgent ready tasks, gated one by one; a task another claimer holds is skipped.
+    -- The most urgent ready tasks, gated one by one, taken (SKIP LOCKED: another claimer's
+    -- are left to it) as many at a time as could still be delivered: gating one never makes
+    -- another ready, so a chunk in urgency order is the order the Redis script gates in.
     LOOP
         EXIT WHEN nd >= p_count;
-        SELECT * INTO t FROM sluice_task
-         WHERE state = 1 AND due = 0 AND type = ANY (p_types) AND NOT (id = ANY (skipped))
-         ORDER BY prio DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED;
-        EXIT WHEN NOT FOUND;
-        IF seen >= scan THEN more := true; EXIT; END IF;
-        seen := seen + 1;
-        g := sluice_task_gate(t, now);
-        t := g.t;
-        IF now < g.now THEN now := g.now; END IF;
-        IF g.verdict = 'D' THEN
-            nd := nd + 1;
-            outv := outv || convert_to(t.id::text || ' ' || t.attempt::text || ' '
-                                       || t.due::text, 'UTF8')
-                         || t.type || t.payload;
-        ELSIF g.verdict = 'F' THEN
-            nf := nf + 1;
-        ELSIF g.verdict = 'S' THEN
-            skipped := skipped || t.id; more := true;
+        IF seen >= scan THEN
+            FOR i IN 1 .. cardinality(p_types) LOOP
+                IF EXISTS (SELECT 1 FROM sluice_task WHERE state = 1 AND due = 0
+                              AND type = p_types[i] AND NOT (id = ANY (skipped))) THEN
+                    more := true;
+                END IF;
+            END LOOP;
+            EXIT;
         END IF;
+        ids := sluice_task_ready(p_types, least(p_count - nd, scan - seen), skipped);
+        EXIT WHEN cardinality(ids) = 0;
+        FOREACH x IN ARRAY ids LOOP
+            SELECT * INTO t FROM sluice_task WHERE id = x;
+            seen := seen + 1;
+            g := sluice_task_gate(t, now);
+            t := g.t;
+            IF now < g.now THEN now := g.now; END IF;
+            IF g.verdict = 'D' THEN
+                nd := nd + 1;
+                outv := outv || convert_to(t.id::text || ' ' || t.attempt::text || ' '
+                                           || t.due::text, 'UTF8')
+                             || t.type || t.payload;
+            ELSIF g.verdict = 'F' THEN
+                nf := nf + 1;
+            ELSIF g.verdict = 'S' THEN
+                skipped := skipped || t.id; more := true;
+            END IF;
+        END LOOP;
     END LOOP;
     IF more THEN
         wake := now;
     ELSIF nd = 0 THEN
-        SELECT sluice_ms_ceil(min(due)) INTO w FROM sluice_task
-         WHERE state = 1 AND due > 0 AND type = ANY (p_types);
+        SELECT sluice_ms_ceil(min(x.due)) INTO w
+          FROM unnest(p_types) AS ty(type),
+               LATERAL (SELECT d.due FROM sluice_task d
+                         WHERE d.state = 1 AND d.due > 0 AND d.type = ty.type
+                         ORDER BY d.due LIMIT 1) x;
         SELECT min(wake_ms) INTO w2 FROM sluice_task_wake;
         w := least(w, w2);
         SELECT sluice_ms_ceil(min(due)) INTO w2 FROM sluice_task WHERE state = 3;
@@ -1010,10 +1083,12 @@ BEGIN
         END IF;
     END LOOP;
     -- 0. Task keys, in hash order.
-    FOR hk IN SELECT DISTINCT hashtextextended(encode(k, 'hex'), 0) FROM unnest(tkeys) k ORDER BY 1
-    LOOP
-        PERFORM pg_advisory_xact_lock(hk);
-    END LOOP;
+    IF cardinality(tkeys) > 0 THEN
+        FOR hk IN SELECT DISTINCT hashtextextended(encode(k, 'hex'), 0) FROM unnest(tkeys) k
+                   ORDER BY 1 LOOP
+            PERFORM pg_advisory_xact_lock(hk);
+        END LOOP;
+    END IF;
     -- 1. Named tasks and task-key holders, in id order.
     IF cardinality(tkeys) > 0 THEN
         named := named || ARRAY(SELECT id FROM sluice_task WHERE state < 4 AND tkey = ANY (tkeys));
@@ -1022,28 +1097,26 @@ BEGIN
         PERFORM 1 FROM sluice_task WHERE id = ANY (named) ORDER BY id FOR UPDATE;
     END IF;
     -- 2. Claim candidates, without waiting: lapsed leases, due delayed tasks, as many ready
-    -- tasks as the claims ask. The limit rows of every task the claims may gate are locked
-    -- below: also those of the next ready tasks and of parked tasks in the wait queues that may
-    -- wake (due ones, and those of the keys the named and lapsed tasks hold).
+    -- tasks as the claims ask. The limit rows of these tasks are locked below, with those of
+    -- the parked tasks in the wait queues that may wake (due ones, and those of the keys the
+    -- named and lapsed tasks hold). Not those of the ready tasks after them, which other
+    -- claimers may be taking: a claim that gates further takes their rows without waiting.
     t_sel := coalesce(p_now::numeric, trunc(extract(epoch FROM clock_timestamp()) * 1000000) * 1000);
     IF cardinality(ctypes) > 0 THEN
         named := named || ARRAY(SELECT id FROM sluice_task WHERE state = 3
-                                   AND due <= sluice_ms_ceil(t_sel) * 1000000
+                                   AND due <= sluice_i64(sluice_ms_ceil(t_sel) * 1000000)
                                  ORDER BY due LIMIT 64 FOR UPDATE SKIP LOCKED);
-        named := named || ARRAY(SELECT id FROM sluice_task WHERE state = 1 AND due > 0
-                                   AND due <= sluice_ms_ceil(t_sel) * 1000000
-                                   AND type = ANY (ctypes)
-                                 ORDER BY due LIMIT 64 * cardinality(ctypes)
-                                   FOR UPDATE SKIP LOCKED);
-        PERFORM 1 FROM (SELECT id FROM sluice_task WHERE state = 1 AND due = 0
-                           AND type = ANY (ctypes)
-                         ORDER BY prio DESC, id LIMIT least(ccount, 64) FOR UPDATE SKIP LOCKED) c;
-        named := named || ARRAY(SELECT id FROM sluice_task WHERE state = 1 AND due = 0
-                                   AND type = ANY (ctypes) ORDER BY prio DESC, id LIMIT 64);
+        FOR i IN 1 .. cardinality(ctypes) LOOP
+            named := named || ARRAY(SELECT id FROM sluice_task WHERE state = 1 AND due > 0
+                                       AND due <= sluice_i64(sluice_ms_ceil(t_sel) * 1000000)
+                                       AND type = ctypes[i]
+                                     ORDER BY due LIMIT 64 FOR UPDATE SKIP LOCKED);
+        END LOOP;
+        named := named || sluice_task_ready(ctypes, least(ccount, 64), '{}');
         -- Parked tasks of the due queues and of the queues on the named tasks' keys.
         named := named || ARRAY(
             SELECT p.id FROM ((SELECT w.tag, w.lim, w.key FROM sluice_task_wake w
-                               WHERE w.wake_ms <= sluice_ms_floor(t_sel)
+                               WHERE w.wake_ms <= sluice_i64(sluice_ms_floor(t_sel))
                                ORDER BY w.wake_ms LIMIT 16)
                               UNION
                               SELECT l.tag, l.lim, l.key FROM sluice_task n,
@@ -1054,7 +1127,8 @@ BEGIN
                              ORDER BY s.prio DESC, s.id LIMIT 64) p);
         SELECT k_tag || array_agg(w.tag), k_lim || array_agg(w.lim::text), k_key || array_agg(w.key)
           INTO k_tag, k_lim, k_key
-          FROM (SELECT tag, lim, key FROM sluice_task_wake WHERE wake_ms <= sluice_ms_floor(t_sel)
+          FROM (SELECT tag, lim, key FROM sluice_task_wake
+                 WHERE wake_ms <= sluice_i64(sluice_ms_floor(t_sel))
                  ORDER BY wake_ms LIMIT 16) w;
     END IF;
     IF cardinality(named) > 0 THEN
@@ -1065,15 +1139,17 @@ BEGIN
          WHERE n.id = ANY (named);
     END IF;
     -- 3. Every limit row and tag clock, in 001's order (creating the missing ones).
-    INSERT INTO sluice_limit_state AS s (tag, lim, key)
-    SELECT u.tag, u.lim, u.key FROM (
-        SELECT x.t AS tag, x.l COLLATE "C" AS lim, x.k AS key
-          FROM unnest(k_tag, k_lim, k_key) AS x(t, l, k)
-        UNION
-        SELECT y.t, '' COLLATE "C", '\x'::bytea FROM unnest(k_tag) AS y(t)
-    ) u
-    ORDER BY u.tag, u.lim COLLATE "C", u.key
-    ON CONFLICT (tag, lim, key) DO UPDATE SET kind = s.kind WHERE false;
+    IF cardinality(k_tag) > 0 THEN
+        INSERT INTO sluice_limit_state AS s (tag, lim, key)
+        SELECT u.tag, u.lim, u.key FROM (
+            SELECT x.t AS tag, x.l COLLATE "C" AS lim, x.k AS key
+              FROM unnest(k_tag, k_lim, k_key) AS x(t, l, k)
+            UNION
+            SELECT y.t, '' COLLATE "C", '\x'::bytea FROM unnest(k_tag) AS y(t)
+        ) u
+        ORDER BY u.tag, u.lim COLLATE "C", u.key
+        ON CONFLICT (tag, lim, key) DO UPDATE SET kind = s.kind WHERE false;
+    END IF;
     -- The time, once every lock is held.
     base := coalesce(p_now::numeric, trunc(extract(epoch FROM clock_timestamp()) * 1000000) * 1000);
     SELECT now_ns INTO qclock FROM sluice_task_clock;
@@ -1102,21 +1178,28 @@ BEGIN
         END LOOP;
     END LOOP;
 
-    -- Finished tasks past RTASK_KEEP_FINISHED are forgotten, the oldest first.
-    IF current_setting('sluice.tfin', true) = '1' THEN
+    -- Finished tasks past RTASK_KEEP_FINISHED are forgotten, the oldest first: those finished
+    -- 10000 numbers or more before the last this call finished (a number lost to a rolled-back
+    -- call keeps one fewer). One held by another call (an INFO) is left to a later pass.
+    IF coalesce(current_setting('sluice.tfin', true), '') <> '' THEN
         DELETE FROM sluice_task WHERE id IN (
-            SELECT id FROM sluice_task WHERE state >= 4 ORDER BY fin_ms DESC, id DESC
-            OFFSET 10000 FOR UPDATE SKIP LOCKED);
+            SELECT id FROM sluice_task
+             WHERE state >= 4 AND fin_seq <= current_setting('sluice.tfin')::bigint - 10000
+               FOR UPDATE SKIP LOCKED);
     END IF;
     -- Rows created only to be locked, or emptied, are not kept (001's rule).
-    DELETE FROM sluice_limit_state s USING unnest(k_tag, k_lim, k_key) AS u(tag, lim, key)
-     WHERE s.kind = 0 AND s.tag = u.tag AND (s.lim = u.lim AND s.key = u.key
-                                             OR s.lim = '' AND s.key = '\x'::bytea);
-    -- The queue's clock, last (see sluice_task_clock).
+    IF cardinality(k_tag) > 0 THEN
+        DELETE FROM sluice_limit_state s USING unnest(k_tag, k_lim, k_key) AS u(tag, lim, key)
+         WHERE s.kind = 0 AND s.tag = u.tag AND (s.lim = u.lim AND s.key = u.key
+                                                 OR s.lim = '' AND s.key = '\x'::bytea);
+    END IF;
+    -- The queue's clock, without waiting (see sluice_task_clock).
     fin := sluice_tq();
     IF fin > coalesce(qclock, 0) THEN
-        UPDATE sluice_task_clock SET now_ns = greatest(now_ns, fin)
-         WHERE now_ns < fin - CASE WHEN p_now IS NULL THEN 1000000 ELSE 0 END;
+        UPDATE sluice_task_clock c SET now_ns = greatest(c.now_ns, fin)
+         WHERE c.one IN (SELECT k.one FROM sluice_task_clock k
+                          WHERE k.now_ns < fin - CASE WHEN p_now IS NULL THEN 1000000 ELSE 0 END
+                            FOR UPDATE SKIP LOCKED);
     END IF;
     IF current_setting('sluice.twoke', true) = '1' THEN
         PERFORM pg_notify('sluice_wake', '1');
