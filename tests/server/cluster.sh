@@ -46,28 +46,9 @@ for n in $port_n1 $port_n2 $port_n3; do
   check "node on $n is up" up "$(store_field "$n" store_state)"
 done
 
-# One budget: a burst of 5 refilled once an hour; five grants over three nodes, then a denial
-# anywhere.
+# One budget, the single node's words, the command order (lib.bash).
 P=$port_n1
-got=""
-for p in $port_n1 $port_n2 $port_n3 $port_n1 $port_n2 $port_n3; do
-  got="$got $(redis-cli -p "$p" CL.THROTTLE shared 4 1 3600 | head -1)"
-done
-check "burst of 5 shared by three nodes" " 0 0 0 0 0 1" "$got"
-check "THROTTLE on one node" 1 "$(redis-cli -p "$port_n1" THROTTLE slow x | head -1)"
-check "denied on another, naming the limit" "0 slow" \
-  "$(redis-cli -p "$port_n2" THROTTLE slow x | sed -n '1p;6p' | tr '\n' ' ' | sed 's/ $//')"
-# CL.THROTTLE keeps redis-cell's reply: burst 0 + 1, one per second.
-check "CL.THROTTLE first" "0 1 0 -1 1" "$(P=$port_n2 cli CL.THROTTLE cellkey 0 1 1)"
-contains "CL.THROTTLE second, other node" "1 1 0 1 1" "$(P=$port_n3 cli CL.THROTTLE cellkey 0 1 1)"
-# Argument errors keep their words and never reach Redis.
-contains "bad units" "WRONGARGS UNITS must be an integer" "$(cli THROTTLE api k UNITS 0)"
-contains "unknown limit" "NOLIMIT" "$(cli THROTTLE nope k)"
-contains "CL.THROTTLE bad numbers" "WRONGARGS" "$(cli CL.THROTTLE k 1 0 1)"
-# A pipeline of decisions and other commands keeps its order.
-printf 'PING\r\nTHROTTLE api order\r\nECHO x\r\nCL.THROTTLE order 9 9 1\r\nPING\r\nQUIT\r\n' >"$tmp/pipe"
-out=$(timeout 30 redis-cli -p "$P" <"$tmp/pipe" 2>&1 | tr '\n' ' ')
-check "pipelined replies in command order" "PONG 1 5 4 0 50  x 0 10 9 -1 1 PONG " "$out"
+shared_budget_checks "$port_n1" "$port_n2" "$port_n3"
 # Not shared yet: one clear error.
 # Recurring series are shared now (tests/server/redis_recur.sh): added and removed, never fired.
 contains "RECUR.ADD checks its template as one node does" "needs an explicit key (KEY)" \
@@ -77,19 +58,7 @@ check "RECUR.DEL" 1 "$(cli RECUR.DEL r)"
 contains "TASK.EXPLAIN refused" "not available with a redis store yet" "$(cli TASK.EXPLAIN 1)"
 contains "LIMIT.SET refused" "not available with a redis store yet" "$(cli LIMIT.SET x rate=1/1s)"
 contains "LIMIT.RESET refused" "not available with a redis store yet" "$(cli LIMIT.RESET api)"
-# Leases are shared: two slots for all nodes; a handle from one node renews and releases on another.
-h1=$(redis-cli -p "$port_n1" LEASE.ACQUIRE slots job1 | sed -n 2p)
-h2=$(redis-cli -p "$port_n2" LEASE.ACQUIRE slots job1 TTL 60000 | sed -n 2p)
-contains "first lease" "slots/" "$h1"
-contains "second lease, other node" "slots/" "$h2"
-contains "third lease refused on a third node" "RATELIMITED limit=slots kind=concurrency key=job1" \
-  "$(P=$port_n3 cli LEASE.ACQUIRE slots job1)"
-check "renewed on another node" 5000 "$(redis-cli -p "$port_n3" LEASE.RENEW "$h1" TTL 5000)"
-check "released on another node" OK "$(redis-cli -p "$port_n2" LEASE.RELEASE "$h1")"
-contains "a slot again" "slots/" "$(redis-cli -p "$port_n3" LEASE.ACQUIRE slots job1 | sed -n 2p)"
-contains "a handle of nothing" "NOLEASE" "$(P=$port_n1 cli LEASE.RELEASE slots/99/6a6f6231)"
-contains "a malformed handle" "NOLEASE" "$(P=$port_n1 cli LEASE.RENEW nonsense)"
-contains "THROTTLE still only peeks at a concurrency limit" "WRONGARGS" "$(cli THROTTLE slots job1)"
+shared_lease_checks "$port_n1" "$port_n2" "$port_n3"
 redis-cli -p "$rport_a" -n 3 FLUSHDB >/dev/null
 
 # The checker: every node, many clients, pipelines of 16.

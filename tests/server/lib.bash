@@ -492,3 +492,52 @@ thaw_postgres() {
   local -n pm="pgpid_$1"
   kill -CONT $(pgrep -P "$pm") "$pm" 2>/dev/null
 }
+
+# ---- Several nodes on one shared store (cluster.sh, pg_cluster.sh) ----------------------------
+
+# shared_budget_checks P1 P2 P3: three nodes on one store (started with the checker's config,
+# cluster_check.py --print-config) charge one budget, answer in the single node's words and keep
+# a pipeline's order.
+shared_budget_checks() {
+  local got p out P=$1
+  # One budget: a burst of 5 refilled once an hour; five grants over three nodes, then a denial
+  # anywhere.
+  got=""
+  for p in $1 $2 $3 $1 $2 $3; do
+    got="$got $(redis-cli -p "$p" CL.THROTTLE shared 4 1 3600 | head -1)"
+  done
+  check "burst of 5 shared by three nodes" " 0 0 0 0 0 1" "$got"
+  check "THROTTLE on one node" 1 "$(redis-cli -p "$1" THROTTLE slow x | head -1)"
+  check "denied on another, naming the limit" "0 slow" \
+    "$(redis-cli -p "$2" THROTTLE slow x | sed -n '1p;6p' | tr '\n' ' ' | sed 's/ $//')"
+  # CL.THROTTLE keeps redis-cell's reply: burst 0 + 1, one per second.
+  check "CL.THROTTLE first" "0 1 0 -1 1" "$(P=$2 cli CL.THROTTLE cellkey 0 1 1)"
+  contains "CL.THROTTLE second, other node" "1 1 0 1 1" "$(P=$3 cli CL.THROTTLE cellkey 0 1 1)"
+  # Argument errors keep their words and never reach the store.
+  contains "bad units" "WRONGARGS UNITS must be an integer" "$(cli THROTTLE api k UNITS 0)"
+  contains "unknown limit" "NOLIMIT" "$(cli THROTTLE nope k)"
+  contains "CL.THROTTLE bad numbers" "WRONGARGS" "$(cli CL.THROTTLE k 1 0 1)"
+  # A pipeline of decisions and other commands keeps its order.
+  printf 'PING\r\nTHROTTLE api order\r\nECHO x\r\nCL.THROTTLE order 9 9 1\r\nPING\r\nQUIT\r\n' >"$tmp/pipe"
+  out=$(timeout 30 redis-cli -p "$P" <"$tmp/pipe" 2>&1 | tr '\n' ' ')
+  check "pipelined replies in command order" "PONG 1 5 4 0 50  x 0 10 9 -1 1 PONG " "$out"
+}
+
+# shared_lease_checks P1 P2 P3: a lease taken on one node is held for all (the config's `slots`,
+# concurrency 2), renewed and released on the others.
+shared_lease_checks() {
+  local h1 h2 P=$1
+  # Leases are shared: two slots for all nodes; a handle from one node renews and releases on another.
+  h1=$(redis-cli -p "$1" LEASE.ACQUIRE slots job1 | sed -n 2p)
+  h2=$(redis-cli -p "$2" LEASE.ACQUIRE slots job1 TTL 60000 | sed -n 2p)
+  contains "first lease" "slots/" "$h1"
+  contains "second lease, other node" "slots/" "$h2"
+  contains "third lease refused on a third node" "RATELIMITED limit=slots kind=concurrency key=job1" \
+    "$(P=$3 cli LEASE.ACQUIRE slots job1)"
+  check "renewed on another node" 5000 "$(redis-cli -p "$3" LEASE.RENEW "$h1" TTL 5000)"
+  check "released on another node" OK "$(redis-cli -p "$2" LEASE.RELEASE "$h1")"
+  contains "a slot again" "slots/" "$(redis-cli -p "$3" LEASE.ACQUIRE slots job1 | sed -n 2p)"
+  contains "a handle of nothing" "NOLEASE" "$(P=$1 cli LEASE.RELEASE slots/99/6a6f6231)"
+  contains "a malformed handle" "NOLEASE" "$(P=$1 cli LEASE.RENEW nonsense)"
+  contains "THROTTLE still only peeks at a concurrency limit" "WRONGARGS" "$(cli THROTTLE slots job1)"
+}
