@@ -693,9 +693,7 @@ static void send_batch(rstore *st)
         const char *const *values = NULL;
 
         rc = pgl_batch_params(b->pb, &values);
-        b->base.pgcall.stmt = PG_LIMITS_STMT;
-        b->base.pgcall.nparams = PGL_CALL_NPARAMS;
-        b->base.pgcall.values = values;
+        rstore_call_pg(&b->base, PG_LIMITS_STMT, PGL_CALL_NPARAMS, values);
     } else {
         rc = !st->conn ? SLUICE_ESTATE
                        : rlim_batch_command(b->rb, rconn_sha(st->conn), &argc, &argv, &argvlen);
@@ -1387,10 +1385,26 @@ void rstore_free(server *s)
     s->rstore_state = NULL;
 }
 
+/* The connection's side of the counters, whichever store it is. */
+static void conn_counts(rstore_stats *out, int up, const char *state, const char *last_error,
+                        uint64_t connects, uint64_t disconnects, uint64_t failed_connects,
+                        uint64_t timeouts, uint64_t in_flight)
+{
+    out->up = up;
+    out->state = state;
+    out->last_error = last_error;
+    out->connects = connects;
+    out->disconnects = disconnects;
+    out->failed_connects = failed_connects;
+    out->timeouts = timeouts;
+    out->in_flight = in_flight;
+}
+
 void rstore_get_stats(const server *s, rstore_stats *out)
 {
     const rstore *st = state_of(s);
     rconn_stats cs;
+    pgconn_stats ps;
 
     memset(out, 0, sizeof(*out));
     out->state = "none";
@@ -1404,29 +1418,19 @@ void rstore_get_stats(const server *s, rstore_stats *out)
         return;
     }
     if (st->pg) {
-        pgconn_stats ps;
+        pgconn_state ps_state = pgconn_get_state(st->pg);
 
         pgconn_get_stats(st->pg, &ps);
-        out->up = pgconn_get_state(st->pg) == PGCONN_UP;
-        out->state = pgconn_state_name(pgconn_get_state(st->pg));
-        out->last_error = pgconn_last_error(st->pg);
-        out->connects = ps.connects;
-        out->disconnects = ps.disconnects;
-        out->failed_connects = ps.failed_connects;
-        out->timeouts = ps.timeouts;
-        out->in_flight = ps.in_flight;
+        conn_counts(out, ps_state == PGCONN_UP, pgconn_state_name(ps_state),
+                    pgconn_last_error(st->pg), ps.connects, ps.disconnects, ps.failed_connects,
+                    ps.timeouts, ps.in_flight);
         return;
     }
     rconn_get_stats(st->conn, &cs);
-    out->up = rconn_get_state(st->conn) == RCONN_UP;
-    out->state = rconn_state_name(rconn_get_state(st->conn));
-    out->last_error = rconn_last_error(st->conn);
-    out->connects = cs.connects;
-    out->disconnects = cs.disconnects;
-    out->failed_connects = cs.failed_connects;
-    out->timeouts = cs.timeouts;
+    conn_counts(out, rconn_get_state(st->conn) == RCONN_UP,
+                rconn_state_name(rconn_get_state(st->conn)), rconn_last_error(st->conn),
+                cs.connects, cs.disconnects, cs.failed_connects, cs.timeouts, cs.in_flight);
     out->script_loads = cs.script_loads;
-    out->in_flight = cs.in_flight;
 }
 
 void rstore_info(const server *s, char *buf, size_t len)

@@ -91,6 +91,15 @@ struct rstore_call {
     rstore_call *next; /* in the FIFO */
 };
 
+/* Sets c's PostgreSQL statement and its parameters (a batch's params, valid until it is reset). */
+static inline void rstore_call_pg(rstore_call *c, const char *stmt, int nparams,
+                                  const char *const *values)
+{
+    c->pgcall.stmt = stmt;
+    c->pgcall.nparams = nparams;
+    c->pgcall.values = values;
+}
+
 /* Appends c (call.argc/argv/argvlen on Redis, pgcall.stmt/nparams/values on PostgreSQL, on_reply
  * and apply set) to the FIFO and sends it; rc != 0
  * (the owner could not build its command) or a store that is not up fails it at once. Either

@@ -511,9 +511,7 @@ void rtasks_flush(server *s)
         const char *const *values = NULL;
 
         rc = pgt_batch_params(b->pb, &values);
-        b->base.pgcall.stmt = RTASKS_PG_STMT;
-        b->base.pgcall.nparams = PGT_CALL_NPARAMS;
-        b->base.pgcall.values = values;
+        rstore_call_pg(&b->base, RTASKS_PG_STMT, PGT_CALL_NPARAMS, values);
     } else {
         rc = rtask_batch_command(b->tb, rstore_sha(s), &argc, &argv, &argvlen);
     }
