@@ -492,3 +492,26 @@ thaw_postgres() {
   local -n pm="pgpid_$1"
   kill -CONT $(pgrep -P "$pm") "$pm" 2>/dev/null
 }
+
+# ---- the PostgreSQL scripts' common head -----------------------------------------------------
+
+# need_helper NAME: sets helper to the test tool NAME built next to the sluice binary ($sluice);
+# fails the script (exit 1) when it is not built.
+need_helper() {
+  helper="$(dirname "$sluice")/$1"
+  [ -x "$helper" ] || {
+    bad "$helper is not built"
+    finish
+    exit 1
+  }
+}
+
+# need_postgres: skips the script (exit 77) when PostgreSQL's server binaries are not installed,
+# the only reason a PostgreSQL test is skipped; the checks that ran before it are counted first.
+need_postgres() {
+  pg_bindir >/dev/null && return 0
+  echo "SKIPPED: PostgreSQL server binaries (initdb, postgres) are not installed;" \
+    "scripts/deps.sh installs Debian's postgresql"
+  [ $((passed + failed)) -eq 0 ] || finish
+  exit 77
+}
