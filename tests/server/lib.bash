@@ -515,3 +515,29 @@ need_postgres() {
   [ $((passed + failed)) -eq 0 ] || finish
   exit 77
 }
+
+# ---- the PostgreSQL benchmarks (bench/pg_*.sh) -----------------------------------------------
+
+# bench_postgres [OPTION...]: the benchmarks' throwaway cluster `bench`, with durable commits
+# (fsync and full_page_writes on, synchronous_commit $sync: the same for every design compared)
+# and the server OPTIONs given; sets bin (its binaries' directory) and conn (its connection
+# string).
+bench_postgres() {
+  start_postgres bench -c fsync=on -c synchronous_commit="$sync" -c full_page_writes=on "$@"
+  bin=$(pg_bindir)
+  conn=$pgconn_bench
+}
+
+# naive_buckets MAX-AHEAD-NS: the one-row-per-bucket design the benchmarks compare against (seed
+# 001's): table naive_buckets holding the hot key, and $tmp/naive.sql, pgbench's script of one
+# `UPDATE ... RETURNING` transaction per decision of a GCRA with T = 1000 ns that admits while
+# the bucket's TAT is at most MAX-AHEAD-NS ahead of now.
+naive_buckets() {
+  "$bin/psql" "$conn" -q -c "CREATE TABLE naive_buckets (key text PRIMARY KEY, tat bigint NOT NULL);
+  INSERT INTO naive_buckets VALUES ('hot', 0)"
+  cat >"$tmp/naive.sql" <<SQL
+UPDATE naive_buckets SET tat = greatest(tat, t.n) + 1000
+  FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint AS n) t
+ WHERE key = 'hot' AND greatest(tat, t.n) + 1000 - t.n <= $1 RETURNING tat;
+SQL
+}
