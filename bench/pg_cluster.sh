@@ -27,10 +27,7 @@ sync=${SYNC:-on}
   exit 1
 }
 
-start_postgres bench -c fsync=on -c synchronous_commit="$sync" -c full_page_writes=on \
-  -c max_connections=$((clients + 20))
-bin=$(pg_bindir)
-conn=$pgconn_bench
+bench_postgres -c max_connections=$((clients + 20))
 cat >"$tmp/sluice.yaml" <<'EOF'
 limits:
   hot: {rate: 1000000/1s, burst: 1000000, key: explicit}
@@ -41,13 +38,7 @@ for n in n1 n2 n3; do
 done
 nports=("$port_n1" "$port_n2" "$port_n3")
 # The naive design: T = 1000 ns, burst 10^6 * T.
-"$bin/psql" "$conn" -q -c "CREATE TABLE naive_buckets (key text PRIMARY KEY, tat bigint NOT NULL);
-  INSERT INTO naive_buckets VALUES ('hot', 0)"
-cat >"$tmp/naive.sql" <<'SQL'
-UPDATE naive_buckets SET tat = greatest(tat, t.n) + 1000
-  FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint AS n) t
- WHERE key = 'hot' AND greatest(tat, t.n) + 1000 - t.n <= 1000000000000000 RETURNING tat;
-SQL
+naive_buckets 1000000000000000
 
 naive() {
   "$bin/pgbench" "$conn" -n -c "$clients" -j 2 -T "$secs" -f "$tmp/naive.sql" 2>&1 |

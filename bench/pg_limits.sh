@@ -18,18 +18,10 @@ secs=${SECS:-5}
 batch=${BATCH:-1000}
 sync=${SYNC:-on}
 
-start_postgres bench -c fsync=on -c synchronous_commit="$sync" -c full_page_writes=on
-bin=$(pg_bindir)
-conn=$pgconn_bench
+bench_postgres
 "$bin/psql" "$conn" -q -v ON_ERROR_STOP=1 -f "$src/src/store/pg/001_limits.sql" || exit 1
 # A GCRA of 10^6 per second (T = 1000 ns), burst 10^6, on one row per bucket.
-"$bin/psql" "$conn" -q -c "CREATE TABLE naive_buckets (key text PRIMARY KEY, tat bigint NOT NULL);
-  INSERT INTO naive_buckets VALUES ('hot', 0)"
-cat >"$tmp/naive.sql" <<'SQL'
-UPDATE naive_buckets SET tat = greatest(tat, t.n) + 1000
-  FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint AS n) t
- WHERE key = 'hot' AND greatest(tat, t.n) + 1000 - t.n <= 1000000000 RETURNING tat;
-SQL
+naive_buckets 1000000000
 cat >"$tmp/batched.sql" <<SQL
 SELECT count(*) FROM unnest(sluice_limits_call(NULL, '', ARRAY['1 1000000 1000000000 0 0 0 0'],
   array_fill('686f74'::text, ARRAY[$batch]), array_fill('L'::text, ARRAY[$batch]),

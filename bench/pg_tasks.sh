@@ -31,10 +31,7 @@ for b in "$sluice" "$load"; do
   }
 done
 
-start_postgres bench -c fsync=on -c synchronous_commit="$sync" -c full_page_writes=on \
-  -c max_connections=$((clients + 20))
-bin=$(pg_bindir)
-conn=$pgconn_bench
+bench_postgres -c max_connections=$((clients + 20))
 cat >"$tmp/sluice.yaml" <<'EOF'
 types:
   bench: {lease: 60s}

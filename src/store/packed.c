@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The arena of a batched script call's strings and the reader of its answers' fields
- * (packed.h), shared by the Redis store's encoders so that both read numbers by one rule.
+ * (packed.h), shared by the Redis store's encoders so that both read numbers by one rule; and
+ * the growable string the PostgreSQL store's encoders build their array literals in.
  */
 #include "store/packed.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -139,4 +142,70 @@ int packed_range(packed_fields *f, int64_t lo, int64_t hi, int64_t *out)
         return SLUICE_EPARSE;
     *out = v;
     return SLUICE_OK;
+}
+
+int packed_str_room(packed_str *s, size_t more)
+{
+    return grow_array(&s->p, &s->cap, s->len + more + 1, 1, 256);
+}
+
+int packed_str_put(packed_str *s, const void *data, size_t len)
+{
+    int rc = packed_str_room(s, len);
+
+    if (rc != SLUICE_OK)
+        return rc;
+    if (len > 0)
+        memcpy(s->p + s->len, data, len);
+    s->len += len;
+    s->p[s->len] = '\0';
+    return SLUICE_OK;
+}
+
+void packed_str_cut(packed_str *s, size_t len)
+{
+    s->len = len;
+    if (s->p)
+        s->p[len] = '\0';
+}
+
+int packed_str_hex(packed_str *s, const void *data, size_t len)
+{
+    static const char digits[] = "0123456789abcdef";
+    const unsigned char *p = data;
+    int rc = packed_str_room(s, 2 * len);
+
+    if (rc != SLUICE_OK)
+        return rc;
+    for (size_t i = 0; i < len; i++) {
+        s->p[s->len++] = digits[p[i] >> 4];
+        s->p[s->len++] = digits[p[i] & 15];
+    }
+    s->p[s->len] = '\0';
+    return SLUICE_OK;
+}
+
+int packed_str_array(packed_str *lit, const packed_str *body)
+{
+    int rc;
+
+    lit->len = 0;
+    rc = packed_str_room(lit, body->len + 2);
+    if (rc != SLUICE_OK)
+        return rc;
+    lit->p[lit->len++] = '{';
+    if (body->len > 0)
+        memcpy(lit->p + lit->len, body->p, body->len);
+    lit->len += body->len;
+    lit->p[lit->len++] = '}';
+    lit->p[lit->len] = '\0';
+    return SLUICE_OK;
+}
+
+const char *packed_now_param(char buf[24], int64_t now_ns)
+{
+    if (now_ns <= 0)
+        return NULL;
+    snprintf(buf, 24, "%" PRId64, now_ns);
+    return buf;
 }

@@ -3,7 +3,10 @@
  * The two halves every batched script call of the shared stores needs, written once: an arena
  * that collects the call's byte strings (key names, arguments) as spans, and a cursor that reads
  * one request's answer, a string of fields separated by single spaces ("OK 1732... 5 0 -1").
- * Used by the Redis store's encoders (redis_limits.c, redis_tasks.c). Pure: no I/O.
+ * Used by the Redis store's encoders (redis_limits.c, redis_tasks.c). Also a growable string
+ * and the pieces of a PostgreSQL array literal, for the PostgreSQL store's encoders (pg_limits.c,
+ * pg_tasks.c), which keep each array parameter as a string and send it wrapped in braces.
+ * Pure: no I/O.
  *
  * Invariants:
  * - A span stays valid (as an offset) however the arena grows; its bytes are followed by a NUL
@@ -86,5 +89,35 @@ int packed_u64(packed_fields *f, uint64_t *out);
 
 /* An int64 field within lo..hi; *out is 0 when it is refused. */
 int packed_range(packed_fields *f, int64_t lo, int64_t hi, int64_t *out);
+
+/* ---- the PostgreSQL array literal ---------------------------------------------------------- */
+
+/* A growable string, always NUL-terminated once anything was put (p is NULL before). */
+typedef struct packed_str {
+    char *p;
+    size_t len;
+    size_t cap;
+} packed_str;
+
+/* Room for `more` bytes and a NUL after len. Returns 0 or SLUICE_ENOMEM (s unchanged). */
+int packed_str_room(packed_str *s, size_t more);
+
+/* Appends len bytes. Returns 0 or SLUICE_ENOMEM (s unchanged). */
+int packed_str_put(packed_str *s, const void *data, size_t len);
+
+/* Cuts s back to len bytes (len <= s->len): a failed request's roll-back. */
+void packed_str_cut(packed_str *s, size_t len);
+
+/* Appends the bytes as lowercase hex (two digits a byte). Returns 0 or SLUICE_ENOMEM (s
+ * unchanged). */
+int packed_str_hex(packed_str *s, const void *data, size_t len);
+
+/* Sets lit to "{" body "}": the array literal whose elements body holds. Returns 0 or
+ * SLUICE_ENOMEM. */
+int packed_str_array(packed_str *lit, const packed_str *body);
+
+/* A call's time parameter: now_ns as decimal text in buf, or NULL (the database's own clock)
+ * when now_ns is not positive. */
+const char *packed_now_param(char buf[24], int64_t now_ns);
 
 #endif

@@ -25,13 +25,7 @@
 #include "base/alloc.h"
 #include "base/grow.h"
 #include "sluice/error.h"
-
-/* A growable string. */
-typedef struct sbuf {
-    char *p;
-    size_t len;
-    size_t cap;
-} sbuf;
+#include "store/packed.h"
 
 typedef struct pgl_req {
     rlim_op op;
@@ -43,15 +37,15 @@ enum { PGL_DEFS, PGL_TAGS, PGL_LIMS, PGL_KEYS, PGL_REQS, PGL_NARRAYS };
 
 struct pgl_batch {
     int audit;
-    int64_t now_ns;        /* injected time; 0: clock_timestamp() */
-    sbuf arr[PGL_NARRAYS]; /* array literal bodies: "e1","e2",... */
-    sbuf lit[PGL_NARRAYS]; /* the literals sent: {body} */
-    size_t *defoff;        /* each distinct definition's text, as a span of deftext */
+    int64_t now_ns;              /* injected time; 0: clock_timestamp() */
+    packed_str arr[PGL_NARRAYS]; /* array literal bodies: "e1","e2",... */
+    packed_str lit[PGL_NARRAYS]; /* the literals sent: {body} */
+    size_t *defoff;              /* each distinct definition's text, as a span of deftext */
     size_t *deflen;
     size_t ndefs;
     size_t capdefs;
     size_t capdeflen;
-    sbuf deftext;
+    packed_str deftext;
     pgl_req *reqs;
     size_t nreqs;
     size_t capreqs;
@@ -59,22 +53,9 @@ struct pgl_batch {
     const char *values[PGL_CALL_NPARAMS];
 };
 
-static int sbuf_put(sbuf *s, const char *p, size_t len)
-{
-    int rc = grow_array(&s->p, &s->cap, s->len + len + 1, 1, 256);
-
-    if (rc != SLUICE_OK)
-        return rc;
-    if (len > 0)
-        memcpy(s->p + s->len, p, len);
-    s->len += len;
-    s->p[s->len] = '\0';
-    return SLUICE_OK;
-}
-
 /* Appends one array element: a comma when not the first, then the bytes double-quoted with '"'
  * and '\' escaped (array literal syntax). */
-static int put_elem(sbuf *s, const char *p, size_t len)
+static int put_elem(packed_str *s, const char *p, size_t len)
 {
     int rc = grow_array(&s->p, &s->cap, s->len + 2 * len + 4, 1, 256);
 
@@ -94,25 +75,13 @@ static int put_elem(sbuf *s, const char *p, size_t len)
 }
 
 /* Appends bytes as one element of lowercase hex. */
-static int put_hex_elem(sbuf *s, const char *p, size_t len)
+static int put_hex_elem(packed_str *s, const char *p, size_t len)
 {
-    static const char digits[] = "0123456789abcdef";
-    int rc = grow_array(&s->p, &s->cap, s->len + 2 * len + 4, 1, 256);
+    int rc = packed_str_put(s, s->len > 0 ? ",\"" : "\"", s->len > 0 ? 2 : 1);
 
-    if (rc != SLUICE_OK)
-        return rc;
-    if (s->len > 0)
-        s->p[s->len++] = ',';
-    s->p[s->len++] = '"';
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)p[i];
-
-        s->p[s->len++] = digits[c >> 4];
-        s->p[s->len++] = digits[c & 15];
-    }
-    s->p[s->len++] = '"';
-    s->p[s->len] = '\0';
-    return SLUICE_OK;
+    if (rc == SLUICE_OK)
+        rc = packed_str_hex(s, p, len);
+    return rc == SLUICE_OK ? packed_str_put(s, "\"", 1) : rc;
 }
 
 int pgl_batch_new(pgl_batch **out)
@@ -194,7 +163,7 @@ static int def_index(pgl_batch *b, const sluice_limit_def *d, size_t *idx)
         return rc;
     b->defoff[b->ndefs] = b->deftext.len;
     b->deflen[b->ndefs] = len;
-    rc = sbuf_put(&b->deftext, text, len);
+    rc = packed_str_put(&b->deftext, text, len);
     if (rc != SLUICE_OK)
         return rc;
     *idx = ++b->ndefs;
@@ -206,12 +175,12 @@ static int add_request(pgl_batch *b, rlim_op op, const rlim_link *links, size_t 
                        const rlim_args *args)
 {
     char head[128], part[64], counts[24];
-    sbuf req = {0};
+    packed_str req = {0};
     int len, rc = SLUICE_OK;
 
     snprintf(counts, sizeof counts, "%zu", n);
     len = rlim_request_head(op, args, counts, head, sizeof head);
-    rc = sbuf_put(&req, head, (size_t)len);
+    rc = packed_str_put(&req, head, (size_t)len);
     for (size_t i = 0; i < n && rc == SLUICE_OK; i++) {
         rlim_names nm;
         size_t def;
@@ -228,7 +197,7 @@ static int add_request(pgl_batch *b, rlim_op op, const rlim_link *links, size_t 
         if (rc == SLUICE_OK) {
             len = snprintf(part, sizeof part, " %zu %" PRId64, def,
                            links[i].units > 0 ? links[i].units : 1);
-            rc = sbuf_put(&req, part, (size_t)len);
+            rc = packed_str_put(&req, part, (size_t)len);
         }
     }
     if (rc == SLUICE_OK)
@@ -258,11 +227,8 @@ int pgl_batch_add(pgl_batch *b, rlim_op op, const rlim_link *links, size_t n, co
         lens[i] = b->arr[i].len;
     rc = add_request(b, op, links, n, args);
     if (rc != SLUICE_OK) {
-        for (int i = 0; i < PGL_NARRAYS; i++) {
-            b->arr[i].len = lens[i];
-            if (b->arr[i].p)
-                b->arr[i].p[lens[i]] = '\0';
-        }
+        for (int i = 0; i < PGL_NARRAYS; i++)
+            packed_str_cut(&b->arr[i], lens[i]);
         b->ndefs = ndefs;
         b->deftext.len = deftext;
         return rc;
@@ -280,18 +246,12 @@ int pgl_batch_params(pgl_batch *b, const char *const **values)
     if (b->nreqs == 0)
         return SLUICE_EINVAL;
     for (int i = 0; i < PGL_NARRAYS; i++) {
-        b->lit[i].len = 0;
-        rc = sbuf_put(&b->lit[i], "{", 1);
-        if (rc == SLUICE_OK)
-            rc = sbuf_put(&b->lit[i], b->arr[i].p, b->arr[i].len);
-        if (rc == SLUICE_OK)
-            rc = sbuf_put(&b->lit[i], "}", 1);
+        rc = packed_str_array(&b->lit[i], &b->arr[i]);
         if (rc != SLUICE_OK)
             return rc;
         b->values[2 + i] = b->lit[i].p;
     }
-    snprintf(b->now, sizeof b->now, "%" PRId64, b->now_ns);
-    b->values[0] = b->now_ns > 0 ? b->now : NULL;
+    b->values[0] = packed_now_param(b->now, b->now_ns);
     b->values[1] = b->audit ? "a" : "";
     *values = b->values;
     return SLUICE_OK;

@@ -28,22 +28,16 @@
 #include "base/alloc.h"
 #include "base/grow.h"
 #include "sluice/error.h"
+#include "store/packed.h"
 
 /* PostgreSQL's type oids of the result's columns (pg_type.h, stable across versions). */
 #define PGT_OID_INT4  23
 #define PGT_OID_BYTEA 17
 
-/* A growable string. */
-typedef struct tbuf {
-    char *p;
-    size_t len;
-    size_t cap;
-} tbuf;
-
 struct pgt_batch {
-    int64_t now_ns; /* injected time; 0: clock_timestamp() */
-    tbuf body;      /* the array literal's body: "r1","r2",... */
-    tbuf lit;       /* the literal sent: {body} */
+    int64_t now_ns;  /* injected time; 0: clock_timestamp() */
+    packed_str body; /* the array literal's body: "r1","r2",... */
+    packed_str lit;  /* the literal sent: {body} */
     rtask_op *ops;
     size_t nreqs;
     size_t capops;
@@ -51,26 +45,8 @@ struct pgt_batch {
     const char *values[PGT_CALL_NPARAMS];
 };
 
-static int tbuf_room(tbuf *s, size_t more)
-{
-    return grow_array(&s->p, &s->cap, s->len + more + 1, 1, 256);
-}
-
-static int put_raw(tbuf *s, const char *p, size_t len)
-{
-    int rc = tbuf_room(s, len);
-
-    if (rc != SLUICE_OK)
-        return rc;
-    if (len > 0)
-        memcpy(s->p + s->len, p, len);
-    s->len += len;
-    s->p[s->len] = '\0';
-    return SLUICE_OK;
-}
-
 /* A space, then a formatted field. */
-static int put_fmt(tbuf *s, const char *fmt, ...)
+static int put_fmt(packed_str *s, const char *fmt, ...)
 {
     char text[RLIM_DEF_TEXT_MAX + 2];
     va_list ap;
@@ -82,25 +58,15 @@ static int put_fmt(tbuf *s, const char *fmt, ...)
     if (len < 0 || (size_t)len >= sizeof text - 1)
         return SLUICE_EINVAL;
     text[0] = ' ';
-    return put_raw(s, text, (size_t)len + 1);
+    return packed_str_put(s, text, (size_t)len + 1);
 }
 
 /* A space, then bytes as lowercase hex (nothing for none: an empty field). */
-static int put_hex(tbuf *s, const void *data, size_t len)
+static int put_hex(packed_str *s, const void *data, size_t len)
 {
-    static const char digits[] = "0123456789abcdef";
-    const unsigned char *p = data;
-    int rc = tbuf_room(s, 2 * len + 1);
+    int rc = packed_str_put(s, " ", 1);
 
-    if (rc != SLUICE_OK)
-        return rc;
-    s->p[s->len++] = ' ';
-    for (size_t i = 0; i < len; i++) {
-        s->p[s->len++] = digits[p[i] >> 4];
-        s->p[s->len++] = digits[p[i] & 15];
-    }
-    s->p[s->len] = '\0';
-    return SLUICE_OK;
+    return rc == SLUICE_OK ? packed_str_hex(s, data, len) : rc;
 }
 
 int pgt_batch_new(pgt_batch **out)
@@ -116,9 +82,7 @@ int pgt_batch_new(pgt_batch **out)
 
 void pgt_batch_reset(pgt_batch *b)
 {
-    b->body.len = 0;
-    if (b->body.p)
-        b->body.p[0] = '\0';
+    packed_str_cut(&b->body, 0);
     b->nreqs = 0;
 }
 
@@ -153,7 +117,8 @@ static int begin_req(pgt_batch *b, char op)
 {
     char head[3] = {',', '"', op};
 
-    return b->body.len > 0 ? put_raw(&b->body, head, 3) : put_raw(&b->body, head + 1, 2);
+    return b->body.len > 0 ? packed_str_put(&b->body, head, 3)
+                           : packed_str_put(&b->body, head + 1, 2);
 }
 
 static int end_req(pgt_batch *b, rtask_op op, size_t mark, int rc)
@@ -161,20 +126,18 @@ static int end_req(pgt_batch *b, rtask_op op, size_t mark, int rc)
     if (rc == SLUICE_OK && b->nreqs >= (size_t)INT32_MAX)
         rc = SLUICE_EINVAL;
     if (rc == SLUICE_OK)
-        rc = put_raw(&b->body, "\"", 1);
+        rc = packed_str_put(&b->body, "\"", 1);
     if (rc == SLUICE_OK)
         rc = grow_array(&b->ops, &b->capops, b->nreqs + 1, sizeof(rtask_op), 16);
     if (rc != SLUICE_OK) {
-        b->body.len = mark;
-        if (b->body.p)
-            b->body.p[mark] = '\0';
+        packed_str_cut(&b->body, mark);
         return rc;
     }
     b->ops[b->nreqs] = op;
     return (int)b->nreqs++;
 }
 
-static int add_link(tbuf *s, const rtask_link *l)
+static int add_link(packed_str *s, const rtask_link *l)
 {
     char text[RLIM_DEF_TEXT_MAX];
     rlim_names nm;
@@ -205,14 +168,10 @@ static int add_link(tbuf *s, const rtask_link *l)
 int pgt_batch_add_add(pgt_batch *b, const rtask_add *a)
 {
     size_t mark = b->body.len;
-    tbuf *s = &b->body;
+    packed_str *s = &b->body;
     int rc;
 
-    if (!a || !a->type || a->typelen == 0 || (!a->payload && a->payload_len > 0) ||
-        (!a->task_key && a->task_key_len > 0) || (a->task_key && a->task_key_len == 0) ||
-        (!a->links && a->nlinks > 0) || a->nlinks > 65534 || a->delay_ns < 0 || a->units < 0 ||
-        a->lease_ns <= 0 || a->retry.max_attempts < 1 || a->retry.base_ns < 0 ||
-        a->retry.max_ns < 0)
+    if (!rtask_add_ok(a))
         return SLUICE_EINVAL;
     rc = begin_req(b, 'A');
     if (rc == SLUICE_OK)
@@ -241,12 +200,8 @@ int pgt_batch_add_claim(pgt_batch *b, const rtask_claim *c)
     size_t mark = b->body.len;
     int rc;
 
-    if (!c || !c->types || !c->typelens || c->ntypes < 1 || c->ntypes > 1024 || c->count < 1 ||
-        c->count > RTASK_CLAIM_MAX)
+    if (!rtask_claim_ok(c))
         return SLUICE_EINVAL;
-    for (size_t i = 0; i < c->ntypes; i++)
-        if (!c->types[i] || c->typelens[i] == 0)
-            return SLUICE_EINVAL;
     rc = begin_req(b, 'C');
     if (rc == SLUICE_OK)
         rc = put_fmt(&b->body, "%zu %zu", c->count, c->ntypes);
@@ -261,12 +216,8 @@ static int add_done(pgt_batch *b, rtask_op op, const rtask_done *d)
     size_t mark = b->body.len;
     int rc;
 
-    if (!d || d->id == 0 || d->id > (uint64_t)INT64_MAX || d->attempt < 0 ||
-        d->attempt > INT32_MAX || (!d->message && d->message_len > 0))
-        return SLUICE_EINVAL;
-    if (op == RTASK_FAIL &&
-        ((d->mode != SLUICE_FAIL_MODE_RETRY && d->mode != SLUICE_FAIL_MODE_DEAD) ||
-         (d->mode == SLUICE_FAIL_MODE_DEAD && d->retry_after_ns >= 0)))
+    /* The function's columns are bigint and int: narrower than the script's numbers. */
+    if (!rtask_done_ok(op, d) || d->id > (uint64_t)INT64_MAX || d->attempt > INT32_MAX)
         return SLUICE_EINVAL;
     rc = begin_req(b, words[op]);
     if (rc == SLUICE_OK)
@@ -313,16 +264,10 @@ int pgt_batch_params(pgt_batch *b, const char *const **values)
     *values = NULL;
     if (b->nreqs == 0)
         return SLUICE_EINVAL;
-    b->lit.len = 0;
-    rc = put_raw(&b->lit, "{", 1);
-    if (rc == SLUICE_OK)
-        rc = put_raw(&b->lit, b->body.p, b->body.len);
-    if (rc == SLUICE_OK)
-        rc = put_raw(&b->lit, "}", 1);
+    rc = packed_str_array(&b->lit, &b->body);
     if (rc != SLUICE_OK)
         return rc;
-    snprintf(b->now, sizeof b->now, "%" PRId64, b->now_ns);
-    b->values[0] = b->now_ns > 0 ? b->now : NULL;
+    b->values[0] = packed_now_param(b->now, b->now_ns);
     b->values[1] = b->lit.p;
     *values = b->values;
     return SLUICE_OK;

@@ -241,6 +241,35 @@ static void priority_code(int64_t priority, char out[17])
     snprintf(out, 17, "%016" PRIx64, ~u);
 }
 
+int rtask_add_ok(const rtask_add *a)
+{
+    return a && a->type && a->typelen > 0 && (a->payload || a->payload_len == 0) &&
+           (a->task_key || a->task_key_len == 0) && (!a->task_key || a->task_key_len > 0) &&
+           (a->links || a->nlinks == 0) && a->nlinks <= 65534 && a->delay_ns >= 0 &&
+           a->units >= 0 && a->lease_ns > 0 && a->retry.max_attempts >= 1 &&
+           a->retry.base_ns >= 0 && a->retry.max_ns >= 0;
+}
+
+int rtask_claim_ok(const rtask_claim *c)
+{
+    if (!c || !c->types || !c->typelens || c->ntypes < 1 || c->ntypes > 1024 || c->count < 1 ||
+        c->count > RTASK_CLAIM_MAX)
+        return 0;
+    for (size_t i = 0; i < c->ntypes; i++)
+        if (!c->types[i] || c->typelens[i] == 0)
+            return 0;
+    return 1;
+}
+
+int rtask_done_ok(rtask_op op, const rtask_done *d)
+{
+    if (!d || d->id == 0 || d->attempt < 0 || (!d->message && d->message_len > 0))
+        return 0;
+    return op != RTASK_FAIL ||
+           ((d->mode == SLUICE_FAIL_MODE_RETRY || d->mode == SLUICE_FAIL_MODE_DEAD) &&
+            (d->mode != SLUICE_FAIL_MODE_DEAD || d->retry_after_ns < 0));
+}
+
 static int add_link(rtask_batch *b, const rtask_link *l)
 {
     char text[RLIM_DEF_TEXT_MAX];
@@ -279,11 +308,7 @@ int rtask_batch_add_add(rtask_batch *b, const rtask_add *a)
     size_t head;
     int rc;
 
-    if (!a || !a->type || a->typelen == 0 || (!a->payload && a->payload_len > 0) ||
-        (!a->task_key && a->task_key_len > 0) || (a->task_key && a->task_key_len == 0) ||
-        (!a->links && a->nlinks > 0) || a->nlinks > 65534 || a->delay_ns < 0 || a->units < 0 ||
-        a->lease_ns <= 0 || a->retry.max_attempts < 1 || a->retry.base_ns < 0 ||
-        a->retry.max_ns < 0)
+    if (!rtask_add_ok(a))
         return SLUICE_EINVAL;
     priority_code(a->priority, code);
     rc = put_head(b, 'A', &head);
@@ -337,12 +362,8 @@ int rtask_batch_add_claim(rtask_batch *b, const rtask_claim *c)
     size_t head;
     int rc;
 
-    if (!c || !c->types || !c->typelens || c->ntypes < 1 || c->ntypes > 1024 || c->count < 1 ||
-        c->count > RTASK_CLAIM_MAX)
+    if (!rtask_claim_ok(c))
         return SLUICE_EINVAL;
-    for (size_t i = 0; i < c->ntypes; i++)
-        if (!c->types[i] || c->typelens[i] == 0)
-            return SLUICE_EINVAL;
     rc = put_head(b, 'C', &head);
     if (rc == SLUICE_OK)
         rc = put_fmt(b, &b->args, "%zu", c->count);
@@ -367,11 +388,7 @@ static int add_done(rtask_batch *b, rtask_op op, const rtask_done *d)
     size_t head;
     int rc;
 
-    if (!d || d->id == 0 || d->attempt < 0 || (!d->message && d->message_len > 0))
-        return SLUICE_EINVAL;
-    if (op == RTASK_FAIL &&
-        ((d->mode != SLUICE_FAIL_MODE_RETRY && d->mode != SLUICE_FAIL_MODE_DEAD) ||
-         (d->mode == SLUICE_FAIL_MODE_DEAD && d->retry_after_ns >= 0)))
+    if (!rtask_done_ok(op, d))
         return SLUICE_EINVAL;
     rc = put_head(b, words[op], &head);
     if (rc == SLUICE_OK)

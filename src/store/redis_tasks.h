@@ -233,6 +233,13 @@ int rtask_batch_result(const rtask_batch *b, const struct redisReply *reply, siz
 int rtask_batch_task(const rtask_batch *b, const struct redisReply *reply, size_t i, size_t k,
                      rtask_task *out);
 
+/* Whether a request is well formed (1) or refused with SLUICE_EINVAL (0): the checks every
+ * encoder of the task ops makes (this file's and pg_tasks.c's), so that both stores refuse the
+ * same requests. rtask_done_ok checks an ACK/FAIL/TOUCH/CANCEL/INFO of op. */
+int rtask_add_ok(const rtask_add *a);
+int rtask_claim_ok(const rtask_claim *c);
+int rtask_done_ok(rtask_op op, const rtask_done *d);
+
 /* The answers' text, shared with the PostgreSQL store (pg_tasks.c), whose function answers each
  * request with the same elements as the script. rtask_parse_answer reads a request's first
  * element s (len bytes) for a request of op whose answer has nelems elements: 0 with *res filled

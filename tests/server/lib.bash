@@ -541,3 +541,52 @@ shared_lease_checks() {
   contains "a malformed handle" "NOLEASE" "$(P=$1 cli LEASE.RENEW nonsense)"
   contains "THROTTLE still only peeks at a concurrency limit" "WRONGARGS" "$(cli THROTTLE slots job1)"
 }
+
+# ---- the PostgreSQL scripts' common head -----------------------------------------------------
+
+# need_helper NAME: sets helper to the test tool NAME built next to the sluice binary ($sluice);
+# fails the script (exit 1) when it is not built.
+need_helper() {
+  helper="$(dirname "$sluice")/$1"
+  [ -x "$helper" ] || {
+    bad "$helper is not built"
+    finish
+    exit 1
+  }
+}
+
+# need_postgres: skips the script (exit 77) when PostgreSQL's server binaries are not installed,
+# the only reason a PostgreSQL test is skipped; the checks that ran before it are counted first.
+need_postgres() {
+  pg_bindir >/dev/null && return 0
+  echo "SKIPPED: PostgreSQL server binaries (initdb, postgres) are not installed;" \
+    "scripts/deps.sh installs Debian's postgresql"
+  [ $((passed + failed)) -eq 0 ] || finish
+  exit 77
+}
+
+# ---- the PostgreSQL benchmarks (bench/pg_*.sh) -----------------------------------------------
+
+# bench_postgres [OPTION...]: the benchmarks' throwaway cluster `bench`, with durable commits
+# (fsync and full_page_writes on, synchronous_commit $sync: the same for every design compared)
+# and the server OPTIONs given; sets bin (its binaries' directory) and conn (its connection
+# string).
+bench_postgres() {
+  start_postgres bench -c fsync=on -c synchronous_commit="$sync" -c full_page_writes=on "$@"
+  bin=$(pg_bindir)
+  conn=$pgconn_bench
+}
+
+# naive_buckets MAX-AHEAD-NS: the one-row-per-bucket design the benchmarks compare against (seed
+# 001's): table naive_buckets holding the hot key, and $tmp/naive.sql, pgbench's script of one
+# `UPDATE ... RETURNING` transaction per decision of a GCRA with T = 1000 ns that admits while
+# the bucket's TAT is at most MAX-AHEAD-NS ahead of now.
+naive_buckets() {
+  "$bin/psql" "$conn" -q -c "CREATE TABLE naive_buckets (key text PRIMARY KEY, tat bigint NOT NULL);
+  INSERT INTO naive_buckets VALUES ('hot', 0)"
+  cat >"$tmp/naive.sql" <<SQL
+UPDATE naive_buckets SET tat = greatest(tat, t.n) + 1000
+  FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint AS n) t
+ WHERE key = 'hot' AND greatest(tat, t.n) + 1000 - t.n <= $1 RETURNING tat;
+SQL
+}

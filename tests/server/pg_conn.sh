@@ -21,12 +21,7 @@ set -u
 
 sluice=${1:?usage: pg_conn.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
-helper="$(dirname "$sluice")/sluice_pg_conn_check"
-[ -x "$helper" ] || {
-  bad "$helper is not built"
-  finish
-  exit 1
-}
+need_helper sluice_pg_conn_check
 
 # mode MODE: runs one mode to its end; its lines go to the log, its failures count here.
 mode() {
@@ -54,12 +49,7 @@ ended() {
 
 mode timeout
 
-if ! pg_bindir >/dev/null; then
-  echo "SKIPPED: PostgreSQL server binaries (initdb, postgres) are not installed;" \
-    "scripts/deps.sh installs Debian's postgresql"
-  finish
-  exit 77
-fi
+need_postgres
 start_postgres conn
 psql=$(pg_bindir)/psql
 [ -x "$psql" ] || psql=psql

@@ -15,17 +15,8 @@ set -u
 
 sluice=${1:?usage: pg_limits.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
-helper="$(dirname "$sluice")/sluice_limits_diff"
-[ -x "$helper" ] || {
-  bad "$helper is not built"
-  finish
-  exit 1
-}
-if ! pg_bindir >/dev/null; then
-  echo "SKIPPED: PostgreSQL server binaries (initdb, postgres) are not installed;" \
-    "scripts/deps.sh installs Debian's postgresql"
-  exit 77
-fi
+need_helper sluice_limits_diff
+need_postgres
 start_postgres diff
 for seed in ${SLUICE_DIFF_SEEDS:-1 2}; do
   if out=$("$helper" "$pgconn_diff" "$seed" "${SLUICE_DIFF_OPS:-10000}" 2>&1); then

@@ -18,17 +18,8 @@ set -u
 
 sluice=${1:?usage: pg_taskq.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
-helper="$(dirname "$sluice")/sluice_tasks_diff"
-[ -x "$helper" ] || {
-  bad "$helper is not built"
-  finish
-  exit 1
-}
-if ! pg_bindir >/dev/null; then
-  echo "SKIPPED: PostgreSQL server binaries (initdb, postgres) are not installed;" \
-    "scripts/deps.sh installs Debian's postgresql"
-  exit 77
-fi
+need_helper sluice_tasks_diff
+need_postgres
 need_tools pg_taskq.sh redis-server
 start_postgres tasks
 start_redis tasks

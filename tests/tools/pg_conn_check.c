@@ -25,21 +25,20 @@
  *
  * Usage: sluice_pg_conn_check CONNINFO MODE
  */
-#include <arpa/inet.h>
 #include <libpq-fe.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "sluice/error.h"
 #include "store/pg_conn.h"
 #include "store/pg_schema.h"
+
+#include "../unit/pg_fixture.h"
 
 #define NPIPE   1000
 #define CHANNEL "sluice Test" /* upper case and a space: the LISTEN must quote it */
@@ -701,23 +700,15 @@ static void mode_basic(world *w, const char *conninfo)
 
 /* ---- timeout ----------------------------------------------------------------------------- */
 
-/* A loopback TCP socket bound to a port of the kernel's choice; listening when asked (it never
- * accepts: the kernel completes connections into its backlog and nothing answers). */
+/* pg_fixture.h's loopback socket, or the end of the program. */
 static int loopback_socket(int do_listen, int *port)
 {
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = pgfix_loopback_socket(do_listen, port);
 
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0 || (do_listen && listen(fd, 64) != 0)) {
+    if (fd < 0) {
         perror("loopback socket");
         exit(2);
     }
-    *port = ntohs(a.sin_port);
     return fd;
 }
 
@@ -737,21 +728,33 @@ static uint64_t loop_ms(world *w)
     return uv_now(&w->loop);
 }
 
-static void mode_timeout(world *w)
+/* Opens a connection to loopback port `port` (connect timeout connect_ms) and waits until
+ * `until` holds: the open's rc, with the wait's length in *ms and the stats after it in *st. */
+static int attempts_on(world *w, int port, int connect_ms, int (*until)(world *), uint64_t *ms,
+                       pgconn_stats *st)
 {
     char conninfo[200];
+    uint64_t t0;
+    int rc;
+
+    snprintf(conninfo, sizeof conninfo, "host=127.0.0.1 port=%d user=sluice dbname=postgres", port);
+    rc = open_conn(w, conninfo, connect_ms, 1, NULL);
+    t0 = loop_ms(w);
+    wait_for(w, until, 10000);
+    *ms = loop_ms(w) - t0;
+    pgconn_get_stats(w->pc, st);
+    return rc;
+}
+
+static void mode_timeout(world *w)
+{
     pgconn_stats st;
-    uint64_t t0, ms;
+    uint64_t ms;
     tcall t;
     int port, fd, rc;
 
     fd = loopback_socket(1, &port);
-    snprintf(conninfo, sizeof conninfo, "host=127.0.0.1 port=%d user=sluice dbname=postgres", port);
-    rc = open_conn(w, conninfo, 200, 1, NULL);
-    t0 = loop_ms(w);
-    wait_for(w, three_failed, 10000);
-    ms = loop_ms(w) - t0;
-    pgconn_get_stats(w->pc, &st);
+    rc = attempts_on(w, port, 200, three_failed, &ms, &st);
     check(rc == 0 && w->nstates[PGCONN_UP] == 0 && pgconn_get_state(w->pc) != PGCONN_UP,
           "silent server: never UP", "rc %d", rc);
     check(w->nstates[PGCONN_DOWN] >= 3 && strstr(w->last_why, "within 200 ms"),
@@ -771,12 +774,7 @@ static void mode_timeout(world *w)
     /* Nothing listens: refused at once, retried with the backoff. */
     fd = loopback_socket(0, &port);
     close(fd);
-    snprintf(conninfo, sizeof conninfo, "host=127.0.0.1 port=%d user=sluice dbname=postgres", port);
-    rc = open_conn(w, conninfo, 5000, 1, NULL);
-    t0 = loop_ms(w);
-    wait_for(w, five_failed, 10000);
-    ms = loop_ms(w) - t0;
-    pgconn_get_stats(w->pc, &st);
+    rc = attempts_on(w, port, 5000, five_failed, &ms, &st);
     /* Five attempts, 20, 40, 80 and 160 ms apart: no sooner than the backoff allows. */
     check(rc == 0 && st.failed_connects == 5 && w->nstates[PGCONN_UP] == 0 &&
               ms >= 20 + 40 + 80 + 160,

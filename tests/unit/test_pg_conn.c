@@ -16,14 +16,12 @@
 
 #include <cmocka.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "sluice/error.h"
 #include "store/pg_conn.h"
+#include "pg_fixture.h"
 #include "testutil.h"
 
 static const pgconn_stmt stmts[] = {{"one", "SELECT 1", 0, 0}};
@@ -53,18 +51,11 @@ static void on_notify(void *arg, const char *payload)
 /* A loopback port nothing listens on (bound by the kernel's choice, then closed). */
 static int closed_port(void)
 {
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int port = 0, fd = pgfix_loopback_socket(0, &port);
 
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
     close(fd);
-    return ntohs(a.sin_port);
+    return port;
 }
 
 static void test_state_names(void **state)

@@ -26,39 +26,15 @@
 #include "store/pg_tasks.h"
 #include "testutil.h"
 
-#define SEC SLUICE_NS_PER_SEC
-
-/* The limits of the links: a rate of 10/s with a burst of 5 that starts empty (the same text
- * as the limits encoder's test), a concurrency of 3. */
-static sluice_limit_def rate_def, lease_def;
-
-static int setup(void **state)
-{
-    (void)state;
-    sluice_limit_def_init(&rate_def, SLUICE_RATE);
-    rate_def.limit = 10;
-    rate_def.period_ns = SEC;
-    rate_def.burst = 5;
-    rate_def.start_empty = 1;
-    sluice_limit_def_init(&lease_def, SLUICE_CONCURRENCY);
-    lease_def.limit = 3;
-    lease_def.ttl_ns = 30 * SEC;
-    return 0;
-}
-
-static rlim_link link_of(const sluice_limit_def *def, const char *id, const char *key,
-                         int64_t units)
-{
-    rlim_link l;
-
-    memset(&l, 0, sizeof l);
-    l.def = def;
-    l.limit_id = id;
-    l.key = key;
-    l.keylen = strlen(key);
-    l.units = units;
-    return l;
-}
+/* The links' limits and link_of are the limits encoders' tests' (rlim_fixture.h): a rate of
+ * 10/s with a burst of 5 that starts empty, so that a link's definition text is the one
+ * test_pg_limits.c checks, and a concurrency of 3. Its quota definition and chain answer are
+ * theirs alone. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#include "rlim_fixture.h"
+#pragma GCC diagnostic pop
 
 static const char *const two_types[] = {"w", "vv"};
 static const size_t two_lens[] = {1, 2};

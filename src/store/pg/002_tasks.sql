@@ -316,10 +316,12 @@ BEGIN
     END LOOP;
 END $$;
 
--- Releases lease p_lease of a concurrency row (001's R: remembered with 0 units until it would
--- have expired).
-CREATE FUNCTION sluice_task_lease_release(p_def text, p_tag bytea, p_lim text, p_key bytea,
-                                          p_lease bigint, now numeric) RETURNS void
+-- Releases (ttl NULL) or renews lease p_lease of a concurrency row. A release is 001's R: the
+-- lease is remembered with 0 units until it would have expired. A renewal is 001's N: the lease
+-- lasts until now + ttl (the limit's own ttl where ttl is not positive). A released or unknown
+-- lease is left alone either way. One function, so that both find the lease the same way.
+CREATE FUNCTION sluice_task_lease_touch(p_def text, p_tag bytea, p_lim text, p_key bytea,
+                                        p_lease bigint, ttl numeric, now numeric) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     d record := sluice_task_def(p_def);
@@ -332,7 +334,11 @@ BEGIN
     FOR i IN 1 .. coalesce(array_length(cur, 1), 0) / 3 LOOP
         IF cur[3 * i - 2] = p_lease THEN
             IF cur[3 * i] > 0 THEN
-                cur[3 * i] := 0;
+                IF ttl IS NULL THEN
+                    cur[3 * i] := 0;
+                ELSE
+                    cur[3 * i - 1] := sluice_sat(now + CASE WHEN ttl > 0 THEN ttl ELSE d.ttl END);
+                END IF;
                 UPDATE sluice_limit_state s SET kind = 4, st = cur
                  WHERE s.tag = p_tag AND s.lim = p_lim AND s.key = p_key;
             END IF;
@@ -533,8 +539,8 @@ BEGIN
         CONTINUE WHEN t.l_lease[i] = 0;
         d := sluice_task_def(t.l_def[i]);
         IF d.ok THEN
-            PERFORM sluice_task_lease_release(t.l_def[i], t.l_tag[i], t.l_lim[i], t.l_key[i],
-                t.l_lease[i], sluice_task_ratchet(now, ARRAY[t.l_tag[i]]));
+            PERFORM sluice_task_lease_touch(t.l_def[i], t.l_tag[i], t.l_lim[i], t.l_key[i],
+                t.l_lease[i], NULL, sluice_task_ratchet(now, ARRAY[t.l_tag[i]]));
         END IF;
         t.l_lease[i] := 0;
         PERFORM sluice_task_put(t);
@@ -702,31 +708,6 @@ BEGIN
         END IF;
         UPDATE sluice_limit_state s SET kind = 1, st = ARRAY[tat, trem]::bigint[]
          WHERE s.tag = t.l_tag[i] AND s.lim = t.l_lim[i] AND s.key = t.l_key[i];
-    END LOOP;
-END $$;
-
--- Renews lease p_lease of a concurrency row until now + ttl (001's N; a released or unknown
--- lease is left alone).
-CREATE FUNCTION sluice_task_lease_renew(p_def text, p_tag bytea, p_lim text, p_key bytea,
-                                        p_lease bigint, ttl numeric, now numeric) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-    d record := sluice_task_def(p_def);
-    rk int; rst bigint[]; cur bigint[];
-BEGIN
-    IF NOT d.ok OR d.kind <> 4 THEN RETURN; END IF;
-    SELECT s.kind, s.st INTO rk, rst FROM sluice_limit_state s
-     WHERE s.tag = p_tag AND s.lim = p_lim AND s.key = p_key;
-    cur := sluice_limit_load(4, d.per, rk, rst, now);
-    FOR i IN 1 .. coalesce(array_length(cur, 1), 0) / 3 LOOP
-        IF cur[3 * i - 2] = p_lease THEN
-            IF cur[3 * i] > 0 THEN
-                cur[3 * i - 1] := sluice_sat(now + CASE WHEN ttl > 0 THEN ttl ELSE d.ttl END);
-                UPDATE sluice_limit_state s SET kind = 4, st = cur
-                 WHERE s.tag = p_tag AND s.lim = p_lim AND s.key = p_key;
-            END IF;
-            RETURN;
-        END IF;
     END LOOP;
 END $$;
 
@@ -923,7 +904,7 @@ BEGIN
         t.due := sluice_sat(now + t.lease_ns);
         FOR i IN 1 .. cardinality(t.l_def) LOOP
             CONTINUE WHEN t.l_lease[i] = 0 OR NOT (sluice_task_def(t.l_def[i])).ok;
-            PERFORM sluice_task_lease_renew(t.l_def[i], t.l_tag[i], t.l_lim[i], t.l_key[i],
+            PERFORM sluice_task_lease_touch(t.l_def[i], t.l_tag[i], t.l_lim[i], t.l_key[i],
                 t.l_lease[i], t.lease_ns, sluice_task_ratchet(now, ARRAY[t.l_tag[i]]));
         END LOOP;
         PERFORM sluice_task_put(t);
