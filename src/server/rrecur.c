@@ -38,8 +38,6 @@
 
 /* Links of an occurrence resolved on the stack; longer chains are allocated. */
 #define LINKS_STACK 16
-/* Room for "name/tier", a tiered limit's id (as rtasks.c names it). */
-#define LIMIT_ID_BUF 260
 /* The hash tag of every task link (rtasks.c's): occurrences charge the budget tasks charge. */
 #define RRECUR_TAG "all"
 
@@ -180,7 +178,7 @@ static int add_fire_with_task(rrecur *rr, rrecur_fire *f, const due *d)
     server *s = rr->s;
     sluice_charge stack[LINKS_STACK], *ch = stack;
     rtask_link lstack[LINKS_STACK], *links = lstack;
-    char(*ids)[LIMIT_ID_BUF] = NULL, idstack[LINKS_STACK][LIMIT_ID_BUF];
+    char(*ids)[RTASKS_LIMIT_ID_BUF] = NULL, idstack[LINKS_STACK][RTASKS_LIMIT_ID_BUF];
     sluice_task_spec ts;
     sluice_submit_error err;
     sluice_task_plan plan;
@@ -210,28 +208,7 @@ static int add_fire_with_task(rrecur *rr, rrecur_fire *f, const due *d)
         rc = n;
         goto done;
     }
-    for (int i = 0; i < n; i++) {
-        const sluice_limit_policy *p = sluice_engine_get_limit(s->engine, ch[i].limit, NULL);
-        rtask_link *l = &links[i];
-
-        memset(l, 0, sizeof(*l));
-        if (ch[i].tier)
-            snprintf(ids[i], LIMIT_ID_BUF, "%s/%s", ch[i].limit, ch[i].tier);
-        else
-            snprintf(ids[i], LIMIT_ID_BUF, "%s", ch[i].limit);
-        l->lim.def = ch[i].def;
-        l->lim.limit_id = ids[i];
-        l->lim.key = ch[i].key;
-        l->lim.keylen = ch[i].keylen;
-        l->lim.units = ch[i].units;
-        l->lim.tag = RRECUR_TAG;
-        l->lim.taglen = strlen(RRECUR_TAG);
-        l->horizon_ns = ch[i].def->kind == SLUICE_CONCURRENCY ? 0 : ch[i].def->horizon_ns;
-        if (p && p->overflow == SLUICE_OVERFLOW_REJECT)
-            l->flags |= RTASK_LINK_REJECT;
-        if (ch[i].settles)
-            l->flags |= RTASK_LINK_SETTLE;
-    }
+    rtasks_links_of(s->engine, ch, (size_t)n, ids, RRECUR_TAG, links);
     memset(&a, 0, sizeof(a));
     a.type = ts.type;
     a.typelen = strlen(ts.type);
