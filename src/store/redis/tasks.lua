@@ -64,8 +64,8 @@
 -- Everything below is defined inside tasks_main, so that a limits call (protocol "2") does not
 -- pay for building the task ops' closures.
 -- With `ext` (recur.lua's recur_main), the call is recur.lua's: ext gets the ADD op and the
--- call's set-up and ending (one clock, one wake), so that an occurrence of a recurring series is
--- added by the very code that adds a task.
+-- request loop (serve: one clock, one wake, the same INVAL on an error), so that an occurrence
+-- of a recurring series is added by the very code that adds a task.
 local function tasks_main(ext)
   local SCAN, WAKES, LAPSES, KEEP = 64, 16, 64, 10000
   local QUEUED, PARKED, RUNNING, DONE, FAILED, CANCELLED = 1, 2, 3, 4, 5, 6
@@ -863,11 +863,15 @@ local function tasks_main(ext)
     end
   end
 
-  local function run()
+  -- The request loop of a call (tasks.lua's and recur.lua's): each request is "<op> <nargs>"
+  -- then its arguments; nkeys_of(op, a) says how many request keys it takes (from ki on), and
+  -- dispatch(op, a, ki, now, reply) answers it at its own ratcheted now, returning the reply's
+  -- one string or nil when it filled reply. An error answers that request only (INVAL).
+  local function serve(nfixed, nkeys_of, dispatch)
     local base_now = begin()
     local nreq = tonumber(ARGV[3])
     local replies = {}
-    local ai, ki = 4, NFIXED + 1
+    local ai, ki = 4, nfixed + 1
     for r = 1, nreq do
       local op, nargs = ARGV[ai]:match("^(%a) (%d+)$")
       nargs = tonumber(nargs)
@@ -876,22 +880,10 @@ local function tasks_main(ext)
         a[i] = ARGV[ai + i]
       end
       ai = ai + 1 + nargs
-      local nkeys = 0
-      if op == "A" then
-        nkeys = 2 + 2 * tonumber(a[16])
-      elseif op == "C" then
-        nkeys = 2 * tonumber(a[2])
-      end
+      local nkeys = nkeys_of(op, a)
       local now = ratchet(base_now, nil)
       local reply = {}
-      local ok, res = pcall(function()
-        if op == "A" then
-          return op_add(a, ki, now, reply)
-        elseif op == "C" then
-          return op_claim(a, ki, now, reply)
-        end
-        return op_done(op, a, now, reply)
-      end)
+      local ok, res = pcall(dispatch, op, a, ki, now, reply)
       if not ok then
         res = "INVAL " .. str(now) .. " " .. tostring(res)
       end
@@ -905,14 +897,31 @@ local function tasks_main(ext)
     return replies
   end
 
+  local function task_keys(op, a)
+    if op == "A" then
+      return 2 + 2 * tonumber(a[16])
+    elseif op == "C" then
+      return 2 * tonumber(a[2])
+    end
+    return 0
+  end
+
+  local function task_op(op, a, ki, now, reply)
+    if op == "A" then
+      return op_add(a, ki, now, reply)
+    elseif op == "C" then
+      return op_claim(a, ki, now, reply)
+    end
+    return op_done(op, a, now, reply)
+  end
+
   if ext then
-    return ext({begin = begin, finish = finish_call, ratchet = ratchet, add = op_add, enc = enc,
-                dec = dec,
+    return ext({serve = serve, add = op_add, enc = enc, dec = dec, ms_ceil = ms_ceil,
                 cancel = function(id, now)
                   return op_done("X", {id, "0", "-1", "0", "-1", "", "0"}, now, {})
                 end, NFIXED = NFIXED})
   end
-  return run()
+  return serve(NFIXED, task_keys, task_op)
 end
 
 -- lib() goes on in recur.lua, appended next, which closes it.
