@@ -56,6 +56,7 @@ void rbatch_fini(rbatch *c)
     alloc_free(c->prefix);
     for (size_t i = 0; i < c->nfixed; i++)
         alloc_free(c->fixed[i]);
+    alloc_free(c->ops);
     alloc_free(c->a.buf);
     alloc_free(c->keys.v);
     alloc_free(c->args.v);
@@ -83,6 +84,25 @@ void rbatch_roll_back(rbatch *c, rbatch_mark m)
     c->a.len = m.len;
     c->keys.n = m.nkeys;
     c->args.n = m.nargs;
+}
+
+int rbatch_finish(rbatch *c, int op, rbatch_mark m, int rc)
+{
+    if (rc == SLUICE_OK && c->nreqs >= (size_t)INT32_MAX)
+        rc = SLUICE_EINVAL;
+    if (rc == SLUICE_OK)
+        rc = grow_array(&c->ops, &c->capops, c->nreqs + 1, sizeof(*c->ops), 16);
+    if (rc != SLUICE_OK) {
+        rbatch_roll_back(c, m);
+        return rc;
+    }
+    c->ops[c->nreqs] = op;
+    return (int)c->nreqs++;
+}
+
+int rbatch_op(const rbatch *c, size_t i)
+{
+    return i < c->nreqs ? c->ops[i] : 0;
 }
 
 int rbatch_put_fmt(rbatch *c, packed_list *list, const char *fmt, ...)
@@ -182,5 +202,14 @@ int rbatch_reply_head(const rbatch *c, const redisReply *reply, size_t i, const 
     if (!h || h->type != REDIS_REPLY_STRING)
         return SLUICE_EPARSE;
     packed_fields_init(f, h->str, h->len);
+    return SLUICE_OK;
+}
+
+int rbatch_bulk(const redisReply *r, const char **s, size_t *len)
+{
+    if (!r || r->type != REDIS_REPLY_STRING)
+        return SLUICE_EPARSE;
+    *s = r->str;
+    *len = r->len;
     return SLUICE_OK;
 }

@@ -31,10 +31,12 @@ typedef struct rbatch {
     size_t nfixed;                 /* how many of fixed are used */
     int64_t now_ns;                /* injected time; 0: Redis TIME */
     size_t nreqs;                  /* requests in the batch */
-    packed_arena a;                /* every key's and argument's bytes */
-    packed_list keys;              /* the request keys, after the fixed ones */
-    packed_list args;              /* the request arguments */
-    const char **argv;             /* the last command built */
+    int *ops;                      /* each request's op (the encoder's enum) */
+    size_t capops;
+    packed_arena a;    /* every key's and argument's bytes */
+    packed_list keys;  /* the request keys, after the fixed ones */
+    packed_list args;  /* the request arguments */
+    const char **argv; /* the last command built */
     size_t *argvlen;
     size_t capargv;
     char head[3][24]; /* numkeys, now, request count */
@@ -62,6 +64,13 @@ void rbatch_reset(rbatch *c);
 rbatch_mark rbatch_mark_of(const rbatch *c);
 void rbatch_roll_back(rbatch *c, rbatch_mark m);
 
+/* Ends a request of op `op` begun at mark m: records it and returns its index, or on rc (or
+ * SLUICE_EINVAL past INT32_MAX requests, SLUICE_ENOMEM) rolls c back to m and returns that. */
+int rbatch_finish(rbatch *c, int op, rbatch_mark m, int rc);
+
+/* Request i's op, or 0 when there is no request i. */
+int rbatch_op(const rbatch *c, size_t i);
+
 /* Appends the printf text of fmt (at most 63 bytes) to list. Returns 0, SLUICE_EINVAL (too
  * long) or SLUICE_ENOMEM. */
 int rbatch_put_fmt(rbatch *c, packed_list *list, const char *fmt, ...);
@@ -80,5 +89,9 @@ int rbatch_word_is(const char *s, size_t len, const char *w);
  * Returns 0, SLUICE_EINVAL (i out of range) or SLUICE_EPARSE. */
 int rbatch_reply_head(const rbatch *c, const struct redisReply *reply, size_t i,
                       const struct redisReply **r, packed_fields *f);
+
+/* The bulk string r as *s and *len (borrowed from r). Returns 0 or SLUICE_EPARSE (not a
+ * string). */
+int rbatch_bulk(const struct redisReply *r, const char **s, size_t *len);
 
 #endif

@@ -24,7 +24,6 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "base/grow.h"
 #include "sluice/error.h"
 #include "store/packed.h"
 #include "store/redis_batch.h"
@@ -41,9 +40,7 @@ static const char *const fixed_names[] = {"clock", "seq",  "task", "body",  "lin
 #define FIRE_ARGS 6
 
 struct rrecur_batch {
-    rbatch c; /* prefix, fixed keys, arena and command (redis_batch.h) */
-    rrecur_op *ops;
-    size_t capreqs;
+    rbatch c;             /* prefix, fixed keys, arena and command (redis_batch.h) */
     rtask_batch *scratch; /* encodes an occurrence's ADD (created at the first FIRE with one) */
 };
 
@@ -77,7 +74,6 @@ void rrecur_batch_free(rrecur_batch *b)
     if (!b)
         return;
     rbatch_fini(&b->c);
-    alloc_free(b->ops);
     rtask_batch_free(b->scratch);
     alloc_free(b);
 }
@@ -94,7 +90,7 @@ size_t rrecur_batch_count(const rrecur_batch *b)
 
 rrecur_op rrecur_batch_op(const rrecur_batch *b, size_t i)
 {
-    return i < b->c.nreqs ? b->ops[i] : (rrecur_op)0;
+    return (rrecur_op)rbatch_op(&b->c, i);
 }
 
 /* ---- requests ---------------------------------------------------------------------------- */
@@ -113,16 +109,7 @@ static int put_head(rrecur_batch *b, char op, size_t nargs)
 /* Ends a request: records it, or rolls the batch back on rc. */
 static int finish_req(rrecur_batch *b, rrecur_op op, rbatch_mark m, int rc)
 {
-    if (rc == SLUICE_OK && b->c.nreqs >= (size_t)INT32_MAX)
-        rc = SLUICE_EINVAL;
-    if (rc == SLUICE_OK)
-        rc = grow_array(&b->ops, &b->capreqs, b->c.nreqs + 1, sizeof(*b->ops), 16);
-    if (rc != SLUICE_OK) {
-        rbatch_roll_back(&b->c, m);
-        return rc;
-    }
-    b->ops[b->c.nreqs] = op;
-    return (int)b->c.nreqs++;
+    return rbatch_finish(&b->c, (int)op, m, rc);
 }
 
 int rrecur_batch_add_set(rrecur_batch *b, const sluice_recurring_spec *spec)
@@ -279,7 +266,7 @@ static int time_field(packed_fields *f, int64_t *out)
 
 static int read_result(const rrecur_batch *b, const redisReply *reply, size_t i, rrecur_result *res)
 {
-    rrecur_op op = b->ops[i];
+    rrecur_op op = rrecur_batch_op(b, i);
     const redisReply *r;
     const char *w;
     size_t wlen;
@@ -383,15 +370,6 @@ int rrecur_batch_result(const rrecur_batch *b, const struct redisReply *reply, s
     return rc;
 }
 
-static int bulk(const redisReply *r, const char **s, size_t *len)
-{
-    if (!r || r->type != REDIS_REPLY_STRING)
-        return SLUICE_EPARSE;
-    *s = r->str;
-    *len = r->len;
-    return SLUICE_OK;
-}
-
 /* The six elements of a series from e[0]. */
 static int read_series(redisReply *const *e, rrecur_series *out)
 {
@@ -424,15 +402,15 @@ static int read_series(redisReply *const *e, rrecur_series *out)
     if (rc == SLUICE_OK && !packed_at_end(&f))
         rc = SLUICE_EPARSE;
     if (rc == SLUICE_OK)
-        rc = bulk(e[1], &out->name, &out->namelen);
+        rc = rbatch_bulk(e[1], &out->name, &out->namelen);
     if (rc == SLUICE_OK)
-        rc = bulk(e[2], &out->type, &out->typelen);
+        rc = rbatch_bulk(e[2], &out->type, &out->typelen);
     if (rc == SLUICE_OK)
-        rc = bulk(e[3], &out->payload, &out->payload_len);
+        rc = rbatch_bulk(e[3], &out->payload, &out->payload_len);
     if (rc == SLUICE_OK)
-        rc = bulk(e[4], &out->key, &out->key_len);
+        rc = rbatch_bulk(e[4], &out->key, &out->key_len);
     if (rc == SLUICE_OK)
-        rc = bulk(e[5], &out->cron, &out->cronlen);
+        rc = rbatch_bulk(e[5], &out->cron, &out->cronlen);
     /* Exactly one schedule, as SET took it. */
     if (rc == SLUICE_OK && (out->interval_ns > 0) == (out->cronlen > 0))
         rc = SLUICE_EPARSE;
@@ -452,7 +430,8 @@ int rrecur_batch_series(const rrecur_batch *b, const struct redisReply *reply, s
     int rc;
 
     memset(out, 0, sizeof *out);
-    if (i >= b->c.nreqs || (b->ops[i] != RRECUR_LIST && b->ops[i] != RRECUR_INFO))
+    if (i >= b->c.nreqs ||
+        (rrecur_batch_op(b, i) != RRECUR_LIST && rrecur_batch_op(b, i) != RRECUR_INFO))
         return SLUICE_EINVAL;
     rc = rrecur_batch_result(b, reply, i, &res);
     if (rc != SLUICE_OK)

@@ -24,7 +24,6 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "base/grow.h"
 #include "sluice/error.h"
 #include "store/packed.h"
 #include "store/redis_batch.h"
@@ -34,15 +33,9 @@ static const char *const fixed_names[] = {"clock", "seq",   "task", "body", "lin
                                           "run",   "wakes", "tkey", "done", "msg"};
 #define NFIXED (sizeof fixed_names / sizeof fixed_names[0])
 
-typedef struct rtask_req {
-    rtask_op op;
-} rtask_req;
-
 struct rtask_batch {
     rbatch c; /* prefix, fixed keys, arena and command (redis_batch.h) */
     char *channel;
-    rtask_req *reqs;
-    size_t capreqs;
 };
 
 /* ---- the arena --------------------------------------------------------------------------- */
@@ -97,7 +90,6 @@ void rtask_batch_free(rtask_batch *b)
         return;
     rbatch_fini(&b->c);
     alloc_free(b->channel);
-    alloc_free(b->reqs);
     alloc_free(b);
 }
 
@@ -113,7 +105,7 @@ size_t rtask_batch_count(const rtask_batch *b)
 
 rtask_op rtask_batch_op(const rtask_batch *b, size_t i)
 {
-    return i < b->c.nreqs ? b->reqs[i].op : (rtask_op)0;
+    return (rtask_op)rbatch_op(&b->c, i);
 }
 
 const char *rtask_wake_channel(const rtask_batch *b)
@@ -123,19 +115,10 @@ const char *rtask_wake_channel(const rtask_batch *b)
 
 /* ---- requests ---------------------------------------------------------------------------- */
 
-/* Ends a request whose head is args.v[head]: records it, or rolls the batch back on rc. */
+/* Ends a request: records it, or rolls the batch back on rc. */
 static int finish_req(rtask_batch *b, rtask_op op, rbatch_mark m, int rc)
 {
-    if (rc == SLUICE_OK && b->c.nreqs >= (size_t)INT32_MAX)
-        rc = SLUICE_EINVAL;
-    if (rc == SLUICE_OK)
-        rc = grow_array(&b->reqs, &b->capreqs, b->c.nreqs + 1, sizeof(rtask_req), 16);
-    if (rc != SLUICE_OK) {
-        rbatch_roll_back(&b->c, m);
-        return rc;
-    }
-    b->reqs[b->c.nreqs].op = op;
-    return (int)b->c.nreqs++;
+    return rbatch_finish(&b->c, (int)op, m, rc);
 }
 
 /* The head "<op> <nargs>" is written first with a placeholder count and patched at the end:
@@ -475,7 +458,7 @@ static int read_result(const rtask_batch *b, const redisReply *reply, size_t i, 
 
     if (rc != SLUICE_OK)
         return rc;
-    return rtask_parse_answer(b->reqs[i].op, f.p, (size_t)(f.end - f.p), r->elements, res);
+    return rtask_parse_answer(rtask_batch_op(b, i), f.p, (size_t)(f.end - f.p), r->elements, res);
 }
 
 int rtask_batch_result(const rtask_batch *b, const struct redisReply *reply, size_t i,
@@ -490,15 +473,6 @@ int rtask_batch_result(const rtask_batch *b, const struct redisReply *reply, siz
     if (rc != SLUICE_OK)
         memset(res, 0, sizeof *res);
     return rc;
-}
-
-static int bulk(const redisReply *r, const char **s, size_t *len)
-{
-    if (!r || r->type != REDIS_REPLY_STRING)
-        return SLUICE_EPARSE;
-    *s = r->str;
-    *len = r->len;
-    return SLUICE_OK;
 }
 
 int rtask_parse_info(const char *s, size_t len, rtask_task *out, int *has_key, int *has_msg)
@@ -588,7 +562,8 @@ int rtask_batch_task(const rtask_batch *b, const struct redisReply *reply, size_
     int rc;
 
     memset(out, 0, sizeof *out);
-    if (i >= b->c.nreqs || (b->reqs[i].op != RTASK_CLAIM && b->reqs[i].op != RTASK_INFO))
+    if (i >= b->c.nreqs ||
+        (rtask_batch_op(b, i) != RTASK_CLAIM && rtask_batch_op(b, i) != RTASK_INFO))
         return SLUICE_EINVAL;
     rc = rtask_batch_result(b, reply, i, &res);
     if (rc != SLUICE_OK)
@@ -596,19 +571,19 @@ int rtask_batch_task(const rtask_batch *b, const struct redisReply *reply, size_
     if (res.rc != SLUICE_OK)
         return SLUICE_EINVAL;
     r = reply->element[i];
-    if (b->reqs[i].op == RTASK_INFO) {
+    if (rtask_batch_op(b, i) == RTASK_INFO) {
         if (k != 0)
             return SLUICE_EINVAL;
         h = r->element[0];
         rc = rtask_parse_info(h->str, h->len, out, &has_key, &has_msg);
         if (rc == SLUICE_OK)
-            rc = bulk(r->element[1], &out->type, &out->typelen);
+            rc = rbatch_bulk(r->element[1], &out->type, &out->typelen);
         if (rc == SLUICE_OK)
-            rc = bulk(r->element[2], &out->payload, &out->payload_len);
+            rc = rbatch_bulk(r->element[2], &out->payload, &out->payload_len);
         if (rc == SLUICE_OK && has_key)
-            rc = bulk(r->element[3], &out->task_key, &out->task_key_len);
+            rc = rbatch_bulk(r->element[3], &out->task_key, &out->task_key_len);
         if (rc == SLUICE_OK && has_msg)
-            rc = bulk(r->element[4], &out->fail_message, &out->fail_message_len);
+            rc = rbatch_bulk(r->element[4], &out->fail_message, &out->fail_message_len);
         if (rc == SLUICE_OK && (!has_key && r->element[3]->type != REDIS_REPLY_STRING))
             rc = SLUICE_EPARSE;
         if (rc == SLUICE_OK && (!has_msg && r->element[4]->type != REDIS_REPLY_STRING))
@@ -623,9 +598,9 @@ int rtask_batch_task(const rtask_batch *b, const struct redisReply *reply, size_
     rc = h && h->type == REDIS_REPLY_STRING ? rtask_parse_delivery(h->str, h->len, out)
                                             : SLUICE_EPARSE;
     if (rc == SLUICE_OK)
-        rc = bulk(r->element[2 + 3 * k], &out->type, &out->typelen);
+        rc = rbatch_bulk(r->element[2 + 3 * k], &out->type, &out->typelen);
     if (rc == SLUICE_OK)
-        rc = bulk(r->element[3 + 3 * k], &out->payload, &out->payload_len);
+        rc = rbatch_bulk(r->element[3 + 3 * k], &out->payload, &out->payload_len);
     if (rc != SLUICE_OK)
         memset(out, 0, sizeof *out);
     return rc;
