@@ -51,7 +51,7 @@ local function recur_main(api)
   local K_RECUR, K_DUE, K_SEQ = api.NFIXED + 1, api.NFIXED + 2, api.NFIXED + 3
   local NFIXED = api.NFIXED + 3
   local LIST_MAX, OCC_KEEP = 64, 32
-  local enc, dec, ms_ceil = api.enc, api.dec, api.ms_ceil
+  local dec, ms_ceil = api.dec, api.ms_ceil
 
   -- The record: version, type, payload, key, has key, interval_ns, cron, start_ns,
   -- end_ns, max_runs, runs, skipped, next_ns, and the ids of its occurrences that may not have
@@ -60,26 +60,18 @@ local function recur_main(api)
                "end_", "max", "runs", "skipped", "next", "occ"}
   local REC_BIG = {interval = true, start = true, end_ = true, max = true, runs = true,
                    skipped = true, next = true}
+  local REC_NUM = {} -- no field is a small Lua number
 
   local function get(name)
     local v = redis.call("HGET", KEYS[K_RECUR], name)
     if not v then
       return nil
     end
-    local f, R = dec(v), {name = name}
-    for i = 1, #REC do
-      R[REC[i]] = REC_BIG[REC[i]] and num(f[i]) or f[i]
-    end
-    return R
+    return api.rec_decode(REC, REC_NUM, REC_BIG, v, {name = name})
   end
 
   local function put(R)
-    local f = {}
-    for i = 1, #REC do
-      local v = R[REC[i]]
-      f[i] = REC_BIG[REC[i]] and str(v) or v
-    end
-    redis.call("HSET", KEYS[K_RECUR], R.name, enc(f))
+    redis.call("HSET", KEYS[K_RECUR], R.name, api.rec_encode(REC, REC_BIG, R))
     if eq(R.next, NEVER) then
       redis.call("ZREM", KEYS[K_DUE], R.name)
     else

@@ -133,17 +133,16 @@ local function tasks_main(ext)
   local REC_BIG = {lease_ns = true, due = true, not_before = true, submitted = true,
                    base_ns = true, max_ns = true}
 
-  local function rec_get(id)
-    local v = redis.call("HGET", KEYS[K_TASK], id)
-    if not v then
-      return nil
-    end
-    local f, t = dec(v), {id = tonumber(id), ids = tostring(id)}
-    for i = 1, #REC do
-      local k = REC[i]
-      if REC_NUM[k] then
+  -- A record of a hash (a task here, a series in recur.lua) from its stored text v, into t: the
+  -- fields named by rec, in order; those in nums as Lua numbers, those in bigs as limits.lua's
+  -- big numbers (num), the others as strings.
+  local function rec_decode(rec, nums, bigs, v, t)
+    local f = dec(v)
+    for i = 1, #rec do
+      local k = rec[i]
+      if nums[k] then
         t[k] = tonumber(f[i])
-      elseif REC_BIG[k] then
+      elseif bigs[k] then
         t[k] = num(f[i])
       else
         t[k] = f[i]
@@ -152,13 +151,26 @@ local function tasks_main(ext)
     return t
   end
 
-  local function rec_put(t)
+  -- The stored text of record t (rec_decode's inverse).
+  local function rec_encode(rec, bigs, t)
     local f = {}
-    for i = 1, #REC do
-      local v = t[REC[i]]
-      f[i] = REC_BIG[REC[i]] and str(v) or v
+    for i = 1, #rec do
+      local v = t[rec[i]]
+      f[i] = bigs[rec[i]] and str(v) or v
     end
-    redis.call("HSET", KEYS[K_TASK], t.ids, enc(f))
+    return enc(f)
+  end
+
+  local function rec_get(id)
+    local v = redis.call("HGET", KEYS[K_TASK], id)
+    if not v then
+      return nil
+    end
+    return rec_decode(REC, REC_NUM, REC_BIG, v, {id = tonumber(id), ids = tostring(id)})
+  end
+
+  local function rec_put(t)
+    redis.call("HSET", KEYS[K_TASK], t.ids, rec_encode(REC, REC_BIG, t))
   end
 
   -- Links: per link 8 fields: definition, units, flags, horizon_ns, state key, clock key,
@@ -916,7 +928,8 @@ local function tasks_main(ext)
   end
 
   if ext then
-    return ext({serve = serve, add = op_add, enc = enc, dec = dec, ms_ceil = ms_ceil,
+    return ext({serve = serve, add = op_add, dec = dec, ms_ceil = ms_ceil,
+                rec_decode = rec_decode, rec_encode = rec_encode,
                 cancel = function(id, now)
                   return op_done("X", {id, "0", "-1", "0", "-1", "", "0"}, now, {})
                 end, NFIXED = NFIXED})
