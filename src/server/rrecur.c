@@ -324,13 +324,27 @@ static void loop_apply(rstore_call *call)
     arm(rr, k->delay_ms < RRECUR_POLL_MS ? (uint64_t)k->delay_ms : RRECUR_POLL_MS);
 }
 
+/* Points k's call at its batch's command when rc (how the requests were added) is not an error;
+ * else at no command. Returns rc or the command's error. */
+static int call_command(rrecur *rr, rcall *k, int rc)
+{
+    int argc = 0;
+    const char **argv = NULL;
+    const size_t *argvlen = NULL;
+
+    if (rc >= 0)
+        rc = rrecur_batch_command(k->rb, rstore_sha(rr->s), &argc, &argv, &argvlen);
+    k->base.call.argc = argc;
+    k->base.call.argv = argv;
+    k->base.call.argvlen = argvlen;
+    return rc;
+}
+
 /* One round: the FIREs of the series found due, then a LIST. */
 static void round_send(rrecur *rr)
 {
     rcall *k = rr->loopcall;
-    int argc = 0, rc;
-    const char **argv = NULL;
-    const size_t *argvlen = NULL;
+    int rc;
 
     if (!rstore_up(rr->s, NULL)) {
         dues_clear(rr);
@@ -344,11 +358,7 @@ static void round_send(rrecur *rr)
     k->nfire = rrecur_batch_count(k->rb);
     rc = rrecur_batch_add_list(k->rb, RRECUR_LIST_MAX);
     rr->stats.lists++;
-    if (rc >= 0)
-        rc = rrecur_batch_command(k->rb, rstore_sha(rr->s), &argc, &argv, &argvlen);
-    k->base.call.argc = argc;
-    k->base.call.argv = argv;
-    k->base.call.argvlen = argvlen;
+    rc = call_command(rr, k, rc);
     k->base.on_reply = loop_decode;
     k->base.apply = loop_apply;
     k->base.wait_replicas = 0;
@@ -495,10 +505,6 @@ static void client_apply(rstore_call *call)
 /* Sends client call k whose request was added with rc (< 0: refused, replied here). */
 static void client_send(rrecur *rr, conn *c, rcall *k, int rc)
 {
-    int argc = 0;
-    const char **argv = NULL;
-    const size_t *argvlen = NULL;
-
     if (rc < 0) {
         if (rc == SLUICE_ENOMEM)
             resp_error(conn_out(c), "NOMEM", "out of memory");
@@ -511,10 +517,7 @@ static void client_send(rrecur *rr, conn *c, rcall *k, int rc)
      * order the client's commands were taken. */
     rstore_flush_limits(rr->s);
     rtasks_flush(rr->s);
-    rc = rrecur_batch_command(k->rb, rstore_sha(rr->s), &argc, &argv, &argvlen);
-    k->base.call.argc = argc;
-    k->base.call.argv = argv;
-    k->base.call.argvlen = argvlen;
+    rc = call_command(rr, k, rc);
     k->base.on_reply = client_decode;
     k->base.apply = client_apply;
     /* A change of the series waits for the replicas (--store-replicas) as a task write does. */
