@@ -38,8 +38,6 @@
 
 /* Links of an occurrence resolved on the stack; longer chains are allocated. */
 #define LINKS_STACK 16
-/* Room for "name/tier", a tiered limit's id (as rtasks.c names it). */
-#define LIMIT_ID_BUF 260
 /* The hash tag of every task link (rtasks.c's): occurrences charge the budget tasks charge. */
 #define RRECUR_TAG "all"
 
@@ -180,7 +178,7 @@ static int add_fire_with_task(rrecur *rr, rrecur_fire *f, const due *d)
     server *s = rr->s;
     sluice_charge stack[LINKS_STACK], *ch = stack;
     rtask_link lstack[LINKS_STACK], *links = lstack;
-    char(*ids)[LIMIT_ID_BUF] = NULL, idstack[LINKS_STACK][LIMIT_ID_BUF];
+    char(*ids)[RTASKS_LIMIT_ID_BUF] = NULL, idstack[LINKS_STACK][RTASKS_LIMIT_ID_BUF];
     sluice_task_spec ts;
     sluice_submit_error err;
     sluice_task_plan plan;
@@ -210,28 +208,7 @@ static int add_fire_with_task(rrecur *rr, rrecur_fire *f, const due *d)
         rc = n;
         goto done;
     }
-    for (int i = 0; i < n; i++) {
-        const sluice_limit_policy *p = sluice_engine_get_limit(s->engine, ch[i].limit, NULL);
-        rtask_link *l = &links[i];
-
-        memset(l, 0, sizeof(*l));
-        if (ch[i].tier)
-            snprintf(ids[i], LIMIT_ID_BUF, "%s/%s", ch[i].limit, ch[i].tier);
-        else
-            snprintf(ids[i], LIMIT_ID_BUF, "%s", ch[i].limit);
-        l->lim.def = ch[i].def;
-        l->lim.limit_id = ids[i];
-        l->lim.key = ch[i].key;
-        l->lim.keylen = ch[i].keylen;
-        l->lim.units = ch[i].units;
-        l->lim.tag = RRECUR_TAG;
-        l->lim.taglen = strlen(RRECUR_TAG);
-        l->horizon_ns = ch[i].def->kind == SLUICE_CONCURRENCY ? 0 : ch[i].def->horizon_ns;
-        if (p && p->overflow == SLUICE_OVERFLOW_REJECT)
-            l->flags |= RTASK_LINK_REJECT;
-        if (ch[i].settles)
-            l->flags |= RTASK_LINK_SETTLE;
-    }
+    rtasks_links_of(s->engine, ch, (size_t)n, ids, RRECUR_TAG, links);
     memset(&a, 0, sizeof(a));
     a.type = ts.type;
     a.typelen = strlen(ts.type);
@@ -347,13 +324,27 @@ static void loop_apply(rstore_call *call)
     arm(rr, k->delay_ms < RRECUR_POLL_MS ? (uint64_t)k->delay_ms : RRECUR_POLL_MS);
 }
 
+/* Points k's call at its batch's command when rc (how the requests were added) is not an error;
+ * else at no command. Returns rc or the command's error. */
+static int call_command(rrecur *rr, rcall *k, int rc)
+{
+    int argc = 0;
+    const char **argv = NULL;
+    const size_t *argvlen = NULL;
+
+    if (rc >= 0)
+        rc = rrecur_batch_command(k->rb, rstore_sha(rr->s), &argc, &argv, &argvlen);
+    k->base.call.argc = argc;
+    k->base.call.argv = argv;
+    k->base.call.argvlen = argvlen;
+    return rc;
+}
+
 /* One round: the FIREs of the series found due, then a LIST. */
 static void round_send(rrecur *rr)
 {
     rcall *k = rr->loopcall;
-    int argc = 0, rc;
-    const char **argv = NULL;
-    const size_t *argvlen = NULL;
+    int rc;
 
     if (!rstore_up(rr->s, NULL)) {
         dues_clear(rr);
@@ -367,11 +358,7 @@ static void round_send(rrecur *rr)
     k->nfire = rrecur_batch_count(k->rb);
     rc = rrecur_batch_add_list(k->rb, RRECUR_LIST_MAX);
     rr->stats.lists++;
-    if (rc >= 0)
-        rc = rrecur_batch_command(k->rb, rstore_sha(rr->s), &argc, &argv, &argvlen);
-    k->base.call.argc = argc;
-    k->base.call.argv = argv;
-    k->base.call.argvlen = argvlen;
+    rc = call_command(rr, k, rc);
     k->base.on_reply = loop_decode;
     k->base.apply = loop_apply;
     k->base.wait_replicas = 0;
@@ -518,10 +505,6 @@ static void client_apply(rstore_call *call)
 /* Sends client call k whose request was added with rc (< 0: refused, replied here). */
 static void client_send(rrecur *rr, conn *c, rcall *k, int rc)
 {
-    int argc = 0;
-    const char **argv = NULL;
-    const size_t *argvlen = NULL;
-
     if (rc < 0) {
         if (rc == SLUICE_ENOMEM)
             resp_error(conn_out(c), "NOMEM", "out of memory");
@@ -534,10 +517,7 @@ static void client_send(rrecur *rr, conn *c, rcall *k, int rc)
      * order the client's commands were taken. */
     rstore_flush_limits(rr->s);
     rtasks_flush(rr->s);
-    rc = rrecur_batch_command(k->rb, rstore_sha(rr->s), &argc, &argv, &argvlen);
-    k->base.call.argc = argc;
-    k->base.call.argv = argv;
-    k->base.call.argvlen = argvlen;
+    rc = call_command(rr, k, rc);
     k->base.on_reply = client_decode;
     k->base.apply = client_apply;
     /* A change of the series waits for the replicas (--store-replicas) as a task write does. */

@@ -41,13 +41,37 @@
 #define SPARE_MAX 8
 /* Links of a task resolved on the stack; longer chains are allocated. */
 #define LINKS_STACK 16
-/* Room for "name/tier", a tiered limit's id (as THROTTLE names its state: cmd_limit.c). */
-#define LIMIT_ID_BUF 260
 /* The hash tag of every task link on Redis: the same as THROTTLE's (rstore.c), so tasks and
  * direct callers charge one budget. On PostgreSQL no tag, as THROTTLE's there (each key its own
  * clock row). */
-#define RTASKS_TAG     "all"
-#define RTASKS_TAG_LEN 3
+#define RTASKS_TAG "all"
+
+void rtasks_links_of(const sluice_engine *e, const sluice_charge *ch, size_t n,
+                     char (*ids)[RTASKS_LIMIT_ID_BUF], const char *tag, rtask_link *links)
+{
+    for (size_t i = 0; i < n; i++) {
+        const sluice_limit_policy *p = sluice_engine_get_limit(e, ch[i].limit, NULL);
+        rtask_link *l = &links[i];
+
+        memset(l, 0, sizeof(*l));
+        if (ch[i].tier)
+            snprintf(ids[i], RTASKS_LIMIT_ID_BUF, "%s/%s", ch[i].limit, ch[i].tier);
+        else
+            snprintf(ids[i], RTASKS_LIMIT_ID_BUF, "%s", ch[i].limit);
+        l->lim.def = ch[i].def;
+        l->lim.limit_id = ids[i];
+        l->lim.key = ch[i].key;
+        l->lim.keylen = ch[i].keylen;
+        l->lim.units = ch[i].units;
+        l->lim.tag = tag;
+        l->lim.taglen = tag ? strlen(tag) : 0;
+        l->horizon_ns = ch[i].def->kind == SLUICE_CONCURRENCY ? 0 : ch[i].def->horizon_ns;
+        if (p && p->overflow == SLUICE_OVERFLOW_REJECT)
+            l->flags |= RTASK_LINK_REJECT;
+        if (ch[i].settles)
+            l->flags |= RTASK_LINK_SETTLE;
+    }
+}
 
 static rtasks *state_of(const server *s)
 {
@@ -337,7 +361,7 @@ void rtasks_add(conn *c, const sluice_task_spec *spec, int64_t delay_ns)
     rtasks *rt = state_of(s);
     sluice_charge stack[LINKS_STACK], *ch = stack;
     rtask_link lstack[LINKS_STACK], *links = lstack;
-    char(*ids)[LIMIT_ID_BUF] = NULL, idstack[LINKS_STACK][LIMIT_ID_BUF];
+    char(*ids)[RTASKS_LIMIT_ID_BUF] = NULL, idstack[LINKS_STACK][RTASKS_LIMIT_ID_BUF];
     sluice_submit_error err;
     sluice_task_plan plan;
     const char *why = NULL;
@@ -366,28 +390,7 @@ void rtasks_add(conn *c, const sluice_task_spec *spec, int64_t delay_ns)
         reply_engine_error(c, n, err.message);
         goto done;
     }
-    for (int i = 0; i < n; i++) {
-        const sluice_limit_policy *p = sluice_engine_get_limit(s->engine, ch[i].limit, NULL);
-        rtask_link *l = &links[i];
-
-        memset(l, 0, sizeof(*l));
-        if (ch[i].tier)
-            snprintf(ids[i], LIMIT_ID_BUF, "%s/%s", ch[i].limit, ch[i].tier);
-        else
-            snprintf(ids[i], LIMIT_ID_BUF, "%s", ch[i].limit);
-        l->lim.def = ch[i].def;
-        l->lim.limit_id = ids[i];
-        l->lim.key = ch[i].key;
-        l->lim.keylen = ch[i].keylen;
-        l->lim.units = ch[i].units;
-        l->lim.tag = rt->pg ? NULL : RTASKS_TAG;
-        l->lim.taglen = rt->pg ? 0 : RTASKS_TAG_LEN;
-        l->horizon_ns = ch[i].def->kind == SLUICE_CONCURRENCY ? 0 : ch[i].def->horizon_ns;
-        if (p && p->overflow == SLUICE_OVERFLOW_REJECT)
-            l->flags |= RTASK_LINK_REJECT;
-        if (ch[i].settles)
-            l->flags |= RTASK_LINK_SETTLE;
-    }
+    rtasks_links_of(s->engine, ch, (size_t)n, ids, rt->pg ? NULL : RTASKS_TAG, links);
     memset(&a, 0, sizeof(a));
     a.type = spec->type;
     a.typelen = strlen(spec->type);

@@ -108,6 +108,17 @@ void rtasks_get(conn *c, const char *const *types, size_t ntypes, size_t count, 
 /* TASK.ACK (RTASK_ACK), FAIL, TOUCH, CANCEL and INFO of d->id. */
 void rtasks_done(conn *c, rtask_op op, const rtask_done *d);
 
+/* Room for "name/tier", a tiered limit's id (as THROTTLE names its state: cmd_limit.c). */
+#define RTASKS_LIMIT_ID_BUF 260
+
+/* Fills links[0..n) from the n charges ch that sluice_engine_resolve_task gave for one task, as
+ * TASK.ADD and a recurring occurrence both store them: link i's limit id ("name" or "name/tier")
+ * is written to ids[i], which the link borrows (keep ids as long as links); its state carries
+ * the hash tag `tag` (NULL: none, as on PostgreSQL); an overflow-reject limit fails the task
+ * when denied, a settling charge is settled at ACK. */
+void rtasks_links_of(const sluice_engine *e, const sluice_charge *ch, size_t n,
+                     char (*ids)[RTASKS_LIMIT_ID_BUF], const char *tag, rtask_link *links);
+
 void rtasks_get_stats(const server *s, rtasks_stats *out);
 
 #endif

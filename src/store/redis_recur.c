@@ -3,8 +3,9 @@
  * The encoder and decoder of the recur ops of the store script (redis_recur.h; the argument and
  * reply layout is described at the top of src/store/redis/recur.lua, which this file must match).
  *
- * Same arena-and-spans scheme as redis_tasks.c: every key's and argument's bytes in one arena,
- * remembered as (offset, length) spans, turned into pointers only when the command is built.
+ * Same arena-and-spans scheme as redis_tasks.c, and the same code: the prefix, the fixed keys,
+ * the arena and the building of the command are redis_batch.c's, so the two calls cannot drift
+ * apart in their layout; this file adds the recur ops' arguments and reads their replies.
  *
  * An occurrence's ADD arguments and keys are not written here a second time: the batch encodes
  * the occurrence with rtask_batch_add_add into a scratch task batch and copies that request's
@@ -19,14 +20,13 @@
 
 #include <hiredis.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
-#include "base/grow.h"
 #include "sluice/error.h"
 #include "store/packed.h"
+#include "store/redis_batch.h"
 
 /* The fixed keys (recur.lua's KEYS 1..13), after "<prefix>:{all}:": the queue's, then ours. */
 static const char *const fixed_names[] = {"clock", "seq",  "task", "body",  "links", "run", "wakes",
@@ -40,59 +40,25 @@ static const char *const fixed_names[] = {"clock", "seq",  "task", "body",  "lin
 #define FIRE_ARGS 6
 
 struct rrecur_batch {
-    char *prefix;
-    char *fixed[NFIXED];
-    int64_t now_ns; /* injected time; 0: Redis TIME */
-    rrecur_op *ops;
-    size_t nreqs, capreqs;
-    packed_arena a; /* every key's and argument's bytes */
-    packed_list keys;
-    packed_list args;
-    const char **argv;
-    size_t *argvlen;
-    size_t capargv;
+    rbatch c;             /* prefix, fixed keys, arena and command (redis_batch.h) */
     rtask_batch *scratch; /* encodes an occurrence's ADD (created at the first FIRE with one) */
-    char head[3][24];     /* numkeys, now, request count */
 };
 
 /* ---- life cycle -------------------------------------------------------------------------- */
 
-static char *concat3(const char *a, const char *m, const char *z)
-{
-    size_t la = strlen(a), lm = strlen(m), lz = strlen(z);
-    char *s = alloc_malloc(la + lm + lz + 1);
-
-    if (!s)
-        return NULL;
-    memcpy(s, a, la);
-    memcpy(s + la, m, lm);
-    memcpy(s + la + lm, z, lz + 1);
-    return s;
-}
-
 int rrecur_batch_new(const char *prefix, rrecur_batch **out)
 {
     rrecur_batch *b;
+    int rc;
 
     *out = NULL;
-    if (!prefix)
-        prefix = "sluice";
-    if (strchr(prefix, '{') || strchr(prefix, '}'))
-        return SLUICE_EINVAL;
     b = alloc_calloc(1, sizeof *b);
     if (!b)
         return SLUICE_ENOMEM;
-    b->prefix = concat3(prefix, "", "");
-    if (!b->prefix) {
+    rc = rbatch_init(&b->c, prefix, fixed_names, NFIXED);
+    if (rc != SLUICE_OK) {
         rrecur_batch_free(b);
-        return SLUICE_ENOMEM;
-    }
-    for (size_t i = 0; i < NFIXED; i++) {
-        b->fixed[i] = concat3(prefix, ":{all}:", fixed_names[i]);
-        if (!b->fixed[i]) {
-            rrecur_batch_free(b);
-            return SLUICE_ENOMEM;
-        }
+        return rc;
     }
     *out = b;
     return SLUICE_OK;
@@ -100,107 +66,55 @@ int rrecur_batch_new(const char *prefix, rrecur_batch **out)
 
 void rrecur_batch_reset(rrecur_batch *b)
 {
-    b->nreqs = 0;
-    b->a.len = 0;
-    b->keys.n = 0;
-    b->args.n = 0;
+    rbatch_reset(&b->c);
 }
 
 void rrecur_batch_free(rrecur_batch *b)
 {
     if (!b)
         return;
-    alloc_free(b->prefix);
-    for (size_t i = 0; i < NFIXED; i++)
-        alloc_free(b->fixed[i]);
-    alloc_free(b->ops);
-    alloc_free(b->a.buf);
-    alloc_free(b->keys.v);
-    alloc_free(b->args.v);
-    alloc_free(b->argv);
-    alloc_free(b->argvlen);
+    rbatch_fini(&b->c);
     rtask_batch_free(b->scratch);
     alloc_free(b);
 }
 
 void rrecur_batch_set_now(rrecur_batch *b, int64_t now_ns)
 {
-    b->now_ns = now_ns > 0 ? now_ns : 0;
+    b->c.now_ns = now_ns > 0 ? now_ns : 0;
 }
 
 size_t rrecur_batch_count(const rrecur_batch *b)
 {
-    return b->nreqs;
+    return b->c.nreqs;
 }
 
 rrecur_op rrecur_batch_op(const rrecur_batch *b, size_t i)
 {
-    return i < b->nreqs ? b->ops[i] : (rrecur_op)0;
+    return (rrecur_op)rbatch_op(&b->c, i);
 }
 
 /* ---- requests ---------------------------------------------------------------------------- */
 
-typedef struct mark {
-    size_t len, nkeys, nargs;
-} mark;
-
-static mark mark_of(const rrecur_batch *b)
-{
-    mark m = {b->a.len, b->keys.n, b->args.n};
-
-    return m;
-}
-
-static void roll_back(rrecur_batch *b, mark m)
-{
-    b->a.len = m.len;
-    b->keys.n = m.nkeys;
-    b->args.n = m.nargs;
-}
-
 static int put(rrecur_batch *b, const char *s, size_t len)
 {
-    return packed_put(&b->a, &b->args, s, len);
-}
-
-static int put_fmt(rrecur_batch *b, const char *fmt, ...)
-{
-    char text[64];
-    va_list ap;
-    int len;
-
-    va_start(ap, fmt);
-    len = vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    if (len < 0 || (size_t)len >= sizeof text)
-        return SLUICE_EINVAL;
-    return packed_put(&b->a, &b->args, text, (size_t)len);
+    return packed_put(&b->c.a, &b->c.args, s, len);
 }
 
 /* Writes the head "<op> <nargs>" of a request of nargs arguments. */
 static int put_head(rrecur_batch *b, char op, size_t nargs)
 {
-    return put_fmt(b, "%c %zu", op, nargs);
+    return rbatch_put_fmt(&b->c, &b->c.args, "%c %zu", op, nargs);
 }
 
 /* Ends a request: records it, or rolls the batch back on rc. */
-static int finish_req(rrecur_batch *b, rrecur_op op, mark m, int rc)
+static int finish_req(rrecur_batch *b, rrecur_op op, rbatch_mark m, int rc)
 {
-    if (rc == SLUICE_OK && b->nreqs >= (size_t)INT32_MAX)
-        rc = SLUICE_EINVAL;
-    if (rc == SLUICE_OK)
-        rc = grow_array(&b->ops, &b->capreqs, b->nreqs + 1, sizeof(*b->ops), 16);
-    if (rc != SLUICE_OK) {
-        roll_back(b, m);
-        return rc;
-    }
-    b->ops[b->nreqs] = op;
-    return (int)b->nreqs++;
+    return rbatch_finish(&b->c, (int)op, m, rc);
 }
 
 int rrecur_batch_add_set(rrecur_batch *b, const sluice_recurring_spec *spec)
 {
-    mark m = mark_of(b);
+    rbatch_mark m = rbatch_mark_of(&b->c);
     int rc;
 
     if (!spec || !spec->name || !*spec->name || !spec->type || !*spec->type ||
@@ -221,21 +135,21 @@ int rrecur_batch_add_set(rrecur_batch *b, const sluice_recurring_spec *spec)
     if (rc == SLUICE_OK)
         rc = put(b, spec->key ? "1" : "0", 1);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, "%" PRId64, spec->interval_ns);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, spec->interval_ns);
     if (rc == SLUICE_OK)
         rc = put(b, spec->cron ? spec->cron : "", spec->cron ? strlen(spec->cron) : 0);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, "%" PRId64, spec->start_ns);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, spec->start_ns);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, "%" PRId64, spec->end_ns);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, spec->end_ns);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, "%" PRId64, spec->max_runs);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, spec->max_runs);
     return finish_req(b, RRECUR_SET, m, rc);
 }
 
 static int add_named(rrecur_batch *b, rrecur_op op, char word, const char *name, size_t namelen)
 {
-    mark m = mark_of(b);
+    rbatch_mark m = rbatch_mark_of(&b->c);
     int rc;
 
     if (!name || namelen == 0)
@@ -258,14 +172,14 @@ int rrecur_batch_add_info(rrecur_batch *b, const char *name, size_t namelen)
 
 int rrecur_batch_add_list(rrecur_batch *b, size_t max)
 {
-    mark m = mark_of(b);
+    rbatch_mark m = rbatch_mark_of(&b->c);
     int rc;
 
     if (max < 1 || max > RRECUR_LIST_MAX)
         return SLUICE_EINVAL;
     rc = put_head(b, 'L', 1);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, "%zu", max);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%zu", max);
     return finish_req(b, RRECUR_LIST, m, rc);
 }
 
@@ -280,7 +194,7 @@ static int put_occurrence(rrecur_batch *b, const rtask_add *t)
     size_t kstart, astart;
 
     if (!b->scratch)
-        rc = rtask_batch_new(b->prefix, &b->scratch);
+        rc = rtask_batch_new(b->c.prefix, &b->scratch);
     if (rc != SLUICE_OK)
         return rc;
     rtask_batch_reset(b->scratch);
@@ -298,7 +212,7 @@ static int put_occurrence(rrecur_batch *b, const rtask_add *t)
     if (argvlen[astart - 1] < 2 || argv[astart - 1][0] != 'A')
         return SLUICE_EINVAL;
     for (size_t i = 0; i < nkeys && rc == SLUICE_OK; i++)
-        rc = packed_put(&b->a, &b->keys, argv[kstart + i], argvlen[kstart + i]);
+        rc = packed_put(&b->c.a, &b->c.keys, argv[kstart + i], argvlen[kstart + i]);
     for (size_t i = 0; i < nargs && rc == SLUICE_OK; i++)
         rc = put(b, argv[astart + i], argvlen[astart + i]);
     return rc;
@@ -306,7 +220,7 @@ static int put_occurrence(rrecur_batch *b, const rtask_add *t)
 
 int rrecur_batch_add_fire(rrecur_batch *b, const rrecur_fire *f)
 {
-    mark m = mark_of(b);
+    rbatch_mark m = rbatch_mark_of(&b->c);
     size_t nargs;
     int rc;
 
@@ -318,15 +232,15 @@ int rrecur_batch_add_fire(rrecur_batch *b, const rrecur_fire *f)
     if (rc == SLUICE_OK)
         rc = put(b, f->name, f->namelen);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, "%" PRIu64, f->version);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRIu64, f->version);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, "%" PRId64, f->expected_ns);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, f->expected_ns);
     if (rc == SLUICE_OK)
         rc = put(b, f->task ? "1" : "0", 1);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, "%" PRId64, f->next_ns);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, f->next_ns);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, "%" PRId64, f->missed);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, f->missed);
     if (rc == SLUICE_OK && f->task)
         rc = put_occurrence(b, f->task);
     return finish_req(b, RRECUR_FIRE, m, rc);
@@ -337,88 +251,10 @@ int rrecur_batch_add_fire(rrecur_batch *b, const rrecur_fire *f)
 int rrecur_batch_command(rrecur_batch *b, const char *sha, int *argc, const char ***argv,
                          const size_t **argvlen)
 {
-    size_t total = 3 + NFIXED + b->keys.n + 3 + b->args.n, k = 0;
-    size_t cap1, cap2;
-    int rc;
-
-    *argc = 0;
-    *argv = NULL;
-    *argvlen = NULL;
-    if (b->nreqs == 0)
-        return SLUICE_EINVAL;
-    if (total > (size_t)INT32_MAX)
-        return SLUICE_ERANGE;
-    cap1 = cap2 = b->capargv;
-    rc = grow_array(&b->argv, &cap1, total, sizeof(const char *), 32);
-    if (rc == SLUICE_OK)
-        rc = grow_array(&b->argvlen, &cap2, total, sizeof(size_t), 32);
-    if (rc == SLUICE_OK || cap1 != b->capargv || cap2 != b->capargv)
-        b->capargv = cap1 < cap2 ? cap1 : cap2;
-    if (rc != SLUICE_OK)
-        return rc;
-    snprintf(b->head[0], sizeof b->head[0], "%zu", NFIXED + b->keys.n);
-    if (b->now_ns > 0)
-        snprintf(b->head[1], sizeof b->head[1], "%" PRId64, b->now_ns);
-    else
-        b->head[1][0] = '\0';
-    snprintf(b->head[2], sizeof b->head[2], "%zu", b->nreqs);
-#define RRECUR_ARG(s, l)                                                                           \
-    do {                                                                                           \
-        b->argv[k] = (s);                                                                          \
-        b->argvlen[k] = (l);                                                                       \
-        k++;                                                                                       \
-    } while (0)
-    if (sha) {
-        RRECUR_ARG("EVALSHA", 7);
-        RRECUR_ARG(sha, strlen(sha));
-    } else {
-        size_t len;
-        const char *text = rlim_script(&len);
-
-        RRECUR_ARG("EVAL", 4);
-        RRECUR_ARG(text, len);
-    }
-    RRECUR_ARG(b->head[0], strlen(b->head[0]));
-    for (size_t i = 0; i < NFIXED; i++)
-        RRECUR_ARG(b->fixed[i], strlen(b->fixed[i]));
-    for (size_t i = 0; i < b->keys.n; i++)
-        RRECUR_ARG(b->a.buf + b->keys.v[i].off, b->keys.v[i].len);
-    RRECUR_ARG("R1", 2);
-    RRECUR_ARG(b->head[1], strlen(b->head[1]));
-    RRECUR_ARG(b->head[2], strlen(b->head[2]));
-    for (size_t i = 0; i < b->args.n; i++)
-        RRECUR_ARG(b->a.buf + b->args.v[i].off, b->args.v[i].len);
-#undef RRECUR_ARG
-    *argc = (int)k;
-    *argv = b->argv;
-    *argvlen = b->argvlen;
-    return SLUICE_OK;
+    return rbatch_command(&b->c, sha, "R1", argc, argv, argvlen);
 }
 
 /* ---- the reply --------------------------------------------------------------------------- */
-
-static int word_is(const char *s, size_t len, const char *w)
-{
-    return len == strlen(w) && memcmp(s, w, len) == 0;
-}
-
-/* The first element of request i's reply, as fields, and the request's reply. */
-static int head_of(const rrecur_batch *b, const redisReply *reply, size_t i, const redisReply **r,
-                   packed_fields *f)
-{
-    const redisReply *h;
-
-    if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != b->nreqs)
-        return SLUICE_EPARSE;
-    *r = reply->element[i];
-    if (!*r || (*r)->type != REDIS_REPLY_ARRAY || (*r)->elements < 1)
-        return SLUICE_EPARSE;
-    h = (*r)->element[0];
-    if (!h || h->type != REDIS_REPLY_STRING)
-        return SLUICE_EPARSE;
-    packed_fields_init(f, h->str, h->len);
-    return SLUICE_OK;
-}
 
 static int read_series(redisReply *const *e, rrecur_series *out);
 
@@ -430,20 +266,20 @@ static int time_field(packed_fields *f, int64_t *out)
 
 static int read_result(const rrecur_batch *b, const redisReply *reply, size_t i, rrecur_result *res)
 {
-    rrecur_op op = b->ops[i];
+    rrecur_op op = rrecur_batch_op(b, i);
     const redisReply *r;
     const char *w;
     size_t wlen;
     int64_t v = 0;
     uint64_t u = 0;
     packed_fields f;
-    int rc = head_of(b, reply, i, &r, &f);
+    int rc = rbatch_reply_head(&b->c, reply, i, &r, &f);
 
     if (rc != SLUICE_OK)
         return rc;
     if (packed_next(&f, &w, &wlen) != SLUICE_OK || packed_i64(&f, &res->now_ns) != SLUICE_OK)
         return SLUICE_EPARSE;
-    if (word_is(w, wlen, "INVAL")) {
+    if (rbatch_word_is(w, wlen, "INVAL")) {
         if (packed_at_end(&f) || r->elements != 1)
             return SLUICE_EPARSE;
         res->rc = SLUICE_EINVAL;
@@ -451,7 +287,7 @@ static int read_result(const rrecur_batch *b, const redisReply *reply, size_t i,
         res->msglen = (size_t)(f.end - f.p);
         return SLUICE_OK;
     }
-    if (word_is(w, wlen, "NOTASK") || word_is(w, wlen, "STALE")) {
+    if (rbatch_word_is(w, wlen, "NOTASK") || rbatch_word_is(w, wlen, "STALE")) {
         int stale = w[0] == 'S';
 
         if ((stale ? op != RRECUR_FIRE : (op != RRECUR_INFO && op != RRECUR_FIRE)) ||
@@ -460,7 +296,7 @@ static int read_result(const rrecur_batch *b, const redisReply *reply, size_t i,
         res->rc = stale ? SLUICE_ESTALE : SLUICE_ENOTFOUND;
         return SLUICE_OK;
     }
-    if (!word_is(w, wlen, "OK"))
+    if (!rbatch_word_is(w, wlen, "OK"))
         return SLUICE_EPARSE;
     if ((op == RRECUR_SET || op == RRECUR_DEL || op == RRECUR_FIRE) && r->elements != 1)
         return SLUICE_EPARSE;
@@ -526,21 +362,12 @@ int rrecur_batch_result(const rrecur_batch *b, const struct redisReply *reply, s
     int rc;
 
     memset(res, 0, sizeof *res);
-    if (i >= b->nreqs)
+    if (i >= b->c.nreqs)
         return SLUICE_EINVAL;
     rc = read_result(b, reply, i, res);
     if (rc != SLUICE_OK)
         memset(res, 0, sizeof *res);
     return rc;
-}
-
-static int bulk(const redisReply *r, const char **s, size_t *len)
-{
-    if (!r || r->type != REDIS_REPLY_STRING)
-        return SLUICE_EPARSE;
-    *s = r->str;
-    *len = r->len;
-    return SLUICE_OK;
 }
 
 /* The six elements of a series from e[0]. */
@@ -575,15 +402,15 @@ static int read_series(redisReply *const *e, rrecur_series *out)
     if (rc == SLUICE_OK && !packed_at_end(&f))
         rc = SLUICE_EPARSE;
     if (rc == SLUICE_OK)
-        rc = bulk(e[1], &out->name, &out->namelen);
+        rc = rbatch_bulk(e[1], &out->name, &out->namelen);
     if (rc == SLUICE_OK)
-        rc = bulk(e[2], &out->type, &out->typelen);
+        rc = rbatch_bulk(e[2], &out->type, &out->typelen);
     if (rc == SLUICE_OK)
-        rc = bulk(e[3], &out->payload, &out->payload_len);
+        rc = rbatch_bulk(e[3], &out->payload, &out->payload_len);
     if (rc == SLUICE_OK)
-        rc = bulk(e[4], &out->key, &out->key_len);
+        rc = rbatch_bulk(e[4], &out->key, &out->key_len);
     if (rc == SLUICE_OK)
-        rc = bulk(e[5], &out->cron, &out->cronlen);
+        rc = rbatch_bulk(e[5], &out->cron, &out->cronlen);
     /* Exactly one schedule, as SET took it. */
     if (rc == SLUICE_OK && (out->interval_ns > 0) == (out->cronlen > 0))
         rc = SLUICE_EPARSE;
@@ -603,7 +430,8 @@ int rrecur_batch_series(const rrecur_batch *b, const struct redisReply *reply, s
     int rc;
 
     memset(out, 0, sizeof *out);
-    if (i >= b->nreqs || (b->ops[i] != RRECUR_LIST && b->ops[i] != RRECUR_INFO))
+    if (i >= b->c.nreqs ||
+        (rrecur_batch_op(b, i) != RRECUR_LIST && rrecur_batch_op(b, i) != RRECUR_INFO))
         return SLUICE_EINVAL;
     rc = rrecur_batch_result(b, reply, i, &res);
     if (rc != SLUICE_OK)

@@ -7,7 +7,7 @@
  * spans, keys and arguments apart (EVALSHA wants all keys before all arguments while requests
  * come one at a time); rtask_batch_command turns spans into pointers only when the command is
  * sent, so the arena may move while requests are added. The queue's ten fixed keys are built
- * once, with the batch.
+ * once, with the batch. That part is redis_batch.c's, shared with the recur encoder.
  *
  * Invariants:
  * - a failed add leaves the batch exactly as it was (every size is rolled back);
@@ -20,110 +20,60 @@
 
 #include <hiredis.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
-#include "base/grow.h"
 #include "sluice/error.h"
 #include "store/packed.h"
+#include "store/redis_batch.h"
 
 /* The queue's fixed keys (tasks.lua's KEYS 1..10), after "<prefix>:{all}:". */
 static const char *const fixed_names[] = {"clock", "seq",   "task", "body", "links",
                                           "run",   "wakes", "tkey", "done", "msg"};
 #define NFIXED (sizeof fixed_names / sizeof fixed_names[0])
 
-typedef struct rtask_req {
-    rtask_op op;
-} rtask_req;
-
 struct rtask_batch {
-    char *prefix;
+    rbatch c; /* prefix, fixed keys, arena and command (redis_batch.h) */
     char *channel;
-    char *fixed[NFIXED];
-    int64_t now_ns; /* injected time; 0: Redis TIME */
-    rtask_req *reqs;
-    size_t nreqs;
-    size_t capreqs;
-    packed_arena a; /* every key's and argument's bytes */
-    packed_list keys;
-    packed_list args;
-    const char **argv;
-    size_t *argvlen;
-    size_t capargv;
-    char head[3][24]; /* numkeys, now, request count */
 };
 
 /* ---- the arena --------------------------------------------------------------------------- */
 
 static int put_str(rtask_batch *b, packed_list *list, const char *s)
 {
-    return packed_put(&b->a, list, s, strlen(s));
-}
-
-static int put_fmt(rtask_batch *b, packed_list *list, const char *fmt, ...)
-{
-    char text[64];
-    va_list ap;
-    int len;
-
-    va_start(ap, fmt);
-    len = vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    if (len < 0 || (size_t)len >= sizeof text)
-        return SLUICE_EINVAL;
-    return packed_put(&b->a, list, text, (size_t)len);
+    return packed_put(&b->c.a, list, s, strlen(s));
 }
 
 /* "<prefix>:{all}:<what><name>" as a key. */
 static int put_queue_key(rtask_batch *b, const char *what, const char *name, size_t namelen)
 {
     packed_piece pc[4] = {
-        {b->prefix, strlen(b->prefix)}, {":{all}:", 7}, {what, strlen(what)}, {name, namelen}};
+        {b->c.prefix, strlen(b->c.prefix)}, {":{all}:", 7}, {what, strlen(what)}, {name, namelen}};
 
-    return packed_put_pieces(&b->a, &b->keys, pc, 4);
+    return packed_put_pieces(&b->c.a, &b->c.keys, pc, 4);
 }
 
 /* ---- life cycle -------------------------------------------------------------------------- */
 
-static char *concat3(const char *a, const char *m, const char *z)
-{
-    size_t la = strlen(a), lm = strlen(m), lz = strlen(z);
-    char *s = alloc_malloc(la + lm + lz + 1);
-
-    if (!s)
-        return NULL;
-    memcpy(s, a, la);
-    memcpy(s + la, m, lm);
-    memcpy(s + la + lm, z, lz + 1);
-    return s;
-}
-
 int rtask_batch_new(const char *prefix, rtask_batch **out)
 {
     rtask_batch *b;
+    int rc;
 
     *out = NULL;
-    if (!prefix)
-        prefix = "sluice";
-    if (strchr(prefix, '{') || strchr(prefix, '}'))
-        return SLUICE_EINVAL;
     b = alloc_calloc(1, sizeof *b);
     if (!b)
         return SLUICE_ENOMEM;
-    b->prefix = concat3(prefix, "", "");
-    b->channel = concat3(prefix, ":{all}:", "wake");
-    for (size_t i = 0; i < NFIXED && b->prefix; i++) {
-        b->fixed[i] = concat3(prefix, ":{all}:", fixed_names[i]);
-        if (!b->fixed[i]) {
-            rtask_batch_free(b);
-            return SLUICE_ENOMEM;
-        }
+    rc = rbatch_init(&b->c, prefix, fixed_names, NFIXED);
+    if (rc == SLUICE_OK) {
+        b->channel = rbatch_concat3(b->c.prefix, ":{all}:", "wake");
+        if (!b->channel)
+            rc = SLUICE_ENOMEM;
     }
-    if (!b->prefix || !b->channel) {
+    if (rc != SLUICE_OK) {
         rtask_batch_free(b);
-        return SLUICE_ENOMEM;
+        return rc;
     }
     *out = b;
     return SLUICE_OK;
@@ -131,42 +81,31 @@ int rtask_batch_new(const char *prefix, rtask_batch **out)
 
 void rtask_batch_reset(rtask_batch *b)
 {
-    b->nreqs = 0;
-    b->a.len = 0;
-    b->keys.n = 0;
-    b->args.n = 0;
+    rbatch_reset(&b->c);
 }
 
 void rtask_batch_free(rtask_batch *b)
 {
     if (!b)
         return;
-    alloc_free(b->prefix);
+    rbatch_fini(&b->c);
     alloc_free(b->channel);
-    for (size_t i = 0; i < NFIXED; i++)
-        alloc_free(b->fixed[i]);
-    alloc_free(b->reqs);
-    alloc_free(b->a.buf);
-    alloc_free(b->keys.v);
-    alloc_free(b->args.v);
-    alloc_free(b->argv);
-    alloc_free(b->argvlen);
     alloc_free(b);
 }
 
 void rtask_batch_set_now(rtask_batch *b, int64_t now_ns)
 {
-    b->now_ns = now_ns > 0 ? now_ns : 0;
+    b->c.now_ns = now_ns > 0 ? now_ns : 0;
 }
 
 size_t rtask_batch_count(const rtask_batch *b)
 {
-    return b->nreqs;
+    return b->c.nreqs;
 }
 
 rtask_op rtask_batch_op(const rtask_batch *b, size_t i)
 {
-    return i < b->nreqs ? b->reqs[i].op : (rtask_op)0;
+    return (rtask_op)rbatch_op(&b->c, i);
 }
 
 const char *rtask_wake_channel(const rtask_batch *b)
@@ -176,37 +115,10 @@ const char *rtask_wake_channel(const rtask_batch *b)
 
 /* ---- requests ---------------------------------------------------------------------------- */
 
-typedef struct mark {
-    size_t len, nkeys, nargs;
-} mark;
-
-static mark mark_of(const rtask_batch *b)
+/* Ends a request: records it, or rolls the batch back on rc. */
+static int finish_req(rtask_batch *b, rtask_op op, rbatch_mark m, int rc)
 {
-    mark m = {b->a.len, b->keys.n, b->args.n};
-
-    return m;
-}
-
-static void roll_back(rtask_batch *b, mark m)
-{
-    b->a.len = m.len;
-    b->keys.n = m.nkeys;
-    b->args.n = m.nargs;
-}
-
-/* Ends a request whose head is args.v[head]: records it, or rolls the batch back on rc. */
-static int finish_req(rtask_batch *b, rtask_op op, mark m, int rc)
-{
-    if (rc == SLUICE_OK && b->nreqs >= (size_t)INT32_MAX)
-        rc = SLUICE_EINVAL;
-    if (rc == SLUICE_OK)
-        rc = grow_array(&b->reqs, &b->capreqs, b->nreqs + 1, sizeof(rtask_req), 16);
-    if (rc != SLUICE_OK) {
-        roll_back(b, m);
-        return rc;
-    }
-    b->reqs[b->nreqs].op = op;
-    return (int)b->nreqs++;
+    return rbatch_finish(&b->c, (int)op, m, rc);
 }
 
 /* The head "<op> <nargs>" is written first with a placeholder count and patched at the end:
@@ -216,15 +128,15 @@ static int put_head(rtask_batch *b, char op, size_t *at)
     char text[16];
     int len = snprintf(text, sizeof text, "%c %010u", op, 0u);
 
-    *at = b->args.n;
-    return packed_put(&b->a, &b->args, text, (size_t)len);
+    *at = b->c.args.n;
+    return packed_put(&b->c.a, &b->c.args, text, (size_t)len);
 }
 
 static void patch_head(rtask_batch *b, size_t at)
 {
-    packed_span *h = &b->args.v[at];
-    size_t nargs = b->args.n - at - 1;
-    char *p = b->a.buf + h->off;
+    packed_span *h = &b->c.args.v[at];
+    size_t nargs = b->c.args.n - at - 1;
+    char *p = b->c.a.buf + h->off;
     char text[16];
     int len = snprintf(text, sizeof text, "%c %zu", p[0], nargs);
 
@@ -276,7 +188,7 @@ static int add_link(rtask_batch *b, const rtask_link *l)
     char *sk = NULL, *ck = NULL;
     size_t sklen, cklen;
     int64_t horizon;
-    int rc = rlim_link_keys(b->prefix, &l->lim, &sk, &sklen, &ck, &cklen);
+    int rc = rlim_link_keys(b->c.prefix, &l->lim, &sk, &sklen, &ck, &cklen);
 
     if (rc != SLUICE_OK)
         return rc;
@@ -284,18 +196,18 @@ static int add_link(rtask_batch *b, const rtask_link *l)
         rc = SLUICE_EINVAL;
     horizon = l->horizon_ns > 0 ? l->horizon_ns : l->lim.def->horizon_ns;
     if (rc == SLUICE_OK)
-        rc =
-            packed_put(&b->a, &b->args, text, (size_t)rlim_def_text(l->lim.def, text, sizeof text));
+        rc = packed_put(&b->c.a, &b->c.args, text,
+                        (size_t)rlim_def_text(l->lim.def, text, sizeof text));
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%" PRId64, l->lim.units);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, l->lim.units);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%u", l->flags);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%u", l->flags);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%" PRId64, horizon > 0 ? horizon : 0);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, horizon > 0 ? horizon : 0);
     if (rc == SLUICE_OK)
-        rc = packed_put(&b->a, &b->keys, sk, sklen);
+        rc = packed_put(&b->c.a, &b->c.keys, sk, sklen);
     if (rc == SLUICE_OK)
-        rc = packed_put(&b->a, &b->keys, ck, cklen);
+        rc = packed_put(&b->c.a, &b->c.keys, ck, cklen);
     alloc_free(sk);
     alloc_free(ck);
     return rc;
@@ -303,7 +215,7 @@ static int add_link(rtask_batch *b, const rtask_link *l)
 
 int rtask_batch_add_add(rtask_batch *b, const rtask_add *a)
 {
-    mark m = mark_of(b);
+    rbatch_mark m = rbatch_mark_of(&b->c);
     char code[17];
     size_t head;
     int rc;
@@ -313,38 +225,38 @@ int rtask_batch_add_add(rtask_batch *b, const rtask_add *a)
     priority_code(a->priority, code);
     rc = put_head(b, 'A', &head);
     if (rc == SLUICE_OK)
-        rc = packed_put(&b->a, &b->args, a->type, a->typelen);
+        rc = packed_put(&b->c.a, &b->c.args, a->type, a->typelen);
     if (rc == SLUICE_OK)
-        rc = a->payload ? packed_put(&b->a, &b->args, a->payload, a->payload_len)
-                        : put_str(b, &b->args, "{}");
+        rc = a->payload ? packed_put(&b->c.a, &b->c.args, a->payload, a->payload_len)
+                        : put_str(b, &b->c.args, "{}");
     if (rc == SLUICE_OK)
-        rc = packed_put(&b->a, &b->args, a->task_key ? a->task_key : "", a->task_key_len);
+        rc = packed_put(&b->c.a, &b->c.args, a->task_key ? a->task_key : "", a->task_key_len);
     if (rc == SLUICE_OK)
-        rc = put_str(b, &b->args, a->task_key ? "1" : "0");
+        rc = put_str(b, &b->c.args, a->task_key ? "1" : "0");
     if (rc == SLUICE_OK)
-        rc = put_str(b, &b->args, code);
+        rc = put_str(b, &b->c.args, code);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%" PRId64, a->priority);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, a->priority);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%" PRId64, a->delay_ns);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, a->delay_ns);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%" PRId64, a->lease_ns);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, a->lease_ns);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%d", a->retry.max_attempts);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%d", a->retry.max_attempts);
     if (rc == SLUICE_OK)
-        rc = put_str(b, &b->args, a->retry.backoff == SLUICE_BACKOFF_EXPONENTIAL ? "1" : "0");
+        rc = put_str(b, &b->c.args, a->retry.backoff == SLUICE_BACKOFF_EXPONENTIAL ? "1" : "0");
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%" PRId64, a->retry.base_ns);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, a->retry.base_ns);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%" PRId64, a->retry.max_ns);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, a->retry.max_ns);
     if (rc == SLUICE_OK)
-        rc = put_str(b, &b->args, a->retry.throttle_retries ? "1" : "0");
+        rc = put_str(b, &b->c.args, a->retry.throttle_retries ? "1" : "0");
     if (rc == SLUICE_OK)
-        rc = put_str(b, &b->args, a->charge_redelivery ? "1" : "0");
+        rc = put_str(b, &b->c.args, a->charge_redelivery ? "1" : "0");
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%" PRId64, a->units > 0 ? a->units : 1);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, a->units > 0 ? a->units : 1);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%zu", a->nlinks);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%zu", a->nlinks);
     if (rc == SLUICE_OK)
         rc = put_queue_key(b, "ready:", a->type, a->typelen);
     if (rc == SLUICE_OK)
@@ -358,7 +270,7 @@ int rtask_batch_add_add(rtask_batch *b, const rtask_add *a)
 
 int rtask_batch_add_claim(rtask_batch *b, const rtask_claim *c)
 {
-    mark m = mark_of(b);
+    rbatch_mark m = rbatch_mark_of(&b->c);
     size_t head;
     int rc;
 
@@ -366,11 +278,11 @@ int rtask_batch_add_claim(rtask_batch *b, const rtask_claim *c)
         return SLUICE_EINVAL;
     rc = put_head(b, 'C', &head);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%zu", c->count);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%zu", c->count);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%zu", c->ntypes);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%zu", c->ntypes);
     for (size_t i = 0; i < c->ntypes && rc == SLUICE_OK; i++) {
-        rc = packed_put(&b->a, &b->args, c->types[i], c->typelens[i]);
+        rc = packed_put(&b->c.a, &b->c.args, c->types[i], c->typelens[i]);
         if (rc == SLUICE_OK)
             rc = put_queue_key(b, "ready:", c->types[i], c->typelens[i]);
         if (rc == SLUICE_OK)
@@ -384,7 +296,7 @@ int rtask_batch_add_claim(rtask_batch *b, const rtask_claim *c)
 static int add_done(rtask_batch *b, rtask_op op, const rtask_done *d)
 {
     static const char words[] = {0, 'A', 'C', 'K', 'F', 'T', 'X', 'I'};
-    mark m = mark_of(b);
+    rbatch_mark m = rbatch_mark_of(&b->c);
     size_t head;
     int rc;
 
@@ -392,21 +304,23 @@ static int add_done(rtask_batch *b, rtask_op op, const rtask_done *d)
         return SLUICE_EINVAL;
     rc = put_head(b, words[op], &head);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%" PRIu64, d->id);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRIu64, d->id);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%" PRId64, d->attempt);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, d->attempt);
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%" PRId64, op == RTASK_ACK && d->cost >= 0 ? d->cost : -1);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64,
+                            op == RTASK_ACK && d->cost >= 0 ? d->cost : -1);
     if (rc == SLUICE_OK)
-        rc = put_str(b, &b->args, op == RTASK_FAIL && d->mode == SLUICE_FAIL_MODE_DEAD ? "1" : "0");
+        rc = put_str(b, &b->c.args,
+                     op == RTASK_FAIL && d->mode == SLUICE_FAIL_MODE_DEAD ? "1" : "0");
     if (rc == SLUICE_OK)
-        rc = put_fmt(b, &b->args, "%" PRId64,
-                     op == RTASK_FAIL && d->retry_after_ns >= 0 ? d->retry_after_ns : -1);
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64,
+                            op == RTASK_FAIL && d->retry_after_ns >= 0 ? d->retry_after_ns : -1);
     if (rc == SLUICE_OK)
-        rc = packed_put(&b->a, &b->args, d->message ? d->message : "",
+        rc = packed_put(&b->c.a, &b->c.args, d->message ? d->message : "",
                         d->message ? d->message_len : 0);
     if (rc == SLUICE_OK)
-        rc = put_str(b, &b->args, op == RTASK_FAIL && d->message ? "1" : "0");
+        rc = put_str(b, &b->c.args, op == RTASK_FAIL && d->message ? "1" : "0");
     if (rc == SLUICE_OK)
         patch_head(b, head);
     return finish_req(b, op, m, rc);
@@ -442,91 +356,10 @@ int rtask_batch_add_info(rtask_batch *b, const rtask_done *d)
 int rtask_batch_command(rtask_batch *b, const char *sha, int *argc, const char ***argv,
                         const size_t **argvlen)
 {
-    size_t total = 3 + NFIXED + b->keys.n + 3 + b->args.n, k = 0;
-    size_t cap1, cap2;
-    int rc;
-
-    *argc = 0;
-    *argv = NULL;
-    *argvlen = NULL;
-    if (b->nreqs == 0)
-        return SLUICE_EINVAL;
-    if (total > (size_t)INT32_MAX)
-        return SLUICE_ERANGE;
-    cap1 = cap2 = b->capargv;
-    rc = grow_array(&b->argv, &cap1, total, sizeof(const char *), 32);
-    if (rc == SLUICE_OK)
-        rc = grow_array(&b->argvlen, &cap2, total, sizeof(size_t), 32);
-    if (rc == SLUICE_OK || cap1 != b->capargv || cap2 != b->capargv)
-        b->capargv = cap1 < cap2 ? cap1 : cap2;
-    if (rc != SLUICE_OK)
-        return rc;
-    snprintf(b->head[0], sizeof b->head[0], "%zu", NFIXED + b->keys.n);
-    if (b->now_ns > 0)
-        snprintf(b->head[1], sizeof b->head[1], "%" PRId64, b->now_ns);
-    else
-        b->head[1][0] = '\0';
-    snprintf(b->head[2], sizeof b->head[2], "%zu", b->nreqs);
-#define RTASK_ARG(s, l)                                                                            \
-    do {                                                                                           \
-        b->argv[k] = (s);                                                                          \
-        b->argvlen[k] = (l);                                                                       \
-        k++;                                                                                       \
-    } while (0)
-    if (sha) {
-        RTASK_ARG("EVALSHA", 7);
-        RTASK_ARG(sha, strlen(sha));
-    } else {
-        size_t len;
-        const char *text = rlim_script(&len);
-
-        RTASK_ARG("EVAL", 4);
-        RTASK_ARG(text, len);
-    }
-    RTASK_ARG(b->head[0], strlen(b->head[0]));
-    for (size_t i = 0; i < NFIXED; i++)
-        RTASK_ARG(b->fixed[i], strlen(b->fixed[i]));
-    for (size_t i = 0; i < b->keys.n; i++)
-        RTASK_ARG(b->a.buf + b->keys.v[i].off, b->keys.v[i].len);
-    RTASK_ARG("T1", 2);
-    RTASK_ARG(b->head[1], strlen(b->head[1]));
-    RTASK_ARG(b->head[2], strlen(b->head[2]));
-    for (size_t i = 0; i < b->args.n; i++)
-        RTASK_ARG(b->a.buf + b->args.v[i].off, b->args.v[i].len);
-#undef RTASK_ARG
-    *argc = (int)k;
-    *argv = b->argv;
-    *argvlen = b->argvlen;
-    return SLUICE_OK;
+    return rbatch_command(&b->c, sha, "T1", argc, argv, argvlen);
 }
 
 /* ---- the reply --------------------------------------------------------------------------- */
-
-static int word_is(const char *s, size_t len, const char *w)
-{
-    return len == strlen(w) && memcmp(s, w, len) == 0;
-}
-
-/* The first element of request i's reply, as fields, and the request's reply. */
-static int head_of(const rtask_batch *b, const redisReply *reply, size_t i, const redisReply **r,
-                   packed_fields *f)
-{
-    const redisReply *h;
-
-    if (i >= b->nreqs)
-        return SLUICE_EINVAL;
-    if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != b->nreqs)
-        return SLUICE_EPARSE;
-    *r = reply->element[i];
-    if (!*r || (*r)->type != REDIS_REPLY_ARRAY || (*r)->elements < 1)
-        return SLUICE_EPARSE;
-    h = (*r)->element[0];
-    if (!h || h->type != REDIS_REPLY_STRING)
-        return SLUICE_EPARSE;
-    f->p = h->str;
-    f->end = h->str + h->len;
-    return SLUICE_OK;
-}
 
 static int state_attempt(packed_fields *f, rtask_result *res)
 {
@@ -552,7 +385,7 @@ int rtask_parse_answer(rtask_op op, const char *s, size_t len, size_t nelems, rt
     packed_fields_init(&f, s, len);
     if (packed_next(&f, &w, &wlen) != SLUICE_OK || packed_i64(&f, &res->now_ns) != SLUICE_OK)
         return SLUICE_EPARSE;
-    if (word_is(w, wlen, "INVAL")) {
+    if (rbatch_word_is(w, wlen, "INVAL")) {
         if (packed_at_end(&f))
             return SLUICE_EPARSE;
         res->rc = SLUICE_EINVAL;
@@ -560,12 +393,12 @@ int rtask_parse_answer(rtask_op op, const char *s, size_t len, size_t nelems, rt
         res->msglen = (size_t)(f.end - f.p);
         return SLUICE_OK;
     }
-    if (word_is(w, wlen, "NOTASK")) {
+    if (rbatch_word_is(w, wlen, "NOTASK")) {
         res->rc = SLUICE_ENOTFOUND;
         return op != RTASK_ADD && op != RTASK_CLAIM && packed_at_end(&f) ? SLUICE_OK
                                                                          : SLUICE_EPARSE;
     }
-    if (word_is(w, wlen, "NOLEASE") || word_is(w, wlen, "INUSE")) {
+    if (rbatch_word_is(w, wlen, "NOLEASE") || rbatch_word_is(w, wlen, "INUSE")) {
         int nolease = w[0] == 'N';
 
         if (nolease ? (op != RTASK_ACK && op != RTASK_FAIL && op != RTASK_TOUCH)
@@ -575,7 +408,7 @@ int rtask_parse_answer(rtask_op op, const char *s, size_t len, size_t nelems, rt
         rc = state_attempt(&f, res);
         return rc == SLUICE_OK && packed_at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
     }
-    if (word_is(w, wlen, "EXISTS")) {
+    if (rbatch_word_is(w, wlen, "EXISTS")) {
         if (op != RTASK_ADD || packed_range(&f, 1, INT64_MAX, &v) != SLUICE_OK ||
             !packed_at_end(&f))
             return SLUICE_EPARSE;
@@ -583,7 +416,7 @@ int rtask_parse_answer(rtask_op op, const char *s, size_t len, size_t nelems, rt
         res->id = (uint64_t)v;
         return SLUICE_OK;
     }
-    if (!word_is(w, wlen, "OK"))
+    if (!rbatch_word_is(w, wlen, "OK"))
         return SLUICE_EPARSE;
     switch (op) {
     case RTASK_ADD:
@@ -638,11 +471,11 @@ static int read_result(const rtask_batch *b, const redisReply *reply, size_t i, 
 {
     const redisReply *r;
     packed_fields f;
-    int rc = head_of(b, reply, i, &r, &f);
+    int rc = rbatch_reply_head(&b->c, reply, i, &r, &f);
 
     if (rc != SLUICE_OK)
         return rc;
-    return rtask_parse_answer(b->reqs[i].op, f.p, (size_t)(f.end - f.p), r->elements, res);
+    return rtask_parse_answer(rtask_batch_op(b, i), f.p, (size_t)(f.end - f.p), r->elements, res);
 }
 
 int rtask_batch_result(const rtask_batch *b, const struct redisReply *reply, size_t i,
@@ -651,21 +484,12 @@ int rtask_batch_result(const rtask_batch *b, const struct redisReply *reply, siz
     int rc;
 
     memset(res, 0, sizeof *res);
-    if (i >= b->nreqs)
+    if (i >= b->c.nreqs)
         return SLUICE_EINVAL;
     rc = read_result(b, reply, i, res);
     if (rc != SLUICE_OK)
         memset(res, 0, sizeof *res);
     return rc;
-}
-
-static int bulk(const redisReply *r, const char **s, size_t *len)
-{
-    if (!r || r->type != REDIS_REPLY_STRING)
-        return SLUICE_EPARSE;
-    *s = r->str;
-    *len = r->len;
-    return SLUICE_OK;
 }
 
 int rtask_parse_info(const char *s, size_t len, rtask_task *out, int *has_key, int *has_msg)
@@ -680,7 +504,7 @@ int rtask_parse_info(const char *s, size_t len, rtask_task *out, int *has_key, i
     *has_key = *has_msg = 0;
     packed_fields_init(f, s, len);
     rc = packed_next(f, &w, &wlen);
-    if (rc == SLUICE_OK && !word_is(w, wlen, "OK"))
+    if (rc == SLUICE_OK && !rbatch_word_is(w, wlen, "OK"))
         rc = SLUICE_EPARSE;
     if (rc == SLUICE_OK)
         rc = packed_i64(f, &v); /* now */
@@ -755,7 +579,8 @@ int rtask_batch_task(const rtask_batch *b, const struct redisReply *reply, size_
     int rc;
 
     memset(out, 0, sizeof *out);
-    if (i >= b->nreqs || (b->reqs[i].op != RTASK_CLAIM && b->reqs[i].op != RTASK_INFO))
+    if (i >= b->c.nreqs ||
+        (rtask_batch_op(b, i) != RTASK_CLAIM && rtask_batch_op(b, i) != RTASK_INFO))
         return SLUICE_EINVAL;
     rc = rtask_batch_result(b, reply, i, &res);
     if (rc != SLUICE_OK)
@@ -763,19 +588,19 @@ int rtask_batch_task(const rtask_batch *b, const struct redisReply *reply, size_
     if (res.rc != SLUICE_OK)
         return SLUICE_EINVAL;
     r = reply->element[i];
-    if (b->reqs[i].op == RTASK_INFO) {
+    if (rtask_batch_op(b, i) == RTASK_INFO) {
         if (k != 0)
             return SLUICE_EINVAL;
         h = r->element[0];
         rc = rtask_parse_info(h->str, h->len, out, &has_key, &has_msg);
         if (rc == SLUICE_OK)
-            rc = bulk(r->element[1], &out->type, &out->typelen);
+            rc = rbatch_bulk(r->element[1], &out->type, &out->typelen);
         if (rc == SLUICE_OK)
-            rc = bulk(r->element[2], &out->payload, &out->payload_len);
+            rc = rbatch_bulk(r->element[2], &out->payload, &out->payload_len);
         if (rc == SLUICE_OK && has_key)
-            rc = bulk(r->element[3], &out->task_key, &out->task_key_len);
+            rc = rbatch_bulk(r->element[3], &out->task_key, &out->task_key_len);
         if (rc == SLUICE_OK && has_msg)
-            rc = bulk(r->element[4], &out->fail_message, &out->fail_message_len);
+            rc = rbatch_bulk(r->element[4], &out->fail_message, &out->fail_message_len);
         if (rc == SLUICE_OK && (!has_key && r->element[3]->type != REDIS_REPLY_STRING))
             rc = SLUICE_EPARSE;
         if (rc == SLUICE_OK && (!has_msg && r->element[4]->type != REDIS_REPLY_STRING))
@@ -790,9 +615,9 @@ int rtask_batch_task(const rtask_batch *b, const struct redisReply *reply, size_
     rc = h && h->type == REDIS_REPLY_STRING ? rtask_parse_delivery(h->str, h->len, out)
                                             : SLUICE_EPARSE;
     if (rc == SLUICE_OK)
-        rc = bulk(r->element[2 + 3 * k], &out->type, &out->typelen);
+        rc = rbatch_bulk(r->element[2 + 3 * k], &out->type, &out->typelen);
     if (rc == SLUICE_OK)
-        rc = bulk(r->element[3 + 3 * k], &out->payload, &out->payload_len);
+        rc = rbatch_bulk(r->element[3 + 3 * k], &out->payload, &out->payload_len);
     if (rc != SLUICE_OK)
         memset(out, 0, sizeof *out);
     return rc;

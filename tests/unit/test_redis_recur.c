@@ -28,55 +28,10 @@
 #include "store/redis_recur.h"
 #include "store/redis_tasks.h"
 #include "reply_fixture.h"
+#include "rtask_fixture.h"
 #include "testutil.h"
 
-#define SEC SLUICE_NS_PER_SEC
 #define MIN (60 * SEC)
-
-static sluice_limit_def rate_def;
-
-static int setup(void **state)
-{
-    (void)state;
-    sluice_limit_def_init(&rate_def, SLUICE_RATE);
-    rate_def.limit = 10;
-    rate_def.period_ns = SEC;
-    rate_def.burst = 5;
-    return 0;
-}
-
-static rtask_link link_of(const char *id, const char *key)
-{
-    rtask_link l;
-
-    memset(&l, 0, sizeof l);
-    l.lim.def = &rate_def;
-    l.lim.limit_id = id;
-    l.lim.key = key;
-    l.lim.keylen = strlen(key);
-    l.lim.units = 2;
-    l.flags = RTASK_LINK_SETTLE;
-    return l;
-}
-
-static rtask_add add_of(const rtask_link *links, size_t n)
-{
-    rtask_add a;
-
-    memset(&a, 0, sizeof a);
-    a.type = "email";
-    a.typelen = 5;
-    a.payload = "{\"to\":\"x\"}";
-    a.payload_len = strlen(a.payload);
-    a.links = links;
-    a.nlinks = n;
-    a.priority = 3;
-    a.lease_ns = 30 * SEC;
-    a.retry.max_attempts = 3;
-    a.retry.base_ns = SEC;
-    a.units = 1;
-    return a;
-}
 
 static sluice_recurring_spec spec_of(void)
 {

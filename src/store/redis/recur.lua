@@ -51,15 +51,7 @@ local function recur_main(api)
   local K_RECUR, K_DUE, K_SEQ = api.NFIXED + 1, api.NFIXED + 2, api.NFIXED + 3
   local NFIXED = api.NFIXED + 3
   local LIST_MAX, OCC_KEEP = 64, 32
-  local enc, dec = api.enc, api.dec
-
-  local function ms_ceil(ns)
-    local q, r = divt(ns, 1000000)
-    if sign(r) > 0 then
-      q = add(q, 1)
-    end
-    return q
-  end
+  local dec, ms_ceil = api.dec, api.ms_ceil
 
   -- The record: version, type, payload, key, has key, interval_ns, cron, start_ns,
   -- end_ns, max_runs, runs, skipped, next_ns, and the ids of its occurrences that may not have
@@ -68,26 +60,18 @@ local function recur_main(api)
                "end_", "max", "runs", "skipped", "next", "occ"}
   local REC_BIG = {interval = true, start = true, end_ = true, max = true, runs = true,
                    skipped = true, next = true}
+  local REC_NUM = {} -- no field is a small Lua number
 
   local function get(name)
     local v = redis.call("HGET", KEYS[K_RECUR], name)
     if not v then
       return nil
     end
-    local f, R = dec(v), {name = name}
-    for i = 1, #REC do
-      R[REC[i]] = REC_BIG[REC[i]] and num(f[i]) or f[i]
-    end
-    return R
+    return api.rec_decode(REC, REC_NUM, REC_BIG, v, {name = name})
   end
 
   local function put(R)
-    local f = {}
-    for i = 1, #REC do
-      local v = R[REC[i]]
-      f[i] = REC_BIG[REC[i]] and str(v) or v
-    end
-    redis.call("HSET", KEYS[K_RECUR], R.name, enc(f))
+    redis.call("HSET", KEYS[K_RECUR], R.name, api.rec_encode(REC, REC_BIG, R))
     if eq(R.next, NEVER) then
       redis.call("ZREM", KEYS[K_DUE], R.name)
     else
@@ -253,49 +237,29 @@ local function recur_main(api)
              " " .. str(R.skipped) .. " " .. str(R.next)
   end
 
-  local base_now = api.begin()
-  local nreq = tonumber(ARGV[3])
-  local replies = {}
-  local ai, ki = 4, NFIXED + 1
-  for r = 1, nreq do
-    local op, nargs = ARGV[ai]:match("^(%a) (%d+)$")
-    nargs = tonumber(nargs)
-    local a = {}
-    for i = 1, nargs do
-      a[i] = ARGV[ai + i]
-    end
-    ai = ai + 1 + nargs
-    local nkeys = 0
+  local function recur_keys(op, a)
     if op == "F" and a[4] == "1" then
-      nkeys = 2 + 2 * tonumber(a[6 + 16])
+      return 2 + 2 * tonumber(a[6 + 16])
     end
-    local now = api.ratchet(base_now, nil)
-    local reply = {}
-    local ok, res = pcall(function()
-      if op == "S" then
-        return op_set(a, now)
-      elseif op == "D" then
-        return op_del(a, now)
-      elseif op == "I" then
-        return op_info(a, now, reply)
-      elseif op == "L" then
-        return op_list(a, now, reply)
-      elseif op == "F" then
-        return op_fire(a, ki, now)
-      end
-      return "INVAL " .. str(now) .. " unknown recur op " .. tostring(op)
-    end)
-    if not ok then
-      res = "INVAL " .. str(now) .. " " .. tostring(res)
-    end
-    if res then
-      reply = {res}
-    end
-    replies[r] = reply
-    ki = ki + nkeys
+    return 0
   end
-  api.finish()
-  return replies
+
+  local function recur_op(op, a, ki, now, reply)
+    if op == "S" then
+      return op_set(a, now)
+    elseif op == "D" then
+      return op_del(a, now)
+    elseif op == "I" then
+      return op_info(a, now, reply)
+    elseif op == "L" then
+      return op_list(a, now, reply)
+    elseif op == "F" then
+      return op_fire(a, ki, now)
+    end
+    return "INVAL " .. str(now) .. " unknown recur op " .. tostring(op)
+  end
+
+  return api.serve(NFIXED, recur_keys, recur_op)
 end
 
 -- The end of lib(), opened in limits.lua before the library: the three files are one script.

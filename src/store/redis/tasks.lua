@@ -64,8 +64,8 @@
 -- Everything below is defined inside tasks_main, so that a limits call (protocol "2") does not
 -- pay for building the task ops' closures.
 -- With `ext` (recur.lua's recur_main), the call is recur.lua's: ext gets the ADD op and the
--- call's set-up and ending (one clock, one wake), so that an occurrence of a recurring series is
--- added by the very code that adds a task.
+-- request loop (serve: one clock, one wake, the same INVAL on an error), so that an occurrence
+-- of a recurring series is added by the very code that adds a task.
 local function tasks_main(ext)
   local SCAN, WAKES, LAPSES, KEEP = 64, 16, 64, 10000
   local QUEUED, PARKED, RUNNING, DONE, FAILED, CANCELLED = 1, 2, 3, 4, 5, 6
@@ -133,17 +133,16 @@ local function tasks_main(ext)
   local REC_BIG = {lease_ns = true, due = true, not_before = true, submitted = true,
                    base_ns = true, max_ns = true}
 
-  local function rec_get(id)
-    local v = redis.call("HGET", KEYS[K_TASK], id)
-    if not v then
-      return nil
-    end
-    local f, t = dec(v), {id = tonumber(id), ids = tostring(id)}
-    for i = 1, #REC do
-      local k = REC[i]
-      if REC_NUM[k] then
+  -- A record of a hash (a task here, a series in recur.lua) from its stored text v, into t: the
+  -- fields named by rec, in order; those in nums as Lua numbers, those in bigs as limits.lua's
+  -- big numbers (num), the others as strings.
+  local function rec_decode(rec, nums, bigs, v, t)
+    local f = dec(v)
+    for i = 1, #rec do
+      local k = rec[i]
+      if nums[k] then
         t[k] = tonumber(f[i])
-      elseif REC_BIG[k] then
+      elseif bigs[k] then
         t[k] = num(f[i])
       else
         t[k] = f[i]
@@ -152,13 +151,26 @@ local function tasks_main(ext)
     return t
   end
 
-  local function rec_put(t)
+  -- The stored text of record t (rec_decode's inverse).
+  local function rec_encode(rec, bigs, t)
     local f = {}
-    for i = 1, #REC do
-      local v = t[REC[i]]
-      f[i] = REC_BIG[REC[i]] and str(v) or v
+    for i = 1, #rec do
+      local v = t[rec[i]]
+      f[i] = bigs[rec[i]] and str(v) or v
     end
-    redis.call("HSET", KEYS[K_TASK], t.ids, enc(f))
+    return enc(f)
+  end
+
+  local function rec_get(id)
+    local v = redis.call("HGET", KEYS[K_TASK], id)
+    if not v then
+      return nil
+    end
+    return rec_decode(REC, REC_NUM, REC_BIG, v, {id = tonumber(id), ids = tostring(id)})
+  end
+
+  local function rec_put(t)
+    redis.call("HSET", KEYS[K_TASK], t.ids, rec_encode(REC, REC_BIG, t))
   end
 
   -- Links: per link 8 fields: definition, units, flags, horizon_ns, state key, clock key,
@@ -863,11 +875,15 @@ local function tasks_main(ext)
     end
   end
 
-  local function run()
+  -- The request loop of a call (tasks.lua's and recur.lua's): each request is "<op> <nargs>"
+  -- then its arguments; nkeys_of(op, a) says how many request keys it takes (from ki on), and
+  -- dispatch(op, a, ki, now, reply) answers it at its own ratcheted now, returning the reply's
+  -- one string or nil when it filled reply. An error answers that request only (INVAL).
+  local function serve(nfixed, nkeys_of, dispatch)
     local base_now = begin()
     local nreq = tonumber(ARGV[3])
     local replies = {}
-    local ai, ki = 4, NFIXED + 1
+    local ai, ki = 4, nfixed + 1
     for r = 1, nreq do
       local op, nargs = ARGV[ai]:match("^(%a) (%d+)$")
       nargs = tonumber(nargs)
@@ -876,22 +892,10 @@ local function tasks_main(ext)
         a[i] = ARGV[ai + i]
       end
       ai = ai + 1 + nargs
-      local nkeys = 0
-      if op == "A" then
-        nkeys = 2 + 2 * tonumber(a[16])
-      elseif op == "C" then
-        nkeys = 2 * tonumber(a[2])
-      end
+      local nkeys = nkeys_of(op, a)
       local now = ratchet(base_now, nil)
       local reply = {}
-      local ok, res = pcall(function()
-        if op == "A" then
-          return op_add(a, ki, now, reply)
-        elseif op == "C" then
-          return op_claim(a, ki, now, reply)
-        end
-        return op_done(op, a, now, reply)
-      end)
+      local ok, res = pcall(dispatch, op, a, ki, now, reply)
       if not ok then
         res = "INVAL " .. str(now) .. " " .. tostring(res)
       end
@@ -905,14 +909,32 @@ local function tasks_main(ext)
     return replies
   end
 
+  local function task_keys(op, a)
+    if op == "A" then
+      return 2 + 2 * tonumber(a[16])
+    elseif op == "C" then
+      return 2 * tonumber(a[2])
+    end
+    return 0
+  end
+
+  local function task_op(op, a, ki, now, reply)
+    if op == "A" then
+      return op_add(a, ki, now, reply)
+    elseif op == "C" then
+      return op_claim(a, ki, now, reply)
+    end
+    return op_done(op, a, now, reply)
+  end
+
   if ext then
-    return ext({begin = begin, finish = finish_call, ratchet = ratchet, add = op_add, enc = enc,
-                dec = dec,
+    return ext({serve = serve, add = op_add, dec = dec, ms_ceil = ms_ceil,
+                rec_decode = rec_decode, rec_encode = rec_encode,
                 cancel = function(id, now)
                   return op_done("X", {id, "0", "-1", "0", "-1", "", "0"}, now, {})
                 end, NFIXED = NFIXED})
   end
-  return run()
+  return serve(NFIXED, task_keys, task_op)
 end
 
 -- lib() goes on in recur.lua, appended next, which closes it.
