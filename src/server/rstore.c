@@ -1719,10 +1719,11 @@ void rstore_info(const server *s, char *buf, size_t len)
         snprintf(buf + at, len - at,
                  "store_cluster_masters:%zu\r\nstore_cluster_masters_up:%zu\r\n"
                  "store_cluster_slots_known:%zu\r\nstore_cluster_moved:%" PRIu64
-                 "\r\nstore_cluster_asks:%" PRIu64 "\r\nstore_cluster_refreshes:%" PRIu64
+                 "\r\nstore_cluster_asks:%" PRIu64 "\r\nstore_cluster_tryagains:%" PRIu64
+                 "\r\nstore_cluster_refreshes:%" PRIu64
                  "\r\nstore_cluster_refresh_failures:%" PRIu64 "\r\n",
-                 ks.masters, ks.masters_up, ks.slots_known, ks.moved, ks.asks, ks.refreshes,
-                 ks.refresh_failures);
+                 ks.masters, ks.masters_up, ks.slots_known, ks.moved, ks.asks, ks.tryagains,
+                 ks.refreshes, ks.refresh_failures);
         return;
     }
     rtasks_get_stats(s, &t);

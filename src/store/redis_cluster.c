@@ -41,7 +41,7 @@ uint16_t rcl_crc16(const void *buf, size_t len)
     for (size_t i = 0; i < len; i++) {
         crc ^= (uint16_t)(p[i] << 8);
         for (int b = 0; b < 8; b++)
-            crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
+            crc = (uint16_t)((crc & 0x8000) ? ((crc << 1) ^ 0x1021) : (crc << 1));
     }
     return crc;
 }
@@ -175,6 +175,9 @@ typedef struct rcl_node {
 struct rcluster {
     uv_loop_t *loop;
     uv_timer_t timer; /* the periodic refresh while the map is incomplete */
+    uv_timer_t retry; /* the resend of the calls answered -TRYAGAIN */
+    rcl_call *retry_head, *retry_tail;
+    int handles; /* timers not yet closed */
     int64_t timeout_ms;
     const char *script;
     size_t script_len;
@@ -399,6 +402,9 @@ int rcl_new(uv_loop_t *loop, const rcl_options *o, rcluster **out)
     }
     uv_timer_init(loop, &cl->timer);
     cl->timer.data = cl;
+    uv_timer_init(loop, &cl->retry);
+    cl->retry.data = cl;
+    cl->handles = 2;
     uv_timer_start(&cl->timer, on_timer, REFRESH_MS, REFRESH_MS);
     *out = cl;
     return 0;
@@ -408,14 +414,23 @@ static void on_timer_closed(uv_handle_t *h)
 {
     rcluster *cl = h->data;
 
-    alloc_free(cl);
+    if (--cl->handles == 0)
+        alloc_free(cl);
 }
 
 void rcl_free(rcluster *cl)
 {
+    rcl_call *c;
+
     if (!cl || cl->stopping)
         return;
     cl->stopping = 1;
+    while ((c = cl->retry_head) != NULL) {
+        cl->retry_head = c->retry;
+        c->retry = NULL;
+        c->fn(c->arg, NULL, "stopped");
+    }
+    cl->retry_tail = NULL;
     /* Each rconn_free answers its calls in flight ("stopped"): on_inner hands them on. */
     for (size_t i = 0; i < cl->nnodes; i++) {
         rconn_free(cl->nodes[i]->conn);
@@ -427,7 +442,9 @@ void rcl_free(rcluster *cl)
     alloc_free(cl->tmp);
     cl->tmp = NULL;
     uv_timer_stop(&cl->timer);
+    uv_timer_stop(&cl->retry);
     uv_close((uv_handle_t *)&cl->timer, on_timer_closed);
+    uv_close((uv_handle_t *)&cl->retry, on_timer_closed);
 }
 
 int rcl_up(const rcluster *cl)
@@ -487,8 +504,46 @@ static void on_asking(void *arg, const redisReply *reply, const char *why)
     (void)why;
 }
 
-/* The owner's answer: a redirect is followed (the call goes on), anything else is the
- * caller's. */
+static int route(rcluster *cl, rcl_call *call);
+
+/* Resends the calls answered -TRYAGAIN by the map (the owner answers ASK again while the slot
+ * migrates, MOVED once it has); one that cannot be sent is answered with why. */
+static void on_retry(uv_timer_t *t)
+{
+    rcluster *cl = t->data;
+    rcl_call *list = cl->retry_head, *c;
+
+    cl->retry_head = cl->retry_tail = NULL;
+    while ((c = list) != NULL) {
+        list = c->retry;
+        c->retry = NULL;
+        if (route(cl, c) != 0)
+            c->fn(c->arg, NULL, rcl_slot_why(cl, c->slot)[0] ? rcl_slot_why(cl, c->slot)
+                                                              : "TRYAGAIN: could not resend");
+    }
+}
+
+/* 1 when call, answered -TRYAGAIN, was queued to be resent (within its budget). */
+static int queue_tryagain(rcluster *cl, rcl_call *call, const redisReply *reply)
+{
+    if (reply->len < 8 || memcmp(reply->str, "TRYAGAIN", 8) != 0 ||
+        uv_now(cl->loop) - call->first_ms + RCL_TRYAGAIN_MS > (uint64_t)cl->timeout_ms)
+        return 0;
+    cl->st.tryagains++;
+    call->redirects = 0; /* the time budget bounds the ASK / TRYAGAIN rounds of a migration */
+    call->retry = NULL;
+    if (cl->retry_tail)
+        cl->retry_tail->retry = call;
+    else
+        cl->retry_head = call;
+    cl->retry_tail = call;
+    if (!uv_is_active((uv_handle_t *)&cl->retry))
+        uv_timer_start(&cl->retry, on_retry, RCL_TRYAGAIN_MS, 0);
+    return 1;
+}
+
+/* The owner's answer: a redirect is followed (the call goes on), TRYAGAIN resent after a
+ * pause, anything else is the caller's. */
 static void on_inner(void *arg, const redisReply *reply, const char *why)
 {
     rcl_call *call = arg;
@@ -496,8 +551,11 @@ static void on_inner(void *arg, const redisReply *reply, const char *why)
     rcl_addr to;
     int slot = 0, kind = 0, at;
 
-    if (reply && reply->type == REDIS_REPLY_ERROR && !cl->stopping)
+    if (reply && reply->type == REDIS_REPLY_ERROR && !cl->stopping) {
+        if (queue_tryagain(cl, call, reply))
+            return;
         kind = rcl_parse_redirect(reply->str, reply->len, &slot, &to);
+    }
     if (kind == 0 || call->redirects >= RCL_REDIRECTS_MAX) {
         call->fn(call->arg, reply, why);
         return;
@@ -538,27 +596,30 @@ fail:
     call->fn(call->arg, NULL, cl->why);
 }
 
+/* Sends call to its slot's owner as the map knows it. Returns 0 or an rconn error. */
+static int route(rcluster *cl, rcl_call *call)
+{
+    int o = cl->owner[call->slot];
+
+    if (o < 0 || !cl->nodes[o]->up)
+        return SLUICE_ESTATE;
+    return rconn_evalsha(cl->nodes[o]->conn, &call->inner);
+}
+
 int rcl_send(rcluster *cl, rcl_call *call)
 {
-    int o;
-    rcl_node *n;
-
     if (!cl || cl->stopping || call->slot < 0 || call->slot >= RCL_SLOTS)
-        return SLUICE_ESTATE;
-    o = cl->owner[call->slot];
-    if (o < 0)
-        return SLUICE_ESTATE;
-    n = cl->nodes[o];
-    if (!n->up)
         return SLUICE_ESTATE;
     call->cl = cl;
     call->redirects = 0;
+    call->retry = NULL;
+    call->first_ms = uv_now(cl->loop);
     call->inner.argc = call->argc;
     call->inner.argv = call->argv;
     call->inner.argvlen = call->argvlen;
     call->inner.fn = on_inner;
     call->inner.arg = call;
-    return rconn_evalsha(n->conn, &call->inner);
+    return route(cl, call);
 }
 
 void rcl_get_stats(const rcluster *cl, rcl_stats *out)

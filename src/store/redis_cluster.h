@@ -7,7 +7,10 @@
  * `-MOVED slot host:port` the map is corrected at once for that slot, a full refresh (CLUSTER
  * SLOTS) is asked, and the call is resent to the new owner; `-ASK slot host:port` (a slot being
  * migrated) resends the call to that node once, behind `ASKING` on the same connection. A call
- * follows at most RCL_REDIRECTS_MAX redirects, then fails.
+ * follows at most RCL_REDIRECTS_MAX redirects, then fails. `-TRYAGAIN` (a multi-key call while
+ * its slot's keys are split between two masters, or some do not exist yet on either) is resent
+ * by the map every RCL_TRYAGAIN_MS until the migration ends, for at most the connection timeout,
+ * then handed to the caller.
  *
  * The map is read with CLUSTER SLOTS from any master that is up: when the first connection comes
  * up, after every MOVED, whenever a master's connection goes down, and once a second while a
@@ -39,6 +42,8 @@ struct redisReply;
 #define RCL_SLOTS 16384
 /* Redirects (MOVED, ASK) one call follows at most. */
 #define RCL_REDIRECTS_MAX 5
+/* Pause before a call answered -TRYAGAIN is resent. */
+#define RCL_TRYAGAIN_MS 20
 /* Longest host name of a node. */
 #define RCL_HOST_MAX 255
 /* Masters a map may name at most (CLUSTER SLOTS with more is refused). */
@@ -109,10 +114,12 @@ typedef struct rcl_call {
     rconn_call inner;  /* the call on the owner's connection */
     rconn_call asking; /* ASKING ahead of a resend after -ASK */
     int redirects;
+    uint64_t first_ms;        /* uv_now when it was first sent (TRYAGAIN's budget) */
+    struct rcl_call *retry;   /* in the cluster's list of calls waiting to be resent */
 } rcl_call;
 
 typedef struct rcl_stats {
-    uint64_t moved, asks, refreshes, refresh_failures;
+    uint64_t moved, asks, tryagains, refreshes, refresh_failures;
     size_t masters;     /* masters in the map */
     size_t masters_up;  /* of them, connected */
     size_t slots_known; /* slots with an owner */

@@ -189,10 +189,46 @@ requests=$(store_field "$port_n1" store_requests)
 echo "# node 1: $requests decisions in $batches script calls (one per slot per turn)"
 within "batched: fewer calls than decisions" 1 "$((requests - 1))" "$batches"
 
-# ---- 3. One master stopped ---------------------------------------------------------------------
+# ---- 3. A slot caught mid-migration: ASK, then MOVED --------------------------------------------
 
 start_node closed --store "$url" --store-timeout 400
 wait_until "closed node up" 20 store_up "$port_closed"
+# The state of `slow` (1 an hour) on k9 lives an hour: once k9's keys have moved to the new master
+# and the slot is still MIGRATING/IMPORTING, the old master answers ASK and the new one decides
+# (every key of the call exists there).
+check "k9: a first grant of slow" 1 "$(redis-cli -p "$port_closed" THROTTLE slow k9 | head -1)"
+slot=$(redis-cli -p "$cport_m1" CLUSTER KEYSLOT k9)
+from=$(owner_of k9)
+for m in $cport_m1 $cport_m2 $cport_m3; do [ "$m" != "$from" ] && { to=$m; break; }; done
+from_id=$(redis-cli -p "$from" CLUSTER MYID)
+to_id=$(redis-cli -p "$to" CLUSTER MYID)
+redis-cli -p "$to" CLUSTER SETSLOT "$slot" IMPORTING "$from_id" >/dev/null
+redis-cli -p "$from" CLUSTER SETSLOT "$slot" MIGRATING "$to_id" >/dev/null
+keys=$(redis-cli -p "$from" CLUSTER GETKEYSINSLOT "$slot" 1000 | tr '\n' ' ')
+check "k9's keys migrated" OK "$(redis-cli -p "$from" MIGRATE 127.0.0.1 "$to" "" 0 5000 KEYS $keys)"
+asks0=$(store_field "$port_closed" store_cluster_asks)
+check "k9 decided mid-migration (ASK): denied, the hour's grant is still there" 0 \
+  "$(redis-cli -p "$port_closed" THROTTLE slow k9 | head -1)"
+within "ASK followed" $((asks0 + 1)) 1000000 "$(store_field "$port_closed" store_cluster_asks)"
+# A call naming a key that exists on neither master (a CL.THROTTLE triple never used) meets
+# TRYAGAIN while the slot is split: it is resent until the migration ends (here within node n1's
+# 20 s timeout), then follows MOVED.
+redis-cli -p "$port_n1" CL.THROTTLE k9 7 7 7 >"$tmp/tryagain.out" 2>&1 &
+bg=$!
+wait_until "TRYAGAIN resent while the slot migrates" 10 \
+  test "$(store_field "$port_n1" store_cluster_tryagains)" -ge 1
+for m in $to $from $cport_m1 $cport_m2 $cport_m3; do
+  redis-cli -p "$m" CLUSTER SETSLOT "$slot" NODE "$to_id" >/dev/null
+done
+wait "$bg"
+check "the call that met TRYAGAIN is decided once the slot has moved" 0 "$(head -1 "$tmp/tryagain.out")"
+moved0=$(store_field "$port_closed" store_cluster_moved)
+check "k9 decides after the move (MOVED)" 1 "$(redis-cli -p "$port_closed" THROTTLE api k9 | head -1)"
+within "MOVED followed" $((moved0 + 1)) 1000000 "$(store_field "$port_closed" store_cluster_moved)"
+check "k9 now decided by its new master" "$to" "$(owner_of k9)"
+
+# ---- 4. One master stopped ---------------------------------------------------------------------
+
 # Two keys on different masters: one whose master we stop, one elsewhere.
 victim=$(owner_of k1)
 for k in k2 k3 k4 k5 k6 k7 k8 k9 k10 k11; do
@@ -219,7 +255,7 @@ check "and the other still does" 1 "$(redis-cli -p "$port_closed" THROTTLE api "
 stop closed
 check "closed node stops with 0" 0 "$stop_rc"
 
-# ---- 4. A request whose links land in two slots: CROSSSLOT ----------------------------------
+# ---- 5. A request whose links land in two slots: CROSSSLOT ----------------------------------
 
 # Two keyed limits whose missing_key is global: an empty key makes each a global bucket tagged
 # by its own name ("a" and "b" hash to slots 15495 and 3300), known only per request.
@@ -231,7 +267,7 @@ contains "an empty key: two slots, refused" 'CROSSSLOT limits "a" and "b"' "$(on
 check "a global link alone still decides" 1 "$(redis-cli -p "$port_cross" THROTTLE a "" | head -1)"
 stop cross
 
-# ---- 5. CONFIG RELOAD refuses a chain across slots ----------------------------------------------
+# ---- 6. CONFIG RELOAD refuses a chain across slots ----------------------------------------------
 
 cp "$tmp/standalone.yaml" "$tmp/sluice.yaml"
 contains "CONFIG RELOAD: the chain across slots refused" 'type "job" chains limit "global"' \
