@@ -518,8 +518,9 @@ static void on_retry(uv_timer_t *t)
         list = c->retry;
         c->retry = NULL;
         if (route(cl, c) != 0)
-            c->fn(c->arg, NULL, rcl_slot_why(cl, c->slot)[0] ? rcl_slot_why(cl, c->slot)
-                                                              : "TRYAGAIN: could not resend");
+            c->fn(c->arg, NULL,
+                  rcl_slot_why(cl, c->slot)[0] ? rcl_slot_why(cl, c->slot)
+                                               : "TRYAGAIN: could not resend");
     }
 }
 

@@ -114,8 +114,8 @@ typedef struct rcl_call {
     rconn_call inner;  /* the call on the owner's connection */
     rconn_call asking; /* ASKING ahead of a resend after -ASK */
     int redirects;
-    uint64_t first_ms;        /* uv_now when it was first sent (TRYAGAIN's budget) */
-    struct rcl_call *retry;   /* in the cluster's list of calls waiting to be resent */
+    uint64_t first_ms;      /* uv_now when it was first sent (TRYAGAIN's budget) */
+    struct rcl_call *retry; /* in the cluster's list of calls waiting to be resent */
 } rcl_call;
 
 typedef struct rcl_stats {
