@@ -506,8 +506,30 @@ static void on_asking(void *arg, const redisReply *reply, const char *why)
 
 static int route(rcluster *cl, rcl_call *call);
 
-/* Resends the calls answered -TRYAGAIN by the map (the owner answers ASK again while the slot
- * migrates, MOVED once it has); one that cannot be sent is answered with why. */
+static void on_retry(uv_timer_t *t);
+
+/* 1 when call was queued to be resent in RCL_TRYAGAIN_MS (within its budget: the timeout since
+ * it was first sent), else 0. */
+static int queue_retry(rcluster *cl, rcl_call *call)
+{
+    if (cl->stopping ||
+        uv_now(cl->loop) - call->first_ms + RCL_TRYAGAIN_MS > (uint64_t)cl->timeout_ms)
+        return 0;
+    call->redirects = 0; /* the time budget bounds the rounds of a migration */
+    call->retry = NULL;
+    if (cl->retry_tail)
+        cl->retry_tail->retry = call;
+    else
+        cl->retry_head = call;
+    cl->retry_tail = call;
+    if (!uv_is_active((uv_handle_t *)&cl->retry))
+        uv_timer_start(&cl->retry, on_retry, RCL_TRYAGAIN_MS, 0);
+    return 1;
+}
+
+/* Resends the queued calls by the map (the owner answers ASK again while the slot migrates,
+ * MOVED once it has; a new owner's connection may have come up meanwhile); one that cannot be
+ * sent waits again within its budget, else is answered with why. */
 static void on_retry(uv_timer_t *t)
 {
     rcluster *cl = t->data;
@@ -517,29 +539,19 @@ static void on_retry(uv_timer_t *t)
     while ((c = list) != NULL) {
         list = c->retry;
         c->retry = NULL;
-        if (route(cl, c) != 0)
+        if (route(cl, c) != 0 && !queue_retry(cl, c))
             c->fn(c->arg, NULL,
                   rcl_slot_why(cl, c->slot)[0] ? rcl_slot_why(cl, c->slot)
-                                               : "TRYAGAIN: could not resend");
+                                               : "could not resend the call");
     }
 }
 
-/* 1 when call, answered -TRYAGAIN, was queued to be resent (within its budget). */
+/* 1 when call, answered -TRYAGAIN, was queued to be resent. */
 static int queue_tryagain(rcluster *cl, rcl_call *call, const redisReply *reply)
 {
-    if (reply->len < 8 || memcmp(reply->str, "TRYAGAIN", 8) != 0 ||
-        uv_now(cl->loop) - call->first_ms + RCL_TRYAGAIN_MS > (uint64_t)cl->timeout_ms)
+    if (reply->len < 8 || memcmp(reply->str, "TRYAGAIN", 8) != 0 || !queue_retry(cl, call))
         return 0;
     cl->st.tryagains++;
-    call->redirects = 0; /* the time budget bounds the ASK / TRYAGAIN rounds of a migration */
-    call->retry = NULL;
-    if (cl->retry_tail)
-        cl->retry_tail->retry = call;
-    else
-        cl->retry_head = call;
-    cl->retry_tail = call;
-    if (!uv_is_active((uv_handle_t *)&cl->retry))
-        uv_timer_start(&cl->retry, on_retry, RCL_TRYAGAIN_MS, 0);
     return 1;
 }
 
@@ -592,6 +604,10 @@ static void on_inner(void *arg, const redisReply *reply, const char *why)
             return;
     }
 fail:
+    /* A master we did not know (a promoted replica, a new master) is being connected: the call
+     * waits for it within its budget. */
+    if (at >= 0 && !cl->nodes[at]->up && queue_retry(cl, call))
+        return;
     snprintf(cl->why, sizeof cl->why, "slot %d %s to %.100s:%d, which is not connected yet", slot,
              kind == 1 ? "moved" : "is being migrated", to.host, to.port);
     call->fn(call->arg, NULL, cl->why);

@@ -23,7 +23,9 @@
  * Invariants:
  * - every call accepted by rcl_send gets exactly one answer through its fn, never inside
  *   rcl_send (rconn's rule), the caller's argv unchanged;
- * - a redirect is followed only to a node whose connection is up; else the call fails with why;
+ * - a redirect is followed only to a node whose connection is up; a call redirected to a node
+ *   still connecting (one the map did not name before) waits for it, as a TRYAGAIN does, within
+ *   the timeout since it was first sent, then fails with why;
  * - nothing blocks the loop.
  */
 #ifndef SLUICE_STORE_REDIS_CLUSTER_H
