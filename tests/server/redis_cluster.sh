@@ -215,8 +215,12 @@ within "ASK followed" $((asks0 + 1)) 1000000 "$(store_field "$port_closed" store
 # 20 s timeout), then follows MOVED.
 redis-cli -p "$port_n1" CL.THROTTLE k9 7 7 7 >"$tmp/tryagain.out" 2>&1 &
 bg=$!
-wait_until "TRYAGAIN resent while the slot migrates" 10 \
-  test "$(store_field "$port_n1" store_cluster_tryagains)" -ge 1
+tryagain_seen() {
+  [ "$(store_field "$port_n1" store_cluster_tryagains)" -ge 1 ] || ! kill -0 "$bg" 2>/dev/null
+}
+wait_until "TRYAGAIN resent while the slot migrates" 20 tryagain_seen
+within "TRYAGAIN counted (the call: $(tr '\n' ' ' <"$tmp/tryagain.out"))" 1 1000000 \
+  "$(store_field "$port_n1" store_cluster_tryagains)"
 for m in $to $from $cport_m1 $cport_m2 $cport_m3; do
   redis-cli -p "$m" CLUSTER SETSLOT "$slot" NODE "$to_id" >/dev/null
 done
