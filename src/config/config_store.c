@@ -3,8 +3,8 @@
  * The shared store's settings (config_store.h): the URL grammar and the YAML `store:` section.
  *
  * The URL is checked strictly and whole: a URL sluice would read differently from how the user
- * meant it (a password it would not send, a TLS scheme it would not speak, a Cluster it would
- * treat as one server) is refused with its reason rather than half-used.
+ * meant it (a password it would not send, a TLS scheme it would not speak, a database a Cluster
+ * does not have) is refused with its reason rather than half-used.
  */
 #include "config/config_store.h"
 
@@ -21,7 +21,9 @@ static const char *const store_keys[] = {"url", "failure", "timeout", "replicas"
                                          "replicas_timeout"};
 static const char *const failure_words[] = {"closed", "open"};
 /* What a store URL may be, for the messages. */
-#define EXPECTED "expected redis://HOST[:PORT][/DB] or postgresql://[USER@]HOST[:PORT]/DB"
+#define EXPECTED                                                                                   \
+    "expected redis://HOST[:PORT][/DB], redis-cluster://HOST[:PORT],... or "                       \
+    "postgresql://[USER@]HOST[:PORT]/DB"
 
 static int url_fail(char *msg, size_t msglen, const char *url, const char *why)
 {
@@ -74,42 +76,16 @@ static int is_pg_keywords(const char *s)
     return *p == '=';
 }
 
-int config_store_parse_url(const char *url, config_store_url *out, char *msg, size_t msglen)
+/* Reads HOST[:PORT] at *p into host (CONFIG_STORE_HOST_MAX + 1 bytes) and *port, stopping at
+ * the first byte of `stops` after it (or the end). Returns 0 with *p past it, or SLUICE_EINVAL
+ * with msg. */
+static int parse_host_port(const char *url, const char **pp, const char *stops, char *host_out,
+                           int *port, char *msg, size_t msglen)
 {
-    static const char scheme[] = "redis://";
-    const char *p, *host, *host_end;
+    const char *p = *pp, *host, *host_end;
     size_t hostlen;
     long v;
 
-    if (msg && msglen > 0)
-        msg[0] = '\0';
-    memset(out, 0, sizeof(*out));
-    if (!url || !*url)
-        return url_fail(msg, msglen, "", EXPECTED);
-    if (strncasecmp(url, "postgresql://", 13) == 0 || strncasecmp(url, "postgres://", 11) == 0 ||
-        is_pg_keywords(url)) {
-        out->kind = CONFIG_STORE_POSTGRES;
-        return 0;
-    }
-    out->kind = CONFIG_STORE_REDIS;
-    if (strncasecmp(url, "rediss://", 9) == 0)
-        return url_fail(msg, msglen, url, "TLS (rediss://) is not supported yet");
-    if (strncasecmp(url, "redis-cluster://", 16) == 0 ||
-        strncasecmp(url, "redis+cluster://", 16) == 0)
-        return url_fail(msg, msglen, url,
-                        "Redis Cluster is not supported yet: give one standalone Redis, "
-                        "redis://HOST[:PORT][/DB]");
-    if (strncasecmp(url, "unix://", 7) == 0 || strncasecmp(url, "redis+unix://", 13) == 0 ||
-        strncasecmp(url, "redis+socket://", 15) == 0)
-        return url_fail(msg, msglen, url,
-                        "Unix sockets are not supported yet: give redis://HOST[:PORT][/DB]");
-    if (strncasecmp(url, scheme, sizeof(scheme) - 1) != 0)
-        return url_fail(msg, msglen, url, EXPECTED);
-    p = url + sizeof(scheme) - 1;
-    if (strchr(p, '@'))
-        return url_fail(msg, msglen, url,
-                        "a user or password in the URL is not supported yet (protect Redis by "
-                        "its network instead)");
     if (*p == '[') {
         host = ++p;
         while (*p && *p != ']') {
@@ -132,17 +108,99 @@ int config_store_parse_url(const char *url, config_store_url *out, char *msg, si
         return url_fail(msg, msglen, url, "no host (expected redis://HOST[:PORT][/DB])");
     if (hostlen > CONFIG_STORE_HOST_MAX)
         return url_fail(msg, msglen, url, "the host name is longer than 255 characters");
-    if (*p && *p != ':' && *p != '/' && *p != '?')
+    if (*p && *p != ':' && !strchr(stops, *p))
         return url_fail(msg, msglen, url, "bad host name (letters, digits, '.', '-' and '_')");
-    memcpy(out->host, host, hostlen);
-    out->host[hostlen] = '\0';
-    out->port = CONFIG_STORE_DEFAULT_PORT;
+    memcpy(host_out, host, hostlen);
+    host_out[hostlen] = '\0';
+    *port = CONFIG_STORE_DEFAULT_PORT;
     if (*p == ':') {
         p++;
-        if (read_number(&p, 5, 65535, &v) != 0 || v == 0 || (*p && *p != '/' && *p != '?'))
+        if (read_number(&p, 5, 65535, &v) != 0 || v == 0 || (*p && !strchr(stops, *p)))
             return url_fail(msg, msglen, url, "the port must be a number from 1 to 65535");
-        out->port = (int)v;
+        *port = (int)v;
     }
+    *pp = p;
+    return 0;
+}
+
+/* The part of a redis-cluster:// URL after the scheme: seeds separated by ','. */
+static int parse_cluster(const char *url, const char *p, config_store_url *out, char *msg,
+                         size_t msglen)
+{
+    int rc;
+
+    out->kind = CONFIG_STORE_REDIS_CLUSTER;
+    if (strchr(p, '@'))
+        return url_fail(msg, msglen, url,
+                        "a user or password in the URL is not supported yet (protect Redis by "
+                        "its network instead)");
+    for (;;) {
+        config_store_seed *sd;
+
+        if (out->nseeds == CONFIG_STORE_SEEDS_MAX)
+            return url_fail(msg, msglen, url, "more than 16 seed nodes (a few are enough)");
+        sd = &out->seeds[out->nseeds];
+        rc = parse_host_port(url, &p, ",/?", sd->host, &sd->port, msg, msglen);
+        if (rc != 0)
+            return rc;
+        out->nseeds++;
+        if (*p != ',')
+            break;
+        p++;
+    }
+    if (*p == '/') {
+        long db = 0;
+
+        p++;
+        if (*p && *p != '?' && (read_number(&p, 10, 2147483647L, &db) != 0 || db != 0))
+            return url_fail(msg, msglen, url, "a Redis Cluster has only database 0 (give no /DB)");
+    }
+    if (*p == '?')
+        return url_fail(msg, msglen, url, "URL options (?...) are not supported");
+    if (*p)
+        return url_fail(msg, msglen, url, "expected redis-cluster://HOST[:PORT],HOST[:PORT],...");
+    memcpy(out->host, out->seeds[0].host, sizeof out->host);
+    out->port = out->seeds[0].port;
+    return 0;
+}
+
+int config_store_parse_url(const char *url, config_store_url *out, char *msg, size_t msglen)
+{
+    static const char scheme[] = "redis://";
+    const char *p;
+    long v;
+    int rc;
+
+    if (msg && msglen > 0)
+        msg[0] = '\0';
+    memset(out, 0, sizeof(*out));
+    if (!url || !*url)
+        return url_fail(msg, msglen, "", EXPECTED);
+    if (strncasecmp(url, "postgresql://", 13) == 0 || strncasecmp(url, "postgres://", 11) == 0 ||
+        is_pg_keywords(url)) {
+        out->kind = CONFIG_STORE_POSTGRES;
+        return 0;
+    }
+    out->kind = CONFIG_STORE_REDIS;
+    if (strncasecmp(url, "rediss://", 9) == 0)
+        return url_fail(msg, msglen, url, "TLS (rediss://) is not supported yet");
+    if (strncasecmp(url, "redis-cluster://", 16) == 0 ||
+        strncasecmp(url, "redis+cluster://", 16) == 0)
+        return parse_cluster(url, url + 16, out, msg, msglen);
+    if (strncasecmp(url, "unix://", 7) == 0 || strncasecmp(url, "redis+unix://", 13) == 0 ||
+        strncasecmp(url, "redis+socket://", 15) == 0)
+        return url_fail(msg, msglen, url,
+                        "Unix sockets are not supported yet: give redis://HOST[:PORT][/DB]");
+    if (strncasecmp(url, scheme, sizeof(scheme) - 1) != 0)
+        return url_fail(msg, msglen, url, EXPECTED);
+    p = url + sizeof(scheme) - 1;
+    if (strchr(p, '@'))
+        return url_fail(msg, msglen, url,
+                        "a user or password in the URL is not supported yet (protect Redis by "
+                        "its network instead)");
+    rc = parse_host_port(url, &p, "/?", out->host, &out->port, msg, msglen);
+    if (rc != 0)
+        return rc;
     if (*p == '/') {
         p++;
         if (*p && *p != '?') {
@@ -155,6 +213,12 @@ int config_store_parse_url(const char *url, config_store_url *out, char *msg, si
     if (*p == '?')
         return url_fail(msg, msglen, url, "URL options (?...) are not supported");
     return 0;
+}
+
+int config_store_is_cluster(const char *url)
+{
+    return url && (strncasecmp(url, "redis-cluster://", 16) == 0 ||
+                   strncasecmp(url, "redis+cluster://", 16) == 0);
 }
 
 /* Reads and checks a URL node into *out (allocated). */

@@ -31,7 +31,17 @@
 typedef enum config_store_kind {
     CONFIG_STORE_REDIS = 1,
     CONFIG_STORE_POSTGRES,
+    CONFIG_STORE_REDIS_CLUSTER, /* redis-cluster://H1:P1,H2:P2,... */
 } config_store_kind;
+
+/* Seed nodes a redis-cluster:// URL may name at most. */
+#define CONFIG_STORE_SEEDS_MAX 16
+
+/* One seed node of a Redis Cluster URL. */
+typedef struct config_store_seed {
+    char host[CONFIG_STORE_HOST_MAX + 1];
+    int port;
+} config_store_seed;
 
 /* A parsed store URL. */
 typedef struct config_store_url {
@@ -40,6 +50,9 @@ typedef struct config_store_url {
     char host[CONFIG_STORE_HOST_MAX + 1]; /* a name, an IPv4 literal or an IPv6 one (no []) */
     int port;                             /* 1..65535 */
     int db;                               /* the SELECT index, 0 when the URL names none */
+    /* Redis Cluster: the seed nodes, in the URL's order (host and port are the first's). */
+    config_store_seed seeds[CONFIG_STORE_SEEDS_MAX];
+    size_t nseeds;
 } config_store_url;
 
 /* Parses url as `redis://HOST[:PORT][/DB]` (the scheme in any case; HOST a name of letters,
@@ -48,10 +61,16 @@ typedef struct config_store_url {
  * `postgres://` URI, or libpq's `keyword=value ...` form (kind CONFIG_STORE_POSTGRES; only its
  * shape is checked here: libpq parses it when the node connects, and refuses it there with its
  * own words). Returns 0 with *out filled, or SLUICE_EINVAL with msg (when msglen > 0) naming the
- * problem in one line: another scheme (rediss://, redis-cluster://, unix:// are named: not
+ * problem in one line: another scheme (rediss:// and unix:// are named: not
  * supported yet), a user or password part, a bad host, port or database, or anything after the
- * database. Pure. */
+ * database. `redis-cluster://HOST[:PORT][,HOST[:PORT]...]` (also `redis+cluster://`) names a
+ * Redis Cluster by 1 to CONFIG_STORE_SEEDS_MAX seed nodes (kind CONFIG_STORE_REDIS_CLUSTER;
+ * each seed as a redis:// host and port; no database: a Cluster has only database 0). Pure. */
 int config_store_parse_url(const char *url, config_store_url *out, char *msg, size_t msglen);
+
+/* 1 when url names a Redis Cluster (its scheme is redis-cluster:// or redis+cluster://), else 0.
+ * Pure. */
+int config_store_is_cluster(const char *url);
 
 /* Reads the `store:` section at node (absent or null: nothing) into *out, whose url is then
  * allocated (freed by sluice_config_clear). Returns 0 or the error it reported through w. */

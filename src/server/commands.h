@@ -41,6 +41,9 @@
 #define CMD_REDIS_ONLY                                                                             \
     0x100u /* shared on a redis store, not yet on a postgresql one: refused there                  \
             * (rstore_reply_unavailable) */
+#define CMD_ONE_TAG                                                                                \
+    0x200u /* its shared state lives under one hash tag ({all}: the task queue): refused on a      \
+            * redis-cluster store (rstore_reply_unavailable) */
 
 typedef void (*command_fn)(conn *c, const resp_command *cmd);
 

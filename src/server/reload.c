@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "base/alloc.h"
+#include "config/config_store.h"
 #include "server/commands.h"
 #include "server/durable.h"
 #include "server/log.h"
@@ -65,14 +66,23 @@ static void plan_free(reload_plan *p)
     memset(p, 0, sizeof *p);
 }
 
+/* plan_prepare's shared: 0 (embedded store), 1 (a shared store), 2 (a Redis Cluster). */
+static int reload_shared(const server *s)
+{
+    if (!s->opt.store_url)
+        return 0;
+    return config_store_is_cluster(s->opt.store_url) ? 2 : 1;
+}
+
 /* The prepare step: everything that reads the file or allocates for it. prev is the file loaded
- * last (NULL: none), only read; shared is 1 when a shared store decides (--store). Touches no
+ * last (NULL: none), only read; shared is 1 when a shared store decides (--store), 2 when it is
+ * a Redis Cluster. Touches no
  * engine. Returns 0, or an error with msg (then p holds nothing). */
 static int plan_prepare(reload_plan *p, const sluice_config *prev, const char *path, int shared,
                         char *msg, size_t msglen)
 {
     const char *why;
-    char reason[300];
+    char reason[300], cluster_why[512];
     size_t n;
     int rc;
 
@@ -82,6 +92,14 @@ static int plan_prepare(reload_plan *p, const sluice_config *prev, const char *p
         return rc;
     /* The shared store's script enforces every limit: a dry run there would be a silent lie. */
     if ((shared || p->nc.store.url) && (why = server_store_unsupported(&p->nc)) != NULL) {
+        snprintf(msg, msglen, "%s: %s", path, why);
+        rc = SLUICE_EINVAL;
+        goto fail;
+    }
+    /* Redis Cluster: a chain whose links could land in two slots (shared 2: the running store
+     * is a Cluster). */
+    if ((shared == 2 || config_store_is_cluster(p->nc.store.url)) &&
+        (why = server_store_cluster_unsupported(&p->nc, cluster_why, sizeof cluster_why)) != NULL) {
         snprintf(msg, msglen, "%s: %s", path, why);
         rc = SLUICE_EINVAL;
         goto fail;
@@ -295,8 +313,7 @@ int server_load_config(server *s, const char *path, char *msg, size_t msglen)
         snprintf(msg, msglen, "a reload is in progress");
         return SLUICE_EBUSY;
     }
-    rc = plan_prepare(&p, s->has_config ? &s->config : NULL, path, s->opt.store_url != NULL, msg,
-                      msglen);
+    rc = plan_prepare(&p, s->has_config ? &s->config : NULL, path, reload_shared(s), msg, msglen);
     if (rc != 0)
         return rc;
     rc = plan_switch(s, &p, path, msg, msglen);
@@ -312,7 +329,7 @@ typedef struct reload_job {
     server *s;
     conn *c;       /* the client waiting for the answer; NULL once it left, or when none */
     char *path;    /* a copy: the work does not read the server's options */
-    int shared;    /* a shared store decides (--store) */
+    int shared;    /* a shared store decides (--store): plan_prepare's */
     int freeing;   /* 0: prepare queued; 1: the leftovers' free queued */
     int rc;        /* what prepare returned */
     reload_plan p; /* prepared, then the leftovers */
@@ -451,7 +468,7 @@ void reload_start(server *s, conn *c)
     }
     j->s = s;
     j->c = c;
-    j->shared = s->opt.store_url != NULL;
+    j->shared = reload_shared(s);
     j->req.data = j;
     if (conn_block(c, 0, &reload_block_ops, j) != 0) {
         /* Only a client already blocked or closing: it cannot be answered later. */

@@ -41,6 +41,7 @@
 #include "store/pg_limits.h"
 #include "store/pg_schema.h"
 #include "store/pg_tasks.h"
+#include "store/redis_cluster.h"
 #include "store/redis_conn.h"
 #include "store/redis_limits.h"
 
@@ -51,8 +52,8 @@
 /* The hash tag of every link (redis_limits.h, docs/redis-store.md). On a standalone Redis any
  * tag is correct as long as one (limit, key) always gets the same; one tag for everything makes
  * a call read and write one clock key instead of one per key (about half the script's Redis
- * work per decision, measured with bench/cluster.sh) and ratchets one clock for every key. Redis
- * Cluster will need per-key tags instead (and a chain's tag its global link's). */
+ * work per decision, measured with bench/cluster.sh) and ratchets one clock for every key. On
+ * Redis Cluster each link keeps its own tag instead (set_tag), so that keys spread over slots. */
 #define RSTORE_TAG     "all"
 #define RSTORE_TAG_LEN 3
 /* PostgreSQL's prepared statement of the limits function. */
@@ -105,13 +106,17 @@ typedef struct rbatch {
     size_t ndec, deccap;
     char *arena; /* THROTTLE names */
     size_t alen, acap;
-    struct rbatch *next; /* spare */
+    struct rbatch *next;  /* spare */
+    struct rbatch *tnext; /* the turn's batches (rstore.cur), in creation order */
+    int slot;             /* Redis Cluster: the slot of every request in it (else 0) */
+    uint64_t seq;         /* Redis Cluster: its creation number (conn.store_seq) */
 } rbatch;
 
 struct rstore {
     server *s;
     config_store_kind kind;
     rconn *conn;      /* Redis */
+    rcluster *cl;     /* or Redis Cluster */
     pgconn *pg;       /* or PostgreSQL */
     int pg_in_flight; /* limits calls sent to PostgreSQL and not answered (PG_MAX_IN_FLIGHT) */
     char url[CONFIG_STORE_HOST_MAX + 64]; /* the URL, for INFO and messages */
@@ -132,7 +137,15 @@ struct rstore {
     uint64_t wait_gen_next; /* the generation of the next one */
     int audit;
     int closed;
-    rbatch *cur;              /* the turn's batch, NULL until its first request */
+    /* The turn's batches, NULL until its first request: one batch on Redis and PostgreSQL; on
+     * Redis Cluster one per slot the turn touched (open[slot] is the one that takes requests),
+     * and one more for a slot whenever a client's next request would otherwise land in a batch
+     * older than its previous one (a client's replies are filled in send order). Sent in this
+     * order. */
+    rbatch *cur, *cur_tail;
+    rbatch *added;            /* the batch the last request went to */
+    rbatch **open;            /* Redis Cluster: RCL_SLOTS entries */
+    uint64_t seq;             /* Redis Cluster: batches created */
     rstore_call *head, *tail; /* sent (limits and tasks), oldest first */
     rbatch *spare;
     size_t nspare;
@@ -199,6 +212,7 @@ static void batch_recycle(rstore *st, rbatch *b)
     else
         rlim_batch_reset(b->rb);
     b->n = b->ndec = b->alen = 0;
+    b->tnext = NULL;
     b->base.answered = 0;
     b->base.why[0] = '\0';
     if (st->nspare >= SPARE_MAX) {
@@ -644,7 +658,7 @@ void rstore_send(server *s, rstore_call *c, int rc)
     else
         st->head = c;
     st->tail = c;
-    if (rc == 0 && (st->closed || (!st->conn && !st->pg)))
+    if (rc == 0 && (st->closed || (!st->conn && !st->pg && !st->cl)))
         rc = SLUICE_ESTATE;
     if (rc == 0 && st->pg) {
         c->pgcall.fn = on_pg_answer;
@@ -652,6 +666,14 @@ void rstore_send(server *s, rstore_call *c, int rc)
         rc = pgconn_send(st->pg, &c->pgcall);
         if (rc == 0)
             st->pg_in_flight++;
+    } else if (rc == 0 && st->cl) {
+        c->ccall.argc = c->call.argc;
+        c->ccall.argv = c->call.argv;
+        c->ccall.argvlen = c->call.argvlen;
+        c->ccall.fn = on_answer;
+        c->ccall.arg = c;
+        c->ccall.slot = c->slot;
+        rc = rcl_send(st->cl, &c->ccall);
     } else if (rc == 0) {
         c->call.fn = on_answer;
         c->call.arg = c;
@@ -663,7 +685,12 @@ void rstore_send(server *s, rstore_call *c, int rc)
             need_wait(st, c);
         return;
     }
-    rstore_call_fail(c, rc == SLUICE_ENOMEM ? "out of memory" : down_why(st));
+    if (rc == SLUICE_ENOMEM)
+        rstore_call_fail(c, "out of memory");
+    else if (st->cl && !st->closed && rcl_slot_why(st->cl, c->slot)[0])
+        rstore_call_fail(c, rcl_slot_why(st->cl, c->slot)); /* this slot's master is down */
+    else
+        rstore_call_fail(c, down_why(st));
     drain(st);
 }
 
@@ -671,22 +698,20 @@ const char *rstore_sha(const server *s)
 {
     const rstore *st = state_of(s);
 
+    if (st && st->cl)
+        return rcl_sha(st->cl);
     return st && st->conn ? rconn_sha(st->conn) : "";
 }
 
-/* Sends the turn's batch (or answers it by the failure mode when it cannot be sent). */
-static void send_batch(rstore *st)
+/* Sends one batch of the turn (or answers it by the failure mode when it cannot be sent). */
+static void send_one(rstore *st, rbatch *b)
 {
-    rbatch *b = st->cur;
     int argc = 0, rc;
     const char **argv = NULL;
     const size_t *argvlen = NULL;
     uint64_t before;
     size_t n;
 
-    if (!b)
-        return;
-    st->cur = NULL;
     if (st->closed) {
         rc = SLUICE_ESTATE;
     } else if (b->pb) {
@@ -695,9 +720,11 @@ static void send_batch(rstore *st)
         rc = pgl_batch_params(b->pb, &values);
         rstore_call_pg(&b->base, PG_LIMITS_STMT, PGL_CALL_NPARAMS, values);
     } else {
-        rc = !st->conn ? SLUICE_ESTATE
-                       : rlim_batch_command(b->rb, rconn_sha(st->conn), &argc, &argv, &argvlen);
+        rc = st->cl      ? rlim_batch_command(b->rb, rcl_sha(st->cl), &argc, &argv, &argvlen)
+             : !st->conn ? SLUICE_ESTATE
+                         : rlim_batch_command(b->rb, rconn_sha(st->conn), &argc, &argv, &argvlen);
     }
+    b->base.slot = b->slot;
     b->base.call.argc = argc;
     b->base.call.argv = argv;
     b->base.call.argvlen = argvlen;
@@ -708,6 +735,24 @@ static void send_batch(rstore *st)
     rstore_send(st->s, &b->base, rc);
     if (st->stats.batches != before)
         st->stats.requests += n;
+}
+
+/* Sends the turn's batches, in the order they were created (the FIFO is send order). */
+static void send_batch(rstore *st)
+{
+    rbatch *b;
+
+    while ((b = st->cur) != NULL) {
+        st->cur = b->tnext;
+        if (!st->cur)
+            st->cur_tail = NULL;
+        b->tnext = NULL;
+        if (st->open && st->open[b->slot] == b)
+            st->open[b->slot] = NULL;
+        if (st->added == b)
+            st->added = NULL;
+        send_one(st, b);
+    }
 }
 
 void rstore_flush_limits(server *s)
@@ -749,6 +794,8 @@ static int store_up(const rstore *st)
 {
     if (st->closed)
         return 0;
+    if (st->cl)
+        return rcl_up(st->cl);
     if (st->pg)
         return pgconn_get_state(st->pg) == PGCONN_UP;
     return st->conn && rconn_get_state(st->conn) == RCONN_UP;
@@ -758,8 +805,10 @@ static const char *down_why(const rstore *st)
 {
     const char *e;
 
-    if (st->closed || (!st->conn && !st->pg))
+    if (st->closed || (!st->conn && !st->pg && !st->cl))
         return "stopping";
+    if (st->cl)
+        return rcl_last_error(st->cl);
     if (st->pg) {
         e = pgconn_last_error(st->pg);
         return e[0] ? e : pgconn_state_name(pgconn_get_state(st->pg));
@@ -787,7 +836,10 @@ int rstore_up(const server *s, const char **why)
  * wait for the one before it. */
 static void set_tag(const rstore *st, rlim_link *l)
 {
-    if (st->kind == CONFIG_STORE_POSTGRES) {
+    /* Redis Cluster: the default tag, a function of (limit, key) alone (the key, or the limit id
+     * for a global bucket; redis_limits.h), so that one state lives in one slot whichever
+     * command or chain touches it, and keys spread over the masters. */
+    if (st->kind == CONFIG_STORE_POSTGRES || st->kind == CONFIG_STORE_REDIS_CLUSTER) {
         l->tag = NULL;
         l->taglen = 0;
         return;
@@ -796,10 +848,71 @@ static void set_tag(const rstore *st, rlim_link *l)
     l->taglen = RSTORE_TAG_LEN;
 }
 
-/* Adds one request to the turn's batch and defers the client's reply. Returns the wait (to be
- * completed by the caller before anything else touches the batch), or NULL after replying. */
+/* The slot of a request's links on Redis Cluster (0 on other stores), or -1 (after replying
+ * CROSSSLOT: its links' tags hash to different slots, and one script call cannot touch two
+ * slots) or -2 (after replying: out of memory). names are the links' names for the message
+ * (NULL: the limit ids). */
+static int request_slot(const rstore *st, conn *c, const rlim_link *links, size_t n,
+                        const char *const *names)
+{
+    int slot = -1;
+
+    if (st->kind != CONFIG_STORE_REDIS_CLUSTER)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        rlim_names nm;
+        int s;
+
+        if (rlim_link_names(&links[i], &nm) != 0) {
+            resp_error(conn_out(c), "NOMEM", "out of memory");
+            return -2;
+        }
+        s = rcl_crc16(nm.tag, nm.taglen) & (RCL_SLOTS - 1);
+        if (slot >= 0 && s != slot) {
+            resp_error(conn_out(c), "CROSSSLOT",
+                       "limits \"%s\" and \"%s\" of this request keep their state in "
+                       "different Redis Cluster slots (each link's hash tag is its key, or its "
+                       "limit for a global bucket), and one request is decided by one script "
+                       "call in one slot; nothing was charged (docs/cluster.md)",
+                       names ? names[0] : links[0].limit_id, names ? names[i] : links[i].limit_id);
+            return -1;
+        }
+        slot = s;
+    }
+    return slot < 0 ? 0 : slot;
+}
+
+/* The turn's batch a request of client c for slot goes to (created when needed), or NULL (out
+ * of memory). On Redis Cluster a client's requests go to batches created no earlier than the
+ * one its previous request went to, so that they are sent, and their replies filled, in the
+ * client's order. */
+static rbatch *turn_batch(rstore *st, conn *c, int slot)
+{
+    rbatch *b = st->open ? st->open[slot] : st->cur;
+
+    if (b && (!st->open || b->seq >= c->store_seq))
+        return b;
+    b = batch_get(st);
+    if (!b)
+        return NULL;
+    b->slot = slot;
+    b->seq = ++st->seq;
+    b->tnext = NULL;
+    if (st->cur_tail)
+        st->cur_tail->tnext = b;
+    else
+        st->cur = b;
+    st->cur_tail = b;
+    if (st->open)
+        st->open[slot] = b;
+    return b;
+}
+
+/* Adds one request to the turn's batch for its slot and defers the client's reply. Returns the
+ * wait (to be completed by the caller, in st->added, before anything else touches the batch),
+ * or NULL after replying. */
 static rstore_wait *add_request_args(rstore *st, conn *c, rlim_op op, const rlim_link *links,
-                                     size_t n, size_t namelen, const rlim_args *args)
+                                     size_t n, size_t namelen, const rlim_args *args, int slot)
 {
     rbatch *b;
     rstore_wait *w;
@@ -807,14 +920,10 @@ static rstore_wait *add_request_args(rstore *st, conn *c, rlim_op op, const rlim
 
     /* A task call of this turn goes first: the FIFO is the order requests were taken. */
     rtasks_flush(st->s);
-    b = st->cur;
+    b = turn_batch(st, c, slot);
     if (!b) {
-        b = batch_get(st);
-        if (!b) {
-            resp_error(conn_out(c), "NOMEM", "out of memory");
-            return NULL;
-        }
-        st->cur = b;
+        resp_error(conn_out(c), "NOMEM", "out of memory");
+        return NULL;
     }
     if (batch_reserve(b, n, namelen) != 0) {
         resp_error(conn_out(c), "NOMEM", "out of memory");
@@ -831,6 +940,8 @@ static rstore_wait *add_request_args(rstore *st, conn *c, rlim_op op, const rlim
     }
     w = &b->w[b->n++];
     memset(w, 0, sizeof(*w));
+    st->added = b;
+    c->store_seq = b->seq;
     w->c = c;
     w->ticket = conn_defer(c);
     w->req = idx;
@@ -842,19 +953,43 @@ static rstore_wait *add_request_args(rstore *st, conn *c, rlim_op op, const rlim
 }
 
 static rstore_wait *add_request(rstore *st, conn *c, rlim_op op, const rlim_link *links, size_t n,
-                                size_t namelen)
+                                size_t namelen, int slot)
 {
     rlim_args args;
 
     memset(&args, 0, sizeof(args));
-    return add_request_args(st, c, op, links, n, namelen, &args);
+    return add_request_args(st, c, op, links, n, namelen, &args, slot);
 }
 
-/* Sends the batch at once when it is full (the rest of the turn starts another). */
+/* Sends the turn's batches at once when the last one used is full (the rest of the turn starts
+ * others). All of them, in order: a batch sent ahead of an older one would be answered ahead of
+ * it. */
 static void maybe_send_full(rstore *st)
 {
-    if (st->cur && st->cur->n >= RSTORE_BATCH_MAX)
+    if (st->added && st->added->n >= RSTORE_BATCH_MAX)
         send_batch(st);
+}
+
+/* request_slot for a THROTTLE, whose message names the links by their limits' names. */
+static int throttle_slot(const rstore *st, conn *c, const rstore_link *links, const rlim_link *rl,
+                         size_t n)
+{
+    const char *stack[LINKS_STACK], **names = stack;
+    int slot;
+
+    if (n > LINKS_STACK) {
+        names = alloc_calloc(n, sizeof(*names));
+        if (!names) {
+            resp_error(conn_out(c), "NOMEM", "out of memory");
+            return -2;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        names[i] = links[i].name;
+    slot = request_slot(st, c, rl, n, names);
+    if (names != stack)
+        alloc_free(names);
+    return slot;
 }
 
 void rstore_throttle(conn *c, const rstore_link *links, size_t n, unsigned flags)
@@ -863,6 +998,7 @@ void rstore_throttle(conn *c, const rstore_link *links, size_t n, unsigned flags
     rlim_link stack[LINKS_STACK], *rl = stack;
     size_t namelen = 0;
     rstore_wait *w;
+    int slot;
 
     if (!store_up(st)) {
         req_info q = {WAIT_THROTTLE, def_capacity(links[0].def), 0, NULL, NULL, 0};
@@ -887,7 +1023,10 @@ void rstore_throttle(conn *c, const rstore_link *links, size_t n, unsigned flags
         set_tag(st, &rl[i]);
         namelen += strlen(links[i].name) + 1;
     }
-    w = add_request(st, c, (flags & SLUICE_PEEK) ? RLIM_PEEK : RLIM_DECIDE, rl, n, namelen);
+    slot = st->kind == CONFIG_STORE_REDIS_CLUSTER ? throttle_slot(st, c, links, rl, n) : 0;
+    w = slot < 0 ? NULL
+                 : add_request(st, c, (flags & SLUICE_PEEK) ? RLIM_PEEK : RLIM_DECIDE, rl, n,
+                               namelen, slot);
     if (rl != stack)
         alloc_free(rl);
     if (!w)
@@ -897,8 +1036,8 @@ void rstore_throttle(conn *c, const rstore_link *links, size_t n, unsigned flags
     for (size_t i = 0; i < n; i++) {
         size_t len = strlen(links[i].name) + 1;
 
-        memcpy(st->cur->arena + st->cur->alen, links[i].name, len);
-        st->cur->alen += len;
+        memcpy(st->added->arena + st->added->alen, links[i].name, len);
+        st->added->alen += len;
     }
     maybe_send_full(st);
 }
@@ -909,6 +1048,7 @@ void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const cha
     rstore *st = state_of(c->srv);
     rlim_link link;
     rstore_wait *w;
+    int slot;
 
     if (!store_up(st)) {
         req_info q = {WAIT_CELL, def_capacity(def), 0, NULL, NULL, 0};
@@ -923,7 +1063,10 @@ void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const cha
     link.keylen = keylen;
     link.units = quantity ? quantity : 1;
     set_tag(st, &link);
-    w = add_request(st, c, quantity ? RLIM_DECIDE : RLIM_PEEK, &link, 1, 0);
+    slot = request_slot(st, c, &link, 1, NULL);
+    if (slot < 0)
+        return;
+    w = add_request(st, c, quantity ? RLIM_DECIDE : RLIM_PEEK, &link, 1, 0, slot);
     if (!w)
         return;
     w->kind = WAIT_CELL;
@@ -944,6 +1087,7 @@ void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *
     rlim_link link;
     rlim_args args;
     rstore_wait *w;
+    int slot;
 
     if (!store_up(st)) {
         req_info q = {kind, def->limit, ttl_ns > 0 ? ttl_ns : def->ttl_ns, name, key, keylen};
@@ -961,17 +1105,20 @@ void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *
     memset(&args, 0, sizeof(args));
     args.ttl_ns = ttl_ns;
     args.lease_id = lease_id;
-    w = add_request_args(st, c, op, &link, 1, nlen + keylen, &args);
+    slot = request_slot(st, c, &link, 1, NULL);
+    if (slot < 0)
+        return;
+    w = add_request_args(st, c, op, &link, 1, nlen + keylen, &args, slot);
     if (!w)
         return;
     w->kind = kind;
     w->limit = def->limit;
     w->ttl_ns = ttl_ns > 0 ? ttl_ns : def->ttl_ns;
     w->keylen = keylen;
-    memcpy(st->cur->arena + st->cur->alen, name, nlen);
+    memcpy(st->added->arena + st->added->alen, name, nlen);
     if (keylen)
-        memcpy(st->cur->arena + st->cur->alen + nlen, key, keylen);
-    st->cur->alen += nlen + keylen;
+        memcpy(st->added->arena + st->added->alen + nlen, key, keylen);
+    st->added->alen += nlen + keylen;
     maybe_send_full(st);
 }
 
@@ -1027,7 +1174,7 @@ void rstore_conn_closed(conn *c)
         return;
     rtasks_conn_closed(c);
     rrecur_conn_closed(c);
-    for (rbatch *b = st->cur; b; b = NULL)
+    for (rbatch *b = st->cur; b; b = b->tnext)
         for (size_t i = 0; i < b->n; i++)
             if (b->w[i].c == c)
                 b->w[i].c = NULL;
@@ -1051,6 +1198,17 @@ void rstore_reply_unavailable(conn *c, const char *command)
         upper[i] =
             command[i] >= 'a' && command[i] <= 'z' ? (char)(command[i] - 'a' + 'A') : command[i];
     upper[i] = '\0';
+    if (rstore_kind(c->srv) == CONFIG_STORE_REDIS_CLUSTER) {
+        /* The task queue's and the series' keys share one hash tag ({all}): on a Cluster they
+         * would all live on one master, so they wait for a layout of their own. */
+        resp_error(conn_out(c), "ERR",
+                   "%s is not available with a redis-cluster store yet: this version shares "
+                   "THROTTLE, CL.THROTTLE and LEASE.* across nodes on Redis Cluster (the task "
+                   "queue and recurring series need a standalone redis:// store; "
+                   "docs/cluster.md)",
+                   upper);
+        return;
+    }
     resp_error(conn_out(c), "ERR",
                "%s is not available with a %s store yet: this version shares THROTTLE, "
                "CL.THROTTLE, LEASE.*, the task queue (TASK.ADD, GET, ACK, FAIL, TOUCH, "
@@ -1068,7 +1226,15 @@ config_store_kind rstore_kind(const server *s)
 
 const char *rstore_kind_name(const server *s)
 {
-    return rstore_kind(s) == CONFIG_STORE_POSTGRES ? "postgresql" : "redis";
+    switch (rstore_kind(s)) {
+    case CONFIG_STORE_POSTGRES:
+        return "postgresql";
+    case CONFIG_STORE_REDIS_CLUSTER:
+        return "redis-cluster";
+    case CONFIG_STORE_REDIS:
+        break;
+    }
+    return "redis";
 }
 
 /* ---- Life -------------------------------------------------------------------------------- */
@@ -1169,6 +1335,71 @@ static void redact_password(char *url, size_t cap)
     }
     out[o] = '\0';
     snprintf(url, cap, "%s", out);
+}
+
+static void on_cluster_state(void *arg, int up, const char *why)
+{
+    rstore *st = arg;
+
+    if (up && !why) {
+        rcl_stats cs;
+
+        rcl_get_stats(st->cl, &cs);
+        log_info("store %s: up (%zu masters, %zu of them connected, %zu slots mapped; limits "
+                 "script %s)",
+                 st->url, cs.masters, cs.masters_up, cs.slots_known, rcl_sha(st->cl));
+        st->logged_why[0] = '\0';
+        return;
+    }
+    if (up) {
+        /* One master lost: its slots answer by the failure mode, the others keep deciding. */
+        log_warn("store %s: a master is down: %s; its slots' decisions %s until it is back",
+                 st->url, why, st->fail_open ? "are granted" : "answer -STOREDOWN");
+        return;
+    }
+    note_down(st, why);
+}
+
+/* Connects to a Redis Cluster's masters (rstore_open's half for it): limits only, no task
+ * queue. Returns 0, or an error with msg. */
+static int open_cluster(rstore *st, char *msg, size_t msglen)
+{
+    rcl_options o;
+    rcl_addr seeds[CONFIG_STORE_SEEDS_MAX];
+    size_t script_len = 0;
+    int rc;
+
+    if (st->replicas > 0) {
+        snprintf(msg, msglen,
+                 "store: replicas (WAIT) is not available with a redis-cluster store yet");
+        return SLUICE_EINVAL;
+    }
+    st->open = alloc_calloc(RCL_SLOTS, sizeof(*st->open));
+    if (!st->open) {
+        snprintf(msg, msglen, "out of memory");
+        return SLUICE_ENOMEM;
+    }
+    for (size_t i = 0; i < st->u.nseeds; i++) {
+        snprintf(seeds[i].host, sizeof seeds[i].host, "%s", st->u.seeds[i].host);
+        seeds[i].port = st->u.seeds[i].port;
+    }
+    memset(&o, 0, sizeof(o));
+    o.seeds = seeds;
+    o.nseeds = st->u.nseeds;
+    o.timeout_ms = st->timeout_ms;
+    o.script = rlim_script(&script_len);
+    o.script_len = script_len;
+    o.on_state = on_cluster_state;
+    o.arg = st;
+    rc = rcl_new(&st->s->loop, &o, &st->cl);
+    if (rc != 0) {
+        alloc_free(st->open);
+        st->open = NULL;
+        snprintf(msg, msglen, "store %s: %s", st->url, sluice_strerror(rc));
+        return rc;
+    }
+    st->s->rstore_state = st;
+    return 0;
 }
 
 /* PostgreSQL's statements, prepared on every connection. */
@@ -1315,7 +1546,9 @@ int rstore_open(server *s, char *msg, size_t msglen)
         alloc_free(st);
         return SLUICE_EINVAL;
     }
-    rc = st->kind == CONFIG_STORE_POSTGRES ? open_pg(st, msg, msglen) : open_redis(st, msg, msglen);
+    rc = st->kind == CONFIG_STORE_POSTGRES        ? open_pg(st, msg, msglen)
+         : st->kind == CONFIG_STORE_REDIS_CLUSTER ? open_cluster(st, msg, msglen)
+                                                  : open_redis(st, msg, msglen);
     if (rc != 0) {
         alloc_free(st);
         return rc;
@@ -1337,10 +1570,13 @@ int rstore_open(server *s, char *msg, size_t msglen)
                  "until it is",
                  st->url, st->timeout_ms, down_why(st),
                  st->fail_open ? "are granted" : "answer -STOREDOWN");
-    log_info("store %s: THROTTLE, CL.THROTTLE, LEASE.* and the task queue in %s (store_failure: "
+    log_info("store %s: THROTTLE, CL.THROTTLE, LEASE.*%s in %s (store_failure: "
              "%s, timeout %" PRId64 " ms%s)",
-             st->url, st->pg ? "PostgreSQL" : "Redis", st->fail_open ? "open" : "closed",
-             st->timeout_ms, st->audit ? ", audit on" : "");
+             st->url, st->cl ? "" : " and the task queue",
+             st->pg   ? "PostgreSQL"
+             : st->cl ? "Redis Cluster"
+                      : "Redis",
+             st->fail_open ? "open" : "closed", st->timeout_ms, st->audit ? ", audit on" : "");
     if (st->replicas > 0)
         log_info("store %s: task writes wait for %d replica(s) (WAIT, %" PRId64 " ms)", st->url,
                  st->replicas, st->replicas_timeout_ms);
@@ -1363,6 +1599,8 @@ void rstore_close(server *s)
     st->conn = NULL;
     pgconn_free(st->pg); /* likewise */
     st->pg = NULL;
+    rcl_free(st->cl); /* likewise */
+    st->cl = NULL;
     drain(st);
 }
 
@@ -1376,7 +1614,11 @@ void rstore_free(server *s)
     rstore_close(s); /* answers and applies every call in flight: the FIFO is empty */
     rtasks_free(s);
     rrecur_free(s);
-    batch_free(st->cur);
+    while ((b = st->cur) != NULL) { /* none: rstore_close sent them */
+        st->cur = b->tnext;
+        batch_free(b);
+    }
+    alloc_free(st->open);
     while ((b = st->spare) != NULL) {
         st->spare = b->next;
         batch_free(b);
@@ -1412,7 +1654,7 @@ void rstore_get_stats(const server *s, rstore_stats *out)
     if (!st)
         return;
     *out = st->stats;
-    if (st->closed || (!st->conn && !st->pg)) {
+    if (st->closed || (!st->conn && !st->pg && !st->cl)) {
         out->state = "stopped";
         out->last_error = "";
         return;
@@ -1424,6 +1666,21 @@ void rstore_get_stats(const server *s, rstore_stats *out)
         conn_counts(out, ps_state == PGCONN_UP, pgconn_state_name(ps_state),
                     pgconn_last_error(st->pg), ps.connects, ps.disconnects, ps.failed_connects,
                     ps.timeouts, ps.in_flight);
+        return;
+    }
+    if (st->cl) {
+        rcl_stats ks;
+
+        rcl_get_stats(st->cl, &ks);
+        out->up = rcl_up(st->cl);
+        out->state = out->up ? "up" : "down";
+        out->last_error = rcl_last_error(st->cl);
+        out->connects = ks.connects;
+        out->disconnects = ks.disconnects;
+        out->failed_connects = ks.failed_connects;
+        out->timeouts = ks.timeouts;
+        out->script_loads = ks.script_loads;
+        out->in_flight = ks.in_flight;
         return;
     }
     rconn_get_stats(st->conn, &cs);
@@ -1454,10 +1711,25 @@ void rstore_info(const server *s, char *buf, size_t len)
              "\r\nstore_disconnects:%" PRIu64 "\r\nstore_failed_connects:%" PRIu64
              "\r\nstore_timeouts:%" PRIu64 "\r\nstore_script_loads:%" PRIu64
              "\r\nstore_last_error:%s\r\n",
-             st->pg ? "postgresql" : "redis", st->url, x.state, st->fail_open ? "open" : "closed",
+             rstore_kind_name(s), st->url, x.state, st->fail_open ? "open" : "closed",
              st->timeout_ms, st->audit, x.batches, x.requests, x.answered, x.unavailable,
              x.fail_open_grants, x.in_flight, x.connects, x.disconnects, x.failed_connects,
              x.timeouts, x.script_loads, x.last_error);
+    if (st->cl) {
+        rcl_stats ks;
+
+        rcl_get_stats(st->cl, &ks);
+        at = strlen(buf);
+        snprintf(buf + at, len - at,
+                 "store_cluster_masters:%zu\r\nstore_cluster_masters_up:%zu\r\n"
+                 "store_cluster_slots_known:%zu\r\nstore_cluster_moved:%" PRIu64
+                 "\r\nstore_cluster_asks:%" PRIu64 "\r\nstore_cluster_tryagains:%" PRIu64
+                 "\r\nstore_cluster_refreshes:%" PRIu64
+                 "\r\nstore_cluster_refresh_failures:%" PRIu64 "\r\n",
+                 ks.masters, ks.masters_up, ks.slots_known, ks.moved, ks.asks, ks.tryagains,
+                 ks.refreshes, ks.refresh_failures);
+        return;
+    }
     rtasks_get_stats(s, &t);
     at = strlen(buf);
     snprintf(buf + at, len - at,

@@ -43,6 +43,7 @@
 #include "sluice/limit.h"
 #include "config/config_store.h"
 #include "store/pg_conn.h"
+#include "store/redis_cluster.h"
 #include "store/redis_conn.h"
 #include "store/redis_limits.h"
 
@@ -66,6 +67,7 @@ typedef struct rstore_answer {
 struct rstore_call {
     rconn_call call;    /* Redis: argc, argv, argvlen, set by the owner before rstore_send */
     pgconn_call pgcall; /* PostgreSQL: stmt, nparams, values, set by the owner */
+    int slot;           /* Redis Cluster: the one slot of every key of the call, set by the owner */
     /* Decodes the store's answer while it is valid (during this call only); an answer it
      * cannot read is refused with rstore_call_fail. Runs in answer order, maybe before earlier
      * calls are applied: it must not write to clients. */
@@ -85,6 +87,7 @@ struct rstore_call {
     int wait_replicas;
     int64_t acked;
     /* private */
+    rcl_call ccall;    /* Redis Cluster: the call routed to its slot's master */
     int waiting;       /* a WAIT that covers it has not answered yet */
     uint64_t wait_gen; /* which WAIT covers it (rstore's generation) */
     struct rstore *st;
@@ -168,7 +171,7 @@ static inline int rstore_active(const server *s)
 /* Which engine the shared store is (meaningful when rstore_active). */
 config_store_kind rstore_kind(const server *s);
 
-/* "redis" or "postgresql". */
+/* "redis", "redis-cluster" or "postgresql". */
 const char *rstore_kind_name(const server *s);
 
 /* One THROTTLE on the shared store: the n links (n >= 1) as the command resolved them, each
@@ -207,9 +210,10 @@ void rstore_turn(server *s);
 /* A client with deferred replies is closing: its slots are forgotten. */
 void rstore_conn_closed(conn *c);
 
-/* Replies `-ERR <command> is not available with a redis (postgresql) store yet ...` for a command
- * the shared store does not serve in this version (recurring series, runtime limit changes; on
- * PostgreSQL the task queue too). The one place that says so. */
+/* Replies `-ERR <command> is not available with a redis (postgresql, redis-cluster) store yet
+ * ...` for a command the shared store does not serve in this version (runtime limit changes; on
+ * PostgreSQL recurring series; on Redis Cluster the task queue and recurring series, whose keys
+ * share one hash tag). The one place that says so. */
 void rstore_reply_unavailable(conn *c, const char *command);
 
 void rstore_get_stats(const server *s, rstore_stats *out);

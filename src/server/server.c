@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 
 #include "base/alloc.h"
+#include "config/config_store.h"
 #include "server/admin/admin.h"
 #include "server/commands.h"
 #include "server/conn.h"
@@ -229,6 +230,42 @@ const char *server_store_unsupported(const sluice_config *c)
         if (c->types[i].fairness == SLUICE_FAIR_KEYS)
             return "fairness: keys is not available with a shared store yet (its shared queue "
                    "hands out tasks by priority, then arrival)";
+    return NULL;
+}
+
+const char *server_store_cluster_unsupported(const sluice_config *c, char *buf, size_t len)
+{
+    for (size_t i = 0; i < c->ntypes; i++) {
+        const sluice_type_policy *t = &c->types[i];
+        const sluice_limit_policy *global = NULL, *other = NULL;
+
+        if (t->nlimits < 2)
+            continue;
+        /* A keyless link's hash tag is its limit's name, a keyed link's is the request's key:
+         * two tags that can differ for every request. */
+        for (size_t k = 0; k < t->nlimits; k++) {
+            const sluice_limit_policy *p = sluice_config_find_limit(c, t->limits[k]);
+
+            if (!p)
+                continue;
+            if (p->key_source == SLUICE_KEY_NONE && !global)
+                global = p;
+            else if (!other)
+                other = p;
+        }
+        if (global && other) {
+            snprintf(buf, len,
+                     "type \"%s\" chains limit \"%s\" (one global bucket, whose Redis Cluster "
+                     "hash tag is its name) with limit \"%s\" (%s): on a redis-cluster store "
+                     "their states live in different slots, and a chain is decided by one script "
+                     "call in one slot; chain only per-key limits, or use one global limit alone "
+                     "(docs/cluster.md)",
+                     t->name, global->name, other->name,
+                     other->key_source == SLUICE_KEY_NONE ? "another global bucket"
+                                                          : "tagged by the request's key");
+            return buf;
+        }
+    }
     return NULL;
 }
 
@@ -605,7 +642,11 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
         if (s->opt.store_replicas_timeout_ms == 0)
             s->opt.store_replicas_timeout_ms =
                 s->config.store.replicas_timeout_ns / SLUICE_NS_PER_MS;
+        char cluster_why[512];
         const char *why = s->opt.store_url ? server_store_unsupported(&s->config) : NULL;
+
+        if (!why && s->opt.store_url && config_store_is_cluster(s->opt.store_url))
+            why = server_store_cluster_unsupported(&s->config, cluster_why, sizeof cluster_why);
 
         if (why) {
             snprintf(msg, msglen, "%s: %s", opt->config_path, why);

@@ -277,6 +277,11 @@ int server_policy_mode_only(const sluice_limit_policy *a, const sluice_limit_pol
  * when nothing. Pure. */
 const char *server_store_unsupported(const sluice_config *c);
 
+/* What a configuration asks for that a redis-cluster store cannot do (a type whose chain mixes a
+ * global limit with another link: their states would live in different slots), as the reason
+ * to refuse it, written into buf; NULL when nothing. Pure. */
+const char *server_store_cluster_unsupported(const sluice_config *c, char *buf, size_t len);
+
 /* Sets the memory budget in force: the command line's, else the configuration file's
  * `maxmemory:`, else the option's default. */
 void server_apply_budget(server *s);

@@ -152,8 +152,9 @@ check "open node stops with 0" 0 "$stop_rc"
 out=$("$sluice" serve --port 0 --store 'redis://h:99999' 2>&1)
 check "bad --store URL: usage error" 2 "$?"
 contains "bad --store URL names the problem" "the port must be a number from 1 to 65535" "$out"
-out=$("$sluice" serve --port 0 --store 'redis-cluster://a:1,b:2' 2>&1)
-contains "Cluster refused" "Redis Cluster is not supported yet" "$out"
+# Redis Cluster is its own test (redis_cluster.sh); a database on a Cluster URL is a usage error.
+out=$("$sluice" serve --port 0 --store 'redis-cluster://a:1,b:2/3' 2>&1)
+contains "Cluster URL with a database refused" "a Redis Cluster has only database 0" "$out"
 out=$("$sluice" serve --port 0 --store "$url" --data "$tmp/d" 2>&1)
 check "--store with --data: usage error" 2 "$?"
 # The script enforces every limit, so a dry run asked for in the file is refused, not ignored.

@@ -22,9 +22,21 @@ moves forward), and checks, for every (limit, key):
 
 Prints one summary line; exits 1 on any violation. Uses Debian's python3-redis (redis-py).
 
-Usage: cluster_check.py --nodes P1,P2,P3 (--redis RPORT [--db N] | --pg CONNINFO --psql PATH)
+On a Redis Cluster (--redis-cluster P1,P2,P3: the masters' ports, tests/server/redis_cluster.sh)
+the audit lists are read from every master with a plain client each (a list lives on its tag's
+master), and the configuration is --print-config --cluster's: the chain type `job` there chains
+two per-key limits (perkey, pair), because a chain of a per-key and a global limit is refused on
+a Cluster (their states would live in different slots); the atomicity check then compares the
+two links key by key. --keys spreads the keys over more slots; --migrate KEY moves the slot of
+KEY's state to another master mid-run (CLUSTER SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT
+NODE), so the nodes meet ASK and MOVED while they decide; --tolerate-storedown counts
+`-STOREDOWN` replies (closed mode: nothing granted, e.g. TRYAGAIN while a slot's keys are split
+between two masters) instead of failing on them.
+
+Usage: cluster_check.py --nodes P1,P2,P3 (--redis RPORT [--db N] | --pg CONNINFO --psql PATH |
+                        --redis-cluster P1,P2,P3 [--migrate KEY] [--tolerate-storedown])
                         [--clients-per-node N] [--target N] [--max-seconds S] [--pipeline K]
-                        [--seed N]
+                        [--seed N] [--keys N]
 """
 import argparse
 import random
@@ -58,6 +70,13 @@ CONFIG_YAML = """limits:
 types:
   job: {limits: [perkey, global]}
 """
+# On a Redis Cluster: the chain is of two per-key limits (both tagged by the key: one slot).
+CONFIG_YAML_CLUSTER = CONFIG_YAML.replace(
+    "types:\n  job: {limits: [perkey, global]}\n",
+    "  pair: {rate: 15/1s, burst: 4, key: explicit}\n"
+    "types:\n  job: {limits: [perkey, pair]}\n")
+LIMITS["pair"] = ("rate", 15, 1 * NS, 4)
+CLUSTER = False
 # CL.THROTTLE triples used: (max_burst, count, period s) -> limit id "!cell:B:C:P".
 CELLS = [(4, 30, 1), (0, 5, 1)]
 KEYS = ["k%d" % i for i in range(6)]
@@ -84,6 +103,8 @@ class Client(threading.Thread):
         self.decisions = 0
         self.errors = []
         self.counts = counts
+        self.tolerate_storedown = False
+        self.storedown = 0
 
     def one(self, p):
         """Queues one random decision; returns how to read its reply."""
@@ -98,6 +119,8 @@ class Client(threading.Thread):
             return ("throttle", [("api", k)], units)
         if x < 0.65:
             p.execute_command("THROTTLE", "job", k)
+            if CLUSTER:
+                return ("throttle", [("perkey", k), ("pair", k)], 1)
             return ("throttle", [("perkey", k), ("global", "")], 1)
         if x < 0.70:
             p.execute_command("THROTTLE", "api", k, "PEEK")
@@ -126,7 +149,10 @@ class Client(threading.Thread):
                 for (kind, links, units), rep in zip(how, replies):
                     self.decisions += 1
                     if isinstance(rep, Exception):
-                        self.errors.append(str(rep))
+                        if self.tolerate_storedown and str(rep).startswith("STOREDOWN"):
+                            self.storedown += 1
+                        else:
+                            self.errors.append(str(rep))
                         continue
                     if kind == "echo":
                         if rep != links.encode():
@@ -157,6 +183,56 @@ def read_audit(r):
             key, units, now = rest.rsplit(b" ", 2)
             streams[(e[:first].decode(), key.decode())].append((int(now), int(units)))
     return streams, lists
+
+
+def read_audit_cluster(ports):
+    """read_audit over every master of a Redis Cluster: each list is on its tag's master."""
+    streams = defaultdict(list)
+    lists = 0
+    per_master = []
+    for port in ports:
+        s, n = read_audit(redis.Redis(host="127.0.0.1", port=port))
+        for k, v in s.items():
+            if k in streams:
+                raise RuntimeError("%r audited on two masters" % (k,))
+            streams[k] = v
+        lists += n
+        per_master.append(n)
+    return streams, lists, per_master
+
+
+def slot_owner(conns, slot):
+    """The port of the master CLUSTER SLOTS names for slot."""
+    for start, end, master, *_ in conns[0].execute_command("CLUSTER", "SLOTS"):
+        if start <= slot <= end:
+            return int(master[1])
+    raise RuntimeError("slot %d has no owner" % slot)
+
+
+def migrate_slot(ports, key):
+    """Moves the slot of key's state (its tag is the key) to another master, as redis-cli
+    --cluster reshard does it for one slot. Returns (slot, from, to)."""
+    conns = {p: redis.Redis(host="127.0.0.1", port=p) for p in ports}
+    first = conns[ports[0]]
+    slot = int(first.execute_command("CLUSTER", "KEYSLOT", key))
+    src = slot_owner([first], slot)
+    dst = [p for p in ports if p != src][0]
+    ids = {p: conns[p].execute_command("CLUSTER", "MYID").decode() for p in ports}
+    conns[dst].execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src])
+    conns[src].execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dst])
+    moved = 0
+    while True:
+        keys = conns[src].execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1000)
+        if not keys:
+            break
+        conns[src].execute_command("MIGRATE", "127.0.0.1", dst, "", 0, 10000, "KEYS", *keys)
+        moved += len(keys)
+    conns[dst].execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[dst])
+    conns[src].execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[dst])
+    for p in ports:
+        if p not in (src, dst):
+            conns[p].execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[dst])
+    return slot, src, dst, moved
 
 
 def read_audit_pg(psql, conninfo):
@@ -266,24 +342,43 @@ def main():
     ap.add_argument("--pipeline", type=int, default=16)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--print-config", action="store_true")
+    ap.add_argument("--cluster", action="store_true", help="with --print-config: the Cluster's")
+    ap.add_argument("--redis-cluster")
+    ap.add_argument("--migrate")
+    ap.add_argument("--tolerate-storedown", action="store_true")
+    ap.add_argument("--keys", type=int, default=6)
     ap.add_argument("--selftest", action="store_true")
     a = ap.parse_args()
     if a.selftest:
         return selftest()
     if a.print_config:
-        sys.stdout.write(CONFIG_YAML)
+        sys.stdout.write(CONFIG_YAML_CLUSTER if a.cluster else CONFIG_YAML)
         return 0
-    if not a.nodes or not (a.redis or a.pg):
-        ap.error("--nodes and --redis or --pg are required")
+    if not a.nodes or not (a.redis or a.pg or a.redis_cluster):
+        ap.error("--nodes and --redis, --pg or --redis-cluster are required")
+    global CLUSTER, KEYS
+    CLUSTER = bool(a.redis_cluster)
+    KEYS = ["k%d" % i for i in range(a.keys)]
     ports = [int(p) for p in a.nodes.split(",")]
     stop = threading.Event()
     clients = []
     for i, port in enumerate(ports):
         for j in range(a.clients_per_node):
             clients.append(Client(port, a.seed * 1000 + i * 100 + j, a.pipeline, stop, None))
+            clients[-1].tolerate_storedown = a.tolerate_storedown
     start = time.monotonic()
     for c in clients:
         c.start()
+    migration = ""
+    if a.migrate:
+        # A third of the way in, while every client keeps deciding.
+        while time.monotonic() - start < a.max_seconds / 3 and \
+                sum(c.decisions for c in clients) < a.target / 3:
+            time.sleep(0.05)
+        cports = [int(p) for p in a.redis_cluster.split(",")]
+        slot, src, dst, nkeys = migrate_slot(cports, a.migrate)
+        migration = " migrated=slot:%d:%d->%d:keys:%d:at:%d" % (
+            slot, src, dst, nkeys, sum(c.decisions for c in clients))
     # Until the target count or the time cap, whichever first: a slow machine checks fewer
     # decisions, never different ones.
     while time.monotonic() - start < a.max_seconds:
@@ -301,8 +396,11 @@ def main():
         for k, v in c.granted.items():
             told[k] += v
 
+    per_master = None
     if a.pg:
         streams, lists = read_audit_pg(a.psql, a.pg)
+    elif a.redis_cluster:
+        streams, lists, per_master = read_audit_cluster([int(p) for p in a.redis_cluster.split(",")])
     else:
         streams, lists = read_audit(redis.Redis(host="127.0.0.1", port=a.redis, db=a.db))
     problems = []
@@ -318,16 +416,26 @@ def main():
         if audited.get(k, 0) != told.get(k, 0):
             problems.append("%s %r: the store recorded %d units granted, the clients were told %d" %
                             (k[0], k[1], audited.get(k, 0), told.get(k, 0)))
-    per = sum(v for (lid, _), v in audited.items() if lid == "perkey")
-    glob = audited.get(("global", ""), 0)
-    if per != glob:
-        problems.append("chain not atomic: perkey links granted %d, the global link %d" %
-                        (per, glob))
+    if CLUSTER:
+        for k in KEYS:
+            if audited.get(("perkey", k), 0) != audited.get(("pair", k), 0):
+                problems.append("chain not atomic on %r: perkey granted %d, pair %d" %
+                                (k, audited.get(("perkey", k), 0), audited.get(("pair", k), 0)))
+    else:
+        per = sum(v for (lid, _), v in audited.items() if lid == "perkey")
+        glob = audited.get(("global", ""), 0)
+        if per != glob:
+            problems.append("chain not atomic: perkey links granted %d, the global link %d" %
+                            (per, glob))
     if errors:
         problems.append("%d error replies, e.g. %s" % (len(errors), errors[0]))
+    storedown = sum(c.storedown for c in clients)
     print("decisions=%d grants=%d streams=%d audit_lists=%d nodes=%d clients=%d seconds=%.1f "
-          "violations=%d" % (decisions, grants, len(streams), lists, len(ports), len(clients),
-                             elapsed, len(problems)))
+          "violations=%d%s%s%s" % (decisions, grants, len(streams), lists, len(ports),
+                                   len(clients), elapsed, len(problems),
+                                   " storedown=%d" % storedown if a.tolerate_storedown else "",
+                                   " lists_per_master=%s" % ",".join(map(str, per_master))
+                                   if per_master else "", migration))
     for p in problems[:20]:
         print("VIOLATION: " + p)
     return 1 if problems else 0

@@ -70,6 +70,33 @@ static void test_url_forms(void **unused)
     url_pg("  dbname = sluice");
 }
 
+/* redis-cluster://: the seeds in order, each with its port (6379 when none), database 0 only. */
+static void test_url_cluster(void **unused)
+{
+    config_store_url u;
+    char why[300];
+
+    (void)unused;
+    assert_int_equal(
+        config_store_parse_url("redis-cluster://127.0.0.1:7001,h2,[::1]:7003", &u, why, sizeof why),
+        0);
+    assert_int_equal(u.kind, CONFIG_STORE_REDIS_CLUSTER);
+    assert_int_equal(u.nseeds, 3);
+    assert_string_equal(u.seeds[0].host, "127.0.0.1");
+    assert_int_equal(u.seeds[0].port, 7001);
+    assert_string_equal(u.seeds[1].host, "h2");
+    assert_int_equal(u.seeds[1].port, 6379);
+    assert_string_equal(u.seeds[2].host, "::1");
+    assert_int_equal(u.seeds[2].port, 7003);
+    assert_string_equal(u.host, "127.0.0.1");
+    assert_int_equal(u.port, 7001);
+    assert_int_equal(config_store_parse_url("REDIS+CLUSTER://one:1/0", &u, why, sizeof why), 0);
+    assert_int_equal(u.kind, CONFIG_STORE_REDIS_CLUSTER);
+    assert_int_equal(u.nseeds, 1);
+    assert_int_equal(config_store_parse_url("redis-cluster://one:1/", &u, why, sizeof why), 0);
+    assert_int_equal(u.nseeds, 1);
+}
+
 static void test_url_mistakes(void **unused)
 {
     char long_host[400];
@@ -83,7 +110,15 @@ static void test_url_mistakes(void **unused)
     url_bad("=x", "expected redis://");
     url_bad("Host=h", "expected redis://"); /* libpq's keywords are lower case */
     url_bad("rediss://h:1", "TLS (rediss://) is not supported yet");
-    url_bad("redis-cluster://a:1,b:2", "Redis Cluster is not supported yet");
+    url_bad("redis-cluster://", "no host");
+    url_bad("redis-cluster://a:1,", "no host");
+    url_bad("redis-cluster://a:1,,b:2", "no host");
+    url_bad("redis-cluster://a:1/3", "a Redis Cluster has only database 0");
+    url_bad("redis-cluster://a:1,b:0", "the port must be a number from 1 to 65535");
+    url_bad("redis-cluster://a;b:2", "bad host name");
+    url_bad("redis-cluster://x@a:1", "a user or password");
+    url_bad("redis-cluster://a:1?x=1", "URL options");
+    url_bad("redis-cluster://a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q", "more than 16 seed nodes");
     url_bad("unix:///tmp/redis.sock", "Unix sockets are not supported yet");
     url_bad("redis://:secret@h:1", "a user or password in the URL is not supported yet");
     url_bad("redis://user:pw@h", "password");
@@ -224,9 +259,9 @@ static void test_oom_sweep(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_url_forms),     cmocka_unit_test(test_url_mistakes),
-        cmocka_unit_test(test_section_forms), cmocka_unit_test(test_section_mistakes),
-        cmocka_unit_test(test_oom_sweep),
+        cmocka_unit_test(test_url_forms),        cmocka_unit_test(test_url_cluster),
+        cmocka_unit_test(test_url_mistakes),     cmocka_unit_test(test_section_forms),
+        cmocka_unit_test(test_section_mistakes), cmocka_unit_test(test_oom_sweep),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

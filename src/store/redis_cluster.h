@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Redis Cluster, the node's side: one rconn (store/redis_conn.h) per master, the slot map that
+ * says which master owns which of the 16384 slots, and the routing of each script call to the
+ * owner of its slot. Every call names one slot (its keys all hash to it: the caller groups its
+ * requests so); the call goes to that slot's owner as the map knows it. When the owner answers
+ * `-MOVED slot host:port` the map is corrected at once for that slot, a full refresh (CLUSTER
+ * SLOTS) is asked, and the call is resent to the new owner; `-ASK slot host:port` (a slot being
+ * migrated) resends the call to that node once, behind `ASKING` on the same connection. A call
+ * follows at most RCL_REDIRECTS_MAX redirects, then fails. `-TRYAGAIN` (a multi-key call while
+ * its slot's keys are split between two masters, or some do not exist yet on either) is resent
+ * by the map every RCL_TRYAGAIN_MS until the migration ends, for at most the connection timeout,
+ * then handed to the caller.
+ *
+ * The map is read with CLUSTER SLOTS from any master that is up: when the first connection comes
+ * up, after every MOVED, whenever a master's connection goes down, and once a second while a
+ * slot has no known owner. A master that is not up fails the calls of its slots at once (the
+ * caller applies its failure mode to them); the other slots keep working.
+ *
+ * The pure parts (CRC16 and the key slot as Redis Cluster specifies them, CLUSTER SLOTS and
+ * MOVED/ASK parsing) are exposed for the tests.
+ *
+ * Invariants:
+ * - every call accepted by rcl_send gets exactly one answer through its fn, never inside
+ *   rcl_send (rconn's rule), the caller's argv unchanged;
+ * - a redirect is followed only to a node whose connection is up; a call redirected to a node
+ *   still connecting (one the map did not name before) waits for it, as a TRYAGAIN does, within
+ *   the timeout since it was first sent, then fails with why;
+ * - nothing blocks the loop.
+ */
+#ifndef SLUICE_STORE_REDIS_CLUSTER_H
+#define SLUICE_STORE_REDIS_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "store/redis_conn.h"
+
+struct redisReply;
+
+/* Slots of a Redis Cluster. */
+#define RCL_SLOTS 16384
+/* Redirects (MOVED, ASK) one call follows at most. */
+#define RCL_REDIRECTS_MAX 5
+/* Pause before a call answered -TRYAGAIN is resent. */
+#define RCL_TRYAGAIN_MS 20
+/* Longest host name of a node. */
+#define RCL_HOST_MAX 255
+/* Masters a map may name at most (CLUSTER SLOTS with more is refused). */
+#define RCL_NODES_MAX 256
+
+/* ---- Pure parts -------------------------------------------------------------------------- */
+
+/* CRC16-CCITT (XMODEM: polynomial 0x1021, initial 0), the checksum Redis Cluster hashes keys
+ * with. rcl_crc16("123456789", 9) == 0x31C3. */
+uint16_t rcl_crc16(const void *buf, size_t len);
+
+/* The slot of a key as Redis Cluster computes it: the CRC16 of the bytes between the first '{'
+ * and the first '}' after it when that is not empty, else of the whole key; modulo 16384. */
+int rcl_key_slot(const char *key, size_t len);
+
+/* A node of the map. */
+typedef struct rcl_addr {
+    char host[RCL_HOST_MAX + 1];
+    int port;
+} rcl_addr;
+
+/* A slot map: the owner of each slot as an index into nodes (-1: none known). */
+typedef struct rcl_map {
+    int16_t owner[RCL_SLOTS];
+    rcl_addr nodes[RCL_NODES_MAX];
+    size_t nnodes;
+} rcl_map;
+
+/* Reads a CLUSTER SLOTS reply (an array of [start, end, [host, port, id...], replicas...]) into
+ * *m (masters only, in the order first named; slots nobody covers get -1). An empty host (a
+ * node that does not know its address) is read as `fallback_host`. Returns 0, or SLUICE_EPARSE
+ * for a reply of another shape (*m then undefined). Pure. */
+int rcl_map_parse(const struct redisReply *r, const char *fallback_host, rcl_map *m);
+
+/* Reads an error reply "MOVED <slot> <host>:<port>" or "ASK <slot> <host>:<port>" (the host may
+ * be an IPv6 literal: the port follows the last ':'). Returns 1 for MOVED, 2 for ASK with the
+ * fields filled, 0 for any other text. Pure. */
+int rcl_parse_redirect(const char *s, size_t len, int *slot, rcl_addr *to);
+
+/* ---- The cluster connection --------------------------------------------------------------- */
+
+typedef struct rcluster rcluster;
+
+typedef struct rcl_options {
+    const rcl_addr *seeds; /* where to read the map first (copied) */
+    size_t nseeds;         /* >= 1 */
+    int64_t timeout_ms;    /* each connection's deadline (rconn) */
+    const char *script;    /* loaded on every master (borrowed; outlives the cluster) */
+    size_t script_len;
+    /* Called when the cluster becomes usable (up 1: a map is known and a master is up) or
+     * stops being so (up 0, why), and when a master's connection goes down (up 1, why set). */
+    void (*on_state)(void *arg, int up, const char *why);
+    void *arg;
+} rcl_options;
+
+/* One call: the caller sets argc, argv, argvlen (EVALSHA sha numkeys keys...), fn, arg and
+ * slot; the rest is the cluster's. The memory stays the caller's and must stay valid until fn
+ * has run. */
+typedef struct rcl_call {
+    int argc;
+    const char **argv;
+    const size_t *argvlen;
+    rconn_reply_fn fn;
+    void *arg;
+    int slot; /* 0..16383: every key of the call hashes to it */
+    /* private */
+    rcluster *cl;
+    rconn_call inner;  /* the call on the owner's connection */
+    rconn_call asking; /* ASKING ahead of a resend after -ASK */
+    int redirects;
+    uint64_t first_ms;      /* uv_now when it was first sent (TRYAGAIN's budget) */
+    struct rcl_call *retry; /* in the cluster's list of calls waiting to be resent */
+} rcl_call;
+
+typedef struct rcl_stats {
+    uint64_t moved, asks, tryagains, refreshes, refresh_failures;
+    size_t masters;     /* masters in the map */
+    size_t masters_up;  /* of them, connected */
+    size_t slots_known; /* slots with an owner */
+    uint64_t connects, disconnects, failed_connects, timeouts, script_loads, in_flight;
+} rcl_stats;
+
+/* Creates the cluster connection and starts connecting to the seeds. Returns 0 with *out,
+ * SLUICE_EINVAL (no seed, bad options) or SLUICE_ENOMEM. */
+int rcl_new(uv_loop_t *loop, const rcl_options *o, rcluster **out);
+
+/* Answers every call in flight (reply NULL, why "stopped"), closes every connection; memory is
+ * freed once the loop ran the close callbacks. Accepts NULL. */
+void rcl_free(rcluster *cl);
+
+/* 1 when a map is known and at least one master is up. */
+int rcl_up(const rcluster *cl);
+
+/* Why the cluster is not usable, or why a slot's master is not ("" when it is; the text is
+ * valid until the next call on cl). */
+const char *rcl_last_error(const rcluster *cl);
+const char *rcl_slot_why(rcluster *cl, int slot);
+
+/* The script's SHA (every master loads the same script): "" until one loaded it. */
+const char *rcl_sha(const rcluster *cl);
+
+/* Sends call to its slot's owner. Returns 0 (fn runs exactly once, later), SLUICE_ESTATE (no
+ * owner known, or its connection is not up: rcl_slot_why says which) or SLUICE_ENOMEM; fn then
+ * never runs. */
+int rcl_send(rcluster *cl, rcl_call *call);
+
+void rcl_get_stats(const rcluster *cl, rcl_stats *out);
+
+#endif
