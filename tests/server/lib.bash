@@ -312,7 +312,8 @@ store_field() {
 # start_redis NAME [redis-server args...]: starts a throwaway redis-server on a free loopback port
 # (no persistence, its files in $tmp/NAME.redis), sets rport_NAME and rpid_NAME; stopped by PID
 # on exit with the rest. The port is the kernel's choice: a listener bound to port 0 is closed
-# and its port reused, retried when another process took it meanwhile.
+# and its port reused, retried when another process took it meanwhile; or, when the variable
+# redis_port_cmd names a command, what that prints (a Cluster node also needs port + 10000).
 start_redis() {
   local name=$1 port pid dir=$tmp/$1.redis try
   shift
@@ -323,7 +324,11 @@ start_redis() {
   }
   mkdir -p "$dir"
   for try in 1 2 3 4 5; do
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    if [ -n "${redis_port_cmd:-}" ]; then
+      port=$($redis_port_cmd)
+    else
+      port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    fi
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
       --daemonize no --logfile "$dir/log" "$@" &
     pid=$!

@@ -49,34 +49,15 @@ for _ in range(200):
 EOF
 }
 
-# start_master NAME: one cluster-enabled redis-server; sets cport_NAME and cpid_NAME.
+# start_master NAME: one cluster-enabled redis-server (start_redis, on a port whose bus port is
+# free too); sets cport_NAME and cpid_NAME.
 start_master() {
-  local name=$1 port pid dir=$tmp/$1.cluster try
-  mkdir -p "$dir"
-  for try in 1 2 3 4 5; do
-    port=$(cluster_port)
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
-      --daemonize no --logfile "$dir/log" --cluster-enabled yes \
-      --cluster-config-file "$dir/nodes.conf" --cluster-node-timeout 2000 \
-      --cluster-require-full-coverage no &
-    pid=$!
-    pids+=("$pid")
-    for _ in $(seq 1 250); do
-      redis-cli -p "$port" PING 2>/dev/null | grep -q PONG && break
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.02
-    done
-    if kill -0 "$pid" 2>/dev/null && redis-cli -p "$port" PING 2>/dev/null | grep -q PONG; then
-      printf -v "cport_$name" '%s' "$port"
-      printf -v "cpid_$name" '%s' "$pid"
-      return 0
-    fi
-    kill -KILL "$pid" 2>/dev/null
-    rm -f "$dir/nodes.conf"
-  done
-  bad "redis-server $name did not start: $(tail -3 "$dir/log")"
-  finish
-  exit 1
+  local -n rp="rport_$1" rd="rpid_$1"
+  redis_port_cmd=cluster_port start_redis "$1" --cluster-enabled yes \
+    --cluster-config-file "$tmp/$1.redis/nodes.conf" --cluster-node-timeout 2000 \
+    --cluster-require-full-coverage no
+  printf -v "cport_$1" '%s' "$rp"
+  printf -v "cpid_$1" '%s' "$rd"
 }
 
 cluster_ok() {
