@@ -119,6 +119,36 @@ local function fdivt(a, b)
   return a < 0 and -q or q
 end
 
+-- The GCRA's base for both fast paths: the stored TAT of a plain rate state (v: GET's answer,
+-- nil or false when there is none) relative to now (nhi seconds and nlo ns of the store time),
+-- at least 0; on a fresh key (no TAT ahead of now) of a start_empty limit, the burst spent but
+-- the units asked. nil (for the general path) for another kind's state (the general path drops
+-- it), a fraction, or a TAT too far from now for plain numbers.
+local function fbase(D, v, nhi, nlo, units, burst, t)
+  local rel = 0
+  if type(v) == "string" then
+    local ts, rs = v:match("^r (%d+) (%d+)$")
+    if not ts or rs ~= "0" or #ts < 10 or #ts > 19 then
+      return nil
+    end
+    local dh = tonumber(ts:sub(1, -10)) - nhi
+    if dh > 4000000 or dh < -4000000 then
+      return nil
+    end
+    rel = dh * 1000000000 + (tonumber(ts:sub(-9)) - nlo)
+    if rel > 0 then
+      return rel
+    end
+    rel = 0
+  elseif v and type(v) ~= "boolean" then
+    return nil
+  end
+  if D.start_empty then
+    return (burst - (units < burst and units or burst)) * t
+  end
+  return rel
+end
+
 local function fast_main()
   if ARGV[2] ~= "" then
     return nil -- auditing: the library
@@ -199,34 +229,13 @@ local function fast_main()
     if units < 1 or units > burst and units * tt >= F_MAX then
       return nil
     end
-    local fresh, rel = true, 0
     local v = vals[skey]
     if v == nil then
       v = redis.pcall("GET", skey)
     end
-    if type(v) == "string" then
-      local ts, rs = v:match("^r (%d+) (%d+)$")
-      if not ts or rs ~= "0" or #ts < 10 or #ts > 19 then
-        return nil
-      end
-      local sh = tonumber(ts:sub(1, -10)) - nhi
-      if sh > 4000000 or sh < -4000000 then
-        return nil
-      end
-      rel = sh * 1000000000 + (tonumber(ts:sub(-9)) - nlo)
-      if rel > 0 then
-        fresh = false
-      else
-        rel = 0
-      end
-    elseif v and type(v) ~= "boolean" then
+    local base = fbase(D, v, nhi, nlo, units, burst, tt)
+    if not base then
       return nil
-    end
-    local base
-    if D.start_empty and fresh then
-      base = (burst - (units < burst and units or burst)) * tt
-    else
-      base = rel
     end
     local out
     if units > burst then
@@ -1558,31 +1567,9 @@ local function fast_rate(D, op, units, skey, tag, now_s, nr)
     return nil
   end
   local nhi, nlo = tonumber(now_s:sub(1, -10)), tonumber(now_s:sub(-9))
-  local fresh, rel = true, 0
-  local v = redis.pcall("GET", skey)
-  if type(v) == "string" then
-    local ts, rs = v:match("^r (%d+) (%d+)$")
-    if not ts or rs ~= "0" or #ts < 10 or #ts > 19 then
-      return nil -- another kind's state (the general path drops it), or a fraction
-    end
-    local dh = tonumber(ts:sub(1, -10)) - nhi
-    if dh > 4000000 or dh < -4000000 then
-      return nil
-    end
-    rel = dh * 1000000000 + (tonumber(ts:sub(-9)) - nlo)
-    if rel > 0 then
-      fresh = false
-    else
-      rel = 0
-    end
-  elseif v and type(v) ~= "boolean" then
+  local base = fbase(D, redis.pcall("GET", skey), nhi, nlo, units, burst, t)
+  if not base then
     return nil
-  end
-  local base
-  if D.start_empty and fresh then
-    base = (burst - (units < burst and units or burst)) * t
-  else
-    base = rel
   end
   if units > burst then
     return sfmt("OK %s 0 0 %s 0 %s %d %s %d 0", now_s, NEVER_S, D.f_burst_s,
