@@ -112,16 +112,27 @@ static int finish_req(rrecur_batch *b, rrecur_op op, rbatch_mark m, int rc)
     return rbatch_finish(&b->c, (int)op, m, rc);
 }
 
+int rrecur_spec_ok(const sluice_recurring_spec *spec)
+{
+    return spec && spec->name && *spec->name && spec->type && *spec->type &&
+           (spec->interval_ns > 0) != (spec->cron != NULL) && spec->interval_ns >= 0 &&
+           spec->start_ns >= 0 && spec->end_ns >= 0 && spec->max_runs >= 0 &&
+           (spec->payload || spec->payload_len == 0) && (spec->key || spec->key_len == 0) &&
+           (!spec->key || spec->key_len > 0);
+}
+
+int rrecur_fire_ok(const rrecur_fire *f)
+{
+    return f && f->name && f->namelen > 0 && f->version > 0 && f->missed >= 0 &&
+           (!f->task || f->task->nlinks <= 65534);
+}
+
 int rrecur_batch_add_set(rrecur_batch *b, const sluice_recurring_spec *spec)
 {
     rbatch_mark m = rbatch_mark_of(&b->c);
     int rc;
 
-    if (!spec || !spec->name || !*spec->name || !spec->type || !*spec->type ||
-        (spec->interval_ns > 0) == (spec->cron != NULL) || spec->interval_ns < 0 ||
-        spec->start_ns < 0 || spec->end_ns < 0 || spec->max_runs < 0 ||
-        (!spec->payload && spec->payload_len > 0) || (!spec->key && spec->key_len > 0) ||
-        (spec->key && spec->key_len == 0))
+    if (!rrecur_spec_ok(spec))
         return SLUICE_EINVAL;
     rc = put_head(b, 'S', 10);
     if (rc == SLUICE_OK)
@@ -224,8 +235,7 @@ int rrecur_batch_add_fire(rrecur_batch *b, const rrecur_fire *f)
     size_t nargs;
     int rc;
 
-    if (!f || !f->name || f->namelen == 0 || f->version == 0 || f->missed < 0 ||
-        (f->task && f->task->nlinks > 65534))
+    if (!rrecur_fire_ok(f))
         return SLUICE_EINVAL;
     nargs = FIRE_ARGS + (f->task ? ADD_ARGS + ADD_LINK_ARGS * f->task->nlinks : 0);
     rc = put_head(b, 'F', nargs);
@@ -254,9 +264,7 @@ int rrecur_batch_command(rrecur_batch *b, const char *sha, int *argc, const char
     return rbatch_command(&b->c, sha, "R1", argc, argv, argvlen);
 }
 
-/* ---- the reply --------------------------------------------------------------------------- */
-
-static int read_series(redisReply *const *e, rrecur_series *out);
+/* ---- the answers' text (shared with pg_recur.c) ------------------------------------------ */
 
 /* A time that is a store time or SLUICE_NEVER. */
 static int time_field(packed_fields *f, int64_t *out)
@@ -264,23 +272,20 @@ static int time_field(packed_fields *f, int64_t *out)
     return packed_range(f, 0, INT64_MAX, out);
 }
 
-static int read_result(const rrecur_batch *b, const redisReply *reply, size_t i, rrecur_result *res)
+static int parse_answer(rrecur_op op, const char *s, size_t len, size_t nelems, rrecur_result *res)
 {
-    rrecur_op op = rrecur_batch_op(b, i);
-    const redisReply *r;
     const char *w;
     size_t wlen;
     int64_t v = 0;
     uint64_t u = 0;
     packed_fields f;
-    int rc = rbatch_reply_head(&b->c, reply, i, &r, &f);
+    int rc = SLUICE_OK;
 
-    if (rc != SLUICE_OK)
-        return rc;
+    packed_fields_init(&f, s, len);
     if (packed_next(&f, &w, &wlen) != SLUICE_OK || packed_i64(&f, &res->now_ns) != SLUICE_OK)
         return SLUICE_EPARSE;
     if (rbatch_word_is(w, wlen, "INVAL")) {
-        if (packed_at_end(&f) || r->elements != 1)
+        if (packed_at_end(&f) || nelems != 1)
             return SLUICE_EPARSE;
         res->rc = SLUICE_EINVAL;
         res->msg = f.p;
@@ -291,14 +296,14 @@ static int read_result(const rrecur_batch *b, const redisReply *reply, size_t i,
         int stale = w[0] == 'S';
 
         if ((stale ? op != RRECUR_FIRE : (op != RRECUR_INFO && op != RRECUR_FIRE)) ||
-            !packed_at_end(&f) || r->elements != 1)
+            !packed_at_end(&f) || nelems != 1)
             return SLUICE_EPARSE;
         res->rc = stale ? SLUICE_ESTALE : SLUICE_ENOTFOUND;
         return SLUICE_OK;
     }
     if (!rbatch_word_is(w, wlen, "OK"))
         return SLUICE_EPARSE;
-    if ((op == RRECUR_SET || op == RRECUR_DEL || op == RRECUR_FIRE) && r->elements != 1)
+    if ((op == RRECUR_SET || op == RRECUR_DEL || op == RRECUR_FIRE) && nelems != 1)
         return SLUICE_EPARSE;
     switch (op) {
     case RRECUR_SET:
@@ -314,7 +319,7 @@ static int read_result(const rrecur_batch *b, const redisReply *reply, size_t i,
         break;
     case RRECUR_INFO:
         res->nseries = 1;
-        if (r->elements != 7)
+        if (nelems != 1 + RRECUR_SERIES_ELEMS)
             rc = SLUICE_EPARSE;
         break;
     case RRECUR_LIST:
@@ -325,7 +330,7 @@ static int read_result(const rrecur_batch *b, const redisReply *reply, size_t i,
         if (rc == SLUICE_OK)
             rc = packed_range(&f, 0, 1, &v);
         res->more = (int)v;
-        if (rc == SLUICE_OK && r->elements != 1 + 6 * res->nseries)
+        if (rc == SLUICE_OK && nelems != 1 + RRECUR_SERIES_ELEMS * res->nseries)
             rc = SLUICE_EPARSE;
         break;
     case RRECUR_FIRE:
@@ -343,43 +348,38 @@ static int read_result(const rrecur_batch *b, const redisReply *reply, size_t i,
         if (rc == SLUICE_OK)
             rc = time_field(&f, &res->next_ns);
         break;
+    default:
+        rc = SLUICE_EPARSE;
+        break;
     }
     if (rc != SLUICE_OK || !packed_at_end(&f))
         return SLUICE_EPARSE;
-    /* Every series is read once here, so that a reply is refused whole, never half-read. */
-    for (size_t k = 0; k < res->nseries; k++) {
-        rrecur_series x;
-
-        if (read_series(r->element + 1 + 6 * k, &x) != SLUICE_OK)
-            return SLUICE_EPARSE;
-    }
     return SLUICE_OK;
 }
 
-int rrecur_batch_result(const rrecur_batch *b, const struct redisReply *reply, size_t i,
-                        rrecur_result *res)
+int rrecur_parse_answer(rrecur_op op, const char *s, size_t len, size_t nelems, rrecur_result *res)
 {
     int rc;
 
     memset(res, 0, sizeof *res);
-    if (i >= b->c.nreqs)
-        return SLUICE_EINVAL;
-    rc = read_result(b, reply, i, res);
+    rc = parse_answer(op, s, len, nelems, res);
     if (rc != SLUICE_OK)
         memset(res, 0, sizeof *res);
     return rc;
 }
 
-/* The six elements of a series from e[0]. */
-static int read_series(redisReply *const *e, rrecur_series *out)
+int rrecur_parse_series(const char *const e[RRECUR_SERIES_ELEMS],
+                        const size_t elen[RRECUR_SERIES_ELEMS], rrecur_series *out)
 {
     int64_t has_key = 0;
     packed_fields f;
     int rc;
 
-    if (!e[0] || e[0]->type != REDIS_REPLY_STRING)
-        return SLUICE_EPARSE;
-    packed_fields_init(&f, e[0]->str, e[0]->len);
+    memset(out, 0, sizeof *out);
+    for (size_t j = 0; j < RRECUR_SERIES_ELEMS; j++)
+        if (!e[j])
+            return SLUICE_EPARSE;
+    packed_fields_init(&f, e[0], elen[0]);
     rc = packed_u64(&f, &out->version);
     if (rc == SLUICE_OK && out->version == 0)
         rc = SLUICE_EPARSE;
@@ -401,16 +401,16 @@ static int read_series(redisReply *const *e, rrecur_series *out)
         rc = time_field(&f, &out->next_ns);
     if (rc == SLUICE_OK && !packed_at_end(&f))
         rc = SLUICE_EPARSE;
-    if (rc == SLUICE_OK)
-        rc = rbatch_bulk(e[1], &out->name, &out->namelen);
-    if (rc == SLUICE_OK)
-        rc = rbatch_bulk(e[2], &out->type, &out->typelen);
-    if (rc == SLUICE_OK)
-        rc = rbatch_bulk(e[3], &out->payload, &out->payload_len);
-    if (rc == SLUICE_OK)
-        rc = rbatch_bulk(e[4], &out->key, &out->key_len);
-    if (rc == SLUICE_OK)
-        rc = rbatch_bulk(e[5], &out->cron, &out->cronlen);
+    out->name = e[1];
+    out->namelen = elen[1];
+    out->type = e[2];
+    out->typelen = elen[2];
+    out->payload = e[3];
+    out->payload_len = elen[3];
+    out->key = e[4];
+    out->key_len = elen[4];
+    out->cron = e[5];
+    out->cronlen = elen[5];
     /* Exactly one schedule, as SET took it. */
     if (rc == SLUICE_OK && (out->interval_ns > 0) == (out->cronlen > 0))
         rc = SLUICE_EPARSE;
@@ -420,6 +420,58 @@ static int read_series(redisReply *const *e, rrecur_series *out)
         out->key = NULL;
         out->key_len = 0;
     }
+    if (rc != SLUICE_OK)
+        memset(out, 0, sizeof *out);
+    return rc;
+}
+
+/* ---- the reply --------------------------------------------------------------------------- */
+
+/* The RRECUR_SERIES_ELEMS elements of a series from e[0]. */
+static int read_series(redisReply *const *e, rrecur_series *out)
+{
+    const char *s[RRECUR_SERIES_ELEMS];
+    size_t len[RRECUR_SERIES_ELEMS];
+
+    memset(out, 0, sizeof *out);
+    for (size_t j = 0; j < RRECUR_SERIES_ELEMS; j++)
+        if (rbatch_bulk(e[j], &s[j], &len[j]) != SLUICE_OK)
+            return SLUICE_EPARSE;
+    return rrecur_parse_series(s, len, out);
+}
+
+static int read_result(const rrecur_batch *b, const redisReply *reply, size_t i, rrecur_result *res)
+{
+    const redisReply *r;
+    packed_fields f;
+    int rc = rbatch_reply_head(&b->c, reply, i, &r, &f);
+
+    if (rc != SLUICE_OK)
+        return rc;
+    rc = rrecur_parse_answer(rrecur_batch_op(b, i), f.p, (size_t)(f.end - f.p), r->elements, res);
+    if (rc != SLUICE_OK)
+        return rc;
+    /* Every series is read once here, so that a reply is refused whole, never half-read. */
+    for (size_t k = 0; k < res->nseries; k++) {
+        rrecur_series x;
+
+        if (read_series(r->element + 1 + RRECUR_SERIES_ELEMS * k, &x) != SLUICE_OK)
+            return SLUICE_EPARSE;
+    }
+    return SLUICE_OK;
+}
+
+int rrecur_batch_result(const rrecur_batch *b, const struct redisReply *reply, size_t i,
+                        rrecur_result *res)
+{
+    int rc;
+
+    memset(res, 0, sizeof *res);
+    if (i >= b->c.nreqs)
+        return SLUICE_EINVAL;
+    rc = read_result(b, reply, i, res);
+    if (rc != SLUICE_OK)
+        memset(res, 0, sizeof *res);
     return rc;
 }
 
@@ -438,7 +490,7 @@ int rrecur_batch_series(const rrecur_batch *b, const struct redisReply *reply, s
         return rc;
     if (res.rc != SLUICE_OK || k >= res.nseries)
         return SLUICE_EINVAL;
-    rc = read_series(reply->element[i]->element + 1 + 6 * k, out);
+    rc = read_series(reply->element[i]->element + 1 + RRECUR_SERIES_ELEMS * k, out);
     if (rc != SLUICE_OK)
         memset(out, 0, sizeof *out);
     return rc;

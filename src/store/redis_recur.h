@@ -127,6 +127,9 @@ typedef struct rrecur_result {
 int rrecur_batch_result(const rrecur_batch *b, const struct redisReply *reply, size_t i,
                         rrecur_result *res);
 
+/* The elements of one series in an answer (INFO: after the head; LIST: per series). */
+#define RRECUR_SERIES_ELEMS 6
+
 /* A series as the store holds it. Strings point into the hiredis reply (valid while it is) and
  * are NOT NUL-terminated (lengths given); key is NULL when the series has none. */
 typedef struct rrecur_series {
@@ -147,5 +150,20 @@ typedef struct rrecur_series {
  * SLUICE_EINVAL (not a LIST/INFO that answered OK, k out of range) or SLUICE_EPARSE. */
 int rrecur_batch_series(const rrecur_batch *b, const struct redisReply *reply, size_t i, size_t k,
                         rrecur_series *out);
+
+/* The checks every encoder makes (this one and pg_recur.c's): 1 when spec is a SET request as
+ * rrecur_batch_add_set takes it, f a FIRE as rrecur_batch_add_fire takes it; else 0. */
+int rrecur_spec_ok(const sluice_recurring_spec *spec);
+int rrecur_fire_ok(const rrecur_fire *f);
+
+/* The answers' text, shared with the PostgreSQL store (pg_recur.c), whose function answers each
+ * request with the same elements as the script. rrecur_parse_answer reads the first element s
+ * (len bytes) of the answer to a request of op that has nelems elements: 0 with *res filled
+ * (res->msg points into s), or SLUICE_EPARSE with *res zeroed. rrecur_parse_series reads the
+ * RRECUR_SERIES_ELEMS elements of one series (e[j], elen[j] bytes; strings point into them): 0,
+ * or SLUICE_EPARSE with *out zeroed. */
+int rrecur_parse_answer(rrecur_op op, const char *s, size_t len, size_t nelems, rrecur_result *res);
+int rrecur_parse_series(const char *const e[RRECUR_SERIES_ELEMS],
+                        const size_t elen[RRECUR_SERIES_ELEMS], rrecur_series *out);
 
 #endif
