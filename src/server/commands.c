@@ -86,11 +86,11 @@ const command_def command_table[] = {
     {"task.explain", 2, CMD_READONLY | CMD_FAST | CMD_LOCAL, cmd_task_explain,
      "TASK.EXPLAIN id: why a task waits and when it should start"},
     /* Recurring series (cmd_recur.c). */
-    {"recur.add", -6, CMD_WRITE | CMD_DENYOOM | CMD_REDIS_ONLY | CMD_ONE_TAG, cmd_recur_add,
+    {"recur.add", -6, CMD_WRITE | CMD_DENYOOM | CMD_ONE_TAG, cmd_recur_add,
      "RECUR.ADD name type payload EVERY ms|CRON expr [KEY k] [START ms] [END ms] [MAX n]"},
-    {"recur.del", 2, CMD_WRITE | CMD_REDIS_ONLY | CMD_ONE_TAG, cmd_recur_del,
+    {"recur.del", 2, CMD_WRITE | CMD_ONE_TAG, cmd_recur_del,
      "RECUR.DEL name: remove a recurring series"},
-    {"recur.info", 2, CMD_READONLY | CMD_FAST | CMD_REDIS_ONLY | CMD_ONE_TAG, cmd_recur_info,
+    {"recur.info", 2, CMD_READONLY | CMD_FAST | CMD_ONE_TAG, cmd_recur_info,
      "RECUR.INFO name: a series' runs, skips and next occurrence"},
     /* Tests only (cmd_debug.c): refused unless --enable-debug-commands. */
     {"debug", -2, CMD_ADMIN, cmd_debug,
@@ -257,7 +257,6 @@ static void dispatch(conn *c, const resp_command *cmd)
     c->srv->stats.commands++;
     counters_command(&c->srv->counters, (size_t)(d - command_table));
     if (((d->flags & CMD_LOCAL) ||
-         ((d->flags & CMD_REDIS_ONLY) && rstore_kind(c->srv) == CONFIG_STORE_POSTGRES) ||
          ((d->flags & CMD_ONE_TAG) && rstore_kind(c->srv) == CONFIG_STORE_REDIS_CLUSTER)) &&
         rstore_active(c->srv)) {
         rstore_reply_unavailable(c, d->name);

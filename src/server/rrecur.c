@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Recurring series shared on Redis, the node's side (rrecur.h): the client commands' calls and
- * the firing loop.
+ * Recurring series shared on Redis or PostgreSQL, the node's side (rrecur.h): the client
+ * commands' calls and the firing loop.
  *
- * A call (rcall) is one script call embedded in rstore's FIFO (rstore_call first). A client
+ * A call (rcall) is one call of the store (Redis's script: rrecur_batch; PostgreSQL's series
+ * function: pgr_batch; the same requests and answers) embedded in rstore's FIFO (rstore_call
+ * first). A client
  * command's call carries its one request and its client's deferred slot; Redis's answer is
  * decoded while valid (on_reply: the result, INFO's counters) and written when the FIFO reaches
  * the call (apply). The firing loop owns one call, reused: FIREs for the series the previous
@@ -22,7 +24,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <hiredis/hiredis.h>
 #include <uv.h>
 
 #include "base/alloc.h"
@@ -33,12 +34,14 @@
 #include "server/rstore.h"
 #include "server/rtasks.h"
 #include "sluice/error.h"
+#include "store/pg_recur.h"
 #include "store/redis_recur.h"
 #include "store/redis_tasks.h"
 
 /* Links of an occurrence resolved on the stack; longer chains are allocated. */
 #define LINKS_STACK 16
-/* The hash tag of every task link (rtasks.c's): occurrences charge the budget tasks charge. */
+/* The hash tag of every task link on Redis (rtasks.c's): occurrences charge the budget tasks
+ * charge. On PostgreSQL no tag, as rtasks.c's there. */
 #define RRECUR_TAG "all"
 
 typedef struct rrecur rrecur;
@@ -53,7 +56,8 @@ typedef struct due {
 typedef struct rcall {
     rstore_call base; /* first: rstore's FIFO holds it */
     rrecur *rr;
-    rrecur_batch *rb;
+    rrecur_batch *rb;          /* the encoded requests: Redis */
+    pgr_batch *pb;             /* or PostgreSQL */
     int loop;                  /* the firing loop's call (else a client's) */
     conn *c;                   /* a client call's client; NULL once it closed */
     size_t ticket;             /* its deferred slot */
@@ -68,6 +72,7 @@ typedef struct rcall {
 
 struct rrecur {
     server *s;
+    int pg;              /* the store is PostgreSQL: pgr_batch */
     rcall *loopcall;     /* the firing loop's call */
     int in_flight;       /* the loop's call is out */
     due **due;           /* the series the last LIST found due, to fire next round */
@@ -92,6 +97,7 @@ static void call_free(rcall *k)
     if (!k)
         return;
     rrecur_batch_free(k->rb);
+    pgr_batch_free(k->pb);
     alloc_free(k);
 }
 
@@ -102,11 +108,44 @@ static rcall *call_new(rrecur *rr)
     if (!k)
         return NULL;
     k->rr = rr;
-    if (rrecur_batch_new(NULL, &k->rb) != SLUICE_OK) {
+    if ((rr->pg ? pgr_batch_new(&k->pb) : rrecur_batch_new(NULL, &k->rb)) != SLUICE_OK) {
         alloc_free(k);
         return NULL;
     }
     return k;
+}
+
+/* The batch of k, whichever encoder it has: its requests, and the answers from whichever store
+ * answered. */
+static void batch_reset(rcall *k)
+{
+    if (k->pb)
+        pgr_batch_reset(k->pb);
+    else
+        rrecur_batch_reset(k->rb);
+}
+
+static size_t batch_count(const rcall *k)
+{
+    return k->pb ? pgr_batch_count(k->pb) : rrecur_batch_count(k->rb);
+}
+
+static int batch_add_fire(rcall *k, const rrecur_fire *f)
+{
+    return k->pb ? pgr_batch_add_fire(k->pb, f) : rrecur_batch_add_fire(k->rb, f);
+}
+
+static int batch_result(const rcall *k, const rstore_answer *a, size_t i, rrecur_result *res)
+{
+    return k->pb ? pgr_batch_result(k->pb, a->pg, i, res)
+                 : rrecur_batch_result(k->rb, a->redis, i, res);
+}
+
+static int batch_series(const rcall *k, const rstore_answer *a, size_t i, size_t j,
+                        rrecur_series *out)
+{
+    return k->pb ? pgr_batch_series(k->pb, a->pg, i, j, out)
+                 : rrecur_batch_series(k->rb, a->redis, i, j, out);
 }
 
 static void dues_clear(rrecur *rr)
@@ -208,7 +247,7 @@ static int add_fire_with_task(rrecur *rr, rrecur_fire *f, const due *d)
         rc = n;
         goto done;
     }
-    rtasks_links_of(s->engine, ch, (size_t)n, ids, RRECUR_TAG, links);
+    rtasks_links_of(s->engine, ch, (size_t)n, ids, rr->pg ? NULL : RRECUR_TAG, links);
     memset(&a, 0, sizeof(a));
     a.type = ts.type;
     a.typelen = strlen(ts.type);
@@ -222,7 +261,7 @@ static int add_fire_with_task(rrecur *rr, rrecur_fire *f, const due *d)
     a.charge_redelivery = plan.charge_redelivery;
     a.retry = plan.retry;
     f->task = &a;
-    rc = rrecur_batch_add_fire(rr->loopcall->rb, f);
+    rc = batch_add_fire(rr->loopcall, f);
     f->task = NULL;
 done:
     if (ch != stack) {
@@ -255,33 +294,32 @@ static void add_fire(rrecur *rr, const due *d, int64_t now)
          * as the engine's tick skips an occurrence it cannot submit. */
         f.missed++;
     }
-    if (rrecur_batch_add_fire(rr->loopcall->rb, &f) < 0)
+    if (batch_add_fire(rr->loopcall, &f) < 0)
         log_warn("recurring series %s: out of memory firing it; retried next round", d->spec.name);
 }
 
 static void loop_decode(rstore_call *call, const rstore_answer *a)
 {
-    const redisReply *reply = a->redis;
     rcall *k = (rcall *)(void *)call;
     rrecur *rr = k->rr;
     rrecur_result res;
     rrecur_series x;
 
     for (size_t i = 0; i < k->nfire; i++) {
-        if (rrecur_batch_result(k->rb, reply, i, &res) != SLUICE_OK)
+        if (batch_result(k, a, i, &res) != SLUICE_OK)
             goto bad;
         if (res.rc == SLUICE_ESTALE)
             rr->stats.stale++;
         else if (res.rc == 0 && res.fired)
             rr->stats.fired++;
     }
-    if (rrecur_batch_result(k->rb, reply, k->nfire, &res) != SLUICE_OK || res.rc != 0)
+    if (batch_result(k, a, k->nfire, &res) != SLUICE_OK || res.rc != 0)
         goto bad;
     dues_clear(rr);
     if (grow_array(&rr->due, &rr->capdue, res.nseries, sizeof(*rr->due), 16) != SLUICE_OK)
         goto nomem;
     for (size_t j = 0; j < res.nseries; j++) {
-        if (rrecur_batch_series(k->rb, reply, k->nfire, j, &x) != SLUICE_OK)
+        if (batch_series(k, a, k->nfire, j, &x) != SLUICE_OK)
             goto bad;
         rr->due[rr->ndue] = due_copy(&x);
         if (!rr->due[rr->ndue])
@@ -300,8 +338,8 @@ static void loop_decode(rstore_call *call, const rstore_answer *a)
         k->delay_ms = res.earliest_ns > 0 ? 1 : RRECUR_POLL_MS;
     return;
 bad:
-    log_error("store: a recurring-series reply the script does not give");
-    rstore_call_fail(call, "a malformed reply from the script");
+    log_error("store: a recurring-series answer the store's script or function does not give");
+    rstore_call_fail(call, "a malformed answer from the store");
     return;
 nomem:
     dues_clear(rr);
@@ -314,7 +352,7 @@ static void loop_apply(rstore_call *call)
     rrecur *rr = k->rr;
 
     rr->in_flight = 0;
-    rrecur_batch_reset(k->rb);
+    batch_reset(k);
     if (k->base.why[0]) {
         rr->stats.failures++;
         dues_clear(rr);
@@ -332,8 +370,15 @@ static int call_command(rrecur *rr, rcall *k, int rc)
     const char **argv = NULL;
     const size_t *argvlen = NULL;
 
-    if (rc >= 0)
+    if (k->pb) {
+        const char *const *values = NULL;
+
+        if (rc >= 0)
+            rc = pgr_batch_params(k->pb, &values);
+        rstore_call_pg(&k->base, RRECUR_PG_STMT, PGR_CALL_NPARAMS, values);
+    } else if (rc >= 0) {
         rc = rrecur_batch_command(k->rb, rstore_sha(rr->s), &argc, &argv, &argvlen);
+    }
     k->base.call.argc = argc;
     k->base.call.argv = argv;
     k->base.call.argvlen = argvlen;
@@ -351,12 +396,13 @@ static void round_send(rrecur *rr)
         arm(rr, RRECUR_POLL_MS);
         return;
     }
-    rrecur_batch_reset(k->rb);
+    batch_reset(k);
     for (size_t i = 0; i < rr->ndue; i++)
         add_fire(rr, rr->due[i], rr->due_now);
     dues_clear(rr);
-    k->nfire = rrecur_batch_count(k->rb);
-    rc = rrecur_batch_add_list(k->rb, RRECUR_LIST_MAX);
+    k->nfire = batch_count(k);
+    rc = k->pb ? pgr_batch_add_list(k->pb, RRECUR_LIST_MAX)
+               : rrecur_batch_add_list(k->rb, RRECUR_LIST_MAX);
     rr->stats.lists++;
     rc = call_command(rr, k, rc);
     k->base.on_reply = loop_decode;
@@ -380,11 +426,10 @@ static void on_timer(uv_timer_t *t)
 
 static void client_decode(rstore_call *call, const rstore_answer *a)
 {
-    const redisReply *reply = a->redis;
     rcall *k = (rcall *)(void *)call;
     rrecur_series x;
 
-    if (rrecur_batch_result(k->rb, reply, 0, &k->res) != SLUICE_OK)
+    if (batch_result(k, a, 0, &k->res) != SLUICE_OK)
         goto bad;
     if (k->res.msg) {
         snprintf(k->msg, sizeof k->msg, "%.*s", (int)k->res.msglen, k->res.msg);
@@ -394,7 +439,7 @@ static void client_decode(rstore_call *call, const rstore_answer *a)
         /* The stored next may be the time from which the first point is to be found. */
         char cron[256];
 
-        if (rrecur_batch_series(k->rb, reply, 0, 0, &x) != SLUICE_OK || x.cronlen >= sizeof cron)
+        if (batch_series(k, a, 0, 0, &x) != SLUICE_OK || x.cronlen >= sizeof cron)
             goto bad;
         k->res.runs = x.runs;
         k->res.skipped = x.skipped;
@@ -414,8 +459,8 @@ static void client_decode(rstore_call *call, const rstore_answer *a)
     }
     return;
 bad:
-    log_error("store: a recurring-series reply the script does not give");
-    rstore_call_fail(call, "a malformed reply from the script");
+    log_error("store: a recurring-series answer the store's script or function does not give");
+    rstore_call_fail(call, "a malformed answer from the store");
 }
 
 static void client_reply(rcall *k)
@@ -589,7 +634,8 @@ void rrecur_add(conn *c, const sluice_recurring_spec *spec)
     /* The warning a single node gives a series faster than its limits, from the node that
      * took it (once, as there). */
     sluice_engine_check_recurring_pace(s->engine, spec, server_now(s));
-    client_send(state_of(s), c, k, rrecur_batch_add_set(k->rb, spec));
+    client_send(state_of(s), c, k,
+                k->pb ? pgr_batch_add_set(k->pb, spec) : rrecur_batch_add_set(k->rb, spec));
 }
 
 void rrecur_del(conn *c, const char *name)
@@ -597,7 +643,9 @@ void rrecur_del(conn *c, const char *name)
     rcall *k = client_call(c, RRECUR_DEL);
 
     if (k)
-        client_send(state_of(c->srv), c, k, rrecur_batch_add_del(k->rb, name, strlen(name)));
+        client_send(state_of(c->srv), c, k,
+                    k->pb ? pgr_batch_add_del(k->pb, name, strlen(name))
+                          : rrecur_batch_add_del(k->rb, name, strlen(name)));
 }
 
 void rrecur_info(conn *c, const char *name)
@@ -605,7 +653,9 @@ void rrecur_info(conn *c, const char *name)
     rcall *k = client_call(c, RRECUR_INFO);
 
     if (k)
-        client_send(state_of(c->srv), c, k, rrecur_batch_add_info(k->rb, name, strlen(name)));
+        client_send(state_of(c->srv), c, k,
+                    k->pb ? pgr_batch_add_info(k->pb, name, strlen(name))
+                          : rrecur_batch_add_info(k->rb, name, strlen(name)));
 }
 
 void rrecur_conn_closed(conn *c)
@@ -628,6 +678,7 @@ int rrecur_open(server *s)
     if (!rr)
         return SLUICE_ENOMEM;
     rr->s = s;
+    rr->pg = rstore_kind(s) == CONFIG_STORE_POSTGRES;
     rr->loopcall = call_new(rr);
     if (!rr->loopcall) {
         alloc_free(rr);

@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Recurring series shared on Redis, the node's side: with `--store redis://...`, RECUR.ADD,
- * RECUR.DEL and RECUR.INFO do not touch this process's engine, and every node fires the series
- * of every node.
+ * Recurring series shared on Redis or PostgreSQL, the node's side: with `--store redis://...` or
+ * `--store postgresql://...`, RECUR.ADD, RECUR.DEL and RECUR.INFO do not touch this process's
+ * engine, and every node fires the series of every node. Both stores take the same requests and
+ * give the same answers (store/redis_recur.h, the script's recur ops; store/pg_recur.h, the
+ * function sluice_recur_call of src/store/pg/003_pgrecur.sql), so everything below holds for
+ * both; on PostgreSQL an occurrence is added in the same transaction as the FIRE that moves its
+ * series on.
  *
  * Commands: cmd_recur.c checks the arguments exactly as it always does (same errors, same
  * words), then hands the spec here; RECUR.ADD also checks the schedule (sluice_recurring_check)
  * and the occurrence's template (sluice_engine_resolve_task: its type, key, chain) as the
- * engine's add would. Each command is one call of the store script's recur ops
- * (store/redis_recur.h) through rstore's FIFO (rstore_send, after the turn's limits and task
- * batches, so a client's replies keep its command order) and is answered when Redis is.
+ * engine's add would. Each command is one call of the store's recur ops through rstore's FIFO
+ * (rstore_send, after the turn's limits and task batches, so a client's replies keep its command
+ * order) and is answered when the store answers.
  *
  * Firing: a timer per node. It lists the due series (store time; at most RRECUR_LIST_MAX a
  * call), computes for each the first schedule point at or after its stored next with the
@@ -45,6 +49,9 @@
 #include "server/server.h"
 #include "sluice/engine.h"
 
+/* The name of PostgreSQL's prepared statement of the series function (rstore.c prepares it). */
+#define RRECUR_PG_STMT "sluice_recur"
+
 /* Longest the firing loop goes without listing the due series, in ms. */
 #define RRECUR_POLL_MS 1000
 
@@ -70,7 +77,7 @@ void rrecur_free(server *s);
 void rrecur_conn_closed(conn *c);
 
 /* RECUR.ADD of spec (arguments checked by the command). Replies now (a bad spec, a store that is
- * down) or when Redis answered. */
+ * down) or when the store answered. */
 void rrecur_add(conn *c, const sluice_recurring_spec *spec);
 
 /* RECUR.DEL and RECUR.INFO of name (NUL-terminated, checked by the command). */

@@ -39,6 +39,7 @@
 #include "sluice/error.h"
 #include "store/pg_conn.h"
 #include "store/pg_limits.h"
+#include "store/pg_recur.h"
 #include "store/pg_schema.h"
 #include "store/pg_tasks.h"
 #include "store/redis_cluster.h"
@@ -1212,9 +1213,9 @@ void rstore_reply_unavailable(conn *c, const char *command)
     resp_error(conn_out(c), "ERR",
                "%s is not available with a %s store yet: this version shares THROTTLE, "
                "CL.THROTTLE, LEASE.*, the task queue (TASK.ADD, GET, ACK, FAIL, TOUCH, "
-               "CANCEL, INFO)%s across nodes only (docs/cluster.md)",
-               upper, rstore_kind_name(c->srv),
-               rstore_kind(c->srv) == CONFIG_STORE_REDIS ? " and recurring series (RECUR.*)" : "");
+               "CANCEL, INFO) and recurring series (RECUR.*) across nodes only "
+               "(docs/cluster.md)",
+               upper, rstore_kind_name(c->srv));
 }
 
 config_store_kind rstore_kind(const server *s)
@@ -1406,6 +1407,7 @@ static int open_cluster(rstore *st, char *msg, size_t msglen)
 static const pgconn_stmt pg_stmts[] = {
     {PG_LIMITS_STMT, PGL_CALL_SQL, PGL_CALL_NPARAMS, 0},
     {RTASKS_PG_STMT, PGT_CALL_SQL, PGT_CALL_NPARAMS, PGT_CALL_RESULT_FORMAT},
+    {RRECUR_PG_STMT, PGR_CALL_SQL, PGR_CALL_NPARAMS, PGR_CALL_RESULT_FORMAT},
 };
 
 static void on_pg_notify(void *arg, const char *payload)
@@ -1452,6 +1454,11 @@ static int open_pg(rstore *st, char *msg, size_t msglen)
     }
     st->s->rstore_state = st;
     rc = rtasks_open(st->s, NULL, 0, st->timeout_ms, msg, msglen);
+    if (rc == 0 && rrecur_open(st->s) != 0) {
+        rtasks_free(st->s);
+        snprintf(msg, msglen, "out of memory");
+        rc = SLUICE_ENOMEM;
+    }
     if (rc != 0) {
         pgconn_free(st->pg);
         st->pg = NULL;

@@ -10,6 +10,8 @@
 # a series (the others fire it); points missed while every node was down are skipped and counted,
 # the latest firing once when a node comes back; argument errors keep their words; a store that is
 # down answers -STOREDOWN. Every wait is a deadline, never a sleep (the one pause makes downtime).
+# The same script runs on PostgreSQL (tests/server/pg_recur.sh sets SLUICE_TEST_STORE=postgresql:
+# three nodes on one PostgreSQL, src/store/pg/003_pgrecur.sql): the same replies, the same counts.
 #
 # Usage: bash tests/server/redis_recur.sh PATH-TO-SLUICE SOURCE-DIR
 set -u
@@ -20,6 +22,12 @@ src=${2:?usage: redis_recur.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
 
 need_tools redis_recur.sh redis-cli redis-server
+store=${SLUICE_TEST_STORE:-redis}
+if [ "$store" = postgresql ] && ! pg_bindir >/dev/null; then
+  echo "SKIPPED: PostgreSQL server binaries (initdb, postgres) are not installed;" \
+    "scripts/deps.sh installs Debian's postgresql"
+  exit 77
+fi
 
 cat >"$tmp/sluice.yaml" <<'EOF'
 limits:
@@ -36,8 +44,19 @@ types:
   limited: {limits: [lim]}
 EOF
 
-start_redis a
-url=redis://127.0.0.1:$rport_a/3
+if [ "$store" = postgresql ]; then
+  start_postgres a
+  url="postgresql://sluice@127.0.0.1:$pgport_a/postgres"
+  psql=$(pg_bindir)/psql
+  [ -x "$psql" ] || psql=psql
+  sql() { "$psql" "$pgconn_a" -Atc "$1"; }
+else
+  start_redis a
+  url=redis://127.0.0.1:$rport_a/3
+fi
+# The store stopped (SIGSTOP) and let go again.
+store_freeze() { if [ "$store" = postgresql ]; then freeze_postgres a; else kill -STOP "$rpid_a"; fi; }
+store_thaw() { if [ "$store" = postgresql ]; then thaw_postgres a; else kill -CONT "$rpid_a"; fi; }
 for n in A B C; do
   start_node $n --store "$url" --store-timeout 20000
 done
@@ -49,11 +68,24 @@ C=$port_C
 rinfo() {
   redis-cli -p "$1" RECUR.INFO "$2" | awk -v f="$3" 'NR % 2 == 1 { k = $0 } NR % 2 == 0 && k == f { print; exit }'
 }
-# Redis's clock in ms (the store time every decision uses).
+# The store's clock in ms (the store time every decision uses: Redis's TIME, PostgreSQL's
+# clock_timestamp()).
 store_ms() {
   local t
+  if [ "$store" = postgresql ]; then
+    sql 'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint'
+    return
+  fi
   t=($(redis-cli -p "$rport_a" TIME))
   echo $((t[0] * 1000 + 10#${t[1]} / 1000))
+}
+# Series kept in the store.
+stored_series() {
+  if [ "$store" = postgresql ]; then
+    sql 'SELECT count(*) FROM sluice_recur'
+  else
+    redis-cli -p "$rport_a" -n 3 HLEN 'sluice:{all}:recur'
+  fi
 }
 runs_at_least() { [ "$(rinfo "$1" "$2" runs)" -ge "$3" ] 2>/dev/null; }
 is_over() { [ "$(rinfo "$1" "$2" next_ms)" = -1 ]; }
@@ -91,7 +123,7 @@ contains "end before now (store time)" "WRONGARGS the series ends before it star
 contains "wrong arity" "WRONGARGS wrong number of arguments" "$(on "$A" RECUR.ADD s job '{}')"
 check "INFO of no series" "NOTASK no recurring series of that name" "$(on "$B" RECUR.INFO nope)"
 check "DEL of no series" 0 "$(on "$C" RECUR.DEL nope)"
-check "nothing stored" 0 "$(redis-cli -p "$rport_a" -n 3 HLEN 'sluice:{all}:recur')"
+check "nothing stored" 0 "$(stored_series)"
 
 # ---- 2. Added on A, seen on B, fired for everyone; taken on C --------------------------------
 
@@ -199,9 +231,9 @@ check "RECUR.DEL" 1 "$(on "$A" RECUR.DEL down)"
 
 # ---- 8. Store down -----------------------------------------------------------------------------
 
-kill -STOP "$rpid_a"
+store_freeze
 start_node D --store "$url" --store-timeout 300
 contains "RECUR.ADD with the store down" "STOREDOWN" "$(on "$port_D" RECUR.ADD s job '{}' EVERY 100)"
-kill -CONT "$rpid_a"
+store_thaw
 
 finish
