@@ -28,9 +28,9 @@
  * never the node's; the counters (throttle_allowed, throttle_denied) count as for local
  * decisions.
  *
- * The task queue on the same Redis (rtasks.h) sends its own batches through the FIFO of calls
- * kept here (rstore_call, rstore_send): one connection, one script, one order of answers. (On
- * PostgreSQL the task queue is not shared yet: its commands are refused.)
+ * The task queue (rtasks.h) and the recurring series (rrecur.h) on the same store send their own
+ * calls through the FIFO of calls kept here (rstore_call, rstore_send): one connection, one
+ * order of answers.
  */
 #ifndef SLUICE_SERVER_RSTORE_H
 #define SLUICE_SERVER_RSTORE_H
@@ -212,8 +212,8 @@ void rstore_conn_closed(conn *c);
 
 /* Replies `-ERR <command> is not available with a redis (postgresql, redis-cluster) store yet
  * ...` for a command the shared store does not serve in this version (runtime limit changes; on
- * PostgreSQL recurring series; on Redis Cluster the task queue and recurring series, whose keys
- * share one hash tag). The one place that says so. */
+ * Redis Cluster the task queue and recurring series, whose keys share one hash tag). The one
+ * place that says so. */
 void rstore_reply_unavailable(conn *c, const char *command);
 
 void rstore_get_stats(const server *s, rstore_stats *out);
