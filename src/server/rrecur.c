@@ -5,13 +5,12 @@
  *
  * A call (rcall) is one call of the store (Redis's script: rrecur_batch; PostgreSQL's series
  * function: pgr_batch; the same requests and answers) embedded in rstore's FIFO (rstore_call
- * first). A client
- * command's call carries its one request and its client's deferred slot; Redis's answer is
- * decoded while valid (on_reply: the result, INFO's counters) and written when the FIFO reaches
- * the call (apply). The firing loop owns one call, reused: FIREs for the series the previous
- * LIST found due, then a LIST; its decode copies the due series out of the reply (they are
- * fired by the next round, which a 0 ms timer starts: nothing is sent from inside the FIFO's
- * apply).
+ * first). A client command's call carries its one request and its client's deferred slot; the
+ * store's answer is decoded while valid (on_reply: the result, INFO's counters) and written when
+ * the FIFO reaches the call (apply). The firing loop owns one call, reused: FIREs for the series
+ * the previous LIST found due, then a LIST; its decode copies the due series out of the answer
+ * (they are fired by the next round, which a 0 ms timer starts: nothing is sent from inside the
+ * FIFO's apply).
  *
  * Invariants:
  * - the loop's call is in flight (in_flight) or idle; its due list is read and emptied only
