@@ -422,7 +422,7 @@ static void test_migration(void **state)
     const char *sql = pgs_migration(2, &len);
 
     (void)state;
-    assert_int_equal(PGS_VERSION, 2);
+    assert_true(PGS_VERSION >= 2); /* 2 is the task queue; later ones add to it */
     assert_non_null(sql);
     assert_int_equal(strlen(sql), len);
     assert_non_null(strstr(sql, "CREATE FUNCTION sluice_tasks_call("));
