@@ -172,6 +172,40 @@ run_store redis "redis://127.0.0.1:$rport_r"
 check "Redis holds the totals in one hash" 21 \
   "$(redis-cli -p "$rport_r" HGET 'sluice:{all}:counters' ga:)"
 
+# ---- Redis Cluster (one master holding every slot: the Cluster's routing, by slot) ---------------
+# Decisions only (the task queue is not shared on a Cluster yet). The counters' keys share the
+# {all} tag: one slot, one master.
+cluster_port() {
+  python3 -c '
+import socket
+for _ in range(50):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close()
+    if p > 55000: continue
+    try:
+        b = socket.socket(); b.bind(("127.0.0.1", p + 10000)); b.close()
+    except OSError:
+        continue
+    print(p); break'
+}
+cluster_ok() { redis-cli -p "$1" CLUSTER INFO 2>/dev/null | tr -d '\r' | grep -q '^cluster_state:ok$'; }
+redis_port_cmd=cluster_port start_redis c --cluster-enabled yes \
+  --cluster-config-file "$tmp/c.redis/nodes.conf" --cluster-node-timeout 2000
+redis-cli -p "$rport_c" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null
+wait_until "a one-master Cluster is up" 30 cluster_ok "$rport_c"
+start_node ca --store "redis-cluster://127.0.0.1:$rport_c" --store-timeout 2000
+start_node cb --store "redis-cluster://127.0.0.1:$rport_c" --store-timeout 2000
+for i in 1 2 3; do on "$port_ca" THROTTLE tight c >/dev/null; done
+for i in 1 2; do on "$port_cb" THROTTLE tight c >/dev/null; done
+f0=$(ctr "$port_ca" counters_flushes)
+wait_until "cluster: node b flushed" 20 flushed_after "$port_cb" "$(ctr "$port_cb" counters_flushes)"
+wait_until "cluster: node a flushed after b" 20 flushed_after "$port_ca" "$(ctr "$port_ca" counters_flushes)"
+check "cluster: the sum on node a" "allowed=2,denied=3,units=2" \
+  "$(ctr "$port_ca" counters_limit_tight | cut -d, -f1-3)"
+check "cluster: node a's own" "node_allowed=2,node_denied=1,node_units=2" \
+  "$(ctr "$port_ca" counters_limit_tight | cut -d, -f4-6)"
+check "cluster: the totals' hash on the master" 2 \
+  "$(redis-cli -p "$rport_c" HGET 'sluice:{all}:counters' la:tight)"
+
 # ---- PostgreSQL --------------------------------------------------------------------------------
 if pg_bindir >/dev/null; then
   start_postgres p
