@@ -20,6 +20,8 @@
 
 #include "base/alloc.h"
 #include "server/ctrset.h"
+#include "server/rcounters.h"
+#include "store/pg_schema.h"
 #include "sluice/error.h"
 #include "testutil.h"
 
@@ -385,6 +387,24 @@ static void test_parse_u64(void **state)
     assert_int_equal(v, 123);
 }
 
+/* The PostgreSQL migration and the statement rcounters.c prepares agree on the function. */
+static void test_pg_migration(void **state)
+{
+    size_t len = 0;
+    const char *sql = pgs_migration(3, &len);
+
+    (void)state;
+    assert_true(PGS_VERSION >= 3);
+    assert_non_null(sql);
+    assert_int_equal(strlen(sql), len);
+    assert_non_null(strstr(sql, "CREATE FUNCTION sluice_counters_call(p_node text, p_seq bigint, "
+                                "p_names text[], p_deltas bigint[])"));
+    assert_non_null(strstr(sql, "RETURNS TABLE (c_name text, c_n bigint)"));
+    assert_non_null(strstr(RCOUNTERS_PG_SQL, "sluice_counters_call($1, $2::bigint, $3::text[], "
+                                             "$4::bigint[])"));
+    assert_int_equal(RCOUNTERS_PG_NPARAMS, 4);
+}
+
 /* ---- Out of memory ----------------------------------------------------------------------- */
 
 static int oom_body(void *arg)
@@ -430,6 +450,7 @@ int main(void)
         cmocka_unit_test(test_property_nodes),
         cmocka_unit_test(test_pg_arrays),
         cmocka_unit_test(test_parse_u64),
+        cmocka_unit_test(test_pg_migration),
         cmocka_unit_test(test_oom),
     };
 

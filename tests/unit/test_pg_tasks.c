@@ -428,7 +428,7 @@ static void test_migration(void **state)
     assert_non_null(strstr(sql, "CREATE FUNCTION sluice_tasks_call("));
     assert_non_null(strstr(sql, "FOR UPDATE SKIP LOCKED"));
     assert_non_null(strstr(sql, "pg_notify('" PGT_WAKE_CHANNEL "'"));
-    assert_null(pgs_migration(3, &len));
+    assert_null(pgs_migration(PGS_VERSION + 1, &len));
 }
 
 static int build_batch(void *arg)
