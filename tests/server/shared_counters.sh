@@ -5,7 +5,9 @@
 # /api/limits and /metrics on either show the sum (and each node its own) once the nodes have
 # flushed; the nodes' shutdown flush; the store frozen (SIGSTOP) while a fail-open node keeps
 # counting, then thawed: nothing counted meanwhile is lost, and nothing is counted twice (a flush
-# whose answer was lost is sent again under the same number). Run on Redis, then on PostgreSQL
+# whose answer was lost is sent again under the same number); Redis restarted empty: a node's
+# figure does not fall, and grows again from there. Run on Redis (and a one-master Redis
+# Cluster: decisions only), then on PostgreSQL
 # (skipped there only when PostgreSQL's server binaries are not installed). Every wait is a
 # deadline, never a sleep.
 #
@@ -170,6 +172,31 @@ freeze="kill -STOP $rpid_r"
 thaw="kill -CONT $rpid_r"
 run_store redis "redis://127.0.0.1:$rport_r"
 check "Redis holds the totals in one hash" 21 \
+  "$(redis-cli -p "$rport_r" HGET 'sluice:{all}:counters' ga:)"
+
+# Redis restarted empty (no persistence): the totals are gone, and a node's figures do not fall
+# (the loss is added back on the node that had seen it), then grow again from there.
+start_node rr --store "redis://127.0.0.1:$rport_r" --store-timeout 400
+on "$port_rr" THROTTLE api v >/dev/null
+on "$port_rr" THROTTLE api v >/dev/null
+wait_until "restart: the node's counts confirmed" 20 ctr_is "$port_rr" counters_unconfirmed 0
+check "restart: the node reads 21 + 2" 23 "$(ctr "$port_rr" cluster_throttle_allowed)"
+kill -KILL "$rpid_r"
+wait "$rpid_r" 2>/dev/null
+redis-server --port "$rport_r" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp/r.redis" \
+  --daemonize no --logfile "$tmp/r.redis/log2" &
+rpid_r=$!
+pids+=("$rpid_r")
+f0=$(ctr "$port_rr" counters_flushes)
+wait_until "restart: the node flushes to the new Redis" 30 flushed_after "$port_rr" "$f0"
+check "restart: the figure did not fall" 23 "$(ctr "$port_rr" cluster_throttle_allowed)"
+check "restart: Redis's total starts again" "" \
+  "$(redis-cli -p "$rport_r" HGET 'sluice:{all}:counters' ga:)"
+on "$port_rr" THROTTLE api v >/dev/null
+check "restart: and grows from there" 24 "$(ctr "$port_rr" cluster_throttle_allowed)"
+wait_until "restart: the new count confirmed" 20 ctr_is "$port_rr" counters_unconfirmed 0
+check "restart: still 24 once confirmed" 24 "$(ctr "$port_rr" cluster_throttle_allowed)"
+check "restart: Redis holds the new count" 1 \
   "$(redis-cli -p "$rport_r" HGET 'sluice:{all}:counters' ga:)"
 
 # ---- Redis Cluster (one master holding every slot: the Cluster's routing, by slot) ---------------
