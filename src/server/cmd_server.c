@@ -18,6 +18,7 @@
 #include "server/durable.h"
 #include "server/log.h"
 #include "server/reload.h"
+#include "server/rcounters.h"
 #include "server/rstore.h"
 #include "sluice/error.h"
 #include "sluice/policy_spec.h"
@@ -419,6 +420,20 @@ static void info_store(conn *c, sbuf *b)
     sb_printf(b, "%s", text);
 }
 
+/* Counters summed across the nodes of a shared store (rcounters.h), and whether figures are. */
+static void info_counters(conn *c, sbuf *b)
+{
+    /* A line per limit and per type: sized for a few hundred of them. */
+    size_t len = 256 * 1024;
+    char *text = alloc_malloc(len);
+
+    if (!text)
+        return;
+    rcounters_info(c->srv, text, len);
+    sb_printf(b, "%s", text);
+    alloc_free(text);
+}
+
 typedef struct info_section {
     const char *name;
     void (*fn)(conn *c, sbuf *b);
@@ -429,6 +444,7 @@ static const info_section sections[] = {
     {"memory", info_memory},           {"stats", info_stats},
     {"engine", info_engine},           {"limits", info_limits},
     {"persistence", info_persistence}, {"store", info_store},
+    {"counters", info_counters},
 };
 
 #define N_SECTIONS (sizeof(sections) / sizeof(sections[0]))

@@ -34,6 +34,7 @@
 #include "config/config_store.h"
 #include "server/commands.h"
 #include "server/log.h"
+#include "server/rcounters.h"
 #include "server/rrecur.h"
 #include "server/rtasks.h"
 #include "sluice/error.h"
@@ -91,6 +92,8 @@ typedef struct rstore_wait {
     int64_t limit;    /* fail-open: the capacity reported */
     int64_t quantity; /* CELL: 0 for a peek */
     int64_t t_ns;     /* CELL: the emission interval */
+    int64_t units;    /* THROTTLE, LEASE.ACQUIRE: the units asked (rcounters_limit) */
+    int peek;         /* THROTTLE: a peek, which the counters do not count */
     rlim_result res;  /* the decoded answer */
 } rstore_wait;
 
@@ -363,9 +366,11 @@ static void reply_lease_answer(conn *c, const rstore_wait *w, const sluice_decis
         return;
     }
     if (d->allowed && w->res.chain.allowed) {
+        rcounters_limit(c->srv, name, 1, w->units);
         reply_lease(c, name, d->lease_id, key, w->keylen, w->ttl_ns, d->remaining);
         return;
     }
+    rcounters_limit(c->srv, name, 0, 0);
     char keybuf[256];
     size_t kl = w->keylen < sizeof(keybuf) - 1 ? w->keylen : sizeof(keybuf) - 1;
     sluice_denial den = {.reason = SLUICE_FAIL_RATELIMITED,
@@ -381,6 +386,18 @@ static void reply_lease_answer(conn *c, const rstore_wait *w, const sluice_decis
     keybuf[kl] = '\0';
     c->srv->stats.throttle_denied++;
     reply_ratelimited(c, &den);
+}
+
+/* Counts a THROTTLE the store decided, per link as the core does: a grant on every link with its
+ * units, a denial on the link that denied (rcounters.h). names: the links' names, NUL-separated. */
+static void count_throttle(server *s, const rstore_wait *w, const char *names)
+{
+    for (size_t i = 0; i < w->nlinks; i++, names += strlen(names) + 1) {
+        if (w->res.chain.allowed)
+            rcounters_limit(s, names, 1, w->units);
+        else if (i == w->res.chain.denied_by)
+            rcounters_limit(s, names, 0, 0);
+    }
 }
 
 /* Writes the reply of one answered wait (its batch decoded). */
@@ -433,6 +450,8 @@ static void reply_wait(rstore *st, rbatch *b, rstore_wait *w)
                 report = i;
         }
     }
+    if (!w->peek)
+        count_throttle(st->s, w, name);
     for (size_t i = 0; i < report; i++)
         name += strlen(name) + 1;
     dec[report].allowed = w->res.chain.allowed;
@@ -1034,6 +1053,8 @@ void rstore_throttle(conn *c, const rstore_link *links, size_t n, unsigned flags
         return;
     w->kind = WAIT_THROTTLE;
     w->limit = def_capacity(links[0].def);
+    w->units = links[0].units;
+    w->peek = (flags & SLUICE_PEEK) != 0;
     for (size_t i = 0; i < n; i++) {
         size_t len = strlen(links[i].name) + 1;
 
@@ -1114,6 +1135,7 @@ void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *
         return;
     w->kind = kind;
     w->limit = def->limit;
+    w->units = link.units;
     w->ttl_ns = ttl_ns > 0 ? ttl_ns : def->ttl_ns;
     w->keylen = keylen;
     memcpy(st->added->arena + st->added->alen, name, nlen);
@@ -1408,6 +1430,7 @@ static const pgconn_stmt pg_stmts[] = {
     {PG_LIMITS_STMT, PGL_CALL_SQL, PGL_CALL_NPARAMS, 0},
     {RTASKS_PG_STMT, PGT_CALL_SQL, PGT_CALL_NPARAMS, PGT_CALL_RESULT_FORMAT},
     {RRECUR_PG_STMT, PGR_CALL_SQL, PGR_CALL_NPARAMS, PGR_CALL_RESULT_FORMAT},
+    {RCOUNTERS_PG_STMT, RCOUNTERS_PG_SQL, RCOUNTERS_PG_NPARAMS, 0},
 };
 
 static void on_pg_notify(void *arg, const char *payload)

@@ -17,6 +17,7 @@
 #include "base/grow.h"
 #include "server/commands.h"
 #include "server/log.h"
+#include "server/rcounters.h"
 #include "server/rtasks_impl.h"
 #include "sluice/error.h"
 
@@ -300,6 +301,44 @@ static void apply_waiter(rtasks *rt, tbatch *b, twait *w)
     rtasks_arm_timer(rt, RTASKS_POLL_MS);
 }
 
+/* Counts what one answered request did in the store, whether or not its client is still there
+ * (rcounters.h: counters summed across nodes). A task's type is known here only for deliveries;
+ * the other events count in the all-types counters. */
+static void count_result(rtasks *rt, const tbatch *b, const twait *w)
+{
+    const rtask_result *r = &w->res;
+
+    if (b->base.why[0] || r->rc != 0)
+        return;
+    switch (w->op) {
+    case RTASK_ADD:
+        if (!r->replaced)
+            rcounters_task(rt->s, RCTR_TASK_SUBMITTED, NULL, 0, 1);
+        break;
+    case RTASK_ACK:
+        rcounters_task(rt->s, RCTR_TASK_DONE, NULL, 0, 1);
+        break;
+    case RTASK_FAIL:
+        rcounters_task(rt->s, r->state == SLUICE_TASK_FAILED ? RCTR_TASK_FAILED : RCTR_TASK_RETRIED,
+                       NULL, 0, 1);
+        break;
+    case RTASK_CANCEL:
+        if (r->cancelled)
+            rcounters_task(rt->s, RCTR_TASK_CANCELLED, NULL, 0, 1);
+        break;
+    case RTASK_CLAIM:
+        rcounters_task(rt->s, RCTR_TASK_FAILED, NULL, 0, r->nfailed);
+        for (size_t k = 0; k < r->ndelivered; k++) {
+            const ttask *t = &b->tasks[w->task0 + k];
+
+            rcounters_task(rt->s, RCTR_TASK_DELIVERED, b->arena + t->type_off, t->t.typelen, 1);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
 /* Writes a batch's answers to its clients in request order (rstore_call.apply). */
 void rtasks_apply(rstore_call *call)
 {
@@ -317,6 +356,7 @@ void rtasks_apply(rstore_call *call)
         twait *w = &b->w[i];
         size_t mark;
 
+        count_result(rt, b, w);
         if (w->wt) {
             apply_waiter(rt, b, w);
             continue;

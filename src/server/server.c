@@ -29,6 +29,7 @@
 #include "server/conn.h"
 #include "server/durable.h"
 #include "server/log.h"
+#include "server/rcounters.h"
 #include "server/rstore.h"
 #include "server/memory.h"
 #include "sluice/error.h"
@@ -337,6 +338,8 @@ static void on_housekeeping(uv_timer_t *t)
     sluice_engine_sweep_limits(s->engine, now, HOUSEKEEPING_BUDGET, HOUSEKEEPING_LIMITS);
     cmd_cell_sweep(s, now, HOUSEKEEPING_BUDGET);
     conn_sweep_timeouts(s, now);
+    /* Counters summed across nodes: this node's counts out, everyone's totals in. */
+    rcounters_tick(s);
     server_signal_ready(s);
 }
 
@@ -518,6 +521,9 @@ static void close_handle(server *s, uv_handle_t *h)
 static void maybe_finish(server *s)
 {
     if (!s->stopping || s->nclients > 0)
+        return;
+    /* The last flush of the counters summed across nodes; its answer calls us again. */
+    if (rcounters_stop(s))
         return;
     rstore_close(s); /* its connection's handles would keep the loop running */
     close_handle(s, (uv_handle_t *)&s->before_sleep);
@@ -707,6 +713,11 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
     rc = rstore_open(s, msg, msglen);
     if (rc != 0)
         goto fail_loop;
+    rc = rcounters_open(s);
+    if (rc != 0) {
+        snprintf(msg, msglen, "out of memory");
+        goto fail_loop;
+    }
     /* After recovery, which floors the clock at the stored one: see cmd_limit_rebase. */
     cmd_limit_rebase(s, (uint64_t)server_now(s));
     /* After recovery too: what the store held is loaded whatever the budget, which then only
@@ -756,6 +767,7 @@ fail_loop:
     rstore_close(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     rstore_free(s);
+    rcounters_free(s);
     uv_loop_close(&s->loop);
 fail_commands:
     commands_free(s);
@@ -787,6 +799,7 @@ void server_free(server *s)
     /* Close whatever is left (a server freed without running) and let the closes finish. */
     uv_run(&s->loop, UV_RUN_DEFAULT);
     rstore_free(s);
+    rcounters_free(s);
     admin_free(s);
     if (uv_loop_close(&s->loop) != 0)
         log_error("the loop still had open handles at exit");

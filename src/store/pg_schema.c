@@ -16,35 +16,38 @@
 
 #include "sluice/error.h"
 
-/* Defined by the files CMake generates from src/store/pg/NNN_*.sql. */
-extern const char pgs_sql_001[];
-extern const size_t pgs_sql_001_len;
-extern const char pgs_sql_002[];
-extern const size_t pgs_sql_002_len;
-extern const char pgs_sql_003[];
-extern const size_t pgs_sql_003_len;
+/* Defined by the files CMake generates from src/store/pg/NNN_*.sql; pg_migrations.h (generated)
+ * holds one PGS_MIGRATION(NNN) line per file, in order. */
+#define PGS_MIGRATION(n)                                                                           \
+    extern const char pgs_sql_##n[];                                                               \
+    extern const size_t pgs_sql_##n##_len;
+#include "pg_migrations.h"
+#undef PGS_MIGRATION
+
+static const struct {
+    const char *text;
+    const size_t *len;
+} migrations[] = {
+#define PGS_MIGRATION(n) {pgs_sql_##n, &pgs_sql_##n##_len},
+#include "pg_migrations.h"
+#undef PGS_MIGRATION
+};
+
+/* A migration file without its PGS_VERSION, or the reverse, fails the build. */
+_Static_assert(sizeof migrations / sizeof migrations[0] == PGS_VERSION,
+               "src/store/pg/ and PGS_VERSION disagree: add the migration to SLUICE_PG_MIGRATIONS "
+               "in CMakeLists.txt and bump PGS_VERSION in pg_schema.h together");
 
 /* The advisory lock migrators take: any constant of our own ("sluice" in ASCII). */
 #define PGS_LOCK_KEY "125779665104229"
 
 const char *pgs_migration(int v, size_t *len)
 {
-    switch (v) {
-    case 1:
-        if (len)
-            *len = pgs_sql_001_len;
-        return pgs_sql_001;
-    case 2:
-        if (len)
-            *len = pgs_sql_002_len;
-        return pgs_sql_002;
-    case 3:
-        if (len)
-            *len = pgs_sql_003_len;
-        return pgs_sql_003;
-    default:
+    if (v < 1 || v > PGS_VERSION)
         return NULL;
-    }
+    if (len)
+        *len = *migrations[v - 1].len;
+    return migrations[v - 1].text;
 }
 
 /* Runs one statement (or several, simple protocol). Returns 0, or SLUICE_EIO with err set. */

@@ -28,7 +28,7 @@ for seed in ${SLUICE_DIFF_SEEDS:-1 2}; do
 done
 psql=$(pg_bindir)/psql
 [ -x "$psql" ] || psql=psql
-# The version this build writes (src/store/pg_schema.h).
+# The newest migration this build knows (src/store/pg_schema.h).
 schema=$(awk '$1 == "#define" && $2 == "PGS_VERSION" { print $3 }' "$(dirname "$0")/../../src/store/pg_schema.h")
 check "schema version" "$schema" "$("$psql" "$pgconn_diff" -Atc 'SELECT version FROM sluice_schema')"
 # A newer schema than this build knows: refused, with the versions in the message.

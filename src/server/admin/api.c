@@ -18,6 +18,7 @@
 #include "base/alloc.h"
 #include "server/admin/admin_impl.h"
 #include "server/commands.h"
+#include "server/rcounters.h"
 #include "server/rstore.h"
 #include "sluice/error.h"
 #include "sluice/policy_spec.h"
@@ -177,6 +178,32 @@ static json_t *rejections(const sluice_limit_figures *f)
     return o;
 }
 
+/* The decision counters of a limit: the engine's, or under a shared store (rcounters.h) the
+ * figures of every node (the engine decides nothing there), with this node's own as node_*.
+ * Returns non-zero when a member could not be set. */
+static int put_decisions(admin *a, json_t *o, const char *name, const sluice_limit_figures *f)
+{
+    static const struct {
+        const char *field, *node_field, *code;
+    } rows[] = {{"allowed_total", "node_allowed_total", RCTR_LIMIT_ALLOWED},
+                {"denied_total", "node_denied_total", RCTR_LIMIT_DENIED},
+                {"units_total", "node_units_total", RCTR_LIMIT_UNITS}};
+    const uint64_t local[] = {f->core.allowed, f->core.denied, f->core.units};
+    int bad = 0;
+
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        uint64_t cluster, node;
+
+        if (rcounters_get(a->srv, rows[i].code, name, &cluster, &node)) {
+            bad |= put(o, rows[i].field, admin_json_u64(cluster));
+            bad |= put(o, rows[i].node_field, admin_json_u64(node));
+        } else {
+            bad |= put(o, rows[i].field, admin_json_u64(local[i]));
+        }
+    }
+    return bad;
+}
+
 /* The object of one limit in /api/limits (and the start of /api/limits/{name}). */
 static json_t *limit_json(admin *a, const sluice_limit_policy *p, sluice_limit_figures *f)
 {
@@ -207,9 +234,7 @@ static json_t *limit_json(admin *a, const sluice_limit_policy *p, sluice_limit_f
         put(o, "overflow", json_string(p->overflow == SLUICE_OVERFLOW_REJECT ? "reject" : "wait"));
     bad |= put(o, "keys", admin_json_u64(f->core.keys));
     bad |= put(o, "bytes", admin_json_u64(f->core.bytes));
-    bad |= put(o, "allowed_total", admin_json_u64(f->core.allowed));
-    bad |= put(o, "denied_total", admin_json_u64(f->core.denied));
-    bad |= put(o, "units_total", admin_json_u64(f->core.units));
+    bad |= put_decisions(a, o, p->name, f);
     bad |= put(o, "parked", admin_json_u64(f->parked));
     bad |= put(o, "untracked_total", admin_json_u64(f->core.untracked));
     bad |= put(o, "refused_total", admin_json_u64(f->core.refused));
@@ -288,9 +313,7 @@ static json_t *limit_short_json(admin *a, const sluice_limit_policy *p)
     sluice_engine_limit_figures(a->srv->engine, p->name, server_now(a->srv), 0, &f);
     bad |= put(o, "name", json_string(p->name));
     bad |= put(o, "kind", json_string(sluice_limit_kind_name(report_def(p)->kind)));
-    bad |= put(o, "allowed_total", admin_json_u64(f.core.allowed));
-    bad |= put(o, "denied_total", admin_json_u64(f.core.denied));
-    bad |= put(o, "units_total", admin_json_u64(f.core.units));
+    bad |= put_decisions(a, o, p->name, &f);
     bad |= put(o, "parked", admin_json_u64(f.parked));
     bad |= put(o, "keys", admin_json_u64(f.core.keys));
     /* The mode in force (shadow also while limits are off) and its would-be denials. */
@@ -687,6 +710,45 @@ enum MHD_Result admin_api_task(admin *a, struct MHD_Connection *c, const char *i
 
 /* ---- Stats ------------------------------------------------------------------------------- */
 
+/* Under a shared store: the task counters of every node replace the engine's in tasks, the
+ * node's own go in node_tasks, and counters says how fresh the figures are. Returns non-zero
+ * when a member could not be set. */
+static int put_shared_tasks(admin *a, json_t *doc, json_t *tasks)
+{
+    static const struct {
+        const char *field, *code;
+    } rows[] = {{"submitted", RCTR_TASK_SUBMITTED}, {"delivered", RCTR_TASK_DELIVERED},
+                {"done", RCTR_TASK_DONE},           {"failed", RCTR_TASK_FAILED},
+                {"retried", RCTR_TASK_RETRIED},     {"cancelled", RCTR_TASK_CANCELLED}};
+    json_t *node = json_object(), *ctr = json_object();
+    rcounters_stats cs;
+    int bad = !node || !ctr;
+
+    rcounters_get_stats(a->srv, &cs);
+    for (size_t i = 0; !bad && cs.active && i < sizeof rows / sizeof rows[0]; i++) {
+        uint64_t cluster, own;
+
+        rcounters_get(a->srv, rows[i].code, "", &cluster, &own);
+        bad |= put(tasks, rows[i].field, admin_json_u64(cluster));
+        bad |= put(node, rows[i].field, admin_json_u64(own));
+    }
+    if (!bad) {
+        bad |= put(ctr, "scope", json_string(cs.active ? "cluster" : "node"));
+        if (cs.active) {
+            bad |= put(ctr, "flush_interval_ms", json_integer(cs.interval_ms));
+            bad |= put(ctr, "age_ms", cs.age_ms < 0 ? json_null() : json_integer(cs.age_ms));
+            bad |= put(ctr, "flushes_total", admin_json_u64(cs.flushes));
+            bad |= put(ctr, "flush_failures_total", admin_json_u64(cs.failures));
+            bad |= put(ctr, "unconfirmed", admin_json_u64(cs.unconfirmed));
+            bad |= put(doc, "node_tasks", json_incref(node));
+        }
+        bad |= put(doc, "counters", json_incref(ctr));
+    }
+    json_decref(node);
+    json_decref(ctr);
+    return bad;
+}
+
 enum MHD_Result admin_api_stats(admin *a, struct MHD_Connection *c)
 {
     server *s = a->srv;
@@ -705,6 +767,7 @@ enum MHD_Result admin_api_stats(admin *a, struct MHD_Connection *c)
         bad |= put(tasks, "cancelled", admin_json_u64(es.cancelled));
         bad |= put(tasks, "delayed", admin_json_u64(es.delayed));
         bad |= put(tasks, "submitted", admin_json_u64(es.submitted));
+        bad |= put_shared_tasks(a, doc, tasks);
         bad |= put(doc, "time_ms", json_integer(now / SLUICE_NS_PER_MS));
         bad |= put(doc, "uptime_s", json_integer((now - s->started_ns) / SLUICE_NS_PER_SEC));
         bad |= put(doc, "clients", admin_json_u64(s->nclients));

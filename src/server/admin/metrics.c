@@ -17,6 +17,7 @@
 #include "server/admin/admin_impl.h"
 #include "server/commands.h"
 #include "server/admin/prom.h"
+#include "server/rcounters.h"
 #include "server/rstore.h"
 #include "sluice/error.h"
 
@@ -30,7 +31,8 @@
 typedef struct limit_snap {
     const sluice_limit_policy *p;
     const char *kind;
-    sluice_limit_figures f;
+    sluice_limit_figures f; /* under a shared store: decisions over every node (rcounters.h) */
+    uint64_t node_allowed, node_denied, node_units; /* shared store: this node's own */
     const limit_tally *t;
 } limit_snap;
 
@@ -47,6 +49,7 @@ typedef struct snapshot {
     type_snap *types;
     size_t ntypes, types_cap;
     int has_other; /* types[ntypes - 1] is the sum of the undeclared types */
+    int shared;    /* counters are summed across nodes (rcounters.h) */
     int failed;
 } snapshot;
 
@@ -68,6 +71,14 @@ static void snap_limit(const sluice_limit_policy *p, void *arg)
     sluice_engine_limit_figures(sn->a->srv->engine, p->name, server_now(sn->a->srv),
                                 SLUICE_FIGURES_QUOTA, &l->f);
     l->t = admin_tally(sn->a, p->name);
+    /* A shared store decides in the store, not in this node's engine: the counters summed
+     * across nodes take the place of the engine's. */
+    if (sn->shared) {
+        rcounters_get(sn->a->srv, RCTR_LIMIT_ALLOWED, p->name, &l->f.core.allowed,
+                      &l->node_allowed);
+        rcounters_get(sn->a->srv, RCTR_LIMIT_DENIED, p->name, &l->f.core.denied, &l->node_denied);
+        rcounters_get(sn->a->srv, RCTR_LIMIT_UNITS, p->name, &l->f.core.units, &l->node_units);
+    }
 }
 
 static void add_type(sluice_type_stats *sum, const sluice_type_stats *st)
@@ -98,6 +109,13 @@ static void snap_type(const sluice_type_stats *st, void *arg)
     if (st->declared) {
         sn->types[sn->ntypes].name = st->name;
         sn->types[sn->ntypes].st = *st;
+        if (sn->shared) {
+            uint64_t own;
+
+            /* The one per-type figure a shared store's nodes count (rcounters.h). */
+            rcounters_get(sn->a->srv, RCTR_TASK_DELIVERED, st->name,
+                          &sn->types[sn->ntypes].st.delivered, &own);
+        }
         sn->ntypes++;
     } else {
         type_snap *o = &sn->types[sn->types_cap - 1];
@@ -114,6 +132,7 @@ static int take_snapshot(admin *a, snapshot *sn)
 
     memset(sn, 0, sizeof(*sn));
     sn->a = a;
+    sn->shared = rstore_active(a->srv);
     sluice_engine_list_limits(a->srv->engine, snap_limit, sn);
     if (sn->failed)
         return SLUICE_ENOMEM;
@@ -272,6 +291,28 @@ static void write_limits(prom_buf *b, const snapshot *sn)
             prom_sample_u64(b, fam->name, lb, 2, fam->value(&sn->limits[i]));
         }
     }
+    if (sn->shared) {
+        prom_family(b, "sluice_node_limit_decisions_total", METRICS_COUNTER,
+                    "Shared store: the charging decisions of the limit this node made (the "
+                    "sluice_limit_decisions_total of a shared store are every node's).");
+        for (size_t i = 0; i < sn->nlimits; i++) {
+            limit_labels(&sn->limits[i], lb);
+            lb[2].name = "decision";
+            lb[2].value = "allowed";
+            prom_sample_u64(b, "sluice_node_limit_decisions_total", lb, 3,
+                            sn->limits[i].node_allowed);
+            lb[2].value = "denied";
+            prom_sample_u64(b, "sluice_node_limit_decisions_total", lb, 3,
+                            sn->limits[i].node_denied);
+        }
+        prom_family(b, "sluice_node_limit_units_granted_total", METRICS_COUNTER,
+                    "Shared store: the units the limit granted through this node.");
+        for (size_t i = 0; i < sn->nlimits; i++) {
+            limit_labels(&sn->limits[i], lb);
+            prom_sample_u64(b, "sluice_node_limit_units_granted_total", lb, 2,
+                            sn->limits[i].node_units);
+        }
+    }
     prom_family(b, "sluice_limit_rejections_total", METRICS_COUNTER,
                 "Tasks the limit failed, by reason: ratelimited (overflow reject), horizon "
                 "(slot too far), never (more units than it can grant), skipped (a recurring "
@@ -409,6 +450,68 @@ static void counter(prom_buf *b, const char *name, const char *help, uint64_t v)
     prom_sample_u64(b, name, NULL, 0, v);
 }
 
+/* Counters summed across the nodes of a shared store (rcounters.h): every node's figures, this
+ * node's own, and how fresh they are. */
+static void write_shared_counters(prom_buf *b, server *s)
+{
+    static const struct {
+        const char *event, *code;
+    } tasks[] = {{"submitted", RCTR_TASK_SUBMITTED}, {"delivered", RCTR_TASK_DELIVERED},
+                 {"completed", RCTR_TASK_DONE},      {"failed", RCTR_TASK_FAILED},
+                 {"retried", RCTR_TASK_RETRIED},     {"cancelled", RCTR_TASK_CANCELLED}};
+    static const struct {
+        const char *decision, *code;
+    } decisions[] = {{"allowed", RCTR_THROTTLE_ALLOWED}, {"denied", RCTR_THROTTLE_DENIED}};
+    rcounters_stats cs;
+    prom_label lb[1];
+    uint64_t cl[6], nd[6];
+
+    rcounters_get_stats(s, &cs);
+    if (!cs.active)
+        return;
+    lb[0].name = "decision";
+    for (size_t i = 0; i < 2; i++)
+        rcounters_get(s, decisions[i].code, "", &cl[i], &nd[i]);
+    prom_family(b, "sluice_cluster_decisions_total", METRICS_COUNTER,
+                "Shared store: THROTTLE, CL.THROTTLE and LEASE.ACQUIRE decisions of every node "
+                "(the same figure on every node; do not sum it across nodes).");
+    for (size_t i = 0; i < 2; i++) {
+        lb[0].value = decisions[i].decision;
+        prom_sample_u64(b, "sluice_cluster_decisions_total", lb, 1, cl[i]);
+    }
+    prom_family(b, "sluice_node_decisions_total", METRICS_COUNTER,
+                "Shared store: THROTTLE, CL.THROTTLE and LEASE.ACQUIRE decisions of this node.");
+    for (size_t i = 0; i < 2; i++) {
+        lb[0].value = decisions[i].decision;
+        prom_sample_u64(b, "sluice_node_decisions_total", lb, 1, nd[i]);
+    }
+    lb[0].name = "event";
+    for (size_t i = 0; i < 6; i++)
+        rcounters_get(s, tasks[i].code, "", &cl[i], &nd[i]);
+    prom_family(b, "sluice_cluster_tasks_total", METRICS_COUNTER,
+                "Shared store: tasks of every node by event (the same figure on every node).");
+    for (size_t i = 0; i < 6; i++) {
+        lb[0].value = tasks[i].event;
+        prom_sample_u64(b, "sluice_cluster_tasks_total", lb, 1, cl[i]);
+    }
+    prom_family(b, "sluice_node_tasks_total", METRICS_COUNTER,
+                "Shared store: tasks by event, as this node served them.");
+    for (size_t i = 0; i < 6; i++) {
+        lb[0].value = tasks[i].event;
+        prom_sample_u64(b, "sluice_node_tasks_total", lb, 1, nd[i]);
+    }
+    gauge(b, "sluice_counters_age_seconds",
+          "Shared store: seconds since this node last read the totals of every node (-1: never).",
+          cs.age_ms < 0 ? -1.0 : (double)cs.age_ms / 1e3);
+    counter(b, "sluice_counters_flushes_total",
+            "Shared store: flushes of this node's counts the store confirmed.", cs.flushes);
+    counter(b, "sluice_counters_flush_failures_total",
+            "Shared store: flushes without an answer (kept, and sent again).", cs.failures);
+    gauge(b, "sluice_counters_unconfirmed",
+          "Shared store: counts of this node the store has not confirmed yet.",
+          (double)cs.unconfirmed);
+}
+
 /* The shared store (rstore.h): only with --store redis://..., so a node without one exports
  * nothing that could be mistaken for an outage. */
 static void write_shared_store(prom_buf *b, server *s)
@@ -496,6 +599,7 @@ static void write_server(prom_buf *b, admin *a)
                 "Duration of a store commit (empty while no store is attached).");
     prom_hist_write(b, "sluice_store_commit_seconds", NULL, 0, &s->counters.store_commit);
     write_shared_store(b, s);
+    write_shared_counters(b, s);
 
     sluice_engine_get_stats(s->engine, &es);
     prom_family(b, "sluice_tasks", METRICS_GAUGE, "Unfinished tasks by state, all types.");

@@ -394,6 +394,15 @@
     setText($('uptime'), fmtUptime(st.uptime_s));
     setText($('clients'), fmtInt(st.clients));
     setText($('cmd-rate'), dt > 0 && !gap ? fmtRate(Math.max(0, st.commands_total - prev.commands_total) / dt) : '–');
+    /* A shared store: decisions and task totals are every node's (docs/cluster.md, "Counters"). */
+    const ctr = st.counters || {};
+    $('scope-fact').hidden = ctr.scope !== 'cluster';
+    if (ctr.scope === 'cluster') {
+      setText($('scope'), 'all nodes');
+      $('scope').title = 'Allowed, denied and task totals are summed over every node sharing the store' +
+        (ctr.age_ms == null ? '' : `, read ${ctr.age_ms} ms ago`) +
+        '; queued, parked, running and keys are this node\'s.';
+    }
     const t = st.tasks || {};
     for (const k of ['queued', 'parked', 'running', 'done', 'failed', 'cancelled']) setText($(`t-${k}`), fmtInt(t[k]));
 
