@@ -39,6 +39,7 @@
 #include "server/commands.h"
 #include "server/durable.h"
 #include "server/log.h"
+#include "server/rdefs.h"
 #include "server/rstore.h"
 #include "sluice/error.h"
 #include "sluice/policy_spec.h"
@@ -940,6 +941,18 @@ void cmd_lease_release(conn *c, const resp_command *cmd)
 
 /* ---- LIMIT.* ----------------------------------------------------------------------------- */
 
+/* The reply of a LIMIT.* change now in force on this node: at once (`+OK`, or `:1` when
+ * reply_one), or, on a shared store, once the store holds `spec` for `name` (rdefs.h). */
+static void limit_changed_reply(conn *c, const char *name, const char *spec, int reply_one)
+{
+    if (rdefs_active(c->srv))
+        rdefs_write(c, name, spec, reply_one);
+    else if (reply_one)
+        resp_int(conn_out(c), 1);
+    else
+        resp_simple(conn_out(c), "OK");
+}
+
 /* Switches limit `name` to `mode` in place (LIMIT.SET name mode=shadow, or a spec that differs
  * from the live one in its mode alone) and persists `spec`, the text given. A bare "mode=..." of
  * an untiered limit is persisted as the limit's whole spec, so that it never hides a runtime
@@ -959,6 +972,12 @@ static void limit_set_mode(conn *c, const char *name, const char *spec, sluice_l
                    name);
         return;
     }
+    if (mode == SLUICE_MODE_SHADOW && rdefs_active(s)) {
+        resp_error(conn_out(c), "ERR", "%s",
+                   "mode: shadow is not available with a shared store yet (the store would "
+                   "enforce the limit)");
+        return;
+    }
     rc = p->mode == mode ? 0 : sluice_engine_set_limit_mode(s->engine, name, mode, server_now(s));
     if (rc != 0) {
         reply_engine_error(c, rc, NULL);
@@ -970,7 +989,7 @@ static void limit_set_mode(conn *c, const char *name, const char *spec, sluice_l
     server_engine_changed(s);
     log_info("limit \"%s\" in %s mode by client %" PRIu64, name, sluice_limit_mode_name(mode),
              c->id);
-    resp_simple(conn_out(c), "OK");
+    limit_changed_reply(c, name, spec, 0);
 }
 
 void cmd_limit_set(conn *c, const resp_command *cmd)
@@ -1010,12 +1029,18 @@ void cmd_limit_set(conn *c, const resp_command *cmd)
         resp_error(conn_out(c), "NOMEM", "out of memory");
         return;
     }
+    if (rdefs_active(s) && rdefs_unsupported(&p)) {
+        /* The store's script would enforce what this node would not: refused, as in a file. */
+        resp_error(conn_out(c), "ERR", "%s", rdefs_unsupported(&p));
+        sluice_limit_policy_clear(&p);
+        return;
+    }
     old = sluice_engine_get_limit(s->engine, name, NULL);
     if (old && server_policy_eq(old, &p)) {
         /* The same limit again: keep its state (LIMIT.RESET clears it). */
         sluice_limit_policy_clear(&p);
         durable_limit_set(s, name, spec);
-        resp_simple(conn_out(c), "OK");
+        limit_changed_reply(c, name, spec, 0);
         return;
     }
     if (old && server_policy_mode_only(old, &p)) {
@@ -1036,7 +1061,7 @@ void cmd_limit_set(conn *c, const resp_command *cmd)
     server_engine_changed(s);
     log_info("limit \"%s\" %s by client %" PRIu64 ": %s", name, old ? "replaced" : "added", c->id,
              spec);
-    resp_simple(conn_out(c), "OK");
+    limit_changed_reply(c, name, spec, 0);
 }
 
 /* LIMIT.KEY name key spec (spec NULL: LIMIT.KEYDEL name key): sets or removes key's override,
@@ -1057,6 +1082,15 @@ static void limit_key(conn *c, const resp_command *cmd, int del)
         resp_error(conn_out(c), "NOLIMIT", "no limit named \"%s\"", name);
         return;
     }
+    if (p->ntiers > 0 && rdefs_active(s)) {
+        /* The store keeps a limit as its one-line spec, which a tiered limit has not (only a
+         * file declares those). */
+        resp_error(conn_out(c), "ERR",
+                   "limit \"%s\" has tiers: its key overrides cannot be shared with the other "
+                   "nodes yet (declare them in the file)",
+                   name);
+        return;
+    }
     if (!del) {
         if (command_arg_str(cmd->argv[3], cmd->argvlen[3], spec, sizeof(spec)) != 0) {
             resp_error(conn_out(c), "WRONGARGS",
@@ -1067,6 +1101,12 @@ static void limit_key(conn *c, const resp_command *cmd, int del)
         rc = sluice_spec_parse_limit(spec, &def, msg, sizeof(msg));
         if (rc != 0) {
             reply_engine_error(c, rc, msg);
+            return;
+        }
+        if (def.decrease_den > 0 && rdefs_active(s)) {
+            resp_error(conn_out(c), "ERR", "%s",
+                       "adaptive rate limits are not available with a shared store yet (the "
+                       "store knows no AIMD rate)");
             return;
         }
     }
@@ -1084,16 +1124,22 @@ static void limit_key(conn *c, const resp_command *cmd, int del)
     snprintf(id, sizeof(id), "%s/=%.*s", name, (int)cmd->argvlen[2], cmd->argv[2]);
     cmd_limit_bump(s, id);
     p = sluice_engine_get_limit(s->engine, name, NULL);
+    text[0] = '\0';
     if (p && sluice_spec_format_policy(p, text, sizeof(text)) == 0)
         durable_limit_set(s, name, text); /* re-applied at start, over the file's version */
     server_engine_changed(s);
     server_signal_ready(s);
     log_info("limit \"%s\": key \"%s\" override %s by client %" PRIu64, name, id + strlen(name) + 2,
              del ? "removed" : "set", c->id);
-    if (del)
-        resp_int(conn_out(c), 1);
-    else
-        resp_simple(conn_out(c), "OK");
+    if (rdefs_active(s) && text[0] == '\0') {
+        /* "" would share a removal: never that for a spec that did not fit. */
+        resp_error(conn_out(c), "ERR",
+                   "limit \"%s\" with this override has no one-line spec of at most %d bytes: "
+                   "the change is in force on this node only",
+                   name, SLUICE_POLICY_SPEC_MAX_LEN - 1);
+        return;
+    }
+    limit_changed_reply(c, name, text, del);
 }
 
 void cmd_limit_key(conn *c, const resp_command *cmd)
@@ -1262,7 +1308,7 @@ void cmd_limit_del(conn *c, const resp_command *cmd)
         durable_limit_del(s, name);
         server_engine_changed(s);
         log_info("limit \"%s\" removed by client %" PRIu64, name, c->id);
-        resp_int(conn_out(c), 1);
+        limit_changed_reply(c, name, "", 1); /* "": a removal, on every node */
     }
 }
 

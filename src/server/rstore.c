@@ -34,6 +34,7 @@
 #include "config/config_store.h"
 #include "server/commands.h"
 #include "server/log.h"
+#include "server/rdefs.h"
 #include "server/rrecur.h"
 #include "server/rtasks.h"
 #include "sluice/error.h"
@@ -44,6 +45,7 @@
 #include "store/redis_cluster.h"
 #include "store/redis_conn.h"
 #include "store/redis_limits.h"
+#include "store/shared_defs.h"
 
 /* Applied batches kept for reuse. */
 #define SPARE_MAX 8
@@ -1174,6 +1176,7 @@ void rstore_conn_closed(conn *c)
         return;
     rtasks_conn_closed(c);
     rrecur_conn_closed(c);
+    rdefs_conn_closed(c);
     for (rbatch *b = st->cur; b; b = b->tnext)
         for (size_t i = 0; i < b->n; i++)
             if (b->w[i].c == c)
@@ -1406,6 +1409,8 @@ static int open_cluster(rstore *st, char *msg, size_t msglen)
 static const pgconn_stmt pg_stmts[] = {
     {PG_LIMITS_STMT, PGL_CALL_SQL, PGL_CALL_NPARAMS, 0},
     {RTASKS_PG_STMT, PGT_CALL_SQL, PGT_CALL_NPARAMS, PGT_CALL_RESULT_FORMAT},
+    {SDEFS_PG_GET_STMT, SDEFS_PG_GET_SQL, SDEFS_PG_GET_NPARAMS, 0},
+    {SDEFS_PG_SET_STMT, SDEFS_PG_SET_SQL, SDEFS_PG_SET_NPARAMS, 0},
 };
 
 static void on_pg_notify(void *arg, const char *payload)
@@ -1570,6 +1575,12 @@ int rstore_open(server *s, char *msg, size_t msglen)
                  "until it is",
                  st->url, st->timeout_ms, down_why(st),
                  st->fail_open ? "are granted" : "answer -STOREDOWN");
+    /* The shared limit definitions, loaded before the first decision when the store is up. */
+    if (rdefs_open(s) != 0) {
+        snprintf(msg, msglen, "out of memory");
+        rstore_free(s);
+        return SLUICE_ENOMEM;
+    }
     log_info("store %s: THROTTLE, CL.THROTTLE, LEASE.*%s in %s (store_failure: "
              "%s, timeout %" PRId64 " ms%s)",
              st->url, st->cl ? "" : " and the task queue",
@@ -1594,6 +1605,7 @@ void rstore_close(server *s)
     send_batch(st); /* answered by the failure mode at once: closed */
     rtasks_close(s);
     rrecur_close(s);
+    rdefs_close(s);
     rc = st->conn;
     rconn_free(rc); /* answers what is in flight ("stopped") */
     st->conn = NULL;
@@ -1614,6 +1626,7 @@ void rstore_free(server *s)
     rstore_close(s); /* answers and applies every call in flight: the FIFO is empty */
     rtasks_free(s);
     rrecur_free(s);
+    rdefs_free(s);
     while ((b = st->cur) != NULL) { /* none: rstore_close sent them */
         st->cur = b->tnext;
         batch_free(b);
@@ -1741,4 +1754,5 @@ void rstore_info(const server *s, char *buf, size_t len)
              t.requests, t.claims, t.delivered, t.waiters, t.wakes, t.subscriber_up ? "up" : "down",
              st->replicas, st->replicas_timeout_ms, x.replica_waits, t.under_replicated);
     rrecur_info_append(s, buf, len);
+    rdefs_info_append(s, buf, len);
 }
