@@ -447,9 +447,10 @@ void rdefs_conn_closed(conn *c)
 
 /* ---- Life ---------------------------------------------------------------------------------- */
 
-int rdefs_open(server *s)
+int rdefs_open(server *s, int64_t timeout_ms)
 {
     rdefs *rd = alloc_calloc(1, sizeof(*rd));
+    uint64_t until;
     int n;
 
     if (!rd)
@@ -462,10 +463,20 @@ int rdefs_open(server *s)
     uv_timer_init(&s->loop, &rd->timer);
     rd->timer.data = rd;
     s->rdefs_state = rd;
-    /* The set before the first decision: the node listens only after this. */
-    poll_send(rd);
-    while (rd->in_flight)
-        uv_run(&s->loop, UV_RUN_ONCE);
+    /* The set before the first decision: the node listens only after this. A store that is up
+     * may still refuse the first call (a Cluster whose slot map or master connection is not
+     * ready yet): polls follow, until the set is read or the timeout passed. */
+    if (rstore_up(s, NULL)) {
+        until = uv_now(&s->loop) + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+        poll_send(rd);
+        while (rd->in_flight || (rd->ver < 0 && uv_now(&s->loop) < until)) {
+            if (!rd->in_flight && !uv_is_active((uv_handle_t *)&rd->timer))
+                poll_send(rd);
+            uv_run(&s->loop, UV_RUN_ONCE);
+        }
+    } else {
+        arm(rd, RDEFS_POLL_MS);
+    }
     if (rd->ver >= 0)
         log_info("store: shared limit definitions at version %" PRId64 " (%zu)", rd->ver,
                  rd->have.n);

@@ -56,9 +56,9 @@ typedef struct rdefs_stats {
 } rdefs_stats;
 
 /* Sets up the shared definitions (after rstore_open made the connection) and, when the store is
- * up, loads them before returning (running the loop, within the store's timeout). Returns 0 or
+ * up, loads them before returning (running the loop, for at most timeout_ms). Returns 0 or
  * SLUICE_ENOMEM. */
-int rdefs_open(server *s);
+int rdefs_open(server *s, int64_t timeout_ms);
 
 /* Stops polling (its handle closes with the loop). Idempotent. */
 void rdefs_close(server *s);

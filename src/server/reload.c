@@ -283,6 +283,10 @@ static int plan_switch(server *s, reload_plan *p, const char *path, char *msg, s
     s->has_config = 1;
     s->config_version = sluice_engine_limits_version(s->engine);
     server_apply_budget(s);
+    /* On a shared store the shared changes are applied again over the file (below): none was
+     * replaced. */
+    if (rdefs_active(s))
+        noverrides = 0;
     for (size_t i = 0, at = 0; i < noverrides && at < msglen; i++) {
         int n = snprintf(msg + at, msglen - at, "%s%s", i ? ", " : "", overrides[i]);
 

@@ -1576,7 +1576,7 @@ int rstore_open(server *s, char *msg, size_t msglen)
                  st->url, st->timeout_ms, down_why(st),
                  st->fail_open ? "are granted" : "answer -STOREDOWN");
     /* The shared limit definitions, loaded before the first decision when the store is up. */
-    if (rdefs_open(s) != 0) {
+    if (rdefs_open(s, st->timeout_ms) != 0) {
         snprintf(msg, msglen, "out of memory");
         rstore_free(s);
         return SLUICE_ENOMEM;
@@ -1741,6 +1741,7 @@ void rstore_info(const server *s, char *buf, size_t len)
                  "\r\nstore_cluster_refresh_failures:%" PRIu64 "\r\n",
                  ks.masters, ks.masters_up, ks.slots_known, ks.moved, ks.asks, ks.tryagains,
                  ks.refreshes, ks.refresh_failures);
+        rdefs_info_append(s, buf, len);
         return;
     }
     rtasks_get_stats(s, &t);
