@@ -38,6 +38,8 @@ else
 fi
 echo "$out" | tail -1
 psql=$(pg_bindir)/psql
+# The version this build writes (src/store/pg_schema.h).
+schema=$(awk '$1 == "#define" && $2 == "PGS_VERSION" { print $3 }' "${2:?}/src/store/pg_schema.h")
 [ -x "$psql" ] || psql=psql
-check "schema version" 2 "$("$psql" "$pgconn_tasks" -Atc 'SELECT version FROM sluice_schema')"
+check "schema version" "$schema" "$("$psql" "$pgconn_tasks" -Atc 'SELECT version FROM sluice_schema')"
 finish

@@ -22,6 +22,7 @@
 #include <libpq-fe.h>
 
 #include "sluice/error.h"
+#include "store/pg_schema.h"
 #include "store/shared_defs.h"
 #include "reply_fixture.h"
 #include "testutil.h"
@@ -369,6 +370,26 @@ static void test_pg_answer(void **state)
     sdefs_set_clear(&s);
 }
 
+/* One migration creates the set and the two functions the statements call. */
+static void test_migration(void **state)
+{
+    int found = 0;
+
+    (void)state;
+    for (int v = 1; v <= PGS_VERSION; v++) {
+        size_t len = 0;
+        const char *sql = pgs_migration(v, &len);
+
+        assert_non_null(sql);
+        if (strstr(sql, "CREATE FUNCTION sluice_limit_defs_get(")) {
+            found++;
+            assert_non_null(strstr(sql, "CREATE FUNCTION sluice_limit_defs_set("));
+            assert_non_null(strstr(sql, "CREATE TABLE sluice_limit_def "));
+        }
+    }
+    assert_int_equal(found, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -378,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_redis_answer),
         cmocka_unit_test(test_redis_answer_oom),
         cmocka_unit_test(test_pg_answer),
+        cmocka_unit_test(test_migration),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
