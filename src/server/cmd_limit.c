@@ -1082,15 +1082,6 @@ static void limit_key(conn *c, const resp_command *cmd, int del)
         resp_error(conn_out(c), "NOLIMIT", "no limit named \"%s\"", name);
         return;
     }
-    if (p->ntiers > 0 && rdefs_active(s)) {
-        /* The store keeps a limit as its one-line spec, which a tiered limit has not (only a
-         * file declares those). */
-        resp_error(conn_out(c), "ERR",
-                   "limit \"%s\" has tiers: its key overrides cannot be shared with the other "
-                   "nodes yet (declare them in the file)",
-                   name);
-        return;
-    }
     if (!del) {
         if (command_arg_str(cmd->argv[3], cmd->argvlen[3], spec, sizeof(spec)) != 0) {
             resp_error(conn_out(c), "WRONGARGS",
