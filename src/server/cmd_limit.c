@@ -1378,6 +1378,11 @@ void cmd_limit_reset(conn *c, const resp_command *cmd)
         reply_arity(c, "limit.reset");
         return;
     }
+    if (cmd->argc == 2 && rstore_active(s)) {
+        /* Every key of a limit: its states are spread over the store (a Cluster's masters). */
+        rstore_reply_unavailable(c, "limit.reset");
+        return;
+    }
     if (name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0)
         return;
     p = sluice_engine_get_limit(s->engine, name, &live);
@@ -1388,6 +1393,15 @@ void cmd_limit_reset(conn *c, const resp_command *cmd)
     if (cmd->argc == 3) {
         if (check_direct(c, p, live) != 0)
             return;
+        if (rdefs_active(s)) {
+            char id[KEY_ID_BUF];
+            sluice_limit *own = key_core(s, p, cmd->argv[2], cmd->argvlen[2], live);
+            int has = override_id(p, cmd->argv[2], cmd->argvlen[2], id, sizeof id);
+
+            rdefs_reset(c, name, sluice_limit_get_def(live), has ? id : NULL,
+                        has ? sluice_limit_get_def(own) : NULL, cmd->argv[2], cmd->argvlen[2]);
+            return;
+        }
         live = key_core(s, p, cmd->argv[2], cmd->argvlen[2], live);
         rc = sluice_limit_reset(live, cmd->argv[2], cmd->argvlen[2]);
         resp_int(conn_out(c), rc == 0);

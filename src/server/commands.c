@@ -57,7 +57,7 @@ const command_def command_table[] = {
      "LIMIT.RATE limit key [TIER v]: a rate limit's rate for key now, and why"},
     {"limit.list", 1, CMD_READONLY, cmd_limit_list, "LIMIT.LIST: every limit and its spec"},
     {"limit.del", 2, CMD_WRITE | CMD_ADMIN, cmd_limit_del, "LIMIT.DEL name: remove a limit"},
-    {"limit.reset", -2, CMD_WRITE | CMD_ADMIN | CMD_LOCAL, cmd_limit_reset,
+    {"limit.reset", -2, CMD_WRITE | CMD_ADMIN, cmd_limit_reset,
      "LIMIT.RESET name [key]: forget the state of one key or of all"},
     {"limit.spend", -3, CMD_READONLY | CMD_LOCAL, cmd_limit_spend,
      "LIMIT.SPEND name key [TIER tier]: a quota key's spent, budget, remaining and reset"},

@@ -23,27 +23,37 @@
 #include "sluice/error.h"
 #include "sluice/policy_spec.h"
 #include "store/redis_cluster.h"
+#include "store/redis_limits.h"
 #include "store/shared_defs.h"
 
 typedef struct rdefs rdefs;
+
+/* The hash tag of every limit state on a standalone Redis (rstore.c's RSTORE_TAG). */
+#define RDEFS_REDIS_TAG "all"
 
 /* One call: the poll (one per node, reused) or a client's write. */
 typedef struct dcall {
     rstore_call base; /* first: rstore's FIFO holds it */
     rdefs *rd;
-    int is_set;    /* a write (else the poll) */
-    int64_t known; /* the version this node held when it was sent */
-    char *name;    /* a write's limit, owned */
-    char *spec;    /* a write's text, owned */
-    sdefs_cmd cmd; /* Redis: the command */
-    const char *pgv[3];
-    conn *c;                   /* a write's client; NULL once it closed */
-    size_t ticket;             /* its deferred slot */
-    int reply_one;             /* answer :1 (else +OK) */
-    int64_t ver;               /* the answer: the store's version */
-    int full;                  /* it carries the whole set, in set */
-    sdefs_set set;             /* the answer's set when full */
-    struct dcall *prev, *next; /* writes in flight */
+    int is_set;           /* a write (else the poll) */
+    int is_reset;         /* a LIMIT.RESET of one key (its answer's count in ver) */
+    int64_t known;        /* the version this node held when it was sent */
+    char *name;           /* a write's limit, owned */
+    char *spec;           /* a write's text, owned */
+    sdefs_cmd cmd;        /* Redis: the command */
+    sdefs_reset_cmd rcmd; /* Redis: a reset's command */
+    char *rkeys[2];       /* a reset's state keys (Redis), or its tag and key
+                           * in hex (PostgreSQL), owned */
+    size_t rlens[2];      /* their lengths (Redis) */
+    char rids[2][COMMAND_NAME_BUF * 2 + 8]; /* a reset's limit ids */
+    const char *pgv[4];                     /* PostgreSQL: the statement's parameters */
+    conn *c;                                /* a write's client; NULL once it closed */
+    size_t ticket;                          /* its deferred slot */
+    int reply_one;                          /* answer :1 (else +OK) */
+    int64_t ver;                            /* the answer: the store's version */
+    int full;                               /* it carries the whole set, in set */
+    sdefs_set set;                          /* the answer's set when full */
+    struct dcall *prev, *next;              /* writes in flight */
 } dcall;
 
 struct rdefs {
@@ -53,6 +63,7 @@ struct rdefs {
     sdefs_set have;   /* what the engine holds from the set (and this node's own writes) */
     dcall poll;       /* the poll's call */
     int in_flight;    /* the poll is out */
+    int again;        /* a NOTIFY came while it was out: poll again at once */
     uv_timer_t timer; /* the next poll */
     dcall *calls;     /* writes in flight */
     int closed;
@@ -261,8 +272,10 @@ static int command(rdefs *rd, dcall *k, const char *name, const char *spec)
 static void on_reply(rstore_call *call, const rstore_answer *a)
 {
     dcall *k = (dcall *)(void *)call;
-    int rc = a->pg ? sdefs_pg_answer(a->pg, k->is_set, k->known, &k->ver, &k->full, &k->set)
-                   : sdefs_redis_answer(a->redis, k->is_set, k->known, &k->ver, &k->full, &k->set);
+    int rc = k->is_reset ? sdefs_reset_answer(a->redis, a->pg, &k->ver)
+             : a->pg
+                 ? sdefs_pg_answer(a->pg, k->is_set, k->known, &k->ver, &k->full, &k->set)
+                 : sdefs_redis_answer(a->redis, k->is_set, k->known, &k->ver, &k->full, &k->set);
 
     if (rc == SLUICE_ENOMEM) {
         rstore_call_fail(call, "out of memory");
@@ -309,7 +322,8 @@ static void poll_apply(rstore_call *call)
     } else {
         take_answer(rd, k);
     }
-    arm(rd, rd->ver < 0 && !k->base.why[0] ? 0 : RDEFS_POLL_MS);
+    arm(rd, (rd->ver < 0 && !k->base.why[0]) || rd->again ? 0 : RDEFS_POLL_MS);
+    rd->again = 0;
 }
 
 static void poll_send(rdefs *rd)
@@ -337,9 +351,23 @@ static void on_timer(uv_timer_t *t)
     poll_send(rd);
 }
 
+void rdefs_notify(server *s)
+{
+    rdefs *rd = state_of(s);
+
+    if (!rd)
+        return;
+    if (rd->in_flight)
+        rd->again = 1; /* the poll out may have been read before that change committed */
+    else
+        arm(rd, 0);
+}
+
 static void write_free(dcall *k)
 {
     sdefs_set_clear(&k->set);
+    alloc_free(k->rkeys[0]);
+    alloc_free(k->rkeys[1]);
     alloc_free(k->name);
     alloc_free(k->spec);
     alloc_free(k);
@@ -372,6 +400,25 @@ static void write_apply(rstore_call *call)
         rd->calls = k->next;
     if (k->next)
         k->next->prev = k->prev;
+    if (k->is_reset) {
+        if (k->c) {
+            size_t mark = conn_out(k->c)->len;
+
+            if (k->base.why[0])
+                resp_error(conn_out(k->c), "STOREDOWN",
+                           "the shared store is unavailable (%s); the key may or may not have "
+                           "been reset",
+                           k->base.why);
+            else
+                resp_int(conn_out(k->c), k->ver > 0);
+            if (!conn_out(k->c)->failed && conn_out(k->c)->len > mark)
+                counters_reply(&rd->s->counters, conn_out(k->c)->buf + mark,
+                               conn_out(k->c)->len - mark);
+            conn_defer_fill(k->c, k->ticket, mark);
+        }
+        write_free(k);
+        return;
+    }
     if (k->base.why[0]) {
         /* The store may or may not have it: the next poll reads the whole set, which keeps or
          * undoes this node's change. */
@@ -423,6 +470,109 @@ void rdefs_write(conn *c, const char *name, const char *spec, int reply_one)
     rstore_flush_limits(s);
     rtasks_flush(s);
     rc = command(rd, k, k->name, k->spec);
+    k->base.on_reply = on_reply;
+    k->base.apply = write_apply;
+    k->c = c;
+    k->ticket = conn_defer(c);
+    k->next = rd->calls;
+    if (rd->calls)
+        rd->calls->prev = k;
+    rd->calls = k;
+    rstore_send(s, &k->base, rc);
+}
+
+/* Fills k's reset command for the n links (their state keys on Redis; tag and key in hex on
+ * PostgreSQL, where both links share them). Returns 0 or an error. */
+static int reset_command(rdefs *rd, dcall *k, const rlim_link *links, size_t n)
+{
+    server *s = rd->s;
+    int rc = 0;
+
+    if (rstore_kind(s) == CONFIG_STORE_POSTGRES) {
+        static const char hex[] = "0123456789abcdef";
+        rlim_names nm;
+
+        rc = rlim_link_names(&links[0], &nm);
+        for (int i = 0; rc == 0 && i < 2; i++) {
+            const char *b = i ? nm.key : nm.tag;
+            size_t len = i ? nm.keylen : nm.taglen;
+            char *h = alloc_malloc(2 * len + 1);
+
+            if (!h) {
+                rc = SLUICE_ENOMEM;
+                break;
+            }
+            for (size_t j = 0; j < len; j++) {
+                h[2 * j] = hex[(unsigned char)b[j] >> 4];
+                h[2 * j + 1] = hex[(unsigned char)b[j] & 15];
+            }
+            h[2 * len] = '\0';
+            k->rkeys[i] = h;
+        }
+        if (rc != 0)
+            return rc;
+        k->pgv[0] = k->rkeys[0];
+        k->pgv[1] = links[0].limit_id;
+        k->pgv[2] = k->rkeys[1];
+        k->pgv[3] = n > 1 ? links[1].limit_id : NULL;
+        rstore_call_pg(&k->base, SDEFS_PG_RESET_STMT, SDEFS_PG_RESET_NPARAMS, k->pgv);
+        return 0;
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char *clock = NULL;
+        size_t clocklen = 0;
+
+        rc = rlim_link_keys(NULL, &links[i], &k->rkeys[i], &k->rlens[i], &clock, &clocklen);
+        alloc_free(clock);
+    }
+    if (rc == 0)
+        rc = sdefs_redis_reset_command(&k->rcmd, rstore_sha(s), (const char *const *)k->rkeys,
+                                       k->rlens, n);
+    if (rc != 0)
+        return rc;
+    k->base.slot = rcl_key_slot(k->rkeys[0], k->rlens[0]);
+    k->base.call.argc = k->rcmd.argc;
+    k->base.call.argv = k->rcmd.argv;
+    k->base.call.argvlen = k->rcmd.argvlen;
+    return 0;
+}
+
+void rdefs_reset(conn *c, const char *name, const sluice_limit_def *def, const char *override_id,
+                 const sluice_limit_def *odef, const char *key, size_t keylen)
+{
+    server *s = c->srv;
+    rdefs *rd = state_of(s);
+    rlim_link links[2];
+    size_t n = override_id ? 2 : 1;
+    dcall *k = alloc_calloc(1, sizeof(*k));
+    int rc;
+
+    if (!k) {
+        resp_error(conn_out(c), "NOMEM", "out of memory");
+        return;
+    }
+    memset(links, 0, sizeof links);
+    snprintf(k->rids[0], sizeof k->rids[0], "%s", name);
+    snprintf(k->rids[1], sizeof k->rids[1], "%s", override_id ? override_id : "");
+    for (size_t i = 0; i < n; i++) {
+        links[i].def = i ? odef : def;
+        links[i].limit_id = k->rids[i];
+        links[i].key = key;
+        links[i].keylen = keylen;
+        links[i].units = 1;
+        /* The tag THROTTLE's links carry (rstore.c's set_tag): one for everything on a
+         * standalone Redis, the key's own on a Cluster and on PostgreSQL. */
+        if (rstore_kind(s) == CONFIG_STORE_REDIS) {
+            links[i].tag = RDEFS_REDIS_TAG;
+            links[i].taglen = sizeof RDEFS_REDIS_TAG - 1;
+        }
+    }
+    k->rd = rd;
+    k->is_reset = 1;
+    k->base.wait_replicas = 0;
+    rstore_flush_limits(s);
+    rtasks_flush(s);
+    rc = reset_command(rd, k, links, n);
     k->base.on_reply = on_reply;
     k->base.apply = write_apply;
     k->c = c;

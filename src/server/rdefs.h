@@ -16,9 +16,10 @@
  * RDEFS_POLL_MS (one cheap call; the whole set comes back only when it changed), and a node
  * whose version is older applies the set before its next turn. A change answered on one node is
  * therefore in force on every node within RDEFS_POLL_MS plus one store round trip, while the
- * store is up. A node loads the set at start, before it listens; a CONFIG RELOAD re-applies it
- * over the new file (the shared definitions win over every node's file, as a single node's
- * LIMIT.SET wins over its file at start).
+ * store is up. On PostgreSQL a write also NOTIFYs every node, which then polls at once. A node
+ * loads the set at start, before it listens; a CONFIG RELOAD re-applies it over the new file (the
+ * shared definitions win over every node's file, as a single node's LIMIT.SET wins over its file at
+ * start).
  *
  * Applying the set to the engine: each name whose text differs from what this node applied last
  * is applied as the single node's recovery applies a stored LIMIT.SET (durable_load.c): the same
@@ -76,9 +77,20 @@ int rdefs_active(const server *s);
  * of the set, which undoes it if the store does not have it). */
 void rdefs_write(conn *c, const char *name, const char *spec, int reply_one);
 
+/* LIMIT.RESET name key on a shared store: forgets the key's state in the store, the limit's
+ * (limit id `name`, definition def) and, when the key has an override, the override's (id
+ * override_id, definition odef; both NULL otherwise). Replies `:1` when the store held any of
+ * them, `:0` when not (the single node's "not tracked"), or `-STOREDOWN`. */
+void rdefs_reset(conn *c, const char *name, const sluice_limit_def *def, const char *override_id,
+                 const sluice_limit_def *odef, const char *key, size_t keylen);
+
 /* Why a definition cannot be shared (a mode or kind the store's script does not enforce), or
  * NULL. The same refusals as server_store_unsupported's for a file. */
 const char *rdefs_unsupported(const sluice_limit_policy *p);
+
+/* Another node changed the set (PostgreSQL's NOTIFY): polls now rather than at the next
+ * RDEFS_POLL_MS. */
+void rdefs_notify(server *s);
 
 /* After CONFIG RELOAD installed a new file: applies the shared set over it again. */
 void rdefs_reapply(server *s);

@@ -1411,14 +1411,18 @@ static const pgconn_stmt pg_stmts[] = {
     {RTASKS_PG_STMT, PGT_CALL_SQL, PGT_CALL_NPARAMS, PGT_CALL_RESULT_FORMAT},
     {SDEFS_PG_GET_STMT, SDEFS_PG_GET_SQL, SDEFS_PG_GET_NPARAMS, 0},
     {SDEFS_PG_SET_STMT, SDEFS_PG_SET_SQL, SDEFS_PG_SET_NPARAMS, 0},
+    {SDEFS_PG_RESET_STMT, SDEFS_PG_RESET_SQL, SDEFS_PG_RESET_NPARAMS, 0},
 };
 
 static void on_pg_notify(void *arg, const char *payload)
 {
     rstore *st = arg;
 
-    (void)payload;
-    rtasks_notify(st->s);
+    /* "defs": a node changed the shared limit definitions (003_overrides.sql). */
+    if (payload && strcmp(payload, "defs") == 0)
+        rdefs_notify(st->s);
+    else
+        rtasks_notify(st->s);
 }
 
 /* Connects to PostgreSQL (rstore_open's half for it). Returns 0, or an error with msg. */

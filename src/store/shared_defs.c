@@ -143,6 +143,31 @@ int sdefs_redis_command(sdefs_cmd *cmd, const char *prefix, const char *sha, int
     return SLUICE_OK;
 }
 
+int sdefs_redis_reset_command(sdefs_reset_cmd *cmd, const char *sha, const char *const *keys,
+                              const size_t *keylens, size_t n)
+{
+    memset(cmd, 0, sizeof(*cmd));
+    if (!sha || n < 1 || n > 2)
+        return SLUICE_EINVAL;
+    snprintf(cmd->nkeys, sizeof cmd->nkeys, "%zu", n);
+    cmd->argv[0] = "EVALSHA";
+    cmd->argvlen[0] = 7;
+    cmd->argv[1] = sha;
+    cmd->argvlen[1] = strlen(sha);
+    cmd->argv[2] = cmd->nkeys;
+    cmd->argvlen[2] = 1;
+    for (size_t i = 0; i < n; i++) {
+        cmd->argv[3 + i] = keys[i];
+        cmd->argvlen[3 + i] = keylens[i];
+    }
+    cmd->argc = 3 + (int)n;
+    cmd->argv[cmd->argc] = "D1";
+    cmd->argvlen[cmd->argc++] = 2;
+    cmd->argv[cmd->argc] = "X";
+    cmd->argvlen[cmd->argc++] = 1;
+    return SLUICE_OK;
+}
+
 /* Whether an answer at version ver to a call made with known carries the whole set. */
 static int is_full(int is_set, int64_t known, int64_t ver)
 {
@@ -247,4 +272,20 @@ int sdefs_pg_answer(const struct pg_result *res, int is_set, int64_t known, int6
 bad:
     sdefs_set_clear(&got);
     return SLUICE_EPARSE;
+}
+
+int sdefs_reset_answer(const struct redisReply *r, const struct pg_result *res, int64_t *n)
+{
+    const PGresult *p = (const PGresult *)res;
+
+    *n = 0;
+    if (r)
+        return r->type == REDIS_REPLY_INTEGER && r->integer >= 0 ? (*n = r->integer, SLUICE_OK)
+                                                                 : SLUICE_EPARSE;
+    if (!p || PQresultStatus(p) != PGRES_TUPLES_OK || PQnfields(p) != 1 || PQntuples(p) != 1 ||
+        PQgetisnull(p, 0, 0) || parse_i64(PQgetvalue(p, 0, 0), n) != 0) {
+        *n = 0;
+        return SLUICE_EPARSE;
+    }
+    return SLUICE_OK;
 }

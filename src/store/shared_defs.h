@@ -78,6 +78,19 @@ typedef struct sdefs_cmd {
 int sdefs_redis_command(sdefs_cmd *cmd, const char *prefix, const char *sha, int64_t known,
                         const char *name, size_t namelen, const char *spec, size_t speclen);
 
+/* LIMIT.RESET of one key: "EVALSHA sha n state_key... D1 X" (n = 1 or 2: the states of the
+ * limit's key and of its override), argv pointing into keys (which must outlive its use).
+ * Returns 0 or SLUICE_EINVAL (a NULL sha, n not 1 or 2). The reply is an integer: how many of
+ * the keys existed. */
+typedef struct sdefs_reset_cmd {
+    int argc;
+    const char *argv[7];
+    size_t argvlen[7];
+    char nkeys[4];
+} sdefs_reset_cmd;
+int sdefs_redis_reset_command(sdefs_reset_cmd *cmd, const char *sha, const char *const *keys,
+                              const size_t *keylens, size_t n);
+
 /* The key every call names first (its Redis Cluster slot is the call's slot): into buf, len bytes
  * (SDEFS_PREFIX_MAX + 16 suffice). Returns its length, or SLUICE_EINVAL. */
 int sdefs_redis_slot_key(const char *prefix, char *buf, size_t len);
@@ -100,6 +113,20 @@ int sdefs_redis_answer(const struct redisReply *r, int is_set, int64_t known, in
 #define SDEFS_PG_SET_SQL                                                                           \
     "SELECT ver, name, spec FROM sluice_limit_defs_set($1::bigint, $2::text, $3::text)"
 #define SDEFS_PG_SET_NPARAMS 3
+
+/* LIMIT.RESET of one key: $1 its tag and $3 its key (hex, as the limits call names them), $2
+ * and $4 the limit ids of its states ($4 NULL when there is no override); one row, the count of
+ * states it deleted. */
+#define SDEFS_PG_RESET_STMT "sluice_defs_reset"
+#define SDEFS_PG_RESET_SQL                                                                         \
+    "WITH d AS (DELETE FROM sluice_limit_state WHERE tag = decode($1, 'hex') AND key = "           \
+    "decode($3, 'hex') AND (lim = $2 OR lim = $4) AND kind <> 0 RETURNING 1) "                     \
+    "SELECT count(*) FROM d"
+#define SDEFS_PG_RESET_NPARAMS 4
+
+/* The count a reset answered (Redis's integer reply, PostgreSQL's one row): 0 and *n, or
+ * SLUICE_EPARSE. */
+int sdefs_reset_answer(const struct redisReply *r, const struct pg_result *res, int64_t *n);
 
 /* As sdefs_redis_answer, for the rows (ver, name, spec; text format) of either statement. */
 int sdefs_pg_answer(const struct pg_result *res, int is_set, int64_t known, int64_t *ver, int *full,

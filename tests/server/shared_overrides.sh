@@ -6,8 +6,9 @@
 # a LIMIT.SET on node A is in force on A when A answers and changes node B's decisions within
 # the poll (measured, bounded); a per-key override set on B and removed on A; a LIMIT.DEL of a
 # limit the file declares; a node started after the changes has them before it listens; a node
-# restarted keeps them; CONFIG RELOAD does not drop them; argument errors keep the single node's
-# words; what the store cannot enforce (mode=shadow) and LIMIT.RESET are refused. On Redis also:
+# restarted keeps them; CONFIG RELOAD does not drop them; LIMIT.RESET of one key forgets its
+# shared state; argument errors keep the single node's words; what the store cannot enforce
+# (mode=shadow) and LIMIT.RESET of every key are refused. On Redis also:
 # a LIMIT.SET while Redis is stopped answers -STOREDOWN and the nodes agree again once it is back.
 # Every wait is a deadline, never a sleep.
 #
@@ -63,6 +64,12 @@ suite() {
   check "$label: b denies the third (the file's 5 would grant it)" 0 \
     "$(redis-cli -p "$b" THROTTLE call k1 | head -1)"
   check "$label: INFO store: b's version" 1 "$(store_field "$b" store_defs_version)"
+  # LIMIT.RESET of one key forgets its shared state, for every node.
+  check "$label: LIMIT.RESET api k1 on a" 1 "$(on "$a" LIMIT.RESET api k1)"
+  check "$label: b grants k1 again" 1 "$(redis-cli -p "$b" THROTTLE call k1 | head -1)"
+  check "$label: LIMIT.RESET of an untracked key" 0 "$(on "$b" LIMIT.RESET api never)"
+  check "$label: LIMIT.RESET of no limit" 'NOLIMIT no limit named "nope"' \
+    "$(on "$b" LIMIT.RESET nope k)"
 
   # A per-key override set on b, removed on a.
   check "$label: LIMIT.KEY on b" OK "$(on "$b" LIMIT.KEY api vip rate=50/1h)"
@@ -90,7 +97,9 @@ suite() {
   check "$label: c starts with api changed" "rate=2/1h,key=explicit" "$(spec "$c" api)"
   contains "$label: c starts without other" NOLIMIT "$(spec "$c" other)"
   check "$label: c starts with extra" "rate=7/1m" "$(spec "$c" extra)"
-  check "$label: c shares the budget" 0 "$(redis-cli -p "$c" THROTTLE call k1 | head -1)"
+  check "$label: c shares the budget (2 of 2 since the reset)" 1 \
+    "$(redis-cli -p "$c" THROTTLE call k1 | head -1)"
+  check "$label: then b denies" 0 "$(redis-cli -p "$b" THROTTLE call k1 | head -1)"
 
   # A restarted node keeps them.
   stop "${label}_b"
@@ -111,7 +120,8 @@ suite() {
     "$(on "$a" LIMIT.KEY nope k rate=1/1s)"
   contains "$label: mode=shadow refused" "mode: shadow is not available with a shared store" \
     "$(on "$a" LIMIT.SET api rate=2/1h,key=explicit,mode=shadow)"
-  contains "$label: LIMIT.RESET still refused" "is not available with a" "$(on "$a" LIMIT.RESET api)"
+  contains "$label: LIMIT.RESET of every key still refused" "is not available with a" \
+    "$(on "$a" LIMIT.RESET api)"
   check "$label: a refused change changed nothing" "rate=2/1h,key=explicit" "$(spec "$b" api)"
   # Back to the file's definition, by LIMIT.SET.
   check "$label: LIMIT.SET back" OK "$(on "$c" LIMIT.SET api rate=5/1h,key=explicit)"

@@ -53,6 +53,9 @@ BEGIN
      WHERE one RETURNING sluice_limit_def_version.ver INTO v;
     INSERT INTO sluice_limit_def (name, spec) VALUES (p_name, p_spec)
         ON CONFLICT ON CONSTRAINT sluice_limit_def_pkey DO UPDATE SET spec = EXCLUDED.spec;
+    -- Delivered at commit to every node's LISTEN (the task queue's channel): they read the set
+    -- at once instead of at their next poll.
+    PERFORM pg_notify('sluice_wake', 'defs');
     IF v = p_known + 1 THEN
         RETURN QUERY SELECT v, NULL::text, NULL::text;
     ELSE

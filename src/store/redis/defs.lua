@@ -12,6 +12,8 @@
 -- ARGV: "D1" (protocol), then either
 --   "G" known          read: the set as the node at version `known` needs it
 --   "S" known name spec  store spec for name ("" removes it) and raise the version
+--   "X"                LIMIT.RESET of one key: KEYS are then that key's state keys instead
+--                      (the limit's, and its override's), deleted; the reply is DEL's count
 -- Reply: an array whose first element is the version (an integer); then, for G when the
 -- version is not `known`, and for S when it is not known + 1, every field and value of the set
 -- (name1, spec1, name2, spec2, ...). A shorter reply means: your set is the set (G), or your set
@@ -23,6 +25,13 @@
 
 local function defs_main()
   local op, known = ARGV[2], tonumber(ARGV[3])
+  if op == "X" then
+    -- LIMIT.RESET name key: forget the key's state (KEYS: its state keys, one slot).
+    if #KEYS < 1 then
+      return redis.error_reply("ERR sluice store script: bad defs reset")
+    end
+    return redis.call("DEL", unpack(KEYS))
+  end
   if not known or #KEYS ~= 2 then
     return redis.error_reply("ERR sluice store script: bad defs call")
   end
