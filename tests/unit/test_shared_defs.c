@@ -370,6 +370,67 @@ static void test_pg_answer(void **state)
     sdefs_set_clear(&s);
 }
 
+static void test_reset(void **state)
+{
+    const char *keys[2] = {"sluice:{all}:3:api:k1", "sluice:{all}:8:api/=vip:k1"};
+    size_t lens[2] = {strlen(keys[0]), strlen(keys[1])};
+    sdefs_reset_cmd c;
+    redisReply *err;
+    PGresult *r;
+    cmd m;
+    int64_t n;
+
+    (void)state;
+    assert_int_equal(sdefs_redis_reset_command(&c, "sha", keys, lens, 2), SLUICE_OK);
+    m.argc = c.argc;
+    m.argv = c.argv;
+    m.argvlen = c.argvlen;
+    assert_int_equal(m.argc, 7);
+    assert_arg(&m, 0, "EVALSHA");
+    assert_arg(&m, 1, "sha");
+    assert_arg(&m, 2, "2");
+    assert_arg(&m, 3, keys[0]);
+    assert_arg(&m, 4, keys[1]);
+    assert_arg(&m, 5, "D1");
+    assert_arg(&m, 6, "X");
+    assert_int_equal(sdefs_redis_reset_command(&c, "sha", keys, lens, 1), SLUICE_OK);
+    assert_int_equal(c.argc, 6);
+    assert_int_equal(sdefs_redis_reset_command(&c, "sha", keys, lens, 0), SLUICE_EINVAL);
+    assert_int_equal(sdefs_redis_reset_command(&c, "sha", keys, lens, 3), SLUICE_EINVAL);
+    assert_int_equal(sdefs_redis_reset_command(&c, NULL, keys, lens, 1), SLUICE_EINVAL);
+
+    reply_pool_reset();
+    assert_int_equal(sdefs_reset_answer(int_(2), NULL, &n), SLUICE_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(sdefs_reset_answer(int_(0), NULL, &n), SLUICE_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(sdefs_reset_answer(int_(-1), NULL, &n), SLUICE_EPARSE);
+    err = node(REDIS_REPLY_ERROR);
+    assert_int_equal(sdefs_reset_answer(err, NULL, &n), SLUICE_EPARSE);
+    assert_int_equal(sdefs_reset_answer(a_(1, int_(1)), NULL, &n), SLUICE_EPARSE);
+    assert_int_equal(n, 0);
+    {
+        static const char *const one[][3] = {{"1", NULL, NULL}};
+        PGresAttDesc a;
+
+        r = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
+        memset(&a, 0, sizeof a);
+        a.name = (char *)"count";
+        a.typid = 20;
+        a.typlen = 8;
+        a.atttypmod = -1;
+        assert_true(PQsetResultAttrs(r, 1, &a));
+        assert_true(PQsetvalue(r, 0, 0, (char *)"1", 1));
+        assert_int_equal(sdefs_reset_answer(NULL, (const struct pg_result *)r, &n), SLUICE_OK);
+        assert_int_equal(n, 1);
+        PQclear(r);
+        r = pg_rows(1, one); /* three columns: not a count */
+        assert_int_equal(sdefs_reset_answer(NULL, (const struct pg_result *)r, &n), SLUICE_EPARSE);
+        PQclear(r);
+    }
+    assert_int_equal(sdefs_reset_answer(NULL, NULL, &n), SLUICE_EPARSE);
+}
+
 /* One migration creates the set and the two functions the statements call. */
 static void test_migration(void **state)
 {
@@ -399,7 +460,7 @@ int main(void)
         cmocka_unit_test(test_redis_answer),
         cmocka_unit_test(test_redis_answer_oom),
         cmocka_unit_test(test_pg_answer),
-        cmocka_unit_test(test_migration),
+        cmocka_unit_test(test_migration), cmocka_unit_test(test_reset),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
