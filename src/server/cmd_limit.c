@@ -1035,6 +1035,12 @@ void cmd_limit_set(conn *c, const resp_command *cmd)
         sluice_limit_policy_clear(&p);
         return;
     }
+    if (rdefs_cluster_cross(s, &p, msg, sizeof msg)) {
+        /* Refused now rather than every request of the type one by one. */
+        resp_error(conn_out(c), "CROSSSLOT", "%s", msg);
+        sluice_limit_policy_clear(&p);
+        return;
+    }
     old = sluice_engine_get_limit(s->engine, name, NULL);
     if (old && server_policy_eq(old, &p)) {
         /* The same limit again: keep its state (LIMIT.RESET clears it). */

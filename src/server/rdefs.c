@@ -106,6 +106,49 @@ const char *rdefs_unsupported(const sluice_limit_policy *p)
     return NULL;
 }
 
+const char *rdefs_cluster_cross(server *s, const sluice_limit_policy *p, char *buf, size_t len)
+{
+    if (!rdefs_active(s) || rstore_kind(s) != CONFIG_STORE_REDIS_CLUSTER || !s->has_config)
+        return NULL;
+    for (size_t i = 0; i < s->config.ntypes; i++) {
+        const sluice_type_policy *t = &s->config.types[i];
+        const sluice_limit_policy *global = NULL, *other = NULL;
+        int named = 0;
+
+        for (size_t k = 0; k < t->nlimits; k++)
+            named |= strcmp(t->limits[k], p->name) == 0;
+        if (!named || t->nlimits < 2)
+            continue;
+        /* The type's links as they would be after the change (server_store_cluster_unsupported's
+         * rule: a keyless link is tagged by its name, a keyed one by the request's key). */
+        for (size_t k = 0; k < t->nlimits; k++) {
+            const sluice_limit_policy *lp =
+                strcmp(t->limits[k], p->name) == 0
+                    ? p
+                    : sluice_engine_get_limit(s->engine, t->limits[k], NULL);
+
+            if (!lp)
+                continue;
+            if (lp->key_source == SLUICE_KEY_NONE && !global)
+                global = lp;
+            else if (!other)
+                other = lp;
+        }
+        if (global && other) {
+            snprintf(buf, len,
+                     "type \"%s\" would chain limit \"%s\" (one global bucket, whose Redis "
+                     "Cluster hash tag is its name) with limit \"%s\" (%s): on a redis-cluster "
+                     "store their states live in different slots, and a chain is decided by one "
+                     "script call in one slot (docs/cluster.md)",
+                     t->name, global->name, other->name,
+                     other->key_source == SLUICE_KEY_NONE ? "another global bucket"
+                                                          : "tagged by the request's key");
+            return buf;
+        }
+    }
+    return NULL;
+}
+
 /* Makes p (a complete policy) the engine's limit p->name: kept as it is when equal, its mode
  * switched when only that differs, else replaced. Returns 0 or the engine's error (why). */
 static int install(server *s, const sluice_limit_policy *p, int64_t now, char *why, size_t len)

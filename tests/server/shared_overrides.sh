@@ -186,6 +186,21 @@ redis-cli --cluster create "127.0.0.1:$rport_m1" "127.0.0.1:$rport_m2" "127.0.0.
 check "redis-cli --cluster create" 0 "$?"
 wait_until "cluster_state:ok" 30 cluster_ok "$rport_m1" "$rport_m2" "$rport_m3"
 suite cluster "redis-cluster://127.0.0.1:$rport_m1,127.0.0.1:$rport_m2"
+# A LIMIT.SET that would make a type chain a global limit with a keyed one (two slots): refused
+# at LIMIT.SET time, nothing changed.
+cat >"$tmp/chain.yaml" <<'YAML'
+limits:
+  perkey: {rate: 5/1h, key: explicit}
+  pair: {rate: 9/1h, key: explicit}
+types:
+  job: {limits: [perkey, pair]}
+YAML
+node_conf=$tmp/chain.yaml start_node chain --store "redis-cluster://127.0.0.1:$rport_m1"
+contains "cluster: a LIMIT.SET making a chain cross slots is refused" \
+  'CROSSSLOT type "job" would chain limit "pair" (one global bucket' \
+  "$(on "$port_chain" LIMIT.SET pair rate=9/1h)"
+check "cluster: nothing changed" "rate=9/1h,key=explicit" "$(spec "$port_chain" pair)"
+check "cluster: a keyed change of it is fine" OK "$(on "$port_chain" LIMIT.SET pair rate=8/1h,key=explicit)"
 check "cluster: the set lives in one slot" "rate=7/1m" \
   "$(redis-cli -c -p "$rport_m1" HGET 'sluice:{defs}:limits' extra)"
 
