@@ -460,7 +460,8 @@ int main(void)
         cmocka_unit_test(test_redis_answer),
         cmocka_unit_test(test_redis_answer_oom),
         cmocka_unit_test(test_pg_answer),
-        cmocka_unit_test(test_migration), cmocka_unit_test(test_reset),
+        cmocka_unit_test(test_migration),
+        cmocka_unit_test(test_reset),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
