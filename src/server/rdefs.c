@@ -37,6 +37,7 @@ typedef struct dcall {
     rdefs *rd;
     int is_set;           /* a write (else the poll) */
     int is_reset;         /* a LIMIT.RESET of one key (its answer's count in ver) */
+    int peek;             /* the poll's cheap form: the version alone (Redis GET) */
     int64_t known;        /* the version this node held when it was sent */
     char *name;           /* a write's limit, owned */
     char *spec;           /* a write's text, owned */
@@ -64,6 +65,7 @@ struct rdefs {
     dcall poll;       /* the poll's call */
     int in_flight;    /* the poll is out */
     int again;        /* a NOTIFY came while it was out: poll again at once */
+    int need_full;    /* the version moved: the next poll reads the set (Redis) */
     uv_timer_t timer; /* the next poll */
     dcall *calls;     /* writes in flight */
     int closed;
@@ -293,6 +295,16 @@ static int command(rdefs *rd, dcall *k, const char *name, const char *spec)
     k->full = 0;
     k->base.wait_replicas = 0;
     k->base.slot = rd->slot;
+    /* On Redis a poll is a plain GET of the version while this node holds a set: no script
+     * call, so it never meets (nor reloads after) a NOSCRIPT, and costs Redis one GET. */
+    k->peek = !name && rstore_kind(s) != CONFIG_STORE_POSTGRES && rd->ver >= 0 && !rd->need_full;
+    if (k->peek) {
+        rc = sdefs_redis_version_command(&k->cmd, NULL);
+        k->base.call.argc = rc == 0 ? k->cmd.argc : 0;
+        k->base.call.argv = rc == 0 ? k->cmd.argv : NULL;
+        k->base.call.argvlen = rc == 0 ? k->cmd.argvlen : NULL;
+        return rc;
+    }
     if (rstore_kind(s) == CONFIG_STORE_POSTGRES) {
         snprintf(k->cmd.known, sizeof k->cmd.known, "%" PRId64, k->known);
         k->pgv[0] = k->cmd.known;
@@ -316,6 +328,7 @@ static void on_reply(rstore_call *call, const rstore_answer *a)
 {
     dcall *k = (dcall *)(void *)call;
     int rc = k->is_reset ? sdefs_reset_answer(a->redis, a->pg, &k->ver)
+             : k->peek   ? sdefs_redis_version_answer(a->redis, &k->ver)
              : a->pg
                  ? sdefs_pg_answer(a->pg, k->is_set, k->known, &k->ver, &k->full, &k->set)
                  : sdefs_redis_answer(a->redis, k->is_set, k->known, &k->ver, &k->full, &k->set);
@@ -340,6 +353,15 @@ static void arm(rdefs *rd, uint64_t delay_ms)
 /* The answer of k (sent at version k->known) is in: brings the engine to the store's set. */
 static void take_answer(rdefs *rd, dcall *k)
 {
+    if (k->peek) {
+        if (k->ver != rd->ver) {
+            rd->need_full = 1; /* read the set now, with its version */
+            rd->again = 1;
+        }
+        return;
+    }
+    if (!k->is_set)
+        rd->need_full = 0;
     if (k->full) {
         rd->ver = k->ver;
         reconcile(rd, &k->set);

@@ -8,6 +8,7 @@
  */
 #include "store/shared_defs.h"
 
+#include <errno.h>
 #include <hiredis.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
@@ -18,6 +19,8 @@
 #include "base/alloc.h"
 #include "base/grow.h"
 #include "sluice/error.h"
+
+static int parse_i64(const char *s, int64_t *out);
 
 /* ---- The set ------------------------------------------------------------------------------- */
 
@@ -143,6 +146,36 @@ int sdefs_redis_command(sdefs_cmd *cmd, const char *prefix, const char *sha, int
     return SLUICE_OK;
 }
 
+int sdefs_redis_version_command(sdefs_cmd *cmd, const char *prefix)
+{
+    int kv;
+
+    memset(cmd, 0, sizeof(*cmd));
+    kv = key_name(prefix, "version", cmd->ver_key, sizeof cmd->ver_key);
+    if (kv < 0)
+        return SLUICE_EINVAL;
+    cmd->argv[0] = "GET";
+    cmd->argvlen[0] = 3;
+    cmd->argv[1] = cmd->ver_key;
+    cmd->argvlen[1] = (size_t)kv;
+    cmd->argc = 2;
+    return SLUICE_OK;
+}
+
+int sdefs_redis_version_answer(const struct redisReply *r, int64_t *ver)
+{
+    char buf[24];
+
+    *ver = 0;
+    if (r && r->type == REDIS_REPLY_NIL)
+        return SLUICE_OK;
+    if (!r || r->type != REDIS_REPLY_STRING || r->len == 0 || r->len >= sizeof buf)
+        return SLUICE_EPARSE;
+    memcpy(buf, r->str, r->len);
+    buf[r->len] = '\0';
+    return parse_i64(buf, ver) == 0 ? SLUICE_OK : SLUICE_EPARSE;
+}
+
 int sdefs_redis_reset_command(sdefs_reset_cmd *cmd, const char *sha, const char *const *keys,
                               const size_t *keylens, size_t n)
 {
@@ -220,10 +253,11 @@ static int parse_i64(const char *s, int64_t *out)
     char *end;
     long long v;
 
-    if (!s || !*s)
+    if (!s || *s < '0' || *s > '9')
         return -1;
+    errno = 0;
     v = strtoll(s, &end, 10);
-    if (*end || v < 0)
+    if (*end || v < 0 || errno == ERANGE)
         return -1;
     *out = (int64_t)v;
     return 0;

@@ -78,6 +78,16 @@ typedef struct sdefs_cmd {
 int sdefs_redis_command(sdefs_cmd *cmd, const char *prefix, const char *sha, int64_t known,
                         const char *name, size_t namelen, const char *spec, size_t speclen);
 
+/* The cheap poll: "GET <prefix>:{defs}:version", no script (a poll never meets NOSCRIPT, and
+ * costs Redis one GET). A node whose version differs then reads the set with a GET call of the
+ * script, which answers the version and the set together. Returns 0 or SLUICE_EINVAL (a bad
+ * prefix). */
+int sdefs_redis_version_command(sdefs_cmd *cmd, const char *prefix);
+
+/* Reads the answer to it: *ver the version (0 when the key does not exist). Returns 0 or
+ * SLUICE_EPARSE (*ver 0). */
+int sdefs_redis_version_answer(const struct redisReply *r, int64_t *ver);
+
 /* LIMIT.RESET of one key: "EVALSHA sha n state_key... D1 X" (n = 1 or 2: the states of the
  * limit's key and of its override), argv pointing into keys (which must outlive its use).
  * Returns 0 or SLUICE_EINVAL (a NULL sha, n not 1 or 2). The reply is an integer: how many of

@@ -370,6 +370,43 @@ static void test_pg_answer(void **state)
     sdefs_set_clear(&s);
 }
 
+static void test_version(void **state)
+{
+    sdefs_cmd c;
+    redisReply *nil;
+    cmd m;
+    int64_t v;
+
+    (void)state;
+    assert_int_equal(sdefs_redis_version_command(&c, NULL), SLUICE_OK);
+    m.argc = c.argc;
+    m.argv = c.argv;
+    m.argvlen = c.argvlen;
+    assert_int_equal(m.argc, 2);
+    assert_arg(&m, 0, "GET");
+    assert_arg(&m, 1, "sluice:{defs}:version");
+    assert_int_equal(sdefs_redis_version_command(&c, "a}b"), SLUICE_EINVAL);
+    reply_pool_reset();
+    nil = node(REDIS_REPLY_NIL);
+    assert_int_equal(sdefs_redis_version_answer(nil, &v), SLUICE_OK);
+    assert_int_equal(v, 0);
+    assert_int_equal(sdefs_redis_version_answer(s_("42"), &v), SLUICE_OK);
+    assert_int_equal(v, 42);
+    assert_int_equal(sdefs_redis_version_answer(s_("9223372036854775807"), &v), SLUICE_OK);
+    assert_int_equal(v, INT64_MAX);
+    {
+        redisReply *bad[] = {
+            NULL,    s_(""),        s_("4x"), s_("-1"), s_("99999999999999999999999"),
+            int_(3), a_(1, s_("1"))};
+
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            v = 7;
+            assert_int_equal(sdefs_redis_version_answer(bad[i], &v), SLUICE_EPARSE);
+            assert_int_equal(v, 0);
+        }
+    }
+}
+
 static void test_reset(void **state)
 {
     const char *keys[2] = {"sluice:{all}:3:api:k1", "sluice:{all}:8:api/=vip:k1"};
@@ -462,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_pg_answer),
         cmocka_unit_test(test_migration),
         cmocka_unit_test(test_reset),
+        cmocka_unit_test(test_version),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
