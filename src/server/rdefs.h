@@ -12,8 +12,9 @@
  * changed since this node's version; if so it carries the whole set, which is applied before the
  * reply. So when a client reads OK, the store holds the change, and this node decides with it.
  *
- * Other nodes learn of it by reading the version: a timer sends a GET(version) every
- * RDEFS_POLL_MS (one cheap call; the whole set comes back only when it changed), and a node
+ * Other nodes learn of it by reading the version: a timer reads it every RDEFS_POLL_MS (on
+ * Redis a plain GET; on PostgreSQL the GET statement, whose answer carries the set only when it
+ * changed; on Redis the script's GET follows when the version moved), and a node
  * whose version is older applies the set before its next turn. A change answered on one node is
  * therefore in force on every node within RDEFS_POLL_MS plus one store round trip, while the
  * store is up. On PostgreSQL a write also NOTIFYs every node, which then polls at once. A node
