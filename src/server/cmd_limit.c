@@ -39,6 +39,7 @@
 #include "server/commands.h"
 #include "server/durable.h"
 #include "server/log.h"
+#include "server/rdefs.h"
 #include "server/rstore.h"
 #include "sluice/error.h"
 #include "sluice/policy_spec.h"
@@ -940,6 +941,18 @@ void cmd_lease_release(conn *c, const resp_command *cmd)
 
 /* ---- LIMIT.* ----------------------------------------------------------------------------- */
 
+/* The reply of a LIMIT.* change now in force on this node: at once (`+OK`, or `:1` when
+ * reply_one), or, on a shared store, once the store holds `spec` for `name` (rdefs.h). */
+static void limit_changed_reply(conn *c, const char *name, const char *spec, int reply_one)
+{
+    if (rdefs_active(c->srv))
+        rdefs_write(c, name, spec, reply_one);
+    else if (reply_one)
+        resp_int(conn_out(c), 1);
+    else
+        resp_simple(conn_out(c), "OK");
+}
+
 /* Switches limit `name` to `mode` in place (LIMIT.SET name mode=shadow, or a spec that differs
  * from the live one in its mode alone) and persists `spec`, the text given. A bare "mode=..." of
  * an untiered limit is persisted as the limit's whole spec, so that it never hides a runtime
@@ -959,6 +972,12 @@ static void limit_set_mode(conn *c, const char *name, const char *spec, sluice_l
                    name);
         return;
     }
+    if (mode == SLUICE_MODE_SHADOW && rdefs_active(s)) {
+        resp_error(conn_out(c), "ERR", "%s",
+                   "mode: shadow is not available with a shared store yet (the store would "
+                   "enforce the limit)");
+        return;
+    }
     rc = p->mode == mode ? 0 : sluice_engine_set_limit_mode(s->engine, name, mode, server_now(s));
     if (rc != 0) {
         reply_engine_error(c, rc, NULL);
@@ -970,7 +989,7 @@ static void limit_set_mode(conn *c, const char *name, const char *spec, sluice_l
     server_engine_changed(s);
     log_info("limit \"%s\" in %s mode by client %" PRIu64, name, sluice_limit_mode_name(mode),
              c->id);
-    resp_simple(conn_out(c), "OK");
+    limit_changed_reply(c, name, spec, 0);
 }
 
 void cmd_limit_set(conn *c, const resp_command *cmd)
@@ -1010,12 +1029,24 @@ void cmd_limit_set(conn *c, const resp_command *cmd)
         resp_error(conn_out(c), "NOMEM", "out of memory");
         return;
     }
+    if (rdefs_active(s) && rdefs_unsupported(&p)) {
+        /* The store's script would enforce what this node would not: refused, as in a file. */
+        resp_error(conn_out(c), "ERR", "%s", rdefs_unsupported(&p));
+        sluice_limit_policy_clear(&p);
+        return;
+    }
+    if (rdefs_cluster_cross(s, &p, msg, sizeof msg)) {
+        /* Refused now rather than every request of the type one by one. */
+        resp_error(conn_out(c), "CROSSSLOT", "%s", msg);
+        sluice_limit_policy_clear(&p);
+        return;
+    }
     old = sluice_engine_get_limit(s->engine, name, NULL);
     if (old && server_policy_eq(old, &p)) {
         /* The same limit again: keep its state (LIMIT.RESET clears it). */
         sluice_limit_policy_clear(&p);
         durable_limit_set(s, name, spec);
-        resp_simple(conn_out(c), "OK");
+        limit_changed_reply(c, name, spec, 0);
         return;
     }
     if (old && server_policy_mode_only(old, &p)) {
@@ -1036,7 +1067,7 @@ void cmd_limit_set(conn *c, const resp_command *cmd)
     server_engine_changed(s);
     log_info("limit \"%s\" %s by client %" PRIu64 ": %s", name, old ? "replaced" : "added", c->id,
              spec);
-    resp_simple(conn_out(c), "OK");
+    limit_changed_reply(c, name, spec, 0);
 }
 
 /* LIMIT.KEY name key spec (spec NULL: LIMIT.KEYDEL name key): sets or removes key's override,
@@ -1069,6 +1100,12 @@ static void limit_key(conn *c, const resp_command *cmd, int del)
             reply_engine_error(c, rc, msg);
             return;
         }
+        if (def.decrease_den > 0 && rdefs_active(s)) {
+            resp_error(conn_out(c), "ERR", "%s",
+                       "adaptive rate limits are not available with a shared store yet (the "
+                       "store knows no AIMD rate)");
+            return;
+        }
     }
     rc = sluice_engine_set_key_override(s->engine, name, cmd->argv[2], cmd->argvlen[2],
                                         del ? NULL : &def, server_now(s), msg, sizeof(msg));
@@ -1084,16 +1121,22 @@ static void limit_key(conn *c, const resp_command *cmd, int del)
     snprintf(id, sizeof(id), "%s/=%.*s", name, (int)cmd->argvlen[2], cmd->argv[2]);
     cmd_limit_bump(s, id);
     p = sluice_engine_get_limit(s->engine, name, NULL);
+    text[0] = '\0';
     if (p && sluice_spec_format_policy(p, text, sizeof(text)) == 0)
         durable_limit_set(s, name, text); /* re-applied at start, over the file's version */
     server_engine_changed(s);
     server_signal_ready(s);
     log_info("limit \"%s\": key \"%s\" override %s by client %" PRIu64, name, id + strlen(name) + 2,
              del ? "removed" : "set", c->id);
-    if (del)
-        resp_int(conn_out(c), 1);
-    else
-        resp_simple(conn_out(c), "OK");
+    if (rdefs_active(s) && text[0] == '\0') {
+        /* "" would share a removal: never that for a spec that did not fit. */
+        resp_error(conn_out(c), "ERR",
+                   "limit \"%s\" with this override has no one-line spec of at most %d bytes: "
+                   "the change is in force on this node only",
+                   name, SLUICE_POLICY_SPEC_MAX_LEN - 1);
+        return;
+    }
+    limit_changed_reply(c, name, text, del);
 }
 
 void cmd_limit_key(conn *c, const resp_command *cmd)
@@ -1262,7 +1305,7 @@ void cmd_limit_del(conn *c, const resp_command *cmd)
         durable_limit_del(s, name);
         server_engine_changed(s);
         log_info("limit \"%s\" removed by client %" PRIu64, name, c->id);
-        resp_int(conn_out(c), 1);
+        limit_changed_reply(c, name, "", 1); /* "": a removal, on every node */
     }
 }
 
@@ -1341,6 +1384,11 @@ void cmd_limit_reset(conn *c, const resp_command *cmd)
         reply_arity(c, "limit.reset");
         return;
     }
+    if (cmd->argc == 2 && rstore_active(s)) {
+        /* Every key of a limit: its states are spread over the store (a Cluster's masters). */
+        rstore_reply_unavailable(c, "limit.reset");
+        return;
+    }
     if (name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0)
         return;
     p = sluice_engine_get_limit(s->engine, name, &live);
@@ -1351,6 +1399,15 @@ void cmd_limit_reset(conn *c, const resp_command *cmd)
     if (cmd->argc == 3) {
         if (check_direct(c, p, live) != 0)
             return;
+        if (rdefs_active(s)) {
+            char id[KEY_ID_BUF];
+            sluice_limit *own = key_core(s, p, cmd->argv[2], cmd->argvlen[2], live);
+            int has = override_id(p, cmd->argv[2], cmd->argvlen[2], id, sizeof id);
+
+            rdefs_reset(c, name, sluice_limit_get_def(live), has ? id : NULL,
+                        has ? sluice_limit_get_def(own) : NULL, cmd->argv[2], cmd->argvlen[2]);
+            return;
+        }
         live = key_core(s, p, cmd->argv[2], cmd->argvlen[2], live);
         rc = sluice_limit_reset(live, cmd->argv[2], cmd->argvlen[2]);
         resp_int(conn_out(c), rc == 0);

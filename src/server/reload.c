@@ -23,6 +23,7 @@
 #include "server/commands.h"
 #include "server/durable.h"
 #include "server/log.h"
+#include "server/rdefs.h"
 #include "sluice/error.h"
 
 /* Limits whose LIMIT.SET override a reload replaced, named in its reply (at most). */
@@ -282,6 +283,10 @@ static int plan_switch(server *s, reload_plan *p, const char *path, char *msg, s
     s->has_config = 1;
     s->config_version = sluice_engine_limits_version(s->engine);
     server_apply_budget(s);
+    /* On a shared store the shared changes are applied again over the file (below): none was
+     * replaced. */
+    if (rdefs_active(s))
+        noverrides = 0;
     for (size_t i = 0, at = 0; i < noverrides && at < msglen; i++) {
         int n = snprintf(msg + at, msglen - at, "%s%s", i ? ", " : "", overrides[i]);
 
@@ -293,6 +298,8 @@ static int plan_switch(server *s, reload_plan *p, const char *path, char *msg, s
         log_warn("config %s: replaced LIMIT.SET changes of limits it declares: %s", path, msg);
     log_info("config %s loaded: %zu limits (%zu changed, %zu removed), %zu types", path,
              s->config.nlimits, changed, removed, s->config.ntypes);
+    /* On a shared store the nodes' shared LIMIT.* changes stay over the file (rdefs.h). */
+    rdefs_reapply(s);
     server_engine_changed(s);
     return 0;
 

@@ -35,6 +35,7 @@
 #include "server/commands.h"
 #include "server/log.h"
 #include "server/rcounters.h"
+#include "server/rdefs.h"
 #include "server/rrecur.h"
 #include "server/rtasks.h"
 #include "sluice/error.h"
@@ -46,6 +47,7 @@
 #include "store/redis_cluster.h"
 #include "store/redis_conn.h"
 #include "store/redis_limits.h"
+#include "store/shared_defs.h"
 
 /* Applied batches kept for reuse. */
 #define SPARE_MAX 8
@@ -1197,6 +1199,7 @@ void rstore_conn_closed(conn *c)
         return;
     rtasks_conn_closed(c);
     rrecur_conn_closed(c);
+    rdefs_conn_closed(c);
     for (rbatch *b = st->cur; b; b = b->tnext)
         for (size_t i = 0; i < b->n; i++)
             if (b->w[i].c == c)
@@ -1226,17 +1229,17 @@ void rstore_reply_unavailable(conn *c, const char *command)
          * would all live on one master, so they wait for a layout of their own. */
         resp_error(conn_out(c), "ERR",
                    "%s is not available with a redis-cluster store yet: this version shares "
-                   "THROTTLE, CL.THROTTLE and LEASE.* across nodes on Redis Cluster (the task "
-                   "queue and recurring series need a standalone redis:// store; "
-                   "docs/cluster.md)",
+                   "THROTTLE, CL.THROTTLE, LEASE.* and live LIMIT.SET/DEL/KEY/KEYDEL changes "
+                   "across nodes on Redis Cluster (the task queue and recurring series need a "
+                   "standalone redis:// store; docs/cluster.md)",
                    upper);
         return;
     }
     resp_error(conn_out(c), "ERR",
                "%s is not available with a %s store yet: this version shares THROTTLE, "
                "CL.THROTTLE, LEASE.*, the task queue (TASK.ADD, GET, ACK, FAIL, TOUCH, "
-               "CANCEL, INFO) and recurring series (RECUR.*) across nodes only "
-               "(docs/cluster.md)",
+               "CANCEL, INFO), recurring series (RECUR.*) and live LIMIT.SET/DEL/KEY/KEYDEL "
+               "changes across nodes only (docs/cluster.md)",
                upper, rstore_kind_name(c->srv));
 }
 
@@ -1431,14 +1434,20 @@ static const pgconn_stmt pg_stmts[] = {
     {RTASKS_PG_STMT, PGT_CALL_SQL, PGT_CALL_NPARAMS, PGT_CALL_RESULT_FORMAT},
     {RRECUR_PG_STMT, PGR_CALL_SQL, PGR_CALL_NPARAMS, PGR_CALL_RESULT_FORMAT},
     {RCOUNTERS_PG_STMT, RCOUNTERS_PG_SQL, RCOUNTERS_PG_NPARAMS, 0},
+    {SDEFS_PG_GET_STMT, SDEFS_PG_GET_SQL, SDEFS_PG_GET_NPARAMS, 0},
+    {SDEFS_PG_SET_STMT, SDEFS_PG_SET_SQL, SDEFS_PG_SET_NPARAMS, 0},
+    {SDEFS_PG_RESET_STMT, SDEFS_PG_RESET_SQL, SDEFS_PG_RESET_NPARAMS, 0},
 };
 
 static void on_pg_notify(void *arg, const char *payload)
 {
     rstore *st = arg;
 
-    (void)payload;
-    rtasks_notify(st->s);
+    /* "defs": a node changed the shared limit definitions (005_overrides.sql). */
+    if (payload && strcmp(payload, "defs") == 0)
+        rdefs_notify(st->s);
+    else
+        rtasks_notify(st->s);
 }
 
 /* Connects to PostgreSQL (rstore_open's half for it). Returns 0, or an error with msg. */
@@ -1600,6 +1609,12 @@ int rstore_open(server *s, char *msg, size_t msglen)
                  "until it is",
                  st->url, st->timeout_ms, down_why(st),
                  st->fail_open ? "are granted" : "answer -STOREDOWN");
+    /* The shared limit definitions, loaded before the first decision when the store is up. */
+    if (rdefs_open(s, st->timeout_ms) != 0) {
+        snprintf(msg, msglen, "out of memory");
+        rstore_free(s);
+        return SLUICE_ENOMEM;
+    }
     log_info("store %s: THROTTLE, CL.THROTTLE, LEASE.*%s in %s (store_failure: "
              "%s, timeout %" PRId64 " ms%s)",
              st->url, st->cl ? "" : " and the task queue",
@@ -1624,6 +1639,7 @@ void rstore_close(server *s)
     send_batch(st); /* answered by the failure mode at once: closed */
     rtasks_close(s);
     rrecur_close(s);
+    rdefs_close(s);
     rc = st->conn;
     rconn_free(rc); /* answers what is in flight ("stopped") */
     st->conn = NULL;
@@ -1644,6 +1660,7 @@ void rstore_free(server *s)
     rstore_close(s); /* answers and applies every call in flight: the FIFO is empty */
     rtasks_free(s);
     rrecur_free(s);
+    rdefs_free(s);
     while ((b = st->cur) != NULL) { /* none: rstore_close sent them */
         st->cur = b->tnext;
         batch_free(b);
@@ -1758,6 +1775,7 @@ void rstore_info(const server *s, char *buf, size_t len)
                  "\r\nstore_cluster_refresh_failures:%" PRIu64 "\r\n",
                  ks.masters, ks.masters_up, ks.slots_known, ks.moved, ks.asks, ks.tryagains,
                  ks.refreshes, ks.refresh_failures);
+        rdefs_info_append(s, buf, len);
         return;
     }
     rtasks_get_stats(s, &t);
@@ -1771,4 +1789,5 @@ void rstore_info(const server *s, char *buf, size_t len)
              t.requests, t.claims, t.delivered, t.waiters, t.wakes, t.subscriber_up ? "up" : "down",
              st->replicas, st->replicas_timeout_ms, x.replica_waits, t.under_replicated);
     rrecur_info_append(s, buf, len);
+    rdefs_info_append(s, buf, len);
 }

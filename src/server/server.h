@@ -222,6 +222,7 @@ struct server {
     void *rtasks_state;  /* rtasks.c: the task queue on the shared store, NULL when not used */
     void *rrecur_state;  /* rrecur.c: recurring series on the shared store, NULL when not used */
     void *rctr_state;    /* rcounters.c: counters summed across nodes, NULL when not used */
+    void *rdefs_state;   /* rdefs.c: live limit definitions on the shared store, NULL when not */
 
     /* Commands by name, errors by code, store commit latency (the admin port's /metrics). */
     server_counters counters;

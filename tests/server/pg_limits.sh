@@ -27,9 +27,9 @@ for seed in ${SLUICE_DIFF_SEEDS:-1 2}; do
   echo "$out" | tail -1
 done
 psql=$(pg_bindir)/psql
+# The version this build writes (src/store/pg_schema.h).
+schema=$(awk '$1 == "#define" && $2 == "PGS_VERSION" { print $3 }' "${2:?}/src/store/pg_schema.h")
 [ -x "$psql" ] || psql=psql
-# The newest migration this build knows (src/store/pg_schema.h).
-schema=$(awk '$1 == "#define" && $2 == "PGS_VERSION" { print $3 }' "$(dirname "$0")/../../src/store/pg_schema.h")
 check "schema version" "$schema" "$("$psql" "$pgconn_diff" -Atc 'SELECT version FROM sluice_schema')"
 # A newer schema than this build knows: refused, with the versions in the message.
 "$psql" "$pgconn_diff" -qc 'UPDATE sluice_schema SET version = 99'

@@ -38,7 +38,8 @@ else
 fi
 echo "$out" | tail -1
 psql=$(pg_bindir)/psql
+# The version this build writes (src/store/pg_schema.h).
+schema=$(awk '$1 == "#define" && $2 == "PGS_VERSION" { print $3 }' "${2:?}/src/store/pg_schema.h")
 [ -x "$psql" ] || psql=psql
-schema=$(awk '$1 == "#define" && $2 == "PGS_VERSION" { print $3 }' "$(dirname "$0")/../../src/store/pg_schema.h")
 check "schema version" "$schema" "$("$psql" "$pgconn_tasks" -Atc 'SELECT version FROM sluice_schema')"
 finish

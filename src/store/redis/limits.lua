@@ -1605,7 +1605,8 @@ end
 -- ---- the call -------------------------------------------------------------------------------
 
 -- Shared by every op of the script (limits here, tasks in tasks.lua and recurring series in
--- recur.lua, appended to this file at build time; the dispatch on ARGV[1] ends recur.lua).
+-- recur.lua, appended to this file at build time; the dispatch on ARGV[1] ends defs.lua, the
+-- shared limit definitions, appended last).
 
 -- Reads Redis TIME once per call into CTX and returns the call's base time: now_arg (injected,
 -- non-empty) or TIME.

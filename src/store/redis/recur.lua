@@ -269,12 +269,4 @@ return {limits_main = limits_main, tasks_main = tasks_main,
         end}
 end
 
-if ARGV[1] == "2" then
-  return fast_main() or lib().limits_main()
-elseif ARGV[1] == "T1" then
-  return lib().tasks_main()
-elseif ARGV[1] == "R1" then
-  return lib().recur_main()
-end
-return redis.error_reply("ERR sluice store script: protocol " .. tostring(ARGV[1]) ..
-                           " not understood (expected 2, T1 or R1)")
+-- The dispatch on ARGV[1] ends defs.lua, appended after this file.

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Live limit changes shared by every node on a shared store, the node's side: with `--store
+ * redis://`, `redis-cluster://` or `postgresql://`, LIMIT.SET, LIMIT.DEL, LIMIT.KEY and
+ * LIMIT.KEYDEL change the definitions of every node, not only this one's.
+ *
+ * The store keeps one set of definitions (store/shared_defs.h: limit name -> the text the single
+ * node would store for it, "" for a removal) and one version. A command checks and applies its
+ * change on this node exactly as on a single node (same errors, same words), then hands the
+ * limit's new text here: it is written to the store (one call through rstore's FIFO) and the
+ * command is answered once the store has it. The write's answer tells whether anything else
+ * changed since this node's version; if so it carries the whole set, which is applied before the
+ * reply. So when a client reads OK, the store holds the change, and this node decides with it.
+ *
+ * Other nodes learn of it by reading the version: a timer reads it every RDEFS_POLL_MS (on
+ * Redis a plain GET; on PostgreSQL the GET statement, whose answer carries the set only when it
+ * changed; on Redis the script's GET follows when the version moved), and a node
+ * whose version is older applies the set before its next turn. A change answered on one node is
+ * therefore in force on every node within RDEFS_POLL_MS plus one store round trip, while the
+ * store is up. On PostgreSQL a write also NOTIFYs every node, which then polls at once. A node
+ * loads the set at start, before it listens; a CONFIG RELOAD re-applies it over the new file (the
+ * shared definitions win over every node's file, as a single node's LIMIT.SET wins over its file at
+ * start).
+ *
+ * Applying the set to the engine: each name whose text differs from what this node applied last
+ * is applied as the single node's recovery applies a stored LIMIT.SET (durable_load.c): the same
+ * definition keeps the limit's state, a mode alone switches the mode, "" removes the limit (one
+ * in a type's chain stays, with a warning); a name that left the set (a write this node made
+ * that the store did not take) goes back to the file's definition, or is removed.
+ *
+ * Invariants:
+ * - at most one poll of this node is in flight; every client write gets exactly one reply;
+ * - `have` is what the engine holds from the set: after each answer it equals the store's set
+ *   at the version this node records;
+ * - nothing here blocks the loop (except rdefs_open, before listening).
+ */
+#ifndef SLUICE_SERVER_RDEFS_H
+#define SLUICE_SERVER_RDEFS_H
+
+#include <stdint.h>
+
+#include "server/conn.h"
+#include "server/server.h"
+#include "sluice/limit.h"
+
+/* How often a node asks the store whether the definitions changed, in ms. */
+#define RDEFS_POLL_MS 100
+
+/* Counters, for INFO. */
+typedef struct rdefs_stats {
+    int64_t version;   /* the set's version this node holds; -1 before the first load */
+    uint64_t polls;    /* GETs sent */
+    uint64_t loads;    /* answers that carried a new set (and were applied) */
+    uint64_t writes;   /* LIMIT.* changes stored */
+    uint64_t applied;  /* definitions applied from the store */
+    uint64_t refused;  /* definitions from the store this node could not apply (logged) */
+    uint64_t failures; /* calls that failed (store down, timeout, a malformed answer) */
+} rdefs_stats;
+
+/* Sets up the shared definitions (after rstore_open made the connection) and, when the store is
+ * up, loads them before returning (running the loop, for at most timeout_ms). Returns 0 or
+ * SLUICE_ENOMEM. */
+int rdefs_open(server *s, int64_t timeout_ms);
+
+/* Stops polling (its handle closes with the loop). Idempotent. */
+void rdefs_close(server *s);
+
+/* Frees the state. Accepts a server without one. */
+void rdefs_free(server *s);
+
+/* 1 when live limit changes go to the shared store. */
+int rdefs_active(const server *s);
+
+/* A LIMIT.* command of client c changed limit `name` on this node; `spec` (NUL-terminated) is
+ * the text a single node stores for it (durable_limit_set's; "" for LIMIT.DEL's removal). The
+ * store gets it; the reply (`+OK`, or `:1` when reply_one) is written when the store answered,
+ * or `-STOREDOWN` when it did not (the change then stays on this node only until its next read
+ * of the set, which undoes it if the store does not have it). */
+void rdefs_write(conn *c, const char *name, const char *spec, int reply_one);
+
+/* LIMIT.RESET name key on a shared store: forgets the key's state in the store, the limit's
+ * (limit id `name`, definition def) and, when the key has an override, the override's (id
+ * override_id, definition odef; both NULL otherwise). Replies `:1` when the store held any of
+ * them, `:0` when not (the single node's "not tracked"), or `-STOREDOWN`. */
+void rdefs_reset(conn *c, const char *name, const sluice_limit_def *def, const char *override_id,
+                 const sluice_limit_def *odef, const char *key, size_t keylen);
+
+/* Why a definition cannot be shared (a mode or kind the store's script does not enforce), or
+ * NULL. The same refusals as server_store_unsupported's for a file. */
+const char *rdefs_unsupported(const sluice_limit_policy *p);
+
+/* Another node changed the set (PostgreSQL's NOTIFY): polls now rather than at the next
+ * RDEFS_POLL_MS. */
+void rdefs_notify(server *s);
+
+/* On a Redis Cluster store: why p (a LIMIT.SET's new policy) would make one of the file's task
+ * types chain a global limit with another limit (states in two slots, which one script call
+ * cannot decide together), in buf; else NULL. The same rule as server_store_cluster_unsupported
+ * for a file. */
+const char *rdefs_cluster_cross(server *s, const sluice_limit_policy *p, char *buf, size_t len);
+
+/* After CONFIG RELOAD installed a new file: applies the shared set over it again. */
+void rdefs_reapply(server *s);
+
+/* A client with deferred replies is closing: its replies are dropped. */
+void rdefs_conn_closed(conn *c);
+
+void rdefs_get_stats(const server *s, rdefs_stats *out);
+
+/* Appends the counters to INFO store's text in buf (NUL-terminated, len bytes in all). */
+void rdefs_info_append(const server *s, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,325 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shared stores' live limit definitions: the set, and the calls that read and write it on
+ * Redis and PostgreSQL (see shared_defs.h). Pure: it builds arguments and reads answers.
+ *
+ * A set is a plain array: it holds the limits changed at runtime, a handful to a few hundred,
+ * looked up once per change applied, so a linear scan costs less than keeping an index.
+ */
+#include "store/shared_defs.h"
+
+#include <errno.h>
+#include <hiredis.h>
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/grow.h"
+#include "sluice/error.h"
+
+static int parse_i64(const char *s, int64_t *out);
+
+/* ---- The set ------------------------------------------------------------------------------- */
+
+void sdefs_set_init(sdefs_set *set)
+{
+    memset(set, 0, sizeof(*set));
+}
+
+void sdefs_set_clear(sdefs_set *set)
+{
+    if (!set)
+        return;
+    for (size_t i = 0; i < set->n; i++) {
+        alloc_free(set->e[i].name);
+        alloc_free(set->e[i].spec);
+    }
+    alloc_free(set->e);
+    memset(set, 0, sizeof(*set));
+}
+
+static sdefs_entry *find(const sdefs_set *set, const char *name, size_t namelen)
+{
+    for (size_t i = 0; i < set->n; i++)
+        if (strlen(set->e[i].name) == namelen && memcmp(set->e[i].name, name, namelen) == 0)
+            return &set->e[i];
+    return NULL;
+}
+
+int sdefs_set_put(sdefs_set *set, const char *name, size_t namelen, const char *spec,
+                  size_t speclen)
+{
+    sdefs_entry *e;
+    char *n = NULL, *sp;
+
+    if (!name || namelen == 0 || memchr(name, '\0', namelen) || (!spec && speclen) ||
+        (speclen && memchr(spec, '\0', speclen)))
+        return SLUICE_EINVAL;
+    e = find(set, name, namelen);
+    /* Every allocation first, so that a failure leaves the set as it was. */
+    sp = alloc_memdup0(speclen ? spec : "", speclen);
+    if (!sp)
+        return SLUICE_ENOMEM;
+    if (!e) {
+        n = alloc_memdup0(name, namelen);
+        if (!n || grow_array(&set->e, &set->cap, set->n + 1, sizeof(*set->e), 8) != 0) {
+            alloc_free(n);
+            alloc_free(sp);
+            return SLUICE_ENOMEM;
+        }
+        e = &set->e[set->n++];
+        e->name = n;
+        e->spec = NULL;
+    }
+    alloc_free(e->spec);
+    e->spec = sp;
+    return SLUICE_OK;
+}
+
+const char *sdefs_set_get(const sdefs_set *set, const char *name)
+{
+    const sdefs_entry *e = find(set, name, strlen(name));
+
+    return e ? e->spec : NULL;
+}
+
+void sdefs_set_move(sdefs_set *dst, sdefs_set *src)
+{
+    sdefs_set_clear(dst);
+    *dst = *src;
+    memset(src, 0, sizeof(*src));
+}
+
+/* ---- Redis --------------------------------------------------------------------------------- */
+
+static int key_name(const char *prefix, const char *what, char *buf, size_t len)
+{
+    int n;
+
+    if (!prefix)
+        prefix = "sluice";
+    if (strlen(prefix) > SDEFS_PREFIX_MAX || strpbrk(prefix, "{}"))
+        return SLUICE_EINVAL;
+    n = snprintf(buf, len, "%s:{defs}:%s", prefix, what);
+    return n < 0 || (size_t)n >= len ? SLUICE_EINVAL : n;
+}
+
+int sdefs_redis_slot_key(const char *prefix, char *buf, size_t len)
+{
+    return key_name(prefix, "limits", buf, len);
+}
+
+int sdefs_redis_command(sdefs_cmd *cmd, const char *prefix, const char *sha, int64_t known,
+                        const char *name, size_t namelen, const char *spec, size_t speclen)
+{
+    int ks, kv;
+
+    memset(cmd, 0, sizeof(*cmd));
+    if (!sha || (name && (namelen == 0 || (!spec && speclen))))
+        return SLUICE_EINVAL;
+    ks = key_name(prefix, "limits", cmd->set_key, sizeof cmd->set_key);
+    kv = key_name(prefix, "version", cmd->ver_key, sizeof cmd->ver_key);
+    if (ks < 0 || kv < 0)
+        return SLUICE_EINVAL;
+    snprintf(cmd->known, sizeof cmd->known, "%" PRId64, known);
+#define ARG(s, l)                                                                                  \
+    do {                                                                                           \
+        cmd->argv[cmd->argc] = (s);                                                                \
+        cmd->argvlen[cmd->argc++] = (l);                                                           \
+    } while (0)
+    ARG("EVALSHA", 7);
+    ARG(sha, strlen(sha));
+    ARG("2", 1);
+    ARG(cmd->set_key, (size_t)ks);
+    ARG(cmd->ver_key, (size_t)kv);
+    ARG("D1", 2);
+    ARG(name ? "S" : "G", 1);
+    ARG(cmd->known, strlen(cmd->known));
+    if (name) {
+        ARG(name, namelen);
+        ARG(speclen ? spec : "", speclen);
+    }
+#undef ARG
+    return SLUICE_OK;
+}
+
+int sdefs_redis_version_command(sdefs_cmd *cmd, const char *prefix)
+{
+    int kv;
+
+    memset(cmd, 0, sizeof(*cmd));
+    kv = key_name(prefix, "version", cmd->ver_key, sizeof cmd->ver_key);
+    if (kv < 0)
+        return SLUICE_EINVAL;
+    cmd->argv[0] = "GET";
+    cmd->argvlen[0] = 3;
+    cmd->argv[1] = cmd->ver_key;
+    cmd->argvlen[1] = (size_t)kv;
+    cmd->argc = 2;
+    return SLUICE_OK;
+}
+
+int sdefs_redis_version_answer(const struct redisReply *r, int64_t *ver)
+{
+    char buf[24];
+
+    *ver = 0;
+    if (r && r->type == REDIS_REPLY_NIL)
+        return SLUICE_OK;
+    if (!r || r->type != REDIS_REPLY_STRING || r->len == 0 || r->len >= sizeof buf)
+        return SLUICE_EPARSE;
+    memcpy(buf, r->str, r->len);
+    buf[r->len] = '\0';
+    return parse_i64(buf, ver) == 0 ? SLUICE_OK : SLUICE_EPARSE;
+}
+
+int sdefs_redis_reset_command(sdefs_reset_cmd *cmd, const char *sha, const char *const *keys,
+                              const size_t *keylens, size_t n)
+{
+    memset(cmd, 0, sizeof(*cmd));
+    if (!sha || n < 1 || n > 2)
+        return SLUICE_EINVAL;
+    snprintf(cmd->nkeys, sizeof cmd->nkeys, "%zu", n);
+    cmd->argv[0] = "EVALSHA";
+    cmd->argvlen[0] = 7;
+    cmd->argv[1] = sha;
+    cmd->argvlen[1] = strlen(sha);
+    cmd->argv[2] = cmd->nkeys;
+    cmd->argvlen[2] = 1;
+    for (size_t i = 0; i < n; i++) {
+        cmd->argv[3 + i] = keys[i];
+        cmd->argvlen[3 + i] = keylens[i];
+    }
+    cmd->argc = 3 + (int)n;
+    cmd->argv[cmd->argc] = "D1";
+    cmd->argvlen[cmd->argc++] = 2;
+    cmd->argv[cmd->argc] = "X";
+    cmd->argvlen[cmd->argc++] = 1;
+    return SLUICE_OK;
+}
+
+/* Whether an answer at version ver to a call made with known carries the whole set. */
+static int is_full(int is_set, int64_t known, int64_t ver)
+{
+    return is_set ? known < 0 || ver != known + 1 : ver != known;
+}
+
+int sdefs_redis_answer(const struct redisReply *r, int is_set, int64_t known, int64_t *ver,
+                       int *full, sdefs_set *set)
+{
+    sdefs_set got;
+    int64_t v;
+    int f, rc;
+
+    *ver = 0;
+    *full = 0;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 || r->elements % 2 != 1 ||
+        !r->element[0] || r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < 0)
+        return SLUICE_EPARSE;
+    v = r->element[0]->integer;
+    f = is_full(is_set, known, v);
+    if (!f && r->elements != 1)
+        return SLUICE_EPARSE;
+    sdefs_set_init(&got);
+    for (size_t i = 1; i + 1 < r->elements; i += 2) {
+        const redisReply *n = r->element[i], *s = r->element[i + 1];
+
+        if (!n || !s || n->type != REDIS_REPLY_STRING || s->type != REDIS_REPLY_STRING) {
+            sdefs_set_clear(&got);
+            return SLUICE_EPARSE;
+        }
+        rc = sdefs_set_put(&got, n->str, n->len, s->str, s->len);
+        if (rc != 0) {
+            sdefs_set_clear(&got);
+            if (rc == SLUICE_ENOMEM)
+                sdefs_set_clear(set);
+            return rc == SLUICE_ENOMEM ? rc : SLUICE_EPARSE;
+        }
+    }
+    if (f)
+        sdefs_set_move(set, &got);
+    *ver = v;
+    *full = f;
+    return SLUICE_OK;
+}
+
+/* ---- PostgreSQL ---------------------------------------------------------------------------- */
+
+static int parse_i64(const char *s, int64_t *out)
+{
+    char *end;
+    long long v;
+
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (*end || v < 0 || errno == ERANGE)
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+int sdefs_pg_answer(const struct pg_result *res, int is_set, int64_t known, int64_t *ver, int *full,
+                    sdefs_set *set)
+{
+    const PGresult *r = (const PGresult *)res;
+    sdefs_set got;
+    int64_t v = 0;
+    int nrows, f, rc;
+
+    *ver = 0;
+    *full = 0;
+    if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQnfields(r) != 3 || PQntuples(r) < 1 ||
+        PQgetisnull(r, 0, 0) || parse_i64(PQgetvalue(r, 0, 0), &v) != 0)
+        return SLUICE_EPARSE;
+    nrows = PQntuples(r);
+    f = is_full(is_set, known, v);
+    sdefs_set_init(&got);
+    for (int i = 0; i < nrows; i++) {
+        int64_t vi;
+
+        if (PQgetisnull(r, i, 0) || parse_i64(PQgetvalue(r, i, 0), &vi) != 0 || vi != v)
+            goto bad;
+        if (PQgetisnull(r, i, 1)) /* the version alone: no definition on this row */
+            continue;
+        if (!f || PQgetisnull(r, i, 2))
+            goto bad;
+        rc = sdefs_set_put(&got, PQgetvalue(r, i, 1), (size_t)PQgetlength(r, i, 1),
+                           PQgetvalue(r, i, 2), (size_t)PQgetlength(r, i, 2));
+        if (rc == SLUICE_ENOMEM) {
+            sdefs_set_clear(&got);
+            sdefs_set_clear(set);
+            return rc;
+        }
+        if (rc != 0)
+            goto bad;
+    }
+    if (f)
+        sdefs_set_move(set, &got);
+    *ver = v;
+    *full = f;
+    return SLUICE_OK;
+bad:
+    sdefs_set_clear(&got);
+    return SLUICE_EPARSE;
+}
+
+int sdefs_reset_answer(const struct redisReply *r, const struct pg_result *res, int64_t *n)
+{
+    const PGresult *p = (const PGresult *)res;
+
+    *n = 0;
+    if (r)
+        return r->type == REDIS_REPLY_INTEGER && r->integer >= 0 ? (*n = r->integer, SLUICE_OK)
+                                                                 : SLUICE_EPARSE;
+    if (!p || PQresultStatus(p) != PGRES_TUPLES_OK || PQnfields(p) != 1 || PQntuples(p) != 1 ||
+        PQgetisnull(p, 0, 0) || parse_i64(PQgetvalue(p, 0, 0), n) != 0) {
+        *n = 0;
+        return SLUICE_EPARSE;
+    }
+    return SLUICE_OK;
+}

@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Live limit changes shared by every node (issues 10 and 11, docs/cluster.md "Live limit
+# changes"): on one Redis, on a 3-master Redis Cluster and on one PostgreSQL, nodes started with
+# the same file and store share LIMIT.SET, LIMIT.DEL, LIMIT.KEY and LIMIT.KEYDEL. For each store:
+# a LIMIT.SET on node A is in force on A when A answers and changes node B's decisions within
+# the poll (measured, bounded); a per-key override set on B and removed on A; a LIMIT.DEL of a
+# limit the file declares; a node started after the changes has them before it listens; a node
+# restarted keeps them; CONFIG RELOAD does not drop them; LIMIT.RESET of one key forgets its
+# shared state; argument errors keep the single node's words; what the store cannot enforce
+# (mode=shadow) and LIMIT.RESET of every key are refused. On Redis also:
+# a LIMIT.SET while Redis is stopped answers -STOREDOWN and the nodes agree again once it is back.
+# Every wait is a deadline, never a sleep.
+#
+# Usage: bash tests/server/shared_overrides.sh PATH-TO-SLUICE SOURCE-DIR
+set -u
+set -f
+
+sluice=${1:?usage: shared_overrides.sh PATH-TO-SLUICE SOURCE-DIR}
+. "$(dirname "$0")/lib.bash"
+need_tools shared_overrides.sh redis-server redis-cli
+
+cat >"$tmp/sluice.yaml" <<'YAML'
+limits:
+  api: {rate: 5/1h, key: explicit}
+  other: {rate: 100/1h, key: explicit}
+types:
+  call: {limits: [api]}
+YAML
+
+# spec PORT NAME: the spec LIMIT.GET answers for NAME on the node on PORT (or its error).
+spec() { redis-cli -p "$1" LIMIT.GET "$2" 2>&1 | awk 'NR == 1 && /^[A-Z]+ / { print; exit } p { print; exit } $0 == "spec" { p = 1 }'; }
+spec_is() { [ "$(spec "$1" "$2")" = "$3" ]; }
+# limit_of PORT KEY: the limit field of THROTTLE call KEY (peeked, nothing charged).
+limit_of() { redis-cli -p "$1" THROTTLE call "$2" PEEK 2>&1 | sed -n 2p; }
+limit_is() { [ "$(limit_of "$1" "$2")" = "$3" ]; }
+nolimit() { spec "$1" "$2" | grep -q '^NOLIMIT'; }
+store_up() { [ "$(store_field "$1" store_state)" = up ]; }
+
+# suite LABEL URL: the checks on one store (fresh: nothing shared yet).
+suite() {
+  local label=$1 url=$2 a b c t0 t1 got
+  start_node "${label}_a" --store "$url" --store-timeout 5000
+  start_node "${label}_b" --store "$url" --store-timeout 5000
+  local -n pa="port_${label}_a" pb="port_${label}_b"
+  a=$pa
+  b=$pb
+  wait_until "$label: node a up" 20 store_up "$a"
+  wait_until "$label: node b up" 20 store_up "$b"
+  check "$label: the file's definition first" "rate=5/1h,key=explicit" "$(spec "$b" api)"
+  check "$label: the file's limit" 5 "$(limit_of "$b" fresh)"
+
+  # LIMIT.SET on a: in force on a when a answers, on b within the poll.
+  check "$label: LIMIT.SET on a" OK "$(on "$a" LIMIT.SET api rate=2/1h,key=explicit)"
+  t0=$(now_ms)
+  check "$label: a decides with it as soon as it answered" 2 "$(limit_of "$a" k1)"
+  wait_until "$label: b has it" 10 spec_is "$b" api "rate=2/1h,key=explicit"
+  t1=$(now_ms)
+  echo "# $label: LIMIT.SET on a seen by b after $((t1 - t0)) ms (poll every 100 ms)"
+  within "$label: seen by b within a second" 0 1000 "$((t1 - t0))"
+  # One budget with the new definition, whichever node decides.
+  check "$label: b grants 1 of 2" 1 "$(redis-cli -p "$b" THROTTLE call k1 | head -1)"
+  check "$label: a grants 2 of 2" 1 "$(redis-cli -p "$a" THROTTLE call k1 | head -1)"
+  check "$label: b denies the third (the file's 5 would grant it)" 0 \
+    "$(redis-cli -p "$b" THROTTLE call k1 | head -1)"
+  check "$label: INFO store: b's version" 1 "$(store_field "$b" store_defs_version)"
+  # LIMIT.RESET of one key forgets its shared state, for every node.
+  check "$label: LIMIT.RESET api k1 on a" 1 "$(on "$a" LIMIT.RESET api k1)"
+  check "$label: b grants k1 again" 1 "$(redis-cli -p "$b" THROTTLE call k1 | head -1)"
+  check "$label: LIMIT.RESET of an untracked key" 0 "$(on "$b" LIMIT.RESET api never)"
+  check "$label: LIMIT.RESET of no limit" 'NOLIMIT no limit named "nope"' \
+    "$(on "$b" LIMIT.RESET nope k)"
+
+  # A per-key override set on b, removed on a.
+  check "$label: LIMIT.KEY on b" OK "$(on "$b" LIMIT.KEY api vip rate=50/1h)"
+  check "$label: b's override in force at once" 50 "$(limit_of "$b" vip)"
+  wait_until "$label: a has b's override" 10 limit_is "$a" vip 50
+  check "$label: other keys keep the limit's definition" 2 "$(limit_of "$a" k2)"
+  check "$label: LIMIT.KEYDEL on a" 1 "$(on "$a" LIMIT.KEYDEL api vip)"
+  wait_until "$label: b drops the override" 10 limit_is "$b" vip 2
+  check "$label: LIMIT.KEYDEL of no override" 0 "$(on "$b" LIMIT.KEYDEL api vip)"
+
+  # LIMIT.DEL of a limit the file declares: gone everywhere.
+  check "$label: LIMIT.DEL on a" 1 "$(on "$a" LIMIT.DEL other)"
+  wait_until "$label: b has no limit other" 10 nolimit "$b" other
+  check "$label: THROTTLE of it on b: the single node's words" \
+    'NOLIMIT no limit or task type named "other"' "$(on "$b" THROTTLE other x)"
+  check "$label: LIMIT.DEL again: NOLIMIT" 'NOLIMIT no limit named "other"' \
+    "$(on "$b" LIMIT.DEL other)"
+  # And a limit added live.
+  check "$label: LIMIT.SET of a new limit on b" OK "$(on "$b" LIMIT.SET extra rate=7/1m)"
+
+  # A node started after the changes has them before it listens (no wait).
+  start_node "${label}_c" --store "$url" --store-timeout 5000
+  local -n pc="port_${label}_c"
+  c=$pc
+  check "$label: c starts with api changed" "rate=2/1h,key=explicit" "$(spec "$c" api)"
+  contains "$label: c starts without other" NOLIMIT "$(spec "$c" other)"
+  check "$label: c starts with extra" "rate=7/1m" "$(spec "$c" extra)"
+  check "$label: c shares the budget (2 of 2 since the reset)" 1 \
+    "$(redis-cli -p "$c" THROTTLE call k1 | head -1)"
+  check "$label: then b denies" 0 "$(redis-cli -p "$b" THROTTLE call k1 | head -1)"
+
+  # A restarted node keeps them.
+  stop "${label}_b"
+  start_node "${label}_b" --store "$url" --store-timeout 5000
+  b=$pb
+  check "$label: b restarted: api" "rate=2/1h,key=explicit" "$(spec "$b" api)"
+  contains "$label: b restarted: no other" NOLIMIT "$(spec "$b" other)"
+
+  # CONFIG RELOAD of the file does not drop them.
+  check "$label: CONFIG RELOAD on a" OK "$(on "$a" CONFIG RELOAD)"
+  check "$label: after the reload, still the shared api" "rate=2/1h,key=explicit" "$(spec "$a" api)"
+  contains "$label: after the reload, still no other" NOLIMIT "$(spec "$a" other)"
+
+  # Same words as a single node; what the store cannot enforce is refused, nothing stored.
+  contains "$label: a bad spec: the single node's words" "WRONGARGS bad period" \
+    "$(on "$a" LIMIT.SET api 'rate=2/1x')"
+  contains "$label: LIMIT.KEY of no limit" 'NOLIMIT no limit named "nope"' \
+    "$(on "$a" LIMIT.KEY nope k rate=1/1s)"
+  contains "$label: mode=shadow refused" "mode: shadow is not available with a shared store" \
+    "$(on "$a" LIMIT.SET api rate=2/1h,key=explicit,mode=shadow)"
+  contains "$label: LIMIT.RESET of every key still refused" "is not available with a" \
+    "$(on "$a" LIMIT.RESET api)"
+  check "$label: a refused change changed nothing" "rate=2/1h,key=explicit" "$(spec "$b" api)"
+  # Back to the file's definition, by LIMIT.SET.
+  check "$label: LIMIT.SET back" OK "$(on "$c" LIMIT.SET api rate=5/1h,key=explicit)"
+  wait_until "$label: a has it back" 10 spec_is "$a" api "rate=5/1h,key=explicit"
+  wait_until "$label: b has it back" 10 spec_is "$b" api "rate=5/1h,key=explicit"
+}
+
+# ---- one Redis -------------------------------------------------------------------------------
+
+start_redis r
+suite redis "redis://127.0.0.1:$rport_r/0"
+check "redis: the set lives in one hash" "rate=7/1m" \
+  "$(redis-cli -p "$rport_r" HGET 'sluice:{defs}:limits' extra)"
+
+# Redis stopped: a LIMIT.SET answers -STOREDOWN, and once Redis is back every node agrees with
+# the store, whichever way it went.
+start_node down_a --store "redis://127.0.0.1:$rport_r/0" --store-timeout 300
+start_node down_b --store "redis://127.0.0.1:$rport_r/0" --store-timeout 300
+kill -STOP "$rpid_r"
+contains "redis stopped: LIMIT.SET answers STOREDOWN" STOREDOWN \
+  "$(on "$port_down_a" LIMIT.SET api rate=3/1h,key=explicit)"
+kill -CONT "$rpid_r"
+agree() {
+  local s
+  s=$(redis-cli -p "$rport_r" HGET 'sluice:{defs}:limits' api)
+  [ -n "$s" ] && spec_is "$port_down_a" api "$s" && spec_is "$port_down_b" api "$s" &&
+    spec_is "$port_redis_a" api "$s"
+}
+wait_until "redis back: every node holds the store's api" 10 agree
+
+# ---- a Redis Cluster -------------------------------------------------------------------------
+
+cluster_port() {
+  python3 - <<'PY'
+import random, socket
+for _ in range(200):
+    p = random.randrange(20000, 30000)
+    try:
+        for q in (p, p + 10000):
+            s = socket.socket()
+            s.bind(("127.0.0.1", q))
+            s.close()
+    except OSError:
+        continue
+    print(p)
+    break
+PY
+}
+cluster_ok() {
+  local p
+  for p in "$@"; do
+    redis-cli -p "$p" CLUSTER INFO 2>/dev/null | tr -d '\r' | grep -q '^cluster_state:ok$' || return 1
+  done
+}
+for m in m1 m2 m3; do
+  redis_port_cmd=cluster_port start_redis $m --cluster-enabled yes \
+    --cluster-config-file "$tmp/$m.redis/nodes.conf" --cluster-node-timeout 2000 \
+    --cluster-require-full-coverage no
+done
+redis-cli --cluster create "127.0.0.1:$rport_m1" "127.0.0.1:$rport_m2" "127.0.0.1:$rport_m3" \
+  --cluster-replicas 0 --cluster-yes >"$tmp/cluster.log" 2>&1
+check "redis-cli --cluster create" 0 "$?"
+wait_until "cluster_state:ok" 30 cluster_ok "$rport_m1" "$rport_m2" "$rport_m3"
+suite cluster "redis-cluster://127.0.0.1:$rport_m1,127.0.0.1:$rport_m2"
+# A LIMIT.SET that would make a type chain a global limit with a keyed one (two slots): refused
+# at LIMIT.SET time, nothing changed.
+cat >"$tmp/chain.yaml" <<'YAML'
+limits:
+  perkey: {rate: 5/1h, key: explicit}
+  pair: {rate: 9/1h, key: explicit}
+types:
+  job: {limits: [perkey, pair]}
+YAML
+node_conf=$tmp/chain.yaml start_node chain --store "redis-cluster://127.0.0.1:$rport_m1"
+contains "cluster: a LIMIT.SET making a chain cross slots is refused" \
+  'CROSSSLOT type "job" would chain limit "pair" (one global bucket' \
+  "$(on "$port_chain" LIMIT.SET pair rate=9/1h)"
+check "cluster: nothing changed" "rate=9/1h,key=explicit" "$(spec "$port_chain" pair)"
+check "cluster: a keyed change of it is fine" OK "$(on "$port_chain" LIMIT.SET pair rate=8/1h,key=explicit)"
+check "cluster: the set lives in one slot" "rate=7/1m" \
+  "$(redis-cli -c -p "$rport_m1" HGET 'sluice:{defs}:limits' extra)"
+
+# ---- one PostgreSQL --------------------------------------------------------------------------
+
+need_postgres
+start_postgres p
+suite pg "postgresql://sluice@127.0.0.1:$pgport_p/postgres"
+psql=$(pg_bindir)/psql
+[ -x "$psql" ] || psql=psql
+check "pg: the set lives in one table" "rate=7/1m" \
+  "$("$psql" "$pgconn_p" -Atc "SELECT spec FROM sluice_limit_def WHERE name = 'extra'")"
+finish
