@@ -59,21 +59,26 @@ static const char usage_text[] =
     "                            Redis, decided in Redis's clock, and the nodes share one task\n"
     "                            queue there (TASK.ADD, GET, ACK, FAIL, TOUCH, CANCEL, INFO)\n"
     "                            and its recurring series (RECUR.*: each point fires once,\n"
-    "                            on whichever node gets there first).\n"
+    "                            on whichever node gets there first). LIMIT.SET/DEL/KEY/KEYDEL\n"
+    "                            and LIMIT.RESET NAME KEY on one node reach every node (within\n"
+    "                            about 100 ms), and INFO, /metrics and the dashboard show the\n"
+    "                            counters of every node summed.\n"
     "                            Not shared yet (and refused with a shared store): TASK.EXPLAIN,\n"
-    "                            TASK.ADD LEASE, runtime limit changes (LIMIT.SET/DEL/RESET/\n"
-    "                            KEY/BACKOFF...), shadow mode, adaptive limits and fairness:\n"
-    "                            keys, the HTTP /v1 API.\n"
+    "                            TASK.ADD LEASE, LIMIT.RATE/SPEND/BACKOFF, LIMIT.RESET of a\n"
+    "                            whole limit, shadow mode, adaptive limits and fairness: keys,\n"
+    "                            the HTTP /v1 API.\n"
     "                            Nothing is kept on disk then (--data does not apply)\n"
     "      --store redis-cluster://HOST[:PORT],HOST[:PORT],...  a Redis Cluster (the seeds:\n"
-    "                            the rest is read with CLUSTER SLOTS): THROTTLE, CL.THROTTLE\n"
-    "                            and LEASE.* shared, each key decided by its slot's master;\n"
-    "                            MOVED and ASK followed. Not shared there yet: the task queue\n"
-    "                            and RECUR.*; a type chaining a global limit with another is\n"
-    "                            refused (its links would be in different slots)\n"
+    "                            the rest is read with CLUSTER SLOTS): THROTTLE, CL.THROTTLE,\n"
+    "                            LEASE.*, live limit changes and the counters shared, each key\n"
+    "                            decided by its slot's master; MOVED and ASK followed. Not\n"
+    "                            shared there yet: the task queue and RECUR.*; a type chaining\n"
+    "                            a global limit with another is refused (its links would be in\n"
+    "                            different slots)\n"
     "      --store postgresql://[USER@]HOST[:PORT]/DB  (or libpq's \"host=... dbname=...\")\n"
-    "                            the same budgets, task queue and RECUR.* kept in PostgreSQL,\n"
-    "                            decided in its clock; sluice creates and migrates its schema.\n"
+    "                            everything the redis store shares, kept in PostgreSQL and\n"
+    "                            decided in its clock (changes reach other nodes at once, by\n"
+    "                            NOTIFY); sluice creates and migrates its schema.\n"
     "                            Not shared there yet: what the redis store refuses\n"
     "      --store-failure MODE  when the store is down or late: closed (answer -STOREDOWN, the\n"
     "                            default) or open (grant, counted in INFO and /metrics)\n"
@@ -509,7 +514,7 @@ static int parse_options(int argc, char **argv, server_options *o, char *pass, s
     if (o->store_url && data_given) {
         fprintf(stderr,
                 "sluice serve: --data names the embedded store; with --store %s nothing "
-                "is kept on disk (tasks are not shared yet): drop one of them\n",
+                "is kept on disk (the shared store keeps everything): drop one of them\n",
                 o->store_url);
         return EXIT_USAGE;
     }
