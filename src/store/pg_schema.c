@@ -21,6 +21,8 @@ extern const char pgs_sql_001[];
 extern const size_t pgs_sql_001_len;
 extern const char pgs_sql_002[];
 extern const size_t pgs_sql_002_len;
+extern const char pgs_sql_003[];
+extern const size_t pgs_sql_003_len;
 
 /* The advisory lock migrators take: any constant of our own ("sluice" in ASCII). */
 #define PGS_LOCK_KEY "125779665104229"
@@ -36,6 +38,10 @@ const char *pgs_migration(int v, size_t *len)
         if (len)
             *len = pgs_sql_002_len;
         return pgs_sql_002;
+    case 3:
+        if (len)
+            *len = pgs_sql_003_len;
+        return pgs_sql_003;
     default:
         return NULL;
     }

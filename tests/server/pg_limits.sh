@@ -28,10 +28,10 @@ for seed in ${SLUICE_DIFF_SEEDS:-1 2}; do
 done
 psql=$(pg_bindir)/psql
 [ -x "$psql" ] || psql=psql
-check "schema version" 2 "$("$psql" "$pgconn_diff" -Atc 'SELECT version FROM sluice_schema')"
+check "schema version" 3 "$("$psql" "$pgconn_diff" -Atc 'SELECT version FROM sluice_schema')"
 # A newer schema than this build knows: refused, with the versions in the message.
 "$psql" "$pgconn_diff" -qc 'UPDATE sluice_schema SET version = 99'
 out=$("$helper" "$pgconn_diff" 1 1 2>&1)
 check "newer schema refused (exit status)" 2 "$?"
-contains "newer schema refused (message)" "schema is version 99, newer than this sluice knows (2)" "$out"
+contains "newer schema refused (message)" "schema is version 99, newer than this sluice knows (3)" "$out"
 finish

@@ -39,5 +39,5 @@ fi
 echo "$out" | tail -1
 psql=$(pg_bindir)/psql
 [ -x "$psql" ] || psql=psql
-check "schema version" 2 "$("$psql" "$pgconn_tasks" -Atc 'SELECT version FROM sluice_schema')"
+check "schema version" 3 "$("$psql" "$pgconn_tasks" -Atc 'SELECT version FROM sluice_schema')"
 finish
