@@ -31,6 +31,14 @@ for seed in ${SLUICE_TASKS_SEEDS:-1 2}; do
   fi
   echo "$out" | tail -1
 done
+# The plain mood: mostly tasks without links, in calls of up to eight requests (003's set-based
+# runs of adds, claims and acks, and the per-request path between them).
+if out=$(SLUICE_TASKS_PLAIN=1 "$helper" "$rport_tasks" "$pgconn_tasks" 3 "${SLUICE_TASKS_STEPS:-2000}" 2>&1); then
+  ok
+else
+  bad "plain seed 3: $out"
+fi
+echo "$out" | tail -1
 if out=$("$helper" --race "$pgconn_tasks" "${SLUICE_TASKS_PROCS:-4}" 400 2>&1); then
   ok
 else

@@ -124,12 +124,12 @@ DECLARE
     outv bytea[] := '{}'; off int := 0; nd int; w numeric; w2 numeric; wake numeric;
 BEGIN
     -- What 002's claim does before it gates ready tasks must have nothing to do.
-    IF EXISTS (SELECT 1 FROM sluice_task WHERE state = 3
-                  AND due <= sluice_i64(sluice_ms_ceil(now) * 1000000))
-       OR EXISTS (SELECT 1 FROM sluice_task WHERE state = 1 AND due > 0 AND type = p_type
-                     AND due <= sluice_i64(sluice_ms_ceil(now) * 1000000))
-       OR EXISTS (SELECT 1 FROM sluice_task_wake
-                   WHERE wake_ms <= sluice_i64(sluice_ms_floor(now))) THEN
+    -- Asked as min() (the first entry of each partial index), not as EXISTS (... due <= x): a
+    -- generic plan of the latter scans every running task when none has lapsed.
+    IF (SELECT min(due) FROM sluice_task WHERE state = 3) <= sluice_ms_ceil(now) * 1000000
+       OR (SELECT min(due) FROM sluice_task WHERE state = 1 AND due > 0 AND type = p_type)
+          <= sluice_ms_ceil(now) * 1000000
+       OR (SELECT min(wake_ms) FROM sluice_task_wake) <= sluice_ms_floor(now) THEN
         RETURN NULL;
     END IF;
     SELECT sum(c) INTO total FROM unnest(p_counts) AS c;
@@ -231,7 +231,7 @@ DECLARE
     qclock numeric; fin numeric; e bytea;
     ops text[] := '{}'; fast boolean[] := '{}'; ctype text[] := '{}'; cnt int[] := '{}';
     ids bigint[] := '{}'; atts int[] := '{}';
-    ri int; rj int; r2 int;
+    ri int; rj int; r2 int; wq_due boolean;
 BEGIN
     PERFORM set_config('sluice.twoke', '', true);
     PERFORM set_config('sluice.tfin', '', true);
@@ -284,33 +284,49 @@ BEGIN
     IF cardinality(ctypes) > 0 THEN
         ctypes := ARRAY(SELECT u.t FROM unnest(ctypes) WITH ORDINALITY AS u(t, o)
                          GROUP BY u.t ORDER BY min(u.o));
-        named := named || ARRAY(SELECT id FROM sluice_task WHERE state = 3
-                                   AND due <= sluice_i64(sluice_ms_ceil(t_sel) * 1000000)
-                                 ORDER BY due LIMIT 64 FOR UPDATE SKIP LOCKED);
+        -- Each scan only when its index's first entry is due: a scan bounded by a parameter
+        -- is planned again at each call, a min() is not.
+        IF (SELECT min(due) FROM sluice_task WHERE state = 3)
+           <= sluice_ms_ceil(t_sel) * 1000000 THEN
+            named := named || ARRAY(SELECT id FROM sluice_task WHERE state = 3
+                                       AND due <= sluice_i64(sluice_ms_ceil(t_sel) * 1000000)
+                                     ORDER BY due LIMIT 64 FOR UPDATE SKIP LOCKED);
+        END IF;
         FOR i IN 1 .. cardinality(ctypes) LOOP
+            CONTINUE WHEN NOT coalesce((SELECT min(due) FROM sluice_task WHERE state = 1
+                                           AND due > 0 AND type = ctypes[i])
+                                       <= sluice_ms_ceil(t_sel) * 1000000, false);
             named := named || ARRAY(SELECT id FROM sluice_task WHERE state = 1 AND due > 0
                                        AND due <= sluice_i64(sluice_ms_ceil(t_sel) * 1000000)
                                        AND type = ctypes[i]
                                      ORDER BY due LIMIT 64 FOR UPDATE SKIP LOCKED);
         END LOOP;
         named := named || sluice_task_ready(ctypes, least(ccount, 64), '{}');
-        -- Parked tasks of the due queues and of the queues on the named tasks' keys.
-        named := named || ARRAY(
-            SELECT p.id FROM ((SELECT w.tag, w.lim, w.key FROM sluice_task_wake w
-                               WHERE w.wake_ms <= sluice_i64(sluice_ms_floor(t_sel))
-                               ORDER BY w.wake_ms LIMIT 16)
-                              UNION
-                              SELECT l.tag, l.lim, l.key FROM sluice_task n,
-                                     unnest(n.l_tag, n.l_lim, n.l_key) AS l(tag, lim, key)
-                               WHERE n.id = ANY (named)) q,
-                   LATERAL (SELECT id FROM sluice_task s WHERE s.state = 2 AND s.wq_tag = q.tag
-                               AND s.wq_lim = q.lim AND s.wq_key = q.key
-                             ORDER BY s.prio DESC, s.id LIMIT 64) p);
-        SELECT k_tag || array_agg(w.tag), k_lim || array_agg(w.lim::text), k_key || array_agg(w.key)
-          INTO k_tag, k_lim, k_key
-          FROM (SELECT tag, lim, key FROM sluice_task_wake
-                 WHERE wake_ms <= sluice_i64(sluice_ms_floor(t_sel))
-                 ORDER BY wake_ms LIMIT 16) w;
+        -- Parked tasks of the due queues and of the queues on the named tasks' keys: looked
+        -- for only when there may be any (this query is planned at each call).
+        wq_due := coalesce((SELECT min(wake_ms) FROM sluice_task_wake) <= sluice_ms_floor(t_sel),
+                           false);
+        IF wq_due OR EXISTS (SELECT 1 FROM sluice_task n WHERE n.id = ANY (named)
+                                AND cardinality(n.l_def) > 0) THEN
+            named := named || ARRAY(
+                SELECT p.id FROM ((SELECT w.tag, w.lim, w.key FROM sluice_task_wake w
+                                   WHERE w.wake_ms <= sluice_i64(sluice_ms_floor(t_sel))
+                                   ORDER BY w.wake_ms LIMIT 16)
+                                  UNION
+                                  SELECT l.tag, l.lim, l.key FROM sluice_task n,
+                                         unnest(n.l_tag, n.l_lim, n.l_key) AS l(tag, lim, key)
+                                   WHERE n.id = ANY (named)) q,
+                       LATERAL (SELECT id FROM sluice_task s WHERE s.state = 2 AND s.wq_tag = q.tag
+                                   AND s.wq_lim = q.lim AND s.wq_key = q.key
+                                 ORDER BY s.prio DESC, s.id LIMIT 64) p);
+        END IF;
+        IF wq_due THEN
+            SELECT k_tag || array_agg(w.tag), k_lim || array_agg(w.lim::text), k_key || array_agg(w.key)
+              INTO k_tag, k_lim, k_key
+              FROM (SELECT tag, lim, key FROM sluice_task_wake
+                     WHERE wake_ms <= sluice_i64(sluice_ms_floor(t_sel))
+                     ORDER BY wake_ms LIMIT 16) w;
+        END IF;
     END IF;
     IF cardinality(named) > 0 THEN
         SELECT k_tag || coalesce(array_agg(l.tag), '{}'), k_lim || coalesce(array_agg(l.lim), '{}'),
