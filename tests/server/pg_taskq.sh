@@ -48,4 +48,22 @@ echo "$out" | tail -1
 psql=$(pg_bindir)/psql
 [ -x "$psql" ] || psql=psql
 check "schema version" 3 "$("$psql" "$pgconn_tasks" -Atc 'SELECT version FROM sluice_schema')"
+# A database at version 2 (001 and 002 applied, a task queued and one running) migrates to 3 and
+# keeps its tasks: the queued one is claimed, the running one acknowledged, through 003's call.
+src=$(cd "$(dirname "$0")/../.." && pwd)
+"$psql" "$pgconn_tasks" -qc 'CREATE DATABASE v2'
+v2=${pgconn_tasks/dbname=postgres/dbname=v2}
+{
+  echo 'BEGIN; CREATE TABLE sluice_schema (version integer NOT NULL);'
+  cat "$src/src/store/pg/001_limits.sql" "$src/src/store/pg/002_tasks.sql"
+  echo 'INSERT INTO sluice_schema VALUES (2); COMMIT;'
+} | "$psql" "$v2" -q -v ON_ERROR_STOP=1 >/dev/null 2>&1
+add="A 77 7031 00 0 0 0 60000000000 3 0 0 0 1 0 1 0"
+v2call() { "$psql" "$v2" -Atc "SELECT string_agg(convert_from(val, 'UTF8'), '|' ORDER BY req) FROM sluice_tasks_call($1, ARRAY[$2])"; }
+v2call 1000000000 "'$add', '$add', 'C 1 1 77'" >/dev/null
+"$helper" --migrate "$v2"
+check "version 2 migrated to 3" 3 "$("$psql" "$v2" -Atc 'SELECT version FROM sluice_schema')"
+check "after the migration: the queued task claimed, the running one acknowledged" \
+  "OK 2000000000 1 0 0 0|2 1 62000000000|w|p1|OK 2000000000 4 1" \
+  "$(v2call 2000000000 "'C 1 1 77', 'K 1 1 -1 0 -1 00 0'")"
 finish

@@ -801,9 +801,15 @@ int main(int argc, char **argv)
 
     if (argc >= 5 && strcmp(argv[1], "--race") == 0)
         return race(argv[2], atoi(argv[3]), atoi(argv[4]));
+    if (argc >= 3 && strcmp(argv[1], "--migrate") == 0) {
+        /* Brings a database to this build's schema (pg_connect migrates), nothing else. */
+        PQfinish(pg_connect(argv[2]));
+        return 0;
+    }
     if (argc < 4) {
         fprintf(stderr, "usage: sluice_tasks_diff REDIS-PORT PG-CONNINFO SEED [STEPS]\n"
-                        "       sluice_tasks_diff --race PG-CONNINFO NPROC NTASKS\n");
+                        "       sluice_tasks_diff --race PG-CONNINFO NPROC NTASKS\n"
+                        "       sluice_tasks_diff --migrate PG-CONNINFO\n");
         return 2;
     }
     rc = redisConnect("127.0.0.1", atoi(argv[1]));

@@ -422,13 +422,20 @@ static void test_migration(void **state)
     const char *sql = pgs_migration(2, &len);
 
     (void)state;
-    assert_int_equal(PGS_VERSION, 2);
+    assert_int_equal(PGS_VERSION, 3);
     assert_non_null(sql);
     assert_int_equal(strlen(sql), len);
     assert_non_null(strstr(sql, "CREATE FUNCTION sluice_tasks_call("));
     assert_non_null(strstr(sql, "FOR UPDATE SKIP LOCKED"));
     assert_non_null(strstr(sql, "pg_notify('" PGT_WAKE_CHANNEL "'"));
-    assert_null(pgs_migration(3, &len));
+    /* 3 replaces the call (set-based runs) and keeps its claims and its wake-ups. */
+    sql = pgs_migration(3, &len);
+    assert_non_null(sql);
+    assert_int_equal(strlen(sql), len);
+    assert_non_null(strstr(sql, "CREATE OR REPLACE FUNCTION sluice_tasks_call("));
+    assert_non_null(strstr(sql, "FOR UPDATE SKIP LOCKED"));
+    assert_non_null(strstr(sql, "pg_notify('" PGT_WAKE_CHANNEL "'"));
+    assert_null(pgs_migration(4, &len));
 }
 
 static int build_batch(void *arg)

@@ -446,7 +446,8 @@ END $$;
 -- computed inline instead of through sluice_limit_load, sluice_limit_decide, sluice_gcra_decide
 -- and sluice_gcra_times (four nested PL/pgSQL calls, most of a decision's cost); and a
 -- definition in the canonical form pg_limits.c writes is read without the subtransaction that
--- catches a cast that fails (one per definition per call).
+-- catches a cast that fails (one per definition per call); and the changed states are written
+-- one UPDATE each (cached plans), the DELETE of emptied rows run only when there is one.
 CREATE OR REPLACE FUNCTION sluice_limits_call(p_now bigint, p_flags text, p_defs text[], p_tags text[],
                                    p_lims text[], p_keys text[], p_reqs text[])
 RETURNS text[]
@@ -761,18 +762,26 @@ BEGIN
     -- Write back what changed, once per row. Rows that hold nothing (created only to be
     -- locked, or emptied) are not kept; clock rows are (kind -1): they carry the tag's ratchet
     -- and lease counter.
-    UPDATE sluice_limit_state c SET kind = u.kind, st = u.st::bigint[]
-      FROM unnest(s_tag, s_lim, s_key, s_kind, s_st, s_dirty) AS u(tag, lim, key, kind, st, dirty)
-     WHERE u.dirty AND c.tag = u.tag AND c.lim = u.lim AND c.key = u.key;
+    -- One UPDATE per changed state (a batch names few): its plan is cached, where one UPDATE
+    -- ... FROM unnest(...) of them all was planned again at every call.
+    FOR i IN 1 .. coalesce(cardinality(s_tag), 0) LOOP
+        CONTINUE WHEN NOT s_dirty[i];
+        UPDATE sluice_limit_state c SET kind = s_kind[i], st = s_st[i]::bigint[]
+         WHERE c.tag = s_tag[i] AND c.lim = s_lim[i] AND c.key = s_key[i];
+    END LOOP;
     UPDATE sluice_limit_state c SET kind = -1, st = ARRAY[u.now, u.lease]::bigint[]
       FROM unnest(c_tag, c_now, c_lease, c_dirty) AS u(tag, now, lease, dirty)
      WHERE u.dirty AND c.tag = u.tag AND c.lim = '' AND c.key = '\x'::bytea;
-    DELETE FROM sluice_limit_state c
-      USING unnest(s_tag, s_lim, s_key, s_kind) AS u(tag, lim, key, kind)
-     WHERE u.kind = 0 AND c.tag = u.tag AND c.lim = u.lim AND c.key = u.key;
-    DELETE FROM sluice_limit_state c
-      USING unnest(c_tag, c_kind) AS u(tag, kind)
-     WHERE u.kind = 0 AND c.tag = u.tag AND c.lim = '' AND c.key = '\x'::bytea;
+    IF 0 = ANY (s_kind) THEN
+        DELETE FROM sluice_limit_state c
+          USING unnest(s_tag, s_lim, s_key, s_kind) AS u(tag, lim, key, kind)
+         WHERE u.kind = 0 AND c.tag = u.tag AND c.lim = u.lim AND c.key = u.key;
+    END IF;
+    IF 0 = ANY (c_kind) THEN
+        DELETE FROM sluice_limit_state c
+          USING unnest(c_tag, c_kind) AS u(tag, kind)
+         WHERE u.kind = 0 AND c.tag = u.tag AND c.lim = '' AND c.key = '\x'::bytea;
+    END IF;
     IF cardinality(a_state) > 0 THEN
         INSERT INTO sluice_limit_audit (tag, lim, key, units, now_ns)
         SELECT s_tag[u.s], s_lim[u.s], s_key[u.s], u.units, u.now
