@@ -9,7 +9,9 @@
 # each of two seeds (SLUICE_TASKS_SEEDS, default "1 2"; a failure prints its seed and step so it
 # replays). Then the race: SLUICE_TASKS_PROCS processes (default 4) claim, ack, fail, touch and
 # let leases lapse on one PostgreSQL at once, with THROTTLE on the same rows: no task delivered
-# twice at one attempt, no call failed (a deadlock is an error), every task done.
+# twice at one attempt, no call failed (a deadlock is an error), every task done. Seed 3 runs in
+# the plain mood (mostly linkless tasks: schema 3's set-based runs), and a database at version 2
+# with tasks in it is migrated and its tasks claimed and acknowledged.
 #
 # Skipped (exit 77) only when PostgreSQL's server binaries are not installed.
 #

@@ -20,6 +20,14 @@
 -- time: a request without links never moves the call's time (no tag clock is ratcheted), so a
 -- run decided at once sees exactly the time each of its requests would have seen alone.
 --
+-- The runs keep 002's lock order: they take no lock the call may wait for after the time is
+-- read. An ACK run's rows were locked at the call's start (002's step 1); a claim run takes its
+-- tasks with SKIP LOCKED (never waits; those the call's start took are its own); an ADD run's
+-- new rows conflict with nothing (no task key).
+--
+-- Limits: sluice_limits_call (001) is replaced too, with a lean path for the most common
+-- request, one rate link whose period is a multiple of its limit (see the end of this file).
+--
 -- Also: 002's small helpers written in SQL (sluice_task_put, sluice_task_woke, sluice_tq) were
 -- planned again at every call from PL/pgSQL (a SQL function's plan is not kept across calls);
 -- as PL/pgSQL functions their statements' plans are cached per connection. And the claims' type
