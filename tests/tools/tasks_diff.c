@@ -52,6 +52,10 @@ static pgt_batch *PB;
 static int64_t now_ns;
 static unsigned seed;
 static int step;
+/* The plain mood (SLUICE_TASKS_PLAIN set): mostly tasks without links, task key or delay, in
+ * calls of up to eight requests, so that the PostgreSQL function's set-based runs (003) of
+ * consecutive adds, claims and acks are taken, and left for the per-request path in between. */
+static int plain;
 static long checks, ncalls, nreqs, ndelivered, nparked_claims, nfailed_tasks, nparked_seen, nmore;
 
 static uint64_t rng;
@@ -290,7 +294,8 @@ static void random_add(void)
      * rate+window, rate twice on one key (one state judged once). */
     static const int chains[][3] = {{-1},    {0, -1},    {1, -1},    {0, 1, -1}, {2, 1, -1},
                                     {3, -1}, {0, 2, -1}, {0, 0, -1}, {2, -1},    {3, 1, -1}};
-    const int *ch = chains[rnd(sizeof chains / sizeof chains[0])];
+    const int *ch =
+        plain && rnd(4) != 0 ? chains[0] : chains[rnd(sizeof chains / sizeof chains[0])];
     const char *key = rnd(5) < 3 ? "a" : keys[rnd(3)]; /* a hot key: queues form */
     rtask_link links[3];
     char payload[48], tkey[8];
@@ -306,14 +311,15 @@ static void random_add(void)
     a.typelen = 1;
     a.payload = payload;
     a.payload_len = strlen(payload);
-    if (rnd(6) == 0) {
+    if (rnd(plain ? 30 : 6) == 0) {
         a.task_key = tkey;
         a.task_key_len = strlen(tkey);
     }
     a.links = links;
     a.nlinks = n;
     a.priority = (int64_t)rnd(3) - 1;
-    a.delay_ns = rnd(4) == 0 ? (int64_t)rnd(20) * 100 * MS + (int64_t)rnd(3) * 77777 : 0;
+    a.delay_ns =
+        rnd(plain ? 12 : 4) == 0 ? (int64_t)rnd(20) * 100 * MS + (int64_t)rnd(3) * 77777 : 0;
     a.lease_ns = (1 + (int64_t)rnd(3)) * SEC;
     a.retry.max_attempts = 1 + (int)rnd(3);
     a.retry.backoff = rnd(2) ? SLUICE_BACKOFF_EXPONENTIAL : SLUICE_BACKOFF_FIXED;
@@ -330,7 +336,7 @@ static void random_claim(void)
 {
     static const char *const w[] = {"w"}, *const v[] = {"v"}, *const wv[] = {"w", "v"};
     static const size_t one[] = {1, 1};
-    int pick = (int)rnd(4);
+    int pick = (int)rnd(plain ? 8 : 4);
     rtask_claim c = {.types = pick == 0   ? (const char *const *)v
                               : pick == 1 ? (const char *const *)wv
                                           : (const char *const *)w,
@@ -493,7 +499,7 @@ static void differential(int steps)
     dconc.horizon_ns = 0;
     drate.horizon_ns = rnd(2) ? 0 : 3 * SEC;
     for (step = 0; step < steps; step++) {
-        int nr = rnd(5) == 0 ? 2 + (int)rnd(2) : 1;
+        int nr = plain ? 1 + (int)rnd(8) : rnd(5) == 0 ? 2 + (int)rnd(2) : 1;
         /* Moods of 100 steps: adds outpace claims (queues and wait queues fill up), or the
          * other way round (they drain), so that parking and waking keep happening. */
         int adds = (step / 100) % 2 == 0 ? 10 : 5;
@@ -795,9 +801,15 @@ int main(int argc, char **argv)
 
     if (argc >= 5 && strcmp(argv[1], "--race") == 0)
         return race(argv[2], atoi(argv[3]), atoi(argv[4]));
+    if (argc >= 3 && strcmp(argv[1], "--migrate") == 0) {
+        /* Brings a database to this build's schema (pg_connect migrates), nothing else. */
+        PQfinish(pg_connect(argv[2]));
+        return 0;
+    }
     if (argc < 4) {
         fprintf(stderr, "usage: sluice_tasks_diff REDIS-PORT PG-CONNINFO SEED [STEPS]\n"
-                        "       sluice_tasks_diff --race PG-CONNINFO NPROC NTASKS\n");
+                        "       sluice_tasks_diff --race PG-CONNINFO NPROC NTASKS\n"
+                        "       sluice_tasks_diff --migrate PG-CONNINFO\n");
         return 2;
     }
     rc = redisConnect("127.0.0.1", atoi(argv[1]));
@@ -813,6 +825,7 @@ int main(int argc, char **argv)
     pc = pg_connect(argv[2]);
     pg_reset(pc);
     seed = (unsigned)strtoul(argv[3], NULL, 10);
+    plain = getenv("SLUICE_TASKS_PLAIN") != NULL;
     rng = 0x9e3779b97f4a7c15u ^ ((uint64_t)seed * 0x100000001b3u);
     now_ns = INT64_C(1700000000000000000) + (int64_t)seed * 1000 * SEC;
     if (rtask_batch_new(NULL, &RB) != SLUICE_OK || pgt_batch_new(&PB) != SLUICE_OK ||

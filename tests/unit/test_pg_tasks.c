@@ -422,10 +422,17 @@ static void test_migration(void **state)
     const char *sql = pgs_migration(2, &len);
 
     (void)state;
-    assert_true(PGS_VERSION >= 2); /* the task queue is version 2, below every later one */
+    assert_true(PGS_VERSION >= 6); /* the task queue is version 2, made set-based by 6 */
     assert_non_null(sql);
     assert_int_equal(strlen(sql), len);
     assert_non_null(strstr(sql, "CREATE FUNCTION sluice_tasks_call("));
+    assert_non_null(strstr(sql, "FOR UPDATE SKIP LOCKED"));
+    assert_non_null(strstr(sql, "pg_notify('" PGT_WAKE_CHANNEL "'"));
+    /* 6 replaces the call (set-based runs) and keeps its claims and its wake-ups. */
+    sql = pgs_migration(6, &len);
+    assert_non_null(sql);
+    assert_int_equal(strlen(sql), len);
+    assert_non_null(strstr(sql, "CREATE OR REPLACE FUNCTION sluice_tasks_call("));
     assert_non_null(strstr(sql, "FOR UPDATE SKIP LOCKED"));
     assert_non_null(strstr(sql, "pg_notify('" PGT_WAKE_CHANNEL "'"));
     assert_null(pgs_migration(PGS_VERSION + 1, &len));
