@@ -99,8 +99,8 @@ static inline uint64_t hash_words3(uint64_t a, uint64_t b, uint64_t c)
 }
 
 /* Returns the 64-bit hash of the len bytes at data. Keys of at most 16 bytes hash exactly as
- * hash_end(hash_absorb(hash_absorb(hash_begin(len), w0), w1)) of their hash_short_words, which
- * the key table computes inline. */
+ * hash_end(hash_absorb(hash_absorb(hash_begin(len), w0), w1)) of their hash_short_words. (The
+ * key table hashes its short keys more cheaply itself, from the same words: core/keytab.c.) */
 uint64_t hash_bytes(const void *data, size_t len);
 
 /* Returns hash_bytes of the len bytes at data, made different for each seed (so one string

@@ -10,6 +10,10 @@
  * charge; peek asks every group without charging; commit charges every group, concurrency leases
  * first because only they can still fail, and takes back the leases already granted if one does.
  *
+ * The common case (every link a distinct tracked key of a rate, window or quota limit, none in
+ * shadow mode) takes a one-pass path instead, chain_fast: each link decided once on a copy of its
+ * state, the copies written back when all allowed; test_limit's twin test holds it to the above.
+ *
  * A link whose limit is in shadow mode is decided like any other, but a denial of it never
  * becomes the chain's: peek turns it into a pass (shadow_denied), commit leaves it uncharged,
  * and it is counted in the limit's shadow_denied. Enforced links keep all-or-nothing among
@@ -219,6 +223,120 @@ static int chain_commit(const sluice_chain_link *links, size_t n, link_work *w, 
     return SLUICE_OK;
 }
 
+/* Links the fast path (chain_fast) decides at most. */
+#define CHAIN_FAST_LINKS 8
+
+/* The bytes of a key's state for the kinds chain_fast decides, 0 for the others: those whose
+ * state is plain data, decided without allocating and the same whether peeking or not. */
+static size_t fast_state_size(const sluice_limit *lim)
+{
+    switch (lim->def.kind) {
+    case SLUICE_RATE:
+        return lim->adaptive ? 0 : sizeof(gcra_state);
+    case SLUICE_WINDOW:
+        return sizeof(fixed_state);
+    case SLUICE_QUOTA:
+        return sizeof(quota_state);
+    case SLUICE_SLIDING:
+    case SLUICE_CONCURRENCY:
+        break;
+    }
+    return 0;
+}
+
+_Static_assert(sizeof(fixed_state) == sizeof(gcra_state), "copy_state's two sizes");
+
+/* Copies a state of fast_state_size() bytes with constant-size copies (a few moves, no call). */
+static inline void copy_state(void *dst, const void *src, size_t len)
+{
+    if (len == sizeof(gcra_state))
+        memcpy(dst, src, sizeof(gcra_state));
+    else
+        memcpy(dst, src, sizeof(quota_state));
+}
+
+/* The common case of a charging chain, in one pass with no grouping and no second decision:
+ * every link a distinct (limit, key) whose key is tracked already, of a kind fast_state_size
+ * takes, on an enforced limit, with a key short enough to be used as it is. Each link is decided
+ * on a copy of its state, and the copies are written back only when every link allowed, which is
+ * what peek-then-commit does: these kinds answer a peek exactly as the charge, so the decisions,
+ * the charges, the figures counted and the changes recorded are those of the general path.
+ * Returns 0, having changed nothing, when the chain is not such a chain; otherwise 1, with the
+ * result in *out, decisions and *rc. */
+static int chain_fast(const sluice_chain_link *links, size_t n, int64_t now_ns,
+                      sluice_decision *decisions, sluice_chain_result *out, int *rc)
+{
+    void *state[CHAIN_FAST_LINKS];
+    size_t size[CHAIN_FAST_LINKS];
+    any_state copy[CHAIN_FAST_LINKS];
+    sluice_decision d[CHAIN_FAST_LINKS];
+    int all = 1;
+
+    if (n > CHAIN_FAST_LINKS)
+        return 0;
+    /* Only looks: nothing changes until every link qualifies. */
+    for (size_t i = 0; i < n; i++) {
+        const sluice_limit *lim = links[i].limit;
+        const char *key = links[i].key ? links[i].key : "";
+        size_t len = links[i].keylen;
+
+        if (!lim || links[i].units < 1 || lim->shadow || (size[i] = fast_state_size(lim)) == 0 ||
+            len > lim->def.max_key_len || (!links[i].key && len > 0))
+            return 0;
+        for (size_t j = 0; j < i; j++)
+            if (links[j].limit == lim && links[j].keylen == len &&
+                (len == 0 || memcmp(links[j].key, key, len) == 0))
+                return 0; /* one key asked twice: its units are grouped */
+        state[i] = keytab_find(lim->keys, key, len);
+        if (!state[i])
+            return 0;
+    }
+    /* Record every change before making it, as chain_prepare does (no concurrency here). */
+    for (size_t i = 0; i < n; i++) {
+        sluice_limit *lim = links[i].limit;
+
+        *rc = lim->changed
+                  ? limit_note_changed(lim, links[i].key ? links[i].key : "", links[i].keylen)
+                  : SLUICE_OK;
+        if (*rc != SLUICE_OK) {
+            if (decisions)
+                memset(decisions, 0, n * sizeof *decisions);
+            return 1;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        sluice_limit *lim = links[i].limit;
+
+        int64_t now = limit_clamp_now(lim, now_ns);
+
+        copy_state(&copy[i], state[i], size[i]);
+        if (lim->whole_rate)
+            gcra_decide_whole(&lim->rate, &copy[i].rate, 0, links[i].units, now, 0, &d[i]);
+        else /* these kinds cannot fail */
+            (void)limit_state_decide(lim, &copy[i], 0, links[i].units, lim->def.ttl_ns, now, 0,
+                                     &d[i]);
+        all &= d[i].allowed;
+    }
+    out->allowed = all;
+    for (size_t i = 0; i < n; i++) {
+        sluice_limit *lim = links[i].limit;
+
+        if (all)
+            copy_state(state[i], &copy[i], size[i]);
+        /* Links with room count only when the chain was granted, as in the general path. */
+        if (all || !d[i].allowed)
+            limit_count_decision(lim, &d[i], links[i].units);
+        if (decisions)
+            decisions[i] = d[i];
+        if (!all && !d[i].allowed && d[i].retry_after_ns > out->retry_after_ns) {
+            out->retry_after_ns = d[i].retry_after_ns;
+            out->denied_by = i;
+        }
+    }
+    *rc = SLUICE_OK;
+    return 1;
+}
+
 int sluice_chain_decide(const sluice_chain_link *links, size_t n, int64_t now_ns, unsigned flags,
                         sluice_decision *decisions, sluice_chain_result *out)
 {
@@ -227,6 +345,8 @@ int sluice_chain_decide(const sluice_chain_link *links, size_t n, int64_t now_ns
     int rc = SLUICE_OK;
 
     memset(out, 0, sizeof *out);
+    if (!peek && chain_fast(links, n, now_ns, decisions, out, &rc))
+        return rc;
     if (n > CHAIN_STACK_LINKS) {
         w = alloc_calloc(n, sizeof *w);
         if (!w)

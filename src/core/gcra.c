@@ -161,45 +161,6 @@ static rat base_tat(const gcra *g, const gcra_state *s, int fresh, int64_t units
     return rat_max(tat, rat_ns(now_ns));
 }
 
-/* gcra_decide when T is a whole number of nanoseconds (t_r == 0, the common case): the same
- * arithmetic on plain int64 with one division. A short path matters: it lets the CPU overlap the
- * key table's cache misses of consecutive decisions. */
-static void decide_whole(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t now_ns,
-                         int peek, sluice_decision *d)
-{
-    int64_t t = g->t_q, bt = g->bt_q, base, ahead, need;
-    if (g->start_empty && (fresh || (s->tat_ns == 0 && s->tat_rem == 0)))
-        base = sat_add_i64(now_ns, (g->burst - (units < g->burst ? units : g->burst)) * t);
-    else
-        base = s->tat_ns > now_ns ? s->tat_ns : now_ns;
-    ahead = sat_sub_i64(base, now_ns); /* a saturated TAT stays "very far ahead" */
-    d->limit = g->burst;
-    d->lease_id = 0;
-    d->untracked = 0;
-    d->shadow_denied = 0;
-    if (units > g->burst) {
-        d->allowed = 0;
-        d->remaining = (bt - ahead) / t;
-        d->retry_after_ns = SLUICE_NEVER;
-        d->reset_after_ns = ahead;
-        return;
-    }
-    need = sat_add_i64(ahead, units * t); /* units * t <= bt: only the sum can overflow */
-    if (need <= bt) {
-        d->allowed = 1;
-        d->remaining = (bt - need) / t;
-        d->retry_after_ns = 0;
-        d->reset_after_ns = need;
-        if (!peek)
-            s->tat_ns = sat_add_i64(base, units * t); /* past INT64_MAX only for now near it */
-        return;
-    }
-    d->allowed = 0;
-    d->remaining = (bt - ahead) / t;
-    d->retry_after_ns = need - bt;
-    d->reset_after_ns = ahead;
-}
-
 /* gcra_decide with a fractional T: every time is a rational ns + rem / permits. */
 static void decide_exact(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t now_ns,
                          int peek, sluice_decision *d)
@@ -244,7 +205,7 @@ void gcra_decide(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t
                  sluice_decision *d)
 {
     if (g->t_r == 0)
-        decide_whole(g, s, fresh, units, now_ns, peek, d);
+        gcra_decide_whole(g, s, fresh, units, now_ns, peek, d);
     else
         decide_exact(g, s, fresh, units, now_ns, peek, d);
 }

@@ -20,6 +20,7 @@
 
 #include <stdint.h>
 
+#include "base/sat.h"
 #include "sluice/limit.h"
 
 /* The parameters of one rate limit, precomputed by gcra_init(). */
@@ -51,6 +52,47 @@ int gcra_init(gcra *g, int64_t permits, int64_t period_ns, int64_t burst, int st
  * applies). */
 void gcra_decide(const gcra *g, gcra_state *s, int fresh, int64_t units, int64_t now_ns, int peek,
                  sluice_decision *d);
+
+/* gcra_decide when T is a whole number of nanoseconds (g->t_r == 0, the common case): the same
+ * arithmetic on plain int64 with one division. Inline, because a short path matters: the fewer
+ * instructions a decision takes, the further ahead the CPU runs into the next decisions and
+ * their key table cache misses, which then overlap. */
+static inline void gcra_decide_whole(const gcra *g, gcra_state *s, int fresh, int64_t units,
+                                     int64_t now_ns, int peek, sluice_decision *d)
+{
+    int64_t t = g->t_q, bt = g->bt_q, base, ahead, need;
+
+    if (g->start_empty && (fresh || (s->tat_ns == 0 && s->tat_rem == 0)))
+        base = sat_add_i64(now_ns, (g->burst - (units < g->burst ? units : g->burst)) * t);
+    else
+        base = s->tat_ns > now_ns ? s->tat_ns : now_ns;
+    ahead = sat_sub_i64(base, now_ns); /* a saturated TAT stays "very far ahead" */
+    d->limit = g->burst;
+    d->lease_id = 0;
+    d->untracked = 0;
+    d->shadow_denied = 0;
+    if (units > g->burst) {
+        d->allowed = 0;
+        d->remaining = (bt - ahead) / t;
+        d->retry_after_ns = SLUICE_NEVER;
+        d->reset_after_ns = ahead;
+        return;
+    }
+    need = sat_add_i64(ahead, units * t); /* units * t <= bt: only the sum can overflow */
+    if (need <= bt) {
+        d->allowed = 1;
+        d->remaining = (bt - need) / t;
+        d->retry_after_ns = 0;
+        d->reset_after_ns = need;
+        if (!peek)
+            s->tat_ns = sat_add_i64(base, units * t); /* past INT64_MAX only for now near it */
+        return;
+    }
+    d->allowed = 0;
+    d->remaining = (bt - ahead) / t;
+    d->retry_after_ns = need - bt;
+    d->reset_after_ns = ahead;
+}
 
 /* Returns the earliest time >= now_ns at which `units` (<= burst) would be allowed on s. */
 int64_t gcra_slot(const gcra *g, const gcra_state *s, int fresh, int64_t units, int64_t now_ns);

@@ -48,9 +48,11 @@
 #define LONG_KEY       0xffu                /* byte 15 of an out-of-line key's slot */
 #define MIN_CAP        16                   /* smallest slot array */
 #define MAX_CAP        ((size_t)UINT32_MAX) /* home() scales a 32-bit hash */
+#define LINE           64                   /* the slot array starts on a cache line */
 
 struct keytab {
-    unsigned char *slots; /* cap * slot_len bytes, owned; NULL while cap == 0 */
+    unsigned char *slots; /* cap * slot_len bytes, 64-byte aligned, inside `raw` */
+    void *raw;            /* the allocation holding slots (owned); NULL while cap == 0 */
     size_t cap;           /* slots */
     size_t count;         /* occupied slots */
     size_t slot_len;      /* bytes per slot */
@@ -76,6 +78,14 @@ static inline size_t max_count(size_t cap)
 static inline size_t home_of(uint64_t hash, uint64_t seed, size_t cap)
 {
     return (size_t)((((hash * seed) >> 32) * (uint64_t)cap) >> 32);
+}
+
+/* The first cache-line boundary in an allocation of at least LINE - 1 spare bytes. malloc
+ * aligns large blocks to 16 bytes only, which would leave every other 32-byte slot across two
+ * lines: its key in one and its value in the next, two cache misses for one key. */
+static unsigned char *line_align(void *raw)
+{
+    return (unsigned char *)raw + ((LINE - (uintptr_t)raw % LINE) % LINE);
 }
 
 static inline unsigned char *slot_at(const keytab *t, size_t i)
@@ -124,6 +134,15 @@ static inline uint32_t slot_tag(const unsigned char *slot)
     return (uint32_t)slot[12] | (uint32_t)slot[13] << 8 | (uint32_t)slot[14] << 16;
 }
 
+/* The hash of a short key: two hash_absorb steps over its key area as the slot holds it (the
+ * length is in the top byte of w1, so zero padding is unambiguous). No final avalanche: home_of
+ * reads the high half of hash * seed, which every bit of the hash reaches, and the two
+ * multiplies it saves are on the path of every decision, before its cache miss can start. */
+static inline uint64_t short_hash(uint64_t w0, uint64_t w1)
+{
+    return hash_absorb(hash_absorb(HASH_MUL_C, w0), w1);
+}
+
 /* A key made ready for probing: hashed once, and for a short key read as the two words of its
  * key area, so that a comparison is two word compares and no call. */
 typedef struct probe_key {
@@ -142,21 +161,17 @@ static inline void probe_key_init(probe_key *pk, const char *key, size_t keylen)
         pk->w0 = pk->w1 = 0;
     } else {
         hash_short_words((const unsigned char *)key, keylen, &pk->w0, &pk->w1);
-        pk->hash = hash_end(hash_absorb(hash_absorb(hash_begin(keylen), pk->w0), pk->w1));
         pk->w1 |= (uint64_t)(keylen + 1) << 56;
+        pk->hash = short_hash(pk->w0, pk->w1);
     }
 }
 
 /* The hash of the key in an occupied slot, as probe_key_init computes it. */
 static uint64_t slot_hash(const unsigned char *slot)
 {
-    size_t len;
-
     if (slot_kind(slot) == LONG_KEY)
         return hash_bytes(slot_key(slot), slot_keylen(slot));
-    len = slot_keylen(slot);
-    return hash_end(hash_absorb(hash_absorb(hash_begin(len), hash_load64(slot)),
-                                hash_load64(slot + 8) & ~((uint64_t)0xff << 56)));
+    return short_hash(hash_load64(slot), hash_load64(slot + 8));
 }
 
 /* Returns the index of the key's slot, or of the empty slot that ends its probe (cap > 0). */
@@ -233,14 +248,16 @@ static void slot_remove(keytab *t, size_t i)
 static int rehash(keytab *t, size_t new_cap)
 {
     unsigned char *slots = NULL;
+    void *raw = NULL;
     uint64_t seed = hash_mix(t->seed + new_cap) | 1u;
 
     if (new_cap) {
-        if (new_cap > MAX_CAP || new_cap > SIZE_MAX / t->slot_len)
+        if (new_cap > MAX_CAP || new_cap > (SIZE_MAX - LINE) / t->slot_len)
             return SLUICE_ENOMEM;
-        slots = alloc_calloc(new_cap, t->slot_len);
-        if (!slots)
+        raw = alloc_calloc(new_cap * t->slot_len + LINE - 1, 1);
+        if (!raw)
             return SLUICE_ENOMEM;
+        slots = line_align(raw);
     }
     for (size_t i = 0; i < t->cap; i++) {
         const unsigned char *src = slot_at(t, i);
@@ -253,10 +270,11 @@ static int rehash(keytab *t, size_t new_cap)
             j = j + 1 == new_cap ? 0 : j + 1;
         memcpy(slots + j * t->slot_len, src, t->slot_len);
     }
-    alloc_free(t->slots);
+    alloc_free(t->raw);
     /* Keep the sweep cursor at the same relative position of the table (both below 2^32). */
     t->cursor = t->cap && new_cap ? (size_t)((uint64_t)t->cursor * new_cap / t->cap) : 0;
     t->slots = slots;
+    t->raw = raw;
     t->cap = new_cap;
     t->seed = seed;
     return SLUICE_OK;
@@ -326,7 +344,9 @@ void keytab_prefetch(const keytab *t, const char *key, size_t keylen)
     __builtin_prefetch(slot_at(t, home_of(pk.hash, t->seed, t->cap)) + 64, 1, 3);
 }
 
-void *keytab_find(const keytab *t, const char *key, size_t keylen)
+/* keytab_find for a key longer than INLINE_KEY_LEN: kept out of line, so that the short keys'
+ * path, the one of nearly every decision, needs no saved registers and no stack frame. */
+static __attribute__((noinline)) void *find_long(const keytab *t, const char *key, size_t keylen)
 {
     probe_key pk;
     unsigned char *slot;
@@ -336,6 +356,34 @@ void *keytab_find(const keytab *t, const char *key, size_t keylen)
     probe_key_init(&pk, key, keylen);
     slot = slot_at(t, probe(t, &pk));
     return slot_kind(slot) != 0 ? slot + KEY_AREA : NULL;
+}
+
+void *keytab_find(const keytab *t, const char *key, size_t keylen)
+{
+    uint64_t w0, w1;
+    size_t i;
+
+    if (keylen > INLINE_KEY_LEN)
+        return find_long(t, key, keylen);
+    if (t->count == 0)
+        return NULL;
+    /* probe() for a short key, by hand: the same words, hash and comparisons. */
+    hash_short_words((const unsigned char *)key, keylen, &w0, &w1);
+    w1 |= (uint64_t)(keylen + 1) << 56;
+    i = home_of(short_hash(w0, w1), t->seed, t->cap);
+    /* The line after the home slot's: a key is two or three slots past its home on average, so
+     * its probe often goes on into that line; asking for it now overlaps the two misses. */
+    __builtin_prefetch(slot_at(t, i) + LINE, 0, 3);
+    for (;;) {
+        unsigned char *slot = slot_at(t, i);
+        uint64_t s1 = hash_load64(slot + 8);
+
+        if (s1 == w1 && hash_load64(slot) == w0)
+            return slot + KEY_AREA;
+        if ((s1 >> 56) == 0)
+            return NULL;
+        i = next_slot(t, i);
+    }
 }
 
 int keytab_upsert(keytab *t, const char *key, size_t keylen, void **value, int *created)
@@ -423,7 +471,8 @@ void keytab_clear(keytab *t, keytab_destroy_fn destroy, void *arg)
         if (slot_kind(slot) != 0)
             slot_release(t, slot, destroy, arg);
     }
-    alloc_free(t->slots);
+    alloc_free(t->raw);
+    t->raw = NULL;
     t->slots = NULL;
     t->cap = 0;
     t->count = 0;
@@ -478,7 +527,7 @@ size_t keytab_growth_bytes(const keytab *t)
 {
     size_t cap = grown_cap(t->cap);
 
-    if (t->count + 1 <= max_count(t->cap) || cap > SIZE_MAX / t->slot_len)
+    if (t->count + 1 <= max_count(t->cap) || cap > (SIZE_MAX - LINE) / t->slot_len)
         return 0;
     return cap * t->slot_len;
 }
@@ -490,6 +539,8 @@ size_t keytab_count(const keytab *t)
 
 size_t keytab_bytes(const keytab *t)
 {
+    /* The slots and the long keys; like malloc's own headers, the at most LINE - 1 bytes that
+     * align the array are not counted (at most 63 bytes a table). */
     return t->cap * t->slot_len + t->key_len;
 }
 

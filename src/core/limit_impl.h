@@ -37,6 +37,7 @@ struct sluice_limit {
     size_t sweep_pos;     /* where the next sweep resumes while changes are tracked */
     int shadow;           /* shadow mode: would-be denials pass uncharged (limit.h) */
     int adaptive;         /* RATE with an AIMD policy: keys are adapt_state, rate per key */
+    int whole_rate;       /* RATE, not adaptive, T a whole number of ns: decided inline on a hit */
     adapt aimd;           /* adaptive: the policy's parameters */
     sluice_limit_stats stats;
 };

@@ -353,6 +353,82 @@ static void test_chain_property(void **unused)
         sluice_limit_free(lims[j]);
 }
 
+/* A chain of kinds the one-pass path decides (a whole-T rate, a fractional-T rate asked for two
+ * keys, a fixed window, a quota) against a twin set of limits driven link by link: peek every
+ * link, then charge every link only when all allowed. Every decision, the chain's answer, its
+ * retry_after and denied_by must be the same, on keys seen before and new ones. */
+static void test_chain_one_pass_twin(void **unused)
+{
+    enum { NL = 5 };
+    test_rng rng;
+    sluice_limit *a[4], *b[4];
+    const int lim_of[NL] = {0, 1, 1, 2, 3};
+    const char *keys[] = {"a", "b", "c", "d", "tenant:000042"};
+    int64_t now = T0;
+
+    (void)unused;
+    rng_seed(&rng, 7);
+    for (int t = 0; t < 2; t++) {
+        sluice_limit **l = t ? b : a;
+
+        l[0] = make(SLUICE_RATE, 20, SEC);
+        l[1] = make(SLUICE_RATE, 3, SEC); /* T = 333333333 1/3 ns */
+        l[2] = make(SLUICE_WINDOW, 9, SEC);
+        l[3] = make(SLUICE_QUOTA, 400, SEC);
+    }
+    for (int i = 0; i < 20000; i++) {
+        sluice_chain_link links[NL];
+        sluice_decision got[NL], want[NL];
+        sluice_chain_result r;
+        int all = 1;
+        int64_t retry = 0;
+        size_t denied_by = 0;
+
+        for (int j = 0, k1 = 0; j < NL; j++) {
+            int k = (int)rng_range(&rng, 0, 4);
+
+            if (j == 1)
+                k1 = k;
+            if (j == 2 && k == k1) /* never one key twice: the chain would group them */
+                k = (k + 1) % 5;
+            links[j].limit = a[lim_of[j]];
+            links[j].key = keys[k];
+            links[j].keylen = strlen(keys[k]);
+            links[j].units = rng_range(&rng, 1, 3);
+        }
+        for (int j = 0; j < NL; j++) {
+            assert_int_equal(sluice_limit_decide(b[lim_of[j]], links[j].key, links[j].keylen,
+                                                 links[j].units, now, SLUICE_PEEK, &want[j]),
+                             SLUICE_OK);
+            all &= want[j].allowed;
+            if (!want[j].allowed && want[j].retry_after_ns > retry) {
+                retry = want[j].retry_after_ns;
+                denied_by = (size_t)j;
+            }
+        }
+        for (int j = 0; j < NL && all; j++)
+            assert_int_equal(sluice_limit_decide(b[lim_of[j]], links[j].key, links[j].keylen,
+                                                 links[j].units, now, 0, &want[j]),
+                             SLUICE_OK);
+        assert_int_equal(sluice_chain_decide(links, NL, now, 0, got, &r), SLUICE_OK);
+        assert_int_equal(r.allowed, all);
+        assert_int_equal(r.retry_after_ns, all ? 0 : retry);
+        assert_int_equal(r.denied_by, all ? 0 : denied_by);
+        for (int j = 0; j < NL; j++) {
+            assert_int_equal(got[j].allowed, want[j].allowed);
+            assert_int_equal(got[j].limit, want[j].limit);
+            assert_int_equal(got[j].remaining, want[j].remaining);
+            assert_int_equal(got[j].retry_after_ns, want[j].retry_after_ns);
+            assert_int_equal(got[j].reset_after_ns, want[j].reset_after_ns);
+        }
+        now += rng_range(&rng, 0, 80 * SLUICE_NS_PER_MS);
+    }
+    for (int j = 0; j < 4; j++) {
+        sluice_limit_free(a[j]);
+        sluice_limit_free(b[j]);
+    }
+}
+
 /* Settling with the actual cost: an LLM call estimated at 100 tokens that used 40 gives 60 back;
  * one that used 250 charges 150 more. */
 static void test_settle(void **unused)
@@ -525,6 +601,7 @@ int main(void)
         cmocka_unit_test(test_chain_repeated_link),
         cmocka_unit_test(test_chain_with_lease_and_quota),
         cmocka_unit_test(test_chain_property),
+        cmocka_unit_test(test_chain_one_pass_twin),
         cmocka_unit_test(test_settle),
         cmocka_unit_test(test_estimate),
         cmocka_unit_test(test_oom_every_kind),
