@@ -477,8 +477,10 @@ static void job_post(durable *d)
     }
     uv_mutex_lock(&d->mu);
     d->posted = 1;
-    uv_cond_signal(&d->todo_cv);
     uv_mutex_unlock(&d->mu);
+    /* Signalled after the unlock: a thread woken while the mutex is still held would only
+     * block on it again, one more sleep and wake-up on the commit's path. */
+    uv_cond_signal(&d->todo_cv);
 }
 
 /* Handles the completion of the job in flight, if it finished. With `wait`, waits for it. */
@@ -500,7 +502,17 @@ static void job_reap(durable *d, int wait)
 
 static void on_job_done(uv_async_t *a)
 {
-    job_reap(a->data, 0);
+    durable *d = a->data;
+
+    job_reap(d, 0);
+    /* The next commit starts now, with the replies held while this one was in flight, rather
+     * than at the end of the turn: the commit thread does not sit idle while the loop reads and
+     * runs the rest of the turn. Nothing changes for the replies: each is held by the commit of
+     * the pull that follows its command, whenever that pull happens. */
+    durable_turn(d->srv);
+    /* And the replies this commit released leave now, not after the rest of the turn: their
+     * clients send their next requests while the loop goes on. */
+    conn_flush_ready(d->srv);
 }
 
 /* The replies held so far become those of the next commit in flight (d->flight is empty). */
