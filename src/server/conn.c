@@ -298,18 +298,6 @@ void conn_flush(conn *c)
     }
 }
 
-void conn_flush_ready(server *s)
-{
-    conn *c, *next;
-
-    for (c = s->pending; c; c = next) {
-        next = c->pnext;
-        /* A resumed client runs its commands at the end of the turn first (before_sleep). */
-        if (c->holds == 0 && !c->wbuf && c->out.len > 0 && !(c->flags & CONN_RESUME))
-            conn_flush(c);
-    }
-}
-
 static void on_write(uv_write_t *req, int status)
 {
     conn *c = req->data;

@@ -125,12 +125,6 @@ void conn_reply_ready(conn *c);
  * conn_defer) or a write is in flight. Called after a read and at the end of a loop turn. */
 void conn_flush(conn *c);
 
-/* Writes now the replies of every client marked for a flush that nothing holds back, without
- * taking it off the list (the end of the turn then finds nothing left to write). For a callback
- * that released replies mid-turn (a commit done), so that they need not wait for the rest of
- * the turn. */
-void conn_flush_ready(server *s);
-
 /* Runs the client's buffered commands until none is complete, the client blocks, or it is to
  * be closed. Called after a read and after conn_unblock. */
 void conn_process(conn *c);

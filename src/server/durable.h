@@ -16,8 +16,8 @@
  * which writes it in one transaction (and fsyncs) while the loop serves the next turns. When the
  * job is done the loop is woken (uv_async): on success it confirms the batch
  * (sluice_engine_changes_done) and releases the replies held for that commit, on failure each of
- * them is replaced by `-IOERR <reason>` and released (either way written at once,
- * conn_flush_ready), and the batch stays unconfirmed, so the
+ * them is replaced by `-IOERR <reason>` and released (either way written at the end of that
+ * turn, once the next job is posted), and the batch stays unconfirmed, so the
  * next transaction writes it again with what changed since. At most one job is in flight: the
  * changes of the turns meanwhile wait in the feed (recorded after the pull, so not in the batch
  * out), and their replies wait for the next job, started as soon as the one in flight is done.
