@@ -19,7 +19,7 @@
 # fsync ratio is not a like-for-like comparison.
 #
 # Usage: bench/tasks.sh [-r ROUNDS] [-c CLIENTS] [-n JOBS] [-f FSYNC_JOBS] [-P "DEPTHS"]
-#                       [-s SIZE] [-o RAWFILE] [BUILD]
+#                       [-s SIZE] [-o RAWFILE] [-b OTHER_BUILD] [BUILD]
 #   -r  rounds (5)                -c  clients, one connection each (50)
 #   -n  jobs per client at durability none (1000)
 #   -f  jobs per client at fsync durability (100: beanstalkd does one fsync per put and delete)
@@ -27,6 +27,8 @@
 #   -s  payload bytes (64; 1024 for the large-payload figures, up to 65000)
 #   -P  pipeline depths ("1 16")  BUILD: the build directory with sluice and bench_taskload
 #                                        (default build/)
+#   -b  also measure the sluice of OTHER_BUILD (with its own bench_taskload), interleaved in the
+#       same rounds, in rows of its own: a before/after comparison in one run
 # Data directories go under $TMPDIR (default /tmp): it must be a real disk, not tmpfs, for the
 # fsync figures to mean anything.
 set -euo pipefail
@@ -39,7 +41,8 @@ jobs_fsync=100
 depths="1 16"
 size=64
 rawfile=/dev/null
-while getopts "r:c:n:f:P:s:o:h" opt; do
+other=
+while getopts "r:c:n:f:P:s:o:b:h" opt; do
   case $opt in
     r) rounds=$OPTARG ;;
     c) clients=$OPTARG ;;
@@ -48,6 +51,7 @@ while getopts "r:c:n:f:P:s:o:h" opt; do
     P) depths=$OPTARG ;;
     s) size=$OPTARG ;;
     o) rawfile=$OPTARG ;;
+    b) other=$OPTARG ;;
     h)
       sed -n '/^# Usage:/,/^# fsync figures/p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
@@ -74,7 +78,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for bin in "$sluice" "$load"; do
+for bin in "$sluice" "$load" ${other:+"$other/sluice" "$other/bench_taskload"}; do
   [ -x "$bin" ] || {
     echo "bench/tasks.sh: no $bin (build first: cmake --build $build)" >&2
     exit 1
@@ -125,18 +129,20 @@ launch() {
       beanstalkd "${args[@]}" 2>"$dir.log" &
       pid=$!
       ;;
-    sluice-*)
+    sluice-* | other-*)
       args=(serve --bind 127.0.0.1 --port 0 --port-file "$dir.port" --no-admin --log-level warn)
       [ "$has_data" = 1 ] && args+=(--data "$dir")
-      [ "$has_durability" = 1 ] && args+=(--durability "${config#sluice-}")
+      [ "$has_durability" = 1 ] && args+=(--durability "${config#*-}")
       rm -f "$dir.port"
-      "$sluice" "${args[@]}" 2>"$dir.log" &
+      bin=$sluice
+      [ "${config%%-*}" = other ] && bin=$other/sluice
+      "$bin" "${args[@]}" 2>"$dir.log" &
       pid=$!
       ;;
   esac
   pids+=("$pid")
   for _ in $(seq 1 200); do
-    if [ "${config%%-*}" = sluice ]; then
+    if [ "${config%%-*}" != beanstalkd ]; then
       [ -s "$dir.port" ] && port=$(cat "$dir.port") && return 0
     elif (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       return 0
@@ -171,8 +177,9 @@ stop_server() {
 
 # measure CONFIG DEPTH: one fresh server, both phases; appends jobs/s to $tmp/r.CONFIG.DEPTH.PHASE.
 measure() {
-  local config=$1 depth=$2 proto=resp jobs=$jobs_none out
+  local config=$1 depth=$2 proto=resp jobs=$jobs_none out load=$load
   [ "${config%%-*}" = beanstalkd ] && proto=beanstalk
+  [ "${config%%-*}" = other ] && load=$other/bench_taskload
   case $config in *-fsync | *-always) jobs=$jobs_fsync ;; esac
   start_server "$config" "$tmp/data.$config"
   if ! out=$("$load" --proto "$proto" --port "$port" -c "$clients" -n "$jobs" -P "$depth" -s "$size"); then
@@ -191,6 +198,7 @@ measure() {
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 configs=(beanstalkd-fsync sluice-always beanstalkd-none sluice-none)
+[ -n "$other" ] && configs=(beanstalkd-fsync other-always sluice-always beanstalkd-none other-none sluice-none)
 sluice_label_always="sluice --durability always"
 sluice_label_none="sluice --durability none"
 if [ "$has_durability" = 0 ]; then
@@ -198,7 +206,8 @@ if [ "$has_durability" = 0 ]; then
   sluice_label_none="sluice (durability not yet available)"
 fi
 declare -A label=([beanstalkd-fsync]="beanstalkd -b DIR -f 0" [beanstalkd-none]="beanstalkd (no binlog)"
-  [sluice-always]="$sluice_label_always" [sluice-none]="$sluice_label_none")
+  [sluice-always]="$sluice_label_always" [sluice-none]="$sluice_label_none"
+  [other-always]="-b BUILD: sluice --durability always" [other-none]="-b BUILD: sluice --durability none")
 
 echo "sluice $("$sluice" --version | cut -d' ' -f2), $(beanstalkd -v), $(nproc) CPUs;" \
   "-c $clients, $size-byte payloads, $rounds rounds of fresh servers, medians of jobs/s"
@@ -243,11 +252,13 @@ ratio_row() {
 echo
 columns "fsync per write ($jobs_fsync jobs per client)"
 row beanstalkd-fsync
+[ -n "$other" ] && row other-always && ratio_row other-always beanstalkd-fsync 10
 row sluice-always
 ratio_row sluice-always beanstalkd-fsync 10
 echo
 columns "no durability ($jobs_none jobs per client)"
 row beanstalkd-none
+[ -n "$other" ] && row other-none && ratio_row other-none beanstalkd-none '1 at -P1, 4 at -P16'
 row sluice-none
 ratio_row sluice-none beanstalkd-none '1 at -P1, 4 at -P16'
 if [ "$has_durability" = 0 ]; then

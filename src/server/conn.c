@@ -547,6 +547,16 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     conn_process(c);
     if (c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY))
         return;
+    /* Replies that wait for nothing leave now rather than at the end of the turn: the client
+     * (often a request/response one) gets to work while the other clients' requests of this
+     * turn run, instead of every reply of the turn leaving at once at its end. A reply held
+     * for a commit or a shared-store call stays held (conn_flush writes nothing then), so this
+     * changes when a reply leaves, never what leaves before its commit. The flush at the end
+     * of the turn finds nothing more to write and costs no syscall. */
+    if (c->holds == 0 && !c->wbuf && c->out.len > 0)
+        conn_flush(c);
+    if (c->flags & CONN_CLOSING)
+        return;
     /* What stays buffered is one partial command, or the commands a blocked client sent
      * meanwhile: both are bounded by the query limit. */
     if (resp_reader_buffered(c->reader) >

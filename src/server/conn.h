@@ -4,9 +4,12 @@
  * blocked state of a command that waits (TASK.GET).
  *
  * Reading: every read is fed to the client's reader, and each complete command is run at once,
- * its reply appended to `out`. Writing: a client with replies is put on the server's pending
- * list and flushed once at the end of the loop turn (conn_flush); whatever the socket does not
- * take at once is handed to one uv_write, and replies produced meanwhile wait in `out`.
+ * its reply appended to `out`. Writing: what nothing holds back is written right after the
+ * read's commands ran (a request/response client gets its reply without waiting for the rest of
+ * the turn); a client with replies is also put on the server's pending list and flushed at the
+ * end of the loop turn (conn_flush), for replies produced outside a read (a blocked client
+ * served, replies released by a commit); whatever the socket does not take at once is handed to
+ * one uv_write, and replies produced meanwhile wait in `out`.
  *
  * Invariants:
  * - replies leave in the order their commands arrived (one write in flight at most, `out`
@@ -118,7 +121,8 @@ static inline resp_writer *conn_out(conn *c)
  * command, e.g. from a blocked client's callback). */
 void conn_reply_ready(conn *c);
 
-/* Writes what the socket takes now and queues the rest. Called at the end of a loop turn. */
+/* Writes what the socket takes now and queues the rest; nothing while a hold is on (conn_hold,
+ * conn_defer) or a write is in flight. Called after a read and at the end of a loop turn. */
 void conn_flush(conn *c);
 
 /* Runs the client's buffered commands until none is complete, the client blocks, or it is to

@@ -9,13 +9,15 @@
  * include/sluice/engine.h) to the store: the engine records every task, series, limit replacement
  * and limiter key that changed; LIMIT.SET and LIMIT.DEL add the definition's text
  * (durable_limit_*). A command that moved the feed's counter (sluice_engine_changes_seq) and wrote
- * a reply has that reply held (conn_hold) from the byte it started at. At the end of the turn,
- * before replies are flushed, durable_turn pulls the feed's batch, copies it (task records and
+ * a reply has that reply held (conn_hold) from the byte it started at, so nothing of that client's
+ * is written from then on (its other replies may leave earlier: conn.h). At the end of the turn,
+ * before the turn's last flush, durable_turn pulls the feed's batch, copies it (task records and
  * series exported, key states, definitions) into a job, and hands the job to the commit thread,
  * which writes it in one transaction (and fsyncs) while the loop serves the next turns. When the
  * job is done the loop is woken (uv_async): on success it confirms the batch
  * (sluice_engine_changes_done) and releases the replies held for that commit, on failure each of
- * them is replaced by `-IOERR <reason>` and released, and the batch stays unconfirmed, so the
+ * them is replaced by `-IOERR <reason>` and released (either way written at the end of that
+ * turn, once the next job is posted), and the batch stays unconfirmed, so the
  * next transaction writes it again with what changed since. At most one job is in flight: the
  * changes of the turns meanwhile wait in the feed (recorded after the pull, so not in the batch
  * out), and their replies wait for the next job, started as soon as the one in flight is done.

@@ -358,8 +358,9 @@ void durable_commit_thread(void *arg)
         durable_job_run(d->st, d->mode, &d->job);
         uv_mutex_lock(&d->mu);
         d->finished = 1;
-        uv_cond_signal(&d->done_cv);
         uv_mutex_unlock(&d->mu);
+        /* After the unlock, so that a loop waiting in job_reap does not wake to a held mutex. */
+        uv_cond_signal(&d->done_cv);
         uv_async_send(&d->done_async);
     }
 }
