@@ -29,45 +29,11 @@
 #include "base/grow.h"
 #include "sluice/error.h"
 #include "store/packed.h"
-
-/* PostgreSQL's type oids of the result's columns (pg_type.h, stable across versions). */
-#define PGT_OID_INT4  23
-#define PGT_OID_BYTEA 17
+#include "store/pg_batch.h"
 
 struct pgt_batch {
-    int64_t now_ns;  /* injected time; 0: clock_timestamp() */
-    packed_str body; /* the array literal's body: "r1","r2",... */
-    packed_str lit;  /* the literal sent: {body} */
-    rtask_op *ops;
-    size_t nreqs;
-    size_t capops;
-    char now[24];
-    const char *values[PGT_CALL_NPARAMS];
+    pgbatch c; /* the requests, the parameters, the answer's rows (pg_batch.h) */
 };
-
-/* A space, then a formatted field. */
-static int put_fmt(packed_str *s, const char *fmt, ...)
-{
-    char text[RLIM_DEF_TEXT_MAX + 2];
-    va_list ap;
-    int len;
-
-    va_start(ap, fmt);
-    len = vsnprintf(text + 1, sizeof text - 1, fmt, ap);
-    va_end(ap);
-    if (len < 0 || (size_t)len >= sizeof text - 1)
-        return SLUICE_EINVAL;
-    text[0] = ' ';
-    return packed_str_put(s, text, (size_t)len + 1);
-}
-
-/* A space, then bytes as lowercase hex (nothing for none: an empty field). */
-static int put_hex(packed_str *s, const void *data, size_t len)
-{
-    int rc = packed_str_put(s, " ", 1);
-
-    return rc == SLUICE_OK ? packed_str_hex(s, data, len) : rc;
-}
 
 int pgt_batch_new(pgt_batch **out)
 {
@@ -82,59 +48,30 @@ int pgt_batch_new(pgt_batch **out)
 
 void pgt_batch_reset(pgt_batch *b)
 {
-    packed_str_cut(&b->body, 0);
-    b->nreqs = 0;
+    pgbatch_reset(&b->c);
 }
 
 void pgt_batch_free(pgt_batch *b)
 {
     if (!b)
         return;
-    alloc_free(b->body.p);
-    alloc_free(b->lit.p);
-    alloc_free(b->ops);
+    pgbatch_fini(&b->c);
     alloc_free(b);
 }
 
 void pgt_batch_set_now(pgt_batch *b, int64_t now_ns)
 {
-    b->now_ns = now_ns > 0 ? now_ns : 0;
+    pgbatch_set_now(&b->c, now_ns);
 }
 
 size_t pgt_batch_count(const pgt_batch *b)
 {
-    return b->nreqs;
+    return b->c.nreqs;
 }
 
 rtask_op pgt_batch_op(const pgt_batch *b, size_t i)
 {
-    return i < b->nreqs ? b->ops[i] : (rtask_op)0;
-}
-
-/* Opens request `op` (a separating comma, the quote, the op letter); end_req closes it and
- * records it, or rolls the batch back to `mark` on rc. */
-static int begin_req(pgt_batch *b, char op)
-{
-    char head[3] = {',', '"', op};
-
-    return b->body.len > 0 ? packed_str_put(&b->body, head, 3)
-                           : packed_str_put(&b->body, head + 1, 2);
-}
-
-static int end_req(pgt_batch *b, rtask_op op, size_t mark, int rc)
-{
-    if (rc == SLUICE_OK && b->nreqs >= (size_t)INT32_MAX)
-        rc = SLUICE_EINVAL;
-    if (rc == SLUICE_OK)
-        rc = packed_str_put(&b->body, "\"", 1);
-    if (rc == SLUICE_OK)
-        rc = grow_array(&b->ops, &b->capops, b->nreqs + 1, sizeof(rtask_op), 16);
-    if (rc != SLUICE_OK) {
-        packed_str_cut(&b->body, mark);
-        return rc;
-    }
-    b->ops[b->nreqs] = op;
-    return (int)b->nreqs++;
+    return i < b->c.nreqs ? (rtask_op)b->c.ops[i] : (rtask_op)0;
 }
 
 static int add_link(packed_str *s, const rtask_link *l)
@@ -152,84 +89,85 @@ static int add_link(packed_str *s, const rtask_link *l)
         return rc;
     horizon = l->horizon_ns > 0 ? l->horizon_ns : l->lim.def->horizon_ns;
     rlim_def_text(l->lim.def, text, sizeof text);
-    rc = put_fmt(s, "%s", text);
+    rc = pgbatch_put_fmt(s, "%s", text);
     if (rc == SLUICE_OK)
-        rc = put_fmt(s, "%" PRId64 " %u %" PRId64, l->lim.units, l->flags,
-                     horizon > 0 ? horizon : 0);
+        rc = pgbatch_put_fmt(s, "%" PRId64 " %u %" PRId64, l->lim.units, l->flags,
+                             horizon > 0 ? horizon : 0);
     if (rc == SLUICE_OK)
-        rc = put_hex(s, nm.tag, nm.taglen);
+        rc = pgbatch_put_hex(s, nm.tag, nm.taglen);
     if (rc == SLUICE_OK)
-        rc = put_hex(s, l->lim.limit_id, strlen(l->lim.limit_id));
+        rc = pgbatch_put_hex(s, l->lim.limit_id, strlen(l->lim.limit_id));
     if (rc == SLUICE_OK)
-        rc = put_hex(s, nm.key, nm.keylen);
+        rc = pgbatch_put_hex(s, nm.key, nm.keylen);
     return rc;
 }
 
 int pgt_batch_add_add(pgt_batch *b, const rtask_add *a)
 {
-    size_t mark = b->body.len;
-    packed_str *s = &b->body;
+    size_t mark = b->c.body.len;
+    packed_str *s = &b->c.body;
     int rc;
 
     if (!rtask_add_ok(a))
         return SLUICE_EINVAL;
-    rc = begin_req(b, 'A');
+    rc = pgbatch_begin(&b->c, 'A');
     if (rc == SLUICE_OK)
-        rc = put_hex(s, a->type, a->typelen);
+        rc = pgbatch_put_hex(s, a->type, a->typelen);
     if (rc == SLUICE_OK)
-        rc = a->payload ? put_hex(s, a->payload, a->payload_len) : put_hex(s, "{}", 2);
+        rc = a->payload ? pgbatch_put_hex(s, a->payload, a->payload_len)
+                        : pgbatch_put_hex(s, "{}", 2);
     if (rc == SLUICE_OK)
-        rc = put_hex(s, a->task_key, a->task_key ? a->task_key_len : 0);
+        rc = pgbatch_put_hex(s, a->task_key, a->task_key ? a->task_key_len : 0);
     if (rc == SLUICE_OK)
-        rc = put_fmt(s, "%d %" PRId64 " %" PRId64 " %" PRId64, a->task_key ? 1 : 0, a->priority,
-                     a->delay_ns, a->lease_ns);
+        rc = pgbatch_put_fmt(s, "%d %" PRId64 " %" PRId64 " %" PRId64, a->task_key ? 1 : 0,
+                             a->priority, a->delay_ns, a->lease_ns);
     if (rc == SLUICE_OK)
-        rc = put_fmt(s, "%d %d %" PRId64 " %" PRId64 " %d %d", a->retry.max_attempts,
-                     a->retry.backoff == SLUICE_BACKOFF_EXPONENTIAL ? 1 : 0, a->retry.base_ns,
-                     a->retry.max_ns, a->retry.throttle_retries ? 1 : 0,
-                     a->charge_redelivery ? 1 : 0);
+        rc = pgbatch_put_fmt(s, "%d %d %" PRId64 " %" PRId64 " %d %d", a->retry.max_attempts,
+                             a->retry.backoff == SLUICE_BACKOFF_EXPONENTIAL ? 1 : 0,
+                             a->retry.base_ns, a->retry.max_ns, a->retry.throttle_retries ? 1 : 0,
+                             a->charge_redelivery ? 1 : 0);
     if (rc == SLUICE_OK)
-        rc = put_fmt(s, "%" PRId64 " %zu", a->units > 0 ? a->units : 1, a->nlinks);
+        rc = pgbatch_put_fmt(s, "%" PRId64 " %zu", a->units > 0 ? a->units : 1, a->nlinks);
     for (size_t i = 0; i < a->nlinks && rc == SLUICE_OK; i++)
         rc = add_link(s, &a->links[i]);
-    return end_req(b, RTASK_ADD, mark, rc);
+    return pgbatch_end(&b->c, (int)RTASK_ADD, mark, rc);
 }
 
 int pgt_batch_add_claim(pgt_batch *b, const rtask_claim *c)
 {
-    size_t mark = b->body.len;
+    size_t mark = b->c.body.len;
     int rc;
 
     if (!rtask_claim_ok(c))
         return SLUICE_EINVAL;
-    rc = begin_req(b, 'C');
+    rc = pgbatch_begin(&b->c, 'C');
     if (rc == SLUICE_OK)
-        rc = put_fmt(&b->body, "%zu %zu", c->count, c->ntypes);
+        rc = pgbatch_put_fmt(&b->c.body, "%zu %zu", c->count, c->ntypes);
     for (size_t i = 0; i < c->ntypes && rc == SLUICE_OK; i++)
-        rc = put_hex(&b->body, c->types[i], c->typelens[i]);
-    return end_req(b, RTASK_CLAIM, mark, rc);
+        rc = pgbatch_put_hex(&b->c.body, c->types[i], c->typelens[i]);
+    return pgbatch_end(&b->c, (int)RTASK_CLAIM, mark, rc);
 }
 
 static int add_done(pgt_batch *b, rtask_op op, const rtask_done *d)
 {
     static const char words[] = {0, 'A', 'C', 'K', 'F', 'T', 'X', 'I'};
-    size_t mark = b->body.len;
+    size_t mark = b->c.body.len;
     int rc;
 
     /* The function's columns are bigint and int: narrower than the script's numbers. */
     if (!rtask_done_ok(op, d) || d->id > (uint64_t)INT64_MAX || d->attempt > INT32_MAX)
         return SLUICE_EINVAL;
-    rc = begin_req(b, words[op]);
+    rc = pgbatch_begin(&b->c, words[op]);
     if (rc == SLUICE_OK)
-        rc = put_fmt(&b->body, "%" PRIu64 " %" PRId64 " %" PRId64 " %d %" PRId64, d->id, d->attempt,
-                     op == RTASK_ACK && d->cost >= 0 ? d->cost : -1,
-                     op == RTASK_FAIL && d->mode == SLUICE_FAIL_MODE_DEAD ? 1 : 0,
-                     op == RTASK_FAIL && d->retry_after_ns >= 0 ? d->retry_after_ns : -1);
+        rc = pgbatch_put_fmt(&b->c.body, "%" PRIu64 " %" PRId64 " %" PRId64 " %d %" PRId64, d->id,
+                             d->attempt, op == RTASK_ACK && d->cost >= 0 ? d->cost : -1,
+                             op == RTASK_FAIL && d->mode == SLUICE_FAIL_MODE_DEAD ? 1 : 0,
+                             op == RTASK_FAIL && d->retry_after_ns >= 0 ? d->retry_after_ns : -1);
     if (rc == SLUICE_OK)
-        rc = put_hex(&b->body, d->message, d->message ? d->message_len : 0);
+        rc = pgbatch_put_hex(&b->c.body, d->message, d->message ? d->message_len : 0);
     if (rc == SLUICE_OK)
-        rc = put_fmt(&b->body, "%d", op == RTASK_FAIL && d->message ? 1 : 0);
-    return end_req(b, op, mark, rc);
+        rc = pgbatch_put_fmt(&b->c.body, "%d", op == RTASK_FAIL && d->message ? 1 : 0);
+    return pgbatch_end(&b->c, (int)op, mark, rc);
 }
 
 int pgt_batch_add_ack(pgt_batch *b, const rtask_done *d)
@@ -259,71 +197,10 @@ int pgt_batch_add_info(pgt_batch *b, const rtask_done *d)
 
 int pgt_batch_params(pgt_batch *b, const char *const **values)
 {
-    int rc;
-
-    *values = NULL;
-    if (b->nreqs == 0)
-        return SLUICE_EINVAL;
-    rc = packed_str_array(&b->lit, &b->body);
-    if (rc != SLUICE_OK)
-        return rc;
-    b->values[0] = packed_now_param(b->now, b->now_ns);
-    b->values[1] = b->lit.p;
-    *values = b->values;
-    return SLUICE_OK;
+    return pgbatch_params(&b->c, values);
 }
 
 /* ---- the result -------------------------------------------------------------------------- */
-
-/* The request number of row `row` (binary int4), or -1 for a malformed one. */
-static int64_t row_req(const PGresult *r, int row)
-{
-    const unsigned char *p = (const unsigned char *)PQgetvalue(r, row, 0);
-
-    if (PQgetisnull(r, row, 0) || PQgetlength(r, row, 0) != 4)
-        return -1;
-    return (int64_t)(int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
-                              (uint32_t)p[3]);
-}
-
-/* The first row whose request number is at least want (rows are in request order). */
-static int lower_bound(const PGresult *r, int64_t want)
-{
-    int lo = 0, hi = PQntuples(r);
-
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-
-        if (row_req(r, mid) < want)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* Rows [*first, *first + *n) hold request i's elements; every one is checked. */
-static int rows_of(const pgt_batch *b, const PGresult *r, size_t i, int *first, int *n)
-{
-    int lo, hi;
-
-    if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQnfields(r) != 2 || PQfformat(r, 0) != 1 ||
-        PQfformat(r, 1) != 1 || PQftype(r, 0) != PGT_OID_INT4 || PQftype(r, 1) != PGT_OID_BYTEA ||
-        PQntuples(r) < (int)b->nreqs)
-        return SLUICE_EPARSE;
-    if (row_req(r, PQntuples(r) - 1) != (int64_t)b->nreqs)
-        return SLUICE_EPARSE;
-    lo = lower_bound(r, (int64_t)i + 1);
-    hi = lower_bound(r, (int64_t)i + 2);
-    if (hi <= lo)
-        return SLUICE_EPARSE;
-    for (int k = lo; k < hi; k++)
-        if (row_req(r, k) != (int64_t)i + 1 || PQgetisnull(r, k, 1))
-            return SLUICE_EPARSE;
-    *first = lo;
-    *n = hi - lo;
-    return SLUICE_OK;
-}
 
 int pgt_batch_result(const pgt_batch *b, const struct pg_result *result, size_t i,
                      rtask_result *res)
@@ -332,14 +209,14 @@ int pgt_batch_result(const pgt_batch *b, const struct pg_result *result, size_t 
     int first, n, rc;
 
     memset(res, 0, sizeof *res);
-    if (i >= b->nreqs)
+    if (i >= b->c.nreqs)
         return SLUICE_EINVAL;
-    rc = rows_of(b, r, i, &first, &n);
+    rc = pgbatch_rows(&b->c, result, i, &first, &n);
     if (rc == SLUICE_OK)
-        rc = rtask_parse_answer(b->ops[i], PQgetvalue(r, first, 1),
+        rc = rtask_parse_answer(b->c.ops[i], PQgetvalue(r, first, 1),
                                 (size_t)PQgetlength(r, first, 1), (size_t)n, res);
     if (rc == SLUICE_OK && n != 1 &&
-        (res->rc != SLUICE_OK || (b->ops[i] != RTASK_CLAIM && b->ops[i] != RTASK_INFO)))
+        (res->rc != SLUICE_OK || (b->c.ops[i] != RTASK_CLAIM && b->c.ops[i] != RTASK_INFO)))
         rc = SLUICE_EPARSE; /* a refusal, and every answer but a claim's or an info's, is one
                              * element */
     if (rc != SLUICE_OK)
@@ -363,15 +240,15 @@ int pgt_batch_task(const pgt_batch *b, const struct pg_result *result, size_t i,
     int first, n, has_key, has_msg, rc;
 
     memset(out, 0, sizeof *out);
-    if (i >= b->nreqs || (b->ops[i] != RTASK_CLAIM && b->ops[i] != RTASK_INFO))
+    if (i >= b->c.nreqs || (b->c.ops[i] != RTASK_CLAIM && b->c.ops[i] != RTASK_INFO))
         return SLUICE_EINVAL;
     rc = pgt_batch_result(b, result, i, &res);
     if (rc != SLUICE_OK)
         return rc;
     if (res.rc != SLUICE_OK)
         return SLUICE_EINVAL;
-    rows_of(b, r, i, &first, &n); /* checked by pgt_batch_result */
-    if (b->ops[i] == RTASK_INFO) {
+    pgbatch_rows(&b->c, result, i, &first, &n); /* checked by pgt_batch_result */
+    if (b->c.ops[i] == RTASK_INFO) {
         if (k != 0)
             return SLUICE_EINVAL;
         elem(r, first, &s, &len);
