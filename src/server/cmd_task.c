@@ -375,7 +375,7 @@ static void get_cancel(conn *c, void *arg)
     alloc_free(arg);
 }
 
-static const conn_block_ops get_ops = {get_retry, get_timeout, get_cancel};
+static const conn_block_ops get_ops = {get_retry, get_timeout, get_cancel, 0};
 
 /* Copies what a TASK.GET waits for (argv[1 .. 1 + ntypes)) into one allocation. Returns NULL
  * when out of memory. */

@@ -264,7 +264,7 @@ static void get_cancel(conn *c, void *arg)
         alloc_free(w);
 }
 
-static const conn_block_ops get_ops = {get_retry, get_timeout, get_cancel};
+static const conn_block_ops get_ops = {get_retry, get_timeout, get_cancel, 0};
 
 /* ---- Requests ---------------------------------------------------------------------------- */
 

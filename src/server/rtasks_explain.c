@@ -51,8 +51,9 @@ typedef struct xplain {
 static void x_timeout(conn *c, void *arg);
 static void x_cancel(conn *c, void *arg);
 
-/* No retry: only the store's answers move an explain on. */
-static const conn_block_ops x_ops = {NULL, x_timeout, x_cancel};
+/* No retry: only the store's answers move an explain on; a client that half-closes still
+ * gets its answer. */
+static const conn_block_ops x_ops = {NULL, x_timeout, x_cancel, 1};
 
 /* Frees x unless a call still holds it. */
 static void x_release(xplain *x)
@@ -164,7 +165,7 @@ static void x_fail(xplain *x, const char *why)
 static void on_peek(void *arg, const rlim_result *r, const sluice_decision *dec, const char *why)
 {
     xplain *x = arg;
-    char text[1024];
+    char text[2048];
     const char *lim = NULL, *key = NULL;
     int64_t now, start;
     int never = 0;
@@ -208,7 +209,7 @@ static void on_peek(void *arg, const rlim_result *r, const sluice_decision *dec,
     /* Queued and due: the single node names no limit for it; the peek says what its gate would
      * answer now. */
     {
-        char why_now[600] = "";
+        char why_now[800] = "";
         int len = snprintf(text, sizeof text,
                            "Queued and due: the next worker polling type \"%s\" takes it through "
                            "the gate (the shared store does not count the tasks of its type that "

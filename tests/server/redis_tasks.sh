@@ -172,6 +172,23 @@ case $out in
 PONG\ state\ parked\ limit\ per_user\ *\ x\ NOTASK\ *\ PONG\ ) ok ;;
 *) bad "pipelined EXPLAIN replies in command order: [$out]" ;;
 esac
+# A client that half-closes after sending still gets its answer, as it would on one node.
+halfclose() {
+  $py - "$1" "$2" <<'PYEOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+s.sendall(b"TASK.EXPLAIN " + sys.argv[2].encode() + b"\r\n")
+s.shutdown(socket.SHUT_WR)
+data = b""
+while True:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    data += chunk
+sys.stdout.write(data.decode(errors="replace"))
+PYEOF
+}
+contains "EXPLAIN answers a client that half-closed" "Parked on limit" "$(halfclose "$C" "$e2")"
 check "ACK the running one" OK "$(on "$C" TASK.ACK "$e1")"
 check "CANCEL the parked one" 1 "$(on "$A" TASK.CANCEL "$e2")"
 # What stays refused says so.
