@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The task queue shared on Redis, the node's side: with `--store redis://...`, TASK.ADD, GET,
- * ACK, FAIL, TOUCH, CANCEL and INFO do not touch this process's engine. The command checks its
+ * ACK, FAIL, TOUCH, CANCEL and INFO do not touch this process's engine (nor does TASK.EXPLAIN,
+ * which reads the task with INFO and peeks its chain: rtasks_explain.c). The command checks its
  * arguments as it always does (cmd_task.c: same errors, same words); TASK.ADD then resolves the
  * task's chain with the engine's own resolution (sluice_engine_resolve_task: type, key templates,
  * tiers, units, per-key overrides) and every command adds one request to the loop turn's task
