@@ -175,9 +175,18 @@ static void on_peek(void *arg, const rlim_result *r, const sluice_decision *dec,
         x_fail(x, why);
         return;
     }
+    if (r->rc != 0) {
+        snprintf(text, sizeof text,
+                 "%s; the store refused the peek of its chain (%s). The shared store does not "
+                 "report the limit it waits on, the tasks ahead of it or when its key is woken.",
+                 x->state == SLUICE_TASK_PARKED ? "Parked" : "Queued and due",
+                 sluice_strerror(r->rc));
+        x_reply(x, NULL, NULL, 0, text);
+        return;
+    }
     now = r->now_ns;
     start = now;
-    if (r->rc == 0 && !r->chain.allowed && r->chain.denied_by < x->nlinks) {
+    if (!r->chain.allowed && r->chain.denied_by < x->nlinks) {
         lim = x->names[r->chain.denied_by];
         key = x->keys[r->chain.denied_by];
         never = r->chain.retry_after_ns == SLUICE_NEVER || r->chain.retry_after_ns < 0;
