@@ -17,8 +17,9 @@
  *
  * With a redis store (rstore_active) the same commands, once their arguments are checked here
  * with the same words, go to the queue shared on Redis (rtasks.h) instead of the engine; the
- * engine still resolves a new task's chain (sluice_engine_resolve_task). TASK.EXPLAIN and
- * TASK.ADD's LEASE stay refused there (rstore_reply_unavailable).
+ * engine still resolves a new task's chain (sluice_engine_resolve_task). TASK.EXPLAIN reads the
+ * task from the store and peeks its chain there (rtasks_explain.c); TASK.ADD's LEASE stays
+ * refused (rstore_reply_unavailable).
  *
  * Module state (server.task_state): one array of TASK_MAX_COUNT deliveries, reused by every poll
  * (the loop is single-threaded and a poll's deliveries are written out before the next one).
@@ -374,7 +375,7 @@ static void get_cancel(conn *c, void *arg)
     alloc_free(arg);
 }
 
-static const conn_block_ops get_ops = {get_retry, get_timeout, get_cancel};
+static const conn_block_ops get_ops = {get_retry, get_timeout, get_cancel, 0};
 
 /* Copies what a TASK.GET waits for (argv[1 .. 1 + ntypes)) into one allocation. Returns NULL
  * when out of memory. */
@@ -750,6 +751,10 @@ void cmd_task_explain(conn *c, const resp_command *cmd)
 
     if (command_id_arg(c, cmd->argv[1], cmd->argvlen[1], &id) != 0)
         return;
+    if (rstore_active(s)) {
+        rtasks_explain(c, id);
+        return;
+    }
     if (sluice_engine_explain(s->engine, id, server_now(s), &ex) != 0) {
         reply_notask(c, id);
         return;

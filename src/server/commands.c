@@ -82,7 +82,7 @@ const command_def command_table[] = {
      "TASK.TOUCH id [ATTEMPT n]: extend a running task's lease"},
     {"task.info", 2, CMD_READONLY | CMD_FAST | CMD_ONE_TAG, cmd_task_info,
      "TASK.INFO id: a task's fields"},
-    {"task.explain", 2, CMD_READONLY | CMD_FAST | CMD_LOCAL, cmd_task_explain,
+    {"task.explain", 2, CMD_READONLY | CMD_FAST | CMD_ONE_TAG, cmd_task_explain,
      "TASK.EXPLAIN id: why a task waits and when it should start"},
     /* Recurring series (cmd_recur.c). */
     {"recur.add", -6, CMD_WRITE | CMD_DENYOOM | CMD_ONE_TAG, cmd_recur_add,

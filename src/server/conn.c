@@ -528,8 +528,9 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
             log_debug("client %" PRIu64 " %s: read: %s", c->id, c->addr, uv_strerror((int)nread));
         c->flags |= CONN_EOF;
         /* A half-closed client still gets the replies to what it sent; a blocked one is gone
-         * for good (as in Redis): cancel it rather than hand it work nobody will read. */
-        if (nread == UV_EOF && !(c->flags & CONN_BLOCKED))
+         * for good (as in Redis): cancel it rather than hand it work nobody will read, unless
+         * its answer is already on its way (answer_on_eof). */
+        if (nread == UV_EOF && (!(c->flags & CONN_BLOCKED) || c->block_ops->answer_on_eof))
             conn_close_after_reply(c);
         else
             conn_close(c);

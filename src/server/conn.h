@@ -72,6 +72,10 @@ typedef struct conn_block_ops {
     /* The client is going away while blocked: forget it and free arg; do not reply. May be
      * NULL. */
     void (*cancel)(conn *c, void *arg);
+    /* 1: the answer is already on its way (a read the shared store is answering: TASK.EXPLAIN),
+     * so a client that half-closes its side still gets it, as it would get any other reply,
+     * instead of being cancelled as a waiting TASK.GET is. */
+    int answer_on_eof;
 } conn_block_ops;
 
 struct conn {

@@ -388,7 +388,7 @@ static void on_stop(conn *c, void *arg)
     conn_unblock(c);
 }
 
-static const conn_block_ops reload_block_ops = {NULL, on_stop, on_cancel};
+static const conn_block_ops reload_block_ops = {NULL, on_stop, on_cancel, 0};
 
 static void work_prepare(uv_work_t *req)
 {

@@ -81,22 +81,24 @@ typedef enum wait_kind {
 
 /* One request's client and how to write its reply. */
 typedef struct rstore_wait {
-    conn *c;          /* NULL once the client closed */
-    size_t ticket;    /* conn_defer's */
-    wait_kind kind;   /* which reply */
-    int req;          /* the request's index in the batch */
-    size_t nlinks;    /* links of the request */
-    size_t dec;       /* its first decision in the batch's decision array */
-    size_t names;     /* THROTTLE: its links' names, NUL-separated, at this offset of the arena;
-                       * leases: the limit's name, NUL, then the key's keylen bytes */
-    size_t keylen;    /* leases: the key's length */
-    int64_t ttl_ns;   /* LEASE.ACQUIRE: the lease's time to live */
-    int64_t limit;    /* fail-open: the capacity reported */
-    int64_t quantity; /* CELL: 0 for a peek */
-    int64_t t_ns;     /* CELL: the emission interval */
-    int64_t units;    /* THROTTLE, LEASE.ACQUIRE: the units asked (rcounters_limit) */
-    int peek;         /* THROTTLE: a peek, which the counters do not count */
-    rlim_result res;  /* the decoded answer */
+    conn *c;           /* NULL once the client closed */
+    size_t ticket;     /* conn_defer's */
+    wait_kind kind;    /* which reply */
+    int req;           /* the request's index in the batch */
+    size_t nlinks;     /* links of the request */
+    size_t dec;        /* its first decision in the batch's decision array */
+    size_t names;      /* THROTTLE: its links' names, NUL-separated, at this offset of the arena;
+                        * leases: the limit's name, NUL, then the key's keylen bytes */
+    size_t keylen;     /* leases: the key's length */
+    int64_t ttl_ns;    /* LEASE.ACQUIRE: the lease's time to live */
+    int64_t limit;     /* fail-open: the capacity reported */
+    int64_t quantity;  /* CELL: 0 for a peek */
+    int64_t t_ns;      /* CELL: the emission interval */
+    int64_t units;     /* THROTTLE, LEASE.ACQUIRE: the units asked (rcounters_limit) */
+    int peek;          /* THROTTLE: a peek, which the counters do not count */
+    rlim_result res;   /* the decoded answer */
+    rstore_peek_fn fn; /* rstore_peek_then: the answer goes to fn, no slot (c is NULL) */
+    void *fn_arg;
 } rstore_wait;
 
 typedef struct rstore rstore;
@@ -472,6 +474,11 @@ static void apply_batch(rstore_call *call)
         rstore_wait *w = &b->w[i];
         size_t mark;
 
+        if (w->fn) {
+            w->fn(w->fn_arg, b->base.why[0] ? NULL : &w->res,
+                  b->base.why[0] ? NULL : &b->dec[w->dec], b->base.why[0] ? b->base.why : NULL);
+            continue;
+        }
         if (!w->c)
             continue;
         mark = conn_out(w->c)->len;
@@ -930,11 +937,13 @@ static rbatch *turn_batch(rstore *st, conn *c, int slot)
     return b;
 }
 
-/* Adds one request to the turn's batch for its slot and defers the client's reply. Returns the
- * wait (to be completed by the caller, in st->added, before anything else touches the batch),
- * or NULL after replying. */
-static rstore_wait *add_request_args(rstore *st, conn *c, rlim_op op, const rlim_link *links,
-                                     size_t n, size_t namelen, const rlim_args *args, int slot)
+/* Adds one request to the turn's batch for its slot and, when defer is 1, defers the client's
+ * reply (0: the caller sets the wait's fn, and c only hears errors). Returns the wait (to be
+ * completed by the caller, in st->added, before anything else touches the batch), or NULL after
+ * replying. */
+static rstore_wait *add_request_to(rstore *st, conn *c, rlim_op op, const rlim_link *links,
+                                   size_t n, size_t namelen, const rlim_args *args, int slot,
+                                   int defer)
 {
     rbatch *b;
     rstore_wait *w;
@@ -964,14 +973,20 @@ static rstore_wait *add_request_args(rstore *st, conn *c, rlim_op op, const rlim
     memset(w, 0, sizeof(*w));
     st->added = b;
     c->store_seq = b->seq;
-    w->c = c;
-    w->ticket = conn_defer(c);
+    w->c = defer ? c : NULL;
+    w->ticket = defer ? conn_defer(c) : 0;
     w->req = idx;
     w->nlinks = n;
     w->dec = b->ndec;
     b->ndec += n;
     w->names = b->alen;
     return w;
+}
+
+static rstore_wait *add_request_args(rstore *st, conn *c, rlim_op op, const rlim_link *links,
+                                     size_t n, size_t namelen, const rlim_args *args, int slot)
+{
+    return add_request_to(st, c, op, links, n, namelen, args, slot, 1);
 }
 
 static rstore_wait *add_request(rstore *st, conn *c, rlim_op op, const rlim_link *links, size_t n,
@@ -1064,6 +1079,49 @@ void rstore_throttle(conn *c, const rstore_link *links, size_t n, unsigned flags
         st->added->alen += len;
     }
     maybe_send_full(st);
+}
+
+int rstore_peek_then(conn *c, const rstore_link *links, size_t n, rstore_peek_fn fn, void *arg)
+{
+    rstore *st = state_of(c->srv);
+    rlim_link stack[LINKS_STACK], *rl = stack;
+    rlim_args args;
+    rstore_wait *w;
+    int slot;
+
+    if (!store_up(st)) {
+        fn(arg, NULL, NULL, down_why(st));
+        return 0;
+    }
+    if (n > LINKS_STACK) {
+        rl = alloc_calloc(n, sizeof(*rl));
+        if (!rl) {
+            resp_error(conn_out(c), "NOMEM", "out of memory");
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        memset(&rl[i], 0, sizeof(rl[i]));
+        rl[i].def = links[i].def;
+        rl[i].limit_id = links[i].limit_id;
+        rl[i].key = links[i].key;
+        rl[i].keylen = links[i].keylen;
+        rl[i].units = links[i].units;
+        set_tag(st, &rl[i]);
+    }
+    memset(&args, 0, sizeof(args));
+    slot = st->kind == CONFIG_STORE_REDIS_CLUSTER ? throttle_slot(st, c, links, rl, n) : 0;
+    w = slot < 0 ? NULL : add_request_to(st, c, RLIM_PEEK, rl, n, 0, &args, slot, 0);
+    if (rl != stack)
+        alloc_free(rl);
+    if (!w)
+        return -1;
+    w->kind = WAIT_THROTTLE;
+    w->peek = 1;
+    w->fn = fn;
+    w->fn_arg = arg;
+    maybe_send_full(st);
+    return 0;
 }
 
 void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const char *key,

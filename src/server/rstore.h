@@ -188,6 +188,19 @@ typedef struct rstore_link {
 } rstore_link;
 void rstore_throttle(conn *c, const rstore_link *links, size_t n, unsigned flags);
 
+/* The answer of rstore_peek_then: the request's result and its links' decisions (NULL when why
+ * is set: the store failed the call, or is down and nothing was sent). Valid during the call. */
+typedef void (*rstore_peek_fn)(void *arg, const rlim_result *r, const sluice_decision *dec,
+                               const char *why);
+
+/* A peek of the n links (n >= 1) as one chain, judged in the store's clock with nothing charged
+ * or written (RLIM_PEEK), for a caller that reads the answer itself (TASK.EXPLAIN) rather than a
+ * reply: no deferred slot is taken, the failure mode is not applied (a peek grants nothing), and
+ * fn(arg, ...) runs exactly once, in the FIFO's order (at once, with why, when the store is
+ * down). Returns 0, or -1 after writing an error reply to c (out of memory, a chain the store
+ * cannot take), fn not called. */
+int rstore_peek_then(conn *c, const rstore_link *links, size_t n, rstore_peek_fn fn, void *arg);
+
 /* One CL.THROTTLE on the shared store: def is the triple's rate limit, id its "!cell:B:C:P",
  * quantity 0 a peek of one unit; t_ns the emission interval (cell_map_decision). */
 void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const char *key,

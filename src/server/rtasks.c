@@ -264,7 +264,7 @@ static void get_cancel(conn *c, void *arg)
         alloc_free(w);
 }
 
-static const conn_block_ops get_ops = {get_retry, get_timeout, get_cancel};
+static const conn_block_ops get_ops = {get_retry, get_timeout, get_cancel, 0};
 
 /* ---- Requests ---------------------------------------------------------------------------- */
 
@@ -496,6 +496,39 @@ void rtasks_done(conn *c, rtask_op op, const rtask_done *d)
     w->id = d->id;
     w->attempt = d->attempt;
     maybe_send_full(rt);
+}
+
+int rtasks_info_then(conn *c, uint64_t id, rtasks_info_fn fn, void *arg)
+{
+    rtasks *rt = state_of(c->srv);
+    rtask_done d = {.id = id, .cost = -1, .retry_after_ns = -1};
+    const char *why = NULL;
+    tbatch *b;
+    twait *w;
+    int idx;
+
+    if (!rstore_up(c->srv, &why)) {
+        reply_down(c, why);
+        return -1;
+    }
+    b = cur_batch(rt, c);
+    if (!b)
+        return -1;
+    idx = batch_add(b, RTASK_INFO, &d);
+    if (idx < 0) {
+        take_wait(b, c, NULL, RTASK_INFO, idx); /* replies the refusal */
+        return -1;
+    }
+    /* As take_wait, without a slot: fn writes whatever reply comes of the answer. */
+    w = &b->w[b->n++];
+    memset(w, 0, sizeof(*w));
+    w->op = RTASK_INFO;
+    w->req = idx;
+    w->id = id;
+    w->fn = fn;
+    w->fn_arg = arg;
+    maybe_send_full(rt);
+    return 0;
 }
 
 void rtasks_flush(server *s)

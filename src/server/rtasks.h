@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The task queue shared on Redis, the node's side: with `--store redis://...`, TASK.ADD, GET,
- * ACK, FAIL, TOUCH, CANCEL and INFO do not touch this process's engine. The command checks its
+ * ACK, FAIL, TOUCH, CANCEL and INFO do not touch this process's engine (nor does TASK.EXPLAIN,
+ * which reads the task with INFO and peeks its chain: rtasks_explain.c). The command checks its
  * arguments as it always does (cmd_task.c: same errors, same words); TASK.ADD then resolves the
  * task's chain with the engine's own resolution (sluice_engine_resolve_task: type, key templates,
  * tiers, units, per-key overrides) and every command adds one request to the loop turn's task
@@ -107,6 +108,22 @@ void rtasks_get(conn *c, const char *const *types, size_t ntypes, size_t count, 
 
 /* TASK.ACK (RTASK_ACK), FAIL, TOUCH, CANCEL and INFO of d->id. */
 void rtasks_done(conn *c, rtask_op op, const rtask_done *d);
+
+/* The answer of rtasks_info_then: the task (NULL unless r->rc is 0 and why is NULL) and the
+ * request's result (NULL when why is set: the store failed the call, why says how). Pointers
+ * are valid during the call only. */
+typedef void (*rtasks_info_fn)(void *arg, const rtask_task *t, const rtask_result *r,
+                               const char *why);
+
+/* TASK.INFO of id for a caller that reads the answer itself (TASK.EXPLAIN: rtasks_explain.c)
+ * rather than a reply: no deferred slot is taken, and fn(arg, ...) runs exactly once, in the
+ * FIFO's order, when the store answers or fails the call. Returns 0, or -1 after writing an
+ * error reply to c (the store is down, out of memory), fn not called. */
+int rtasks_info_then(conn *c, uint64_t id, rtasks_info_fn fn, void *arg);
+
+/* TASK.EXPLAIN of id on the shared store (rtasks_explain.c): the client is blocked while the
+ * task is read and its chain peeked, and answered in the single node's format. */
+void rtasks_explain(conn *c, uint64_t id);
 
 /* Room for "name/tier", a tiered limit's id (as THROTTLE names its state: cmd_limit.c). */
 #define RTASKS_LIMIT_ID_BUF 260

@@ -6,8 +6,9 @@
  * here is used outside them.
  *
  * Invariants (see rtasks.c for the whole list):
- * - a wait has exactly one of a deferred slot of its client (ticket) or a waiter (a blocked
- *   TASK.GET's claim); c == NULL once its client closed;
+ * - a wait has exactly one of a deferred slot of its client (ticket), a waiter (a blocked
+ *   TASK.GET's claim) or a function its answer goes to (rtasks_info_then: c is NULL); c == NULL
+ *   once its client closed;
  * - a waiter has at most one claim in flight and is freed by whoever sees it last.
  */
 #ifndef SLUICE_SERVER_RTASKS_IMPL_H
@@ -51,12 +52,14 @@ typedef struct twait {
     size_t ticket; /* conn_defer's (not with a waiter) */
     waiter *wt;    /* a blocked TASK.GET's claim, else NULL */
     rtask_op op;
-    int req;          /* the request's index in the batch */
-    uint64_t id;      /* the id asked (ACK, FAIL, TOUCH, CANCEL, INFO) */
-    int64_t attempt;  /* the ATTEMPT asked */
-    rtask_result res; /* the decoded answer (res.msg NULL: see msg_off) */
-    size_t msg_off;   /* the script's message in the arena */
-    size_t task0;     /* its first task in the batch's task array */
+    int req;           /* the request's index in the batch */
+    uint64_t id;       /* the id asked (ACK, FAIL, TOUCH, CANCEL, INFO) */
+    int64_t attempt;   /* the ATTEMPT asked */
+    rtask_result res;  /* the decoded answer (res.msg NULL: see msg_off) */
+    size_t msg_off;    /* the script's message in the arena */
+    size_t task0;      /* its first task in the batch's task array */
+    rtasks_info_fn fn; /* an INFO whose answer goes to fn instead of a slot (c is NULL) */
+    void *fn_arg;
 } twait;
 
 struct tbatch {

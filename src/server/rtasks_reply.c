@@ -357,6 +357,16 @@ void rtasks_apply(rstore_call *call)
         size_t mark;
 
         count_result(rt, b, w);
+        if (w->fn) {
+            rtask_task t;
+            int has = !b->base.why[0] && w->res.rc == 0;
+
+            if (has)
+                task_view(b, &b->tasks[w->task0], &t);
+            w->fn(w->fn_arg, has ? &t : NULL, b->base.why[0] ? NULL : &w->res,
+                  b->base.why[0] ? b->base.why : NULL);
+            continue;
+        }
         if (w->wt) {
             apply_waiter(rt, b, w);
             continue;

@@ -141,7 +141,7 @@ contains "third refused on a third node" "RATELIMITED limit=slots kind=concurren
 check "renewed on another node" 5000 "$(redis-cli -p "$port_n3" LEASE.RENEW "$h1" TTL 5000)"
 check "released on another node" OK "$(redis-cli -p "$port_n2" LEASE.RELEASE "$h1")"
 # Not shared on a Cluster in this version: one clear error each.
-for c in "TASK.ADD job {}" "TASK.GET job" "TASK.ACK 1" "TASK.INFO 1" "RECUR.DEL r"; do
+for c in "TASK.ADD job {}" "TASK.GET job" "TASK.ACK 1" "TASK.INFO 1" "TASK.EXPLAIN 1" "RECUR.DEL r"; do
   contains "$c refused" "is not available with a redis-cluster store yet" "$(on "$port_n1" $c)"
 done
 # A global link alone is fine (its tag is its name): one limit, one slot.

@@ -97,8 +97,8 @@ static void on_cancel(conn *c, void *arg)
     atomic_store(&cancelled, 1);
 }
 
-static const conn_block_ops timeout_ops = {NULL, on_timeout, NULL};
-static const conn_block_ops retry_ops = {on_retry, on_timeout, on_cancel};
+static const conn_block_ops timeout_ops = {NULL, on_timeout, NULL, 0};
+static const conn_block_ops retry_ops = {on_retry, on_timeout, on_cancel, 0};
 
 /* The newest client that is not closing. */
 static conn *newest_client(void)

@@ -1,0 +1,435 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * TASK.EXPLAIN on a shared store (Redis, PostgreSQL): why a task waits, in the single node's
+ * reply (cmd_task.c: the same eight fields, in the same order), built from what the store keeps.
+ * Two calls, in the node's FIFO of calls (rstore.h): the task is read as TASK.INFO reads it
+ * (rtasks_info_then); when it waits (parked, or queued and due) its chain is resolved as TASK.ADD
+ * resolves it (sluice_engine_resolve_task on its type, payload and units) and peeked in the
+ * store's clock (rstore_peek_then: the chain judged, nothing charged, nothing written). Any node
+ * explains any task the same way, whichever node added it.
+ *
+ * What the store does not keep is said, not invented: the tasks ahead of a parked task and on
+ * its key (position, queue_length), when its key is woken next (wake_ms), and the limit it
+ * parked on when its chain would grant it now are null, and the text says so. The estimated
+ * start is the store time at which the peeked chain would grant it.
+ *
+ * Invariants:
+ * - the client is blocked (conn_block) from the command until its reply, so it runs nothing
+ *   else meanwhile and the reply, appended when the last answer comes, keeps its command order;
+ * - each explain is answered exactly once (or not at all when its client went away), and freed
+ *   by the last answer that comes for it;
+ * - nothing here blocks the loop.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "server/commands.h"
+#include "server/rstore.h"
+#include "server/rtasks.h"
+#include "sluice/error.h"
+
+/* Links peeked at most: a longer chain is explained without its peek. */
+#define XPLAIN_LINKS 16
+/* A link's key as the text shows it (the single node prints whole keys; a shared key is cut). */
+#define XPLAIN_KEY_BUF 256
+
+/* One explain in flight. */
+typedef struct xplain {
+    conn *c;                     /* NULL once its client went away (or the server stopped) */
+    uint64_t id;                 /* the task */
+    int in_flight;               /* a call for it is in the FIFO */
+    sluice_task_state state;     /* the task's, from the store */
+    int attempt;                 /* deliveries so far */
+    char type[COMMAND_NAME_BUF]; /* its type, for the text */
+    size_t nlinks;               /* links peeked */
+    char names[XPLAIN_LINKS][COMMAND_NAME_BUF]; /* their limits' names (a denial names one) */
+    char keys[XPLAIN_LINKS][XPLAIN_KEY_BUF];    /* their keys, cut */
+} xplain;
+
+static void x_timeout(conn *c, void *arg);
+static void x_cancel(conn *c, void *arg);
+
+/* No retry: only the store's answers move an explain on; a client that half-closes still
+ * gets its answer. */
+static const conn_block_ops x_ops = {NULL, x_timeout, x_cancel, 1};
+
+/* Frees x unless a call still holds it. */
+static void x_release(xplain *x)
+{
+    if (!x->in_flight)
+        alloc_free(x);
+}
+
+/* The server is stopping (the only timeout: the block has no timer). */
+static void x_timeout(conn *c, void *arg)
+{
+    xplain *x = arg;
+
+    resp_error(conn_out(c), "STOREDOWN",
+               "the server is stopping; task %" PRIu64 " was not explained", x->id);
+    x->c = NULL;
+    conn_unblock(c);
+    x_release(x);
+}
+
+static void x_cancel(conn *c, void *arg)
+{
+    xplain *x = arg;
+
+    (void)c;
+    x->c = NULL;
+    x_release(x);
+}
+
+/* Writes a field name and an integer, or null when has is 0. */
+static void field_int(resp_writer *w, const char *name, int has, int64_t v)
+{
+    resp_bulk_str(w, name);
+    if (has)
+        resp_int(w, v);
+    else
+        resp_null(w);
+}
+
+/* Writes a field name and a string, or null when s is NULL. */
+static void field_str(resp_writer *w, const char *name, const char *s)
+{
+    resp_bulk_str(w, name);
+    if (s)
+        resp_bulk_str(w, s);
+    else
+        resp_null(w);
+}
+
+/* The seconds from now to at, for sentences (saturating, as the engine's). */
+static double secs(int64_t at, int64_t now)
+{
+    int64_t d;
+
+    if (at > 0 && now < 0 && at > INT64_MAX + now)
+        d = INT64_MAX;
+    else if (at < 0 && now > 0 && at < INT64_MIN + now)
+        d = INT64_MIN;
+    else
+        d = at - now;
+    return (double)d / 1e9;
+}
+
+/* Writes the reply, unblocks the client and frees x (the last answer holds it no more). */
+static void x_reply(xplain *x, const char *limit, const char *key, int64_t start_ns,
+                    const char *text)
+{
+    conn *c = x->c;
+    resp_writer *w;
+
+    x->in_flight = 0;
+    if (!c) {
+        x_release(x);
+        return;
+    }
+    w = conn_out(c);
+    resp_map(w, 8);
+    field_str(w, "state", sluice_task_state_name(x->state));
+    field_str(w, "limit", limit);
+    field_str(w, "key", key);
+    /* Not kept by the shared store: the text says so. */
+    field_int(w, "position", 0, 0);
+    field_int(w, "queue_length", 0, 0);
+    field_int(w, "wake_ms", 0, 0);
+    field_int(w, "estimated_start_ms", start_ns != 0, command_time_ms(start_ns));
+    field_str(w, "text", text);
+    x->c = NULL;
+    conn_unblock(c);
+    x_release(x);
+}
+
+/* Answers an error (the store failed a call), unblocks and frees. */
+static void x_fail(xplain *x, const char *why)
+{
+    conn *c = x->c;
+
+    x->in_flight = 0;
+    if (c) {
+        resp_error(conn_out(c), "STOREDOWN",
+                   "the shared store is unavailable (%s); nothing was done",
+                   why && why[0] ? why : "not connected");
+        x->c = NULL;
+        conn_unblock(c);
+    }
+    x_release(x);
+}
+
+/* The peek of a waiting task's chain answered. */
+static void on_peek(void *arg, const rlim_result *r, const sluice_decision *dec, const char *why)
+{
+    xplain *x = arg;
+    char text[2048];
+    const char *lim = NULL, *key = NULL;
+    int64_t now, start;
+    int never = 0;
+
+    (void)dec;
+    if (why || !r) {
+        x_fail(x, why);
+        return;
+    }
+    if (r->rc != 0) {
+        snprintf(text, sizeof text,
+                 "%s; the store refused the peek of its chain (%s). The shared store does not "
+                 "report the limit it waits on, the tasks ahead of it or when its key is woken.",
+                 x->state == SLUICE_TASK_PARKED ? "Parked" : "Queued and due",
+                 sluice_strerror(r->rc));
+        x_reply(x, NULL, NULL, 0, text);
+        return;
+    }
+    now = r->now_ns;
+    start = now;
+    if (!r->chain.allowed && r->chain.denied_by < x->nlinks) {
+        lim = x->names[r->chain.denied_by];
+        key = x->keys[r->chain.denied_by];
+        never = r->chain.retry_after_ns == SLUICE_NEVER || r->chain.retry_after_ns < 0;
+        start = never ? SLUICE_NEVER : now + r->chain.retry_after_ns;
+    }
+    if (x->state == SLUICE_TASK_PARKED) {
+        if (!lim)
+            snprintf(
+                text, sizeof text,
+                "Parked; its chain, peeked in the store's clock, would grant it now, so a node "
+                "takes it when its key is next woken. The shared store does not report the "
+                "limit it parked on, the tasks ahead of it or when its key is woken.");
+        else if (never)
+            snprintf(
+                text, sizeof text,
+                "Parked on limit \"%s\" key \"%s\"; the limit cannot grant it as things stand. "
+                "The shared store does not report the tasks ahead of it or when its key is "
+                "woken.",
+                lim, key);
+        else
+            snprintf(text, sizeof text,
+                     "Parked on limit \"%s\" key \"%s\"; its chain, peeked in the store's clock, "
+                     "grants it in about %.3f s. The shared store does not report the tasks ahead "
+                     "of it or when its key is woken.",
+                     lim, key, secs(start, now));
+        x_reply(x, lim, key, start, text);
+        return;
+    }
+    /* Queued and due: the single node names no limit for it; the peek says what its gate would
+     * answer now. */
+    {
+        char why_now[800] = "";
+        int len = snprintf(text, sizeof text,
+                           "Queued and due: the next worker polling type \"%s\" takes it through "
+                           "the gate (the shared store does not count the tasks of its type that "
+                           "are ready).",
+                           x->type);
+
+        if (lim && never)
+            snprintf(why_now, sizeof why_now,
+                     " Its chain, peeked in the store's clock, would not grant it now: limit "
+                     "\"%s\" (key \"%s\") cannot grant it as things stand.",
+                     lim, key);
+        else if (lim)
+            snprintf(why_now, sizeof why_now,
+                     " Its chain, peeked in the store's clock, would not grant it now: limit "
+                     "\"%s\" (key \"%s\") grants it in about %.3f s, and the gate parks it "
+                     "until then.",
+                     lim, key, secs(start, now));
+        if (len > 0 && (size_t)len < sizeof text)
+            snprintf(text + len, sizeof text - (size_t)len, "%s", why_now);
+    }
+    x_reply(x, NULL, NULL, start, text);
+}
+
+/* Resolves the waiting task's chain as TASK.ADD did and sends its peek. Returns 0 (on_peek
+ * answers), or -1 with text saying why there is no peek (x is answered by the caller). */
+static int send_peek(xplain *x, const rtask_task *t, char *text, size_t textlen)
+{
+    server *s = x->c->srv;
+    sluice_charge ch[XPLAIN_LINKS];
+    rstore_link links[XPLAIN_LINKS];
+    char ids[XPLAIN_LINKS][COMMAND_NAME_BUF * 2];
+    sluice_task_spec spec;
+    sluice_task_plan plan;
+    sluice_submit_error err;
+    char *payload;
+    int n;
+
+    if (t->typelen >= sizeof x->type) {
+        snprintf(text, textlen, "its type's name is longer than any this node knows");
+        return -1;
+    }
+    payload = alloc_malloc(t->payload_len + 1);
+    if (!payload) {
+        snprintf(text, textlen, "out of memory");
+        return -1;
+    }
+    memcpy(payload, t->payload, t->payload_len);
+    payload[t->payload_len] = '\0';
+    memset(&spec, 0, sizeof spec);
+    spec.type = x->type;
+    spec.payload = payload;
+    spec.payload_len = t->payload_len;
+    spec.units = t->units;
+    spec.has_priority = 1;
+    spec.priority = (int)t->priority;
+    n = sluice_engine_resolve_task(s->engine, &spec, server_now(s), &plan, ch, XPLAIN_LINKS, &err);
+    alloc_free(payload);
+    if (n < 0) {
+        snprintf(text, textlen, "its chain cannot be resolved on this node: %s", err.message);
+        return -1;
+    }
+    if (n == 0)
+        return 1;
+    if (n > XPLAIN_LINKS) {
+        snprintf(text, textlen, "its chain has more than %d links", XPLAIN_LINKS);
+        return -1;
+    }
+    x->nlinks = (size_t)n;
+    for (int i = 0; i < n; i++) {
+        size_t kl = ch[i].keylen < XPLAIN_KEY_BUF - 1 ? ch[i].keylen : XPLAIN_KEY_BUF - 1;
+
+        if (ch[i].tier)
+            snprintf(ids[i], sizeof ids[i], "%s/%s", ch[i].limit, ch[i].tier);
+        else
+            snprintf(ids[i], sizeof ids[i], "%s", ch[i].limit);
+        snprintf(x->names[i], sizeof x->names[i], "%s", ch[i].limit);
+        memcpy(x->keys[i], ch[i].key, kl);
+        x->keys[i][kl] = '\0';
+        links[i].def = ch[i].def;
+        links[i].limit_id = ids[i];
+        links[i].name = ch[i].limit;
+        links[i].key = ch[i].key;
+        links[i].keylen = ch[i].keylen;
+        links[i].units = ch[i].units;
+    }
+    x->in_flight = 1;
+    if (rstore_peek_then(x->c, links, (size_t)n, on_peek, x) != 0) {
+        /* c has its error reply: done. */
+        conn *c = x->c;
+
+        x->in_flight = 0;
+        x->c = NULL;
+        conn_unblock(c);
+        x_release(x);
+        return 2;
+    }
+    return 0;
+}
+
+/* The task read from the store. */
+static void on_info(void *arg, const rtask_task *t, const rtask_result *r, const char *why)
+{
+    xplain *x = arg;
+    char text[1024], cause[400];
+    int64_t now;
+    int rc;
+
+    x->in_flight = 0;
+    if (!x->c) {
+        x_release(x);
+        return;
+    }
+    if (why || !r) {
+        x_fail(x, why);
+        return;
+    }
+    if (r->rc != 0 || !t) {
+        conn *c = x->c;
+
+        if (r->rc == SLUICE_ENOTFOUND)
+            reply_notask(c, x->id);
+        else
+            reply_engine_error(c, r->rc, "the shared store cannot explain this task");
+        x->c = NULL;
+        conn_unblock(c);
+        x_release(x);
+        return;
+    }
+    now = r->now_ns;
+    x->state = t->state;
+    x->attempt = t->attempt;
+    snprintf(x->type, sizeof x->type, "%.*s",
+             (int)(t->typelen < sizeof x->type - 1 ? t->typelen : sizeof x->type - 1), t->type);
+    if (t->state == SLUICE_TASK_QUEUED && t->not_before_ns > now) {
+        snprintf(text, sizeof text,
+                 "Queued, held back until %.3f s from now (not_before or retry backoff); it is "
+                 "gated when a worker polls after that.",
+                 secs(t->not_before_ns, now));
+        x_reply(x, NULL, NULL, t->not_before_ns, text);
+        return;
+    }
+    switch (t->state) {
+    case SLUICE_TASK_QUEUED: /* and due: its gate is peeked, as a parked task's */
+    case SLUICE_TASK_PARKED:
+        rc = send_peek(x, t, cause, sizeof cause);
+        if (rc == 0 || rc == 2)
+            return;
+        if (rc == 1) { /* no limits: nothing to wait for */
+            if (t->state == SLUICE_TASK_PARKED)
+                snprintf(text, sizeof text,
+                         "Parked; its chain has no limits now, so a node takes "
+                         "it when its key is next woken.");
+            else
+                snprintf(text, sizeof text,
+                         "Queued and due: the next worker polling type \"%s\" takes it through the "
+                         "gate (the shared store does not count the tasks of its type that are "
+                         "ready).",
+                         x->type);
+            x_reply(x, NULL, NULL, now, text);
+            return;
+        }
+        snprintf(text, sizeof text,
+                 "%s; its chain was not peeked (%s). The shared store does not report the limit it "
+                 "waits on, the tasks ahead of it or when its key is woken.",
+                 t->state == SLUICE_TASK_PARKED ? "Parked" : "Queued and due", cause);
+        x_reply(x, NULL, NULL, 0, text);
+        return;
+    case SLUICE_TASK_RUNNING:
+        snprintf(text, sizeof text,
+                 "Running (attempt %d); its lease ends in %.3f s unless the worker acks, fails or "
+                 "touches it.",
+                 t->attempt, secs(t->lease_until_ns, now));
+        break;
+    case SLUICE_TASK_DONE:
+        snprintf(text, sizeof text, "Done after %d attempt(s).", t->attempt);
+        break;
+    case SLUICE_TASK_CANCELLED:
+        snprintf(text, sizeof text, "Cancelled before it ran.");
+        break;
+    case SLUICE_TASK_FAILED:
+    default:
+        /* The shared store does not keep which limit refused a task (TASK.INFO's denial fields
+         * are null too). */
+        snprintf(text, sizeof text, "Failed (%s) after %d attempt(s).",
+                 sluice_fail_reason_name(t->fail_reason), t->attempt);
+        break;
+    }
+    x_reply(x, NULL, NULL, 0, text);
+}
+
+void rtasks_explain(conn *c, uint64_t id)
+{
+    xplain *x = alloc_calloc(1, sizeof(*x));
+
+    if (!x) {
+        resp_error(conn_out(c), "NOMEM", "out of memory");
+        return;
+    }
+    x->c = c;
+    x->id = id;
+    if (conn_block(c, 0, &x_ops, x) != 0) {
+        alloc_free(x);
+        resp_error(conn_out(c), "ERR", "TASK.EXPLAIN cannot wait for the shared store now");
+        return;
+    }
+    x->in_flight = 1;
+    if (rtasks_info_then(c, id, on_info, x) != 0) {
+        /* c has its error reply. */
+        x->in_flight = 0;
+        x->c = NULL;
+        conn_unblock(c);
+        alloc_free(x);
+    }
+}
