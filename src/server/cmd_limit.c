@@ -1029,9 +1029,9 @@ void cmd_limit_set(conn *c, const resp_command *cmd)
         resp_error(conn_out(c), "NOMEM", "out of memory");
         return;
     }
-    if (rdefs_active(s) && rdefs_unsupported(&p)) {
+    if (rdefs_active(s) && server_limit_unsupported(&p)) {
         /* The store's script would enforce what this node would not: refused, as in a file. */
-        resp_error(conn_out(c), "ERR", "%s", rdefs_unsupported(&p));
+        resp_error(conn_out(c), "ERR", "%s", server_limit_unsupported(&p));
         sluice_limit_policy_clear(&p);
         return;
     }

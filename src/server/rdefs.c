@@ -86,67 +86,35 @@ int rdefs_active(const server *s)
 
 /* ---- Applying the set ---------------------------------------------------------------------- */
 
-static int def_adaptive(const sluice_limit_def *d)
-{
-    return d->decrease_den > 0;
-}
+/* The links of a type as they would be after a change: the changed limit, else the engine's. */
+typedef struct changed_limits {
+    server *s;
+    const sluice_limit_policy *p;
+} changed_limits;
 
-const char *rdefs_unsupported(const sluice_limit_policy *p)
+static const sluice_limit_policy *changed_limit(void *ctx, const char *name)
 {
-    int adaptive = def_adaptive(&p->def);
+    const changed_limits *c = ctx;
 
-    if (p->mode == SLUICE_MODE_SHADOW)
-        return "mode: shadow is not available with a shared store yet (the store would "
-               "enforce the limit)";
-    for (size_t t = 0; t < p->ntiers; t++)
-        adaptive |= def_adaptive(&p->tiers[t].def);
-    for (size_t k = 0; k < p->noverrides; k++)
-        adaptive |= def_adaptive(&p->overrides[k].def);
-    if (adaptive)
-        return "adaptive rate limits are not available with a shared store yet (the store "
-               "knows no AIMD rate)";
-    return NULL;
+    return strcmp(name, c->p->name) == 0 ? c->p : sluice_engine_get_limit(c->s->engine, name, NULL);
 }
 
 const char *rdefs_cluster_cross(server *s, const sluice_limit_policy *p, char *buf, size_t len)
 {
+    changed_limits ctx = {s, p};
+
     if (!rdefs_active(s) || rstore_kind(s) != CONFIG_STORE_REDIS_CLUSTER || !s->has_config)
         return NULL;
     for (size_t i = 0; i < s->config.ntypes; i++) {
         const sluice_type_policy *t = &s->config.types[i];
-        const sluice_limit_policy *global = NULL, *other = NULL;
+        const char *why;
         int named = 0;
 
         for (size_t k = 0; k < t->nlimits; k++)
             named |= strcmp(t->limits[k], p->name) == 0;
-        if (!named || t->nlimits < 2)
-            continue;
-        /* The type's links as they would be after the change (server_store_cluster_unsupported's
-         * rule: a keyless link is tagged by its name, a keyed one by the request's key). */
-        for (size_t k = 0; k < t->nlimits; k++) {
-            const sluice_limit_policy *lp =
-                strcmp(t->limits[k], p->name) == 0
-                    ? p
-                    : sluice_engine_get_limit(s->engine, t->limits[k], NULL);
-
-            if (!lp)
-                continue;
-            if (lp->key_source == SLUICE_KEY_NONE && !global)
-                global = lp;
-            else if (!other)
-                other = lp;
-        }
-        if (global && other) {
-            snprintf(buf, len,
-                     "type \"%s\" would chain limit \"%s\" (one global bucket, whose Redis "
-                     "Cluster hash tag is its name) with limit \"%s\" (%s): on a redis-cluster "
-                     "store their states live in different slots, and a chain is decided by one "
-                     "script call in one slot (docs/cluster.md)",
-                     t->name, global->name, other->name,
-                     other->key_source == SLUICE_KEY_NONE ? "another global bucket"
-                                                          : "tagged by the request's key");
-            return buf;
-        }
+        if (named &&
+            (why = server_type_cross_slot(t, changed_limit, &ctx, "would chain", buf, len)))
+            return why;
     }
     return NULL;
 }
@@ -203,7 +171,7 @@ static void apply_one(rdefs *rd, const char *name, const char *spec)
         rc = sluice_spec_parse_policy(spec, &p, why, sizeof why);
         if (rc == 0) {
             p.name = alloc_memdup0(name, strlen(name));
-            bad = p.name ? rdefs_unsupported(&p) : NULL;
+            bad = p.name ? server_limit_unsupported(&p) : NULL;
             if (!p.name)
                 rc = SLUICE_ENOMEM;
             else if (bad) {

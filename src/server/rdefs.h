@@ -85,10 +85,6 @@ void rdefs_write(conn *c, const char *name, const char *spec, int reply_one);
 void rdefs_reset(conn *c, const char *name, const sluice_limit_def *def, const char *override_id,
                  const sluice_limit_def *odef, const char *key, size_t keylen);
 
-/* Why a definition cannot be shared (a mode or kind the store's script does not enforce), or
- * NULL. The same refusals as server_store_unsupported's for a file. */
-const char *rdefs_unsupported(const sluice_limit_policy *p);
-
 /* Another node changed the set (PostgreSQL's NOTIFY): polls now rather than at the next
  * RDEFS_POLL_MS. */
 void rdefs_notify(server *s);

@@ -207,25 +207,33 @@ static int def_adaptive(const sluice_limit_def *d)
     return d->decrease_den > 0;
 }
 
+const char *server_limit_unsupported(const sluice_limit_policy *p)
+{
+    int adaptive = def_adaptive(&p->def);
+
+    if (p->mode == SLUICE_MODE_SHADOW)
+        return "mode: shadow is not available with a shared store yet (the store would "
+               "enforce the limit)";
+    for (size_t t = 0; t < p->ntiers; t++)
+        adaptive |= def_adaptive(&p->tiers[t].def);
+    for (size_t k = 0; k < p->noverrides; k++)
+        adaptive |= def_adaptive(&p->overrides[k].def);
+    if (adaptive)
+        return "adaptive rate limits are not available with a shared store yet (the store "
+               "knows no AIMD rate)";
+    return NULL;
+}
+
 const char *server_store_unsupported(const sluice_config *c)
 {
     if (c->disabled)
         return "enabled: false is not available with a shared store yet (the store would enforce "
                "every limit)";
     for (size_t i = 0; i < c->nlimits; i++) {
-        const sluice_limit_policy *p = &c->limits[i];
-        int adaptive = def_adaptive(&p->def);
+        const char *why = server_limit_unsupported(&c->limits[i]);
 
-        if (p->mode == SLUICE_MODE_SHADOW)
-            return "mode: shadow is not available with a shared store yet (the store would "
-                   "enforce the limit)";
-        for (size_t t = 0; t < p->ntiers; t++)
-            adaptive |= def_adaptive(&p->tiers[t].def);
-        for (size_t k = 0; k < p->noverrides; k++)
-            adaptive |= def_adaptive(&p->overrides[k].def);
-        if (adaptive)
-            return "adaptive rate limits are not available with a shared store yet (the store "
-                   "knows no AIMD rate)";
+        if (why)
+            return why;
     }
     for (size_t i = 0; i < c->ntypes; i++)
         if (c->types[i].fairness == SLUICE_FAIR_KEYS)
@@ -234,38 +242,51 @@ const char *server_store_unsupported(const sluice_config *c)
     return NULL;
 }
 
+const char *server_type_cross_slot(const sluice_type_policy *t, server_find_limit_fn *find,
+                                   void *ctx, const char *verb, char *buf, size_t len)
+{
+    const sluice_limit_policy *global = NULL, *other = NULL;
+
+    if (t->nlimits < 2)
+        return NULL;
+    /* A keyless link's hash tag is its limit's name, a keyed link's is the request's key: two
+     * tags that can differ for every request. */
+    for (size_t k = 0; k < t->nlimits; k++) {
+        const sluice_limit_policy *p = find(ctx, t->limits[k]);
+
+        if (!p)
+            continue;
+        if (p->key_source == SLUICE_KEY_NONE && !global)
+            global = p;
+        else if (!other)
+            other = p;
+    }
+    if (!global || !other)
+        return NULL;
+    snprintf(buf, len,
+             "type \"%s\" %s limit \"%s\" (one global bucket, whose Redis Cluster hash tag is "
+             "its name) with limit \"%s\" (%s): on a redis-cluster store their states live in "
+             "different slots, and a chain is decided by one script call in one slot; chain only "
+             "per-key limits, or use one global limit alone (docs/cluster.md)",
+             t->name, verb, global->name, other->name,
+             other->key_source == SLUICE_KEY_NONE ? "another global bucket"
+                                                  : "tagged by the request's key");
+    return buf;
+}
+
+static const sluice_limit_policy *config_limit(void *ctx, const char *name)
+{
+    return sluice_config_find_limit(ctx, name);
+}
+
 const char *server_store_cluster_unsupported(const sluice_config *c, char *buf, size_t len)
 {
     for (size_t i = 0; i < c->ntypes; i++) {
-        const sluice_type_policy *t = &c->types[i];
-        const sluice_limit_policy *global = NULL, *other = NULL;
+        const char *why =
+            server_type_cross_slot(&c->types[i], config_limit, (void *)c, "chains", buf, len);
 
-        if (t->nlimits < 2)
-            continue;
-        /* A keyless link's hash tag is its limit's name, a keyed link's is the request's key:
-         * two tags that can differ for every request. */
-        for (size_t k = 0; k < t->nlimits; k++) {
-            const sluice_limit_policy *p = sluice_config_find_limit(c, t->limits[k]);
-
-            if (!p)
-                continue;
-            if (p->key_source == SLUICE_KEY_NONE && !global)
-                global = p;
-            else if (!other)
-                other = p;
-        }
-        if (global && other) {
-            snprintf(buf, len,
-                     "type \"%s\" chains limit \"%s\" (one global bucket, whose Redis Cluster "
-                     "hash tag is its name) with limit \"%s\" (%s): on a redis-cluster store "
-                     "their states live in different slots, and a chain is decided by one script "
-                     "call in one slot; chain only per-key limits, or use one global limit alone "
-                     "(docs/cluster.md)",
-                     t->name, global->name, other->name,
-                     other->key_source == SLUICE_KEY_NONE ? "another global bucket"
-                                                          : "tagged by the request's key");
-            return buf;
-        }
+        if (why)
+            return why;
     }
     return NULL;
 }
