@@ -75,10 +75,18 @@ for r in $(seq 1 "$rounds"); do
   done
   "$helper" work "$P" "$tmp/work.log" >>"$tmp/clients.log" 2>&1 &
   clients+=($!)
-  # A random moment between 0.3 and 1.5 s into the load.
+  # A random moment between 0.3 and 1.5 s into the load; on a busy machine the clients may
+  # not have sent anything by then, so from there the kill waits (30 s at most) until INFO shows
+  # replies held for a commit, polling: the kill's moment stays random, the state it lands in
+  # is the one this test is about, and the check below still reads it from that last INFO.
   ms=$((300 + RANDOM % 1200))
   sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
   held=$(info_field held_replies)
+  until_ms=$(($(now_ms) + 30000))
+  while [ "${held:-0}" -eq 0 ] && [ "$(now_ms)" -lt "$until_ms" ]; do
+    sleep 0.02
+    held=$(info_field held_replies)
+  done
   kill -KILL "$pid"
   wait "$pid" 2>/dev/null
   pid=
@@ -102,18 +110,25 @@ fi
 # -IOERR, the second is the id: the rewrite of the first must not garble the second.
 start
 crash_verify "before the failed commit" 0
-redis-cli -p "$P" DEBUG FAULT SLOWSYNC 300 >/dev/null
+# The fsyncs are slow enough (3 s) that the second ADD is sent while the first one's commit is
+# still in its fsync however long the poll below takes on a busy machine.
+redis-cli -p "$P" DEBUG FAULT SLOWSYNC 3000 >/dev/null
 redis-cli -p "$P" DEBUG FAULT SYNC 1 >/dev/null
 resp_add() { # KEY: a TASK.ADD of type t with task key KEY, in RESP
   printf '*5\r\n$8\r\nTASK.ADD\r\n$1\r\nt\r\n$2\r\n{}\r\n$2\r\nID\r\n$%d\r\n%s\r\n' "${#1}" "$1"
 }
 exec 3<>"/dev/tcp/127.0.0.1/$P"
 resp_add inflight-1 >&3
-sleep 0.15 # the first commit is in its fsync now
+# first_in_flight: the first ADD's commit is on the commit thread (in its slow fsync), its
+# reply held. Polled, never a fixed sleep: a sleep can end before the commit starts.
+first_in_flight() {
+  [ "$(info_field commit_in_flight)" = 1 ] && [ "$(info_field held_replies)" -ge 1 ] 2>/dev/null
+}
+wait_until "the first ADD's commit is in flight" 30 first_in_flight
 resp_add inflight-2 >&3
 r1= r2=
-IFS= read -r -t 5 r1 <&3
-IFS= read -r -t 5 r2 <&3
+IFS= read -r -t 60 r1 <&3
+IFS= read -r -t 60 r2 <&3
 exec 3<&-
 r1=${r1%$'\r'}
 r2=${r2%$'\r'}

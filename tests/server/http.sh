@@ -223,7 +223,9 @@ stop d
 start d --enable-debug-commands
 A=$A_d
 P=$P_d
-check "SLOWSYNC 3000" OK "$(cli DEBUG FAULT SLOWSYNC 3000)"
+# The commit's fsync lasts 5 s: the SIGTERM below must come while the submit is still held,
+# and on a busy machine seeing it held (a poll) can take a while. (The stop waits for the fsync.)
+check "SLOWSYNC 5000" OK "$(cli DEBUG FAULT SLOWSYNC 5000)"
 curl -s -o "$tmp/late" -w '%{http_code}' --max-time 60 --data-binary '{"type":"sync","payload":{"tenant":"late"}}' \
   "http://127.0.0.1:$A/v1/tasks" >"$tmp/late.status" &
 late=$!

@@ -129,7 +129,7 @@ start() {
     2>"$tmp/$name.log" &
   local pid=$!
   pids+=("$pid")
-  for _ in $(seq 1 300); do
+  for _ in $(seq 1 1500); do # 30 s or more: a loaded machine can be slow to start it
     [ -s "$tmp/$name.port" ] && break
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.02
@@ -153,7 +153,7 @@ start_admin() {
     --admin-port-file "$tmp/$name.admin" --config "$tmp/sluice.yaml" "$@" 2>>"$tmp/$name.log" &
   local pid=$!
   pids+=("$pid")
-  for _ in $(seq 1 300); do
+  for _ in $(seq 1 1500); do # 30 s or more: a loaded machine can be slow to start it
     [ -s "$tmp/$name.port" ] && [ -s "$tmp/$name.admin" ] && break
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.02
@@ -201,7 +201,7 @@ serve_one() {
 
 # start_single ARGS...: (re)starts the one server of a restart test, on data directory $data with
 # config $conf (both set by the script); sets P (its port) and pid. Appends to $tmp/log.
-start_single() { serve_one "$conf" "$tmp/log" 500 "$@"; }
+start_single() { serve_one "$conf" "$tmp/log" 1500 "$@"; }
 
 # crash: kill -9 the server start_single (or crash_start) started.
 crash() {
@@ -283,7 +283,7 @@ start_node() {
     --config "${node_conf:-$tmp/sluice.yaml}" "$@" 2>>"$tmp/$name.log" &
   pid=$!
   pids+=("$pid")
-  for _ in $(seq 1 500); do
+  for _ in $(seq 1 1500); do # 30 s or more: a loaded machine can be slow to start it
     [ -s "$tmp/$name.port" ] && break
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.02
