@@ -350,6 +350,44 @@ start_redis() {
   exit 1
 }
 
+# cluster_port: a port p such that p and its Cluster bus port p + 10000 are both free (the
+# kernel's ephemeral ports could put the bus port past 65535): start_cluster_master's
+# redis_port_cmd.
+cluster_port() {
+  "${py:-python3}" - <<'EOF'
+import random, socket
+for _ in range(200):
+    p = random.randrange(20000, 30000)
+    try:
+        for q in (p, p + 10000):
+            s = socket.socket()
+            s.bind(("127.0.0.1", q))
+            s.close()
+    except OSError:
+        continue
+    print(p)
+    break
+EOF
+}
+
+# start_cluster_master NAME [redis-server args...]: a cluster-enabled redis-server (start_redis on
+# a cluster_port; its nodes.conf in $tmp/NAME.redis, node timeout 2 s), the args added; sets
+# rport_NAME and rpid_NAME. It holds no slot yet.
+start_cluster_master() {
+  local name=$1
+  shift
+  redis_port_cmd=cluster_port start_redis "$name" --cluster-enabled yes \
+    --cluster-config-file "$tmp/$name.redis/nodes.conf" --cluster-node-timeout 2000 "$@"
+}
+
+# cluster_ok PORT...: every one of these Cluster nodes says cluster_state:ok (for wait_until).
+cluster_ok() {
+  local p
+  for p in "$@"; do
+    redis-cli -p "$p" CLUSTER INFO 2>/dev/null | tr -d '\r' | grep -q '^cluster_state:ok$' || return 1
+  done
+}
+
 # ---- PostgreSQL (the shared store's tests) --------------------------------------------------
 
 # pg_bindir: prints the directory of Debian's PostgreSQL server binaries (initdb, postgres,
@@ -558,6 +596,33 @@ need_helper() {
     finish
     exit 1
   }
+}
+
+# helper_run LABEL ARGS...: runs $helper (need_helper's) with ARGS: a pass when it exits 0, else a
+# failure named LABEL with its output; prints its output's last line (its summary) either way.
+# Variables assigned before the call (VAR=1 helper_run ...) reach the tool's environment.
+helper_run() {
+  local label=$1 out
+  shift
+  if out=$("$helper" "$@" 2>&1); then
+    ok
+  else
+    bad "$label: $out"
+  fi
+  echo "$out" | tail -1
+}
+
+# diff_seeds NAME STEPS SEED...: the differential tests' runs: helper_run of $helper against
+# start_redis NAME's redis-server and start_postgres NAME's PostgreSQL, STEPS steps for each SEED
+# (the tool's arguments REDIS-PORT PG-CONNINFO SEED STEPS; a failure is named "seed SEED").
+diff_seeds() {
+  local name=$1 steps=$2 seed rport pgconn
+  shift 2
+  rport="rport_$name"
+  pgconn="pgconn_$name"
+  for seed in "$@"; do
+    helper_run "seed $seed" "${!rport}" "${!pgconn}" "$seed" "$steps"
+  done
 }
 
 # need_postgres: skips the script (exit 77) when PostgreSQL's server binaries are not installed,

@@ -22,12 +22,5 @@ need_postgres
 need_tools pg_recurq.sh redis-server
 start_postgres recur
 start_redis recur
-for seed in ${SLUICE_RECUR_SEEDS:-1 2}; do
-  if out=$("$helper" "$rport_recur" "$pgconn_recur" "$seed" "${SLUICE_RECUR_STEPS:-1000}" 2>&1); then
-    ok
-  else
-    bad "seed $seed: $out"
-  fi
-  echo "$out" | tail -1
-done
+diff_seeds recur "${SLUICE_RECUR_STEPS:-1000}" ${SLUICE_RECUR_SEEDS:-1 2}
 finish

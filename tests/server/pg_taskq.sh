@@ -25,28 +25,11 @@ need_postgres
 need_tools pg_taskq.sh redis-server
 start_postgres tasks
 start_redis tasks
-for seed in ${SLUICE_TASKS_SEEDS:-1 2}; do
-  if out=$("$helper" "$rport_tasks" "$pgconn_tasks" "$seed" "${SLUICE_TASKS_STEPS:-2000}" 2>&1); then
-    ok
-  else
-    bad "seed $seed: $out"
-  fi
-  echo "$out" | tail -1
-done
+diff_seeds tasks "${SLUICE_TASKS_STEPS:-2000}" ${SLUICE_TASKS_SEEDS:-1 2}
 # The plain mood: mostly tasks without links, in calls of up to eight requests (003's set-based
 # runs of adds, claims and acks, and the per-request path between them).
-if out=$(SLUICE_TASKS_PLAIN=1 "$helper" "$rport_tasks" "$pgconn_tasks" 3 "${SLUICE_TASKS_STEPS:-2000}" 2>&1); then
-  ok
-else
-  bad "plain seed 3: $out"
-fi
-echo "$out" | tail -1
-if out=$("$helper" --race "$pgconn_tasks" "${SLUICE_TASKS_PROCS:-4}" 400 2>&1); then
-  ok
-else
-  bad "race: $out"
-fi
-echo "$out" | tail -1
+SLUICE_TASKS_PLAIN=1 helper_run "plain seed 3" "$rport_tasks" "$pgconn_tasks" 3 "${SLUICE_TASKS_STEPS:-2000}"
+helper_run race --race "$pgconn_tasks" "${SLUICE_TASKS_PROCS:-4}" 400
 psql=$(pg_bindir)/psql
 # The version this build writes (src/store/pg_schema.h).
 schema=$(awk '$1 == "#define" && $2 == "PGS_VERSION" { print $3 }' "${2:?}/src/store/pg_schema.h")

@@ -30,42 +30,15 @@ if ! $py -c 'import redis' 2>/dev/null; then
   exit 1
 fi
 
-# A port p such that p and its cluster bus port p + 10000 are both free (the kernel's ephemeral
-# ports could put the bus port past 65535).
-cluster_port() {
-  $py - <<'EOF'
-import random, socket
-for _ in range(200):
-    p = random.randrange(20000, 30000)
-    try:
-        for q in (p, p + 10000):
-            s = socket.socket()
-            s.bind(("127.0.0.1", q))
-            s.close()
-    except OSError:
-        continue
-    print(p)
-    break
-EOF
-}
-
-# start_master NAME: one cluster-enabled redis-server (start_redis, on a port whose bus port is
-# free too); sets cport_NAME and cpid_NAME.
+# start_master NAME: one cluster-enabled redis-server (lib.bash's start_cluster_master); sets
+# cport_NAME and cpid_NAME.
 start_master() {
   local -n rp="rport_$1" rd="rpid_$1"
-  redis_port_cmd=cluster_port start_redis "$1" --cluster-enabled yes \
-    --cluster-config-file "$tmp/$1.redis/nodes.conf" --cluster-node-timeout 2000 \
-    --cluster-require-full-coverage no
+  start_cluster_master "$1" --cluster-require-full-coverage no
   printf -v "cport_$1" '%s' "$rp"
   printf -v "cpid_$1" '%s' "$rd"
 }
 
-cluster_ok() {
-  local p
-  for p in "$@"; do
-    redis-cli -p "$p" CLUSTER INFO 2>/dev/null | tr -d '\r' | grep -q '^cluster_state:ok$' || return 1
-  done
-}
 # The master port that owns KEY's state (its hash tag is the key itself).
 owner_of() {
   local slot

@@ -202,21 +202,7 @@ check "restart: Redis holds the new count" 1 \
 # ---- Redis Cluster (one master holding every slot: the Cluster's routing, by slot) ---------------
 # Decisions only (the task queue is not shared on a Cluster yet). The counters' keys share the
 # {all} tag: one slot, one master.
-cluster_port() {
-  python3 -c '
-import socket
-for _ in range(50):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close()
-    if p > 55000: continue
-    try:
-        b = socket.socket(); b.bind(("127.0.0.1", p + 10000)); b.close()
-    except OSError:
-        continue
-    print(p); break'
-}
-cluster_ok() { redis-cli -p "$1" CLUSTER INFO 2>/dev/null | tr -d '\r' | grep -q '^cluster_state:ok$'; }
-redis_port_cmd=cluster_port start_redis c --cluster-enabled yes \
-  --cluster-config-file "$tmp/c.redis/nodes.conf" --cluster-node-timeout 2000
+start_cluster_master c
 redis-cli -p "$rport_c" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null
 wait_until "a one-master Cluster is up" 30 cluster_ok "$rport_c"
 start_node ca --store "redis-cluster://127.0.0.1:$rport_c" --store-timeout 2000

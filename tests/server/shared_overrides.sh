@@ -154,32 +154,8 @@ wait_until "redis back: every node holds the store's api" 10 agree
 
 # ---- a Redis Cluster -------------------------------------------------------------------------
 
-cluster_port() {
-  python3 - <<'PY'
-import random, socket
-for _ in range(200):
-    p = random.randrange(20000, 30000)
-    try:
-        for q in (p, p + 10000):
-            s = socket.socket()
-            s.bind(("127.0.0.1", q))
-            s.close()
-    except OSError:
-        continue
-    print(p)
-    break
-PY
-}
-cluster_ok() {
-  local p
-  for p in "$@"; do
-    redis-cli -p "$p" CLUSTER INFO 2>/dev/null | tr -d '\r' | grep -q '^cluster_state:ok$' || return 1
-  done
-}
 for m in m1 m2 m3; do
-  redis_port_cmd=cluster_port start_redis $m --cluster-enabled yes \
-    --cluster-config-file "$tmp/$m.redis/nodes.conf" --cluster-node-timeout 2000 \
-    --cluster-require-full-coverage no
+  start_cluster_master $m --cluster-require-full-coverage no
 done
 redis-cli --cluster create "127.0.0.1:$rport_m1" "127.0.0.1:$rport_m2" "127.0.0.1:$rport_m3" \
   --cluster-replicas 0 --cluster-yes >"$tmp/cluster.log" 2>&1

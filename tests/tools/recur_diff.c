@@ -20,32 +20,17 @@
  * Prints one line; exits 1 on the first mismatch (with the seed, step and field), 2 on a setup
  * error.
  */
-#include <hiredis.h>
 #include <inttypes.h>
-#include <libpq-fe.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include "sluice/error.h"
+#define DIFF_NAME "recur_diff"
+#include "diff_common.h"
 #include "store/pg_recur.h"
-#include "store/pg_schema.h"
 #include "store/pg_tasks.h"
-#include "store/redis_limits.h"
 #include "store/redis_recur.h"
 #include "store/redis_tasks.h"
 
-#define SEC INT64_C(1000000000)
-#define MS  INT64_C(1000000)
-
-static redisContext *rc;
-static char sha[64];
-static PGconn *pc;
-static int64_t now_ns;
-static unsigned seed;
-static int step;
-static long checks, nreqs, nfired, nstale, nlisted, ninval;
-static uint64_t rng, maxid;
+static long nreqs, nfired, nstale, nlisted, ninval;
+static uint64_t maxid;
 
 /* Per name, the version and next the store last reported (0: none known). */
 #define NNAMES 4
@@ -54,53 +39,6 @@ static uint64_t known_ver[NNAMES];
 static int64_t known_next[NNAMES], known_every[NNAMES];
 /* The name (its index) of each request of the call being built. */
 static int req_name[16];
-
-static uint64_t rnd(uint64_t n)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng % n;
-}
-
-static void die(const char *what)
-{
-    fprintf(stderr, "recur_diff: %s\n", what);
-    exit(2);
-}
-
-static void pg_exec(const char *sql)
-{
-    PGresult *r = PQexec(pc, sql);
-
-    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
-        fprintf(stderr, "postgresql: %s: %s\n", sql, PQerrorMessage(pc));
-        exit(2);
-    }
-    PQclear(r);
-}
-
-#define SAME(what, a, b)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if ((long long)(a) != (long long)(b)) {                                                    \
-            fprintf(stderr, "recur_diff: seed %u step %d request %zu: %s: redis %lld, pg %lld\n",  \
-                    seed, step, i, what, (long long)(a), (long long)(b));                          \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static void same_bytes(size_t i, const char *what, const char *a, size_t alen, const char *b,
-                       size_t blen)
-{
-    checks++;
-    if ((a == NULL) != (b == NULL) || alen != blen || (alen > 0 && memcmp(a, b, alen) != 0)) {
-        fprintf(stderr, "recur_diff: seed %u step %d request %zu: %s: redis '%.*s', pg '%.*s'\n",
-                seed, step, i, what, a ? (int)alen : 6, a ? a : "(null)", b ? (int)blen : 6,
-                b ? b : "(null)");
-        exit(1);
-    }
-}
 
 static void same_series(size_t i, const rrecur_series *x, const rrecur_series *y)
 {
@@ -373,36 +311,18 @@ int main(int argc, char **argv)
 {
     rrecur_batch *rb;
     pgr_batch *pb;
-    redisReply *r;
-    const char *text;
-    size_t len;
-    char err[256];
-    int from, steps;
+    int steps;
 
     if (argc < 4) {
         fprintf(stderr, "usage: sluice_recur_diff REDIS-PORT PG-CONNINFO SEED [STEPS]\n");
         return 2;
     }
-    rc = redisConnect("127.0.0.1", atoi(argv[1]));
-    if (!rc || rc->err)
-        die("redis connect");
-    freeReplyObject(redisCommand(rc, "FLUSHDB"));
-    text = rlim_script(&len);
-    r = redisCommand(rc, "SCRIPT LOAD %b", text, len);
-    if (!r || r->type != REDIS_REPLY_STRING)
-        die("SCRIPT LOAD");
-    snprintf(sha, sizeof sha, "%s", r->str);
-    freeReplyObject(r);
-    pc = PQconnectdb(argv[2]);
-    if (PQstatus(pc) != CONNECTION_OK)
-        die(PQerrorMessage(pc));
-    pg_exec("SET client_min_messages = warning");
-    if (pgs_migrate(pc, &from, err, sizeof err) != SLUICE_OK)
-        die(err);
-    pg_exec("TRUNCATE sluice_recur, sluice_task, sluice_task_wake, sluice_limit_state");
-    pg_exec("ALTER SEQUENCE sluice_task_id_seq RESTART");
-    pg_exec("ALTER SEQUENCE sluice_recur_ver_seq RESTART");
-    pg_exec("UPDATE sluice_task_clock SET now_ns = 0");
+    redis_connect(atoi(argv[1]));
+    pc = pg_connect(argv[2]);
+    pg_exec(pc, "TRUNCATE sluice_recur, sluice_task, sluice_task_wake, sluice_limit_state");
+    pg_exec(pc, "ALTER SEQUENCE sluice_task_id_seq RESTART");
+    pg_exec(pc, "ALTER SEQUENCE sluice_recur_ver_seq RESTART");
+    pg_exec(pc, "UPDATE sluice_task_clock SET now_ns = 0");
     seed = (unsigned)strtoul(argv[3], NULL, 10);
     steps = argc > 4 ? atoi(argv[4]) : 1000;
     rng = 0x9e3779b97f4a7c15u ^ ((uint64_t)seed * 0x100000001b3u);

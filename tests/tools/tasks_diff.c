@@ -24,84 +24,25 @@
  * Prints one line per run; exits 1 on the first mismatch (with the seed, step and field), 2 on
  * a setup error. TRACE=1 prints every call.
  */
-#include <hiredis.h>
 #include <inttypes.h>
-#include <libpq-fe.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "sluice/error.h"
+#define DIFF_NAME "tasks_diff"
+#include "diff_common.h"
 #include "sluice/limit.h"
 #include "store/pg_limits.h"
-#include "store/pg_schema.h"
 #include "store/pg_tasks.h"
 #include "store/redis_tasks.h"
 
-#define SEC INT64_C(1000000000)
-#define MS  INT64_C(1000000)
-
-static redisContext *rc;
-static char sha[64];
-static PGconn *pc;
 static rtask_batch *RB;
 static pgt_batch *PB;
-static int64_t now_ns;
-static unsigned seed;
-static int step;
 /* The plain mood (SLUICE_TASKS_PLAIN set): mostly tasks without links, task key or delay, in
  * calls of up to eight requests, so that the PostgreSQL function's set-based runs (003) of
  * consecutive adds, claims and acks are taken, and left for the per-request path in between. */
 static int plain;
-static long checks, ncalls, nreqs, ndelivered, nparked_claims, nfailed_tasks, nparked_seen, nmore;
-
-static uint64_t rng;
-
-static uint64_t rnd(uint64_t n)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng % n;
-}
-
-static void die(const char *what)
-{
-    fprintf(stderr, "tasks_diff: %s\n", what);
-    exit(2);
-}
-
-static void pg_exec(PGconn *c, const char *sql)
-{
-    PGresult *r = PQexec(c, sql);
-
-    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
-        fprintf(stderr, "postgresql: %s: %s\n", sql, PQerrorMessage(c));
-        exit(2);
-    }
-    PQclear(r);
-}
-
-static PGconn *pg_connect(const char *conninfo)
-{
-    PGconn *c = PQconnectdb(conninfo);
-    char err[256];
-    int from;
-
-    if (PQstatus(c) != CONNECTION_OK) {
-        fprintf(stderr, "connect: %s\n", PQerrorMessage(c));
-        exit(2);
-    }
-    pg_exec(c, "SET client_min_messages = warning");
-    if (pgs_migrate(c, &from, err, sizeof err) != SLUICE_OK) {
-        fprintf(stderr, "%s\n", err);
-        exit(2);
-    }
-    return c;
-}
+static long ncalls, nreqs, ndelivered, nparked_claims, nfailed_tasks, nparked_seen, nmore;
 
 static void pg_reset(PGconn *c)
 {
@@ -111,28 +52,6 @@ static void pg_reset(PGconn *c)
 }
 
 /* ---- one request on both sides ----------------------------------------------------------- */
-
-#define SAME(what, a, b)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if ((long long)(a) != (long long)(b)) {                                                    \
-            fprintf(stderr, "tasks_diff: seed %u step %d request %zu: %s: redis %lld, pg %lld\n",  \
-                    seed, step, i, what, (long long)(a), (long long)(b));                          \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static void same_bytes(size_t i, const char *what, const char *a, size_t alen, const char *b,
-                       size_t blen)
-{
-    checks++;
-    if ((a == NULL) != (b == NULL) || alen != blen || (alen > 0 && memcmp(a, b, alen) != 0)) {
-        fprintf(stderr, "tasks_diff: seed %u step %d request %zu: %s: redis '%.*s', pg '%.*s'\n",
-                seed, step, i, what, a ? (int)alen : 6, a ? a : "(null)", b ? (int)blen : 6,
-                b ? b : "(null)");
-        exit(1);
-    }
-}
 
 static void same_task(size_t i, const rtask_task *x, const rtask_task *y)
 {
@@ -795,10 +714,6 @@ static int race(const char *conninfo, int nproc, int ntasks)
 
 int main(int argc, char **argv)
 {
-    size_t len;
-    const char *text;
-    redisReply *r;
-
     if (argc >= 5 && strcmp(argv[1], "--race") == 0)
         return race(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (argc >= 3 && strcmp(argv[1], "--migrate") == 0) {
@@ -812,16 +727,7 @@ int main(int argc, char **argv)
                         "       sluice_tasks_diff --migrate PG-CONNINFO\n");
         return 2;
     }
-    rc = redisConnect("127.0.0.1", atoi(argv[1]));
-    if (!rc || rc->err)
-        die("redis connect");
-    freeReplyObject(redisCommand(rc, "FLUSHDB"));
-    text = rlim_script(&len);
-    r = redisCommand(rc, "SCRIPT LOAD %b", text, len);
-    if (!r || r->type != REDIS_REPLY_STRING)
-        die("SCRIPT LOAD");
-    snprintf(sha, sizeof sha, "%s", r->str);
-    freeReplyObject(r);
+    redis_connect(atoi(argv[1]));
     pc = pg_connect(argv[2]);
     pg_reset(pc);
     seed = (unsigned)strtoul(argv[3], NULL, 10);

@@ -26,6 +26,7 @@
 #include "store/pg_recur.h"
 #include "store/pg_schema.h"
 #include "store/pg_tasks.h"
+#include "pg_fixture.h"
 #include "testutil.h"
 
 #pragma GCC diagnostic push
@@ -211,47 +212,6 @@ static void test_add_refused(void **state)
     assert_int_equal(pgr_batch_params(b, &v), SLUICE_OK);
     assert_string_equal(v[1], before);
     pgr_batch_free(b);
-}
-
-/* One row of a result: its request number and its element's bytes. */
-typedef struct row {
-    int req;
-    const char *val; /* NULL: an SQL NULL */
-    int len;         /* -1: strlen(val) */
-} row;
-
-/* A result as libpq hands it over in binary format: (req int4, val bytea) per row. */
-static PGresult *result_of(ExecStatusType st, const row *rows, size_t n, unsigned col0_type)
-{
-    PGresult *r = PQmakeEmptyPGresult(NULL, st);
-    PGresAttDesc cols[2];
-
-    assert_non_null(r);
-    if (st != PGRES_TUPLES_OK)
-        return r;
-    memset(cols, 0, sizeof cols);
-    cols[0].name = (char *)"req";
-    cols[0].typid = col0_type;
-    cols[0].typlen = 4;
-    cols[0].format = 1;
-    cols[0].atttypmod = -1;
-    cols[1].name = (char *)"val";
-    cols[1].typid = 17; /* bytea */
-    cols[1].typlen = -1;
-    cols[1].format = 1;
-    cols[1].atttypmod = -1;
-    assert_int_equal(PQsetResultAttrs(r, 2, cols), 1);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char be[4] = {(unsigned char)((unsigned)rows[i].req >> 24),
-                               (unsigned char)((unsigned)rows[i].req >> 16),
-                               (unsigned char)((unsigned)rows[i].req >> 8),
-                               (unsigned char)rows[i].req};
-        int len = rows[i].val ? (rows[i].len >= 0 ? rows[i].len : (int)strlen(rows[i].val)) : -1;
-
-        assert_int_equal(PQsetvalue(r, (int)i, 0, (char *)be, 4), 1);
-        assert_int_equal(PQsetvalue(r, (int)i, 1, (char *)rows[i].val, len), 1);
-    }
-    return r;
 }
 
 /* The answers to six_requests, as sluice_recur_call gives them. */

@@ -27,6 +27,9 @@
 #include "reply_fixture.h"
 #include "testutil.h"
 
+/* The arguments of an sdefs_cmd or sdefs_reset_cmd, as reply_fixture.h's assertions read them. */
+#define CMD_OF(c) ((cmd){.argc = (c).argc, .argv = (c).argv, .argvlen = (c).argvlen})
+
 static void test_set(void **state)
 {
     sdefs_set s;
@@ -121,9 +124,7 @@ static void test_redis_command(void **state)
 
     (void)state;
     assert_int_equal(sdefs_redis_command(&c, NULL, "sha", 7, NULL, 0, NULL, 0), SLUICE_OK);
-    m.argc = c.argc;
-    m.argv = c.argv;
-    m.argvlen = c.argvlen;
+    m = CMD_OF(c);
     assert_int_equal(m.argc, 8);
     assert_arg(&m, 0, "EVALSHA");
     assert_arg(&m, 1, "sha");
@@ -135,9 +136,7 @@ static void test_redis_command(void **state)
     assert_arg(&m, 7, "7");
 
     assert_int_equal(sdefs_redis_command(&c, "px", "sha", -1, "api", 3, "rate=1/1s", 9), 0);
-    m.argc = c.argc;
-    m.argv = c.argv;
-    m.argvlen = c.argvlen;
+    m = CMD_OF(c);
     assert_int_equal(m.argc, 10);
     assert_arg(&m, 3, "px:{defs}:limits");
     assert_arg(&m, 4, "px:{defs}:version");
@@ -147,9 +146,7 @@ static void test_redis_command(void **state)
     assert_arg(&m, 9, "rate=1/1s");
     /* A removal: an empty spec. */
     assert_int_equal(sdefs_redis_command(&c, NULL, "sha", 3, "api", 3, NULL, 0), 0);
-    m.argc = c.argc;
-    m.argv = c.argv;
-    m.argvlen = c.argvlen;
+    m = CMD_OF(c);
     assert_arg(&m, 9, "");
 
     assert_int_equal(sdefs_redis_command(&c, NULL, NULL, 0, NULL, 0, NULL, 0), SLUICE_EINVAL);
@@ -379,9 +376,7 @@ static void test_version(void **state)
 
     (void)state;
     assert_int_equal(sdefs_redis_version_command(&c, NULL), SLUICE_OK);
-    m.argc = c.argc;
-    m.argv = c.argv;
-    m.argvlen = c.argvlen;
+    m = CMD_OF(c);
     assert_int_equal(m.argc, 2);
     assert_arg(&m, 0, "GET");
     assert_arg(&m, 1, "sluice:{defs}:version");
@@ -419,9 +414,7 @@ static void test_reset(void **state)
 
     (void)state;
     assert_int_equal(sdefs_redis_reset_command(&c, "sha", keys, lens, 2), SLUICE_OK);
-    m.argc = c.argc;
-    m.argv = c.argv;
-    m.argvlen = c.argvlen;
+    m = CMD_OF(c);
     assert_int_equal(m.argc, 7);
     assert_arg(&m, 0, "EVALSHA");
     assert_arg(&m, 1, "sha");

@@ -273,6 +273,42 @@ END $$;
 
 -- ---- the call --------------------------------------------------------------------------------
 
+-- The end of a task call: 002's sluice_tasks_call's last statements but its notification (002
+-- keeps them inline: it is released). Finished tasks past RTASK_KEEP_FINISHED are forgotten, the
+-- oldest first (those finished 10000 numbers or more before the last this call finished; a number
+-- lost to a rolled-back call keeps one fewer; one held by another call, an INFO, is left to a
+-- later pass); limit rows created only to be locked, or emptied, are not kept (001's rule); the
+-- queue's clock is raised without waiting (see sluice_task_clock). qclock is the clock the caller
+-- read once every lock was held; k_tag, k_lim and k_key the limit rows it locked. Called last by
+-- sluice_recur_call and by 006's sluice_tasks_call, each then notifying 'sluice_wake' itself, so
+-- the locks it takes come after theirs, in 002's order.
+CREATE FUNCTION sluice_task_end(p_now bigint, qclock numeric, k_tag bytea[], k_lim text[],
+                                k_key bytea[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    fin numeric;
+BEGIN
+    IF coalesce(current_setting('sluice.tfin', true), '') <> '' THEN
+        DELETE FROM sluice_task WHERE id IN (
+            SELECT id FROM sluice_task
+             WHERE state >= 4 AND fin_seq <= current_setting('sluice.tfin')::bigint - 10000
+               FOR UPDATE SKIP LOCKED);
+    END IF;
+    IF cardinality(k_tag) > 0 THEN
+        DELETE FROM sluice_limit_state s USING unnest(k_tag, k_lim, k_key) AS u(tag, lim, key)
+         WHERE s.kind = 0 AND s.tag = u.tag AND (s.lim = u.lim AND s.key = u.key
+                                                 OR s.lim = '' AND s.key = '\x'::bytea);
+    END IF;
+    fin := sluice_tq();
+    IF fin > coalesce(qclock, 0) THEN
+        UPDATE sluice_task_clock c SET now_ns = greatest(c.now_ns, fin)
+         WHERE c.one IN (SELECT k.one FROM sluice_task_clock k
+                          WHERE k.now_ns < fin - CASE WHEN p_now IS NULL THEN 1000000 ELSE 0 END
+                            FOR UPDATE SKIP LOCKED);
+    END IF;
+END $$;
+
 -- Runs a batch of series requests. p_now: the time to decide at (tests inject one; NULL:
 -- clock_timestamp(), read after the call's locks), ratcheted by the queue's clock
 -- (sluice_task_clock) as 002's calls are, so that series and tasks share one time. p_reqs: one
@@ -294,7 +330,7 @@ DECLARE
     f text[]; op text;
     locked bytea[] := '{}'; gone bytea[] := '{}'; named bigint[] := '{}';
     k_tag bytea[] := '{}'; k_lim text[] := '{}'; k_key bytea[] := '{}';
-    base numeric; now numeric; qclock numeric; fin numeric; res bytea[]; e bytea;
+    base numeric; now numeric; qclock numeric; res bytea[]; e bytea;
 BEGIN
     PERFORM set_config('sluice.twoke', '', true);
     PERFORM set_config('sluice.tfin', '', true);
@@ -369,27 +405,9 @@ BEGIN
     IF cardinality(locked) > 0 THEN
         DELETE FROM sluice_recur WHERE name = ANY (locked) AND ver = 0;
     END IF;
-    -- What 002's calls do at their end, for what this call did through 002's functions: finished
-    -- tasks past RTASK_KEEP_FINISHED forgotten (a cancel finishes one), limit rows created only
-    -- to be locked dropped, the queue's clock raised without waiting, one notification.
-    IF coalesce(current_setting('sluice.tfin', true), '') <> '' THEN
-        DELETE FROM sluice_task WHERE id IN (
-            SELECT id FROM sluice_task
-             WHERE state >= 4 AND fin_seq <= current_setting('sluice.tfin')::bigint - 10000
-               FOR UPDATE SKIP LOCKED);
-    END IF;
-    IF cardinality(k_tag) > 0 THEN
-        DELETE FROM sluice_limit_state s USING unnest(k_tag, k_lim, k_key) AS u(tag, lim, key)
-         WHERE s.kind = 0 AND s.tag = u.tag AND (s.lim = u.lim AND s.key = u.key
-                                                 OR s.lim = '' AND s.key = '\x'::bytea);
-    END IF;
-    fin := sluice_tq();
-    IF fin > coalesce(qclock, 0) THEN
-        UPDATE sluice_task_clock c SET now_ns = greatest(c.now_ns, fin)
-         WHERE c.one IN (SELECT k.one FROM sluice_task_clock k
-                          WHERE k.now_ns < fin - CASE WHEN p_now IS NULL THEN 1000000 ELSE 0 END
-                            FOR UPDATE SKIP LOCKED);
-    END IF;
+    -- What 002's calls do at their end, for what this call did through 002's functions (a
+    -- cancel finishes a task, a FIRE adds one).
+    PERFORM sluice_task_end(p_now, qclock, k_tag, k_lim, k_key);
     IF current_setting('sluice.twoke', true) = '1' THEN
         PERFORM pg_notify('sluice_wake', '1');
     END IF;

@@ -236,7 +236,7 @@ DECLARE
     tkeys bytea[] := '{}'; named bigint[] := '{}'; ctypes bytea[] := '{}'; ccount int := 0;
     k_tag bytea[] := '{}'; k_lim text[] := '{}'; k_key bytea[] := '{}';
     hk bigint; t_sel numeric; base numeric; now numeric; types bytea[]; res bytea[];
-    qclock numeric; fin numeric; e bytea;
+    qclock numeric; e bytea;
     ops text[] := '{}'; fast boolean[] := '{}'; ctype text[] := '{}'; cnt int[] := '{}';
     ids bigint[] := '{}'; atts int[] := '{}';
     ri int; rj int; r2 int; wq_due boolean;
@@ -421,27 +421,8 @@ BEGIN
         ri := rj + 1;
     END LOOP;
 
-    -- Finished tasks past RTASK_KEEP_FINISHED are forgotten, the oldest first (002).
-    IF coalesce(current_setting('sluice.tfin', true), '') <> '' THEN
-        DELETE FROM sluice_task WHERE id IN (
-            SELECT id FROM sluice_task
-             WHERE state >= 4 AND fin_seq <= current_setting('sluice.tfin')::bigint - 10000
-               FOR UPDATE SKIP LOCKED);
-    END IF;
-    -- Rows created only to be locked, or emptied, are not kept (001's rule).
-    IF cardinality(k_tag) > 0 THEN
-        DELETE FROM sluice_limit_state s USING unnest(k_tag, k_lim, k_key) AS u(tag, lim, key)
-         WHERE s.kind = 0 AND s.tag = u.tag AND (s.lim = u.lim AND s.key = u.key
-                                                 OR s.lim = '' AND s.key = '\x'::bytea);
-    END IF;
-    -- The queue's clock, without waiting (see sluice_task_clock).
-    fin := sluice_tq();
-    IF fin > coalesce(qclock, 0) THEN
-        UPDATE sluice_task_clock c SET now_ns = greatest(c.now_ns, fin)
-         WHERE c.one IN (SELECT k.one FROM sluice_task_clock k
-                          WHERE k.now_ns < fin - CASE WHEN p_now IS NULL THEN 1000000 ELSE 0 END
-                            FOR UPDATE SKIP LOCKED);
-    END IF;
+    -- 002's end of a call, as 003's sluice_task_end, then one notification if work was made ready.
+    PERFORM sluice_task_end(p_now, qclock, k_tag, k_lim, k_key);
     IF current_setting('sluice.twoke', true) = '1' THEN
         PERFORM pg_notify('sluice_wake', '1');
     END IF;
