@@ -670,26 +670,6 @@ void cmd_task_touch(conn *c, const resp_command *cmd)
 
 /* ---- TASK.INFO, TASK.EXPLAIN ------------------------------------------------------------- */
 
-/* Writes a field name and an integer, or null when has is 0. */
-static void field_int(resp_writer *w, const char *name, int has, int64_t v)
-{
-    resp_bulk_str(w, name);
-    if (has)
-        resp_int(w, v);
-    else
-        resp_null(w);
-}
-
-/* Writes a field name and a string, or null when s is NULL. */
-static void field_str(resp_writer *w, const char *name, const char *s)
-{
-    resp_bulk_str(w, name);
-    if (s)
-        resp_bulk_str(w, s);
-    else
-        resp_null(w);
-}
-
 void cmd_task_info(conn *c, const resp_command *cmd)
 {
     resp_writer *w = conn_out(c);
@@ -713,32 +693,32 @@ void cmd_task_info(conn *c, const resp_command *cmd)
     failed = ti.state == SLUICE_TASK_FAILED;
     by_limit = failed && d->limit != NULL;
     resp_map(w, 22);
-    field_int(w, "id", 1, (int64_t)ti.id);
-    field_str(w, "state", sluice_task_state_name(ti.state));
-    field_str(w, "type", ti.type);
+    resp_field_int(w, "id", 1, (int64_t)ti.id);
+    resp_field_str(w, "state", sluice_task_state_name(ti.state));
+    resp_field_str(w, "type", ti.type);
     resp_bulk_str(w, "payload");
     resp_bulk(w, ti.payload, ti.payload_len);
-    field_str(w, "task_key", ti.task_key);
-    field_int(w, "priority", 1, ti.priority);
-    field_int(w, "units", 1, ti.units);
-    field_int(w, "attempt", 1, ti.attempt);
-    field_int(w, "submitted_ms", 1, command_time_ms(ti.submitted_ns));
-    field_int(w, "not_before_ms", 1, command_time_ms(ti.not_before_ns));
-    field_int(w, "lease_until_ms", ti.state == SLUICE_TASK_RUNNING,
-              command_time_ms(ti.lease_until_ns));
-    field_str(w, "fail_reason", failed ? sluice_fail_reason_name(d->reason) : NULL);
-    field_str(w, "fail_message", failed ? ti.fail_message : NULL);
+    resp_field_str(w, "task_key", ti.task_key);
+    resp_field_int(w, "priority", 1, ti.priority);
+    resp_field_int(w, "units", 1, ti.units);
+    resp_field_int(w, "attempt", 1, ti.attempt);
+    resp_field_int(w, "submitted_ms", 1, command_time_ms(ti.submitted_ns));
+    resp_field_int(w, "not_before_ms", 1, command_time_ms(ti.not_before_ns));
+    resp_field_int(w, "lease_until_ms", ti.state == SLUICE_TASK_RUNNING,
+                   command_time_ms(ti.lease_until_ns));
+    resp_field_str(w, "fail_reason", failed ? sluice_fail_reason_name(d->reason) : NULL);
+    resp_field_str(w, "fail_message", failed ? ti.fail_message : NULL);
     /* The denial, as seed 004 names its fields, when a limit failed the task. */
-    field_str(w, "limit", by_limit ? d->limit : NULL);
-    field_str(w, "kind", by_limit ? d->kind : NULL);
-    field_str(w, "tier", by_limit ? d->tier : NULL);
-    field_str(w, "key", by_limit ? d->key : NULL);
-    field_int(w, "limit_value", by_limit, d->limit_value);
-    field_int(w, "window_ms", by_limit, d->window_ns / SLUICE_NS_PER_MS);
-    field_int(w, "retry_after_ms", by_limit, command_ns_to_ms(d->retry_after_ns));
+    resp_field_str(w, "limit", by_limit ? d->limit : NULL);
+    resp_field_str(w, "kind", by_limit ? d->kind : NULL);
+    resp_field_str(w, "tier", by_limit ? d->tier : NULL);
+    resp_field_str(w, "key", by_limit ? d->key : NULL);
+    resp_field_int(w, "limit_value", by_limit, d->limit_value);
+    resp_field_int(w, "window_ms", by_limit, d->window_ns / SLUICE_NS_PER_MS);
+    resp_field_int(w, "retry_after_ms", by_limit, command_ns_to_ms(d->retry_after_ns));
     /* A quota's figures, as seed 004's spawn error gives them (current + attempted > limit). */
-    field_int(w, "current", by_limit && d->attempted, d->current);
-    field_int(w, "attempted", by_limit && d->attempted, d->attempted);
+    resp_field_int(w, "current", by_limit && d->attempted, d->current);
+    resp_field_int(w, "attempted", by_limit && d->attempted, d->attempted);
 }
 
 void cmd_task_explain(conn *c, const resp_command *cmd)
@@ -761,13 +741,13 @@ void cmd_task_explain(conn *c, const resp_command *cmd)
     }
     parked = ex.state == SLUICE_TASK_PARKED;
     resp_map(w, 8);
-    field_str(w, "state", sluice_task_state_name(ex.state));
-    field_str(w, "limit", parked ? ex.limit : NULL);
-    field_str(w, "key", parked ? ex.key : NULL);
-    field_int(w, "position", parked, (int64_t)ex.position);
-    field_int(w, "queue_length", parked, (int64_t)ex.queue_length);
-    field_int(w, "wake_ms", parked, command_time_ms(ex.wake_ns));
-    field_int(w, "estimated_start_ms", ex.estimated_start_ns != 0,
-              command_time_ms(ex.estimated_start_ns));
-    field_str(w, "text", ex.text);
+    resp_field_str(w, "state", sluice_task_state_name(ex.state));
+    resp_field_str(w, "limit", parked ? ex.limit : NULL);
+    resp_field_str(w, "key", parked ? ex.key : NULL);
+    resp_field_int(w, "position", parked, (int64_t)ex.position);
+    resp_field_int(w, "queue_length", parked, (int64_t)ex.queue_length);
+    resp_field_int(w, "wake_ms", parked, command_time_ms(ex.wake_ns));
+    resp_field_int(w, "estimated_start_ms", ex.estimated_start_ns != 0,
+                   command_time_ms(ex.estimated_start_ns));
+    resp_field_str(w, "text", ex.text);
 }

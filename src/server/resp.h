@@ -100,4 +100,9 @@ void resp_map(resp_writer *w, size_t n);    /* %n in RESP3, *2n in RESP2 (n pair
 void resp_bool(resp_writer *w, int v);      /* #t/#f in RESP3, :1/:0 in RESP2 */
 void resp_double(resp_writer *w, double v); /* ,v in RESP3, bulk string in RESP2 */
 
+/* One entry of a map (the field's name, then its value): an integer, or null when has is 0; a
+ * string, or null when s is NULL. */
+void resp_field_int(resp_writer *w, const char *name, int has, int64_t v);
+void resp_field_str(resp_writer *w, const char *name, const char *s);
+
 #endif

@@ -222,6 +222,24 @@ void resp_null(resp_writer *w)
         wr_raw(w, "$-1\r\n", 5);
 }
 
+void resp_field_int(resp_writer *w, const char *name, int has, int64_t v)
+{
+    resp_bulk_str(w, name);
+    if (has)
+        resp_int(w, v);
+    else
+        resp_null(w);
+}
+
+void resp_field_str(resp_writer *w, const char *name, const char *s)
+{
+    resp_bulk_str(w, name);
+    if (s)
+        resp_bulk_str(w, s);
+    else
+        resp_null(w);
+}
+
 void resp_array(resp_writer *w, size_t n)
 {
     wr_header(w, '*', 0, n);

@@ -1029,6 +1029,20 @@ static int throttle_slot(const rstore *st, conn *c, const rstore_link *links, co
     return slot;
 }
 
+/* The store's links of a chain: each node's link with its hash tag. */
+static void to_rlim_links(const rstore *st, const rstore_link *links, size_t n, rlim_link *rl)
+{
+    for (size_t i = 0; i < n; i++) {
+        memset(&rl[i], 0, sizeof(rl[i]));
+        rl[i].def = links[i].def;
+        rl[i].limit_id = links[i].limit_id;
+        rl[i].key = links[i].key;
+        rl[i].keylen = links[i].keylen;
+        rl[i].units = links[i].units;
+        set_tag(st, &rl[i]);
+    }
+}
+
 void rstore_throttle(conn *c, const rstore_link *links, size_t n, unsigned flags)
 {
     rstore *st = state_of(c->srv);
@@ -1050,16 +1064,9 @@ void rstore_throttle(conn *c, const rstore_link *links, size_t n, unsigned flags
             return;
         }
     }
-    for (size_t i = 0; i < n; i++) {
-        memset(&rl[i], 0, sizeof(rl[i]));
-        rl[i].def = links[i].def;
-        rl[i].limit_id = links[i].limit_id;
-        rl[i].key = links[i].key;
-        rl[i].keylen = links[i].keylen;
-        rl[i].units = links[i].units;
-        set_tag(st, &rl[i]);
+    to_rlim_links(st, links, n, rl);
+    for (size_t i = 0; i < n; i++)
         namelen += strlen(links[i].name) + 1;
-    }
     slot = st->kind == CONFIG_STORE_REDIS_CLUSTER ? throttle_slot(st, c, links, rl, n) : 0;
     w = slot < 0 ? NULL
                  : add_request(st, c, (flags & SLUICE_PEEK) ? RLIM_PEEK : RLIM_DECIDE, rl, n,
@@ -1100,15 +1107,7 @@ int rstore_peek_then(conn *c, const rstore_link *links, size_t n, rstore_peek_fn
             return -1;
         }
     }
-    for (size_t i = 0; i < n; i++) {
-        memset(&rl[i], 0, sizeof(rl[i]));
-        rl[i].def = links[i].def;
-        rl[i].limit_id = links[i].limit_id;
-        rl[i].key = links[i].key;
-        rl[i].keylen = links[i].keylen;
-        rl[i].units = links[i].units;
-        set_tag(st, &rl[i]);
-    }
+    to_rlim_links(st, links, n, rl);
     memset(&args, 0, sizeof(args));
     slot = st->kind == CONFIG_STORE_REDIS_CLUSTER ? throttle_slot(st, c, links, rl, n) : 0;
     w = slot < 0 ? NULL : add_request_to(st, c, RLIM_PEEK, rl, n, 0, &args, slot, 0);

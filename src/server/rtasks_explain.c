@@ -83,26 +83,6 @@ static void x_cancel(conn *c, void *arg)
     x_release(x);
 }
 
-/* Writes a field name and an integer, or null when has is 0. */
-static void field_int(resp_writer *w, const char *name, int has, int64_t v)
-{
-    resp_bulk_str(w, name);
-    if (has)
-        resp_int(w, v);
-    else
-        resp_null(w);
-}
-
-/* Writes a field name and a string, or null when s is NULL. */
-static void field_str(resp_writer *w, const char *name, const char *s)
-{
-    resp_bulk_str(w, name);
-    if (s)
-        resp_bulk_str(w, s);
-    else
-        resp_null(w);
-}
-
 /* The seconds from now to at, for sentences (saturating, as the engine's). */
 static double secs(int64_t at, int64_t now)
 {
@@ -131,15 +111,15 @@ static void x_reply(xplain *x, const char *limit, const char *key, int64_t start
     }
     w = conn_out(c);
     resp_map(w, 8);
-    field_str(w, "state", sluice_task_state_name(x->state));
-    field_str(w, "limit", limit);
-    field_str(w, "key", key);
+    resp_field_str(w, "state", sluice_task_state_name(x->state));
+    resp_field_str(w, "limit", limit);
+    resp_field_str(w, "key", key);
     /* Not kept by the shared store: the text says so. */
-    field_int(w, "position", 0, 0);
-    field_int(w, "queue_length", 0, 0);
-    field_int(w, "wake_ms", 0, 0);
-    field_int(w, "estimated_start_ms", start_ns != 0, command_time_ms(start_ns));
-    field_str(w, "text", text);
+    resp_field_int(w, "position", 0, 0);
+    resp_field_int(w, "queue_length", 0, 0);
+    resp_field_int(w, "wake_ms", 0, 0);
+    resp_field_int(w, "estimated_start_ms", start_ns != 0, command_time_ms(start_ns));
+    resp_field_str(w, "text", text);
     x->c = NULL;
     conn_unblock(c);
     x_release(x);

@@ -107,16 +107,6 @@ static void reply_deliveries(rtasks *rt, tbatch *b, conn *c, size_t first, size_
     rt->stats.delivered += n;
 }
 
-/* Writes a field name and an integer, or null when has is 0 (TASK.INFO's map). */
-static void field_int(resp_writer *w, const char *name, int has, int64_t v)
-{
-    resp_bulk_str(w, name);
-    if (has)
-        resp_int(w, v);
-    else
-        resp_null(w);
-}
-
 static void field_bytes(resp_writer *w, const char *name, const char *s, size_t len)
 {
     resp_bulk_str(w, name);
@@ -138,24 +128,24 @@ static void reply_info(conn *c, const rtask_task *t)
     const char *reason = failed ? sluice_fail_reason_name(t->fail_reason) : NULL;
 
     resp_map(w, 22);
-    field_int(w, "id", 1, (int64_t)t->id);
+    resp_field_int(w, "id", 1, (int64_t)t->id);
     field_bytes(w, "state", sluice_task_state_name(t->state),
                 strlen(sluice_task_state_name(t->state)));
     field_bytes(w, "type", t->type, t->typelen);
     field_bytes(w, "payload", t->payload, t->payload_len);
     field_bytes(w, "task_key", t->task_key, t->task_key_len);
-    field_int(w, "priority", 1, t->priority);
-    field_int(w, "units", 1, t->units ? t->units : 1);
-    field_int(w, "attempt", 1, t->attempt);
-    field_int(w, "submitted_ms", 1, command_time_ms(t->submitted_ns));
-    field_int(w, "not_before_ms", 1,
-              command_time_ms(t->not_before_ns ? t->not_before_ns : t->submitted_ns));
-    field_int(w, "lease_until_ms", t->state == SLUICE_TASK_RUNNING,
-              command_time_ms(t->lease_until_ns));
+    resp_field_int(w, "priority", 1, t->priority);
+    resp_field_int(w, "units", 1, t->units ? t->units : 1);
+    resp_field_int(w, "attempt", 1, t->attempt);
+    resp_field_int(w, "submitted_ms", 1, command_time_ms(t->submitted_ns));
+    resp_field_int(w, "not_before_ms", 1,
+                   command_time_ms(t->not_before_ns ? t->not_before_ns : t->submitted_ns));
+    resp_field_int(w, "lease_until_ms", t->state == SLUICE_TASK_RUNNING,
+                   command_time_ms(t->lease_until_ns));
     field_bytes(w, "fail_reason", reason, reason ? strlen(reason) : 0);
     field_bytes(w, "fail_message", failed ? t->fail_message : NULL, t->fail_message_len);
     for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++)
-        field_int(w, none[i], 0, 0);
+        resp_field_int(w, none[i], 0, 0);
 }
 
 /* The reply of a write Redis's primary did but fewer replicas than --store-replicas confirmed
