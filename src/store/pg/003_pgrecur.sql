@@ -273,6 +273,26 @@ END $$;
 
 -- ---- the call --------------------------------------------------------------------------------
 
+-- Locks the limit rows (tag, lim, key) and the clock row of each tag, in 001's order, creating
+-- the missing ones (a conflict that updates nothing still locks): every task call takes these
+-- before it reads the time, so nodes never wait on each other in opposite orders.
+CREATE FUNCTION sluice_lock_limit_rows(k_tag bytea[], k_lim text[], k_key bytea[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF cardinality(k_tag) > 0 THEN
+        INSERT INTO sluice_limit_state AS s (tag, lim, key)
+        SELECT u.tag, u.lim, u.key FROM (
+            SELECT x.t AS tag, x.l COLLATE "C" AS lim, x.k AS key
+              FROM unnest(k_tag, k_lim, k_key) AS x(t, l, k)
+            UNION
+            SELECT y.t, '' COLLATE "C", '\x'::bytea FROM unnest(k_tag) AS y(t)
+        ) u
+        ORDER BY u.tag, u.lim COLLATE "C", u.key
+        ON CONFLICT (tag, lim, key) DO UPDATE SET kind = s.kind WHERE false;
+    END IF;
+END;
+$$;
+
 -- The end of a task call: 002's sluice_tasks_call's last statements but its notification (002
 -- keeps them inline: it is released). Finished tasks past RTASK_KEEP_FINISHED are forgotten, the
 -- oldest first (those finished 10000 numbers or more before the last this call finished; a number
@@ -362,17 +382,7 @@ BEGIN
           FROM sluice_task n, unnest(n.l_tag, n.l_lim, n.l_key) AS l(tag, lim, key)
          WHERE n.id = ANY (named) AND n.state < 4;
     END IF;
-    IF cardinality(k_tag) > 0 THEN
-        INSERT INTO sluice_limit_state AS s (tag, lim, key)
-        SELECT u.tag, u.lim, u.key FROM (
-            SELECT x.t AS tag, x.l COLLATE "C" AS lim, x.k AS key
-              FROM unnest(k_tag, k_lim, k_key) AS x(t, l, k)
-            UNION
-            SELECT y.t, '' COLLATE "C", '\x'::bytea FROM unnest(k_tag) AS y(t)
-        ) u
-        ORDER BY u.tag, u.lim COLLATE "C", u.key
-        ON CONFLICT (tag, lim, key) DO UPDATE SET kind = s.kind WHERE false;
-    END IF;
+    PERFORM sluice_lock_limit_rows(k_tag, k_lim, k_key);
     -- The time, once every lock is held.
     base := coalesce(p_now::numeric, trunc(extract(epoch FROM clock_timestamp()) * 1000000) * 1000);
     SELECT now_ns INTO qclock FROM sluice_task_clock;

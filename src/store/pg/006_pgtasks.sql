@@ -344,17 +344,7 @@ BEGIN
          WHERE n.id = ANY (named);
     END IF;
     -- 3. Every limit row and tag clock, in 001's order (creating the missing ones).
-    IF cardinality(k_tag) > 0 THEN
-        INSERT INTO sluice_limit_state AS s (tag, lim, key)
-        SELECT u.tag, u.lim, u.key FROM (
-            SELECT x.t AS tag, x.l COLLATE "C" AS lim, x.k AS key
-              FROM unnest(k_tag, k_lim, k_key) AS x(t, l, k)
-            UNION
-            SELECT y.t, '' COLLATE "C", '\x'::bytea FROM unnest(k_tag) AS y(t)
-        ) u
-        ORDER BY u.tag, u.lim COLLATE "C", u.key
-        ON CONFLICT (tag, lim, key) DO UPDATE SET kind = s.kind WHERE false;
-    END IF;
+    PERFORM sluice_lock_limit_rows(k_tag, k_lim, k_key);
     -- The time, once every lock is held.
     base := coalesce(p_now::numeric, trunc(extract(epoch FROM clock_timestamp()) * 1000000) * 1000);
     SELECT now_ns INTO qclock FROM sluice_task_clock;
