@@ -25,7 +25,7 @@ test-unit: build
 
 test-asan: build-asan
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	    ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS)
+	    ctest --test-dir $(BUILD_ASAN) --output-on-failure -j $(JOBS) -LE client
 
 format-check: deps
 	@scripts/check-format.sh
