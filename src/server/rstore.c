@@ -99,6 +99,7 @@ typedef struct rstore_wait {
     rlim_result res;   /* the decoded answer */
     rstore_peek_fn fn; /* rstore_peek_then: the answer goes to fn, no slot (c is NULL) */
     void *fn_arg;
+    int failed; /* Redis Cluster: its slot's part of a split call failed (rbatch.part_why) */
 } rstore_wait;
 
 typedef struct rstore rstore;
@@ -116,8 +117,20 @@ typedef struct rbatch {
     size_t alen, acap;
     struct rbatch *next;  /* spare */
     struct rbatch *tnext; /* the turn's batches (rstore.cur), in creation order */
-    int slot;             /* Redis Cluster: the slot of every request in it (else 0) */
+    int slot;             /* Redis Cluster: the slot of its first request (else 0) */
     uint64_t seq;         /* Redis Cluster: its creation number (conn.store_seq) */
+    /* Redis Cluster: one call per master per turn. open_at is its entry in rstore.open (a
+     * master's index, or RCL_NODES_MAX + slot for a slot whose master is not up); slots[i] is
+     * request i's slot; multi is set when they differ (a call across slots, rcl_multi); cmds
+     * are the commands of its parts when the master refused it (rcl_split), one per slot, and
+     * part_why the first failure among them. */
+    size_t open_at;
+    int *slots;
+    size_t slotcap;
+    int multi;
+    rlim_cmd *cmds;
+    size_t ncmds;
+    char part_why[256];
 } rbatch;
 
 struct rstore {
@@ -146,13 +159,14 @@ struct rstore {
     int audit;
     int closed;
     /* The turn's batches, NULL until its first request: one batch on Redis and PostgreSQL; on
-     * Redis Cluster one per slot the turn touched (open[slot] is the one that takes requests),
-     * and one more for a slot whenever a client's next request would otherwise land in a batch
-     * older than its previous one (a client's replies are filled in send order). Sent in this
-     * order. */
+     * Redis Cluster one per master the turn touched (open[master] is the one that takes
+     * requests; open[RCL_NODES_MAX + slot] for a slot whose master is not up, or that goes alone
+     * for a while, rcl_group), and one more for a master whenever a client's next request would
+     * otherwise land in a batch older than its previous one (a client's replies are filled in
+     * send order). Sent in this order. */
     rbatch *cur, *cur_tail;
     rbatch *added;            /* the batch the last request went to */
-    rbatch **open;            /* Redis Cluster: RCL_SLOTS entries */
+    rbatch **open;            /* Redis Cluster: RCL_NODES_MAX + RCL_SLOTS entries */
     uint64_t seq;             /* Redis Cluster: batches created */
     rstore_call *head, *tail; /* sent (limits and tasks), oldest first */
     rbatch *spare;
@@ -176,6 +190,11 @@ static void batch_free(rbatch *b)
         return;
     rlim_batch_free(b->rb);
     pgl_batch_free(b->pb);
+    for (size_t i = 0; i < b->ncmds; i++)
+        rlim_cmd_free(&b->cmds[i]);
+    alloc_free(b->cmds);
+    alloc_free(b->slots);
+    rcl_multi_free(&b->base.mcall);
     alloc_free(b->w);
     alloc_free(b->dec);
     alloc_free(b->arena);
@@ -221,6 +240,8 @@ static void batch_recycle(rstore *st, rbatch *b)
         rlim_batch_reset(b->rb);
     b->n = b->ndec = b->alen = 0;
     b->tnext = NULL;
+    b->multi = 0;
+    b->part_why[0] = '\0';
     b->base.answered = 0;
     b->base.why[0] = '\0';
     if (st->nspare >= SPARE_MAX) {
@@ -236,6 +257,8 @@ static void batch_recycle(rstore *st, rbatch *b)
 static int batch_reserve(rbatch *b, size_t n, size_t alen)
 {
     if (grow_array(&b->w, &b->cap, b->n + 1, sizeof(*b->w), 64) != SLUICE_OK ||
+        (b->st->cl &&
+         grow_array(&b->slots, &b->slotcap, b->n + 1, sizeof(*b->slots), 64) != SLUICE_OK) ||
         grow_array(&b->dec, &b->deccap, b->ndec + n, sizeof(*b->dec), 64) != SLUICE_OK ||
         grow_array(&b->arena, &b->acap, b->alen + alen, 1, 1024) != SLUICE_OK)
         return -1;
@@ -404,30 +427,39 @@ static void count_throttle(server *s, const rstore_wait *w, const char *names)
     }
 }
 
+/* Why a wait of b was not answered by the store, or NULL when it was. */
+static const char *wait_why(const rbatch *b, const rstore_wait *w)
+{
+    if (b->base.why[0])
+        return b->base.why;
+    return w->failed ? b->part_why : NULL;
+}
+
 /* Writes the reply of one answered wait (its batch decoded). */
 static void reply_wait(rstore *st, rbatch *b, rstore_wait *w)
 {
     conn *c = w->c;
     sluice_decision *dec = &b->dec[w->dec];
+    const char *why = wait_why(b, w);
 
     if (w->kind >= WAIT_ACQUIRE) {
         const char *name = &b->arena[w->names];
         const char *key = name + strlen(name) + 1;
 
-        if (b->base.why[0]) {
+        if (why) {
             req_info q = {w->kind, w->limit, w->ttl_ns, name, key, w->keylen};
 
-            reply_unavailable_decision(st, c, &q, b->base.why);
+            reply_unavailable_decision(st, c, &q, why);
             return;
         }
         st->stats.answered++;
         reply_lease_answer(c, w, dec, name, key);
         return;
     }
-    if (b->base.why[0]) {
+    if (why) {
         req_info q = {w->kind, w->limit, 0, NULL, NULL, 0};
 
-        reply_unavailable_decision(st, c, &q, b->base.why);
+        reply_unavailable_decision(st, c, &q, why);
         return;
     }
     st->stats.answered++;
@@ -475,8 +507,9 @@ static void apply_batch(rstore_call *call)
         size_t mark;
 
         if (w->fn) {
-            w->fn(w->fn_arg, b->base.why[0] ? NULL : &w->res,
-                  b->base.why[0] ? NULL : &b->dec[w->dec], b->base.why[0] ? b->base.why : NULL);
+            const char *why = wait_why(b, w);
+
+            w->fn(w->fn_arg, why ? NULL : &w->res, why ? NULL : &b->dec[w->dec], why);
             continue;
         }
         if (!w->c)
@@ -529,6 +562,72 @@ static void decode_batch(rstore_call *call, const rstore_answer *a)
             return;
         }
     }
+}
+
+/* Redis Cluster: the answer of one slot's part of a split call (rcl_multi.on_part): requests
+ * reqs[0..n) of the batch, decoded, or failed together with why. */
+static void decode_part(void *arg, const size_t *reqs, size_t n, const redisReply *reply,
+                        const char *why)
+{
+    rbatch *b = arg;
+    const char *fail = NULL;
+    char text[200];
+
+    if (!reply) {
+        fail = why && why[0] ? why : "no answer";
+    } else if (reply->type == REDIS_REPLY_ERROR) {
+        snprintf(text, sizeof text, "the script failed: %.*s",
+                 (int)(reply->len < 150 ? reply->len : 150), reply->str);
+        log_error("store %s: %s", b->st->url, text);
+        fail = text;
+    }
+    for (size_t j = 0; j < n && !fail; j++) {
+        rstore_wait *w = &b->w[reqs[j]];
+
+        if (rlim_batch_result_in(b->rb, reply, n, j, (size_t)w->req, &w->res, &b->dec[w->dec]) !=
+            0) {
+            log_error("store %s: a reply the script does not give (request %zu of %zu)", b->st->url,
+                      j, n);
+            fail = "a malformed reply from the script";
+        }
+    }
+    if (!fail)
+        return;
+    if (!b->part_why[0])
+        snprintf(b->part_why, sizeof b->part_why, "%s", fail);
+    for (size_t j = 0; j < n; j++)
+        b->w[reqs[j]].failed = 1;
+}
+
+/* Redis Cluster: the command of part p of a split call, requests reqs[0..n) of the batch
+ * (rcl_multi.build). Parts are at most as many as requests: room for all is made with the first,
+ * so that an earlier part's command (its heads live in b->cmds) never moves while in flight. */
+static int build_part(void *arg, size_t p, const size_t *reqs, size_t n, int *argc,
+                      const char ***argv, const size_t **argvlen)
+{
+    rbatch *b = arg;
+    int rc;
+
+    if (p == 0 && b->ncmds < b->n) {
+        size_t cap = b->ncmds;
+
+        if (grow_array(&b->cmds, &cap, b->n, sizeof(*b->cmds), 4) != SLUICE_OK)
+            return SLUICE_ENOMEM;
+        memset(&b->cmds[b->ncmds], 0, (cap - b->ncmds) * sizeof(*b->cmds));
+        b->ncmds = cap;
+    }
+    if (p >= b->ncmds)
+        return SLUICE_ENOMEM;
+    for (size_t j = 0; j < n; j++)
+        if (reqs[j] >= b->n)
+            return SLUICE_EINVAL;
+    rc = rlim_batch_command_part(b->rb, rcl_sha(b->st->cl), reqs, n, &b->cmds[p]);
+    if (rc != 0)
+        return rc;
+    *argc = b->cmds[p].argc;
+    *argv = b->cmds[p].argv;
+    *argvlen = b->cmds[p].argvlen;
+    return 0;
 }
 
 static void send_wait(rstore *st);
@@ -588,6 +687,20 @@ static void on_answer(void *arg, const redisReply *reply, const char *why)
         c->on_reply(c, &a);
     }
     drain(st);
+}
+
+/* The end of a call across slots (rcl_multi.fn): its own answer, or (NULL, NULL) once its parts
+ * were decoded (decode_part). */
+static void on_multi_answer(void *arg, const redisReply *reply, const char *why)
+{
+    rstore_call *c = arg;
+
+    if (reply || why) {
+        on_answer(arg, reply, why);
+        return;
+    }
+    c->answered = 1;
+    drain(c->st);
 }
 
 static void send_batch(rstore *st);
@@ -695,6 +808,10 @@ void rstore_send(server *s, rstore_call *c, int rc)
         rc = pgconn_send(st->pg, &c->pgcall);
         if (rc == 0)
             st->pg_in_flight++;
+    } else if (rc == 0 && st->cl && c->multi) {
+        c->mcall.fn = on_multi_answer;
+        c->mcall.arg = c;
+        rc = rcl_send_multi(st->cl, &c->mcall);
     } else if (rc == 0 && st->cl) {
         c->ccall.argc = c->call.argc;
         c->ccall.argv = c->call.argv;
@@ -748,10 +865,25 @@ static void send_one(rstore *st, rbatch *b)
 
         rc = pgl_batch_params(b->pb, &values);
         rstore_call_pg(&b->base, PG_LIMITS_STMT, PGL_CALL_NPARAMS, values);
+    } else if (st->cl && b->multi) {
+        rc = rlim_batch_command_cross(b->rb, rcl_sha(st->cl), &argc, &argv, &argvlen);
     } else {
         rc = st->cl      ? rlim_batch_command(b->rb, rcl_sha(st->cl), &argc, &argv, &argvlen)
              : !st->conn ? SLUICE_ESTATE
                          : rlim_batch_command(b->rb, rconn_sha(st->conn), &argc, &argv, &argvlen);
+    }
+    /* Redis Cluster: requests of several slots of one master go as one call across slots,
+     * split by slot when the master refuses it (rcl_multi); one slot's, as a call of that slot. */
+    b->base.multi = st->cl && b->multi;
+    if (b->base.multi) {
+        b->base.mcall.argc = argc;
+        b->base.mcall.argv = argv;
+        b->base.mcall.argvlen = argvlen;
+        b->base.mcall.node = (int)b->open_at;
+        b->base.mcall.slots = b->slots;
+        b->base.mcall.n = b->n;
+        b->base.mcall.build = build_part;
+        b->base.mcall.on_part = decode_part;
     }
     b->base.slot = b->slot;
     b->base.call.argc = argc;
@@ -776,8 +908,8 @@ static void send_batch(rstore *st)
         if (!st->cur)
             st->cur_tail = NULL;
         b->tnext = NULL;
-        if (st->open && st->open[b->slot] == b)
-            st->open[b->slot] = NULL;
+        if (st->open && st->open[b->open_at] == b)
+            st->open[b->open_at] = NULL;
         if (st->added == b)
             st->added = NULL;
         send_one(st, b);
@@ -917,7 +1049,9 @@ static int request_slot(const rstore *st, conn *c, const rlim_link *links, size_
  * client's order. */
 static rbatch *turn_batch(rstore *st, conn *c, int slot)
 {
-    rbatch *b = st->open ? st->open[slot] : st->cur;
+    int g = st->cl ? rcl_group(st->cl, slot) : -1;
+    size_t at = g >= 0 ? (size_t)g : (size_t)RCL_NODES_MAX + (size_t)slot;
+    rbatch *b = st->open ? st->open[at] : st->cur;
 
     if (b && (!st->open || b->seq >= c->store_seq))
         return b;
@@ -925,6 +1059,7 @@ static rbatch *turn_batch(rstore *st, conn *c, int slot)
     if (!b)
         return NULL;
     b->slot = slot;
+    b->open_at = at;
     b->seq = ++st->seq;
     b->tnext = NULL;
     if (st->cur_tail)
@@ -933,7 +1068,7 @@ static rbatch *turn_batch(rstore *st, conn *c, int slot)
         st->cur = b;
     st->cur_tail = b;
     if (st->open)
-        st->open[slot] = b;
+        st->open[at] = b;
     return b;
 }
 
@@ -968,6 +1103,10 @@ static rstore_wait *add_request_to(rstore *st, conn *c, rlim_op op, const rlim_l
         else
             reply_engine_error(c, idx, "the shared store cannot take this request");
         return NULL;
+    }
+    if (st->cl) {
+        b->slots[b->n] = slot;
+        b->multi |= slot != b->slot;
     }
     w = &b->w[b->n++];
     memset(w, 0, sizeof(*w));
@@ -1457,7 +1596,7 @@ static int open_cluster(rstore *st, char *msg, size_t msglen)
                  "store: replicas (WAIT) is not available with a redis-cluster store yet");
         return SLUICE_EINVAL;
     }
-    st->open = alloc_calloc(RCL_SLOTS, sizeof(*st->open));
+    st->open = alloc_calloc((size_t)RCL_NODES_MAX + RCL_SLOTS, sizeof(*st->open));
     if (!st->open) {
         snprintf(msg, msglen, "out of memory");
         return SLUICE_ENOMEM;
@@ -1829,9 +1968,11 @@ void rstore_info(const server *s, char *buf, size_t len)
                  "store_cluster_slots_known:%zu\r\nstore_cluster_moved:%" PRIu64
                  "\r\nstore_cluster_asks:%" PRIu64 "\r\nstore_cluster_tryagains:%" PRIu64
                  "\r\nstore_cluster_refreshes:%" PRIu64
-                 "\r\nstore_cluster_refresh_failures:%" PRIu64 "\r\n",
+                 "\r\nstore_cluster_refresh_failures:%" PRIu64
+                 "\r\nstore_cluster_cross_calls:%" PRIu64 "\r\nstore_cluster_splits:%" PRIu64
+                 "\r\nstore_cluster_split_parts:%" PRIu64 "\r\n",
                  ks.masters, ks.masters_up, ks.slots_known, ks.moved, ks.asks, ks.tryagains,
-                 ks.refreshes, ks.refresh_failures);
+                 ks.refreshes, ks.refresh_failures, ks.multi, ks.splits, ks.parts);
         rdefs_info_append(s, buf, len);
         return;
     }
