@@ -729,29 +729,33 @@ static void on_part_answer(void *arg, const redisReply *reply, const char *why)
     part_done(m);
 }
 
-/* Makes room in m's arrays for n requests (and as many parts). Not while parts are in flight. */
-static int multi_room(rcl_multi *m, size_t n)
+/* Makes room in m's arrays for n requests and nparts parts. Not while parts are in flight. */
+static int multi_room(rcl_multi *m, size_t n, size_t nparts)
 {
-    size_t *order;
-    rcl_span *spans;
-    struct rcl_mpart *parts;
+    if (n > m->cap) {
+        size_t *order = alloc_malloc(n * sizeof(*order));
+        rcl_span *spans = alloc_malloc(n * sizeof(*spans));
 
-    if (n <= m->cap)
-        return 0;
-    order = alloc_malloc(n * sizeof(*order));
-    spans = alloc_malloc(n * sizeof(*spans));
-    parts = alloc_calloc(n, sizeof(*parts));
-    if (!order || !spans || !parts) {
-        alloc_free(order);
-        alloc_free(spans);
-        alloc_free(parts);
-        return SLUICE_ENOMEM;
+        if (!order || !spans) {
+            alloc_free(order);
+            alloc_free(spans);
+            return SLUICE_ENOMEM;
+        }
+        alloc_free(m->order);
+        alloc_free(m->spans);
+        m->order = order;
+        m->spans = spans;
+        m->cap = n;
     }
-    rcl_multi_free(m);
-    m->order = order;
-    m->spans = spans;
-    m->parts = parts;
-    m->cap = n;
+    if (nparts > m->capparts) {
+        struct rcl_mpart *parts = alloc_calloc(nparts, sizeof(*parts));
+
+        if (!parts)
+            return SLUICE_ENOMEM;
+        alloc_free(m->parts);
+        m->parts = parts;
+        m->capparts = nparts;
+    }
     return 0;
 }
 
@@ -763,7 +767,7 @@ static void split(rcluster *cl, rcl_multi *m, const redisReply *reply)
     int slot;
     rcl_addr to;
 
-    if (multi_room(m, m->n) != 0) {
+    if (multi_room(m, m->n, 0) != 0) {
         m->fn(m->arg, NULL, "out of memory");
         return;
     }
@@ -781,6 +785,10 @@ static void split(rcluster *cl, rcl_multi *m, const redisReply *reply)
         cl->solo[slot] = uv_now(cl->loop) + SOLO_MS;
     }
     ns = rcl_split(m->slots, m->n, m->order, m->spans);
+    if (multi_room(m, m->n, ns) != 0) {
+        m->fn(m->arg, NULL, "out of memory");
+        return;
+    }
     m->pending = ns + 1; /* held until every part is sent: a part failing at once cannot end m */
     for (size_t k = 0; k < ns; k++) {
         struct rcl_mpart *mp = &m->parts[k];
@@ -825,15 +833,47 @@ static void on_multi_answer(void *arg, const redisReply *reply, const char *why)
     split(cl, m, reply);
 }
 
+/* A group of one slot (node -1): one part, its requests all, sent as that slot's call. */
+static int send_single(rcluster *cl, rcl_multi *m)
+{
+    struct rcl_mpart *mp;
+    int rc;
+
+    if (multi_room(m, m->n, 1) != 0)
+        return SLUICE_ENOMEM;
+    for (size_t i = 0; i < m->n; i++)
+        m->order[i] = i;
+    m->spans[0].slot = m->slots[0];
+    m->spans[0].first = 0;
+    m->spans[0].n = m->n;
+    mp = &m->parts[0];
+    memset(mp, 0, sizeof(*mp));
+    mp->m = m;
+    rc = m->build(m->arg, 0, m->order, m->n, &mp->call.argc, &mp->call.argv, &mp->call.argvlen);
+    if (rc != 0)
+        return rc;
+    mp->call.fn = on_part_answer;
+    mp->call.arg = mp;
+    mp->call.slot = m->slots[0];
+    m->pending = 1;
+    rc = rcl_send(cl, &mp->call);
+    if (rc != 0)
+        m->pending = 0;
+    return rc;
+}
+
 int rcl_send_multi(rcluster *cl, rcl_multi *m)
 {
     int rc;
 
-    if (!cl || cl->stopping || m->n == 0 || m->node < 0 || (size_t)m->node >= cl->nnodes ||
-        !cl->nodes[m->node]->up)
+    if (!cl || cl->stopping || m->n == 0)
         return SLUICE_ESTATE;
     m->cl = cl;
     m->pending = 0;
+    if (m->node < 0)
+        return send_single(cl, m);
+    if ((size_t)m->node >= cl->nnodes || !cl->nodes[m->node]->up)
+        return SLUICE_ESTATE;
     m->inner.argc = m->argc;
     m->inner.argv = m->argv;
     m->inner.argvlen = m->argvlen;
@@ -855,7 +895,7 @@ void rcl_multi_free(rcl_multi *m)
     m->order = NULL;
     m->spans = NULL;
     m->parts = NULL;
-    m->cap = 0;
+    m->cap = m->capparts = 0;
 }
 
 void rcl_get_stats(const rcluster *cl, rcl_stats *out)

@@ -153,7 +153,8 @@ typedef struct rcl_multi {
     int argc;
     const char **argv;
     const size_t *argvlen;
-    int node;         /* rcl_group's answer for the slots (>= 0) */
+    int node;         /* rcl_group's answer for the slots; -1: every request is in slots[0],
+                       * and goes as that slot's call (declared keys) */
     const int *slots; /* slots[i]: request i's slot */
     size_t n;         /* requests */
     /* Part p's command, for the requests reqs[0..n) of the call; its memory stays valid until
@@ -172,8 +173,9 @@ typedef struct rcl_multi {
     size_t *order;
     rcl_span *spans;
     struct rcl_mpart *parts;
-    size_t cap;     /* entries of order, spans and parts */
-    size_t pending; /* parts not answered yet */
+    size_t cap;      /* entries of order and spans */
+    size_t capparts; /* entries of parts */
+    size_t pending;  /* parts not answered yet */
 } rcl_multi;
 
 typedef struct rcl_stats {
@@ -216,9 +218,11 @@ int rcl_send(rcluster *cl, rcl_call *call);
  * in a call of its own slot, which rcl_send answers by that slot's state). */
 int rcl_group(const rcluster *cl, int slot);
 
-/* Sends m (a call across slots of master m->node). Returns 0 (m->fn runs exactly once, later,
- * and on_part once per part before it when the call is split), SLUICE_ESTATE (that master is not
- * up: send the slots' requests by slot) or SLUICE_ENOMEM; nothing then runs. */
+/* Sends m (a call across slots of master m->node; with node -1, the call of one slot, as one
+ * part: on_part gets its answer, then fn (NULL, NULL)). Returns 0 (m->fn runs exactly once,
+ * later, and on_part once per part before it when the call is split), SLUICE_ESTATE (that master
+ * is not up, or the slot's: rcl_slot_why says why), SLUICE_ENOMEM or build's error; nothing then
+ * runs. */
 int rcl_send_multi(rcluster *cl, rcl_multi *m);
 
 /* Frees m's private arrays (kept from call to call for reuse). Not while m is in flight. */

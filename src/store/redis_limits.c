@@ -537,12 +537,12 @@ int rlim_batch_command_cross(rlim_batch *b, const char *sha, int *argc, const ch
     return rc;
 }
 
-int rlim_batch_command_part(rlim_batch *b, const char *sha, const size_t *reqs, size_t n,
+int rlim_batch_command_part(rlim_batch *b, const char *sha, const size_t *reqs, size_t n, int cross,
                             rlim_cmd *out)
 {
     if (!reqs)
         return SLUICE_EINVAL;
-    return build_command(b, sha, reqs, n, 0, &out->argv, &out->argvlen, &out->cap, out->head,
+    return build_command(b, sha, reqs, n, cross, &out->argv, &out->argvlen, &out->cap, out->head,
                          &out->argc);
 }
 

@@ -133,12 +133,13 @@ typedef struct rlim_cmd {
 } rlim_cmd;
 
 /* The command of a part of the batch: the requests reqs[0..n) (indexes into the batch, n >= 1),
- * in that order, with their keys declared and every definition of the batch (the requests name
- * definitions by their index in it), into *out, valid until the batch's next add, reset or free
- * and out's next use. Its reply holds n answers: answer j is request reqs[j]'s
- * (rlim_batch_result_in). Returns 0, SLUICE_EINVAL (n 0, an index out of range) or
- * SLUICE_ENOMEM. */
-int rlim_batch_command_part(rlim_batch *b, const char *sha, const size_t *reqs, size_t n,
+ * in that order, with every definition of the batch (the requests name definitions by their
+ * index in it), their keys declared (protocol "2": they must share one slot) or, with cross set,
+ * following them (protocol "2x", as rlim_batch_command_cross), into *out, valid until the
+ * batch's next add, reset or free and out's next use. Its reply holds n answers: answer j is
+ * request reqs[j]'s (rlim_batch_result_in). Returns 0, SLUICE_EINVAL (n 0, an index out of
+ * range) or SLUICE_ENOMEM. */
+int rlim_batch_command_part(rlim_batch *b, const char *sha, const size_t *reqs, size_t n, int cross,
                             rlim_cmd *out);
 
 void rlim_cmd_free(rlim_cmd *c);

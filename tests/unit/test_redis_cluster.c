@@ -281,7 +281,7 @@ static void test_cross_and_parts(void **unused)
     }
 
     /* Part {2, 0}: its keys (request 2's, then 0's), "2", two requests, the one definition. */
-    assert_int_equal(rlim_batch_command_part(b, sha, reqs, 2, &pc), 0);
+    assert_int_equal(rlim_batch_command_part(b, sha, reqs, 2, 0, &pc), 0);
     part.argc = pc.argc;
     part.argv = pc.argv;
     part.argvlen = pc.argvlen;
@@ -300,11 +300,11 @@ static void test_cross_and_parts(void **unused)
                              rcl_key_slot(part.argv[3 + k], part.argvlen[3 + k]) ==
                                  slot_of("user:1"),
                          1);
-    assert_int_equal(rlim_batch_command_part(b, sha, reqs, 0, &pc), SLUICE_EINVAL);
+    assert_int_equal(rlim_batch_command_part(b, sha, reqs, 0, 0, &pc), SLUICE_EINVAL);
     {
         const size_t bad[] = {3};
 
-        assert_int_equal(rlim_batch_command_part(b, sha, bad, 1, &pc), SLUICE_EINVAL);
+        assert_int_equal(rlim_batch_command_part(b, sha, bad, 1, 0, &pc), SLUICE_EINVAL);
     }
 
     /* The part's reply: answer 0 is request 2's, answer 1 request 0's. */
