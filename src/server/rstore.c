@@ -13,6 +13,11 @@
  * when a NOSCRIPT retry makes Redis answer out of order. Applied batches are kept for reuse (their
  * buffers keep their capacity), at most SPARE_MAX of them.
  *
+ * On Redis Cluster the turn's batch is sent as one script call per master (send_groups: its
+ * requests grouped by the master of their slot, rcl_multi), and is answered once every one of
+ * them (and every part of one split by slot) is; its replies are then applied in request order
+ * like any batch's.
+ *
  * Invariants:
  * - every request added gets exactly one reply: decoded from Redis, or by the failure mode when
  *   its batch could not be sent or got no answer (rconn answers every call it accepted);

@@ -775,12 +775,11 @@ static void split(rcluster *cl, rcl_multi *m, const redisReply *reply)
     /* "XSLOT <prefix>:{<tag>}: ...": that tag's slot goes alone for a while; a MOVED or ASK
      * names its slot. */
     if (reply->len > 6 && memcmp(reply->str, "XSLOT ", 6) == 0) {
-        const char *k = reply->str + 6, *end = memchr(k, ' ', reply->len - 6);
-        size_t klen = end ? (size_t)(end - k) : reply->len - 6;
+        /* The probe key ends at the tag's '}' (a tag never holds one; it may hold spaces). */
+        const char *k = reply->str + 6, *end = memchr(k, '}', reply->len - 6);
 
-        if (klen > 0 && k[klen - 1] == ':')
-            klen--;
-        cl->solo[rcl_key_slot(k, klen)] = uv_now(cl->loop) + SOLO_MS;
+        if (end)
+            cl->solo[rcl_key_slot(k, (size_t)(end - k) + 1)] = uv_now(cl->loop) + SOLO_MS;
     } else if (rcl_parse_redirect(reply->str, reply->len, &slot, &to) != 0) {
         cl->solo[slot] = uv_now(cl->loop) + SOLO_MS;
     }

@@ -17,12 +17,24 @@
  * slot has no known owner. A master that is not up fails the calls of its slots at once (the
  * caller applies its failure mode to them); the other slots keep working.
  *
+ * One call per master per turn: the caller groups a turn's requests by the master that owns
+ * their slot (rcl_group) and sends each group as one call (rcl_send_multi): a group of one slot
+ * as that slot's call (above), a group of several as a call across slots that declares no key,
+ * sent to the master itself. Such a call is split by slot (rcl_split) when the master refuses it
+ * before running anything (rcl_split_worthy; the limits script refuses, with nothing written, a
+ * call naming a slot that master does not wholly serve), each part then routed as a call of its
+ * slot; a slot that made a call be refused goes alone for a while.
+ *
  * The pure parts (CRC16 and the key slot as Redis Cluster specifies them, CLUSTER SLOTS and
- * MOVED/ASK parsing) are exposed for the tests.
+ * MOVED/ASK parsing, the split of a call by slot and which errors split it) are exposed for the
+ * tests.
  *
  * Invariants:
  * - every call accepted by rcl_send gets exactly one answer through its fn, never inside
- *   rcl_send (rconn's rule), the caller's argv unchanged;
+ *   rcl_send (rconn's rule), the caller's argv unchanged; likewise a call accepted by
+ *   rcl_send_multi, every request of it answered once, by the whole call or by its part;
+ * - a call across slots is resent (split) only after a refusal that ran nothing, never after a
+ *   lost answer, so no request is decided twice;
  * - a redirect is followed only to a node whose connection is up; a call redirected to a node
  *   still connecting (one the map did not name before) waits for it, as a TRYAGAIN does, within
  *   the timeout since it was first sent, then fails with why;

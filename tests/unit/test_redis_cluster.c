@@ -300,6 +300,18 @@ static void test_cross_and_parts(void **unused)
                              rcl_key_slot(part.argv[3 + k], part.argvlen[3 + k]) ==
                                  slot_of("user:1"),
                          1);
+    /* The same part across slots: no declared key, "2x", its keys after its requests. */
+    assert_int_equal(rlim_batch_command_part(b, sha, reqs, 2, 1, &pc), 0);
+    part.argc = pc.argc;
+    part.argv = pc.argv;
+    part.argvlen = pc.argvlen;
+    assert_int_equal(part.argc, 3 + 5 + 1 + 2 + 4);
+    assert_arg(&part, 2, "0");
+    assert_arg(&part, 3, "2x");
+    assert_arg(&part, 6, "2");
+    assert_memory_equal(part.argv[9], cross.argv[11], cross.argvlen[11]);
+    assert_memory_equal(part.argv[11], keys[4], klen[4]);
+    assert_memory_equal(part.argv[13], keys[0], klen[0]);
     assert_int_equal(rlim_batch_command_part(b, sha, reqs, 0, 0, &pc), SLUICE_EINVAL);
     {
         const size_t bad[] = {3};
