@@ -91,7 +91,6 @@ struct conn {
     unsigned ndeferred;  /* conn_defer slots not filled yet (each also holds) */
     size_t defer_next;   /* where the slot filled last ended (the next slot's base) */
     size_t defer_last;   /* where the newest slot is */
-    uint64_t store_seq;  /* rstore (Redis Cluster): the turn batch holding its newest request */
     resp_reader *reader; /* the parser of what the client sends */
     resp_writer out;     /* replies not yet handed to the socket */
     char *wbuf;          /* the bytes of the write in flight (owned), or NULL */

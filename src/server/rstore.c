@@ -13,6 +13,11 @@
  * when a NOSCRIPT retry makes Redis answer out of order. Applied batches are kept for reuse (their
  * buffers keep their capacity), at most SPARE_MAX of them.
  *
+ * On Redis Cluster the turn's batch is sent as one script call per master (send_groups: its
+ * requests grouped by the master of their slot, rcl_multi), and is answered once every one of
+ * them (and every part of one split by slot) is; its replies are then applied in request order
+ * like any batch's.
+ *
  * Invariants:
  * - every request added gets exactly one reply: decoded from Redis, or by the failure mode when
  *   its batch could not be sent or got no answer (rconn answers every call it accepted);
@@ -99,9 +104,11 @@ typedef struct rstore_wait {
     rlim_result res;   /* the decoded answer */
     rstore_peek_fn fn; /* rstore_peek_then: the answer goes to fn, no slot (c is NULL) */
     void *fn_arg;
+    int failed; /* Redis Cluster: its master's call failed (rbatch.part_why) */
 } rstore_wait;
 
 typedef struct rstore rstore;
+typedef struct rgroup rgroup;
 
 typedef struct rbatch {
     rstore_call base; /* first: the FIFO holds rstore_call pointers */
@@ -116,9 +123,31 @@ typedef struct rbatch {
     size_t alen, acap;
     struct rbatch *next;  /* spare */
     struct rbatch *tnext; /* the turn's batches (rstore.cur), in creation order */
-    int slot;             /* Redis Cluster: the slot of every request in it (else 0) */
-    uint64_t seq;         /* Redis Cluster: its creation number (conn.store_seq) */
+    int slot;             /* Redis Cluster: the slot of its first request (else 0) */
+    /* Redis Cluster: slots[i] is request i's slot. When it is sent (send_groups), its requests
+     * are grouped by the master of their slot (rcl_group, rcl_split by gkey): group g's requests
+     * are order[groups[g].first ..] and go as one script call (groups[g].m), across slots when
+     * they are in several; the batch is answered when every group is (pending). cmds hold the
+     * single-slot commands (a group of one slot, or the parts of a split call: part p of a group
+     * is cmds[first + p]), part_why the first failure of a group or part. */
+    int *slots, *gkey, *gslot;
+    size_t *order, *scratch;
+    rcl_span *spans;
+    rlim_cmd *cmds;
+    size_t slotcap; /* entries of slots, gkey, gslot, order, scratch, spans and cmds */
+    rgroup *groups;
+    size_t capgroups;
+    size_t pending;
+    char part_why[256];
 } rbatch;
+
+/* One master's share of a Redis Cluster batch: one script call (rcl_multi). */
+struct rgroup {
+    rcl_multi m;
+    rbatch *b;
+    size_t first; /* its requests: b->order[first .. first + m.n) */
+    rlim_cmd cmd; /* its command across slots */
+};
 
 struct rstore {
     server *s;
@@ -145,15 +174,11 @@ struct rstore {
     uint64_t wait_gen_next; /* the generation of the next one */
     int audit;
     int closed;
-    /* The turn's batches, NULL until its first request: one batch on Redis and PostgreSQL; on
-     * Redis Cluster one per slot the turn touched (open[slot] is the one that takes requests),
-     * and one more for a slot whenever a client's next request would otherwise land in a batch
-     * older than its previous one (a client's replies are filled in send order). Sent in this
-     * order. */
+    /* The turn's batch, NULL until its first request: one batch on Redis, PostgreSQL and Redis
+     * Cluster (where it leaves as one script call per master, send_groups, and its replies are
+     * applied together, so a client's replies are filled in its order). */
     rbatch *cur, *cur_tail;
     rbatch *added;            /* the batch the last request went to */
-    rbatch **open;            /* Redis Cluster: RCL_SLOTS entries */
-    uint64_t seq;             /* Redis Cluster: batches created */
     rstore_call *head, *tail; /* sent (limits and tasks), oldest first */
     rbatch *spare;
     size_t nspare;
@@ -176,6 +201,20 @@ static void batch_free(rbatch *b)
         return;
     rlim_batch_free(b->rb);
     pgl_batch_free(b->pb);
+    for (size_t i = 0; b->cmds && i < b->slotcap; i++)
+        rlim_cmd_free(&b->cmds[i]);
+    for (size_t g = 0; g < b->capgroups; g++) {
+        rcl_multi_free(&b->groups[g].m);
+        rlim_cmd_free(&b->groups[g].cmd);
+    }
+    alloc_free(b->groups);
+    alloc_free(b->cmds);
+    alloc_free(b->slots);
+    alloc_free(b->gkey);
+    alloc_free(b->gslot);
+    alloc_free(b->order);
+    alloc_free(b->scratch);
+    alloc_free(b->spans);
     alloc_free(b->w);
     alloc_free(b->dec);
     alloc_free(b->arena);
@@ -221,6 +260,7 @@ static void batch_recycle(rstore *st, rbatch *b)
         rlim_batch_reset(b->rb);
     b->n = b->ndec = b->alen = 0;
     b->tnext = NULL;
+    b->part_why[0] = '\0';
     b->base.answered = 0;
     b->base.why[0] = '\0';
     if (st->nspare >= SPARE_MAX) {
@@ -232,10 +272,53 @@ static void batch_recycle(rstore *st, rbatch *b)
     st->nspare++;
 }
 
+/* Redis Cluster: makes room for n requests in b's per-request arrays. Returns 0 or -1. */
+static int slots_room(rbatch *b, size_t n)
+{
+    size_t cap = b->slotcap < 64 ? 64 : b->slotcap;
+    int *sl, *gk, *gs;
+    size_t *o, *sc;
+    rcl_span *sp;
+    rlim_cmd *cm;
+
+    if (n <= b->slotcap)
+        return 0;
+    while (cap < n)
+        cap *= 2;
+    sl = alloc_realloc(b->slots, cap * sizeof(*sl));
+    if (sl)
+        b->slots = sl;
+    gk = alloc_realloc(b->gkey, cap * sizeof(*gk));
+    if (gk)
+        b->gkey = gk;
+    gs = alloc_realloc(b->gslot, cap * sizeof(*gs));
+    if (gs)
+        b->gslot = gs;
+    o = alloc_realloc(b->order, cap * sizeof(*o));
+    if (o)
+        b->order = o;
+    sc = alloc_realloc(b->scratch, cap * sizeof(*sc));
+    if (sc)
+        b->scratch = sc;
+    sp = alloc_realloc(b->spans, cap * sizeof(*sp));
+    if (sp)
+        b->spans = sp;
+    cm = alloc_realloc(b->cmds, cap * sizeof(*cm));
+    if (cm) {
+        memset(cm + b->slotcap, 0, (cap - b->slotcap) * sizeof(*cm));
+        b->cmds = cm;
+    }
+    if (!sl || !gk || !gs || !o || !sc || !sp || !cm)
+        return -1; /* what did grow is kept, with the old capacity */
+    b->slotcap = cap;
+    return 0;
+}
+
 /* Makes room for one more wait, n decisions and alen bytes of names. Returns 0 or -1. */
 static int batch_reserve(rbatch *b, size_t n, size_t alen)
 {
-    if (grow_array(&b->w, &b->cap, b->n + 1, sizeof(*b->w), 64) != SLUICE_OK ||
+    if ((b->st->cl && slots_room(b, b->n + 1) != 0) ||
+        grow_array(&b->w, &b->cap, b->n + 1, sizeof(*b->w), 64) != SLUICE_OK ||
         grow_array(&b->dec, &b->deccap, b->ndec + n, sizeof(*b->dec), 64) != SLUICE_OK ||
         grow_array(&b->arena, &b->acap, b->alen + alen, 1, 1024) != SLUICE_OK)
         return -1;
@@ -404,30 +487,39 @@ static void count_throttle(server *s, const rstore_wait *w, const char *names)
     }
 }
 
+/* Why a wait of b was not answered by the store, or NULL when it was. */
+static const char *wait_why(const rbatch *b, const rstore_wait *w)
+{
+    if (b->base.why[0])
+        return b->base.why;
+    return w->failed ? b->part_why : NULL;
+}
+
 /* Writes the reply of one answered wait (its batch decoded). */
 static void reply_wait(rstore *st, rbatch *b, rstore_wait *w)
 {
     conn *c = w->c;
     sluice_decision *dec = &b->dec[w->dec];
+    const char *why = wait_why(b, w);
 
     if (w->kind >= WAIT_ACQUIRE) {
         const char *name = &b->arena[w->names];
         const char *key = name + strlen(name) + 1;
 
-        if (b->base.why[0]) {
+        if (why) {
             req_info q = {w->kind, w->limit, w->ttl_ns, name, key, w->keylen};
 
-            reply_unavailable_decision(st, c, &q, b->base.why);
+            reply_unavailable_decision(st, c, &q, why);
             return;
         }
         st->stats.answered++;
         reply_lease_answer(c, w, dec, name, key);
         return;
     }
-    if (b->base.why[0]) {
+    if (why) {
         req_info q = {w->kind, w->limit, 0, NULL, NULL, 0};
 
-        reply_unavailable_decision(st, c, &q, b->base.why);
+        reply_unavailable_decision(st, c, &q, why);
         return;
     }
     st->stats.answered++;
@@ -475,8 +567,9 @@ static void apply_batch(rstore_call *call)
         size_t mark;
 
         if (w->fn) {
-            w->fn(w->fn_arg, b->base.why[0] ? NULL : &w->res,
-                  b->base.why[0] ? NULL : &b->dec[w->dec], b->base.why[0] ? b->base.why : NULL);
+            const char *why = wait_why(b, w);
+
+            w->fn(w->fn_arg, why ? NULL : &w->res, why ? NULL : &b->dec[w->dec], why);
             continue;
         }
         if (!w->c)
@@ -531,8 +624,169 @@ static void decode_batch(rstore_call *call, const rstore_answer *a)
     }
 }
 
-static void send_wait(rstore *st);
+/* ---- Redis Cluster: one script call per master ------------------------------------------- */
+
 static const char *down_why(const rstore *st);
+
+/* Decodes the answer of n requests of group g: request j of the answer is the group's request
+ * reqs[j] (NULL: j), i.e. the batch's order[first + reqs[j]]. No reply, or an error, fails them
+ * with why. */
+static void group_decode(rgroup *g, const size_t *reqs, size_t n, const redisReply *reply,
+                         const char *why)
+{
+    rbatch *b = g->b;
+    const char *fail = NULL;
+    char text[200];
+
+    if (!reply) {
+        fail = why && why[0] ? why : "no answer";
+    } else if (reply->type == REDIS_REPLY_ERROR) {
+        snprintf(text, sizeof text, "the script failed: %.*s",
+                 (int)(reply->len < 150 ? reply->len : 150), reply->str);
+        log_error("store %s: %s", b->st->url, text);
+        fail = text;
+    }
+    for (size_t j = 0; j < n && !fail; j++) {
+        rstore_wait *w = &b->w[b->order[g->first + (reqs ? reqs[j] : j)]];
+
+        if (rlim_batch_result_in(b->rb, reply, n, j, (size_t)w->req, &w->res, &b->dec[w->dec]) !=
+            0) {
+            log_error("store %s: a reply the script does not give (request %zu of %zu)", b->st->url,
+                      j, n);
+            fail = "a malformed reply from the script";
+        }
+    }
+    if (!fail)
+        return;
+    if (!b->part_why[0])
+        snprintf(b->part_why, sizeof b->part_why, "%s", fail);
+    for (size_t j = 0; j < n; j++)
+        b->w[b->order[g->first + (reqs ? reqs[j] : j)]].failed = 1;
+}
+
+/* A part of group g's call (rcl_multi.on_part): a split one's slot, or a group of one slot. */
+static void group_part(void *arg, const size_t *reqs, size_t n, const redisReply *reply,
+                       const char *why)
+{
+    group_decode(arg, reqs, n, reply, why);
+}
+
+/* The command of part p of group g (rcl_multi.build): its requests reqs[0..n), one slot's. */
+static int group_build(void *arg, size_t p, const size_t *reqs, size_t n, int *argc,
+                       const char ***argv, const size_t **argvlen)
+{
+    rgroup *g = arg;
+    rbatch *b = g->b;
+    rlim_cmd *cmd;
+    int rc;
+
+    if (p >= g->m.n)
+        return SLUICE_EINVAL;
+    for (size_t j = 0; j < n; j++)
+        b->scratch[j] = b->order[g->first + reqs[j]];
+    cmd = &b->cmds[g->first + p];
+    rc = rlim_batch_command_part(b->rb, rcl_sha(b->st->cl), b->scratch, n, 0, cmd);
+    if (rc != 0)
+        return rc;
+    *argc = cmd->argc;
+    *argv = cmd->argv;
+    *argvlen = cmd->argvlen;
+    return 0;
+}
+
+/* One group's call is over; the batch is answered with the last. */
+static void group_done(rbatch *b)
+{
+    if (--b->pending > 0)
+        return;
+    b->base.answered = 1;
+    drain(b->st);
+}
+
+/* Group g's call answered (rcl_multi.fn): its whole answer, or (NULL, NULL) once its parts were
+ * decoded (group_part). */
+static void group_answer(void *arg, const redisReply *reply, const char *why)
+{
+    rgroup *g = arg;
+
+    if (reply || why)
+        group_decode(g, NULL, g->m.n, reply, why);
+    group_done(g->b);
+}
+
+/* Sends a Redis Cluster batch (rstore_call.send): its requests grouped by the master of their
+ * slot, one script call each, across slots when a group holds several (the map can have changed
+ * since the requests were added: it is read now). A group that cannot be sent fails at once. */
+static int send_groups(rstore_call *call)
+{
+    rbatch *b = (rbatch *)(void *)call;
+    rstore *st = b->st;
+    size_t ng;
+
+    for (size_t i = 0; i < b->n; i++) {
+        int g = rcl_group(st->cl, b->slots[i]);
+
+        b->gkey[i] = g >= 0 ? g : RCL_NODES_MAX + b->slots[i];
+    }
+    ng = rcl_split(b->gkey, b->n, b->order, b->spans);
+    if (ng > b->capgroups) {
+        rgroup *gs = alloc_calloc(ng, sizeof(*gs));
+
+        if (!gs)
+            return SLUICE_ENOMEM;
+        for (size_t g = 0; g < b->capgroups; g++) {
+            rcl_multi_free(&b->groups[g].m);
+            rlim_cmd_free(&b->groups[g].cmd);
+        }
+        alloc_free(b->groups);
+        b->groups = gs;
+        b->capgroups = ng;
+    }
+    b->pending = ng + 1; /* held while sending: a group failing at once cannot end the batch */
+    for (size_t k = 0; k < ng; k++) {
+        rgroup *g = &b->groups[k];
+        const rcl_span *sp = &b->spans[k];
+        int node = sp->slot < RCL_NODES_MAX ? sp->slot : -1, cross = 0, rc = 0;
+
+        g->b = b;
+        g->first = sp->first;
+        for (size_t j = 0; j < sp->n; j++) {
+            b->gslot[sp->first + j] = b->slots[b->order[sp->first + j]];
+            cross |= b->gslot[sp->first + j] != b->gslot[sp->first];
+        }
+        g->m.slots = &b->gslot[sp->first];
+        g->m.n = sp->n;
+        g->m.node = cross ? node : -1; /* one slot: that slot's own call, keys declared */
+        g->m.build = group_build;
+        g->m.on_part = group_part;
+        g->m.fn = group_answer;
+        g->m.arg = g;
+        if (cross) {
+            rc = rlim_batch_command_part(b->rb, rcl_sha(st->cl), &b->order[sp->first], sp->n, 1,
+                                         &g->cmd);
+            g->m.argc = g->cmd.argc;
+            g->m.argv = g->cmd.argv;
+            g->m.argvlen = g->cmd.argvlen;
+        }
+        if (rc == 0)
+            rc = rcl_send_multi(st->cl, &g->m);
+        if (rc == 0) {
+            if (k > 0)
+                st->stats.batches++; /* script calls: rstore_send counts the first */
+            continue;
+        }
+        group_decode(g, NULL, sp->n, NULL,
+                     rc == SLUICE_ENOMEM                      ? "out of memory"
+                     : rcl_slot_why(st->cl, g->m.slots[0])[0] ? rcl_slot_why(st->cl, g->m.slots[0])
+                                                              : down_why(st));
+        b->pending--;
+    }
+    if (--b->pending == 0)
+        b->base.answered = 1; /* every group failed at once: rstore_send drains */
+    return 0;
+}
+
+static void send_wait(rstore *st);
 
 /* The answer of the WAIT in flight: the replicas that confirmed everything the connection wrote
  * before it, given to every call it covers; then the next WAIT, for the calls sent meanwhile. */
@@ -695,6 +949,8 @@ void rstore_send(server *s, rstore_call *c, int rc)
         rc = pgconn_send(st->pg, &c->pgcall);
         if (rc == 0)
             st->pg_in_flight++;
+    } else if (rc == 0 && c->send) {
+        rc = c->send(c);
     } else if (rc == 0 && st->cl) {
         c->ccall.argc = c->call.argc;
         c->ccall.argv = c->call.argv;
@@ -712,6 +968,8 @@ void rstore_send(server *s, rstore_call *c, int rc)
         st->stats.batches++;
         if (c->wait_replicas > 0)
             need_wait(st, c);
+        if (c->answered)
+            drain(st); /* Redis Cluster: every call of it failed at once (send_groups) */
         return;
     }
     if (rc == SLUICE_ENOMEM)
@@ -748,11 +1006,13 @@ static void send_one(rstore *st, rbatch *b)
 
         rc = pgl_batch_params(b->pb, &values);
         rstore_call_pg(&b->base, PG_LIMITS_STMT, PGL_CALL_NPARAMS, values);
+    } else if (st->cl) {
+        rc = 0; /* one call per master (send_groups) */
     } else {
-        rc = st->cl      ? rlim_batch_command(b->rb, rcl_sha(st->cl), &argc, &argv, &argvlen)
-             : !st->conn ? SLUICE_ESTATE
-                         : rlim_batch_command(b->rb, rconn_sha(st->conn), &argc, &argv, &argvlen);
+        rc = !st->conn ? SLUICE_ESTATE
+                       : rlim_batch_command(b->rb, rconn_sha(st->conn), &argc, &argv, &argvlen);
     }
+    b->base.send = st->cl && b->rb ? send_groups : NULL;
     b->base.slot = b->slot;
     b->base.call.argc = argc;
     b->base.call.argv = argv;
@@ -776,8 +1036,6 @@ static void send_batch(rstore *st)
         if (!st->cur)
             st->cur_tail = NULL;
         b->tnext = NULL;
-        if (st->open && st->open[b->slot] == b)
-            st->open[b->slot] = NULL;
         if (st->added == b)
             st->added = NULL;
         send_one(st, b);
@@ -911,29 +1169,23 @@ static int request_slot(const rstore *st, conn *c, const rlim_link *links, size_
     return slot < 0 ? 0 : slot;
 }
 
-/* The turn's batch a request of client c for slot goes to (created when needed), or NULL (out
- * of memory). On Redis Cluster a client's requests go to batches created no earlier than the
- * one its previous request went to, so that they are sent, and their replies filled, in the
- * client's order. */
-static rbatch *turn_batch(rstore *st, conn *c, int slot)
+/* The turn's batch (created when needed), or NULL (out of memory). */
+static rbatch *turn_batch(rstore *st, int slot)
 {
-    rbatch *b = st->open ? st->open[slot] : st->cur;
+    rbatch *b = st->cur;
 
-    if (b && (!st->open || b->seq >= c->store_seq))
+    if (b)
         return b;
     b = batch_get(st);
     if (!b)
         return NULL;
     b->slot = slot;
-    b->seq = ++st->seq;
     b->tnext = NULL;
     if (st->cur_tail)
         st->cur_tail->tnext = b;
     else
         st->cur = b;
     st->cur_tail = b;
-    if (st->open)
-        st->open[slot] = b;
     return b;
 }
 
@@ -951,7 +1203,7 @@ static rstore_wait *add_request_to(rstore *st, conn *c, rlim_op op, const rlim_l
 
     /* A task call of this turn goes first: the FIFO is the order requests were taken. */
     rtasks_flush(st->s);
-    b = turn_batch(st, c, slot);
+    b = turn_batch(st, slot);
     if (!b) {
         resp_error(conn_out(c), "NOMEM", "out of memory");
         return NULL;
@@ -969,10 +1221,11 @@ static rstore_wait *add_request_to(rstore *st, conn *c, rlim_op op, const rlim_l
             reply_engine_error(c, idx, "the shared store cannot take this request");
         return NULL;
     }
+    if (st->cl)
+        b->slots[b->n] = slot;
     w = &b->w[b->n++];
     memset(w, 0, sizeof(*w));
     st->added = b;
-    c->store_seq = b->seq;
     w->c = defer ? c : NULL;
     w->ticket = defer ? conn_defer(c) : 0;
     w->req = idx;
@@ -1457,11 +1710,6 @@ static int open_cluster(rstore *st, char *msg, size_t msglen)
                  "store: replicas (WAIT) is not available with a redis-cluster store yet");
         return SLUICE_EINVAL;
     }
-    st->open = alloc_calloc(RCL_SLOTS, sizeof(*st->open));
-    if (!st->open) {
-        snprintf(msg, msglen, "out of memory");
-        return SLUICE_ENOMEM;
-    }
     for (size_t i = 0; i < st->u.nseeds; i++) {
         snprintf(seeds[i].host, sizeof seeds[i].host, "%s", st->u.seeds[i].host);
         seeds[i].port = st->u.seeds[i].port;
@@ -1476,8 +1724,6 @@ static int open_cluster(rstore *st, char *msg, size_t msglen)
     o.arg = st;
     rc = rcl_new(&st->s->loop, &o, &st->cl);
     if (rc != 0) {
-        alloc_free(st->open);
-        st->open = NULL;
         snprintf(msg, msglen, "store %s: %s", st->url, sluice_strerror(rc));
         return rc;
     }
@@ -1722,7 +1968,6 @@ void rstore_free(server *s)
         st->cur = b->tnext;
         batch_free(b);
     }
-    alloc_free(st->open);
     while ((b = st->spare) != NULL) {
         st->spare = b->next;
         batch_free(b);
@@ -1829,9 +2074,11 @@ void rstore_info(const server *s, char *buf, size_t len)
                  "store_cluster_slots_known:%zu\r\nstore_cluster_moved:%" PRIu64
                  "\r\nstore_cluster_asks:%" PRIu64 "\r\nstore_cluster_tryagains:%" PRIu64
                  "\r\nstore_cluster_refreshes:%" PRIu64
-                 "\r\nstore_cluster_refresh_failures:%" PRIu64 "\r\n",
+                 "\r\nstore_cluster_refresh_failures:%" PRIu64
+                 "\r\nstore_cluster_cross_calls:%" PRIu64 "\r\nstore_cluster_splits:%" PRIu64
+                 "\r\nstore_cluster_split_parts:%" PRIu64 "\r\n",
                  ks.masters, ks.masters_up, ks.slots_known, ks.moved, ks.asks, ks.tryagains,
-                 ks.refreshes, ks.refresh_failures);
+                 ks.refreshes, ks.refresh_failures, ks.multi, ks.splits, ks.parts);
         rdefs_info_append(s, buf, len);
         return;
     }

@@ -86,6 +86,11 @@ struct rstore_call {
      * timeout behind them). */
     int wait_replicas;
     int64_t acked;
+    /* Redis Cluster: when set by the owner, rstore_send calls it instead of sending one script
+     * call: it sends the call's requests as one script call per master (rstore.c, send_groups),
+     * sets answered once every one of them is answered, and returns 0, or an error (nothing
+     * sent: the call then fails). */
+    int (*send)(rstore_call *c);
     /* private */
     rcl_call ccall;    /* Redis Cluster: the call routed to its slot's master */
     int waiting;       /* a WAIT that covers it has not answered yet */

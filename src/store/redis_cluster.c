@@ -28,6 +28,9 @@
 
 /* While some slot has no known owner (or a refresh failed), the map is read again this often. */
 #define REFRESH_MS 1000
+/* A slot that made a call across slots be refused (it is migrating, or moved) goes in calls of
+ * its own this long, so that a migration does not make every call of its master be sent twice. */
+#define SOLO_MS 1000
 
 /* ---- Pure parts -------------------------------------------------------------------------- */
 
@@ -163,6 +166,49 @@ int rcl_parse_redirect(const char *s, size_t len, int *slot, rcl_addr *to)
     return kind;
 }
 
+size_t rcl_split(const int *slots, size_t n, size_t *order, rcl_span *spans)
+{
+    size_t ns = 0, at = 0, k;
+
+    /* Quadratic in the slots of one call, and only run when a call was refused (a migration):
+     * simpler than a hash, and a turn's call holds a few hundred requests at most. */
+    for (size_t i = 0; i < n; i++) {
+        for (k = 0; k < ns && spans[k].slot != slots[i]; k++)
+            ;
+        if (k == ns) {
+            spans[ns].slot = slots[i];
+            spans[ns++].n = 0;
+        }
+        spans[k].n++;
+    }
+    for (k = 0; k < ns; k++) {
+        spans[k].first = at;
+        at += spans[k].n;
+        spans[k].n = 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        for (k = 0; spans[k].slot != slots[i]; k++)
+            ;
+        order[spans[k].first + spans[k].n++] = i;
+    }
+    return ns;
+}
+
+int rcl_split_worthy(const char *s, size_t len)
+{
+    static const char *const words[] = {"XSLOT",     "MOVED",       "ASK",        "TRYAGAIN",
+                                        "CROSSSLOT", "CLUSTERDOWN", "OOM",        "BUSY",
+                                        "LOADING",   "READONLY",    "MASTERDOWN", "NOSCRIPT"};
+
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        size_t w = strlen(words[i]);
+
+        if (len >= w && memcmp(s, words[i], w) == 0 && (len == w || s[w] == ' '))
+            return 1;
+    }
+    return 0;
+}
+
 /* ---- The cluster connection --------------------------------------------------------------- */
 
 typedef struct rcl_node {
@@ -186,6 +232,7 @@ struct rcluster {
     rcl_node **nodes; /* every node we know; never shrinks */
     size_t nnodes, capnodes;
     int16_t owner[RCL_SLOTS];
+    uint64_t *solo; /* RCL_SLOTS entries: until when (uv_now) a slot goes alone (SOLO_MS) */
     int have_map;
     int was_up;   /* rcl_up at the last on_state */
     rcl_map *tmp; /* a refresh's parse target (large: not on the stack) */
@@ -373,7 +420,10 @@ int rcl_new(uv_loop_t *loop, const rcl_options *o, rcluster **out)
     if (!cl)
         return SLUICE_ENOMEM;
     cl->tmp = alloc_malloc(sizeof(*cl->tmp));
-    if (!cl->tmp) {
+    cl->solo = alloc_calloc(RCL_SLOTS, sizeof(*cl->solo));
+    if (!cl->tmp || !cl->solo) {
+        alloc_free(cl->tmp);
+        alloc_free(cl->solo);
         alloc_free(cl);
         return SLUICE_ENOMEM;
     }
@@ -396,6 +446,7 @@ int rcl_new(uv_loop_t *loop, const rcl_options *o, rcluster **out)
             }
             alloc_free(cl->nodes);
             alloc_free(cl->tmp);
+            alloc_free(cl->solo);
             alloc_free(cl);
             return SLUICE_ENOMEM;
         }
@@ -441,6 +492,8 @@ void rcl_free(rcluster *cl)
     cl->nnodes = 0;
     alloc_free(cl->tmp);
     cl->tmp = NULL;
+    alloc_free(cl->solo);
+    cl->solo = NULL;
     uv_timer_stop(&cl->timer);
     uv_timer_stop(&cl->retry);
     uv_close((uv_handle_t *)&cl->timer, on_timer_closed);
@@ -637,6 +690,211 @@ int rcl_send(rcluster *cl, rcl_call *call)
     call->inner.fn = on_inner;
     call->inner.arg = call;
     return route(cl, call);
+}
+
+/* ---- Calls across slots ------------------------------------------------------------------ */
+
+/* One part of a split call: one slot's requests, routed as any call (rcl_send). */
+struct rcl_mpart {
+    rcl_call call;
+    rcl_multi *m;
+    size_t span;
+};
+
+int rcl_group(const rcluster *cl, int slot)
+{
+    int o;
+
+    if (!cl || cl->stopping || slot < 0 || slot >= RCL_SLOTS)
+        return -1;
+    o = cl->owner[slot];
+    if (o < 0 || !cl->nodes[o]->up || cl->solo[slot] > uv_now(cl->loop))
+        return -1;
+    return o;
+}
+
+static void part_done(rcl_multi *m)
+{
+    if (--m->pending == 0)
+        m->fn(m->arg, NULL, NULL);
+}
+
+static void on_part_answer(void *arg, const redisReply *reply, const char *why)
+{
+    struct rcl_mpart *mp = arg;
+    rcl_multi *m = mp->m;
+    const rcl_span *sp = &m->spans[mp->span];
+
+    m->on_part(m->arg, &m->order[sp->first], sp->n, reply, why);
+    part_done(m);
+}
+
+/* Makes room in m's arrays for n requests and nparts parts. Not while parts are in flight. */
+static int multi_room(rcl_multi *m, size_t n, size_t nparts)
+{
+    if (n > m->cap) {
+        size_t *order = alloc_malloc(n * sizeof(*order));
+        rcl_span *spans = alloc_malloc(n * sizeof(*spans));
+
+        if (!order || !spans) {
+            alloc_free(order);
+            alloc_free(spans);
+            return SLUICE_ENOMEM;
+        }
+        alloc_free(m->order);
+        alloc_free(m->spans);
+        m->order = order;
+        m->spans = spans;
+        m->cap = n;
+    }
+    if (nparts > m->capparts) {
+        struct rcl_mpart *parts = alloc_calloc(nparts, sizeof(*parts));
+
+        if (!parts)
+            return SLUICE_ENOMEM;
+        alloc_free(m->parts);
+        m->parts = parts;
+        m->capparts = nparts;
+    }
+    return 0;
+}
+
+/* The master refused m before running it: each slot's requests go as a call of their own. Safe
+ * because the refusal wrote nothing (rcl_split_worthy; limits.lua, "calls across slots"). */
+static void split(rcluster *cl, rcl_multi *m, const redisReply *reply)
+{
+    size_t ns;
+    int slot;
+    rcl_addr to;
+
+    if (multi_room(m, m->n, 0) != 0) {
+        m->fn(m->arg, NULL, "out of memory");
+        return;
+    }
+    cl->st.splits++;
+    /* "XSLOT <prefix>:{<tag>}: ...": that tag's slot goes alone for a while; a MOVED or ASK
+     * names its slot. */
+    if (reply->len > 6 && memcmp(reply->str, "XSLOT ", 6) == 0) {
+        /* The probe key ends at the tag's '}' (a tag never holds one; it may hold spaces). */
+        const char *k = reply->str + 6, *end = memchr(k, '}', reply->len - 6);
+
+        if (end)
+            cl->solo[rcl_key_slot(k, (size_t)(end - k) + 1)] = uv_now(cl->loop) + SOLO_MS;
+    } else if (rcl_parse_redirect(reply->str, reply->len, &slot, &to) != 0) {
+        cl->solo[slot] = uv_now(cl->loop) + SOLO_MS;
+    }
+    ns = rcl_split(m->slots, m->n, m->order, m->spans);
+    if (multi_room(m, m->n, ns) != 0) {
+        m->fn(m->arg, NULL, "out of memory");
+        return;
+    }
+    m->pending = ns + 1; /* held until every part is sent: a part failing at once cannot end m */
+    for (size_t k = 0; k < ns; k++) {
+        struct rcl_mpart *mp = &m->parts[k];
+        const rcl_span *sp = &m->spans[k];
+        int rc;
+
+        memset(mp, 0, sizeof(*mp));
+        mp->m = m;
+        mp->span = k;
+        rc = m->build(m->arg, k, &m->order[sp->first], sp->n, &mp->call.argc, &mp->call.argv,
+                      &mp->call.argvlen);
+        if (rc == 0) {
+            mp->call.fn = on_part_answer;
+            mp->call.arg = mp;
+            mp->call.slot = sp->slot;
+            rc = rcl_send(cl, &mp->call);
+        }
+        if (rc == 0) {
+            cl->st.parts++;
+            continue;
+        }
+        m->on_part(m->arg, &m->order[sp->first], sp->n, NULL,
+                   rc == SLUICE_ENOMEM             ? "out of memory"
+                   : rcl_slot_why(cl, sp->slot)[0] ? rcl_slot_why(cl, sp->slot)
+                                                   : "could not send the call");
+        m->pending--;
+    }
+    part_done(m);
+}
+
+static void on_multi_answer(void *arg, const redisReply *reply, const char *why)
+{
+    rcl_multi *m = arg;
+    rcluster *cl = m->cl;
+
+    /* No answer (a connection lost, a timeout): the call may have run, so it is never resent. */
+    if (!reply || reply->type != REDIS_REPLY_ERROR || cl->stopping ||
+        !rcl_split_worthy(reply->str, reply->len)) {
+        m->fn(m->arg, reply, why);
+        return;
+    }
+    split(cl, m, reply);
+}
+
+/* A group of one slot (node -1): one part, its requests all, sent as that slot's call. */
+static int send_single(rcluster *cl, rcl_multi *m)
+{
+    struct rcl_mpart *mp;
+    int rc;
+
+    if (multi_room(m, m->n, 1) != 0)
+        return SLUICE_ENOMEM;
+    for (size_t i = 0; i < m->n; i++)
+        m->order[i] = i;
+    m->spans[0].slot = m->slots[0];
+    m->spans[0].first = 0;
+    m->spans[0].n = m->n;
+    mp = &m->parts[0];
+    memset(mp, 0, sizeof(*mp));
+    mp->m = m;
+    rc = m->build(m->arg, 0, m->order, m->n, &mp->call.argc, &mp->call.argv, &mp->call.argvlen);
+    if (rc != 0)
+        return rc;
+    mp->call.fn = on_part_answer;
+    mp->call.arg = mp;
+    mp->call.slot = m->slots[0];
+    m->pending = 1;
+    rc = rcl_send(cl, &mp->call);
+    if (rc != 0)
+        m->pending = 0;
+    return rc;
+}
+
+int rcl_send_multi(rcluster *cl, rcl_multi *m)
+{
+    int rc;
+
+    if (!cl || cl->stopping || m->n == 0)
+        return SLUICE_ESTATE;
+    m->cl = cl;
+    m->pending = 0;
+    if (m->node < 0)
+        return send_single(cl, m);
+    if ((size_t)m->node >= cl->nnodes || !cl->nodes[m->node]->up)
+        return SLUICE_ESTATE;
+    m->inner.argc = m->argc;
+    m->inner.argv = m->argv;
+    m->inner.argvlen = m->argvlen;
+    m->inner.fn = on_multi_answer;
+    m->inner.arg = m;
+    rc = rconn_evalsha(cl->nodes[m->node]->conn, &m->inner);
+    if (rc == 0)
+        cl->st.multi++;
+    return rc;
+}
+
+void rcl_multi_free(rcl_multi *m)
+{
+    if (!m)
+        return;
+    alloc_free(m->order);
+    alloc_free(m->spans);
+    alloc_free(m->parts);
+    m->order = NULL;
+    m->spans = NULL;
+    m->parts = NULL;
+    m->cap = m->capparts = 0;
 }
 
 void rcl_get_stats(const rcluster *cl, rcl_stats *out)

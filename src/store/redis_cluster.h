@@ -17,12 +17,24 @@
  * slot has no known owner. A master that is not up fails the calls of its slots at once (the
  * caller applies its failure mode to them); the other slots keep working.
  *
+ * One call per master per turn: the caller groups a turn's requests by the master that owns
+ * their slot (rcl_group) and sends each group as one call (rcl_send_multi): a group of one slot
+ * as that slot's call (above), a group of several as a call across slots that declares no key,
+ * sent to the master itself. Such a call is split by slot (rcl_split) when the master refuses it
+ * before running anything (rcl_split_worthy; the limits script refuses, with nothing written, a
+ * call naming a slot that master does not wholly serve), each part then routed as a call of its
+ * slot; a slot that made a call be refused goes alone for a while.
+ *
  * The pure parts (CRC16 and the key slot as Redis Cluster specifies them, CLUSTER SLOTS and
- * MOVED/ASK parsing) are exposed for the tests.
+ * MOVED/ASK parsing, the split of a call by slot and which errors split it) are exposed for the
+ * tests.
  *
  * Invariants:
  * - every call accepted by rcl_send gets exactly one answer through its fn, never inside
- *   rcl_send (rconn's rule), the caller's argv unchanged;
+ *   rcl_send (rconn's rule), the caller's argv unchanged; likewise a call accepted by
+ *   rcl_send_multi, every request of it answered once, by the whole call or by its part;
+ * - a call across slots is resent (split) only after a refusal that ran nothing, never after a
+ *   lost answer, so no request is decided twice;
  * - a redirect is followed only to a node whose connection is up; a call redirected to a node
  *   still connecting (one the map did not name before) waits for it, as a TRYAGAIN does, within
  *   the timeout since it was first sent, then fails with why;
@@ -85,6 +97,26 @@ int rcl_map_parse(const struct redisReply *r, const char *fallback_host, rcl_map
  * fields filled, 0 for any other text. Pure. */
 int rcl_parse_redirect(const char *s, size_t len, int *slot, rcl_addr *to);
 
+/* One slot's share of a call across slots (rcl_split): its requests are order[first ..
+ * first + n). */
+typedef struct rcl_span {
+    int slot;
+    size_t first, n;
+} rcl_span;
+
+/* Splits a call's n requests (slots[i]: request i's slot) by slot: spans get one entry per
+ * distinct slot, in the order of each slot's first request, and order the request indexes span
+ * after span, each span's in call order (so each client's requests in one slot keep their
+ * order). order and spans hold n entries each. Returns the number of spans. Pure. */
+size_t rcl_split(const int *slots, size_t n, size_t *order, rcl_span *spans);
+
+/* 1 when an error reply to a call across slots says that the call ran nothing: the script's
+ * own refusal ("XSLOT": a slot not wholly served by that master) or an error Redis answers
+ * before it runs a script (MOVED, ASK, TRYAGAIN, CROSSSLOT, CLUSTERDOWN, OOM, BUSY, LOADING,
+ * READONLY, MASTERDOWN, NOSCRIPT); its requests can then be resent slot by slot. Any other error
+ * (the script failed while running: it may have written) is 0: its requests fail. Pure. */
+int rcl_split_worthy(const char *s, size_t len);
+
 /* ---- The cluster connection --------------------------------------------------------------- */
 
 typedef struct rcluster rcluster;
@@ -120,8 +152,49 @@ typedef struct rcl_call {
     struct rcl_call *retry; /* in the cluster's list of calls waiting to be resent */
 } rcl_call;
 
+/* A call whose requests lie in several slots of one master (rcl_group), sent to that master as
+ * one script call that declares no key (rlim_batch_command_cross). When it is answered, fn gets
+ * the answer. When the master refuses it before running anything (rcl_split_worthy: a slot moved,
+ * migrating or importing, the cluster down...), the call is split by slot (rcl_split) and each
+ * slot's requests go as a call of their own, with declared keys, routed by slot with every
+ * redirect followed (rcl_send): build makes each part's command, on_part gets each part's answer
+ * (in any order), and fn then gets (NULL, NULL). So every request is answered once, by the whole
+ * call or by its part, and none is sent twice but after a refusal that ran nothing. The caller
+ * sets the fields above "private"; their memory stays the caller's until fn has run. */
+typedef struct rcl_multi {
+    int argc;
+    const char **argv;
+    const size_t *argvlen;
+    int node;         /* rcl_group's answer for the slots; -1: every request is in slots[0],
+                       * and goes as that slot's call (declared keys) */
+    const int *slots; /* slots[i]: request i's slot */
+    size_t n;         /* requests */
+    /* Part p's command, for the requests reqs[0..n) of the call; its memory stays valid until
+     * on_part has run for it. Returns 0, or an error (the part then fails). */
+    int (*build)(void *arg, size_t p, const size_t *reqs, size_t n, int *argc, const char ***argv,
+                 const size_t **argvlen);
+    /* A part's answer: reply (an array of n answers, answer j for request reqs[j]; or an error),
+     * or NULL and why. */
+    void (*on_part)(void *arg, const size_t *reqs, size_t n, const struct redisReply *reply,
+                    const char *why);
+    rconn_reply_fn fn;
+    void *arg;
+    /* private */
+    rcluster *cl;
+    rconn_call inner;
+    size_t *order;
+    rcl_span *spans;
+    struct rcl_mpart *parts;
+    size_t cap;      /* entries of order and spans */
+    size_t capparts; /* entries of parts */
+    size_t pending;  /* parts not answered yet */
+} rcl_multi;
+
 typedef struct rcl_stats {
     uint64_t moved, asks, tryagains, refreshes, refresh_failures;
+    uint64_t multi;     /* calls across slots sent (rcl_send_multi) */
+    uint64_t splits;    /* of them, split by slot */
+    uint64_t parts;     /* the per-slot calls they were split into */
     size_t masters;     /* masters in the map */
     size_t masters_up;  /* of them, connected */
     size_t slots_known; /* slots with an owner */
@@ -151,6 +224,21 @@ const char *rcl_sha(const rcluster *cl);
  * owner known, or its connection is not up: rcl_slot_why says which) or SLUICE_ENOMEM; fn then
  * never runs. */
 int rcl_send(rcluster *cl, rcl_call *call);
+
+/* The group a request in slot joins for one call per master: the index of the master the map
+ * names for slot when its connection is up (0 .. RCL_NODES_MAX - 1), else -1 (the request goes
+ * in a call of its own slot, which rcl_send answers by that slot's state). */
+int rcl_group(const rcluster *cl, int slot);
+
+/* Sends m (a call across slots of master m->node; with node -1, the call of one slot, as one
+ * part: on_part gets its answer, then fn (NULL, NULL)). Returns 0 (m->fn runs exactly once,
+ * later, and on_part once per part before it when the call is split), SLUICE_ESTATE (that master
+ * is not up, or the slot's: rcl_slot_why says why), SLUICE_ENOMEM or build's error; nothing then
+ * runs. */
+int rcl_send_multi(rcluster *cl, rcl_multi *m);
+
+/* Frees m's private arrays (kept from call to call for reuse). Not while m is in flight. */
+void rcl_multi_free(rcl_multi *m);
 
 void rcl_get_stats(const rcluster *cl, rcl_stats *out);
 

@@ -39,6 +39,7 @@ extern const size_t rlim_lua_text_len;
 typedef struct rlim_req {
     rlim_op op;
     size_t nlinks;
+    size_t key0, nkeys; /* its keys: keys.v[key0 .. key0 + nkeys) (a part names them alone) */
 } rlim_req;
 
 struct rlim_batch {
@@ -407,56 +408,82 @@ int rlim_batch_add(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
     }
     b->reqs[b->nreqs].op = op;
     b->reqs[b->nreqs].nlinks = n;
+    b->reqs[b->nreqs].key0 = nkeys;
+    b->reqs[b->nreqs].nkeys = b->keys.n - nkeys;
     return (int)b->nreqs++;
 }
 
 /* ---- the command ------------------------------------------------------------------------- */
 
-int rlim_batch_command(rlim_batch *b, const char *sha, int *argc, const char ***argv,
-                       const size_t **argvlen)
+/* Makes room for total arguments in (*argv, *argvlen, *cap). */
+static int argv_room(const char ***argv, size_t **argvlen, size_t *cap, size_t total)
 {
-    size_t total = 3 + b->keys.n + RLIM_CALL_ARGS + b->defs.n + b->args.n, k = 0;
-    void *av, *al;
-    size_t cap;
+    void *av = *argv, *al = *argvlen;
+    size_t cap1 = *cap, cap2 = *cap;
+    int rc = grow_array(&av, &cap1, total, sizeof(const char *), 16);
+
+    *argv = av;
+    if (rc == SLUICE_OK) {
+        rc = grow_array(&al, &cap2, total, sizeof(size_t), 16);
+        *argvlen = al;
+        if (rc == SLUICE_OK)
+            *cap = cap1 < cap2 ? cap1 : cap2;
+    }
+    return rc;
+}
+
+/* Builds a command of the batch into (argv, argvlen), heads in head: the requests reqs[0..n)
+ * (NULL: every request, in order), their keys declared (protocol "2"), or, when cross is set,
+ * declared none and following the requests (protocol "2x", limits.lua: the keys of a call
+ * across slots). */
+static int build_command(rlim_batch *b, const char *sha, const size_t *reqs, size_t n, int cross,
+                         const char ***pargv, size_t **pargvlen, size_t *cap, char (*head)[24],
+                         int *argc)
+{
+    size_t nkeys = 0, total, k = 0;
+    const char **argv;
+    size_t *argvlen;
     int rc;
 
     *argc = 0;
-    *argv = NULL;
-    *argvlen = NULL;
-    if (b->nreqs == 0)
+    if (n == 0)
         return SLUICE_EINVAL;
+    for (size_t j = 0; j < n; j++) {
+        size_t i = reqs ? reqs[j] : j;
+
+        if (i >= b->nreqs)
+            return SLUICE_EINVAL;
+        nkeys += b->reqs[i].nkeys;
+    }
+    total = 3 + nkeys + RLIM_CALL_ARGS + b->defs.n + n;
     if (total > (size_t)INT32_MAX)
         return SLUICE_ERANGE;
-    av = b->argv;
-    al = b->argvlen;
-    cap = b->capargv;
-    rc = grow_array(&av, &cap, total, sizeof(const char *), 16);
-    b->argv = av;
-    if (rc == SLUICE_OK) {
-        size_t cap2 = b->capargv;
-
-        rc = grow_array(&al, &cap2, total, sizeof(size_t), 16);
-        b->argvlen = al;
-        if (rc == SLUICE_OK)
-            b->capargv = cap < cap2 ? cap : cap2;
-    }
+    rc = argv_room(pargv, pargvlen, cap, total);
     if (rc != SLUICE_OK)
         return rc;
-    snprintf(b->head[0], sizeof b->head[0], "%zu", b->keys.n);
-    snprintf(b->head[1], sizeof b->head[1], "%s", b->audit ? "a" : "");
+    argv = *pargv;
+    argvlen = *pargvlen;
+    snprintf(head[0], 24, "%zu", cross ? (size_t)0 : nkeys);
+    snprintf(head[1], 24, "%s", b->audit ? "a" : "");
     if (b->now_ns > 0)
-        snprintf(b->head[2], sizeof b->head[2], "%" PRId64, b->now_ns);
+        snprintf(head[2], 24, "%" PRId64, b->now_ns);
     else
-        b->head[2][0] = '\0';
-    snprintf(b->head[3], sizeof b->head[3], "%zu", b->nreqs);
-    snprintf(b->head[4], sizeof b->head[4], "%zu", b->defs.n);
+        head[2][0] = '\0';
+    snprintf(head[3], 24, "%zu", n);
+    snprintf(head[4], 24, "%zu", b->defs.n);
 
 #define RLIM_ARG(s, l)                                                                             \
     do {                                                                                           \
-        b->argv[k] = (s);                                                                          \
-        b->argvlen[k] = (l);                                                                       \
+        argv[k] = (s);                                                                             \
+        argvlen[k] = (l);                                                                          \
         k++;                                                                                       \
     } while (0)
+#define RLIM_KEYS()                                                                                \
+    for (size_t j = 0; j < n; j++) {                                                               \
+        const rlim_req *q = &b->reqs[reqs ? reqs[j] : j];                                          \
+        for (size_t x = q->key0; x < q->key0 + q->nkeys; x++)                                      \
+            RLIM_ARG(b->a.buf + b->keys.v[x].off, b->keys.v[x].len);                               \
+    }
     if (sha) {
         RLIM_ARG("EVALSHA", 7);
         RLIM_ARG(sha, strlen(sha));
@@ -464,21 +491,68 @@ int rlim_batch_command(rlim_batch *b, const char *sha, int *argc, const char ***
         RLIM_ARG("EVAL", 4);
         RLIM_ARG(rlim_lua_text, rlim_lua_text_len);
     }
-    RLIM_ARG(b->head[0], strlen(b->head[0]));
-    for (size_t i = 0; i < b->keys.n; i++)
-        RLIM_ARG(b->a.buf + b->keys.v[i].off, b->keys.v[i].len);
-    RLIM_ARG("2", 1);
+    RLIM_ARG(head[0], strlen(head[0]));
+    if (!cross)
+        RLIM_KEYS();
+    if (cross)
+        RLIM_ARG("2x", 2);
+    else
+        RLIM_ARG("2", 1);
     for (size_t i = 1; i < 5; i++)
-        RLIM_ARG(b->head[i], strlen(b->head[i]));
+        RLIM_ARG(head[i], strlen(head[i]));
     for (size_t i = 0; i < b->defs.n; i++)
         RLIM_ARG(b->a.buf + b->defs.v[i].off, b->defs.v[i].len);
-    for (size_t i = 0; i < b->args.n; i++)
+    for (size_t j = 0; j < n; j++) {
+        size_t i = reqs ? reqs[j] : j;
+
         RLIM_ARG(b->a.buf + b->args.v[i].off, b->args.v[i].len);
+    }
+    if (cross)
+        RLIM_KEYS();
+#undef RLIM_KEYS
 #undef RLIM_ARG
     *argc = (int)k;
-    *argv = b->argv;
-    *argvlen = b->argvlen;
     return SLUICE_OK;
+}
+
+int rlim_batch_command(rlim_batch *b, const char *sha, int *argc, const char ***argv,
+                       const size_t **argvlen)
+{
+    int rc =
+        build_command(b, sha, NULL, b->nreqs, 0, &b->argv, &b->argvlen, &b->capargv, b->head, argc);
+
+    *argv = rc == SLUICE_OK ? b->argv : NULL;
+    *argvlen = rc == SLUICE_OK ? b->argvlen : NULL;
+    return rc;
+}
+
+int rlim_batch_command_cross(rlim_batch *b, const char *sha, int *argc, const char ***argv,
+                             const size_t **argvlen)
+{
+    int rc =
+        build_command(b, sha, NULL, b->nreqs, 1, &b->argv, &b->argvlen, &b->capargv, b->head, argc);
+
+    *argv = rc == SLUICE_OK ? b->argv : NULL;
+    *argvlen = rc == SLUICE_OK ? b->argvlen : NULL;
+    return rc;
+}
+
+int rlim_batch_command_part(rlim_batch *b, const char *sha, const size_t *reqs, size_t n, int cross,
+                            rlim_cmd *out)
+{
+    if (!reqs)
+        return SLUICE_EINVAL;
+    return build_command(b, sha, reqs, n, cross, &out->argv, &out->argvlen, &out->cap, out->head,
+                         &out->argc);
+}
+
+void rlim_cmd_free(rlim_cmd *c)
+{
+    if (!c)
+        return;
+    alloc_free(c->argv);
+    alloc_free(c->argvlen);
+    memset(c, 0, sizeof(*c));
 }
 
 /* ---- the reply --------------------------------------------------------------------------- */
@@ -609,17 +683,23 @@ int rlim_parse_answer(rlim_op op, size_t nlinks, const char *s, size_t len, rlim
 int rlim_batch_result(const rlim_batch *b, const struct redisReply *reply, size_t i,
                       rlim_result *res, sluice_decision *decisions)
 {
+    return rlim_batch_result_in(b, reply, b->nreqs, i, i, res, decisions);
+}
+
+int rlim_batch_result_in(const rlim_batch *b, const struct redisReply *reply, size_t nsent,
+                         size_t j, size_t i, rlim_result *res, sluice_decision *decisions)
+{
     int rc;
 
     memset(res, 0, sizeof *res);
-    if (i >= b->nreqs) {
+    if (i >= b->nreqs || j >= nsent) {
         return SLUICE_EINVAL;
     }
     if (decisions)
         memset(decisions, 0, b->reqs[i].nlinks * sizeof *decisions);
-    if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != b->nreqs)
+    if (!reply || reply->type != REDIS_REPLY_ARRAY || reply->elements != nsent)
         return SLUICE_EPARSE;
-    rc = read_request(&b->reqs[i], reply->element[i], res, decisions);
+    rc = read_request(&b->reqs[i], reply->element[j], res, decisions);
     if (rc != SLUICE_OK) {
         memset(res, 0, sizeof *res);
         if (decisions)

@@ -111,6 +111,39 @@ size_t rlim_batch_count(const rlim_batch *b);
 int rlim_batch_command(rlim_batch *b, const char *sha, int *argc, const char ***argv,
                        const size_t **argvlen);
 
+/* The command of a call across slots of one Redis Cluster master: as rlim_batch_command (same
+ * arrays, same validity), but with no declared key ("EVALSHA sha 0 2x ..."): the keys follow the
+ * requests (limits.lua, "calls across slots"), since the keys one call declares must all hash to
+ * one slot. Its reply reads as rlim_batch_command's. The script answers it with an error
+ * beginning "XSLOT", having written nothing, when a slot it names is not wholly served by the
+ * master it reached (moved, migrating, importing, no owner): resend its requests slot by slot
+ * (rlim_batch_command_part). Redis 7 (the script's shebang flag allow-cross-slot-keys). */
+int rlim_batch_command_cross(rlim_batch *b, const char *sha, int *argc, const char ***argv,
+                             const size_t **argvlen);
+
+/* A command built into memory of the caller's (rlim_batch_command_part): argv and argvlen hold
+ * argc arguments, pointing into the batch and into head. Zero it before the first use; free
+ * with rlim_cmd_free. */
+typedef struct rlim_cmd {
+    int argc;
+    const char **argv;
+    size_t *argvlen;
+    size_t cap;
+    char head[5][24];
+} rlim_cmd;
+
+/* The command of a part of the batch: the requests reqs[0..n) (indexes into the batch, n >= 1),
+ * in that order, with every definition of the batch (the requests name definitions by their
+ * index in it), their keys declared (protocol "2": they must share one slot) or, with cross set,
+ * following them (protocol "2x", as rlim_batch_command_cross), into *out, valid until the
+ * batch's next add, reset or free and out's next use. Its reply holds n answers: answer j is
+ * request reqs[j]'s (rlim_batch_result_in). Returns 0, SLUICE_EINVAL (n 0, an index out of
+ * range) or SLUICE_ENOMEM. */
+int rlim_batch_command_part(rlim_batch *b, const char *sha, const size_t *reqs, size_t n, int cross,
+                            rlim_cmd *out);
+
+void rlim_cmd_free(rlim_cmd *c);
+
 /* One request's answer. */
 typedef struct rlim_result {
     int rc;         /* 0, or this request's error: SLUICE_ESTALE (RENEW/RELEASE of a lease that
@@ -130,6 +163,11 @@ typedef struct rlim_result {
  * *res and decisions zeroed. */
 int rlim_batch_result(const rlim_batch *b, const struct redisReply *reply, size_t i,
                       rlim_result *res, sluice_decision *decisions);
+
+/* As rlim_batch_result, for a reply of nsent answers (a part's): reads its answer j as request i
+ * of the batch. rlim_batch_result(b, r, i, ...) is rlim_batch_result_in(b, r, count, i, i, ...). */
+int rlim_batch_result_in(const rlim_batch *b, const struct redisReply *reply, size_t nsent,
+                         size_t j, size_t i, rlim_result *res, sluice_decision *decisions);
 
 /* Links of request i (0 when i is out of range). */
 size_t rlim_batch_link_count(const rlim_batch *b, size_t i);

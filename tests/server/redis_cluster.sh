@@ -140,8 +140,15 @@ for m in $cport_m1 $cport_m2 $cport_m3; do
 done
 batches=$(store_field "$port_n1" store_batches)
 requests=$(store_field "$port_n1" store_requests)
-echo "# node 1: $requests decisions in $batches script calls (one per slot per turn)"
+echo "# node 1: $requests decisions in $batches script calls (one per master per turn)"
 within "batched: fewer calls than decisions" 1 "$((requests - 1))" "$batches"
+# One call per master per turn: the 12 keys share masters, so calls span slots; when k0's slot
+# moved, a call naming it was refused whole (nothing written) and resent slot by slot, and the
+# checker above found no decision lost or made twice.
+echo "# calls across slots: $(cluster_sum store_cluster_cross_calls), split: $(cluster_sum store_cluster_splits) into $(cluster_sum store_cluster_split_parts) parts"
+within "calls across slots of one master" 1 1000000000 "$(cluster_sum store_cluster_cross_calls)"
+within "a call across slots split when k0's slot moved" 1 1000000000 "$(cluster_sum store_cluster_splits)"
+within "into one call per slot" 2 1000000000 "$(cluster_sum store_cluster_split_parts)"
 
 # ---- 3. A slot caught mid-migration: ASK, then MOVED --------------------------------------------
 

@@ -4,7 +4,9 @@
  * the key slot on Redis Cluster's own vectors and hash-tag rules, the slot of every key the
  * limits script names for a link (the routing invariant: a request goes to the slot of its tag,
  * and every key it touches is in that slot), CLUSTER SLOTS replies built by hand (masters,
- * replicas ignored, an unknown endpoint, malformed shapes refused), and MOVED / ASK parsing.
+ * replicas ignored, an unknown endpoint, malformed shapes refused), MOVED / ASK parsing, and
+ * the pieces of one call per master: the split of a refused call by slot, which errors split it,
+ * and the call across slots and its parts as the encoder builds and reads them.
  * The cluster connection itself runs against a real 3-master cluster in
  * tests/server/redis_cluster.sh.
  */
@@ -145,6 +147,198 @@ static void test_batch_keys_one_slot(void **unused)
     rlim_batch_free(b);
 }
 
+/* A call across slots is split by slot: one span per slot in the order of its first request,
+ * each span's requests in call order (a client's requests in one slot keep their order). */
+static void test_split(void **unused)
+{
+    const int slots[] = {5, 9, 5, 7, 9, 5};
+    const size_t want_order[] = {0, 2, 5, 1, 4, 3};
+    const int one[] = {42, 42, 42};
+    size_t order[6];
+    rcl_span spans[6];
+
+    (void)unused;
+    assert_int_equal(rcl_split(slots, 6, order, spans), 3);
+    assert_int_equal(spans[0].slot, 5);
+    assert_int_equal(spans[0].first, 0);
+    assert_int_equal(spans[0].n, 3);
+    assert_int_equal(spans[1].slot, 9);
+    assert_int_equal(spans[1].first, 3);
+    assert_int_equal(spans[1].n, 2);
+    assert_int_equal(spans[2].slot, 7);
+    assert_int_equal(spans[2].first, 5);
+    assert_int_equal(spans[2].n, 1);
+    assert_memory_equal(order, want_order, sizeof want_order);
+    assert_int_equal(rcl_split(one, 3, order, spans), 1);
+    assert_int_equal(spans[0].n, 3);
+    assert_int_equal(order[0] + order[1] * 10 + order[2] * 100, 210);
+    assert_int_equal(rcl_split(one, 0, order, spans), 0);
+}
+
+/* Only an error that ran nothing splits a call: Redis's refusals before a script runs, and the
+ * script's own XSLOT (written before anything). A script that failed while running does not. */
+static void test_split_worthy(void **unused)
+{
+    static const char *const yes[] = {
+        "XSLOT sluice:{k}: ERR Script attempted to access a non local key in a cluster node",
+        "MOVED 3999 127.0.0.1:6381",
+        "ASK 3999 127.0.0.1:6381",
+        "TRYAGAIN Multiple keys request during rehashing of slot",
+        "CROSSSLOT Keys in request don't hash to the same slot",
+        "CLUSTERDOWN The cluster is down",
+        "OOM command not allowed when used memory > 'maxmemory'.",
+        "BUSY Redis is busy running a script.",
+        "LOADING Redis is loading the dataset in memory",
+        "READONLY You can't write against a read only replica.",
+        "MASTERDOWN Link with MASTER is down",
+        "NOSCRIPT No matching script.",
+        "XSLOT",
+    };
+    static const char *const no[] = {
+        "ERR Error running script (call to f_x): @user_script:12: Script attempted to access a "
+        "non local key",
+        "ERR sluice store script: protocol 9 not understood",
+        "XSLOTS x",
+        "MOVEDX 1 h:1",
+        "",
+    };
+
+    (void)unused;
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+        assert_int_equal(rcl_split_worthy(yes[i], strlen(yes[i])), 1);
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+        assert_int_equal(rcl_split_worthy(no[i], strlen(no[i])), 0);
+    /* The probe key the script names in XSLOT, "<prefix>:{<tag>}", is in the tag's slot: the
+     * node sends that slot alone for a while. */
+    assert_int_equal(slot_of("sluice:{user:1}"), slot_of("user:1"));
+}
+
+static void add_user(rlim_batch *b, rlim_link *l, const char *key)
+{
+    l->key = key;
+    l->keylen = strlen(key);
+    assert_true(rlim_batch_add(b, RLIM_DECIDE, l, 1, NULL) >= 0);
+}
+
+/* A batch's three commands: the whole call with declared keys ("2"), the call across slots ("2x":
+ * no declared key, the same keys after the requests), and a part (a subset of the requests with
+ * their own keys and every definition); a part's reply is read back as the batch's requests. */
+static void test_cross_and_parts(void **unused)
+{
+    static const char *const sha = "0123456789012345678901234567890123456789";
+    sluice_limit_def def;
+    rlim_batch *b;
+    rlim_link l;
+    cmd whole, cross, part;
+    rlim_cmd pc;
+    const size_t reqs[] = {2, 0};
+    rlim_result res;
+    sluice_decision d;
+    char keys[6][64];
+    size_t klen[6];
+
+    (void)unused;
+    memset(&def, 0, sizeof def);
+    def.kind = SLUICE_RATE;
+    def.limit = 10;
+    def.period_ns = SLUICE_NS_PER_SEC;
+    def.max_key_len = 256;
+    memset(&l, 0, sizeof l);
+    l.def = &def;
+    l.limit_id = "api";
+    l.units = 1;
+    memset(&pc, 0, sizeof pc);
+    assert_int_equal(rlim_batch_new(NULL, &b), 0);
+    add_user(b, &l, "user:1");
+    add_user(b, &l, "user:2");
+    l.units = 3;
+    add_user(b, &l, "user:3");
+    assert_true(slot_of("user:1") != slot_of("user:2"));
+
+    assert_int_equal(rlim_batch_command(b, sha, &whole.argc, &whole.argv, &whole.argvlen), 0);
+    /* EVALSHA sha 6 keys... 2 flags now 3 1 def req req req */
+    assert_int_equal(whole.argc, 3 + 6 + 5 + 1 + 3);
+    assert_arg(&whole, 2, "6");
+    assert_arg(&whole, 9, "2");
+    for (int k = 0; k < 6; k++) {
+        assert_true(whole.argvlen[3 + k] < sizeof keys[0]);
+        memcpy(keys[k], whole.argv[3 + k], whole.argvlen[3 + k]);
+        klen[k] = whole.argvlen[3 + k];
+    }
+    assert_int_equal(rcl_key_slot(keys[0], klen[0]), slot_of("user:1"));
+    assert_int_equal(rcl_key_slot(keys[5], klen[5]), slot_of("user:3"));
+
+    assert_int_equal(rlim_batch_command_cross(b, sha, &cross.argc, &cross.argv, &cross.argvlen), 0);
+    assert_int_equal(cross.argc, whole.argc);
+    assert_arg(&cross, 0, "EVALSHA");
+    assert_arg(&cross, 2, "0");
+    assert_arg(&cross, 3, "2x");
+    assert_arg(&cross, 6, "3");
+    assert_arg(&cross, 7, "1");
+    for (int k = 0; k < 6; k++) {
+        assert_int_equal(cross.argvlen[12 + k], klen[k]);
+        assert_memory_equal(cross.argv[12 + k], keys[k], klen[k]);
+    }
+
+    /* Part {2, 0}: its keys (request 2's, then 0's), "2", two requests, the one definition. */
+    assert_int_equal(rlim_batch_command_part(b, sha, reqs, 2, 0, &pc), 0);
+    part.argc = pc.argc;
+    part.argv = pc.argv;
+    part.argvlen = pc.argvlen;
+    assert_int_equal(part.argc, 3 + 4 + 5 + 1 + 2);
+    assert_arg(&part, 2, "4");
+    assert_memory_equal(part.argv[3], keys[4], klen[4]);
+    assert_memory_equal(part.argv[5], keys[0], klen[0]);
+    assert_arg(&part, 7, "2");
+    assert_arg(&part, 10, "2");
+    assert_arg(&part, 11, "1");
+    assert_int_equal(part.argvlen[13], cross.argvlen[11]); /* request 2's string */
+    assert_memory_equal(part.argv[13], cross.argv[11], cross.argvlen[11]);
+    assert_memory_equal(part.argv[14], cross.argv[9], cross.argvlen[9]);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(rcl_key_slot(part.argv[3 + k], part.argvlen[3 + k]) == slot_of("user:3") ||
+                             rcl_key_slot(part.argv[3 + k], part.argvlen[3 + k]) ==
+                                 slot_of("user:1"),
+                         1);
+    /* The same part across slots: no declared key, "2x", its keys after its requests. */
+    assert_int_equal(rlim_batch_command_part(b, sha, reqs, 2, 1, &pc), 0);
+    part.argc = pc.argc;
+    part.argv = pc.argv;
+    part.argvlen = pc.argvlen;
+    assert_int_equal(part.argc, 3 + 5 + 1 + 2 + 4);
+    assert_arg(&part, 2, "0");
+    assert_arg(&part, 3, "2x");
+    assert_arg(&part, 6, "2");
+    assert_memory_equal(part.argv[9], cross.argv[11], cross.argvlen[11]);
+    assert_memory_equal(part.argv[11], keys[4], klen[4]);
+    assert_memory_equal(part.argv[13], keys[0], klen[0]);
+    assert_int_equal(rlim_batch_command_part(b, sha, reqs, 0, 0, &pc), SLUICE_EINVAL);
+    {
+        const size_t bad[] = {3};
+
+        assert_int_equal(rlim_batch_command_part(b, sha, bad, 1, 0, &pc), SLUICE_EINVAL);
+    }
+
+    /* The part's reply: answer 0 is request 2's, answer 1 request 0's. */
+    reply_pool_reset();
+    {
+        redisReply *r = a_(2, s_("OK 1000000000000 0 0 100000000 0 10 0 100000000 0 0"),
+                           s_("OK 1000000000000 1 0 0 1 10 9 0 100000000 0"));
+
+        assert_int_equal(rlim_batch_result_in(b, r, 2, 0, 2, &res, &d), 0);
+        assert_int_equal(res.chain.allowed, 0);
+        assert_int_equal(rlim_batch_result_in(b, r, 2, 1, 0, &res, &d), 0);
+        assert_int_equal(res.chain.allowed, 1);
+        assert_int_equal(d.remaining, 9);
+        /* A reply of another length is not this part's. */
+        assert_int_equal(rlim_batch_result_in(b, r, 3, 1, 0, &res, &d), SLUICE_EPARSE);
+        assert_int_equal(rlim_batch_result(b, r, 0, &res, &d), SLUICE_EPARSE);
+        assert_int_equal(rlim_batch_result_in(b, r, 2, 2, 0, &res, &d), SLUICE_EINVAL);
+    }
+    rlim_cmd_free(&pc);
+    rlim_batch_free(b);
+}
+
 /* A 3-master map with a replica each, one master without an address it knows. */
 static redisReply *three_masters(void)
 {
@@ -262,6 +456,9 @@ int main(void)
         cmocka_unit_test(test_map_parse),
         cmocka_unit_test(test_map_malformed),
         cmocka_unit_test(test_redirect),
+        cmocka_unit_test(test_split),
+        cmocka_unit_test(test_split_worthy),
+        cmocka_unit_test(test_cross_and_parts),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,3 +1,4 @@
+#!lua flags=allow-cross-slot-keys
 -- SPDX-License-Identifier: MIT
 --
 -- Shared limits on Redis: one batched call decides many requests, in order, each atomically, in
@@ -66,6 +67,55 @@
 -- write them. If any request (or clock, or definition) falls outside, it returns nil having
 -- written nothing, and the library decides the whole call.
 local lib -- the library's constructor, defined below; returns {limits_main, tasks_main}
+
+-- ---- calls across slots (Redis Cluster) ---------------------------------------------------------
+
+-- Redis Cluster (docs/redis-store.md, "On Redis Cluster"): a node sends one call per master per
+-- loop turn, its requests in several slots of that master. The keys a call declares must all hash
+-- to one slot (Redis answers CROSSSLOT before running anything otherwise, whatever the script's
+-- flags), so such a call (protocol "2x") declares none: its keys follow the requests in ARGV, in
+-- the order KEYS would hold them, and the shebang's allow-cross-slot-keys lets the script touch
+-- them. KEYS is a local so that cross_keys can point it at them (a global may not be assigned).
+--
+-- Redis checks each undeclared key when the script touches it: a key whose slot this master
+-- does not serve (moved, importing here, no owner, cluster down), or that is missing in a slot
+-- being migrated away, raises an error from that command. Nothing may be written before such an
+-- error, or a node that resends the call's requests slot by slot would decide them twice:
+-- - fast_main reads (GET, with pcall) every key it will write before it writes anything, and
+--   an error there makes it return nil with nothing written;
+-- - the library writes as it goes, and deletes keys it may write again later in the call (an
+--   idle state, a redefined one), which a migrating slot would refuse after the deletion. So
+--   before it, cross_probe touches, for every tag of the call, a key of that tag that never
+--   exists ("<prefix>:{<tag>}"): it is served only when this master owns the slot and the slot
+--   is not migrating or importing, and then every key of the slot is, for the whole call (a
+--   script is atomic and keys do not expire during it). Any refusal answers the whole call
+--   with an "XSLOT" error having written nothing; the node then sends each slot's requests as
+--   a call of their own (declared keys, so MOVED, ASK and TRYAGAIN apply as usual).
+local KEYS = KEYS
+
+local function cross_keys()
+  local first, keys = 6 + tonumber(ARGV[5]) + tonumber(ARGV[4]), {}
+  for i = first, #ARGV do
+    keys[i - first + 1] = ARGV[i]
+  end
+  KEYS = keys
+end
+
+local function cross_probe()
+  local seen = {}
+  for i = 1, #KEYS do
+    local k = KEYS[i]
+    local p = k:sub(1, (k:find("}", 1, true) or #k))
+    if not seen[p] then
+      seen[p] = true
+      local r = redis.pcall("EXISTS", p)
+      if type(r) == "table" and r.err then
+        return redis.error_reply("XSLOT " .. p .. ": " .. tostring(r.err))
+      end
+    end
+  end
+  return nil
+end
 
 local fsfmt, ffloor, ffmod = string.format, math.floor, math.fmod
 local F_MAX = 4503599627370496
