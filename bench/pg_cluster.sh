@@ -10,7 +10,8 @@
 #
 # Usage: bash bench/pg_cluster.sh [PATH-TO-SLUICE]   (default: build/sluice)
 # Environment: RUNS (3), SECS (5, each naive run), N1 / N16 (requests per sluice run at -P 1 /
-#              -P 16: 20000 / 200000), CLIENTS (50), SYNC (on).
+#              -P 16: 20000 / 200000), CLIENTS (50), SYNC (on), CONNS (--store-connections of
+#              each node; unset: the default, and a build older than the option works).
 set -u
 
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,14 +28,15 @@ sync=${SYNC:-on}
   exit 1
 }
 
-bench_postgres -c max_connections=$((clients + 20))
+bench_postgres -c max_connections=$((clients + 20 + 6 * ${CONNS:-4}))
 cat >"$tmp/sluice.yaml" <<'EOF'
 limits:
   hot: {rate: 1000000/1s, burst: 1000000, key: explicit}
 EOF
 url="postgresql://sluice@127.0.0.1:$pgport_bench/postgres"
 for n in n1 n2 n3; do
-  node_conf=$tmp/sluice.yaml start_node $n --store "$url" --store-timeout 30000 --log-level warn
+  node_conf=$tmp/sluice.yaml start_node $n --store "$url" --store-timeout 30000 --log-level warn \
+    ${CONNS:+--store-connections "$CONNS"}
 done
 nports=("$port_n1" "$port_n2" "$port_n3")
 # The naive design: T = 1000 ns, burst 10^6 * T.

@@ -11,7 +11,9 @@
 # reported as jobs per second through both phases: 1 / (1 / put rate + 1 / consume rate).
 #
 # Usage: bash bench/pg_tasks.sh [BUILD-DIR]   (default: build; needs sluice and bench_taskload)
-# Environment: RUNS (3), CLIENTS (50), JOBS (jobs per client per run, 100), PIPELINE (1), SYNC (on).
+# Environment: RUNS (3), CLIENTS (50), JOBS (jobs per client per run, 100), PIPELINE (1), SYNC (on),
+#              CONNS (--store-connections of each node; unset: the default, and a build older
+#              than the option works).
 set -u
 
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,14 +33,15 @@ for b in "$sluice" "$load"; do
   }
 done
 
-bench_postgres -c max_connections=$((clients + 20))
+bench_postgres -c max_connections=$((clients + 20 + 6 * ${CONNS:-4}))
 cat >"$tmp/sluice.yaml" <<'EOF'
 types:
   bench: {lease: 60s}
 EOF
 url="postgresql://sluice@127.0.0.1:$pgport_bench/postgres"
 for n in n1 n2 n3; do
-  start_node $n --store "$url" --store-timeout 30000 --log-level warn
+  start_node $n --store "$url" --store-timeout 30000 --log-level warn \
+    ${CONNS:+--store-connections "$CONNS"}
 done
 "$bin/psql" "$conn" -q -c "CREATE TABLE naive_jobs (id bigserial PRIMARY KEY, payload text NOT NULL)"
 cat >"$tmp/put.sql" <<'SQL'

@@ -35,6 +35,9 @@
 /* The wake-up, sent by the node after a call that made work ready (007_pgconns.sql). */
 #define RPG_NOTIFY_STMT "sluice_notify"
 #define RPG_NOTIFY_SQL  "SELECT pg_notify('" PGT_WAKE_CHANNEL "', '1')"
+/* The probe of an idle lane when another lane timed out (on_state). */
+#define RPG_PROBE_STMT "sluice_probe"
+#define RPG_PROBE_SQL  "SELECT 1"
 
 #define RPG_URL_MAX (CONFIG_STORE_HOST_MAX + 64)
 
@@ -52,6 +55,11 @@ struct rpg {
     rpg_lane_arg args[RPG_CONNECTIONS_MAX]; /* each lane's callback argument */
     uint64_t in_flight[RPG_CONNECTIONS_MAX];
     uint64_t lost[RPG_CONNECTIONS_MAX]; /* times the lane went down after being UP */
+    /* A probe per lane: when one lane's call times out, the server may have stopped answering
+     * (frozen, cut off): an idle lane would go on looking UP until a call found out, so each
+     * gets a probe with the same deadline. */
+    pgconn_call probe[RPG_CONNECTIONS_MAX];
+    int probing[RPG_CONNECTIONS_MAX];
     char *conninfo;
     char url[RPG_URL_MAX];
     int64_t timeout_ms;
@@ -77,6 +85,7 @@ static const pgconn_stmt pg_stmts[] = {
     {SDEFS_PG_SET_STMT, SDEFS_PG_SET_SQL, SDEFS_PG_SET_NPARAMS, 0},
     {SDEFS_PG_RESET_STMT, SDEFS_PG_RESET_SQL, SDEFS_PG_RESET_NPARAMS, 0},
     {RPG_NOTIFY_STMT, RPG_NOTIFY_SQL, 0, 0},
+    {RPG_PROBE_STMT, RPG_PROBE_SQL, 0, 0},
 };
 
 /* ---- Passwords --------------------------------------------------------------------------- */
@@ -197,6 +206,36 @@ int rpg_may_send(const rpg *pg, int lane)
 
 static int create_lane(rpg *pg, int k);
 
+static void on_probe_answer(void *arg, const PGresult *result, const char *why)
+{
+    rpg_lane_arg *a = arg;
+
+    (void)result;
+    (void)why; /* a probe that timed out has dropped its lane: that was its purpose */
+    a->pg->probing[a->lane] = 0;
+}
+
+/* Lane `timed_out` got no answer in time: probes every other lane that is UP and idle. */
+static void probe_others(rpg *pg, int timed_out)
+{
+    for (int k = 0; k < pg->n; k++) {
+        pgconn_call *p = &pg->probe[k];
+        pgconn_stats cs;
+
+        if (k == timed_out || pg->probing[k] || !lane_up(pg, k))
+            continue;
+        pgconn_get_stats(pg->lanes[k], &cs);
+        if (cs.in_flight > 0)
+            continue; /* its oldest call's deadline tells already */
+        memset(p, 0, sizeof *p);
+        p->stmt = RPG_PROBE_STMT;
+        p->fn = on_probe_answer;
+        p->arg = &pg->args[k];
+        if (pgconn_send(pg->lanes[k], p) == 0)
+            pg->probing[k] = 1;
+    }
+}
+
 static void on_state(void *arg, pgconn_state state, const char *why)
 {
     rpg_lane_arg *a = arg;
@@ -232,6 +271,9 @@ static void on_state(void *arg, pgconn_state state, const char *why)
         log_error("store %s: refused: %s", pg->url, why ? why : "");
     } else if (state == PGCONN_DOWN && why) {
         pg->lost[a->lane]++;
+        if (strncmp(why, "timeout", 7) == 0 && !pg->stopping)
+            probe_others(pg, a->lane);
+        up = rpg_up(pg);
         if (up)
             log_warn("store %s: connection %d of %d down: %s; its requests go to the others "
                      "until it is back",
