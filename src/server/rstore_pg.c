@@ -54,7 +54,9 @@ struct rpg {
     pgconn *lanes[RPG_CONNECTIONS_MAX];     /* NULL until created */
     rpg_lane_arg args[RPG_CONNECTIONS_MAX]; /* each lane's callback argument */
     uint64_t in_flight[RPG_CONNECTIONS_MAX];
-    uint64_t lost[RPG_CONNECTIONS_MAX]; /* times the lane went down after being UP */
+    uint64_t lost[RPG_CONNECTIONS_MAX];   /* times the lane went down after being UP */
+    int was_lane_up[RPG_CONNECTIONS_MAX]; /* the lane is UP, or its last attempt has not
+                                           * failed since it was: a loss logs once */
     /* A probe per lane: when one lane's call times out, the server may have stopped answering
      * (frozen, cut off): an idle lane would go on looking UP until a call found out, so each
      * gets a probe with the same deadline. */
@@ -254,6 +256,7 @@ static void on_state(void *arg, pgconn_state state, const char *why)
             log_info("store %s: connection %d of %d up again", pg->url, a->lane + 1, pg->n);
         }
         pg->was_up = 1;
+        pg->was_lane_up[a->lane] = 1;
         pg->logged_why[0] = '\0';
         if (!pg->started) {
             pg->started = 1;
@@ -269,7 +272,9 @@ static void on_state(void *arg, pgconn_state state, const char *why)
     }
     if (state == PGCONN_REFUSED) {
         log_error("store %s: refused: %s", pg->url, why ? why : "");
-    } else if (state == PGCONN_DOWN && why) {
+    } else if (state == PGCONN_DOWN && why && pg->was_lane_up[a->lane]) {
+        /* Lost after being UP (its failed attempts to come back are not logged again). */
+        pg->was_lane_up[a->lane] = 0;
         pg->lost[a->lane]++;
         if (strncmp(why, "timeout", 7) == 0 && !pg->stopping)
             probe_others(pg, a->lane);
