@@ -67,7 +67,7 @@ typedef enum sluice_store_failure {
  *     timeout: 250ms                      # how long a decision waits for the store (1s)
  *     replicas: 1                         # task writes answered once WAIT saw 1 replica (0)
  *     replicas_timeout: 100ms             # WAIT's timeout (half of timeout)
- *     connections: 4                      # PostgreSQL: connections per node (4) */
+ *     connections: 2                      # PostgreSQL: connections per node (1) */
 typedef struct sluice_store_config {
     char *url;                    /* checked redis://HOST[:PORT][/DB]; NULL when not given */
     sluice_store_failure failure; /* SLUICE_STORE_FAILURE_UNSET when not given */

@@ -53,7 +53,7 @@ struct pg_result;
 typedef struct rpg rpg;
 
 /* store.connections / --store-connections: connections per node to PostgreSQL. */
-#define RPG_CONNECTIONS_DEFAULT 4
+#define RPG_CONNECTIONS_DEFAULT 1
 #define RPG_CONNECTIONS_MAX     64
 
 /* PostgreSQL's prepared statement of the limits function. */

@@ -186,7 +186,7 @@ static void test_section_forms(void **unused)
                      0);
     assert_int_equal(c.store.replicas, 2);
     assert_int_equal(c.store.replicas_timeout_ns, 150 * SLUICE_NS_PER_MS);
-    assert_int_equal(c.store.connections, 0); /* not given: the server's default (4) */
+    assert_int_equal(c.store.connections, 0); /* not given: the server's default (1) */
     sluice_config_clear(&c);
 
     /* Connections per node (PostgreSQL): 1 to 64. A Redis URL with it is refused when the
