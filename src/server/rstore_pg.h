@@ -6,9 +6,12 @@
  * call is sent and keeps the connections.
  *
  * Why several: each call is a transaction, and with synchronous_commit on its commit waits for
- * a WAL flush. One connection runs one call at a time, so a node paid one flush per call, one
- * after another; N connections run N calls at once, and PostgreSQL flushes the commits that
- * wait together once (group commit), as it does for N clients of a plain job queue.
+ * a WAL flush. One connection runs one call at a time; N connections run N calls at once, and
+ * PostgreSQL flushes the commits that wait together once (group commit). Why one by default:
+ * measured (docs/postgres-store.md, "Several connections"), at -P 1 every client's request is in
+ * some flush already, and N connections cut a node's traffic into N times as many calls, each
+ * with PostgreSQL's fixed cost: on a loaded two-core machine four halved the task queue's
+ * throughput. They pay where PostgreSQL has CPUs to spare and calls are long.
  *
  * Routing (rpg_lane), so that a client's commands run in the order it sent them:
  * - a client with a reply still outstanding (a deferred slot) stays on the lane of its last
