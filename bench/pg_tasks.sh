@@ -11,7 +11,10 @@
 # reported as jobs per second through both phases: 1 / (1 / put rate + 1 / consume rate).
 #
 # Usage: bash bench/pg_tasks.sh [BUILD-DIR]   (default: build; needs sluice and bench_taskload)
-# Environment: RUNS (3), CLIENTS (50), JOBS (jobs per client per run, 100), PIPELINE (1), SYNC (on).
+# Environment: RUNS (3), CLIENTS (50), JOBS (jobs per client per run, 100), PIPELINE (1), SYNC (on),
+#              CONNS (--store-connections of each node; unset: the default, and a build older
+#              than the option works; several values, e.g. CONNS="1 4": one set of three nodes
+#              per value, each measured in every run, side by side).
 set -u
 
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,14 +34,21 @@ for b in "$sluice" "$load"; do
   }
 done
 
-bench_postgres -c max_connections=$((clients + 20))
+read -ra sets <<<"${CONNS:-default}"
+maxconn=$((clients + 20))
+for c in "${sets[@]}"; do maxconn=$((maxconn + 6 * ${c/default/4})); done
+bench_postgres -c max_connections=$maxconn
 cat >"$tmp/sluice.yaml" <<'EOF'
 types:
   bench: {lease: 60s}
 EOF
 url="postgresql://sluice@127.0.0.1:$pgport_bench/postgres"
-for n in n1 n2 n3; do
-  start_node $n --store "$url" --store-timeout 30000 --log-level warn
+for c in "${sets[@]}"; do
+  for n in 1 2 3; do
+    opt=()
+    [ "$c" = default ] || opt=(--store-connections "$c")
+    start_node "s${c}_$n" --store "$url" --store-timeout 30000 --log-level warn "${opt[@]}"
+  done
 done
 "$bin/psql" "$conn" -q -c "CREATE TABLE naive_jobs (id bigserial PRIMARY KEY, payload text NOT NULL)"
 cat >"$tmp/put.sql" <<'SQL'
@@ -61,9 +71,10 @@ naive() {
   c=$(rate "$tmp/take.sql")
   both "$p" "$c"
 }
+# nodes SET: jobs per second through the three nodes of SET (a value of CONNS).
 nodes() {
-  local out p c
-  out=$("$load" --proto resp --port "$port_n1,$port_n2,$port_n3" -c "$clients" -n "$jobs" \
+  local out p c p1="port_s$1_1" p2="port_s$1_2" p3="port_s$1_3"
+  out=$("$load" --proto resp --port "${!p1},${!p2},${!p3}" -c "$clients" -n "$jobs" \
     -P "$depth" --type bench 2>&1) || {
     echo "bench_taskload failed: $out" >&2
     echo 0
@@ -77,18 +88,22 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 
 echo "sluice $("$sluice" --version | cut -d' ' -f2), PostgreSQL $("$bin/postgres" --version | awk '{ print $3 }')," \
   "$(nproc) CPUs; $clients clients x $jobs jobs, -P $depth, synchronous_commit=$sync, $runs runs, medians"
-: >"$tmp/naive" && : >"$tmp/nodes"
+: >"$tmp/naive"
+for c in "${sets[@]}"; do : >"$tmp/nodes_$c"; done
 for run in $(seq 1 "$runs"); do
   naive >>"$tmp/naive"
-  nodes >>"$tmp/nodes"
+  for c in "${sets[@]}"; do nodes "$c" >>"$tmp/nodes_$c"; done
   printf '.' >&2
 done
 printf '\n' >&2
 m0=$(median <"$tmp/naive")
-m1=$(median <"$tmp/nodes")
-printf '%-56s %10s %8s\n' design jobs/s ratio
-printf '%-56s %10.0f %8s\n' "naive: INSERT; DELETE ... SKIP LOCKED (a txn per step)" "$m0" 1.00
-printf '%-56s %10.0f %8.2f\n' "sluice: 3 nodes, --store postgresql, ADD; GET+ACK" "$m1" \
-  "$(awk -v a="$m1" -v b="$m0" 'BEGIN { print a / b }')"
+printf '%-60s %10s %8s\n' design jobs/s ratio
+printf '%-60s %10.0f %8s\n' "naive: INSERT; DELETE ... SKIP LOCKED (a txn per step)" "$m0" 1.00
+for c in "${sets[@]}"; do
+  m1=$(median <"$tmp/nodes_$c")
+  label="sluice: 3 nodes, --store postgresql, ADD; GET+ACK"
+  [ "$c" = default ] || label="$label, $c conn"
+  printf '%-60s %10.0f %8.2f\n' "$label" "$m1" "$(awk -v a="$m1" -v b="$m0" 'BEGIN { print a / b }')"
+done
 echo "(goal: >= 3)"
 finish >/dev/null

@@ -66,13 +66,15 @@ typedef enum sluice_store_failure {
  *     failure: open                       # closed (default) or open
  *     timeout: 250ms                      # how long a decision waits for the store (1s)
  *     replicas: 1                         # task writes answered once WAIT saw 1 replica (0)
- *     replicas_timeout: 100ms             # WAIT's timeout (half of timeout) */
+ *     replicas_timeout: 100ms             # WAIT's timeout (half of timeout)
+ *     connections: 2                      # PostgreSQL: connections per node (1) */
 typedef struct sluice_store_config {
     char *url;                    /* checked redis://HOST[:PORT][/DB]; NULL when not given */
     sluice_store_failure failure; /* SLUICE_STORE_FAILURE_UNSET when not given */
     int64_t timeout_ns;           /* 0 when not given */
     int64_t replicas;             /* 0 when not given (or 0): no WAIT */
     int64_t replicas_timeout_ns;  /* 0 when not given */
+    int64_t connections;          /* PostgreSQL: 0 when not given, else 1..64 */
 } sluice_store_config;
 
 /* A loaded configuration. Everything in it is owned by it; free with sluice_config_clear(). */

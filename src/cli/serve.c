@@ -91,6 +91,10 @@ static const char usage_text[] =
     "                            waits delays them. (PostgreSQL: use synchronous_standby_names)\n"
     "      --store-replicas-timeout MS  WAIT's timeout, below --store-timeout (default half\n"
     "                            of it)\n"
+    "      --store-connections N PostgreSQL: connections per node (1 to 64, default 1): calls\n"
+    "                            on several run at once (a client's commands still run and\n"
+    "                            answer in order); worth it only when PostgreSQL has idle\n"
+    "                            CPUs (docs/postgres-store.md, \"Several connections\")\n"
     "      --store-audit         the store keeps every grant (Redis: audit lists; PostgreSQL:\n"
     "                            the table sluice_limit_audit): tests and debugging, it grows\n"
     "                            without bound\n"
@@ -155,6 +159,7 @@ enum {
     OPT_STORE_AUDIT,
     OPT_STORE_REPLICAS,
     OPT_STORE_REPLICAS_TIMEOUT,
+    OPT_STORE_CONNECTIONS,
     OPT_MAXMEMORY,
 };
 
@@ -194,6 +199,7 @@ static const struct option long_options[] = {
     {"store-audit", no_argument, NULL, OPT_STORE_AUDIT},
     {"store-replicas", required_argument, NULL, OPT_STORE_REPLICAS},
     {"store-replicas-timeout", required_argument, NULL, OPT_STORE_REPLICAS_TIMEOUT},
+    {"store-connections", required_argument, NULL, OPT_STORE_CONNECTIONS},
     {"maxmemory", required_argument, NULL, OPT_MAXMEMORY},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -432,6 +438,12 @@ static int parse_options(int argc, char **argv, server_options *o, char *pass, s
                 return bad_value("--store-replicas-timeout", optarg,
                                  "a number of milliseconds from 1 to 600000");
             o->store_replicas_timeout_ms = (int64_t)v;
+            break;
+        case OPT_STORE_CONNECTIONS:
+            if (parse_size(optarg, 0, CONFIG_STORE_CONNECTIONS_MAX, &v) != 0)
+                return bad_value("--store-connections", optarg,
+                                 "a number of connections from 1 to 64");
+            o->store_connections = (int)v;
             break;
         case OPT_DURABILITY:
             if (store_durability_parse(optarg, &o->durability) != 0)

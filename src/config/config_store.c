@@ -17,8 +17,8 @@
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
-static const char *const store_keys[] = {"url", "failure", "timeout", "replicas",
-                                         "replicas_timeout"};
+static const char *const store_keys[] = {"url",      "failure",          "timeout",
+                                         "replicas", "replicas_timeout", "connections"};
 static const char *const failure_words[] = {"closed", "open"};
 /* What a store URL may be, for the messages. */
 #define EXPECTED                                                                                   \
@@ -271,7 +271,9 @@ int config_parse_store(ywalk *w, const yaml_node_t *node, sluice_store_config *o
         (rc = yw_field_int(w, node, "replicas", 0, CONFIG_STORE_REPLICAS_MAX, &out->replicas)) !=
             0 ||
         (rc = yw_field_duration(w, node, "replicas_timeout", SLUICE_NS_PER_MS,
-                                &out->replicas_timeout_ns)) != 0)
+                                &out->replicas_timeout_ns)) != 0 ||
+        (rc = yw_field_int(w, node, "connections", 1, CONFIG_STORE_CONNECTIONS_MAX,
+                           &out->connections)) != 0)
         return rc;
     if (choice >= 0)
         out->failure = choice == 0 ? SLUICE_STORE_FAILURE_CLOSED : SLUICE_STORE_FAILURE_OPEN;

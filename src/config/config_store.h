@@ -26,6 +26,8 @@
 #define CONFIG_STORE_DEFAULT_TIMEOUT_NS ((int64_t)1000 * 1000 * 1000)
 /* Most replicas store.replicas / --store-replicas may ask WAIT for. */
 #define CONFIG_STORE_REPLICAS_MAX 64
+/* Most connections per node store.connections / --store-connections may ask (PostgreSQL). */
+#define CONFIG_STORE_CONNECTIONS_MAX 64
 
 /* Which engine a store URL names. */
 typedef enum config_store_kind {

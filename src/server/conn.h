@@ -91,6 +91,7 @@ struct conn {
     unsigned ndeferred;  /* conn_defer slots not filled yet (each also holds) */
     size_t defer_next;   /* where the slot filled last ended (the next slot's base) */
     size_t defer_last;   /* where the newest slot is */
+    int store_lane;      /* rstore (PostgreSQL): the connection of its newest request */
     resp_reader *reader; /* the parser of what the client sends */
     resp_writer out;     /* replies not yet handed to the socket */
     char *wbuf;          /* the bytes of the write in flight (owned), or NULL */

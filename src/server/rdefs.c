@@ -506,6 +506,7 @@ void rdefs_write(conn *c, const char *name, const char *spec, int reply_one)
     k->base.on_reply = on_reply;
     k->base.apply = write_apply;
     k->c = c;
+    k->base.lane = rstore_lane(s, c, 0); /* before its slot: rstore_pg.h, routing */
     k->ticket = conn_defer(c);
     k->next = rd->calls;
     if (rd->calls)
@@ -609,6 +610,7 @@ void rdefs_reset(conn *c, const char *name, const sluice_limit_def *def, const c
     k->base.on_reply = on_reply;
     k->base.apply = write_apply;
     k->c = c;
+    k->base.lane = rstore_lane(s, c, 0); /* before its slot: rstore_pg.h, routing */
     k->ticket = conn_defer(c);
     k->next = rd->calls;
     if (rd->calls)

@@ -567,6 +567,7 @@ static void client_send(rrecur *rr, conn *c, rcall *k, int rc)
     /* A change of the series waits for the replicas (--store-replicas) as a task write does. */
     k->base.wait_replicas = k->op == RRECUR_INFO ? 0 : rstore_replicas(rr->s, NULL);
     k->c = c;
+    k->base.lane = rstore_lane(rr->s, c, 0); /* before its slot: rstore_pg.h, routing */
     k->ticket = conn_defer(c);
     k->prev = NULL;
     k->next = rr->calls;

@@ -42,13 +42,10 @@
 #include "server/rcounters.h"
 #include "server/rdefs.h"
 #include "server/rrecur.h"
+#include "server/rstore_pg.h"
 #include "server/rtasks.h"
 #include "sluice/error.h"
-#include "store/pg_conn.h"
 #include "store/pg_limits.h"
-#include "store/pg_recur.h"
-#include "store/pg_schema.h"
-#include "store/pg_tasks.h"
 #include "store/redis_cluster.h"
 #include "store/redis_conn.h"
 #include "store/redis_limits.h"
@@ -65,14 +62,12 @@
  * Redis Cluster each link keeps its own tag instead (set_tag), so that keys spread over slots. */
 #define RSTORE_TAG     "all"
 #define RSTORE_TAG_LEN 3
-/* PostgreSQL's prepared statement of the limits function. */
-#define PG_LIMITS_STMT "sluice_limits"
-/* PostgreSQL: limits calls in flight at most; the turn's batch waits for an answer beyond that
- * (unless it is full). A call is a transaction whose commit waits for the WAL flush, and calls
- * on a hot key queue on its row: pipelining a call per turn would commit a few decisions per
- * flush, while holding them back makes the next call carry everything that arrived during the
- * flush (group commit, as the embedded store does it). Measured with bench/pg_cluster.sh. */
-#define PG_MAX_IN_FLIGHT 1
+/* PostgreSQL: one call in flight per connection (rstore_pg.h, rpg_may_send); the turn's batch
+ * of a connection waits for its answer (unless it is full). A call is a transaction whose commit
+ * waits for the WAL flush, and calls on a hot key queue on its row: pipelining a call per turn
+ * would commit a few decisions per flush, while holding them back makes the next call carry
+ * everything that arrived during the flush (group commit, as the embedded store does it).
+ * Measured with bench/pg_cluster.sh. */
 /* At most one summary line of fail-open grants per this many ns. */
 #define OPEN_LOG_NS SLUICE_NS_PER_SEC
 
@@ -152,10 +147,9 @@ struct rgroup {
 struct rstore {
     server *s;
     config_store_kind kind;
-    rconn *conn;      /* Redis */
-    rcluster *cl;     /* or Redis Cluster */
-    pgconn *pg;       /* or PostgreSQL */
-    int pg_in_flight; /* limits calls sent to PostgreSQL and not answered (PG_MAX_IN_FLIGHT) */
+    rconn *conn;                          /* Redis */
+    rcluster *cl;                         /* or Redis Cluster */
+    rpg *pg;                              /* or PostgreSQL: its connections (rstore_pg.h) */
     char url[CONFIG_STORE_HOST_MAX + 64]; /* the URL, for INFO and messages */
     config_store_url u;
     int fail_open;
@@ -174,10 +168,13 @@ struct rstore {
     uint64_t wait_gen_next; /* the generation of the next one */
     int audit;
     int closed;
-    /* The turn's batch, NULL until its first request: one batch on Redis, PostgreSQL and Redis
-     * Cluster (where it leaves as one script call per master, send_groups, and its replies are
-     * applied together, so a client's replies are filled in its order). */
+    /* The turn's batches, NULL until its first request: one batch on Redis and on Redis Cluster
+     * (where it leaves as one script call per master, send_groups, and its replies are applied
+     * together, so a client's replies are filled in its order); on PostgreSQL one per lane
+     * (open[lane] takes the lane's requests; a client keeps its lane while it waits for a reply,
+     * rstore_pg.h). Sent in this order. */
     rbatch *cur, *cur_tail;
+    rbatch **open;            /* PostgreSQL: per lane, the batch taking its requests */
     rbatch *added;            /* the batch the last request went to */
     rstore_call *head, *tail; /* sent (limits and tasks), oldest first */
     rbatch *spare;
@@ -845,14 +842,16 @@ static void on_answer(void *arg, const redisReply *reply, const char *why)
 }
 
 static void send_batch(rstore *st);
+static void send_lane(rstore *st, int lane);
 
 /* PostgreSQL's answer to a call: a result, an error result, or none (why). */
 static void on_pg_answer(void *arg, const PGresult *result, const char *why)
 {
     rstore_call *c = arg;
     rstore *st = c->st;
+    int lane = c->lane;
 
-    st->pg_in_flight--;
+    rpg_answered(st->pg, lane, &c->pgcall, result);
     if (!result) {
         rstore_call_fail(c, why);
     } else if (PQresultStatus(result) != PGRES_TUPLES_OK) {
@@ -870,16 +869,12 @@ static void on_pg_answer(void *arg, const PGresult *result, const char *why)
         c->answered = 1;
         c->on_reply(c, &a);
     }
-    drain(st);
-    /* What was held back while this call was in flight leaves now, together: the limits batch
-     * or the task batch (at most one of them holds requests: taking a request of one kind sends
-     * the other's batch first). */
-    if (!st->closed && st->pg_in_flight < PG_MAX_IN_FLIGHT) {
-        if (st->cur)
-            send_batch(st);
-        else
-            rtasks_flush(st->s);
-    }
+    drain(st); /* may apply c: lane was read before */
+    /* What was held back on this lane while this call was in flight leaves now, together: its
+     * limits batch or its task batch (at most one of them holds requests: taking a request of
+     * one kind sends the same lane's batch of the other kind first). */
+    if (!st->closed && rpg_may_send(st->pg, lane))
+        send_lane(st, lane);
 }
 
 /* Sends `WAIT replicas timeout` on the store's connection, covering the calls marked with the
@@ -946,9 +941,7 @@ void rstore_send(server *s, rstore_call *c, int rc)
     if (rc == 0 && st->pg) {
         c->pgcall.fn = on_pg_answer;
         c->pgcall.arg = c;
-        rc = pgconn_send(st->pg, &c->pgcall);
-        if (rc == 0)
-            st->pg_in_flight++;
+        rc = rpg_send(st->pg, &c->lane, &c->pgcall);
     } else if (rc == 0 && c->send) {
         rc = c->send(c);
     } else if (rc == 0 && st->cl) {
@@ -1005,7 +998,7 @@ static void send_one(rstore *st, rbatch *b)
         const char *const *values = NULL;
 
         rc = pgl_batch_params(b->pb, &values);
-        rstore_call_pg(&b->base, PG_LIMITS_STMT, PGL_CALL_NPARAMS, values);
+        rstore_call_pg(&b->base, RPG_LIMITS_STMT, PGL_CALL_NPARAMS, values);
     } else if (st->cl) {
         rc = 0; /* one call per master (send_groups) */
     } else {
@@ -1014,6 +1007,7 @@ static void send_one(rstore *st, rbatch *b)
     }
     b->base.send = st->cl && b->rb ? send_groups : NULL;
     b->base.slot = b->slot;
+    b->base.lane = st->pg ? b->slot : 0; /* PostgreSQL: the batch's slot is its lane */
     b->base.call.argc = argc;
     b->base.call.argv = argv;
     b->base.call.argvlen = argvlen;
@@ -1026,20 +1020,65 @@ static void send_one(rstore *st, rbatch *b)
         st->stats.requests += n;
 }
 
-/* Sends the turn's batches, in the order they were created (the FIFO is send order). */
-static void send_batch(rstore *st)
+/* Sends the turn's batches that pick says may go (every one when pick is NULL), in the order
+ * they were created (the FIFO is send order); the others stay, in their order. */
+static void send_some(rstore *st, int (*pick)(const rstore *st, const rbatch *b, int lane),
+                      int lane)
 {
-    rbatch *b;
+    rbatch *b, *keep = NULL, *keep_tail = NULL;
 
     while ((b = st->cur) != NULL) {
         st->cur = b->tnext;
         if (!st->cur)
             st->cur_tail = NULL;
         b->tnext = NULL;
+        if (pick && !pick(st, b, lane)) {
+            if (keep_tail)
+                keep_tail->tnext = b;
+            else
+                keep = b;
+            keep_tail = b;
+            continue;
+        }
+        if (st->open && st->open[b->slot] == b)
+            st->open[b->slot] = NULL;
         if (st->added == b)
             st->added = NULL;
-        send_one(st, b);
+        send_one(st, b); /* a batch a reply's callback adds meanwhile joins the loop */
     }
+    st->cur = keep;
+    st->cur_tail = keep_tail;
+}
+
+static void send_batch(rstore *st)
+{
+    send_some(st, NULL, 0);
+}
+
+/* send_some's picks: the batches of one lane; those whose lane has no call in flight. */
+static int pick_lane(const rstore *st, const rbatch *b, int lane)
+{
+    (void)st;
+    return b->slot == lane;
+}
+
+static int pick_free(const rstore *st, const rbatch *b, int lane)
+{
+    (void)lane;
+    return rpg_may_send(st->pg, b->slot);
+}
+
+/* PostgreSQL: sends what lane holds back, its limits batches, else its task batch. */
+static void send_lane(rstore *st, int lane)
+{
+    rbatch *b;
+
+    for (b = st->cur; b && b->slot != lane; b = b->tnext)
+        ;
+    if (b)
+        send_some(st, pick_lane, lane);
+    else
+        rtasks_flush_lane(st->s, lane);
 }
 
 void rstore_flush_limits(server *s)
@@ -1050,11 +1089,42 @@ void rstore_flush_limits(server *s)
         send_batch(st);
 }
 
-int rstore_may_send(const server *s)
+void rstore_flush_limits_lane(server *s, int lane)
+{
+    rstore *st = state_of(s);
+
+    if (st && st->cur)
+        send_some(st, st->pg ? pick_lane : NULL, lane);
+}
+
+int rstore_may_send(const server *s, int lane)
 {
     const rstore *st = state_of(s);
 
-    return !st || !st->pg || st->pg_in_flight < PG_MAX_IN_FLIGHT;
+    return !st || !st->pg || rpg_may_send(st->pg, lane);
+}
+
+int rstore_lane(server *s, conn *c, int decision)
+{
+    rstore *st = state_of(s);
+
+    return st && st->pg ? rpg_lane(st->pg, c, decision) : 0;
+}
+
+int rstore_lanes(const server *s)
+{
+    const rstore *st = state_of(s);
+
+    return st && st->pg ? rpg_count(st->pg) : 1;
+}
+
+int rstore_listening(const server *s)
+{
+    const rstore *st = state_of(s);
+
+    if (st && st->pg)
+        return !st->closed && rpg_listening(st->pg);
+    return rstore_up(s, NULL);
 }
 
 void rstore_turn(server *s)
@@ -1063,9 +1133,10 @@ void rstore_turn(server *s)
 
     if (!st)
         return;
-    /* PostgreSQL: held while a call is in flight (PG_MAX_IN_FLIGHT); its answer sends it. */
-    if (st->cur && rstore_may_send(s))
-        send_batch(st);
+    /* PostgreSQL: a lane's batch is held while that lane has a call in flight; its answer
+     * sends it. */
+    if (st->cur)
+        send_some(st, st->pg ? pick_free : NULL, 0);
     rtasks_turn(s);
 }
 
@@ -1074,7 +1145,7 @@ void rstore_turn(server *s)
 /* 1 when the store refused this node for good (PostgreSQL: a newer schema). */
 static int store_refused(const rstore *st)
 {
-    return st->pg && pgconn_get_state(st->pg) == PGCONN_REFUSED;
+    return st->pg && rpg_refused(st->pg);
 }
 
 static int store_up(const rstore *st)
@@ -1084,7 +1155,7 @@ static int store_up(const rstore *st)
     if (st->cl)
         return rcl_up(st->cl);
     if (st->pg)
-        return pgconn_get_state(st->pg) == PGCONN_UP;
+        return rpg_up(st->pg);
     return st->conn && rconn_get_state(st->conn) == RCONN_UP;
 }
 
@@ -1096,10 +1167,8 @@ static const char *down_why(const rstore *st)
         return "stopping";
     if (st->cl)
         return rcl_last_error(st->cl);
-    if (st->pg) {
-        e = pgconn_last_error(st->pg);
-        return e[0] ? e : pgconn_state_name(pgconn_get_state(st->pg));
-    }
+    if (st->pg)
+        return rpg_why(st->pg);
     e = rconn_last_error(st->conn);
     if (e[0])
         return e;
@@ -1172,7 +1241,7 @@ static int request_slot(const rstore *st, conn *c, const rlim_link *links, size_
 /* The turn's batch (created when needed), or NULL (out of memory). */
 static rbatch *turn_batch(rstore *st, int slot)
 {
-    rbatch *b = st->cur;
+    rbatch *b = st->open ? st->open[slot] : st->cur;
 
     if (b)
         return b;
@@ -1186,6 +1255,8 @@ static rbatch *turn_batch(rstore *st, int slot)
     else
         st->cur = b;
     st->cur_tail = b;
+    if (st->open)
+        st->open[slot] = b;
     return b;
 }
 
@@ -1201,8 +1272,15 @@ static rstore_wait *add_request_to(rstore *st, conn *c, rlim_op op, const rlim_l
     rstore_wait *w;
     int idx;
 
-    /* A task call of this turn goes first: the FIFO is the order requests were taken. */
-    rtasks_flush(st->s);
+    /* PostgreSQL: the request's lane is its batch's "slot" (rstore_pg.h: routing). */
+    if (st->pg)
+        slot = rpg_lane(st->pg, c, 1);
+    /* A task call of this turn (of this lane) goes first: the FIFO is the order requests were
+     * taken. */
+    if (st->pg)
+        rtasks_flush_lane(st->s, slot);
+    else
+        rtasks_flush(st->s);
     b = turn_batch(st, slot);
     if (!b) {
         resp_error(conn_out(c), "NOMEM", "out of memory");
@@ -1599,80 +1677,6 @@ static void on_state(void *arg, rconn_state state, const char *why)
     note_down(st, why);
 }
 
-static void on_pg_state(void *arg, pgconn_state state, const char *why)
-{
-    rstore *st = arg;
-    pgconn_stats cs;
-
-    if (state == PGCONN_UP) {
-        pgconn_get_stats(st->pg, &cs);
-        log_info("store %s: up (schema version %d%s)", st->url, PGS_VERSION,
-                 cs.schema_from != PGS_VERSION ? ", migrated" : "");
-        st->logged_why[0] = '\0';
-        rtasks_store_up(st->s);
-        return;
-    }
-    if (state == PGCONN_REFUSED)
-        log_error("store %s: refused: %s", st->url, why ? why : "");
-    note_down(st, why);
-}
-
-/* The end of the password value that starts at v: a quoted keyword value ('...', with \'
- * escapes), else up to a space, '&' or, in a URI's user part, '@'. */
-static const char *password_end(const char *v, int in_user)
-{
-    if (*v == '\'' && !in_user) {
-        for (v++; *v && *v != '\''; v++)
-            if (*v == '\\' && v[1])
-                v++;
-        return *v ? v + 1 : v;
-    }
-    return v + strcspn(v, in_user ? "@" : " &");
-}
-
-/* Replaces, in place, the value of every password in a PostgreSQL connection string (a URI's
- * "user:password@", a "password=" keyword or URI option) by "***", so that INFO and the log can
- * show the URL. */
-static void redact_password(char *url, size_t cap)
-{
-    char out[sizeof(((rstore *)0)->url)];
-    const char *p = url, *user_pw = NULL, *scheme = strstr(url, "://");
-    size_t o = 0;
-
-    if (scheme) {
-        const char *user = scheme + 3, *end = user + strcspn(user, "/?@");
-        const char *colon = memchr(user, ':', (size_t)(end - user));
-
-        if (*end == '@' && colon)
-            user_pw = colon + 1;
-    }
-    while (*p && o + 4 < sizeof out) {
-        if (p == user_pw) {
-            p = password_end(p, 1);
-            memcpy(out + o, "***", 3);
-            o += 3;
-            continue;
-        }
-        if (strncmp(p, "password", 8) == 0 &&
-            (p == url || p[-1] == ' ' || p[-1] == '?' || p[-1] == '&')) {
-            const char *q = p + 8 + strspn(p + 8, " ");
-
-            if (*q == '=') {
-                q += 1 + strspn(q + 1, " ");
-                while (p < q && o + 4 < sizeof out)
-                    out[o++] = *p++;
-                p = password_end(q, 0);
-                memcpy(out + o, "***", 3);
-                o += 3;
-                continue;
-            }
-        }
-        out[o++] = *p++;
-    }
-    out[o] = '\0';
-    snprintf(url, cap, "%s", out);
-}
-
 static void on_cluster_state(void *arg, int up, const char *why)
 {
     rstore *st = arg;
@@ -1731,32 +1735,10 @@ static int open_cluster(rstore *st, char *msg, size_t msglen)
     return 0;
 }
 
-/* PostgreSQL's statements, prepared on every connection. */
-static const pgconn_stmt pg_stmts[] = {
-    {PG_LIMITS_STMT, PGL_CALL_SQL, PGL_CALL_NPARAMS, 0},
-    {RTASKS_PG_STMT, PGT_CALL_SQL, PGT_CALL_NPARAMS, PGT_CALL_RESULT_FORMAT},
-    {RRECUR_PG_STMT, PGR_CALL_SQL, PGR_CALL_NPARAMS, PGR_CALL_RESULT_FORMAT},
-    {RCOUNTERS_PG_STMT, RCOUNTERS_PG_SQL, RCOUNTERS_PG_NPARAMS, 0},
-    {SDEFS_PG_GET_STMT, SDEFS_PG_GET_SQL, SDEFS_PG_GET_NPARAMS, 0},
-    {SDEFS_PG_SET_STMT, SDEFS_PG_SET_SQL, SDEFS_PG_SET_NPARAMS, 0},
-    {SDEFS_PG_RESET_STMT, SDEFS_PG_RESET_SQL, SDEFS_PG_RESET_NPARAMS, 0},
-};
-
-static void on_pg_notify(void *arg, const char *payload)
-{
-    rstore *st = arg;
-
-    /* "defs": a node changed the shared limit definitions (005_overrides.sql). */
-    if (payload && strcmp(payload, "defs") == 0)
-        rdefs_notify(st->s);
-    else
-        rtasks_notify(st->s);
-}
-
 /* Connects to PostgreSQL (rstore_open's half for it). Returns 0, or an error with msg. */
 static int open_pg(rstore *st, char *msg, size_t msglen)
 {
-    pgconn_options o;
+    rpg_options o;
     char why[256];
     int rc;
 
@@ -1767,23 +1749,29 @@ static int open_pg(rstore *st, char *msg, size_t msglen)
         return SLUICE_EINVAL;
     }
     if (pgconn_check_conninfo(st->url, why, sizeof why) != 0) {
-        redact_password(st->url, sizeof st->url);
+        rpg_redact_password(st->url, sizeof st->url);
         snprintf(msg, msglen, "bad store URL \"%.120s\": %s", st->url, why);
         return SLUICE_EINVAL;
     }
-    memset(&o, 0, sizeof(o));
-    o.conninfo = st->url;
-    o.timeout_ms = st->timeout_ms;
-    o.migrate = 1;
-    o.stmts = pg_stmts;
-    o.nstmts = sizeof pg_stmts / sizeof pg_stmts[0];
-    o.on_state = on_pg_state;
-    o.arg = st;
-    o.listen = PGT_WAKE_CHANNEL;
-    o.on_notify = on_pg_notify;
-    rc = pgconn_new(&st->s->loop, &o, &st->pg); /* copies the conninfo */
-    redact_password(st->url, sizeof st->url);
+    {
+        char shown[sizeof st->url];
+
+        snprintf(shown, sizeof shown, "%s", st->url);
+        rpg_redact_password(shown, sizeof shown);
+        memset(&o, 0, sizeof(o));
+        o.conninfo = st->url;
+        o.url = shown;
+        o.connections = st->s->opt.store_connections > 0 ? st->s->opt.store_connections
+                                                         : RPG_CONNECTIONS_DEFAULT;
+        o.timeout_ms = st->timeout_ms;
+        o.fail_open = st->fail_open;
+        st->open = alloc_calloc((size_t)o.connections, sizeof(*st->open));
+        rc = st->open ? rpg_new(st->s, &o, &st->pg) : SLUICE_ENOMEM; /* copies both */
+    }
+    rpg_redact_password(st->url, sizeof st->url);
     if (rc != 0) {
+        alloc_free(st->open);
+        st->open = NULL;
         snprintf(msg, msglen, "store %s: %s", st->url, sluice_strerror(rc));
         return rc;
     }
@@ -1795,8 +1783,10 @@ static int open_pg(rstore *st, char *msg, size_t msglen)
         rc = SLUICE_ENOMEM;
     }
     if (rc != 0) {
-        pgconn_free(st->pg);
+        rpg_free(st->pg);
         st->pg = NULL;
+        alloc_free(st->open);
+        st->open = NULL;
         st->s->rstore_state = NULL;
     }
     return rc;
@@ -1888,6 +1878,14 @@ int rstore_open(server *s, char *msg, size_t msglen)
         alloc_free(st);
         return SLUICE_EINVAL;
     }
+    if (st->kind != CONFIG_STORE_POSTGRES && s->opt.store_connections > 0) {
+        snprintf(msg, msglen,
+                 "store: connections is a PostgreSQL setting; a %s store keeps one connection "
+                 "per node (per master on a Cluster)",
+                 st->kind == CONFIG_STORE_REDIS_CLUSTER ? "redis-cluster" : "redis");
+        alloc_free(st);
+        return SLUICE_EINVAL;
+    }
     rc = st->kind == CONFIG_STORE_POSTGRES        ? open_pg(st, msg, msglen)
          : st->kind == CONFIG_STORE_REDIS_CLUSTER ? open_cluster(st, msg, msglen)
                                                   : open_redis(st, msg, msglen);
@@ -1899,7 +1897,10 @@ int rstore_open(server *s, char *msg, size_t msglen)
     /* The first connection before listening, so that a node that starts next to a running Redis
      * decides its first request; a Redis still down after the timeout is not fatal. */
     until = uv_now(&s->loop) + (uint64_t)st->timeout_ms;
-    while (!store_up(st) && !store_refused(st) && uv_now(&s->loop) < until)
+    /* PostgreSQL: every connection (they follow the first one), so that the node starts with
+     * all of them; up with fewer after the timeout. */
+    while (!(st->pg ? rpg_all_up(st->pg) : store_up(st)) && !store_refused(st) &&
+           uv_now(&s->loop) < until)
         uv_run(&s->loop, UV_RUN_ONCE);
     if (store_refused(st)) {
         /* A newer schema than this build knows: starting would answer -STOREDOWN forever. */
@@ -1946,7 +1947,7 @@ void rstore_close(server *s)
     rc = st->conn;
     rconn_free(rc); /* answers what is in flight ("stopped") */
     st->conn = NULL;
-    pgconn_free(st->pg); /* likewise */
+    rpg_free(st->pg); /* likewise, on every connection */
     st->pg = NULL;
     rcl_free(st->cl); /* likewise */
     st->cl = NULL;
@@ -2009,12 +2010,12 @@ void rstore_get_stats(const server *s, rstore_stats *out)
         return;
     }
     if (st->pg) {
-        pgconn_state ps_state = pgconn_get_state(st->pg);
+        int up;
 
-        pgconn_get_stats(st->pg, &ps);
-        conn_counts(out, ps_state == PGCONN_UP, pgconn_state_name(ps_state),
-                    pgconn_last_error(st->pg), ps.connects, ps.disconnects, ps.failed_connects,
-                    ps.timeouts, ps.in_flight);
+        /* The connections' sums; "up" while one is (rstore_pg.h), the error lane 0's. */
+        rpg_get_stats(st->pg, &ps, &up);
+        conn_counts(out, up > 0, rpg_state_name(st->pg), rpg_last_error(st->pg), ps.connects,
+                    ps.disconnects, ps.failed_connects, ps.timeouts, ps.in_flight);
         return;
     }
     if (st->cl) {
@@ -2092,6 +2093,8 @@ void rstore_info(const server *s, char *buf, size_t len)
              "\r\nstore_replica_waits:%" PRIu64 "\r\nstore_under_replicated:%" PRIu64 "\r\n",
              t.requests, t.claims, t.delivered, t.waiters, t.wakes, t.subscriber_up ? "up" : "down",
              st->replicas, st->replicas_timeout_ms, x.replica_waits, t.under_replicated);
+    if (st->pg)
+        rpg_info_append(st->pg, buf, len);
     rrecur_info_append(s, buf, len);
     rdefs_info_append(s, buf, len);
 }

@@ -68,6 +68,9 @@ struct rstore_call {
     rconn_call call;    /* Redis: argc, argv, argvlen, set by the owner before rstore_send */
     pgconn_call pgcall; /* PostgreSQL: stmt, nparams, values, set by the owner */
     int slot;           /* Redis Cluster: the one slot of every key of the call, set by the owner */
+    /* PostgreSQL: the connection it goes on (rstore_lane), set by the owner; 0 (the node's
+     * first) for a call of the node's own. rstore_send may move it to another that is UP. */
+    int lane;
     /* Decodes the store's answer while it is valid (during this call only); an answer it
      * cannot read is refused with rstore_call_fail. Runs in answer order, maybe before earlier
      * calls are applied: it must not write to clients. */
@@ -122,14 +125,28 @@ int rstore_replicas(const server *s, int64_t *timeout_ms);
 /* Marks c answered with the failure why (from on_reply: a reply it cannot read). */
 void rstore_call_fail(rstore_call *c, const char *why);
 
-/* 1 when a batch may leave at the end of the turn: always on Redis; on PostgreSQL only while
- * fewer than its limit of calls are in flight (rstore.c, PG_MAX_IN_FLIGHT: group commit). A
- * batch held back leaves when a call is answered. */
-int rstore_may_send(const server *s);
+/* 1 when a batch of lane may leave at the end of the turn: always on Redis; on PostgreSQL only
+ * while that connection has no call in flight (rstore_pg.h: group commit). A batch held back
+ * leaves when its lane's call is answered. */
+int rstore_may_send(const server *s, int lane);
 
-/* Sends the turn's limits batch now, so that a request of another kind added next is sent
- * behind it (the FIFO is send order). */
+/* The lane (PostgreSQL connection, rstore_pg.h) a request of client c goes to (c NULL: the
+ * node's own call); decision 1 for THROTTLE, CL.THROTTLE and LEASE.*. 0 on Redis. Call it when
+ * the request is taken, before its slot is deferred. */
+int rstore_lane(server *s, conn *c, int decision);
+
+/* The number of lanes (1 on Redis, at most RSTORE_LANES_MAX). */
+int rstore_lanes(const server *s);
+#define RSTORE_LANES_MAX 64
+
+/* Sends the turn's limits batches now (of every lane; of one lane), so that a request of
+ * another kind added next is sent behind them (the FIFO is send order). */
 void rstore_flush_limits(server *s);
+void rstore_flush_limits_lane(server *s, int lane);
+
+/* 1 when the connection that receives the task queue's wake-ups is up (PostgreSQL: the one that
+ * LISTENs; Redis: rstore_up). */
+int rstore_listening(const server *s);
 
 /* The loaded script's SHA ("" before the first load). One script serves limits and tasks. */
 const char *rstore_sha(const server *s);

@@ -268,19 +268,22 @@ static const conn_block_ops get_ops = {get_retry, get_timeout, get_cancel, 0};
 
 /* ---- Requests ---------------------------------------------------------------------------- */
 
-/* The turn's batch with room for one more wait, or NULL after replying NOMEM (when c). */
-static tbatch *cur_batch(rtasks *rt, conn *c)
+/* The turn's batch of lane with room for one more wait, or NULL after replying NOMEM (when
+ * c). */
+static tbatch *cur_batch(rtasks *rt, conn *c, int lane)
 {
     tbatch *b;
 
-    /* A limits request of this turn goes first: the FIFO is the order requests were taken. */
-    rstore_flush_limits(rt->s);
-    b = rt->cur;
+    /* A limits request of this turn (of this lane) goes first: the FIFO is the order requests
+     * were taken. */
+    rstore_flush_limits_lane(rt->s, lane);
+    b = rt->cur[lane];
     if (!b) {
         b = batch_get(rt);
         if (!b)
             goto nomem;
-        rt->cur = b;
+        b->lane = lane;
+        rt->cur[lane] = b;
     }
     if (grow_array(&b->w, &b->cap, b->n + 1, sizeof(*b->w), 64) != SLUICE_OK)
         goto nomem;
@@ -317,11 +320,11 @@ static twait *take_wait(tbatch *b, conn *c, waiter *wt, rtask_op op, int idx)
     return w;
 }
 
-/* Sends the batch at once when it is full (the rest of the turn starts another). */
-static void maybe_send_full(rtasks *rt)
+/* Sends lane's batch at once when it is full (the rest of the turn starts another). */
+static void maybe_send_full(rtasks *rt, int lane)
 {
-    if (rt->cur && rt->cur->n >= RSTORE_BATCH_MAX)
-        rtasks_flush(rt->s);
+    if (rt->cur[lane] && rt->cur[lane]->n >= RSTORE_BATCH_MAX)
+        rtasks_flush_lane(rt->s, lane);
 }
 
 /* The store is down: the reply of a request that cannot be made (whatever store_failure says:
@@ -336,7 +339,8 @@ static void reply_down(conn *c, const char *why)
 static int waiter_claim(rtasks *rt, waiter *w)
 {
     rtask_claim cl;
-    tbatch *b = cur_batch(rt, NULL);
+    int lane = rstore_lane(rt->s, w->c, 0);
+    tbatch *b = cur_batch(rt, NULL, lane);
     twait *tw;
 
     if (!b)
@@ -351,7 +355,7 @@ static int waiter_claim(rtasks *rt, waiter *w)
         return -1;
     w->in_flight = 1;
     rt->stats.claims++;
-    maybe_send_full(rt);
+    maybe_send_full(rt, lane);
     return 0;
 }
 
@@ -406,9 +410,9 @@ void rtasks_add(conn *c, const sluice_task_spec *spec, int64_t delay_ns)
     a.lease_ns = plan.lease_ns;
     a.charge_redelivery = plan.charge_redelivery;
     a.retry = plan.retry;
-    b = cur_batch(rt, c);
+    b = cur_batch(rt, c, rstore_lane(s, c, 0));
     if (b && take_wait(b, c, NULL, RTASK_ADD, batch_add(b, RTASK_ADD, &a)))
-        maybe_send_full(rt);
+        maybe_send_full(rt, b->lane);
 done:
     if (ch != stack) {
         alloc_free(ch);
@@ -486,7 +490,7 @@ void rtasks_done(conn *c, rtask_op op, const rtask_done *d)
         reply_down(c, why);
         return;
     }
-    b = cur_batch(rt, c);
+    b = cur_batch(rt, c, rstore_lane(c->srv, c, 0));
     if (!b)
         return;
     idx = op == RTASK_ADD || op == RTASK_CLAIM ? SLUICE_EINVAL : batch_add(b, op, d);
@@ -495,7 +499,7 @@ void rtasks_done(conn *c, rtask_op op, const rtask_done *d)
         return;
     w->id = d->id;
     w->attempt = d->attempt;
-    maybe_send_full(rt);
+    maybe_send_full(rt, b->lane);
 }
 
 int rtasks_info_then(conn *c, uint64_t id, rtasks_info_fn fn, void *arg)
@@ -511,7 +515,7 @@ int rtasks_info_then(conn *c, uint64_t id, rtasks_info_fn fn, void *arg)
         reply_down(c, why);
         return -1;
     }
-    b = cur_batch(rt, c);
+    b = cur_batch(rt, c, rstore_lane(c->srv, c, 0));
     if (!b)
         return -1;
     idx = batch_add(b, RTASK_INFO, &d);
@@ -527,11 +531,20 @@ int rtasks_info_then(conn *c, uint64_t id, rtasks_info_fn fn, void *arg)
     w->id = id;
     w->fn = fn;
     w->fn_arg = arg;
-    maybe_send_full(rt);
+    maybe_send_full(rt, b->lane);
     return 0;
 }
 
 void rtasks_flush(server *s)
+{
+    rtasks *rt = state_of(s);
+
+    for (int lane = 0; rt && lane < RSTORE_LANES_MAX; lane++)
+        if (rt->cur[lane])
+            rtasks_flush_lane(s, lane);
+}
+
+void rtasks_flush_lane(server *s, int lane)
 {
     rtasks *rt = state_of(s);
     tbatch *b;
@@ -539,10 +552,10 @@ void rtasks_flush(server *s)
     const char **argv = NULL;
     const size_t *argvlen = NULL;
 
-    if (!rt || !rt->cur)
+    if (!rt || lane < 0 || lane >= RSTORE_LANES_MAX || !rt->cur[lane])
         return;
-    b = rt->cur;
-    rt->cur = NULL;
+    b = rt->cur[lane];
+    rt->cur[lane] = NULL;
     if (b->pb) {
         const char *const *values = NULL;
 
@@ -556,6 +569,7 @@ void rtasks_flush(server *s)
     b->base.call.argvlen = argvlen;
     b->base.on_reply = rtasks_decode;
     b->base.apply = rtasks_apply;
+    b->base.lane = b->lane;
     b->next = NULL;
     if (rt->last)
         rt->last->next = b;
@@ -584,9 +598,11 @@ void rtasks_turn(server *s)
             if (!w->in_flight && w->c)
                 waiter_claim(rt, w);
     }
-    /* PostgreSQL: held while a call is in flight; its answer sends it (rstore_may_send). */
-    if (rstore_may_send(s))
-        rtasks_flush(s);
+    /* PostgreSQL: a lane's batch is held while that lane has a call in flight; its answer
+     * sends it (rstore_may_send). */
+    for (int lane = 0; lane < RSTORE_LANES_MAX; lane++)
+        if (rt->cur[lane] && rstore_may_send(s, lane))
+            rtasks_flush_lane(s, lane);
 }
 
 void rtasks_store_up(server *s)
@@ -603,10 +619,11 @@ void rtasks_conn_closed(conn *c)
 
     if (!rt)
         return;
-    for (tbatch *b = rt->cur; b; b = NULL)
-        for (size_t i = 0; i < b->n; i++)
-            if (b->w[i].c == c && !b->w[i].wt)
-                b->w[i].c = NULL;
+    for (int lane = 0; lane < RSTORE_LANES_MAX; lane++)
+        for (tbatch *b = rt->cur[lane]; b; b = NULL)
+            for (size_t i = 0; i < b->n; i++)
+                if (b->w[i].c == c && !b->w[i].wt)
+                    b->w[i].c = NULL;
     for (tbatch *b = rt->sent; b; b = b->next)
         for (size_t i = 0; i < b->n; i++)
             if (b->w[i].c == c && !b->w[i].wt)
@@ -719,7 +736,8 @@ void rtasks_free(server *s)
     if (!rt)
         return;
     rtasks_close(s);
-    batch_free(rt->cur);
+    for (int lane = 0; lane < RSTORE_LANES_MAX; lane++)
+        batch_free(rt->cur[lane]);
     while ((b = rt->spare) != NULL) {
         rt->spare = b->next;
         batch_free(b);
@@ -741,6 +759,6 @@ void rtasks_get_stats(const server *s, rtasks_stats *out)
         return;
     *out = rt->stats;
     out->waiters = rt->nwaiters;
-    if (rt->pg) /* the store's connection is the subscriber */
-        out->subscriber_up = rstore_up(s, NULL);
+    if (rt->pg) /* the store's connection that LISTENs is the subscriber */
+        out->subscriber_up = rstore_listening(s);
 }

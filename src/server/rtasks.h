@@ -85,8 +85,10 @@ void rtasks_free(server *s);
  * sends the turn's task batch. */
 void rtasks_turn(server *s);
 
-/* Sends the turn's task batch now (a limits request is about to be taken behind it). */
+/* Sends the turn's task batches now (a limits request is about to be taken behind them): of
+ * every lane, or of one (PostgreSQL's connections, rstore_lane). */
 void rtasks_flush(server *s);
+void rtasks_flush_lane(server *s, int lane);
 
 /* A wake notification arrived (PostgreSQL's NOTIFY, through rstore): the waiters look again at
  * the end of the turn. */

@@ -74,6 +74,7 @@ struct tbatch {
     char *arena; /* the bytes of the tasks and messages */
     size_t alen, acap;
     tbatch *next; /* in `sent`, or spare */
+    int lane;     /* PostgreSQL: the connection it goes on (rstore_lane); 0 on Redis */
 };
 
 struct rtasks {
@@ -81,8 +82,9 @@ struct rtasks {
     int pg;     /* the store is PostgreSQL: pgt_batch, wakes by rtasks_notify */
     rconn *sub; /* Redis: the subscriber of the wake channel */
     char channel[128];
-    tbatch *cur;         /* the turn's batch, NULL until its first request */
-    tbatch *sent, *last; /* sent, oldest first */
+    tbatch *cur[RSTORE_LANES_MAX]; /* the turn's batch of each lane, NULL until its first
+                                    * request (one lane on Redis) */
+    tbatch *sent, *last;           /* sent, oldest first */
     tbatch *spare;
     size_t nspare;
     waiter *whead, *wtail; /* blocked TASK.GETs, oldest first */

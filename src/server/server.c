@@ -669,6 +669,8 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
         if (s->opt.store_replicas_timeout_ms == 0)
             s->opt.store_replicas_timeout_ms =
                 s->config.store.replicas_timeout_ns / SLUICE_NS_PER_MS;
+        if (s->opt.store_connections == 0)
+            s->opt.store_connections = (int)s->config.store.connections;
         char cluster_why[512];
         const char *why = s->opt.store_url ? server_store_unsupported(&s->config) : NULL;
 

@@ -142,6 +142,7 @@ typedef struct server_options {
     int store_replicas;                 /* -1: the file's, else 0; > 0: task writes WAIT */
     int64_t store_replicas_timeout_ms;  /* 0: the file's, else half of store_timeout_ms */
     int store_audit;                    /* 1: Redis keeps every grant in audit lists (tests) */
+    int store_connections; /* PostgreSQL: connections per node; 0: the file's, else 1 */
 } server_options;
 
 /* Fills every option with its default (no config, 127.0.0.1:7379, no password, protected). */

@@ -126,16 +126,26 @@ static int lower_bound(const PGresult *r, int64_t want)
     return lo;
 }
 
+int pgbatch_woke(const struct pg_result *result)
+{
+    const PGresult *r = (const PGresult *)result;
+
+    return r && PQresultStatus(r) == PGRES_TUPLES_OK && PQnfields(r) == 2 && PQfformat(r, 0) == 1 &&
+           PQftype(r, 0) == PGB_OID_INT4 && PQntuples(r) > 0 && row_req(r, 0) == 0;
+}
+
 int pgbatch_rows(const pgbatch *b, const struct pg_result *result, size_t i, int *first, int *n)
 {
     const PGresult *r = (const PGresult *)result;
     int lo, hi;
 
+    int base = pgbatch_woke(result); /* the wake row, first when there is one */
+
     if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQnfields(r) != 2 || PQfformat(r, 0) != 1 ||
         PQfformat(r, 1) != 1 || PQftype(r, 0) != PGB_OID_INT4 || PQftype(r, 1) != PGB_OID_BYTEA ||
-        PQntuples(r) < (int)b->nreqs)
+        PQntuples(r) < (int)b->nreqs + base)
         return SLUICE_EPARSE;
-    if (row_req(r, 0) != 1 || row_req(r, PQntuples(r) - 1) != (int64_t)b->nreqs)
+    if (row_req(r, base) != 1 || row_req(r, PQntuples(r) - 1) != (int64_t)b->nreqs)
         return SLUICE_EPARSE;
     lo = lower_bound(r, (int64_t)i + 1);
     hi = lower_bound(r, (int64_t)i + 2);

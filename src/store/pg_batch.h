@@ -63,7 +63,21 @@ int pgbatch_end(pgbatch *b, int op, size_t mark, int rc);
 int pgbatch_params(pgbatch *b, const char *const **values);
 
 /* Rows [*first, *first + *n) of result hold request i's elements (at least one); the result's
- * shape and every row's request number are checked. SLUICE_EPARSE for anything else. */
+ * shape and every row's request number are checked (a leading wake row, PGBATCH_WAKE_ROW_SQL, is
+ * skipped). SLUICE_EPARSE for anything else. */
 int pgbatch_rows(const pgbatch *b, const struct pg_result *result, size_t i, int *first, int *n);
+
+/* The tail of the task and series call statements (PGT_CALL_SQL, PGR_CALL_SQL, inside their
+ * `FROM (...)`, whose rows are (req, val, n)): one more row, (0, '', 0), when a request of the
+ * call made work ready (schema version 7 notes it in the transaction-local setting sluice.twake,
+ * 007_pgconns.sql). UNION ALL runs its branches in order, so the setting is read after the
+ * function has run; ORDER BY n puts the row first. */
+#define PGBATCH_WAKE_ROW_SQL                                                                       \
+    "UNION ALL SELECT 0, ''::bytea, 0 WHERE current_setting('sluice.twake', true) = '1'"
+
+/* 1 when result (a call of PGT_CALL_SQL or PGR_CALL_SQL that succeeded) carries the wake row:
+ * a request made work ready, and the caller should run pg_notify on the wake channel once the
+ * call has answered. 0 otherwise (an error, no row, another shape). */
+int pgbatch_woke(const struct pg_result *result);
 
 #endif

@@ -9,9 +9,9 @@
  * order, for each call: its result, a NULL (the end of that statement's results), then a
  * PIPELINE_SYNC. A call is taken off the list of calls in flight (oldest first) when its result
  * arrives, before fn runs (the caller may reuse its memory from then on); the NULL and the sync
- * that follow carry nothing. The set-up of a connection (its PREPAREs and its LISTEN) is one more
- * run of the same kind, with one sync at its end, sent before the connection is UP, so no call
- * is ever mixed into it.
+ * that follow carry nothing. The set-up of a connection (JIT off, its PREPAREs and its LISTEN) is
+ * one more run of the same kind, with one sync at its end, sent before the connection is UP, so no
+ * call is ever mixed into it.
  *
  * Who answers a call: the result in the loop's poll callback, or drop() (the connection lost,
  * timed out or freed), which answers every call still on the list. A call is on the list from
@@ -39,6 +39,13 @@
 #include "store/pg_schema.h"
 
 #define PGCONN_TIMEOUT_CAP_MS (INT64_C(86400) * 1000)
+/* The session's settings, first in the set-up run. JIT off: the statements are short, and a
+ * plan whose estimated cost passes jit_above_cost (easy with the estimates of small tables
+ * never analyzed: sluice_limit_defs_get's poll was one) had tens of milliseconds of LLVM
+ * compilation at every execution, which JIT never earns back here (measured: 42 ms of
+ * emission for a poll that runs in 0.1 ms, every 100 ms on every node). A failure (a server
+ * before PostgreSQL 11, which has no JIT) is ignored. */
+#define PGCONN_SESSION_SQL "SET jit = off"
 
 /* One uv_poll on one socket of the connection. */
 typedef struct pgconn_poll {
@@ -392,7 +399,8 @@ static void lost(pgconn *pc)
 
 /* ---- Results ----------------------------------------------------------------------------- */
 
-/* One result of the set-up run: the PREPAREs in the order of the options, then the LISTEN. */
+/* One result of the set-up run: the SET of the session's settings (PGCONN_SESSION_SQL), the
+ * PREPAREs in the order of the options, then the LISTEN. */
 static void setup_result(pgconn *pc, const PGresult *r)
 {
     ExecStatusType st = PQresultStatus(r);
@@ -401,6 +409,9 @@ static void setup_result(pgconn *pc, const PGresult *r)
 
     if (pc->setup_err[0] || st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
         return;
+    if (i == 0)
+        return; /* a server without JIT (before PostgreSQL 11) has nothing to turn off */
+    i--;
     if (i < pc->nstmts)
         snprintf(what, sizeof what, "preparing %.100s failed: ", pc->stmts[i].name);
     else
@@ -413,7 +424,7 @@ static void setup_done(pgconn *pc)
 {
     char why[400];
 
-    if (pc->setup_err[0] || pc->setup_n != pc->nstmts + (pc->listen ? 1 : 0)) {
+    if (pc->setup_err[0] || pc->setup_n != 1 + pc->nstmts + (pc->listen ? 1 : 0)) {
         snprintf(why, sizeof why, "%s",
                  pc->setup_err[0] ? pc->setup_err : "setting up the connection failed");
         drop(pc, why, why);
@@ -598,7 +609,8 @@ static int flush_out(pgconn *pc)
     return 0;
 }
 
-/* The set-up run: PREPARE every statement, LISTEN, one sync; its results go to setup_result. */
+/* The set-up run: the session's settings, PREPARE every statement, LISTEN, one sync; its results
+ * go to setup_result. */
 static void send_setup(pgconn *pc)
 {
     PGconn *c = pc->conn;
@@ -606,6 +618,7 @@ static void send_setup(pgconn *pc)
     int ok = 1;
 
     pc->setup_n = 0;
+    ok = PQsendQueryParams(c, PGCONN_SESSION_SQL, 0, NULL, NULL, NULL, NULL, 0);
     for (size_t i = 0; ok && i < pc->nstmts; i++)
         ok = PQsendPrepare(c, pc->stmts[i].name, pc->stmts[i].sql, pc->stmts[i].nparams, NULL);
     if (ok && pc->listen) {

@@ -4,7 +4,8 @@
  * mode), the PostgreSQL store's counterpart of redis_conn.h. It connects without blocking
  * (PQconnectStart / PQconnectPoll driven by a uv_poll on the socket), brings the database's
  * schema up to date off the loop (pgs_migrate on a blocking connection of its own, in a libuv
- * work thread, on every (re)connect: one SELECT when nothing is to do), prepares the statements
+ * work thread, on every (re)connect: one SELECT when nothing is to do), turns JIT off for the
+ * session (PGCONN_SESSION_SQL in pg_conn.c), prepares the statements
  * it was given, LISTENs on a channel when asked, and reconnects by itself with a backoff (20 ms
  * doubling to 1 s) whenever the server goes away or stops answering.
  *

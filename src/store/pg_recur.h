@@ -31,17 +31,19 @@
 #include <stdint.h>
 
 #include "sluice/engine.h"
+#include "store/pg_batch.h"
 #include "store/redis_recur.h"
 
 struct pg_result; /* libpq's PGresult */
 
 /* The statement a batch is sent with (PGR_CALL_NPARAMS text parameters, from pgr_batch_params):
  * rows (request number from 1, one element of its answer) in the order the function returned
- * them. Results in binary (PGR_CALL_RESULT_FORMAT): payloads are bytes, read in place. Prepare it
- * once per connection. */
+ * them, after one row of request number 0 when the call made work ready (pgbatch_woke, as
+ * PGT_CALL_SQL's). Results in binary (PGR_CALL_RESULT_FORMAT): payloads are bytes, read in
+ * place. Prepare it once per connection. */
 #define PGR_CALL_SQL                                                                               \
-    "SELECT req, val FROM sluice_recur_call($1::bigint, $2::text[]) WITH ORDINALITY "              \
-    "AS u(req, val, n) ORDER BY n"
+    "SELECT req, val FROM (SELECT req, val, n FROM sluice_recur_call($1::bigint, $2::text[]) "     \
+    "WITH ORDINALITY AS u(req, val, n) " PGBATCH_WAKE_ROW_SQL ") w ORDER BY n"
 #define PGR_CALL_NPARAMS       2
 #define PGR_CALL_RESULT_FORMAT 1
 

@@ -16,8 +16,10 @@
  * UPDATE SKIP LOCKED, so nodes claiming at once take different tasks; a task or wait queue
  * another node's call holds is left for a later claim (the answer says `more`).
  *
- * Every request that makes work ready has the call run pg_notify(PGT_WAKE_CHANNEL, '1'),
- * delivered at commit: a node LISTENs on it to wake its blocked TASK.GETs.
+ * A call in which a request made work ready answers a leading row of request number 0
+ * (pgbatch_woke); its caller then runs pg_notify(PGT_WAKE_CHANNEL, '1') in a transaction of its
+ * own (schema version 7, 007_pgconns.sql: a pg_notify inside the call would serialize every
+ * node's commits): a node LISTENs on it to wake its blocked TASK.GETs.
  *
  * Invariants:
  * - Requests come back in the order they were added; pgt_batch_result(i) reads the i-th.
@@ -30,18 +32,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store/pg_batch.h"
 #include "store/redis_tasks.h"
 
 struct pg_result; /* libpq's PGresult */
 
 /* The statement a batch is sent with (PGT_CALL_NPARAMS text parameters, from pgt_batch_params):
  * rows (request number from 1, one element of its answer), in the order the function returned
- * them (WITH ORDINALITY: never left to the planner). Its results must be asked
- * in binary (PGT_CALL_RESULT_FORMAT, the resultFormat argument of PQexecParams /
+ * them (WITH ORDINALITY: never left to the planner), after one row of request number 0 when the
+ * call made work ready (pgbatch_woke: the caller then notifies PGT_WAKE_CHANNEL). Its results must
+ * be asked in binary (PGT_CALL_RESULT_FORMAT, the resultFormat argument of PQexecParams /
  * PQsendQueryPrepared): payloads are bytes, read in place. Prepare it once per connection. */
 #define PGT_CALL_SQL                                                                               \
-    "SELECT req, val FROM sluice_tasks_call($1::bigint, $2::text[]) WITH ORDINALITY "              \
-    "AS u(req, val, n) ORDER BY n"
+    "SELECT req, val FROM (SELECT req, val, n FROM sluice_tasks_call($1::bigint, $2::text[]) "     \
+    "WITH ORDINALITY AS u(req, val, n) " PGBATCH_WAKE_ROW_SQL ") w ORDER BY n"
 #define PGT_CALL_NPARAMS       2
 #define PGT_CALL_RESULT_FORMAT 1
 

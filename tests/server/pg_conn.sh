@@ -12,6 +12,11 @@
 #   restart  the postmaster stopped (immediate shutdown) with calls in flight and started again
 #            on the same port: every call answered, none a success, UP again, LISTENing again;
 #   newer    a database whose schema is newer than this build's: REFUSED with the message.
+# Between restart and newer, a sluice node with four connections (--store-connections 4,
+# src/server/rstore_pg.h) on the same cluster, over the wire: many clients pipelining TASK.ADD,
+# THROTTLE and ECHO get every reply in its place and their ADDs run in their order
+# (tests/server/pg_pipeline.py), also while one of the node's backends is terminated
+# (pg_terminate_backend): that connection comes back by itself, and no acknowledged task is lost.
 #
 # Skipped (exit 77) only when PostgreSQL's server binaries are not installed (after the timeout
 # mode, which needs none).
@@ -70,6 +75,43 @@ background restart
 wait_until "restart: READY" 30 said READY
 restart_postgres conn
 ended restart
+
+# ---- A node with several connections -----------------------------------------------------------
+cat >"$tmp/sluice.yaml" <<'EOF'
+limits:
+  api: {rate: 1000000/1s, key: explicit}
+types:
+  pipe: {lease: 60s}
+EOF
+start_node many --store "postgresql://sluice@127.0.0.1:$pgport_conn/postgres" \
+  --store-connections 4 --store-timeout 5000
+pipeline=$(dirname "$0")/pg_pipeline.py
+check "four connections up" 4 "$(store_field "$port_many" store_connections_up)"
+python3 "$pipeline" "$port_many" 16 2 30 >"$tmp/pipe1.out"
+check "16 clients pipelining: every reply in its place, ADDs in order" 0 "$?"
+check "no ADD refused while every connection is up" "ERRORS 0" "$(tail -1 "$tmp/pipe1.out")"
+python3 "$pipeline" "$port_many" 16 8 30 >"$tmp/pipe2.out" &
+ppid=$!
+sleep 0.3
+killed=$("$psql" "$pgconn_conn" -Atc "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+  WHERE application_name = 'sluice' AND backend_type = 'client backend' ORDER BY pid LIMIT 1")
+check "one of the node's backends terminated" t "$killed"
+wait "$ppid"
+check "replies in place and ADDs in order across the lost connection" 0 "$?"
+grep '^FAIL' "$tmp/pipe2.out"
+wait_until "the lost connection is back" 10 \
+  test "$(store_field "$port_many" store_connections_up)" = 4
+within "the node counted the loss" 1 4 "$(store_field "$port_many" store_disconnects)"
+cat "$tmp/pipe1.out" "$tmp/pipe2.out" | awk '$1 == "ACK" { print $2 "\t" $3 }' >"$tmp/acked.tsv"
+nacked=$(wc -l <"$tmp/acked.tsv")
+kept=$("$psql" "$pgconn_conn" -Atc "CREATE TEMP TABLE acked (id bigint, payload text);
+  COPY acked FROM STDIN;
+  SELECT count(*) FROM acked a JOIN sluice_task t ON t.id = a.id
+   AND convert_from(t.payload, 'UTF8') = a.payload" <"$tmp/acked.tsv" | tail -1)
+within "acknowledged tasks" 300 100000 "$nacked"
+check "every acknowledged task is stored, with its payload" "$nacked" "$kept"
+stop many
+check "the node stops with 0" 0 "$stop_rc"
 
 "$psql" "$pgconn_conn" -qc 'UPDATE sluice_schema SET version = 99'
 mode newer

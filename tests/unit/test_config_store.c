@@ -186,6 +186,19 @@ static void test_section_forms(void **unused)
                      0);
     assert_int_equal(c.store.replicas, 2);
     assert_int_equal(c.store.replicas_timeout_ns, 150 * SLUICE_NS_PER_MS);
+    assert_int_equal(c.store.connections, 0); /* not given: the server's default (1) */
+    sluice_config_clear(&c);
+
+    /* Connections per node (PostgreSQL): 1 to 64. A Redis URL with it is refused when the
+     * server starts (rstore_open), not here: the file may take --store from the command line. */
+    assert_int_equal(parse("store: {url: 'postgresql://u@db/s', connections: 8}\n", &c), 0);
+    assert_int_equal(c.store.connections, 8);
+    sluice_config_clear(&c);
+    assert_int_equal(parse("store:\n  url: 'host=db dbname=s'\n  connections: 1\n", &c), 0);
+    assert_int_equal(c.store.connections, 1);
+    sluice_config_clear(&c);
+    assert_int_equal(parse("store: {url: 'postgresql://db/s', connections: 64}\n", &c), 0);
+    assert_int_equal(c.store.connections, 64);
     sluice_config_clear(&c);
 
     assert_int_equal(parse("store: {failure: closed}\n", &c), 0);
@@ -232,6 +245,14 @@ static void test_section_mistakes(void **unused)
     section_bad("store: {url: redis://h, replicas_timeout: never}\n",
                 "t.yaml:1:43: store.replicas_timeout: expected a duration such as 500ms, 30s, "
                 "5m, 1h or 1d, got \"never\"");
+    section_bad("store: {url: 'postgresql://db/s', connections: 0}\n",
+                "t.yaml:1:48: store.connections: expected a positive integer, got \"0\"");
+    section_bad("store: {url: 'postgresql://db/s', connections: 65}\n",
+                "t.yaml:1:48: store.connections: expected at most 64, got \"65\"");
+    section_bad("store: {url: 'postgresql://db/s', connections: many}\n",
+                "t.yaml:1:48: store.connections: expected a positive integer, got \"many\"");
+    section_bad("store: {url: 'postgresql://db/s', connection: 2}\n",
+                "t.yaml:1:35: store: unknown key \"connection\"; did you mean \"connections\"?");
     section_bad("store: [redis://h]\n", "t.yaml:1:8: store: expected a store URL, or a mapping "
                                         "with url, failure and timeout, got a list");
 }

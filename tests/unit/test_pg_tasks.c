@@ -22,6 +22,7 @@
 
 #include "sluice/error.h"
 #include "sluice/limit.h"
+#include "store/pg_recur.h"
 #include "store/pg_schema.h"
 #include "store/pg_tasks.h"
 #include "pg_fixture.h"
@@ -376,6 +377,48 @@ static void test_malformed(void **state)
     pgt_batch_free(b);
 }
 
+/* The wake row (request number 0, first: PGBATCH_WAKE_ROW_SQL) says the call made work ready and
+ * is skipped by the reading of every request; a row 0 anywhere else is refused. */
+static void test_wake_row(void **state)
+{
+    pgt_batch *b = seven_requests();
+    row rows[NGOOD + 2];
+    rtask_result res;
+    rtask_task t;
+    PGresult *r;
+
+    (void)state;
+    r = result_of(PGRES_TUPLES_OK, good_rows, NGOOD, 23);
+    assert_int_equal(pgbatch_woke(r), 0);
+    PQclear(r);
+    rows[0] = (row){0, "", -1};
+    memcpy(rows + 1, good_rows, sizeof good_rows);
+    r = result_of(PGRES_TUPLES_OK, rows, NGOOD + 1, 23);
+    assert_int_equal(pgbatch_woke(r), 1);
+    assert_int_equal(pgt_batch_result(b, r, 0, &res), SLUICE_OK);
+    assert_int_equal(res.id, 7);
+    assert_int_equal(pgt_batch_task(b, r, 1, 1, &t), SLUICE_OK);
+    assert_memory_equal(t.payload, "p\0q", 3);
+    assert_int_equal(pgt_batch_result(b, r, 6, &res), SLUICE_OK);
+    assert_int_equal(res.id, INT64_MAX);
+    PQclear(r);
+    /* Two wake rows, or one that is not first: not the statement's result. */
+    rows[1] = (row){0, "", -1};
+    memcpy(rows + 2, good_rows, sizeof good_rows);
+    expect_bad(b, result_of(PGRES_TUPLES_OK, rows, NGOOD + 2, 23), 0);
+    memcpy(rows, good_rows, sizeof good_rows);
+    rows[NGOOD] = (row){0, "", -1};
+    r = result_of(PGRES_TUPLES_OK, rows, NGOOD + 1, 23);
+    assert_int_equal(pgbatch_woke(r), 0);
+    expect_bad(b, r, 0);
+    expect_bad(b, result_of(PGRES_FATAL_ERROR, rows, 0, 23), 0);
+    r = result_of(PGRES_FATAL_ERROR, rows, 0, 23);
+    assert_int_equal(pgbatch_woke(r), 0);
+    PQclear(r);
+    assert_int_equal(pgbatch_woke(NULL), 0);
+    pgt_batch_free(b);
+}
+
 static void test_migration(void **state)
 {
     size_t len = 0;
@@ -395,6 +438,13 @@ static void test_migration(void **state)
     assert_non_null(strstr(sql, "CREATE OR REPLACE FUNCTION sluice_tasks_call("));
     assert_non_null(strstr(sql, "FOR UPDATE SKIP LOCKED"));
     assert_non_null(strstr(sql, "pg_notify('" PGT_WAKE_CHANNEL "'"));
+    /* 7 takes the NOTIFY out of the calls: they mark the wake, the statement reads the mark. */
+    sql = pgs_migration(7, &len);
+    assert_non_null(sql);
+    assert_non_null(strstr(sql, "CREATE OR REPLACE FUNCTION sluice_task_woke("));
+    assert_non_null(strstr(sql, "'sluice.twake'"));
+    assert_non_null(strstr(PGT_CALL_SQL, "'sluice.twake'"));
+    assert_non_null(strstr(PGR_CALL_SQL, "'sluice.twake'"));
     assert_null(pgs_migration(PGS_VERSION + 1, &len));
 }
 
@@ -448,6 +498,7 @@ int main(void)
         cmocka_unit_test(test_params_layout), cmocka_unit_test(test_add_refused),
         cmocka_unit_test(test_decode),        cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_migration),     cmocka_unit_test(test_oom),
+        cmocka_unit_test(test_wake_row),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);
