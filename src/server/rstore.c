@@ -370,7 +370,10 @@ static void reply_lease_answer(conn *c, const rstore_wait *w, const sluice_decis
         return;
     }
     if (d->allowed && w->res.chain.allowed) {
-        rcounters_limit(c->srv, name, 1, w->units);
+        if (d->shadow_denied) /* a shadow limit's pass holds nothing: its handle's id is 0 */
+            c->srv->stats.throttle_shadow_denied++;
+        else
+            rcounters_limit(c->srv, name, 1, w->units);
         reply_lease(c, name, d->lease_id, key, w->keylen, w->ttl_ns, d->remaining);
         return;
     }
@@ -393,10 +396,14 @@ static void reply_lease_answer(conn *c, const rstore_wait *w, const sluice_decis
 }
 
 /* Counts a THROTTLE the store decided, per link as the core does: a grant on every link with its
- * units, a denial on the link that denied (rcounters.h). names: the links' names, NUL-separated. */
-static void count_throttle(server *s, const rstore_wait *w, const char *names)
+ * units, a denial on the link that denied (rcounters.h); a shadow link's would-be denial is
+ * neither. names: the links' names, NUL-separated. */
+static void count_throttle(server *s, const rstore_wait *w, const sluice_decision *dec,
+                           const char *names)
 {
     for (size_t i = 0; i < w->nlinks; i++, names += strlen(names) + 1) {
+        if (dec[i].shadow_denied)
+            continue;
         if (w->res.chain.allowed)
             rcounters_limit(s, names, 1, w->units);
         else if (i == w->res.chain.denied_by)
@@ -439,6 +446,8 @@ static void reply_wait(rstore *st, rbatch *b, rstore_wait *w)
         cell_reply r;
 
         cell_map_decision(&dec[0], w->quantity, w->t_ns, &r);
+        if (dec[0].shadow_denied && w->quantity)
+            st->s->stats.throttle_shadow_denied++;
         cell_write_reply(c, &r);
         return;
     }
@@ -449,18 +458,25 @@ static void reply_wait(rstore *st, rbatch *b, rstore_wait *w)
     if (!w->res.chain.allowed) {
         report = w->res.chain.denied_by < w->nlinks ? w->res.chain.denied_by : 0;
     } else {
+        /* The tightest link among those that said yes for real when there are any (a shadow
+         * link's would-be no has none left). */
         for (size_t i = 1; i < w->nlinks; i++) {
-            if (dec[i].remaining < dec[report].remaining)
+            if (dec[i].shadow_denied != dec[report].shadow_denied
+                    ? dec[report].shadow_denied
+                    : dec[i].remaining < dec[report].remaining)
                 report = i;
         }
     }
     if (!w->peek)
-        count_throttle(st->s, w, name);
+        count_throttle(st->s, w, dec, name);
     for (size_t i = 0; i < report; i++)
         name += strlen(name) + 1;
     dec[report].allowed = w->res.chain.allowed;
     if (!w->res.chain.allowed)
         dec[report].retry_after_ns = w->res.chain.retry_after_ns;
+    /* The reply counts as a shadow pass when any link of the chain would have said no. */
+    for (size_t i = 0; i < w->nlinks; i++)
+        dec[report].shadow_denied |= w->res.chain.allowed && dec[i].shadow_denied;
     reply_throttle(c, &dec[report], w->res.chain.allowed ? NULL : name);
 }
 
@@ -1039,6 +1055,7 @@ static void to_rlim_links(const rstore *st, const rstore_link *links, size_t n, 
         rl[i].key = links[i].key;
         rl[i].keylen = links[i].keylen;
         rl[i].units = links[i].units;
+        rl[i].shadow = links[i].shadow;
         set_tag(st, &rl[i]);
     }
 }
@@ -1124,7 +1141,7 @@ int rstore_peek_then(conn *c, const rstore_link *links, size_t n, rstore_peek_fn
 }
 
 void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const char *key,
-                 size_t keylen, int64_t quantity, int64_t t_ns)
+                 size_t keylen, int64_t quantity, int64_t t_ns, int shadow)
 {
     rstore *st = state_of(c->srv);
     rlim_link link;
@@ -1143,6 +1160,7 @@ void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const cha
     link.key = key;
     link.keylen = keylen;
     link.units = quantity ? quantity : 1;
+    link.shadow = shadow;
     set_tag(st, &link);
     slot = request_slot(st, c, &link, 1, NULL);
     if (slot < 0)
@@ -1158,7 +1176,8 @@ void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const cha
 }
 
 void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *name,
-                  const char *key, size_t keylen, int64_t units, uint64_t lease_id, int64_t ttl_ns)
+                  const char *key, size_t keylen, int64_t units, uint64_t lease_id, int64_t ttl_ns,
+                  int shadow)
 {
     rstore *st = state_of(c->srv);
     wait_kind kind = op == RLIM_DECIDE        ? WAIT_ACQUIRE
@@ -1182,6 +1201,7 @@ void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *
     link.key = key;
     link.keylen = keylen;
     link.units = units > 0 ? units : 1;
+    link.shadow = op == RLIM_DECIDE && shadow;
     set_tag(st, &link);
     memset(&args, 0, sizeof(args));
     args.ttl_ns = ttl_ns;

@@ -50,6 +50,10 @@ typedef struct rlim_link {
                       * id for an empty key. Must be the same for every use of (limit, key). */
     size_t taglen;
     int64_t units; /* >= 1 (RENEW and RELEASE ignore it) */
+    int shadow;    /* 1: the link's limit is in shadow mode (or limits are off): decided and
+                    * charged as the others, but its would-be denial passes uncharged and never
+                    * makes the chain deny (core/chain.c's rule); its decision then comes back
+                    * allowed with shadow_denied set */
 } rlim_link;
 
 typedef enum rlim_op {
@@ -171,6 +175,11 @@ int rlim_link_ok(const rlim_link *l, rlim_op op);
  * length. */
 #define RLIM_DEF_TEXT_MAX 160
 int rlim_def_text(const sluice_limit_def *d, char *buf, size_t len);
+
+/* The definition text of a link as the limits calls send it: rlim_def_text of its def, followed
+ * by " s" when the link is in shadow mode (RLIM_DEF_TEXT_MAX bytes always suffice). Returns its
+ * length. */
+int rlim_link_def_text(const rlim_link *l, char *buf, size_t len);
 
 /* Writes the head of a request as the stores read it, "OPWORD COUNTS a1 a2 a3" (COUNTS is the
  * caller's: the Redis script also wants the request's tag count), with op's numbers: a lease id

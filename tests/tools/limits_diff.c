@@ -6,7 +6,8 @@
  * answers, so the same random sequences prove each of them equal to the core.
  *
  * Random worlds of five limits (rate with units, burst and start_empty, fixed and sliding
- * windows, concurrency leases, quotas with none/day/month calendars) get random batches of
+ * windows, concurrency leases, quotas with none/day/month calendars; some of them in shadow mode,
+ * and now and then all of them, as under `enabled: false`) get random batches of
  * requests (chains of 1 to 3 links, peeks, lease renewals and releases, settlements) at injected
  * times that move forward by steps of nanoseconds to days, and sometimes back. Every request goes
  * both through the in-process core (sluice_chain_decide and friends) and through the store (one
@@ -194,12 +195,16 @@ static void make_limit(world *w, int i, sluice_limit_kind kind)
 
 static void world_init(world *w, int focus)
 {
+    int all_shadow = chance(5); /* `enabled: false`: every limit in shadow mode */
+
     memset(w, 0, sizeof *w);
     for (int i = 0; i < NLIM; i++) {
         sluice_limit_kind kind = i < 3 ? (sluice_limit_kind)focus : (sluice_limit_kind)rr(1, 5);
 
         make_limit(w, i, kind);
         snprintf(w->id[i], sizeof w->id[i], "L%d", i);
+        /* Shadow links: judged and charged as enforced ones, their would-be denials passed. */
+        sluice_limit_set_shadow(w->lim[i], all_shadow || chance(20));
     }
 }
 
@@ -302,6 +307,7 @@ static void make_link(const world *w, const req *q, size_t i, rlim_link *l)
     l->tag = "T";
     l->taglen = 1;
     l->units = q->units[i];
+    l->shadow = sluice_limit_shadow(w->lim[q->lim[i]]);
 }
 
 static void sweep_all(world *w, int64_t now)
@@ -396,6 +402,7 @@ static void check_request(world *w, const req *q, int ri, int64_t t, const rlim_
         SAME(ri, what, cd[i].f, rdec[i].f);                                                        \
     } while (0)
             FIELD(allowed);
+            FIELD(shadow_denied);
             FIELD(limit);
             FIELD(remaining);
             FIELD(retry_after_ns);
@@ -632,7 +639,8 @@ static void run_round(store *st, int round, int focus, int requests)
 
             check_request(&w, &qs[i], i, t, &res, d, rc);
             if (rc == SLUICE_OK && res.chain.allowed && qs[i].op == RLIM_DECIDE)
-                granted_links += (long)qs[i].n;
+                for (size_t k = 0; k < qs[i].n; k++)
+                    granted_links += !d[k].shadow_denied; /* a shadow pass charged nothing */
         }
         reply_free(r);
         requests -= n;

@@ -18,7 +18,9 @@
 --
 -- ARGV: "2" (protocol), flags ("a": audit grants), now_ns ("" = Redis TIME; tests inject one),
 -- the number of requests R, the number of definitions D, then the D definitions, each one string
---   "kind limit period_ns burst start_empty ttl_ns calendar"
+--   "kind limit period_ns burst start_empty ttl_ns calendar" (followed by " s" for a link in
+--   shadow mode: judged and charged like the others, but a denial of it is answered as a pass,
+--   never makes the chain deny and charges nothing; chain.c's shadow rule)
 --   (kind: 1 rate, 2 window, 3 sliding, 4 concurrency, 5 quota; calendar: 0 none, 1 day,
 --   2 month), each distinct definition of the call once, parsed once per call; then the R
 --   requests, each one string
@@ -31,7 +33,8 @@
 -- Reply: one string per request, fields separated by single spaces: the status ("OK", "STALE",
 -- "STATE", "INVAL") and the store time (ns) it was decided at; then
 --   D, P: allowed (0/1), denied_by (0-based), chain retry_after_ns, and per link 6 fields:
---         allowed, limit, remaining, retry_after_ns, reset_after_ns, lease id (0 if none);
+--         allowed (0, 1, or 2: a shadow link's would-be denial, passed), limit, remaining,
+--         retry_after_ns, reset_after_ns, lease id (0 if none);
 --   N:    the new expiry (ns);
 --   R, S: nothing more.
 -- An "INVAL" status is followed by a space and a message (the rest of the string). Every field
@@ -1394,13 +1397,16 @@ local function decide_chain(R, now, peek)
       local L = links[i]
       local d = {}
       decide_link(L, st[i].s, st[i].units, sign(ttl) > 0 and ttl or L.ttl, now, true, d)
+      if d.allowed == 0 and L.shadow then
+        d.allowed, d.shadow = 1, true -- never the chain's no, and never charged
+      end
       ds[i] = d
       all = all and d.allowed == 1
     end
   end
   if all and not peek then
     for i = 1, n do
-      if lead[i] == i then
+      if lead[i] == i and not ds[i].shadow then
         local L = links[i]
         local d = {}
         decide_link(L, st[i].s, st[i].units, sign(ttl) > 0 and ttl or L.ttl, now, false, d)
@@ -1420,7 +1426,9 @@ local function decide_chain(R, now, peek)
     if CTX.audit then
       for i = 1, n do
         local L = links[i]
-        redis.call("RPUSH", L.tag.audit, audit_entry(L.skey, L.units, str(now)))
+        if not ds[lead[i]].shadow then -- a shadow pass charged nothing
+          redis.call("RPUSH", L.tag.audit, audit_entry(L.skey, L.units, str(now)))
+        end
       end
     end
   end
@@ -1446,7 +1454,7 @@ local function run_decide(R, now, peek, reply)
   local out = {}
   for i = 1, n do
     local d = ds[lead[i]]
-    out[#out + 1] = d.allowed
+    out[#out + 1] = d.shadow and 2 or d.allowed
     out[#out + 1] = str(d.limit)
     out[#out + 1] = str(d.remaining)
     out[#out + 1] = str(d.retry)
@@ -1632,6 +1640,10 @@ end
 local function parse_def(text)
   local D = {}
   local ok, err = pcall(function()
+    local body = text:match("^(.*) s$")
+    if body then -- a link in shadow mode (never the fast path's)
+      text, D.shadow = body, true
+    end
     local k, l, p, b, se, ttl, cal = text:match(
       "^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) ([01]) (%-?%d+) (%-?%d+)$")
     D.kind, D.limit, D.period, D.burst = tonumber(k), tonumber(l), num(p), tonumber(b)
@@ -1647,7 +1659,7 @@ local function parse_def(text)
         error("bad period")
       end
       D.g = gcra_new(D.limit, D.period, D.burst, D.start_empty)
-      if #p <= 15 and D.burst >= 0 and D.period % D.limit == 0 then
+      if not D.shadow and #p <= 15 and D.burst >= 0 and D.period % D.limit == 0 then
         local ft = D.period / D.limit
         if D.burst * ft < FAST_MAX then
           D.f_t, D.f_bt, D.f_burst, D.f_burst_s = ft, D.burst * ft, D.burst, sfmt("%d", D.burst)
@@ -1760,6 +1772,7 @@ local function general(rs, ki)
     else
       L.kind, L.limit, L.period, L.burst = D.kind, D.limit, D.period, D.burst
       L.start_empty, L.ttl, L.calendar, L.g = D.start_empty, D.ttl, D.calendar, D.g
+      L.shadow = D.shadow
     end
     R.links[i] = L
   end
