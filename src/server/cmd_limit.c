@@ -1483,6 +1483,12 @@ void cmd_limit_backoff(conn *c, const resp_command *cmd)
                    p->name, sluice_limit_kind_name(sluice_limit_get_def(live)->kind));
         return;
     }
+    if (rstore_active(s)) {
+        /* The key's state is the store's: held back there, in its clock, for every node. */
+        rstore_backoff(c, sluice_limit_get_def(live), id, cmd->argv[2], cmd->argvlen[2],
+                       ms * SLUICE_NS_PER_MS);
+        return;
+    }
     rc = sluice_limit_backoff(live, cmd->argv[2], cmd->argvlen[2], ms * SLUICE_NS_PER_MS, now,
                               &slot);
     if (rc != 0) {

@@ -74,6 +74,7 @@
 typedef enum wait_kind {
     WAIT_THROTTLE = 1,
     WAIT_CELL,
+    WAIT_BACKOFF, /* LIMIT.BACKOFF */
     WAIT_ACQUIRE, /* LEASE.ACQUIRE */
     WAIT_RENEW,   /* LEASE.RENEW */
     WAIT_RELEASE, /* LEASE.RELEASE */
@@ -318,7 +319,8 @@ typedef struct req_info {
 /* The reply of a request the store could not decide: an error (closed) or a grant (open). */
 static void reply_unavailable_decision(rstore *st, conn *c, const req_info *q, const char *why)
 {
-    if (!st->fail_open) {
+    /* A backoff grants nothing: not holding the key back is never a decision to make up. */
+    if (!st->fail_open || q->kind == WAIT_BACKOFF) {
         st->stats.unavailable++;
         resp_error(conn_out(c), "STOREDOWN",
                    "the shared store is unavailable (%s); nothing was granted",
@@ -344,6 +346,7 @@ static void reply_unavailable_decision(rstore *st, conn *c, const req_info *q, c
         return;
     }
     case WAIT_THROTTLE:
+    case WAIT_BACKOFF:
         break;
     }
     sluice_decision d = {.allowed = 1, .limit = q->limit};
@@ -440,6 +443,11 @@ static void reply_wait(rstore *st, rbatch *b, rstore_wait *w)
     st->stats.answered++;
     if (w->res.rc != 0) {
         reply_engine_error(c, w->res.rc, NULL);
+        return;
+    }
+    if (w->kind == WAIT_BACKOFF) {
+        /* How long the key now waits for one unit, in the store's time. */
+        resp_int(conn_out(c), command_ns_to_ms(w->res.slot_ns - w->res.now_ns));
         return;
     }
     if (w->kind == WAIT_CELL) {
@@ -1172,6 +1180,41 @@ void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const cha
     w->limit = def_capacity(def);
     w->quantity = quantity;
     w->t_ns = t_ns;
+    maybe_send_full(st);
+}
+
+void rstore_backoff(conn *c, const sluice_limit_def *def, const char *limit_id, const char *key,
+                    size_t keylen, int64_t wait_ns)
+{
+    rstore *st = state_of(c->srv);
+    rlim_link link;
+    rlim_args args;
+    rstore_wait *w;
+    int slot;
+
+    if (!store_up(st)) {
+        req_info q = {WAIT_BACKOFF, def_capacity(def), 0, NULL, NULL, 0};
+
+        reply_unavailable_decision(st, c, &q, down_why(st));
+        return;
+    }
+    memset(&link, 0, sizeof(link));
+    link.def = def;
+    link.limit_id = limit_id;
+    link.key = key;
+    link.keylen = keylen;
+    link.units = 1;
+    set_tag(st, &link);
+    memset(&args, 0, sizeof(args));
+    args.wait_ns = wait_ns;
+    slot = request_slot(st, c, &link, 1, NULL);
+    if (slot < 0)
+        return;
+    w = add_request_args(st, c, RLIM_BACKOFF, &link, 1, 0, &args, slot);
+    if (!w)
+        return;
+    w->kind = WAIT_BACKOFF;
+    w->limit = def_capacity(def);
     maybe_send_full(st);
 }
 

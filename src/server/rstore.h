@@ -209,6 +209,13 @@ int rstore_peek_then(conn *c, const rstore_link *links, size_t n, rstore_peek_fn
 void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const char *key,
                  size_t keylen, int64_t quantity, int64_t t_ns, int shadow);
 
+/* One LIMIT.BACKOFF on the shared store: def is the rate limit that holds key (its override's, or
+ * its tier's), limit_id the id THROTTLE keys that state under; nothing is granted on the key
+ * before the store's now + wait_ns (RLIM_BACKOFF). Replies the key's wait for one unit in ms, now
+ * or later, or -STOREDOWN (whatever the failure mode: a backoff grants nothing). */
+void rstore_backoff(conn *c, const sluice_limit_def *def, const char *limit_id, const char *key,
+                    size_t keylen, int64_t wait_ns);
+
 /* LEASE.ACQUIRE (op RLIM_DECIDE: units, ttl_ns, 0 for the def's), LEASE.RENEW (RLIM_LEASE_RENEW:
  * lease_id, ttl_ns) and LEASE.RELEASE (RLIM_LEASE_RELEASE: lease_id) of a concurrency limit on the
  * shared store. The handle ACQUIRE answers is "NAME/ID/KEYHEX" (rstore_parse_handle). shadow

@@ -211,7 +211,7 @@ int pgl_batch_add(pgl_batch *b, rlim_op op, const rlim_link *links, size_t n, co
     size_t lens[PGL_NARRAYS], ndefs = b->ndefs, deftext = b->deftext.len;
     int rc;
 
-    if (op < RLIM_DECIDE || op > RLIM_SETTLE || !links || n < 1)
+    if (op < RLIM_DECIDE || op > RLIM_OP_LAST || !links || n < 1)
         return SLUICE_EINVAL;
     if (op != RLIM_DECIDE && op != RLIM_PEEK && (n != 1 || !args))
         return SLUICE_EINVAL;

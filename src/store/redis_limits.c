@@ -275,7 +275,7 @@ static int def_index(rlim_batch *b, const rlim_link *l, size_t *idx)
 
 int rlim_request_head(rlim_op op, const rlim_args *args, const char *counts, char *buf, size_t cap)
 {
-    static const char *const op_word[] = {"", "D", "P", "N", "R", "S"};
+    static const char *const op_word[] = {"", "D", "P", "N", "R", "S", "B"};
     int64_t a[3] = {0, 0, 0};
 
     switch (op) {
@@ -291,6 +291,9 @@ int rlim_request_head(rlim_op op, const rlim_args *args, const char *counts, cha
         a[0] = args->charged_ns;
         a[1] = args->estimate;
         a[2] = args->actual;
+        break;
+    case RLIM_BACKOFF:
+        a[0] = args->wait_ns;
         break;
     }
     return snprintf(buf, cap, "%s %s %" PRId64 " %" PRId64 " %" PRId64, op_word[op], counts, a[0],
@@ -387,7 +390,7 @@ int rlim_batch_add(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
     void *reqs;
     int rc;
 
-    if (op < RLIM_DECIDE || op > RLIM_SETTLE || !links || n < 1)
+    if (op < RLIM_DECIDE || op > RLIM_OP_LAST || !links || n < 1)
         return SLUICE_EINVAL;
     if (op != RLIM_DECIDE && op != RLIM_PEEK && (n != 1 || !args))
         return SLUICE_EINVAL;
@@ -614,6 +617,11 @@ int rlim_parse_answer(rlim_op op, size_t nlinks, const char *s, size_t len, rlim
         return packed_at_end(&f) && (res->rc == SLUICE_OK || res->rc == SLUICE_ESTATE)
                    ? SLUICE_OK
                    : SLUICE_EPARSE;
+    case RLIM_BACKOFF:
+        if (res->rc != SLUICE_OK)
+            return SLUICE_EPARSE;
+        rc = packed_i64(&f, &res->slot_ns);
+        return rc == SLUICE_OK && packed_at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
     }
     return SLUICE_EPARSE;
 }

@@ -56,9 +56,9 @@ contains "RECUR.ADD checks its template as one node does" "needs an explicit key
 check "RECUR.ADD shared" OK "$(cli RECUR.ADD r job '{}' EVERY 1000 START 9000000000000 KEY k)"
 check "RECUR.DEL" 1 "$(cli RECUR.DEL r)"
 # TASK.EXPLAIN is shared now (tests/server/redis_tasks.sh): the single node's words for an
-# unknown task; LIMIT.RATE is still refused.
+# unknown task; LIMIT.RATE answers (a shared store has no adaptive rates: the configured one).
 contains "TASK.EXPLAIN of an unknown task" "NOTASK no task 1" "$(cli TASK.EXPLAIN 1)"
-contains "LIMIT.RATE refused" "not available with a redis store yet" "$(cli LIMIT.RATE api k)"
+contains "LIMIT.RATE answers" "configured (not adaptive)" "$(cli LIMIT.RATE api k)"
 # Live limit changes are shared now (tests/server/shared_overrides.sh).
 check "LIMIT.SET shared" OK "$(cli LIMIT.SET x rate=1/1s)"
 check "LIMIT.DEL shared" 1 "$(cli LIMIT.DEL x)"
@@ -99,12 +99,12 @@ code=$(curl -s -o "$tmp/v1.json" -w '%{http_code}' -X POST -H 'Content-Type: app
   -d '{"limit":"api","key":"k"}' "http://127.0.0.1:$(cat "$tmp/closed.admin")/v1/throttle")
 check "POST /v1/throttle under a redis store: 501" 501 "$code"
 contains "the 501 says why" "not available with a redis store yet" "$(cat "$tmp/v1.json")"
-contains "LIMIT.RATE refused" "not available with a redis store yet" \
+contains "LIMIT.RATE answers" "configured (not adaptive)" \
   "$(P=$port_closed cli LIMIT.RATE api k)"
 contains "LIMIT.SPEND refused" "not available with a redis store yet" \
   "$(P=$port_closed cli LIMIT.SPEND api k)"
-contains "LIMIT.BACKOFF refused" "not available with a redis store yet" \
-  "$(P=$port_closed cli LIMIT.BACKOFF api k 1000)"
+# LIMIT.BACKOFF is shared (tests/server/shared_overrides.sh): the key's wait in ms.
+check "LIMIT.BACKOFF shared" 1000 "$(P=$port_closed cli LIMIT.BACKOFF api k 1000)"
 check "/api/limits/NAME/spend under a redis store: 501" 501 \
   "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$(cat "$tmp/closed.admin")/api/limits/api/spend?key=k")"
 kill -STOP "$rpid_a"

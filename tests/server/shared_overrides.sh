@@ -42,8 +42,9 @@ store_up() { [ "$(store_field "$1" store_state)" = up ]; }
 # still charging the shared budget, and the enforced limit starts from what shadow counted; the
 # shared task queue refuses a chain with a shadow link; `enabled: false` (CONFIG RELOAD) makes
 # CL.THROTTLE pass on every node reloaded, and `enabled: true` enforces the state it counted.
+# Then LIMIT.BACKOFF on one node holds a key back for all, and LIMIT.RATE answers everywhere.
 shadow_checks() {
-  local sd
+  local sd got
   check "$label: LIMIT.SET mode=shadow on a" OK "$(on "$a" LIMIT.SET api mode=shadow)"
   contains "$label: a's spec" "mode=shadow" "$(spec "$a" api)"
   wait_until "$label: b has the shadow mode" 10 spec_is "$b" api "$(spec "$a" api)"
@@ -78,6 +79,16 @@ shadow_checks() {
   check "$label: reload a with enabled: true" OK "$(on "$a" CONFIG RELOAD)"
   check "$label: reload b with enabled: true" OK "$(on "$b" CONFIG RELOAD)"
   check "$label: CL.THROTTLE enforced again on b" 1 "$(redis-cli -p "$b" CL.THROTTLE "cl$label" 0 1 3600 | head -1)"
+  # LIMIT.BACKOFF on one node holds the key back on every node, in the store's clock.
+  check "$label: LIMIT.BACKOFF on a" 5000 "$(on "$a" LIMIT.BACKOFF api bk 5000)"
+  got=$(redis-cli -p "$b" THROTTLE api bk | sed -n '1p;4p' | tr '\n' ' ')
+  check "$label: b denies the held key" 0 "${got%% *}"
+  within "$label: for the backoff's wait" 4000 5000 "$(echo "$got" | awk '{ print $2 }')"
+  within "$label: a shorter backoff keeps the longer wait" 4000 5000 "$(on "$c" LIMIT.BACKOFF api bk 10)"
+  contains "$label: LIMIT.BACKOFF's errors: the single node's words" "WRONGARGS" \
+    "$(on "$b" LIMIT.BACKOFF api bk -1)"
+  check "$label: LIMIT.RATE on b" "key bk rate 2/1h configured 2/1h why configured (not adaptive)" \
+    "$(on "$b" LIMIT.RATE api bk)"
 }
 
 # suite LABEL URL: the checks on one store (fresh: nothing shared yet).

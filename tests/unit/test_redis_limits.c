@@ -120,6 +120,35 @@ static void test_shadow(void **state)
     assert_int_equal(rlim_parse_answer(RLIM_DECIDE, 2, ans, strlen(ans), &res, d), SLUICE_EPARSE);
 }
 
+/* A backoff: one link, its wait as a1; answered with the key's next slot. */
+static void test_backoff(void **state)
+{
+    rlim_batch *b;
+    rlim_link l = link_of(&rate_def, "api", "k", 1);
+    rlim_args args = {.wait_ns = 5 * SEC};
+    rlim_result res;
+    const char *ans = "OK 7 5000000007";
+    cmd c;
+
+    (void)state;
+    assert_int_equal(rlim_batch_new(NULL, &b), SLUICE_OK);
+    assert_int_equal(rlim_batch_add(b, RLIM_BACKOFF, &l, 1, NULL), SLUICE_EINVAL);
+    assert_int_equal(rlim_batch_add(b, RLIM_BACKOFF, &l, 1, &args), 0);
+    c = command_of(b, "0123456789abcdef0123456789abcdef01234567");
+    assert_arg(&c, c.argc - 1, "B 1 1 5000000000 0 0 1 1 1");
+    rlim_batch_free(b);
+    assert_int_equal(rlim_parse_answer(RLIM_BACKOFF, 1, ans, strlen(ans), &res, NULL), SLUICE_OK);
+    assert_int_equal(res.rc, SLUICE_OK);
+    assert_int_equal(res.now_ns, 7);
+    assert_int_equal(res.slot_ns, INT64_C(5000000007));
+    ans = "OK 7";
+    assert_int_equal(rlim_parse_answer(RLIM_BACKOFF, 1, ans, strlen(ans), &res, NULL),
+                     SLUICE_EPARSE);
+    ans = "INVAL 7 backoff applies to rate limits";
+    assert_int_equal(rlim_parse_answer(RLIM_BACKOFF, 1, ans, strlen(ans), &res, NULL), SLUICE_OK);
+    assert_int_equal(res.rc, SLUICE_EINVAL);
+}
+
 static void test_layout_ops(void **state)
 {
     rlim_batch *b;
@@ -612,10 +641,15 @@ static void test_oom(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_layout_chain), cmocka_unit_test(test_layout_ops),
-        cmocka_unit_test(test_shadow),       cmocka_unit_test(test_tags_and_long_keys),
-        cmocka_unit_test(test_add_refused),  cmocka_unit_test(test_decode),
-        cmocka_unit_test(test_malformed),    cmocka_unit_test(test_script_text),
+        cmocka_unit_test(test_layout_chain),
+        cmocka_unit_test(test_layout_ops),
+        cmocka_unit_test(test_shadow),
+        cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_tags_and_long_keys),
+        cmocka_unit_test(test_add_refused),
+        cmocka_unit_test(test_decode),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_script_text),
         cmocka_unit_test(test_oom),
     };
 

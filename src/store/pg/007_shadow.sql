@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: MIT
 --
--- Schema version 7 of sluice's PostgreSQL store: shadow links in the limits call.
+-- Schema version 7 of sluice's PostgreSQL store: shadow links and backoffs in the limits call.
 -- sluice_limits_call (006) is replaced by the same function with one rule more, the C core's
 -- (core/chain.c) and the Redis script's (src/store/redis/limits.lua): a definition whose text
 -- ends in " s" is a link in shadow mode (its limit's `mode: shadow`, or every limit under
@@ -8,6 +8,10 @@
 -- answered as a pass (per-link allowed 2), never makes the chain deny, is not charged and not
 -- audited; a denied chain charges nothing, shadow links included. Shadow links never take the
 -- lean path of one whole-T rate (006), so requests without them are decided exactly as before.
+--
+-- And one op more, B (LIMIT.BACKOFF: a1 the wait in ns), as the Redis script's: a rate key held
+-- back so that nothing is granted on it before now + wait (limit.c's sluice_limit_backoff);
+-- answered "OK now_ns slot_ns", the key's earliest slot for one unit afterwards.
 --
 -- Applied by src/store/pg_schema.c on top of version 6; never edited once released.
 
@@ -25,6 +29,9 @@ DECLARE
     d_cal int[] := '{}'; d_ok boolean[] := '{}';
     -- per definition: a link in shadow mode (its text ends in " s")
     d_sh boolean[] := '{}'; dtext text;
+    -- a backoff (op B): the rationals (ns, rem / permits) of gcra.c
+    b_p numeric; b_t record; b_h record; b_bt record; b_ns numeric; b_rem numeric;
+    b_xns numeric; b_xrem numeric;
     -- per link of the batch: its state's and its tag's index in the arrays below
     b_state int[]; b_tag int[];
     -- the batch's distinct states (sorted by tag, limit id, key) and tags (sorted)
@@ -313,6 +320,44 @@ BEGIN
             END IF;
             s_kind[si] := 4; s_st[si] := cur::text; s_dirty[si] := true;
             res[ri] := reply;
+            CONTINUE;
+        END IF;
+        IF op = 'B' THEN
+            -- LIMIT.BACKOFF (limit.c's sluice_limit_backoff): the rate key's TAT becomes at
+            -- least now + wait + (burst - 1) * T, a later one kept; the reply is its earliest
+            -- slot for one unit afterwards (gcra_slot).
+            IF d_kind[k] <> 1 OR a1 < 0 THEN
+                res[ri] := ('INVAL ' || now::text
+                            || ' backoff applies to rate limits, with a wait >= 0');
+                CONTINUE;
+            END IF;
+            b_p := d_lim[k];
+            b_h := sluice_gcra_times(div(d_per[k], b_p), mod(d_per[k], b_p), b_p, d_burst[k] - 1);
+            b_ns := sluice_sat(sluice_sat(now + a1) + b_h.ns); b_rem := b_h.rem;
+            IF b_ns = 9223372036854775807 THEN b_rem := 0; END IF;
+            IF cur IS NOT NULL AND (cur[1] > b_ns OR (cur[1] = b_ns AND cur[2] > b_rem)) THEN
+                b_ns := cur[1]; b_rem := cur[2];
+            END IF;
+            IF now < b_ns OR (now = b_ns AND b_rem > 0) THEN
+                s_kind[si] := 1; s_st[si] := ARRAY[b_ns, b_rem]::bigint[]::text;
+            ELSE
+                s_kind[si] := 0; s_st[si] := '{}';
+            END IF;
+            s_dirty[si] := true;
+            -- the next slot: max(tat, now) + T - burst * T, rounded up, at least now
+            IF b_ns < now THEN b_ns := now; b_rem := 0; END IF;
+            b_t := sluice_gcra_times(div(d_per[k], b_p), mod(d_per[k], b_p), b_p, 1);
+            b_xns := sluice_sat(b_ns + b_t.ns); b_xrem := b_rem + b_t.rem;
+            IF b_xrem >= b_p THEN b_xrem := b_xrem - b_p; b_xns := sluice_sat(b_xns + 1); END IF;
+            IF b_xns = 9223372036854775807 THEN
+                b_xns := 9223372036854775807;
+            ELSE
+                b_bt := sluice_gcra_times(div(d_per[k], b_p), mod(d_per[k], b_p), b_p, d_burst[k]);
+                b_xns := sluice_sat(b_xns - b_bt.ns); b_xrem := b_xrem - b_bt.rem;
+                IF b_xrem < 0 THEN b_xrem := b_xrem + b_p; b_xns := sluice_sat(b_xns - 1); END IF;
+                b_xns := sluice_sat(b_xns + CASE WHEN b_xrem > 0 THEN 1 ELSE 0 END);
+            END IF;
+            res[ri] := 'OK ' || now::text || ' ' || greatest(b_xns, now)::text;
             CONTINUE;
         END IF;
         IF op = 'S' THEN

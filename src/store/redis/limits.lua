@@ -25,9 +25,9 @@
 --   2 month), each distinct definition of the call once, parsed once per call; then the R
 --   requests, each one string
 --   "op T N a1 a2 a3" followed by " def tag units" per link (def: 1..D; tag: 1..T),
---   op: "D" decide, "P" peek, "N" renew, "R" release, "S" settle;
+--   op: "D" decide, "P" peek, "N" renew, "R" release, "S" settle, "B" backoff;
 --   a1..a3: D/P: ttl_ns for leases ("0": the link's ttl), 0, 0; N: lease id, ttl_ns, 0;
---   R: lease id, 0, 0; S: charged_ns, estimate, actual.
+--   R: lease id, 0, 0; S: charged_ns, estimate, actual; B: wait_ns, 0, 0.
 -- A link's limit id and key travel only in its state key's name (the audit reads them there).
 --
 -- Reply: one string per request, fields separated by single spaces: the status ("OK", "STALE",
@@ -36,6 +36,7 @@
 --         allowed (0, 1, or 2: a shadow link's would-be denial, passed), limit, remaining,
 --         retry_after_ns, reset_after_ns, lease id (0 if none);
 --   N:    the new expiry (ns);
+--   B:    the key's earliest slot for one unit afterwards (ns);
 --   R, S: nothing more.
 -- An "INVAL" status is followed by a space and a message (the rest of the string). Every field
 -- is a decimal integer.
@@ -1502,6 +1503,33 @@ local function run_lease(R, now, reply)
   return "OK"
 end
 
+-- LIMIT.BACKOFF (limit.c's sluice_limit_backoff, gcra.c's gcra_backoff and gcra_slot): the
+-- rate key's TAT becomes at least now + wait + (burst - 1) * T (a later one is kept: a backoff
+-- never gives budget back); the reply is the key's earliest slot for one unit afterwards.
+local function run_backoff(R, now, reply)
+  local L = R.links[1]
+  if L.kind ~= 1 or sign(R.a1) < 0 then
+    return "INVAL", "backoff applies to rate limits, with a wait >= 0"
+  end
+  local g, p = L.g, L.g.permits
+  local s = load(L, now)
+  local held = rat_add(rat(sat_add(now, R.a1), 0), times_t(g, g.burst - 1), p)
+  local tat = rat(s.tat, s.rem)
+  if rat_cmp(tat, held) < 0 then
+    tat = held
+  end
+  s.tat, s.rem, s.fresh, s.dirty = tat.ns, tat.rem, false, true
+  store(L, s, now, L.tag)
+  local n = rat(now, 0)
+  local nxt = rat_add(rat_cmp(tat, n) >= 0 and tat or n, times_t(g, 1), p)
+  local slot = NEVER
+  if not eq(nxt.ns, I64MAX) then
+    slot = rat_ceil(rat_sub(nxt, rat(g.bt_q, g.bt_r), p))
+  end
+  reply[#reply + 1] = str(lt(slot, now) and now or slot)
+  return "OK"
+end
+
 local MAX_ADJUST = 8000000000
 
 local function run_settle(R, now)
@@ -1803,6 +1831,8 @@ local function general(rs, ki)
         return run_lease(R, now, reply)
       elseif R.op == "S" then
         return run_settle(R, now)
+      elseif R.op == "B" then
+        return run_backoff(R, now, reply)
       end
       return "INVAL", "unknown op " .. tostring(R.op)
     end)
