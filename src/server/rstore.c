@@ -373,9 +373,10 @@ static void reply_lease_answer(conn *c, const rstore_wait *w, const sluice_decis
         return;
     }
     if (d->allowed && w->res.chain.allowed) {
-        if (d->shadow_denied) /* a shadow limit's pass holds nothing: its handle's id is 0 */
+        if (d->shadow_denied) { /* a shadow limit's pass holds nothing: its handle's id is 0 */
             c->srv->stats.throttle_shadow_denied++;
-        else
+            rcounters_limit_shadow(c->srv, name);
+        } else
             rcounters_limit(c->srv, name, 1, w->units);
         reply_lease(c, name, d->lease_id, key, w->keylen, w->ttl_ns, d->remaining);
         return;
@@ -400,13 +401,16 @@ static void reply_lease_answer(conn *c, const rstore_wait *w, const sluice_decis
 
 /* Counts a THROTTLE the store decided, per link as the core does: a grant on every link with its
  * units, a denial on the link that denied (rcounters.h); a shadow link's would-be denial is
- * neither. names: the links' names, NUL-separated. */
+ * counted as its shadow_denied, whatever the chain did. names: the links' names,
+ * NUL-separated. */
 static void count_throttle(server *s, const rstore_wait *w, const sluice_decision *dec,
                            const char *names)
 {
     for (size_t i = 0; i < w->nlinks; i++, names += strlen(names) + 1) {
-        if (dec[i].shadow_denied)
+        if (dec[i].shadow_denied) {
+            rcounters_limit_shadow(s, names);
             continue;
+        }
         if (w->res.chain.allowed)
             rcounters_limit(s, names, 1, w->units);
         else if (i == w->res.chain.denied_by)

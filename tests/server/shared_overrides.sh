@@ -43,6 +43,13 @@ store_up() { [ "$(store_field "$1" store_state)" = up ]; }
 # shared task queue refuses a chain with a shadow link; `enabled: false` (CONFIG RELOAD) makes
 # CL.THROTTLE pass on every node reloaded, and `enabled: true` enforces the state it counted.
 # Then LIMIT.BACKOFF on one node holds a key back for all, and LIMIT.RATE answers everywhere.
+# shadow_counted PORT N: the node's INFO counters show at least N would-be denials of api.
+shadow_counted() {
+  local n
+  n=$(redis-cli -p "$1" INFO counters | tr -d '\r' | grep '^counters_limit_api:' | tr ',' '\n' |
+    awk -F= '$1 == "shadow_denied" { print $2 }')
+  [ -n "$n" ] && [ "$n" -ge "$2" ]
+}
 shadow_checks() {
   local sd got
   check "$label: LIMIT.SET mode=shadow on a" OK "$(on "$a" LIMIT.SET api mode=shadow)"
@@ -53,6 +60,8 @@ shadow_checks() {
     "$(redis-cli -p "$b" THROTTLE call k1 | head -4 | tr '\n' ' ' | sed 's/ *$//')"
   check "$label: and counts the would-be denial" "$((sd + 1))" \
     "$(redis-cli -p "$b" INFO stats | tr -d '\r' | awk -F: '$1 == "throttle_shadow_denied" { print $2 }')"
+  wait_until "$label: the would-be denial is summed across nodes (a's INFO counters)" 10 \
+    shadow_counted "$a" 1
   check "$label: a fresh key is charged in shadow (a)" "1 1" \
     "$(redis-cli -p "$a" THROTTLE api sh1 | head -3 | sed -n '1p;3p' | tr '\n' ' ' | sed 's/ *$//')"
   check "$label: ... and on b, 2 of 2" "1 0" \
