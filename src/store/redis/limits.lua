@@ -90,6 +90,10 @@ local function fdef(text)
   if type(text) ~= "string" then
     return false
   end
+  local shadow = text:sub(-2) == " s" -- a link in shadow mode (see the header)
+  if shadow then
+    text = text:sub(1, -3)
+  end
   local k, l, p, b = text:match("^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) [01] %-?%d+ %-?%d+$")
   if k ~= "1" then
     return false
@@ -107,7 +111,16 @@ local function fdef(text)
   end
   local t = period / limit
   return {t = t, bt = burst * t, burst = burst, burst_s = fsfmt("%d", burst),
-          start_empty = text:match("^%d+ %-?%d+ %-?%d+ %-?%d+ 1 ") ~= nil}
+          start_empty = text:match("^%d+ %-?%d+ %-?%d+ %-?%d+ 1 ") ~= nil, shadow = shadow}
+end
+
+-- A denial's reply (retry, remaining, reset as numbers, retry may be the string F_NEVER); a
+-- shadow link's is a pass (per-link allowed 2, the chain allowed) that charged nothing.
+local function fdenied(shadow, now_s, retry, burst_s, rem, reset)
+  if shadow then
+    return fsfmt("OK %s 1 0 0 2 %s %d %s %d 0", now_s, burst_s, rem, retry, reset)
+  end
+  return fsfmt("OK %s 0 0 %s 0 %s %d %s %d 0", now_s, retry, burst_s, rem, retry, reset)
 end
 
 -- C division of plain numbers (divt on numbers): quotient truncated toward zero.
@@ -243,14 +256,12 @@ local function fast_main()
     end
     local out
     if units > burst then
-      out = fsfmt("OK %s 0 0 %s 0 %s %d %s %d 0", now_s, F_NEVER, D.burst_s, fdivt(bt - base, tt),
-                  F_NEVER, base)
+      out = fdenied(D.shadow, now_s, F_NEVER, D.burst_s, fdivt(bt - base, tt), base)
     else
       local need = base + units * tt
       if need > bt then
-        local retry = fsfmt("%d", need - bt)
-        out = fsfmt("OK %s 0 0 %s 0 %s %d %s %d 0", now_s, retry, D.burst_s,
-                    fdivt(bt - base, tt), retry, base)
+        out = fdenied(D.shadow, now_s, fsfmt("%d", need - bt), D.burst_s, fdivt(bt - base, tt),
+                      base)
       else
         if op == "D" then
           local lo = nlo + need
@@ -1592,8 +1603,9 @@ end
 -- 2^52 (times within ~52 days of now, burst * T < 2^52 ns) and the state's fraction is 0; then
 -- it is decide_whole exactly (no saturation can occur that close to now). Otherwise it returns
 -- nil before touching anything, and the general path decides. What depends on the limit alone
--- (T, burst * T, the burst's text) is computed once per call per definition (def_fast). Returns
--- the request's reply string, or nil.
+-- (T, burst * T, the burst's text) is computed once per call per definition (def_fast). A
+-- shadow link's denial is answered as its pass (fdenied), charging nothing. Returns the request's
+-- reply string and whether it charged the key (nil: the general path decides).
 local FAST_MAX = 4503599627370496
 local NEVER_S = "9223372036854775807"
 
@@ -1608,14 +1620,12 @@ local function fast_rate(D, op, units, skey, tag, now_s, nr)
     return nil
   end
   if units > burst then
-    return sfmt("OK %s 0 0 %s 0 %s %d %s %d 0", now_s, NEVER_S, D.f_burst_s,
-                (divt(bt - base, t)), NEVER_S, base)
+    return fdenied(D.shadow, now_s, NEVER_S, D.f_burst_s, (divt(bt - base, t)), base)
   end
   local need = base + units * t
   if need > bt then
-    local retry = sfmt("%d", need - bt)
-    return sfmt("OK %s 0 0 %s 0 %s %d %s %d 0", now_s, retry, D.f_burst_s, (divt(bt - base, t)),
-                retry, base)
+    return fdenied(D.shadow, now_s, sfmt("%d", need - bt), D.f_burst_s, (divt(bt - base, t)),
+                   base)
   end
   if op == "D" then
     local tat = need -- relative to now: base + units * T
@@ -1635,7 +1645,7 @@ local function fast_rate(D, op, units, skey, tag, now_s, nr)
       tag.until_ms = ms
     end
   end
-  return sfmt("OK %s 1 0 0 1 %s %d 0 %d 0", now_s, D.f_burst_s, (divt(bt - need, t)), need)
+  return sfmt("OK %s 1 0 0 1 %s %d 0 %d 0", now_s, D.f_burst_s, (divt(bt - need, t)), need), true
 end
 
 -- ---- the call -------------------------------------------------------------------------------
@@ -1687,7 +1697,7 @@ local function parse_def(text)
         error("bad period")
       end
       D.g = gcra_new(D.limit, D.period, D.burst, D.start_empty)
-      if not D.shadow and #p <= 15 and D.burst >= 0 and D.period % D.limit == 0 then
+      if #p <= 15 and D.burst >= 0 and D.period % D.limit == 0 then
         local ft = D.period / D.limit
         if D.burst * ft < FAST_MAX then
           D.f_t, D.f_bt, D.f_burst, D.f_burst_s = ft, D.burst * ft, D.burst, sfmt("%d", D.burst)
@@ -1874,12 +1884,13 @@ local function limits_main()
         local now_s, nr = now_text(now)
         local skey = KEYS[ki + (audit and 2 or 1)]
         units = tonumber(units)
-        out = fast_rate(D, op, units, skey, tg, now_s, nr)
+        local charged
+        out, charged = fast_rate(D, op, units, skey, tg, now_s, nr)
         if out then
           if op == "D" then
             tg.t = now
             tg.dirty = true
-            if audit and out:byte(5 + #now_s) == 49 then -- "OK <now> 1": granted
+            if audit and charged then -- granted (a shadow link's pass charged nothing)
               redis.call("RPUSH", KEYS[ki + 1], audit_entry(skey, units, now_s))
             end
           end
