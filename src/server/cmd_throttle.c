@@ -372,7 +372,9 @@ static void cell_shared(conn *c, const resp_command *cmd, int64_t max_burst, int
     }
     snprintf(id, sizeof id, CELL_ID_PREFIX "%" PRId64 ":%" PRId64 ":%" PRId64, max_burst, count,
              period);
-    rstore_cell(c, &def, id, cmd->argv[1], cmd->argvlen[1], quantity, def.period_ns / count);
+    /* No mode of its own: the global switch alone makes it pass, as locally. */
+    rstore_cell(c, &def, id, cmd->argv[1], cmd->argvlen[1], quantity, def.period_ns / count,
+                !sluice_engine_enabled(c->srv->engine));
 }
 
 void cmd_cl_throttle(conn *c, const resp_command *cmd)

@@ -53,7 +53,8 @@ const command_def command_table[] = {
     {"limit.set", 3, CMD_WRITE | CMD_ADMIN | CMD_DENYOOM, cmd_limit_set,
      "LIMIT.SET name spec: add or replace a named limit"},
     {"limit.get", 2, CMD_READONLY, cmd_limit_get, "LIMIT.GET name: a limit's spec and figures"},
-    {"limit.rate", -3, CMD_READONLY | CMD_LOCAL, cmd_limit_rate,
+    /* Not CMD_LOCAL: a shared store refuses adaptive rates, so a key's rate is its limit's. */
+    {"limit.rate", -3, CMD_READONLY, cmd_limit_rate,
      "LIMIT.RATE limit key [TIER v]: a rate limit's rate for key now, and why"},
     {"limit.list", 1, CMD_READONLY, cmd_limit_list, "LIMIT.LIST: every limit and its spec"},
     {"limit.del", 2, CMD_WRITE | CMD_ADMIN, cmd_limit_del, "LIMIT.DEL name: remove a limit"},
@@ -61,7 +62,7 @@ const command_def command_table[] = {
      "LIMIT.RESET name [key]: forget the state of one key or of all"},
     {"limit.spend", -3, CMD_READONLY | CMD_LOCAL, cmd_limit_spend,
      "LIMIT.SPEND name key [TIER tier]: a quota key's spent, budget, remaining and reset"},
-    {"limit.backoff", -4, CMD_WRITE | CMD_FAST | CMD_LOCAL, cmd_limit_backoff,
+    {"limit.backoff", -4, CMD_WRITE | CMD_FAST, cmd_limit_backoff,
      "LIMIT.BACKOFF limit key ms [TIER v]: hold a rate limit's key back (the upstream said 429)"},
     {"limit.key", 4, CMD_WRITE | CMD_ADMIN | CMD_DENYOOM, cmd_limit_key,
      "LIMIT.KEY name key spec: give one key of a keyed limit its own limit"},

@@ -150,6 +150,14 @@ void rcounters_limit(server *s, const char *name, int allowed, int64_t units)
     }
 }
 
+void rcounters_limit_shadow(server *s, const char *name)
+{
+    rcounters *st = state_of(s);
+
+    if (st && name)
+        ctrset_add(&st->set, RCTR_LIMIT_SHADOW, name, strlen(name), 1);
+}
+
 void rcounters_task(server *s, const char *code, const char *type, size_t typelen, uint64_t n)
 {
     rcounters *st = state_of(s);
@@ -464,15 +472,17 @@ static void put_pair(info_walk *b, const char *what, const char *code)
 static void info_limit(const sluice_limit_policy *p, void *arg)
 {
     info_walk *b = arg;
-    uint64_t ca, na, cd, nd, cu, nu;
+    uint64_t ca, na, cd, nd, cu, nu, cs, ns;
 
     rcounters_get(b->s, RCTR_LIMIT_ALLOWED, p->name, &ca, &na);
     rcounters_get(b->s, RCTR_LIMIT_DENIED, p->name, &cd, &nd);
     rcounters_get(b->s, RCTR_LIMIT_UNITS, p->name, &cu, &nu);
+    rcounters_get(b->s, RCTR_LIMIT_SHADOW, p->name, &cs, &ns);
     put_line(b,
              "counters_limit_%s:allowed=%" PRIu64 ",denied=%" PRIu64 ",units=%" PRIu64
-             ",node_allowed=%" PRIu64 ",node_denied=%" PRIu64 ",node_units=%" PRIu64 "\r\n",
-             p->name, ca, cd, cu, na, nd, nu);
+             ",node_allowed=%" PRIu64 ",node_denied=%" PRIu64 ",node_units=%" PRIu64
+             ",shadow_denied=%" PRIu64 ",node_shadow_denied=%" PRIu64 "\r\n",
+             p->name, ca, cd, cu, na, nd, nu, cs, ns);
 }
 
 static void info_type(const sluice_type_stats *t, void *arg)

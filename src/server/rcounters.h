@@ -46,6 +46,7 @@
 #define RCTR_LIMIT_ALLOWED    "la" /* NAME: a limit; charging decisions granted */
 #define RCTR_LIMIT_DENIED     "ld" /* a limit's decisions denied */
 #define RCTR_LIMIT_UNITS      "lu" /* units a limit granted */
+#define RCTR_LIMIT_SHADOW     "ls" /* a shadow limit's would-be denials (passed) */
 #define RCTR_THROTTLE_ALLOWED "ga" /* NAME empty: THROTTLE, CL.THROTTLE, LEASE.ACQUIRE granted */
 #define RCTR_THROTTLE_DENIED  "gd" /* and denied (INFO's throttle_allowed, throttle_denied) */
 #define RCTR_TASK_SUBMITTED   "ts" /* NAME empty: every type; else a task type */
@@ -74,6 +75,10 @@ int rcounters_stop(server *s);
 /* Counts one charging decision of limit `name` on the shared store (not a peek): allowed or
  * denied, and the units granted. No-op without a shared store. */
 void rcounters_limit(server *s, const char *name, int allowed, int64_t units);
+
+/* Counts one would-be denial of limit `name` in shadow mode (or with limits off) on the shared
+ * store, which it let through: its shadow_denied. No-op without a shared store. */
+void rcounters_limit_shadow(server *s, const char *name);
 
 /* Counts n tasks of event `code` (RCTR_TASK_*), of type (typelen bytes) when known, always in
  * the all-types counter too. No-op without a shared store. */

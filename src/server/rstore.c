@@ -74,6 +74,7 @@
 typedef enum wait_kind {
     WAIT_THROTTLE = 1,
     WAIT_CELL,
+    WAIT_BACKOFF, /* LIMIT.BACKOFF */
     WAIT_ACQUIRE, /* LEASE.ACQUIRE */
     WAIT_RENEW,   /* LEASE.RENEW */
     WAIT_RELEASE, /* LEASE.RELEASE */
@@ -398,7 +399,8 @@ typedef struct req_info {
 /* The reply of a request the store could not decide: an error (closed) or a grant (open). */
 static void reply_unavailable_decision(rstore *st, conn *c, const req_info *q, const char *why)
 {
-    if (!st->fail_open) {
+    /* A backoff grants nothing: not holding the key back is never a decision to make up. */
+    if (!st->fail_open || q->kind == WAIT_BACKOFF) {
         st->stats.unavailable++;
         resp_error(conn_out(c), "STOREDOWN",
                    "the shared store is unavailable (%s); nothing was granted",
@@ -424,6 +426,7 @@ static void reply_unavailable_decision(rstore *st, conn *c, const req_info *q, c
         return;
     }
     case WAIT_THROTTLE:
+    case WAIT_BACKOFF:
         break;
     }
     sluice_decision d = {.allowed = 1, .limit = q->limit};
@@ -450,7 +453,11 @@ static void reply_lease_answer(conn *c, const rstore_wait *w, const sluice_decis
         return;
     }
     if (d->allowed && w->res.chain.allowed) {
-        rcounters_limit(c->srv, name, 1, w->units);
+        if (d->shadow_denied) { /* a shadow limit's pass holds nothing: its handle's id is 0 */
+            c->srv->stats.throttle_shadow_denied++;
+            rcounters_limit_shadow(c->srv, name);
+        } else
+            rcounters_limit(c->srv, name, 1, w->units);
         reply_lease(c, name, d->lease_id, key, w->keylen, w->ttl_ns, d->remaining);
         return;
     }
@@ -473,10 +480,17 @@ static void reply_lease_answer(conn *c, const rstore_wait *w, const sluice_decis
 }
 
 /* Counts a THROTTLE the store decided, per link as the core does: a grant on every link with its
- * units, a denial on the link that denied (rcounters.h). names: the links' names, NUL-separated. */
-static void count_throttle(server *s, const rstore_wait *w, const char *names)
+ * units, a denial on the link that denied (rcounters.h); a shadow link's would-be denial is
+ * counted as its shadow_denied, whatever the chain did. names: the links' names,
+ * NUL-separated. */
+static void count_throttle(server *s, const rstore_wait *w, const sluice_decision *dec,
+                           const char *names)
 {
     for (size_t i = 0; i < w->nlinks; i++, names += strlen(names) + 1) {
+        if (dec[i].shadow_denied) {
+            rcounters_limit_shadow(s, names);
+            continue;
+        }
         if (w->res.chain.allowed)
             rcounters_limit(s, names, 1, w->units);
         else if (i == w->res.chain.denied_by)
@@ -524,10 +538,17 @@ static void reply_wait(rstore *st, rbatch *b, rstore_wait *w)
         reply_engine_error(c, w->res.rc, NULL);
         return;
     }
+    if (w->kind == WAIT_BACKOFF) {
+        /* How long the key now waits for one unit, in the store's time. */
+        resp_int(conn_out(c), command_ns_to_ms(w->res.slot_ns - w->res.now_ns));
+        return;
+    }
     if (w->kind == WAIT_CELL) {
         cell_reply r;
 
         cell_map_decision(&dec[0], w->quantity, w->t_ns, &r);
+        if (dec[0].shadow_denied && w->quantity)
+            st->s->stats.throttle_shadow_denied++;
         cell_write_reply(c, &r);
         return;
     }
@@ -538,18 +559,25 @@ static void reply_wait(rstore *st, rbatch *b, rstore_wait *w)
     if (!w->res.chain.allowed) {
         report = w->res.chain.denied_by < w->nlinks ? w->res.chain.denied_by : 0;
     } else {
+        /* The tightest link among those that said yes for real when there are any (a shadow
+         * link's would-be no has none left). */
         for (size_t i = 1; i < w->nlinks; i++) {
-            if (dec[i].remaining < dec[report].remaining)
+            if (dec[i].shadow_denied != dec[report].shadow_denied
+                    ? dec[report].shadow_denied
+                    : dec[i].remaining < dec[report].remaining)
                 report = i;
         }
     }
     if (!w->peek)
-        count_throttle(st->s, w, name);
+        count_throttle(st->s, w, dec, name);
     for (size_t i = 0; i < report; i++)
         name += strlen(name) + 1;
     dec[report].allowed = w->res.chain.allowed;
     if (!w->res.chain.allowed)
         dec[report].retry_after_ns = w->res.chain.retry_after_ns;
+    /* The reply counts as a shadow pass when any link of the chain would have said no. */
+    for (size_t i = 0; i < w->nlinks; i++)
+        dec[report].shadow_denied |= w->res.chain.allowed && dec[i].shadow_denied;
     reply_throttle(c, &dec[report], w->res.chain.allowed ? NULL : name);
 }
 
@@ -1370,6 +1398,7 @@ static void to_rlim_links(const rstore *st, const rstore_link *links, size_t n, 
         rl[i].key = links[i].key;
         rl[i].keylen = links[i].keylen;
         rl[i].units = links[i].units;
+        rl[i].shadow = links[i].shadow;
         set_tag(st, &rl[i]);
     }
 }
@@ -1455,7 +1484,7 @@ int rstore_peek_then(conn *c, const rstore_link *links, size_t n, rstore_peek_fn
 }
 
 void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const char *key,
-                 size_t keylen, int64_t quantity, int64_t t_ns)
+                 size_t keylen, int64_t quantity, int64_t t_ns, int shadow)
 {
     rstore *st = state_of(c->srv);
     rlim_link link;
@@ -1474,6 +1503,7 @@ void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const cha
     link.key = key;
     link.keylen = keylen;
     link.units = quantity ? quantity : 1;
+    link.shadow = shadow;
     set_tag(st, &link);
     slot = request_slot(st, c, &link, 1, NULL);
     if (slot < 0)
@@ -1488,8 +1518,44 @@ void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const cha
     maybe_send_full(st);
 }
 
+void rstore_backoff(conn *c, const sluice_limit_def *def, const char *limit_id, const char *key,
+                    size_t keylen, int64_t wait_ns)
+{
+    rstore *st = state_of(c->srv);
+    rlim_link link;
+    rlim_args args;
+    rstore_wait *w;
+    int slot;
+
+    if (!store_up(st)) {
+        req_info q = {WAIT_BACKOFF, def_capacity(def), 0, NULL, NULL, 0};
+
+        reply_unavailable_decision(st, c, &q, down_why(st));
+        return;
+    }
+    memset(&link, 0, sizeof(link));
+    link.def = def;
+    link.limit_id = limit_id;
+    link.key = key;
+    link.keylen = keylen;
+    link.units = 1;
+    set_tag(st, &link);
+    memset(&args, 0, sizeof(args));
+    args.wait_ns = wait_ns;
+    slot = request_slot(st, c, &link, 1, NULL);
+    if (slot < 0)
+        return;
+    w = add_request_args(st, c, RLIM_BACKOFF, &link, 1, 0, &args, slot);
+    if (!w)
+        return;
+    w->kind = WAIT_BACKOFF;
+    w->limit = def_capacity(def);
+    maybe_send_full(st);
+}
+
 void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *name,
-                  const char *key, size_t keylen, int64_t units, uint64_t lease_id, int64_t ttl_ns)
+                  const char *key, size_t keylen, int64_t units, uint64_t lease_id, int64_t ttl_ns,
+                  int shadow)
 {
     rstore *st = state_of(c->srv);
     wait_kind kind = op == RLIM_DECIDE        ? WAIT_ACQUIRE
@@ -1513,6 +1579,7 @@ void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *
     link.key = key;
     link.keylen = keylen;
     link.units = units > 0 ? units : 1;
+    link.shadow = op == RLIM_DECIDE && shadow;
     set_tag(st, &link);
     memset(&args, 0, sizeof(args));
     args.ttl_ns = ttl_ns;

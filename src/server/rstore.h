@@ -197,9 +197,10 @@ config_store_kind rstore_kind(const server *s);
 const char *rstore_kind_name(const server *s);
 
 /* One THROTTLE on the shared store: the n links (n >= 1) as the command resolved them, each
- * with its definition, the limit id Redis keys it under (the limit's name, or "name/tier") and
- * the name a denial reports. PEEK in flags peeks. Replies now (store down) or later (deferred);
- * either way exactly one reply. */
+ * with its definition, the limit id Redis keys it under (the limit's name, or "name/tier"), the
+ * name a denial reports, and its mode (shadow: its limit in shadow mode, or limits off; the store
+ * passes its would-be denials, rlim_link). PEEK in flags peeks. Replies now (store down) or later
+ * (deferred); either way exactly one reply, as the local chain's (reply_throttle). */
 typedef struct rstore_link {
     const sluice_limit_def *def;
     const char *limit_id;
@@ -207,6 +208,7 @@ typedef struct rstore_link {
     const char *key;
     size_t keylen;
     int64_t units;
+    int shadow;
 } rstore_link;
 void rstore_throttle(conn *c, const rstore_link *links, size_t n, unsigned flags);
 
@@ -224,15 +226,26 @@ typedef void (*rstore_peek_fn)(void *arg, const rlim_result *r, const sluice_dec
 int rstore_peek_then(conn *c, const rstore_link *links, size_t n, rstore_peek_fn fn, void *arg);
 
 /* One CL.THROTTLE on the shared store: def is the triple's rate limit, id its "!cell:B:C:P",
- * quantity 0 a peek of one unit; t_ns the emission interval (cell_map_decision). */
+ * quantity 0 a peek of one unit; t_ns the emission interval (cell_map_decision); shadow 1 while
+ * limits are off (`enabled: false`: every would-be denial passes, still counted). */
 void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const char *key,
-                 size_t keylen, int64_t quantity, int64_t t_ns);
+                 size_t keylen, int64_t quantity, int64_t t_ns, int shadow);
+
+/* One LIMIT.BACKOFF on the shared store: def is the rate limit that holds key (its override's, or
+ * its tier's), limit_id the id THROTTLE keys that state under; nothing is granted on the key
+ * before the store's now + wait_ns (RLIM_BACKOFF). Replies the key's wait for one unit in ms, now
+ * or later, or -STOREDOWN (whatever the failure mode: a backoff grants nothing). */
+void rstore_backoff(conn *c, const sluice_limit_def *def, const char *limit_id, const char *key,
+                    size_t keylen, int64_t wait_ns);
 
 /* LEASE.ACQUIRE (op RLIM_DECIDE: units, ttl_ns, 0 for the def's), LEASE.RENEW (RLIM_LEASE_RENEW:
  * lease_id, ttl_ns) and LEASE.RELEASE (RLIM_LEASE_RELEASE: lease_id) of a concurrency limit on the
- * shared store. The handle ACQUIRE answers is "NAME/ID/KEYHEX" (rstore_parse_handle). */
+ * shared store. The handle ACQUIRE answers is "NAME/ID/KEYHEX" (rstore_parse_handle). shadow
+ * (ACQUIRE only): the limit is in shadow mode; past its cap the caller is let through holding
+ * nothing, with lease id 0 in its handle, whose RENEW and RELEASE the caller answers itself. */
 void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *name,
-                  const char *key, size_t keylen, int64_t units, uint64_t lease_id, int64_t ttl_ns);
+                  const char *key, size_t keylen, int64_t units, uint64_t lease_id, int64_t ttl_ns,
+                  int shadow);
 
 /* Parses a handle of rstore_lease: name (COMMAND_NAME_BUF bytes), the lease id, and the key
  * decoded into key (at most keymax bytes; *keylen its length). Returns 0 or -1. Pure. */

@@ -73,6 +73,28 @@ void rtasks_links_of(const sluice_engine *e, const sluice_charge *ch, size_t n,
     }
 }
 
+const char *rtasks_shadow_link(const sluice_engine *e, const sluice_charge *ch, size_t n)
+{
+    int off = !sluice_engine_enabled(e);
+
+    for (size_t i = 0; i < n; i++) {
+        const sluice_limit_policy *p = sluice_engine_get_limit(e, ch[i].limit, NULL);
+
+        if (off || (p && p->mode == SLUICE_MODE_SHADOW))
+            return ch[i].limit;
+    }
+    return NULL;
+}
+
+void rtasks_reply_shadow(conn *c, const char *command, const char *limit)
+{
+    resp_error(conn_out(c), "ERR",
+               "%s: limit \"%s\" of the task's chain is in shadow mode (or limits are off), "
+               "which the shared task queue does not take yet (it would enforce the limit); "
+               "THROTTLE, CL.THROTTLE and LEASE.ACQUIRE take it (docs/cluster.md)",
+               command, limit);
+}
+
 static rtasks *state_of(const server *s)
 {
     return s->rtasks_state;
@@ -392,6 +414,10 @@ void rtasks_add(conn *c, const sluice_task_spec *spec, int64_t delay_ns)
     }
     if (n < 0) {
         reply_engine_error(c, n, err.message);
+        goto done;
+    }
+    if (rtasks_shadow_link(s->engine, ch, (size_t)n)) {
+        rtasks_reply_shadow(c, "TASK.ADD", rtasks_shadow_link(s->engine, ch, (size_t)n));
         goto done;
     }
     rtasks_links_of(s->engine, ch, (size_t)n, ids, rt->pg ? NULL : RTASKS_TAG, links);

@@ -283,6 +283,7 @@ static int send_peek(xplain *x, const rtask_task *t, char *text, size_t textlen)
         links[i].key = ch[i].key;
         links[i].keylen = ch[i].keylen;
         links[i].units = ch[i].units;
+        links[i].shadow = 0; /* the task's chain as the store keeps it: enforced */
     }
     x->in_flight = 1;
     if (rstore_peek_then(x->c, links, (size_t)n, on_peek, x) != 0) {

@@ -211,9 +211,6 @@ const char *server_limit_unsupported(const sluice_limit_policy *p)
 {
     int adaptive = def_adaptive(&p->def);
 
-    if (p->mode == SLUICE_MODE_SHADOW)
-        return "mode: shadow is not available with a shared store yet (the store would "
-               "enforce the limit)";
     for (size_t t = 0; t < p->ntiers; t++)
         adaptive |= def_adaptive(&p->tiers[t].def);
     for (size_t k = 0; k < p->noverrides; k++)
@@ -226,9 +223,6 @@ const char *server_limit_unsupported(const sluice_limit_policy *p)
 
 const char *server_store_unsupported(const sluice_config *c)
 {
-    if (c->disabled)
-        return "enabled: false is not available with a shared store yet (the store would enforce "
-               "every limit)";
     for (size_t i = 0; i < c->nlimits; i++) {
         const char *why = server_limit_unsupported(&c->limits[i]);
 

@@ -142,10 +142,10 @@ size_t pgl_batch_link_count(const pgl_batch *b, size_t i)
 /* The 1-based index of d's text among the batch's definitions, appending it when new. The text,
  * not the pointer, identifies a definition: a def may be freed and its memory reused between two
  * adds. */
-static int def_index(pgl_batch *b, const sluice_limit_def *d, size_t *idx)
+static int def_index(pgl_batch *b, const rlim_link *l, size_t *idx)
 {
-    char text[160];
-    size_t len = (size_t)rlim_def_text(d, text, sizeof text);
+    char text[RLIM_DEF_TEXT_MAX];
+    size_t len = (size_t)rlim_link_def_text(l, text, sizeof text);
     int rc;
 
     for (size_t i = b->ndefs; i-- > 0;) {
@@ -187,7 +187,7 @@ static int add_request(pgl_batch *b, rlim_op op, const rlim_link *links, size_t 
 
         rc = rlim_link_names(&links[i], &nm);
         if (rc == SLUICE_OK)
-            rc = def_index(b, links[i].def, &def);
+            rc = def_index(b, &links[i], &def);
         if (rc == SLUICE_OK)
             rc = put_hex_elem(&b->arr[PGL_TAGS], nm.tag, nm.taglen);
         if (rc == SLUICE_OK)
@@ -211,7 +211,7 @@ int pgl_batch_add(pgl_batch *b, rlim_op op, const rlim_link *links, size_t n, co
     size_t lens[PGL_NARRAYS], ndefs = b->ndefs, deftext = b->deftext.len;
     int rc;
 
-    if (op < RLIM_DECIDE || op > RLIM_SETTLE || !links || n < 1)
+    if (op < RLIM_DECIDE || op > RLIM_OP_LAST || !links || n < 1)
         return SLUICE_EINVAL;
     if (op != RLIM_DECIDE && op != RLIM_PEEK && (n != 1 || !args))
         return SLUICE_EINVAL;

@@ -224,6 +224,17 @@ int rlim_def_text(const sluice_limit_def *d, char *buf, size_t len)
                     (int64_t)d->calendar);
 }
 
+int rlim_link_def_text(const rlim_link *l, char *buf, size_t len)
+{
+    int n = rlim_def_text(l->def, buf, len);
+
+    if (l->shadow && n >= 0 && (size_t)n + 2 < len) {
+        memcpy(buf + n, " s", 3);
+        n += 2;
+    }
+    return n;
+}
+
 /* FNV-1a: only to skip most byte comparisons when looking a definition up. */
 static uint64_t def_hash(const char *s, size_t len)
 {
@@ -237,10 +248,10 @@ static uint64_t def_hash(const char *s, size_t len)
 /* The 1-based index of def's text among the batch's definitions, appending it when new. The
  * text, not the pointer, identifies a definition: a def may be freed and its memory reused
  * between two adds. */
-static int def_index(rlim_batch *b, const sluice_limit_def *d, size_t *idx)
+static int def_index(rlim_batch *b, const rlim_link *l, size_t *idx)
 {
     char text[RLIM_DEF_TEXT_MAX];
-    int len = rlim_def_text(d, text, sizeof text);
+    int len = rlim_link_def_text(l, text, sizeof text);
     uint64_t h = def_hash(text, (size_t)len);
     void *dh = b->dhash;
     int rc;
@@ -265,7 +276,7 @@ static int def_index(rlim_batch *b, const sluice_limit_def *d, size_t *idx)
 
 int rlim_request_head(rlim_op op, const rlim_args *args, const char *counts, char *buf, size_t cap)
 {
-    static const char *const op_word[] = {"", "D", "P", "N", "R", "S"};
+    static const char *const op_word[] = {"", "D", "P", "N", "R", "S", "B"};
     int64_t a[3] = {0, 0, 0};
 
     switch (op) {
@@ -281,6 +292,9 @@ int rlim_request_head(rlim_op op, const rlim_args *args, const char *counts, cha
         a[0] = args->charged_ns;
         a[1] = args->estimate;
         a[2] = args->actual;
+        break;
+    case RLIM_BACKOFF:
+        a[0] = args->wait_ns;
         break;
     }
     return snprintf(buf, cap, "%s %s %" PRId64 " %" PRId64 " %" PRId64, op_word[op], counts, a[0],
@@ -356,7 +370,7 @@ static int add_links(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n
         for (size_t i = 0; i < n && rc == SLUICE_OK; i++) {
             size_t def;
 
-            rc = def_index(b, links[i].def, &def);
+            rc = def_index(b, &links[i], &def);
             if (rc == SLUICE_OK)
                 len += (size_t)snprintf(str + len, cap - len, " %zu %zu %" PRId64, def,
                                         nm[i].tagidx, links[i].units > 0 ? links[i].units : 1);
@@ -377,7 +391,7 @@ int rlim_batch_add(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
     void *reqs;
     int rc;
 
-    if (op < RLIM_DECIDE || op > RLIM_SETTLE || !links || n < 1)
+    if (op < RLIM_DECIDE || op > RLIM_OP_LAST || !links || n < 1)
         return SLUICE_EINVAL;
     if (op != RLIM_DECIDE && op != RLIM_PEEK && (n != 1 || !args))
         return SLUICE_EINVAL;
@@ -594,7 +608,7 @@ static int status_of(packed_fields *f, int *rc)
 static int read_decision(packed_fields *f, sluice_decision *d)
 {
     long long allowed;
-    int rc = parse_small(f, 1, &allowed);
+    int rc = parse_small(f, 2, &allowed); /* 2: a shadow link's pass */
 
     memset(d, 0, sizeof *d);
     if (rc == SLUICE_OK)
@@ -607,7 +621,8 @@ static int read_decision(packed_fields *f, sluice_decision *d)
         rc = packed_i64(f, &d->reset_after_ns);
     if (rc == SLUICE_OK)
         rc = packed_u64(f, &d->lease_id);
-    d->allowed = (int)allowed;
+    d->allowed = allowed != 0;
+    d->shadow_denied = allowed == 2;
     return rc;
 }
 
@@ -676,6 +691,11 @@ int rlim_parse_answer(rlim_op op, size_t nlinks, const char *s, size_t len, rlim
         return packed_at_end(&f) && (res->rc == SLUICE_OK || res->rc == SLUICE_ESTATE)
                    ? SLUICE_OK
                    : SLUICE_EPARSE;
+    case RLIM_BACKOFF:
+        if (res->rc != SLUICE_OK)
+            return SLUICE_EPARSE;
+        rc = packed_i64(&f, &res->slot_ns);
+        return rc == SLUICE_OK && packed_at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
     }
     return SLUICE_EPARSE;
 }

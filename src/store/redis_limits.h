@@ -50,6 +50,10 @@ typedef struct rlim_link {
                       * id for an empty key. Must be the same for every use of (limit, key). */
     size_t taglen;
     int64_t units; /* >= 1 (RENEW and RELEASE ignore it) */
+    int shadow;    /* 1: the link's limit is in shadow mode (or limits are off): decided and
+                    * charged as the others, but its would-be denial passes uncharged and never
+                    * makes the chain deny (core/chain.c's rule); its decision then comes back
+                    * allowed with shadow_denied set */
 } rlim_link;
 
 typedef enum rlim_op {
@@ -58,7 +62,11 @@ typedef enum rlim_op {
     RLIM_LEASE_RENEW,   /* one concurrency link + lease id + ttl */
     RLIM_LEASE_RELEASE, /* one concurrency link + lease id */
     RLIM_SETTLE,        /* one link + charged time + estimate + actual (sluice_limit_settle) */
+    RLIM_BACKOFF,       /* one rate link + wait: held back (sluice_limit_backoff; LIMIT.BACKOFF) */
 } rlim_op;
+
+/* The last op, for range checks. */
+#define RLIM_OP_LAST RLIM_BACKOFF
 
 /* The arguments of an op beyond its links. Zero what an op does not use. */
 typedef struct rlim_args {
@@ -68,6 +76,7 @@ typedef struct rlim_args {
     int64_t charged_ns; /* SETTLE: the store time of the grant being corrected */
     int64_t estimate;   /* SETTLE: the units charged then */
     int64_t actual;     /* SETTLE: the units it really cost */
+    int64_t wait_ns;    /* BACKOFF: nothing granted on the key before the store's now + wait_ns */
 } rlim_args;
 
 typedef struct rlim_batch rlim_batch;
@@ -148,11 +157,13 @@ void rlim_cmd_free(rlim_cmd *c);
 typedef struct rlim_result {
     int rc;         /* 0, or this request's error: SLUICE_ESTALE (RENEW/RELEASE of a lease that
                      * is gone), SLUICE_ESTATE (SETTLE of a grant whose window or period is over),
-                     * SLUICE_EINVAL (SETTLE on a concurrency limit; a request the script refused) */
+                     * SLUICE_EINVAL (SETTLE on a concurrency limit, BACKOFF on another kind than
+                     * a rate or with a negative wait; a request the script refused) */
     int64_t now_ns; /* the store time the request was decided at */
     sluice_chain_result chain; /* DECIDE, PEEK: as sluice_chain_decide fills it */
     int64_t expires_ns;        /* RENEW: the lease's new expiry (store time) */
-    size_t n;                  /* links of the request */
+    int64_t slot_ns; /* BACKOFF: the key's earliest slot for one unit afterwards (store time) */
+    size_t n;        /* links of the request */
 } rlim_result;
 
 /* Reads request i of the reply to this batch's command. decisions (may be NULL) receives the n
@@ -210,9 +221,15 @@ int rlim_link_ok(const rlim_link *l, rlim_op op);
 #define RLIM_DEF_TEXT_MAX 160
 int rlim_def_text(const sluice_limit_def *d, char *buf, size_t len);
 
+/* The definition text of a link as the limits calls send it: rlim_def_text of its def, followed
+ * by " s" when the link is in shadow mode (RLIM_DEF_TEXT_MAX bytes always suffice). Returns its
+ * length. */
+int rlim_link_def_text(const rlim_link *l, char *buf, size_t len);
+
 /* Writes the head of a request as the stores read it, "OPWORD COUNTS a1 a2 a3" (COUNTS is the
  * caller's: the Redis script also wants the request's tag count), with op's numbers: a lease id
- * and TTL for RENEW/RELEASE, a TTL for DECIDE/PEEK, charged time, estimate and actual for SETTLE.
+ * and TTL for RENEW/RELEASE, a TTL for DECIDE/PEEK, charged time, estimate and actual for SETTLE,
+ * the wait for BACKOFF.
  * Returns snprintf's length. */
 int rlim_request_head(rlim_op op, const rlim_args *args, const char *counts, char *buf, size_t cap);
 

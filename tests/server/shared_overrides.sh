@@ -7,8 +7,8 @@
 # the poll (measured, bounded); a per-key override set on B and removed on A; a LIMIT.DEL of a
 # limit the file declares; a node started after the changes has them before it listens; a node
 # restarted keeps them; CONFIG RELOAD does not drop them; LIMIT.RESET of one key forgets its
-# shared state; argument errors keep the single node's words; what the store cannot enforce
-# (mode=shadow) and LIMIT.RESET of every key are refused. On Redis also:
+# shared state; argument errors keep the single node's words; LIMIT.RESET of every key is
+# refused; shadow mode and `enabled: false` act on every node (shadow_checks). On Redis also:
 # a LIMIT.SET while Redis is stopped answers -STOREDOWN and the nodes agree again once it is back.
 # Every wait is a deadline, never a sleep.
 #
@@ -36,6 +36,69 @@ limit_of() { redis-cli -p "$1" THROTTLE call "$2" PEEK 2>&1 | sed -n 2p; }
 limit_is() { [ "$(limit_of "$1" "$2")" = "$3" ]; }
 nolimit() { spec "$1" "$2" | grep -q '^NOLIMIT'; }
 store_up() { [ "$(store_field "$1" store_state)" = up ]; }
+
+# Shadow mode on a shared store (run by suite with $label, $url, $a, $b, $c; api at 2/1h, k1
+# spent): a limit switched to shadow on one node passes its would-be denials on every node,
+# still charging the shared budget, and the enforced limit starts from what shadow counted; the
+# shared task queue refuses a chain with a shadow link; `enabled: false` (CONFIG RELOAD) makes
+# CL.THROTTLE pass on every node reloaded, and `enabled: true` enforces the state it counted.
+# Then LIMIT.BACKOFF on one node holds a key back for all, and LIMIT.RATE answers everywhere.
+# shadow_counted PORT N: the node's INFO counters show at least N would-be denials of api.
+shadow_counted() {
+  local n
+  n=$(redis-cli -p "$1" INFO counters | tr -d '\r' | grep '^counters_limit_api:' | tr ',' '\n' |
+    awk -F= '$1 == "shadow_denied" { print $2 }')
+  [ -n "$n" ] && [ "$n" -ge "$2" ]
+}
+shadow_checks() {
+  local sd got
+  check "$label: LIMIT.SET mode=shadow on a" OK "$(on "$a" LIMIT.SET api mode=shadow)"
+  contains "$label: a's spec" "mode=shadow" "$(spec "$a" api)"
+  wait_until "$label: b has the shadow mode" 10 spec_is "$b" api "$(spec "$a" api)"
+  sd=$(redis-cli -p "$b" INFO stats | tr -d '\r' | awk -F: '$1 == "throttle_shadow_denied" { print $2 }')
+  check "$label: b lets the spent key through" "1 2 0 0" \
+    "$(redis-cli -p "$b" THROTTLE call k1 | head -4 | tr '\n' ' ' | sed 's/ *$//')"
+  check "$label: and counts the would-be denial" "$((sd + 1))" \
+    "$(redis-cli -p "$b" INFO stats | tr -d '\r' | awk -F: '$1 == "throttle_shadow_denied" { print $2 }')"
+  wait_until "$label: the would-be denial is summed across nodes (a's INFO counters)" 10 \
+    shadow_counted "$a" 1
+  check "$label: a fresh key is charged in shadow (a)" "1 1" \
+    "$(redis-cli -p "$a" THROTTLE api sh1 | head -3 | sed -n '1p;3p' | tr '\n' ' ' | sed 's/ *$//')"
+  check "$label: ... and on b, 2 of 2" "1 0" \
+    "$(redis-cli -p "$b" THROTTLE api sh1 | head -3 | sed -n '1p;3p' | tr '\n' ' ' | sed 's/ *$//')"
+  wait_until "$label: c has the shadow mode" 10 spec_is "$c" api "$(spec "$a" api)"
+  check "$label: past it on c, still a pass" 1 "$(redis-cli -p "$c" THROTTLE api sh1 | head -1)"
+  check "$label: a peek passes too" 1 "$(redis-cli -p "$a" THROTTLE call k1 PEEK | head -1)"
+  [ "$label" = cluster ] ||
+    contains "$label: TASK.ADD of a chain with a shadow link is refused" "shadow mode" \
+      "$(on "$b" TASK.ADD call '{}' KEY k1)"
+  check "$label: mode=enforce on b" OK "$(on "$b" LIMIT.SET api mode=enforce)"
+  wait_until "$label: a has it enforced" 10 spec_is "$a" api "rate=2/1h,key=explicit"
+  check "$label: the state counted in shadow is enforced" "0 api" \
+    "$(redis-cli -p "$a" THROTTLE api sh1 | sed -n '1p;6p' | tr '\n' ' ' | sed 's/ *$//')"
+  # The global switch, on both nodes' file.
+  check "$label: CL.THROTTLE spends its key on a" 0 "$(redis-cli -p "$a" CL.THROTTLE "cl$label" 0 1 3600 | head -1)"
+  check "$label: CL.THROTTLE then denies on b" 1 "$(redis-cli -p "$b" CL.THROTTLE "cl$label" 0 1 3600 | head -1)"
+  sed -i '1i enabled: false' "$tmp/sluice.yaml"
+  check "$label: reload a with enabled: false" OK "$(on "$a" CONFIG RELOAD)"
+  check "$label: reload b with enabled: false" OK "$(on "$b" CONFIG RELOAD)"
+  check "$label: CL.THROTTLE passes on a" 0 "$(redis-cli -p "$a" CL.THROTTLE "cl$label" 0 1 3600 | head -1)"
+  check "$label: THROTTLE passes on b" 1 "$(redis-cli -p "$b" THROTTLE api sh1 | head -1)"
+  sed -i '1d' "$tmp/sluice.yaml"
+  check "$label: reload a with enabled: true" OK "$(on "$a" CONFIG RELOAD)"
+  check "$label: reload b with enabled: true" OK "$(on "$b" CONFIG RELOAD)"
+  check "$label: CL.THROTTLE enforced again on b" 1 "$(redis-cli -p "$b" CL.THROTTLE "cl$label" 0 1 3600 | head -1)"
+  # LIMIT.BACKOFF on one node holds the key back on every node, in the store's clock.
+  check "$label: LIMIT.BACKOFF on a" 5000 "$(on "$a" LIMIT.BACKOFF api bk 5000)"
+  got=$(redis-cli -p "$b" THROTTLE api bk | sed -n '1p;4p' | tr '\n' ' ')
+  check "$label: b denies the held key" 0 "${got%% *}"
+  within "$label: for the backoff's wait" 4000 5000 "$(echo "$got" | awk '{ print $2 }')"
+  within "$label: a shorter backoff keeps the longer wait" 4000 5000 "$(on "$c" LIMIT.BACKOFF api bk 10)"
+  contains "$label: LIMIT.BACKOFF's errors: the single node's words" "WRONGARGS" \
+    "$(on "$b" LIMIT.BACKOFF api bk -1)"
+  check "$label: LIMIT.RATE on b" "key bk rate 2/1h configured 2/1h why configured (not adaptive)" \
+    "$(on "$b" LIMIT.RATE api bk)"
+}
 
 # suite LABEL URL: the checks on one store (fresh: nothing shared yet).
 suite() {
@@ -118,11 +181,10 @@ suite() {
     "$(on "$a" LIMIT.SET api 'rate=2/1x')"
   contains "$label: LIMIT.KEY of no limit" 'NOLIMIT no limit named "nope"' \
     "$(on "$a" LIMIT.KEY nope k rate=1/1s)"
-  contains "$label: mode=shadow refused" "mode: shadow is not available with a shared store" \
-    "$(on "$a" LIMIT.SET api rate=2/1h,key=explicit,mode=shadow)"
   contains "$label: LIMIT.RESET of every key still refused" "is not available with a" \
     "$(on "$a" LIMIT.RESET api)"
   check "$label: a refused change changed nothing" "rate=2/1h,key=explicit" "$(spec "$b" api)"
+  shadow_checks
   # Back to the file's definition, by LIMIT.SET.
   check "$label: LIMIT.SET back" OK "$(on "$c" LIMIT.SET api rate=5/1h,key=explicit)"
   wait_until "$label: a has it back" 10 spec_is "$a" api "rate=5/1h,key=explicit"

@@ -6,8 +6,10 @@
  * answers, so the same random sequences prove each of them equal to the core.
  *
  * Random worlds of five limits (rate with units, burst and start_empty, fixed and sliding
- * windows, concurrency leases, quotas with none/day/month calendars) get random batches of
- * requests (chains of 1 to 3 links, peeks, lease renewals and releases, settlements) at injected
+ * windows, concurrency leases, quotas with none/day/month calendars; some of them in shadow mode,
+ * and now and then all of them, as under `enabled: false`) get random batches of
+ * requests (chains of 1 to 3 links, peeks, lease renewals and releases, settlements, backoffs
+ * of a key by a wait of nanoseconds to 30 days) at injected
  * times that move forward by steps of nanoseconds to days, and sometimes back. Every request goes
  * both through the in-process core (sluice_chain_decide and friends) and through the store (one
  * EVALSHA, or one call of sluice_limits_call, per batch, built and read by store/redis_limits.c
@@ -194,12 +196,16 @@ static void make_limit(world *w, int i, sluice_limit_kind kind)
 
 static void world_init(world *w, int focus)
 {
+    int all_shadow = chance(5); /* `enabled: false`: every limit in shadow mode */
+
     memset(w, 0, sizeof *w);
     for (int i = 0; i < NLIM; i++) {
         sluice_limit_kind kind = i < 3 ? (sluice_limit_kind)focus : (sluice_limit_kind)rr(1, 5);
 
         make_limit(w, i, kind);
         snprintf(w->id[i], sizeof w->id[i], "L%d", i);
+        /* Shadow links: judged and charged as enforced ones, their would-be denials passed. */
+        sluice_limit_set_shadow(w->lim[i], all_shadow || chance(20));
     }
 }
 
@@ -246,6 +252,8 @@ static void gen_request(world *w, req *q, int64_t t, int64_t clock)
         q->op = chance(50) ? RLIM_LEASE_RENEW : RLIM_LEASE_RELEASE;
     else if (r < 37 && w->ngrants > 0)
         q->op = RLIM_SETTLE;
+    else if (r < 43)
+        q->op = RLIM_BACKOFF;
 
     if (q->op == RLIM_LEASE_RENEW || q->op == RLIM_LEASE_RELEASE) {
         q->lease = (int)rr(0, (int64_t)w->nleases - 1);
@@ -255,6 +263,23 @@ static void gen_request(world *w, req *q, int64_t t, int64_t clock)
         q->units[0] = 1;
         q->args.lease_id = w->leases[q->lease].redis_id;
         q->args.ttl_ns = rr(1, 2000) * SLUICE_NS_PER_MS;
+        return;
+    }
+    if (q->op == RLIM_BACKOFF) {
+        static const int64_t waits[] = {0,
+                                        1000,
+                                        SLUICE_NS_PER_MS,
+                                        SLUICE_NS_PER_SEC,
+                                        3600 * SLUICE_NS_PER_SEC,
+                                        30 * NS_PER_DAY};
+
+        q->n = 1;
+        q->lim[0] = (int)rr(0, NLIM - 1); /* maybe not a rate limit: refused by both */
+        q->key[0] = (int)rr(0, NKEYS - 2);
+        q->units[0] = 1;
+        q->args.wait_ns = rr(0, waits[rr(0, 5)]);
+        if (chance(2))
+            q->args.wait_ns = -1; /* refused by both */
         return;
     }
     if (q->op == RLIM_SETTLE) {
@@ -302,6 +327,7 @@ static void make_link(const world *w, const req *q, size_t i, rlim_link *l)
     l->tag = "T";
     l->taglen = 1;
     l->units = q->units[i];
+    l->shadow = sluice_limit_shadow(w->lim[q->lim[i]]);
 }
 
 static void sweep_all(world *w, int64_t now)
@@ -396,6 +422,7 @@ static void check_request(world *w, const req *q, int ri, int64_t t, const rlim_
         SAME(ri, what, cd[i].f, rdec[i].f);                                                        \
     } while (0)
             FIELD(allowed);
+            FIELD(shadow_denied);
             FIELD(limit);
             FIELD(remaining);
             FIELD(retry_after_ns);
@@ -437,6 +464,16 @@ static void check_request(world *w, const req *q, int ri, int64_t t, const rlim_
             rc = sluice_lease_release(w->lim[p->lim], p->core_id, now);
             SAME(ri, "release status", rc, res->rc);
         }
+        return;
+    }
+    if (q->op == RLIM_BACKOFF) {
+        int64_t slot = 0;
+        int rc = sluice_limit_backoff(w->lim[q->lim[0]], key_names[q->key[0]],
+                                      strlen(key_names[q->key[0]]), q->args.wait_ns, now, &slot);
+
+        SAME(ri, "backoff status", rc, res->rc);
+        if (rc == SLUICE_OK)
+            SAME(ri, "backoff slot", slot, res->slot_ns);
         return;
     }
     {
@@ -632,7 +669,8 @@ static void run_round(store *st, int round, int focus, int requests)
 
             check_request(&w, &qs[i], i, t, &res, d, rc);
             if (rc == SLUICE_OK && res.chain.allowed && qs[i].op == RLIM_DECIDE)
-                granted_links += (long)qs[i].n;
+                for (size_t k = 0; k < qs[i].n; k++)
+                    granted_links += !d[k].shadow_denied; /* a shadow pass charged nothing */
         }
         reply_free(r);
         requests -= n;

@@ -166,7 +166,7 @@ static void test_add_refused(void **state)
     assert_int_equal(pgl_batch_add(b, RLIM_LEASE_RELEASE, two, 2, &a), SLUICE_EINVAL);
     assert_int_equal(pgl_batch_add(b, RLIM_SETTLE, &l, 1, NULL), SLUICE_EINVAL);
     assert_int_equal(pgl_batch_add(b, (rlim_op)0, &l, 1, NULL), SLUICE_EINVAL);
-    assert_int_equal(pgl_batch_add(b, (rlim_op)6, &l, 1, NULL), SLUICE_EINVAL);
+    assert_int_equal(pgl_batch_add(b, (rlim_op)7, &l, 1, NULL), SLUICE_EINVAL);
     assert_int_equal(pgl_batch_add(b, RLIM_DECIDE, &l, 0, NULL), SLUICE_EINVAL);
     assert_int_equal(pgl_batch_add(b, RLIM_DECIDE, NULL, 1, NULL), SLUICE_EINVAL);
     adaptive.decrease_den = 2; /* AIMD: not something the function knows */

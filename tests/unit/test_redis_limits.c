@@ -80,6 +80,75 @@ static void test_layout_chain(void **state)
     rlim_batch_free(b);
 }
 
+/* A shadow link: its definition text says so (" s", a definition of its own next to the same
+ * limit enforced), and its would-be denial comes back as allowed 2, read as a pass. */
+static void test_shadow(void **state)
+{
+    rlim_batch *b;
+    rlim_link links[2];
+    rlim_result res;
+    sluice_decision d[2];
+    const char *ans = "OK 7 1 0 0 2 5 0 100 100 0 1 3 2 0 0 9";
+    cmd c;
+    int i = 0;
+
+    (void)state;
+    assert_int_equal(rlim_batch_new(NULL, &b), SLUICE_OK);
+    links[0] = link_of(&rate_def, "api", "k", 1);
+    links[0].shadow = 1;
+    links[1] = link_of(&rate_def, "api2", "k", 1);
+    assert_int_equal(rlim_batch_add(b, RLIM_DECIDE, links, 2, NULL), 0);
+    c = command_of(b, "0123456789abcdef0123456789abcdef01234567");
+    i = 3 + 3;              /* EVALSHA, sha, numkeys, then the one tag's clock and the two states */
+    assert_arg(&c, i, "2"); /* the protocol, flags, time, one request, two definitions */
+    assert_arg(&c, i + 4, "2");
+    i += 5;
+    assert_arg(&c, i++, "1 10 1000000000 5 1 30000000000 0 s");
+    assert_arg(&c, i++, "1 10 1000000000 5 1 30000000000 0");
+    assert_arg(&c, i++, "D 1 2 0 0 0 1 1 1 2 1 1");
+    rlim_batch_free(b);
+
+    assert_int_equal(rlim_parse_answer(RLIM_DECIDE, 2, ans, strlen(ans), &res, d), SLUICE_OK);
+    assert_int_equal(res.chain.allowed, 1);
+    assert_int_equal(d[0].allowed, 1);
+    assert_int_equal(d[0].shadow_denied, 1);
+    assert_int_equal(d[0].retry_after_ns, 100);
+    assert_int_equal(d[1].allowed, 1);
+    assert_int_equal(d[1].shadow_denied, 0);
+    assert_int_equal(d[1].lease_id, 9);
+    ans = "OK 7 1 0 0 3 5 0 100 100 0 1 3 2 0 0 9"; /* no allowed 3 */
+    assert_int_equal(rlim_parse_answer(RLIM_DECIDE, 2, ans, strlen(ans), &res, d), SLUICE_EPARSE);
+}
+
+/* A backoff: one link, its wait as a1; answered with the key's next slot. */
+static void test_backoff(void **state)
+{
+    rlim_batch *b;
+    rlim_link l = link_of(&rate_def, "api", "k", 1);
+    rlim_args args = {.wait_ns = 5 * SEC};
+    rlim_result res;
+    const char *ans = "OK 7 5000000007";
+    cmd c;
+
+    (void)state;
+    assert_int_equal(rlim_batch_new(NULL, &b), SLUICE_OK);
+    assert_int_equal(rlim_batch_add(b, RLIM_BACKOFF, &l, 1, NULL), SLUICE_EINVAL);
+    assert_int_equal(rlim_batch_add(b, RLIM_BACKOFF, &l, 1, &args), 0);
+    c = command_of(b, "0123456789abcdef0123456789abcdef01234567");
+    assert_arg(&c, c.argc - 1, "B 1 1 5000000000 0 0 1 1 1");
+    rlim_batch_free(b);
+    assert_int_equal(rlim_parse_answer(RLIM_BACKOFF, 1, ans, strlen(ans), &res, NULL), SLUICE_OK);
+    assert_int_equal(res.rc, SLUICE_OK);
+    assert_int_equal(res.now_ns, 7);
+    assert_int_equal(res.slot_ns, INT64_C(5000000007));
+    ans = "OK 7";
+    assert_int_equal(rlim_parse_answer(RLIM_BACKOFF, 1, ans, strlen(ans), &res, NULL),
+                     SLUICE_EPARSE);
+    ans = "INVAL 7 backoff applies to rate limits";
+    assert_int_equal(rlim_parse_answer(RLIM_BACKOFF, 1, ans, strlen(ans), &res, NULL), SLUICE_OK);
+    assert_int_equal(res.rc, SLUICE_EINVAL);
+}
+
 static void test_layout_ops(void **state)
 {
     rlim_batch *b;
@@ -574,6 +643,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_chain),
         cmocka_unit_test(test_layout_ops),
+        cmocka_unit_test(test_shadow),
+        cmocka_unit_test(test_backoff),
         cmocka_unit_test(test_tags_and_long_keys),
         cmocka_unit_test(test_add_refused),
         cmocka_unit_test(test_decode),

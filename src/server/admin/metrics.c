@@ -33,6 +33,7 @@ typedef struct limit_snap {
     const char *kind;
     sluice_limit_figures f; /* under a shared store: decisions over every node (rcounters.h) */
     uint64_t node_allowed, node_denied, node_units; /* shared store: this node's own */
+    uint64_t node_shadow_denied;                    /* and its shadow limits' would-be denials */
     const limit_tally *t;
 } limit_snap;
 
@@ -78,6 +79,8 @@ static void snap_limit(const sluice_limit_policy *p, void *arg)
                       &l->node_allowed);
         rcounters_get(sn->a->srv, RCTR_LIMIT_DENIED, p->name, &l->f.core.denied, &l->node_denied);
         rcounters_get(sn->a->srv, RCTR_LIMIT_UNITS, p->name, &l->f.core.units, &l->node_units);
+        rcounters_get(sn->a->srv, RCTR_LIMIT_SHADOW, p->name, &l->f.core.shadow_denied,
+                      &l->node_shadow_denied);
     }
 }
 
@@ -304,6 +307,9 @@ static void write_limits(prom_buf *b, const snapshot *sn)
             lb[2].value = "denied";
             prom_sample_u64(b, "sluice_node_limit_decisions_total", lb, 3,
                             sn->limits[i].node_denied);
+            lb[2].value = "shadow_denied";
+            prom_sample_u64(b, "sluice_node_limit_decisions_total", lb, 3,
+                            sn->limits[i].node_shadow_denied);
         }
         prom_family(b, "sluice_node_limit_units_granted_total", METRICS_COUNTER,
                     "Shared store: the units the limit granted through this node.");

@@ -19,21 +19,25 @@
 --
 -- ARGV: "2" (protocol), flags ("a": audit grants), now_ns ("" = Redis TIME; tests inject one),
 -- the number of requests R, the number of definitions D, then the D definitions, each one string
---   "kind limit period_ns burst start_empty ttl_ns calendar"
+--   "kind limit period_ns burst start_empty ttl_ns calendar" (followed by " s" for a link in
+--   shadow mode: judged and charged like the others, but a denial of it is answered as a pass,
+--   never makes the chain deny and charges nothing; chain.c's shadow rule)
 --   (kind: 1 rate, 2 window, 3 sliding, 4 concurrency, 5 quota; calendar: 0 none, 1 day,
 --   2 month), each distinct definition of the call once, parsed once per call; then the R
 --   requests, each one string
 --   "op T N a1 a2 a3" followed by " def tag units" per link (def: 1..D; tag: 1..T),
---   op: "D" decide, "P" peek, "N" renew, "R" release, "S" settle;
+--   op: "D" decide, "P" peek, "N" renew, "R" release, "S" settle, "B" backoff;
 --   a1..a3: D/P: ttl_ns for leases ("0": the link's ttl), 0, 0; N: lease id, ttl_ns, 0;
---   R: lease id, 0, 0; S: charged_ns, estimate, actual.
+--   R: lease id, 0, 0; S: charged_ns, estimate, actual; B: wait_ns, 0, 0.
 -- A link's limit id and key travel only in its state key's name (the audit reads them there).
 --
 -- Reply: one string per request, fields separated by single spaces: the status ("OK", "STALE",
 -- "STATE", "INVAL") and the store time (ns) it was decided at; then
 --   D, P: allowed (0/1), denied_by (0-based), chain retry_after_ns, and per link 6 fields:
---         allowed, limit, remaining, retry_after_ns, reset_after_ns, lease id (0 if none);
+--         allowed (0, 1, or 2: a shadow link's would-be denial, passed), limit, remaining,
+--         retry_after_ns, reset_after_ns, lease id (0 if none);
 --   N:    the new expiry (ns);
+--   B:    the key's earliest slot for one unit afterwards (ns);
 --   R, S: nothing more.
 -- An "INVAL" status is followed by a space and a message (the rest of the string). Every field
 -- is a decimal integer.
@@ -136,6 +140,10 @@ local function fdef(text)
   if type(text) ~= "string" then
     return false
   end
+  local shadow = text:sub(-2) == " s" -- a link in shadow mode (see the header)
+  if shadow then
+    text = text:sub(1, -3)
+  end
   local k, l, p, b = text:match("^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) [01] %-?%d+ %-?%d+$")
   if k ~= "1" then
     return false
@@ -153,7 +161,16 @@ local function fdef(text)
   end
   local t = period / limit
   return {t = t, bt = burst * t, burst = burst, burst_s = fsfmt("%d", burst),
-          start_empty = text:match("^%d+ %-?%d+ %-?%d+ %-?%d+ 1 ") ~= nil}
+          start_empty = text:match("^%d+ %-?%d+ %-?%d+ %-?%d+ 1 ") ~= nil, shadow = shadow}
+end
+
+-- A denial's reply (retry, remaining, reset as numbers, retry may be the string F_NEVER); a
+-- shadow link's is a pass (per-link allowed 2, the chain allowed) that charged nothing.
+local function fdenied(shadow, now_s, retry, burst_s, rem, reset)
+  if shadow then
+    return fsfmt("OK %s 1 0 0 2 %s %d %s %d 0", now_s, burst_s, rem, retry, reset)
+  end
+  return fsfmt("OK %s 0 0 %s 0 %s %d %s %d 0", now_s, retry, burst_s, rem, retry, reset)
 end
 
 -- C division of plain numbers (divt on numbers): quotient truncated toward zero.
@@ -289,14 +306,12 @@ local function fast_main()
     end
     local out
     if units > burst then
-      out = fsfmt("OK %s 0 0 %s 0 %s %d %s %d 0", now_s, F_NEVER, D.burst_s, fdivt(bt - base, tt),
-                  F_NEVER, base)
+      out = fdenied(D.shadow, now_s, F_NEVER, D.burst_s, fdivt(bt - base, tt), base)
     else
       local need = base + units * tt
       if need > bt then
-        local retry = fsfmt("%d", need - bt)
-        out = fsfmt("OK %s 0 0 %s 0 %s %d %s %d 0", now_s, retry, D.burst_s,
-                    fdivt(bt - base, tt), retry, base)
+        out = fdenied(D.shadow, now_s, fsfmt("%d", need - bt), D.burst_s, fdivt(bt - base, tt),
+                      base)
       else
         if op == "D" then
           local lo = nlo + need
@@ -1444,13 +1459,16 @@ local function decide_chain(R, now, peek)
       local L = links[i]
       local d = {}
       decide_link(L, st[i].s, st[i].units, sign(ttl) > 0 and ttl or L.ttl, now, true, d)
+      if d.allowed == 0 and L.shadow then
+        d.allowed, d.shadow = 1, true -- never the chain's no, and never charged
+      end
       ds[i] = d
       all = all and d.allowed == 1
     end
   end
   if all and not peek then
     for i = 1, n do
-      if lead[i] == i then
+      if lead[i] == i and not ds[i].shadow then
         local L = links[i]
         local d = {}
         decide_link(L, st[i].s, st[i].units, sign(ttl) > 0 and ttl or L.ttl, now, false, d)
@@ -1470,7 +1488,9 @@ local function decide_chain(R, now, peek)
     if CTX.audit then
       for i = 1, n do
         local L = links[i]
-        redis.call("RPUSH", L.tag.audit, audit_entry(L.skey, L.units, str(now)))
+        if not ds[lead[i]].shadow then -- a shadow pass charged nothing
+          redis.call("RPUSH", L.tag.audit, audit_entry(L.skey, L.units, str(now)))
+        end
       end
     end
   end
@@ -1496,7 +1516,7 @@ local function run_decide(R, now, peek, reply)
   local out = {}
   for i = 1, n do
     local d = ds[lead[i]]
-    out[#out + 1] = d.allowed
+    out[#out + 1] = d.shadow and 2 or d.allowed
     out[#out + 1] = str(d.limit)
     out[#out + 1] = str(d.remaining)
     out[#out + 1] = str(d.retry)
@@ -1541,6 +1561,33 @@ local function run_lease(R, now, reply)
     s.dirty = true
     store(L, s, now, L.tag)
   end
+  return "OK"
+end
+
+-- LIMIT.BACKOFF (limit.c's sluice_limit_backoff, gcra.c's gcra_backoff and gcra_slot): the
+-- rate key's TAT becomes at least now + wait + (burst - 1) * T (a later one is kept: a backoff
+-- never gives budget back); the reply is the key's earliest slot for one unit afterwards.
+local function run_backoff(R, now, reply)
+  local L = R.links[1]
+  if L.kind ~= 1 or sign(R.a1) < 0 then
+    return "INVAL", "backoff applies to rate limits, with a wait >= 0"
+  end
+  local g, p = L.g, L.g.permits
+  local s = load(L, now)
+  local held = rat_add(rat(sat_add(now, R.a1), 0), times_t(g, g.burst - 1), p)
+  local tat = rat(s.tat, s.rem)
+  if rat_cmp(tat, held) < 0 then
+    tat = held
+  end
+  s.tat, s.rem, s.fresh, s.dirty = tat.ns, tat.rem, false, true
+  store(L, s, now, L.tag)
+  local n = rat(now, 0)
+  local nxt = rat_add(rat_cmp(tat, n) >= 0 and tat or n, times_t(g, 1), p)
+  local slot = NEVER
+  if not eq(nxt.ns, I64MAX) then
+    slot = rat_ceil(rat_sub(nxt, rat(g.bt_q, g.bt_r), p))
+  end
+  reply[#reply + 1] = str(lt(slot, now) and now or slot)
   return "OK"
 end
 
@@ -1606,8 +1653,9 @@ end
 -- 2^52 (times within ~52 days of now, burst * T < 2^52 ns) and the state's fraction is 0; then
 -- it is decide_whole exactly (no saturation can occur that close to now). Otherwise it returns
 -- nil before touching anything, and the general path decides. What depends on the limit alone
--- (T, burst * T, the burst's text) is computed once per call per definition (def_fast). Returns
--- the request's reply string, or nil.
+-- (T, burst * T, the burst's text) is computed once per call per definition (def_fast). A
+-- shadow link's denial is answered as its pass (fdenied), charging nothing. Returns the request's
+-- reply string and whether it charged the key (nil: the general path decides).
 local FAST_MAX = 4503599627370496
 local NEVER_S = "9223372036854775807"
 
@@ -1622,14 +1670,12 @@ local function fast_rate(D, op, units, skey, tag, now_s, nr)
     return nil
   end
   if units > burst then
-    return sfmt("OK %s 0 0 %s 0 %s %d %s %d 0", now_s, NEVER_S, D.f_burst_s,
-                (divt(bt - base, t)), NEVER_S, base)
+    return fdenied(D.shadow, now_s, NEVER_S, D.f_burst_s, (divt(bt - base, t)), base)
   end
   local need = base + units * t
   if need > bt then
-    local retry = sfmt("%d", need - bt)
-    return sfmt("OK %s 0 0 %s 0 %s %d %s %d 0", now_s, retry, D.f_burst_s, (divt(bt - base, t)),
-                retry, base)
+    return fdenied(D.shadow, now_s, sfmt("%d", need - bt), D.f_burst_s, (divt(bt - base, t)),
+                   base)
   end
   if op == "D" then
     local tat = need -- relative to now: base + units * T
@@ -1649,7 +1695,7 @@ local function fast_rate(D, op, units, skey, tag, now_s, nr)
       tag.until_ms = ms
     end
   end
-  return sfmt("OK %s 1 0 0 1 %s %d 0 %d 0", now_s, D.f_burst_s, (divt(bt - need, t)), need)
+  return sfmt("OK %s 1 0 0 1 %s %d 0 %d 0", now_s, D.f_burst_s, (divt(bt - need, t)), need), true
 end
 
 -- ---- the call -------------------------------------------------------------------------------
@@ -1682,6 +1728,10 @@ end
 local function parse_def(text)
   local D = {}
   local ok, err = pcall(function()
+    local body = text:match("^(.*) s$")
+    if body then -- a link in shadow mode (never the fast path's)
+      text, D.shadow = body, true
+    end
     local k, l, p, b, se, ttl, cal = text:match(
       "^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) ([01]) (%-?%d+) (%-?%d+)$")
     D.kind, D.limit, D.period, D.burst = tonumber(k), tonumber(l), num(p), tonumber(b)
@@ -1810,6 +1860,7 @@ local function general(rs, ki)
     else
       L.kind, L.limit, L.period, L.burst = D.kind, D.limit, D.period, D.burst
       L.start_empty, L.ttl, L.calendar, L.g = D.start_empty, D.ttl, D.calendar, D.g
+      L.shadow = D.shadow
     end
     R.links[i] = L
   end
@@ -1840,6 +1891,8 @@ local function general(rs, ki)
         return run_lease(R, now, reply)
       elseif R.op == "S" then
         return run_settle(R, now)
+      elseif R.op == "B" then
+        return run_backoff(R, now, reply)
       end
       return "INVAL", "unknown op " .. tostring(R.op)
     end)
@@ -1881,12 +1934,13 @@ local function limits_main()
         local now_s, nr = now_text(now)
         local skey = KEYS[ki + (audit and 2 or 1)]
         units = tonumber(units)
-        out = fast_rate(D, op, units, skey, tg, now_s, nr)
+        local charged
+        out, charged = fast_rate(D, op, units, skey, tg, now_s, nr)
         if out then
           if op == "D" then
             tg.t = now
             tg.dirty = true
-            if audit and out:byte(5 + #now_s) == 49 then -- "OK <now> 1": granted
+            if audit and charged then -- granted (a shadow link's pass charged nothing)
               redis.call("RPUSH", KEYS[ki + 1], audit_entry(skey, units, now_s))
             end
           end
