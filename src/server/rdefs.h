@@ -28,6 +28,10 @@
  * in a type's chain stays, with a warning); a name that left the set (a write this node made
  * that the store did not take) goes back to the file's definition, or is removed.
  *
+ * The same FIFO carries LIMIT.RESET (one key, or every key of a limit) and LIMIT.SPEND, which
+ * change or read limit state in the store rather than the definitions: each is one call, answered
+ * to its client when the store answered (rdefs_reset, rdefs_reset_all, rdefs_spend).
+ *
  * Invariants:
  * - at most one poll of this node is in flight; every client write gets exactly one reply;
  * - `have` is what the engine holds from the set: after each answer it equals the store's set
