@@ -1317,6 +1317,31 @@ void cmd_limit_del(conn *c, const resp_command *cmd)
     }
 }
 
+/* LIMIT.SPEND on a shared store: the single node's argument errors, then the key's state is read
+ * from the store (by the limit id and definition THROTTLE charges it under). */
+static void spend_shared(conn *c, const sluice_limit_policy *p, const char *tier, const char *key,
+                         size_t keylen)
+{
+    char id[LIMIT_ID_BUF];
+    sluice_limit *core;
+
+    if (p->ntiers > 0 && !tier) {
+        resp_error(conn_out(c), "WRONGARGS", "limit \"%s\" is tiered: give TIER name", p->name);
+        return;
+    }
+    core = p->ntiers > 0 || !tier ? cmd_limit_key_core(c->srv, p, tier, key, keylen) : NULL;
+    if (!core) {
+        resp_error(conn_out(c), "WRONGARGS", "limit \"%s\" has no tier \"%s\"", p->name,
+                   tier ? tier : "");
+        return;
+    }
+    if (p->ntiers > 0)
+        snprintf(id, sizeof id, "%s/%s", p->name, tier);
+    else
+        snprintf(id, sizeof id, "%s", p->name);
+    rdefs_spend(c, id, sluice_limit_get_def(core), key, keylen);
+}
+
 /* LIMIT.SPEND name key [TIER tier]: one quota key's spending in its current period (seed 004's
  * "a user's daily spend"). A read: it changes nothing, not even the limit's clock. */
 void cmd_limit_spend(conn *c, const resp_command *cmd)
@@ -1353,6 +1378,10 @@ void cmd_limit_spend(conn *c, const resp_command *cmd)
                    sluice_limit_kind_name(p->ntiers ? p->tiers[0].def.kind : p->def.kind));
         return;
     }
+    if (rdefs_active(s)) {
+        spend_shared(c, p, has_tier ? tier : NULL, cmd->argv[2], cmd->argvlen[2]);
+        return;
+    }
     rc = sluice_engine_quota_usage(s->engine, name, has_tier ? tier : NULL, cmd->argv[2],
                                    cmd->argvlen[2], server_now(s), &u);
     if (rc == SLUICE_EINVAL) {
@@ -1380,6 +1409,32 @@ void cmd_limit_spend(conn *c, const resp_command *cmd)
     resp_int(w, command_time_ms(u.resets_at_ns));
 }
 
+/* LIMIT.RESET name on a shared store: every limit id whose states hold p's keys (its own, its
+ * tiers', its overrides'), space-separated, to the store. */
+static void reset_all_shared(conn *c, const sluice_limit_policy *p)
+{
+    size_t cap = strlen(p->name) + 1, at = 0;
+    char *ids;
+
+    for (size_t i = 0; i < p->ntiers; i++)
+        cap += strlen(p->name) + strlen(p->tiers[i].name) + 2;
+    for (size_t i = 0; i < p->noverrides; i++)
+        cap += strlen(p->name) + strlen(p->overrides[i].key) + 3;
+    ids = alloc_malloc(cap + 1);
+    if (!ids) {
+        resp_error(conn_out(c), "NOMEM", "out of memory");
+        return;
+    }
+    at += (size_t)snprintf(ids + at, cap + 1 - at, "%s", p->name);
+    for (size_t i = 0; i < p->ntiers; i++)
+        at += (size_t)snprintf(ids + at, cap + 1 - at, " %s/%s", p->name, p->tiers[i].name);
+    for (size_t i = 0; i < p->noverrides; i++)
+        at += (size_t)snprintf(ids + at, cap + 1 - at, " %s/=%s", p->name, p->overrides[i].key);
+    log_info("limit \"%s\" reset by client %" PRIu64 " (every node)", p->name, c->id);
+    rdefs_reset_all(c, ids);
+    alloc_free(ids);
+}
+
 void cmd_limit_reset(conn *c, const resp_command *cmd)
 {
     server *s = c->srv;
@@ -1392,8 +1447,10 @@ void cmd_limit_reset(conn *c, const resp_command *cmd)
         reply_arity(c, "limit.reset");
         return;
     }
-    if (cmd->argc == 2 && rstore_active(s)) {
-        /* Every key of a limit: its states are spread over the store (a Cluster's masters). */
+    if (cmd->argc == 2 && rstore_active(s) &&
+        (rstore_kind(s) == CONFIG_STORE_REDIS_CLUSTER || !rdefs_active(s))) {
+        /* Every key of a limit on a Cluster: its states are spread over the masters, and the
+         * generation that resets them on one Redis (limits.lua's reset_key) is kept per tag. */
         rstore_reply_unavailable(c, "limit.reset");
         return;
     }
@@ -1419,6 +1476,10 @@ void cmd_limit_reset(conn *c, const resp_command *cmd)
         live = key_core(s, p, cmd->argv[2], cmd->argvlen[2], live);
         rc = sluice_limit_reset(live, cmd->argv[2], cmd->argvlen[2]);
         resp_int(conn_out(c), rc == 0);
+        return;
+    }
+    if (rdefs_active(s)) {
+        reset_all_shared(c, p);
         return;
     }
     if (p->ntiers == 0 && live) {

@@ -60,7 +60,7 @@ const command_def command_table[] = {
     {"limit.del", 2, CMD_WRITE | CMD_ADMIN, cmd_limit_del, "LIMIT.DEL name: remove a limit"},
     {"limit.reset", -2, CMD_WRITE | CMD_ADMIN, cmd_limit_reset,
      "LIMIT.RESET name [key]: forget the state of one key or of all"},
-    {"limit.spend", -3, CMD_READONLY | CMD_LOCAL, cmd_limit_spend,
+    {"limit.spend", -3, CMD_READONLY, cmd_limit_spend,
      "LIMIT.SPEND name key [TIER tier]: a quota key's spent, budget, remaining and reset"},
     {"limit.backoff", -4, CMD_WRITE | CMD_FAST, cmd_limit_backoff,
      "LIMIT.BACKOFF limit key ms [TIER v]: hold a rate limit's key back (the upstream said 429)"},

@@ -35,17 +35,24 @@ typedef struct rdefs rdefs;
 typedef struct dcall {
     rstore_call base; /* first: rstore's FIFO holds it */
     rdefs *rd;
-    int is_set;           /* a write (else the poll) */
-    int is_reset;         /* a LIMIT.RESET of one key (its answer's count in ver) */
-    int peek;             /* the poll's cheap form: the version alone (Redis GET) */
-    int64_t known;        /* the version this node held when it was sent */
-    char *name;           /* a write's limit, owned */
-    char *spec;           /* a write's text, owned */
-    sdefs_cmd cmd;        /* Redis: the command */
-    sdefs_reset_cmd rcmd; /* Redis: a reset's command */
-    char *rkeys[2];       /* a reset's state keys (Redis), or its tag and key
-                           * in hex (PostgreSQL), owned */
-    size_t rlens[2];      /* their lengths (Redis) */
+    int is_set;            /* a write (else the poll) */
+    int is_reset;          /* a LIMIT.RESET: 1 of one key (its answer's count in ver), 2 of
+                            * every key of a limit */
+    int is_spend;          /* a LIMIT.SPEND (its figures in usage) */
+    int peek;              /* the poll's cheap form: the version alone (Redis GET) */
+    int64_t known;         /* the version this node held when it was sent */
+    char *name;            /* a write's limit, owned */
+    char *spec;            /* a write's text, owned */
+    sdefs_cmd cmd;         /* Redis: the command */
+    sdefs_reset_cmd rcmd;  /* Redis: a reset's command */
+    sdefs_wreset_cmd wcmd; /* Redis: a whole reset's command */
+    sdefs_spend_cmd qcmd;  /* Redis: a spend read's command */
+    int64_t budget;        /* a spend read's quota: its budget and calendar */
+    sluice_calendar cal;
+    sluice_quota_usage usage;               /* a spend read's answer */
+    char *rkeys[2];                         /* a reset's state keys (Redis), or its tag and key
+                                             * in hex (PostgreSQL), owned */
+    size_t rlens[2];                        /* their lengths (Redis) */
     char rids[2][COMMAND_NAME_BUF * 2 + 8]; /* a reset's limit ids */
     const char *pgv[4];                     /* PostgreSQL: the statement's parameters */
     conn *c;                                /* a write's client; NULL once it closed */
@@ -295,8 +302,9 @@ static int command(rdefs *rd, dcall *k, const char *name, const char *spec)
 static void on_reply(rstore_call *call, const rstore_answer *a)
 {
     dcall *k = (dcall *)(void *)call;
-    int rc = k->is_reset ? sdefs_reset_answer(a->redis, a->pg, &k->ver)
-             : k->peek   ? sdefs_redis_version_answer(a->redis, &k->ver)
+    int rc = k->is_spend   ? sdefs_spend_answer(a->redis, a->pg, k->budget, k->cal, &k->usage)
+             : k->is_reset ? sdefs_reset_answer(a->redis, a->pg, &k->ver)
+             : k->peek     ? sdefs_redis_version_answer(a->redis, &k->ver)
              : a->pg
                  ? sdefs_pg_answer(a->pg, k->is_set, k->known, &k->ver, &k->full, &k->set)
                  : sdefs_redis_answer(a->redis, k->is_set, k->known, &k->ver, &k->full, &k->set);
@@ -422,6 +430,22 @@ static void write_reply(dcall *k)
         resp_simple(w, "OK");
 }
 
+/* LIMIT.SPEND's map, as the single node writes it (cmd_limit.c). */
+static void spend_reply(resp_writer *w, const sluice_quota_usage *u)
+{
+    resp_map(w, 5);
+    resp_bulk_str(w, "spent");
+    resp_int(w, u->spent);
+    resp_bulk_str(w, "budget");
+    resp_int(w, u->budget);
+    resp_bulk_str(w, "remaining");
+    resp_int(w, u->remaining);
+    resp_bulk_str(w, "period_start_ms");
+    resp_int(w, command_time_ms(u->period_start_ns));
+    resp_bulk_str(w, "resets_at_ms");
+    resp_int(w, command_time_ms(u->resets_at_ns));
+}
+
 static void write_apply(rstore_call *call)
 {
     dcall *k = (dcall *)(void *)call;
@@ -433,17 +457,24 @@ static void write_apply(rstore_call *call)
         rd->calls = k->next;
     if (k->next)
         k->next->prev = k->prev;
-    if (k->is_reset) {
+    if (k->is_reset || k->is_spend) {
         if (k->c) {
-            size_t mark = conn_out(k->c)->len;
+            resp_writer *w = conn_out(k->c);
+            size_t mark = w->len;
 
-            if (k->base.why[0])
-                resp_error(conn_out(k->c), "STOREDOWN",
-                           "the shared store is unavailable (%s); the key may or may not have "
+            if (k->base.why[0] && k->is_spend)
+                resp_error(w, "STOREDOWN", "the shared store is unavailable (%s)", k->base.why);
+            else if (k->base.why[0])
+                resp_error(w, "STOREDOWN",
+                           "the shared store is unavailable (%s); the %s may or may not have "
                            "been reset",
-                           k->base.why);
+                           k->base.why, k->is_reset == 2 ? "limit" : "key");
+            else if (k->is_spend)
+                spend_reply(w, &k->usage);
+            else if (k->is_reset == 2)
+                resp_simple(w, "OK");
             else
-                resp_int(conn_out(k->c), k->ver > 0);
+                resp_int(w, k->ver > 0);
             if (!conn_out(k->c)->failed && conn_out(k->c)->len > mark)
                 counters_reply(&rd->s->counters, conn_out(k->c)->buf + mark,
                                conn_out(k->c)->len - mark);
@@ -515,6 +546,30 @@ void rdefs_write(conn *c, const char *name, const char *spec, int reply_one)
     rstore_send(s, &k->base, rc);
 }
 
+/* Fills k's hex parameters (tag and key of link l) for PostgreSQL. Returns 0 or an error. */
+static int pg_tag_key_hex(dcall *k, const rlim_link *l)
+{
+    static const char hex[] = "0123456789abcdef";
+    rlim_names nm;
+    int rc = rlim_link_names(l, &nm);
+
+    for (int i = 0; rc == 0 && i < 2; i++) {
+        const char *b = i ? nm.key : nm.tag;
+        size_t len = i ? nm.keylen : nm.taglen;
+        char *h = alloc_malloc(2 * len + 1);
+
+        if (!h)
+            return SLUICE_ENOMEM;
+        for (size_t j = 0; j < len; j++) {
+            h[2 * j] = hex[(unsigned char)b[j] >> 4];
+            h[2 * j + 1] = hex[(unsigned char)b[j] & 15];
+        }
+        h[2 * len] = '\0';
+        k->rkeys[i] = h;
+    }
+    return rc;
+}
+
 /* Fills k's reset command for the n links (their state keys on Redis; tag and key in hex on
  * PostgreSQL, where both links share them). Returns 0 or an error. */
 static int reset_command(rdefs *rd, dcall *k, const rlim_link *links, size_t n)
@@ -523,26 +578,7 @@ static int reset_command(rdefs *rd, dcall *k, const rlim_link *links, size_t n)
     int rc = 0;
 
     if (rstore_kind(s) == CONFIG_STORE_POSTGRES) {
-        static const char hex[] = "0123456789abcdef";
-        rlim_names nm;
-
-        rc = rlim_link_names(&links[0], &nm);
-        for (int i = 0; rc == 0 && i < 2; i++) {
-            const char *b = i ? nm.key : nm.tag;
-            size_t len = i ? nm.keylen : nm.taglen;
-            char *h = alloc_malloc(2 * len + 1);
-
-            if (!h) {
-                rc = SLUICE_ENOMEM;
-                break;
-            }
-            for (size_t j = 0; j < len; j++) {
-                h[2 * j] = hex[(unsigned char)b[j] >> 4];
-                h[2 * j + 1] = hex[(unsigned char)b[j] & 15];
-            }
-            h[2 * len] = '\0';
-            k->rkeys[i] = h;
-        }
+        rc = pg_tag_key_hex(k, &links[0]);
         if (rc != 0)
             return rc;
         k->pgv[0] = k->rkeys[0];
@@ -617,6 +653,109 @@ void rdefs_reset(conn *c, const char *name, const sluice_limit_def *def, const c
         rd->calls->prev = k;
     rd->calls = k;
     rstore_send(s, &k->base, rc);
+}
+
+/* Queues k (a reset or spend call whose command is set, rc its build status) for client c. */
+static void send_client_call(rdefs *rd, conn *c, dcall *k, int rc)
+{
+    k->rd = rd;
+    k->base.wait_replicas = 0;
+    k->base.on_reply = on_reply;
+    k->base.apply = write_apply;
+    k->c = c;
+    k->ticket = conn_defer(c);
+    k->next = rd->calls;
+    if (rd->calls)
+        rd->calls->prev = k;
+    rd->calls = k;
+    rstore_send(rd->s, &k->base, rc);
+}
+
+void rdefs_reset_all(conn *c, const char *ids)
+{
+    server *s = c->srv;
+    rdefs *rd = state_of(s);
+    dcall *k = alloc_calloc(1, sizeof(*k));
+    int rc;
+
+    if (k)
+        k->name = alloc_memdup0(ids, strlen(ids));
+    if (!k || !k->name) {
+        if (k)
+            write_free(k);
+        resp_error(conn_out(c), "NOMEM", "out of memory");
+        return;
+    }
+    k->is_reset = 2;
+    /* Decisions taken before the reset go first: the FIFO is the order of the commands. */
+    rstore_flush_limits(s);
+    rtasks_flush(s);
+    if (rstore_kind(s) == CONFIG_STORE_POSTGRES) {
+        k->pgv[0] = k->name;
+        rstore_call_pg(&k->base, SDEFS_PG_RESET_ALL_STMT, SDEFS_PG_RESET_ALL_NPARAMS, k->pgv);
+        rc = 0;
+    } else {
+        /* A standalone Redis: every state carries the tag {all} (RDEFS_REDIS_TAG). */
+        rc = sdefs_redis_whole_reset_command(&k->wcmd, NULL, rstore_sha(s), RDEFS_REDIS_TAG,
+                                             k->name, strlen(k->name));
+        k->base.slot = rd->slot;
+        k->base.call.argc = rc == 0 ? k->wcmd.argc : 0;
+        k->base.call.argv = rc == 0 ? k->wcmd.argv : NULL;
+        k->base.call.argvlen = rc == 0 ? k->wcmd.argvlen : NULL;
+    }
+    send_client_call(rd, c, k, rc);
+}
+
+void rdefs_spend(conn *c, const char *limit_id, const sluice_limit_def *def, const char *key,
+                 size_t keylen)
+{
+    server *s = c->srv;
+    rdefs *rd = state_of(s);
+    rlim_link link;
+    dcall *k = alloc_calloc(1, sizeof(*k));
+    int rc;
+
+    if (!k) {
+        resp_error(conn_out(c), "NOMEM", "out of memory");
+        return;
+    }
+    memset(&link, 0, sizeof link);
+    snprintf(k->rids[0], sizeof k->rids[0], "%s", limit_id);
+    link.def = def;
+    link.limit_id = k->rids[0];
+    link.key = key;
+    link.keylen = keylen;
+    link.units = 1;
+    if (rstore_kind(s) == CONFIG_STORE_REDIS) {
+        link.tag = RDEFS_REDIS_TAG;
+        link.taglen = sizeof RDEFS_REDIS_TAG - 1;
+    }
+    k->is_spend = 1;
+    k->budget = def->limit;
+    k->cal = def->calendar;
+    /* A read after the client's earlier decisions: they go first. */
+    rstore_flush_limits(s);
+    rtasks_flush(s);
+    if (rstore_kind(s) == CONFIG_STORE_POSTGRES) {
+        rc = pg_tag_key_hex(k, &link);
+        k->pgv[0] = k->rkeys[0];
+        k->pgv[1] = k->rids[0];
+        k->pgv[2] = k->rkeys[1];
+        if (rc == 0)
+            rstore_call_pg(&k->base, SDEFS_PG_SPEND_STMT, SDEFS_PG_SPEND_NPARAMS, k->pgv);
+    } else {
+        rc = rlim_link_keys(NULL, &link, &k->rkeys[0], &k->rlens[0], &k->rkeys[1], &k->rlens[1]);
+        if (rc == 0)
+            rc = sdefs_redis_spend_command(&k->qcmd, rstore_sha(s), k->rkeys[0], k->rlens[0],
+                                           k->rkeys[1], k->rlens[1]);
+        if (rc == 0) {
+            k->base.slot = rcl_key_slot(k->rkeys[0], k->rlens[0]);
+            k->base.call.argc = k->qcmd.argc;
+            k->base.call.argv = k->qcmd.argv;
+            k->base.call.argvlen = k->qcmd.argvlen;
+        }
+    }
+    send_client_call(rd, c, k, rc);
 }
 
 void rdefs_conn_closed(conn *c)

@@ -28,6 +28,10 @@
  * in a type's chain stays, with a warning); a name that left the set (a write this node made
  * that the store did not take) goes back to the file's definition, or is removed.
  *
+ * The same FIFO carries LIMIT.RESET (one key, or every key of a limit) and LIMIT.SPEND, which
+ * change or read limit state in the store rather than the definitions: each is one call, answered
+ * to its client when the store answered (rdefs_reset, rdefs_reset_all, rdefs_spend).
+ *
  * Invariants:
  * - at most one poll of this node is in flight; every client write gets exactly one reply;
  * - `have` is what the engine holds from the set: after each answer it equals the store's set
@@ -84,6 +88,19 @@ void rdefs_write(conn *c, const char *name, const char *spec, int reply_one);
  * them, `:0` when not (the single node's "not tracked"), or `-STOREDOWN`. */
 void rdefs_reset(conn *c, const char *name, const sluice_limit_def *def, const char *override_id,
                  const sluice_limit_def *odef, const char *key, size_t keylen);
+
+/* LIMIT.RESET name (no key) on a standalone Redis or PostgreSQL store: forgets every key of the
+ * limit ids `ids` (space-separated: the limit's name, its tiers' "name/tier", its overrides'
+ * "name/=key") in the store, for every node at once. On Redis their generation is raised
+ * (limits.lua's reset_key: every state of an older generation is never read again and expires by
+ * its TTL); on PostgreSQL their rows are deleted. Leases go with them. Replies `+OK` once the store
+ * answered, or `-STOREDOWN`. */
+void rdefs_reset_all(conn *c, const char *ids);
+
+/* LIMIT.SPEND on a shared store: reads quota key `key` of limit id `limit_id` (definition def)
+ * from the store, charging nothing, and replies the single node's map (or `-STOREDOWN`). */
+void rdefs_spend(conn *c, const char *limit_id, const sluice_limit_def *def, const char *key,
+                 size_t keylen);
 
 /* Another node changed the set (PostgreSQL's NOTIFY): polls now rather than at the next
  * RDEFS_POLL_MS. */

@@ -14,11 +14,13 @@
  * `<prefix>:{<tag>}:<len>:<limit_id>:<key>`, its tag's clock in `<prefix>:{<tag>}:clock`, its
  * grants (when auditing) in
  * `<prefix>:{<tag>}:audit`; <len> is the length of limit_id in decimal, so that no two (limit,
- * key) pairs share a name. The tag of a link is the one its rlim_link names, else its key (the
- * hex of its digest for a key longer than max_key_len), else (an empty key: a global bucket) its
- * limit id; a tag that is empty or holds '{' or '}' is replaced by the hex of its SHA-256. It
- * must be the same for every request that touches one (limit, key), or that state is split in
- * two.
+ * key) pairs share a name (a limit reset whole by LIMIT.RESET has its states under
+ * `<prefix>:{<tag>}:R<g>:<len>:<limit_id>:<key>` instead: the script maps the names sent here to
+ * them itself, limits.lua's reset_key). The tag of a link is the one its rlim_link names, else its
+ * key (the hex of its digest for a key longer than max_key_len), else (an empty key: a global
+ * bucket) its limit id; a tag that is empty or holds '{' or '}' is replaced by the hex of its
+ * SHA-256. It must be the same for every request that touches one (limit, key), or that state is
+ * split in two.
  *
  * Invariants:
  * - Requests come back in the order they were added; rlim_batch_result(i) reads the i-th.

@@ -18,6 +18,7 @@
 
 #include "base/alloc.h"
 #include "base/grow.h"
+#include "core/quota.h"
 #include "sluice/error.h"
 
 static int parse_i64(const char *s, int64_t *out);
@@ -201,6 +202,53 @@ int sdefs_redis_reset_command(sdefs_reset_cmd *cmd, const char *sha, const char 
     return SLUICE_OK;
 }
 
+int sdefs_redis_whole_reset_command(sdefs_wreset_cmd *cmd, const char *prefix, const char *sha,
+                                    const char *tag, const char *ids, size_t idslen)
+{
+    int n;
+
+    memset(cmd, 0, sizeof(*cmd));
+    if (!prefix)
+        prefix = "sluice";
+    if (!sha || !ids || idslen == 0 || !tag || !*tag || strlen(prefix) > SDEFS_PREFIX_MAX ||
+        strpbrk(prefix, "{}") || strpbrk(tag, "{}"))
+        return SLUICE_EINVAL;
+    n = snprintf(cmd->marker, sizeof cmd->marker, "%s:{%s}:resets", prefix, tag);
+    if (n < 0 || (size_t)n >= sizeof cmd->marker)
+        return SLUICE_EINVAL;
+#define ARG(s, l)                                                                                  \
+    do {                                                                                           \
+        cmd->argv[cmd->argc] = (s);                                                                \
+        cmd->argvlen[cmd->argc++] = (l);                                                           \
+    } while (0)
+    ARG("EVALSHA", 7);
+    ARG(sha, strlen(sha));
+    ARG("1", 1);
+    ARG(cmd->marker, (size_t)n);
+    ARG("D1", 2);
+    ARG("W", 1);
+    ARG(ids, idslen);
+    return SLUICE_OK;
+}
+
+int sdefs_redis_spend_command(sdefs_spend_cmd *cmd, const char *sha, const char *state_key,
+                              size_t state_len, const char *clock_key, size_t clock_len)
+{
+    memset(cmd, 0, sizeof(*cmd));
+    if (!sha || !state_key || !clock_key)
+        return SLUICE_EINVAL;
+    ARG("EVALSHA", 7);
+    ARG(sha, strlen(sha));
+    ARG("2", 1);
+    ARG(state_key, state_len);
+    ARG(clock_key, clock_len);
+    ARG("D1", 2);
+    cmd->argv[cmd->argc] = "Q";
+    cmd->argvlen[cmd->argc++] = 1;
+#undef ARG
+    return SLUICE_OK;
+}
+
 /* Whether an answer at version ver to a call made with known carries the whole set. */
 static int is_full(int is_set, int64_t known, int64_t ver)
 {
@@ -321,5 +369,127 @@ int sdefs_reset_answer(const struct redisReply *r, const struct pg_result *res, 
         *n = 0;
         return SLUICE_EPARSE;
     }
+    return SLUICE_OK;
+}
+
+/* ---- LIMIT.SPEND --------------------------------------------------------------------------- */
+
+void sdefs_quota_usage(int64_t budget, sluice_calendar cal, int has_state, int64_t start_ns,
+                       int64_t end_ns, int64_t spent, int64_t now_ns, sluice_quota_usage *out)
+{
+    quota_state q = {start_ns, end_ns, spent};
+    int64_t end;
+
+    memset(out, 0, sizeof *out);
+    if (now_ns < 0)
+        now_ns = 0;
+    out->budget = budget;
+    out->period_start_ns = quota_period_start(cal, now_ns, &end);
+    out->resets_at_ns = end;
+    /* As the store's load: a state that spent nothing, or whose period ended, is absent. */
+    if (has_state && spent > 0 && !quota_idle(&q, now_ns))
+        out->spent = spent;
+    out->remaining = out->spent < out->budget ? out->budget - out->spent : 0;
+}
+
+/* A signed decimal integer of exactly len bytes (no sign but '-', no overflow). */
+static int parse_s64(const char *s, size_t len, int64_t *out)
+{
+    char buf[24], *end;
+    long long v;
+
+    if (!s || len == 0 || len >= sizeof buf)
+        return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    if (!(buf[0] == '-' || (buf[0] >= '0' && buf[0] <= '9')))
+        return -1;
+    errno = 0;
+    v = strtoll(buf, &end, 10);
+    if (*end || errno == ERANGE || end == buf)
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* Reads up to n space- or comma-separated integers of s[0..len) into v; returns how many, or -1
+ * for anything else. */
+static int parse_ints(const char *s, size_t len, char sep, int64_t *v, int n)
+{
+    size_t at = 0;
+    int k = 0;
+
+    while (at < len) {
+        size_t e = at;
+
+        while (e < len && s[e] != sep)
+            e++;
+        if (k == n || parse_s64(s + at, e - at, &v[k]) != 0)
+            return -1;
+        k++;
+        at = e < len ? e + 1 : e;
+        if (e < len && at == len)
+            return -1; /* a trailing separator */
+    }
+    return k;
+}
+
+int sdefs_spend_answer(const struct redisReply *r, const struct pg_result *res, int64_t budget,
+                       sluice_calendar cal, sluice_quota_usage *out)
+{
+    const PGresult *p = (const PGresult *)res;
+    int64_t st[3] = {0, 0, 0}, now = 0, clock = 0, us = 0;
+    int has = 0;
+
+    memset(out, 0, sizeof *out);
+    if (r) {
+        const redisReply *e[4];
+        int64_t v[3];
+
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 4)
+            return SLUICE_EPARSE;
+        for (int i = 0; i < 4; i++) {
+            e[i] = r->element[i];
+            if (!e[i] || e[i]->type != REDIS_REPLY_STRING)
+                return SLUICE_EPARSE;
+        }
+        /* The state: "q <start> <end> <spent>"; another kind's (a limit redefined) is absent. */
+        if (e[0]->len > 2 && memcmp(e[0]->str, "q ", 2) == 0) {
+            if (parse_ints(e[0]->str + 2, e[0]->len - 2, ' ', st, 3) != 3)
+                return SLUICE_EPARSE;
+            has = 1;
+        }
+        /* The clock: "<ns> <last lease id> <deadline ms>". */
+        if (e[1]->len && (parse_ints(e[1]->str, e[1]->len, ' ', v, 3) != 3))
+            return SLUICE_EPARSE;
+        if (e[1]->len)
+            clock = v[0];
+        if (parse_s64(e[2]->str, e[2]->len, &now) != 0 ||
+            parse_s64(e[3]->str, e[3]->len, &us) != 0 || now < 0 || us < 0 || us >= 1000000 ||
+            now > INT64_MAX / 1000000000 - 1)
+            return SLUICE_EPARSE;
+        now = now * 1000000000 + us * 1000;
+    } else {
+        if (!p || PQresultStatus(p) != PGRES_TUPLES_OK || PQnfields(p) != 3 || PQntuples(p) != 1 ||
+            PQgetisnull(p, 0, 2) ||
+            parse_s64(PQgetvalue(p, 0, 2), (size_t)PQgetlength(p, 0, 2), &now) != 0)
+            return SLUICE_EPARSE;
+        if (!PQgetisnull(p, 0, 0)) {
+            const char *t = PQgetvalue(p, 0, 0);
+            size_t len = (size_t)PQgetlength(p, 0, 0);
+
+            if (len < 2 || t[0] != '{' || t[len - 1] != '}' ||
+                parse_ints(t + 1, len - 2, ',', st, 3) != 3)
+                return SLUICE_EPARSE;
+            has = 1;
+        }
+        if (!PQgetisnull(p, 0, 1) &&
+            parse_s64(PQgetvalue(p, 0, 1), (size_t)PQgetlength(p, 0, 1), &clock) != 0)
+            return SLUICE_EPARSE;
+    }
+    /* The store's time, as a decision reads it: its clock, ratcheted by the tag's. */
+    if (clock > now)
+        now = clock;
+    sdefs_quota_usage(budget, cal, has, st[0], st[1], st[2], now, out);
     return SLUICE_OK;
 }

@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sluice/limit.h"
+
 struct redisReply;
 struct pg_result;
 
@@ -101,6 +103,32 @@ typedef struct sdefs_reset_cmd {
 int sdefs_redis_reset_command(sdefs_reset_cmd *cmd, const char *sha, const char *const *keys,
                               const size_t *keylens, size_t n);
 
+/* LIMIT.RESET of every key of some limits (LIMIT.RESET name, no key): "EVALSHA sha 1
+ * <prefix>:{<tag>}:resets D1 W ids", ids the limit ids separated by single spaces (which must
+ * outlive the command's use). The script raises each id's generation in the tag's generation
+ * hash, so that every state of those limits under that tag reads as fresh (limits.lua's
+ * reset_key). Returns 0 or SLUICE_EINVAL (a NULL sha, an empty ids, a bad prefix or tag). The
+ * reply is an integer (generations raised), read with sdefs_reset_answer. */
+typedef struct sdefs_wreset_cmd {
+    int argc;
+    const char *argv[7];
+    size_t argvlen[7];
+    char marker[SDEFS_PREFIX_MAX + 80];
+} sdefs_wreset_cmd;
+int sdefs_redis_whole_reset_command(sdefs_wreset_cmd *cmd, const char *prefix, const char *sha,
+                                    const char *tag, const char *ids, size_t idslen);
+
+/* LIMIT.SPEND: "EVALSHA sha 2 state_key clock_key D1 Q" (the quota key's state and its tag's
+ * clock, rlim_link_keys's names, which must outlive the command's use); read-only. Returns 0 or
+ * SLUICE_EINVAL (a NULL sha). Its reply is read with sdefs_spend_answer. */
+typedef struct sdefs_spend_cmd {
+    int argc;
+    const char *argv[7];
+    size_t argvlen[7];
+} sdefs_spend_cmd;
+int sdefs_redis_spend_command(sdefs_spend_cmd *cmd, const char *sha, const char *state_key,
+                              size_t state_len, const char *clock_key, size_t clock_len);
+
 /* The key every call names first (its Redis Cluster slot is the call's slot): into buf, len bytes
  * (SDEFS_PREFIX_MAX + 16 suffice). Returns its length, or SLUICE_EINVAL. */
 int sdefs_redis_slot_key(const char *prefix, char *buf, size_t len);
@@ -133,6 +161,41 @@ int sdefs_redis_answer(const struct redisReply *r, int is_set, int64_t known, in
     "decode($3, 'hex') AND (lim = $2 OR lim = $4) AND kind <> 0 RETURNING 1) "                     \
     "SELECT count(*) FROM d"
 #define SDEFS_PG_RESET_NPARAMS 4
+
+/* LIMIT.RESET of every key of some limits: $1 their ids separated by single spaces; one row, the
+ * count of states it deleted. The rows are locked in the limits call's order (tag, limit id,
+ * key; bytewise) before they are deleted, so a reset never deadlocks with a decision; clock rows
+ * (kind -1) stay, as the ratchet must. */
+#define SDEFS_PG_RESET_ALL_STMT "sluice_defs_reset_all"
+#define SDEFS_PG_RESET_ALL_SQL                                                                     \
+    "WITH l AS (SELECT tag, lim, key FROM sluice_limit_state WHERE lim = ANY "                     \
+    "(string_to_array($1::text, ' ')) AND kind > 0 ORDER BY tag, lim COLLATE \"C\", key FOR "      \
+    "UPDATE), d AS (DELETE FROM sluice_limit_state s USING l WHERE s.tag = l.tag AND s.lim = "     \
+    "l.lim AND s.key = l.key RETURNING 1) SELECT count(*) FROM d"
+#define SDEFS_PG_RESET_ALL_NPARAMS 1
+
+/* LIMIT.SPEND: $1 the quota key's tag and $3 its key (hex), $2 its limit id; one row: the state
+ * ("{start,end,spent}", NULL when there is none), the tag's clock (ns, NULL when none) and the
+ * database's time (ns, clock_timestamp() as the limits call reads it). Read-only. */
+#define SDEFS_PG_SPEND_STMT "sluice_defs_spend"
+#define SDEFS_PG_SPEND_SQL                                                                         \
+    "SELECT (SELECT st::text FROM sluice_limit_state WHERE tag = decode($1, 'hex') AND lim = $2 "  \
+    "AND key = decode($3, 'hex') AND kind = 5), (SELECT st[1] FROM sluice_limit_state WHERE tag "  \
+    "= decode($1, 'hex') AND lim = '' AND key = '\\x'::bytea AND kind = -1), "                     \
+    "(trunc(extract(epoch FROM clock_timestamp()) * 1000000) * 1000)::bigint"
+#define SDEFS_PG_SPEND_NPARAMS 3
+
+/* Reads a LIMIT.SPEND answer (Redis's reply r, or PostgreSQL's row res) into *out for a quota of
+ * budget `budget` and calendar cal, as sluice_limit_quota_usage reads a single node's key: the
+ * store's time is its clock ratcheted by the tag's clock (as a decision's), the period is the
+ * calendar's at that time, and a state whose period ended (or that spent nothing) counts 0.
+ * Returns 0, or SLUICE_EPARSE (an answer of another shape; *out zeroed). */
+int sdefs_spend_answer(const struct redisReply *r, const struct pg_result *res, int64_t budget,
+                       sluice_calendar cal, sluice_quota_usage *out);
+
+/* The pure part of it: the figures of a quota state (has_state 0: none) at store time now_ns. */
+void sdefs_quota_usage(int64_t budget, sluice_calendar cal, int has_state, int64_t start_ns,
+                       int64_t end_ns, int64_t spent, int64_t now_ns, sluice_quota_usage *out);
 
 /* The count a reset answered (Redis's integer reply, PostgreSQL's one row): 0 and *n, or
  * SLUICE_EPARSE. */

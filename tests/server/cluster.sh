@@ -62,7 +62,8 @@ contains "LIMIT.RATE answers" "configured (not adaptive)" "$(cli LIMIT.RATE api 
 # Live limit changes are shared now (tests/server/shared_overrides.sh).
 check "LIMIT.SET shared" OK "$(cli LIMIT.SET x rate=1/1s)"
 check "LIMIT.DEL shared" 1 "$(cli LIMIT.DEL x)"
-contains "LIMIT.RESET refused" "not available with a redis store yet" "$(cli LIMIT.RESET api)"
+# LIMIT.RESET of every key and LIMIT.SPEND are shared now (tests/server/shared_overrides.sh).
+check "LIMIT.RESET of every key shared" OK "$(cli LIMIT.RESET api)"
 shared_lease_checks "$port_n1" "$port_n2" "$port_n3"
 redis-cli -p "$rport_a" -n 3 FLUSHDB >/dev/null
 
@@ -101,7 +102,7 @@ check "POST /v1/throttle under a redis store: 501" 501 "$code"
 contains "the 501 says why" "not available with a redis store yet" "$(cat "$tmp/v1.json")"
 contains "LIMIT.RATE answers" "configured (not adaptive)" \
   "$(P=$port_closed cli LIMIT.RATE api k)"
-contains "LIMIT.SPEND refused" "not available with a redis store yet" \
+contains "LIMIT.SPEND shared: the single node's words" "LIMIT.SPEND reads quotas" \
   "$(P=$port_closed cli LIMIT.SPEND api k)"
 # LIMIT.BACKOFF is shared (tests/server/shared_overrides.sh): the key's wait in ms.
 check "LIMIT.BACKOFF shared" 1000 "$(P=$port_closed cli LIMIT.BACKOFF api k 1000)"

@@ -64,9 +64,11 @@ P=$port_n1
 shared_budget_checks "$port_n1" "$port_n2" "$port_n3"
 # What is not shared yet is refused with one clear error, nothing kept (the task queue is
 # shared: tests/server/pg_tasks.sh).
-contains "LIMIT.RESET refused" "not available with a postgresql store yet" "$(cli LIMIT.RESET x)"
-# Live limit changes are shared now (tests/server/shared_overrides.sh).
+# Live limit changes and resets are shared now (tests/server/shared_overrides.sh).
+contains "LIMIT.RESET of no limit: the single node's words" 'NOLIMIT no limit named "x"' \
+  "$(cli LIMIT.RESET x)"
 check "LIMIT.SET shared" OK "$(cli LIMIT.SET x rate=1/1s)"
+check "LIMIT.RESET of every key shared" OK "$(cli LIMIT.RESET x)"
 check "LIMIT.DEL shared" 1 "$(cli LIMIT.DEL x)"
 shared_lease_checks "$port_n1" "$port_n2" "$port_n3"
 sql 'TRUNCATE sluice_limit_audit, sluice_limit_state' >/dev/null

@@ -7,8 +7,9 @@
 # the poll (measured, bounded); a per-key override set on B and removed on A; a LIMIT.DEL of a
 # limit the file declares; a node started after the changes has them before it listens; a node
 # restarted keeps them; CONFIG RELOAD does not drop them; LIMIT.RESET of one key forgets its
-# shared state; argument errors keep the single node's words; LIMIT.RESET of every key is
-# refused; shadow mode and `enabled: false` act on every node (shadow_checks). On Redis also:
+# shared state, LIMIT.RESET of every key (not yet on a Cluster) every key's and lease's at once;
+# LIMIT.SPEND reads a quota key from the store; argument errors keep the single node's words;
+# shadow mode and `enabled: false` act on every node (shadow_checks). On Redis also:
 # a LIMIT.SET while Redis is stopped answers -STOREDOWN and the nodes agree again once it is back.
 # Every wait is a deadline, never a sleep.
 #
@@ -24,6 +25,10 @@ cat >"$tmp/sluice.yaml" <<'YAML'
 limits:
   api: {rate: 5/1h, key: explicit}
   other: {rate: 100/1h, key: explicit}
+  budget:
+    quota: {budget: 100, period: day}
+    key: explicit
+  slots: {concurrency: 1, key: explicit, ttl: 60s}
 types:
   call: {limits: [api]}
 YAML
@@ -181,8 +186,55 @@ suite() {
     "$(on "$a" LIMIT.SET api 'rate=2/1x')"
   contains "$label: LIMIT.KEY of no limit" 'NOLIMIT no limit named "nope"' \
     "$(on "$a" LIMIT.KEY nope k rate=1/1s)"
-  contains "$label: LIMIT.RESET of every key still refused" "is not available with a" \
-    "$(on "$a" LIMIT.RESET api)"
+  # LIMIT.RESET of every key of a limit: forgotten for every node at once, its leases too (on a
+  # Cluster still refused). Nodes b and c learn of it from no poll: the store reads the
+  # generation itself, so their very next decision is fresh.
+  if [ "$label" = cluster ]; then
+    contains "$label: LIMIT.RESET of every key still refused" "is not available with a" \
+      "$(on "$a" LIMIT.RESET api)"
+  else
+    redis-cli -p "$b" THROTTLE call r1 >/dev/null
+    redis-cli -p "$c" THROTTLE call r1 >/dev/null
+    redis-cli -p "$c" THROTTLE call r2 >/dev/null
+    redis-cli -p "$c" THROTTLE call r2 >/dev/null
+    check "$label: r1 spent" 0 "$(redis-cli -p "$a" THROTTLE call r1 | head -1)"
+    check "$label: LIMIT.RESET api (every key) on a" OK "$(on "$a" LIMIT.RESET api)"
+    check "$label: b grants r1 again at once" 1 "$(redis-cli -p "$b" THROTTLE call r1 | head -1)"
+    check "$label: c grants r2 again at once" 1 "$(redis-cli -p "$c" THROTTLE call r2 | head -1)"
+    check "$label: one budget after it: a grants r1's second" 1 \
+      "$(redis-cli -p "$a" THROTTLE call r1 | head -1)"
+    check "$label: then c denies r1" 0 "$(redis-cli -p "$c" THROTTLE call r1 | head -1)"
+    check "$label: LIMIT.RESET of one key after it" 1 "$(on "$b" LIMIT.RESET api r1)"
+    check "$label: r1 granted after the key's reset" 1 \
+      "$(redis-cli -p "$c" THROTTLE call r1 | head -1)"
+    lease=$(redis-cli -p "$a" LEASE.ACQUIRE slots u1 | sed -n 2p)
+    contains "$label: the one slot is taken" RATELIMITED "$(on "$b" LEASE.ACQUIRE slots u1)"
+    check "$label: LIMIT.RESET slots on c" OK "$(on "$c" LIMIT.RESET slots)"
+    contains "$label: the slot is free again on b" ttl_ms "$(on "$b" LEASE.ACQUIRE slots u1)"
+    contains "$label: the lease the reset forgot" NOLEASE "$(on "$a" LEASE.RENEW "$lease")"
+    check "$label: LIMIT.RESET of no limit" 'NOLIMIT no limit named "nope"' \
+      "$(on "$c" LIMIT.RESET nope)"
+  fi
+  # LIMIT.SPEND reads the quota key's state in the store, on any node, charging nothing.
+  redis-cli -p "$a" THROTTLE budget u1 UNITS 30 >/dev/null
+  check "$label: LIMIT.SPEND on b" "spent 30 budget 100 remaining 70" \
+    "$(on "$b" LIMIT.SPEND budget u1 | cut -d' ' -f1-6)"
+  check "$label: LIMIT.SPEND charged nothing" "spent 30 budget 100 remaining 70" \
+    "$(on "$c" LIMIT.SPEND budget u1 | cut -d' ' -f1-6)"
+  got=$(on "$b" LIMIT.SPEND budget u1)
+  check "$label: LIMIT.SPEND: a day's period" 86400000 \
+    "$(($(cut -d' ' -f10 <<<"$got") - $(cut -d' ' -f8 <<<"$got")))"
+  check "$label: LIMIT.SPEND of a key never charged" "spent 0 budget 100 remaining 100" \
+    "$(on "$a" LIMIT.SPEND budget nobody | cut -d' ' -f1-6)"
+  check "$label: LIMIT.SPEND of a rate limit: the single node's words" \
+    'WRONGARGS limit "api" is a rate limit; LIMIT.SPEND reads quotas' "$(on "$a" LIMIT.SPEND api u1)"
+  check "$label: LIMIT.SPEND with a TIER the limit lacks" 'WRONGARGS limit "budget" has no tier "x"' \
+    "$(on "$a" LIMIT.SPEND budget u1 TIER x)"
+  if [ "$label" != cluster ]; then
+    check "$label: LIMIT.RESET budget" OK "$(on "$b" LIMIT.RESET budget)"
+    check "$label: LIMIT.SPEND after it" "spent 0 budget 100 remaining 100" \
+      "$(on "$c" LIMIT.SPEND budget u1 | cut -d' ' -f1-6)"
+  fi
   check "$label: a refused change changed nothing" "rate=2/1h,key=explicit" "$(spec "$b" api)"
   shadow_checks
   # Back to the file's definition, by LIMIT.SET.

@@ -21,7 +21,9 @@
 #include <hiredis.h>
 #include <libpq-fe.h>
 
+#include "core/quota.h"
 #include "sluice/error.h"
+#include "sluice/limit.h"
 #include "store/pg_schema.h"
 #include "store/shared_defs.h"
 #include "reply_fixture.h"
@@ -461,6 +463,222 @@ static void test_reset(void **state)
     assert_int_equal(sdefs_reset_answer(NULL, NULL, &n), SLUICE_EPARSE);
 }
 
+/* LIMIT.RESET of every key: the generation call's exact arguments and its refusals. */
+static void test_whole_reset(void **state)
+{
+    sdefs_wreset_cmd c;
+    cmd m;
+
+    (void)state;
+    assert_int_equal(sdefs_redis_whole_reset_command(&c, NULL, "sha", "all", "api api/=vip", 12),
+                     SLUICE_OK);
+    m = CMD_OF(c);
+    assert_int_equal(m.argc, 7);
+    assert_arg(&m, 0, "EVALSHA");
+    assert_arg(&m, 1, "sha");
+    assert_arg(&m, 2, "1");
+    assert_arg(&m, 3, "sluice:{all}:resets");
+    assert_arg(&m, 4, "D1");
+    assert_arg(&m, 5, "W");
+    assert_arg(&m, 6, "api api/=vip");
+    assert_int_equal(sdefs_redis_whole_reset_command(&c, "p", "sha", "t", "x", 1), SLUICE_OK);
+    m = CMD_OF(c);
+    assert_arg(&m, 3, "p:{t}:resets");
+    assert_int_equal(sdefs_redis_whole_reset_command(&c, NULL, NULL, "all", "x", 1), SLUICE_EINVAL);
+    assert_int_equal(sdefs_redis_whole_reset_command(&c, NULL, "sha", "all", "x", 0),
+                     SLUICE_EINVAL);
+    assert_int_equal(sdefs_redis_whole_reset_command(&c, NULL, "sha", "", "x", 1), SLUICE_EINVAL);
+    assert_int_equal(sdefs_redis_whole_reset_command(&c, NULL, "sha", "a}b", "x", 1),
+                     SLUICE_EINVAL);
+    assert_int_equal(sdefs_redis_whole_reset_command(&c, "a{", "sha", "all", "x", 1),
+                     SLUICE_EINVAL);
+    assert_int_equal(c.argc, 0);
+}
+
+#define DAY_NS (INT64_C(86400) * 1000000000)
+#define T0_NS  (INT64_C(1763078400) * 1000000000) /* a UTC midnight */
+
+/* The figures of a raw state, by hand: fresh, within its period, past it, past the budget, a
+ * quota without a period. */
+static void test_quota_usage(void **state)
+{
+    sluice_quota_usage u;
+
+    (void)state;
+    sdefs_quota_usage(100, SLUICE_CAL_DAY, 0, 0, 0, 0, T0_NS + 5, &u);
+    assert_int_equal(u.spent, 0);
+    assert_int_equal(u.budget, 100);
+    assert_int_equal(u.remaining, 100);
+    assert_int_equal(u.period_start_ns, T0_NS);
+    assert_int_equal(u.resets_at_ns, T0_NS + DAY_NS);
+    sdefs_quota_usage(100, SLUICE_CAL_DAY, 1, T0_NS, T0_NS + DAY_NS, 30, T0_NS + 5, &u);
+    assert_int_equal(u.spent, 30);
+    assert_int_equal(u.remaining, 70);
+    /* The period ended: nothing spent in the next one. */
+    sdefs_quota_usage(100, SLUICE_CAL_DAY, 1, T0_NS, T0_NS + DAY_NS, 30, T0_NS + DAY_NS, &u);
+    assert_int_equal(u.spent, 0);
+    assert_int_equal(u.period_start_ns, T0_NS + DAY_NS);
+    /* A settlement past the budget. */
+    sdefs_quota_usage(100, SLUICE_CAL_DAY, 1, T0_NS, T0_NS + DAY_NS, 130, T0_NS + 9, &u);
+    assert_int_equal(u.spent, 130);
+    assert_int_equal(u.remaining, 0);
+    sdefs_quota_usage(10, SLUICE_CAL_NONE, 1, 0, SLUICE_NEVER, 4, T0_NS, &u);
+    assert_int_equal(u.spent, 4);
+    assert_int_equal(u.remaining, 6);
+    assert_int_equal(u.period_start_ns, 0);
+    assert_int_equal(u.resets_at_ns, SLUICE_NEVER);
+}
+
+/* Property: the raw state a store keeps (quota.h's, as the scripts port it), read by
+ * sdefs_quota_usage, gives the core's own sluice_limit_quota_usage figures, over random charges,
+ * settlements and times on a simulated clock, for both calendars and none. */
+static void test_quota_usage_model(void **state)
+{
+    static const sluice_calendar cals[] = {SLUICE_CAL_NONE, SLUICE_CAL_DAY, SLUICE_CAL_MONTH};
+    uint64_t seed = 0x5eed;
+
+    (void)state;
+    for (size_t ci = 0; ci < 3; ci++) {
+        sluice_limit_def def;
+        sluice_limit *lim;
+        quota_state q;
+        char msg[128];
+        int64_t now = T0_NS, last_ok = 0;
+
+        sluice_limit_def_init(&def, SLUICE_QUOTA);
+        def.limit = 50;
+        def.calendar = cals[ci];
+        assert_int_equal(sluice_limit_new(&def, &lim, msg, sizeof msg), SLUICE_OK);
+        memset(&q, 0, sizeof q);
+        for (int i = 0; i < 4000; i++) {
+            sluice_quota_usage want, got;
+            sluice_decision d;
+            uint64_t r;
+            int64_t units;
+
+            seed = seed * 6364136223846793005u + 1442695040888963407u;
+            r = seed >> 33;
+            now += r % 7 == 0 ? (int64_t)(r % 40) * (DAY_NS / 8) : (int64_t)(r % 1000) * 1000000;
+            units = (int64_t)(r % 13) + 1;
+            if (r % 5 == 0 && last_ok) {
+                int64_t actual = (int64_t)((r >> 4) % 30);
+                int rc1 = sluice_limit_settle(lim, "k", 1, last_ok, 1, actual, now);
+                int rc2 = quota_settle(def.calendar, &q, last_ok, 1, actual, now);
+
+                assert_int_equal(rc1, rc2);
+            } else {
+                sluice_limit_decide(lim, "k", 1, units, now, 0, &d);
+                quota_decide(def.limit, def.calendar, &q, units, now, 0, &d);
+                if (d.allowed && units == 1)
+                    last_ok = now;
+            }
+            assert_int_equal(sluice_limit_quota_usage(lim, "k", 1, now, &want), SLUICE_OK);
+            sdefs_quota_usage(def.limit, def.calendar, 1, q.period_start_ns, q.period_end_ns,
+                              q.spent, now, &got);
+            assert_memory_equal(&want, &got, sizeof want);
+        }
+        sluice_limit_free(lim);
+    }
+}
+
+/* A PostgreSQL result of three text columns (state, clock, now) and one row. */
+static PGresult *pg_spend_row(const char *st, const char *clock, const char *now)
+{
+    static const char *row[1][3];
+
+    row[0][0] = st;
+    row[0][1] = clock;
+    row[0][2] = now;
+    return pg_rows(1, (const char *const(*)[3])row);
+}
+
+/* LIMIT.SPEND's call and both stores' answers: the state, the clock's ratchet, another kind's
+ * state read as absent, malformed answers refused. */
+static void test_spend(void **state)
+{
+    sdefs_spend_cmd c;
+    sluice_quota_usage u;
+    redisReply *r;
+    PGresult *p;
+    char now_s[24], clock[64], st[96];
+    cmd m;
+
+    (void)state;
+    assert_int_equal(sdefs_redis_spend_command(&c, "sha", "sk", 2, "ck", 2), SLUICE_OK);
+    m = CMD_OF(c);
+    assert_int_equal(m.argc, 7);
+    assert_arg(&m, 0, "EVALSHA");
+    assert_arg(&m, 2, "2");
+    assert_arg(&m, 3, "sk");
+    assert_arg(&m, 4, "ck");
+    assert_arg(&m, 5, "D1");
+    assert_arg(&m, 6, "Q");
+    assert_int_equal(sdefs_redis_spend_command(&c, NULL, "sk", 2, "ck", 2), SLUICE_EINVAL);
+
+    reply_pool_reset();
+    snprintf(st, sizeof st, "q %lld %lld 30", (long long)T0_NS, (long long)(T0_NS + DAY_NS));
+    /* TIME: T0 + 1 s; no clock. */
+    r = a_(4, s_(st), s_(""), s_("1763078401"), s_("000000"));
+    assert_int_equal(sdefs_spend_answer(r, NULL, 100, SLUICE_CAL_DAY, &u), SLUICE_OK);
+    assert_int_equal(u.spent, 30);
+    assert_int_equal(u.remaining, 70);
+    assert_int_equal(u.period_start_ns, T0_NS);
+    /* The tag's clock ahead of TIME (past the period's end) wins: nothing spent now. */
+    snprintf(clock, sizeof clock, "%lld 7 -1", (long long)(T0_NS + DAY_NS + 1));
+    r = a_(4, s_(st), s_(clock), s_("1763078401"), s_("000000"));
+    assert_int_equal(sdefs_spend_answer(r, NULL, 100, SLUICE_CAL_DAY, &u), SLUICE_OK);
+    assert_int_equal(u.spent, 0);
+    assert_int_equal(u.period_start_ns, T0_NS + DAY_NS);
+    /* A rate's state under the name (a limit redefined): absent. */
+    r = a_(4, s_("r 5 0"), s_(""), s_("1763078401"), s_("5"));
+    assert_int_equal(sdefs_spend_answer(r, NULL, 100, SLUICE_CAL_DAY, &u), SLUICE_OK);
+    assert_int_equal(u.spent, 0);
+    assert_int_equal(u.budget, 100);
+    /* Malformed: a short array, a bad state, a bad clock, bad TIME, an error reply. */
+    assert_int_equal(sdefs_spend_answer(a_(3, s_(""), s_(""), s_("1")), NULL, 1, 0, &u),
+                     SLUICE_EPARSE);
+    r = a_(4, s_("q 1 2"), s_(""), s_("1763078401"), s_("0"));
+    assert_int_equal(sdefs_spend_answer(r, NULL, 1, 0, &u), SLUICE_EPARSE);
+    r = a_(4, s_("q 1 2 3 "), s_(""), s_("1763078401"), s_("0"));
+    assert_int_equal(sdefs_spend_answer(r, NULL, 1, 0, &u), SLUICE_EPARSE);
+    r = a_(4, s_(""), s_("12 x 1"), s_("1763078401"), s_("0"));
+    assert_int_equal(sdefs_spend_answer(r, NULL, 1, 0, &u), SLUICE_EPARSE);
+    r = a_(4, s_(""), s_(""), s_("1763078401"), s_("1000000"));
+    assert_int_equal(sdefs_spend_answer(r, NULL, 1, 0, &u), SLUICE_EPARSE);
+    assert_int_equal(sdefs_spend_answer(node(REDIS_REPLY_ERROR), NULL, 1, 0, &u), SLUICE_EPARSE);
+    assert_int_equal(u.budget, 0);
+
+    snprintf(now_s, sizeof now_s, "%lld", (long long)(T0_NS + 5));
+    snprintf(st, sizeof st, "{%lld,%lld,12}", (long long)T0_NS, (long long)(T0_NS + DAY_NS));
+    p = pg_spend_row(st, NULL, now_s);
+    assert_int_equal(sdefs_spend_answer(NULL, (const struct pg_result *)p, 20, SLUICE_CAL_DAY, &u),
+                     SLUICE_OK);
+    assert_int_equal(u.spent, 12);
+    assert_int_equal(u.remaining, 8);
+    PQclear(p);
+    snprintf(clock, sizeof clock, "%lld", (long long)(T0_NS + DAY_NS));
+    p = pg_spend_row(st, clock, now_s);
+    assert_int_equal(sdefs_spend_answer(NULL, (const struct pg_result *)p, 20, SLUICE_CAL_DAY, &u),
+                     SLUICE_OK);
+    assert_int_equal(u.spent, 0);
+    PQclear(p);
+    p = pg_spend_row(NULL, NULL, now_s);
+    assert_int_equal(sdefs_spend_answer(NULL, (const struct pg_result *)p, 20, SLUICE_CAL_DAY, &u),
+                     SLUICE_OK);
+    assert_int_equal(u.spent, 0);
+    assert_int_equal(u.period_start_ns, T0_NS);
+    PQclear(p);
+    p = pg_spend_row("{1,2}", NULL, now_s);
+    assert_int_equal(sdefs_spend_answer(NULL, (const struct pg_result *)p, 20, 0, &u),
+                     SLUICE_EPARSE);
+    PQclear(p);
+    p = pg_spend_row(NULL, NULL, NULL);
+    assert_int_equal(sdefs_spend_answer(NULL, (const struct pg_result *)p, 20, 0, &u),
+                     SLUICE_EPARSE);
+    PQclear(p);
+    assert_int_equal(sdefs_spend_answer(NULL, NULL, 20, 0, &u), SLUICE_EPARSE);
+}
+
 /* One migration creates the set and the two functions the statements call. */
 static void test_migration(void **state)
 {
@@ -492,6 +710,10 @@ int main(void)
         cmocka_unit_test(test_pg_answer),
         cmocka_unit_test(test_migration),
         cmocka_unit_test(test_reset),
+        cmocka_unit_test(test_whole_reset),
+        cmocka_unit_test(test_quota_usage),
+        cmocka_unit_test(test_quota_usage_model),
+        cmocka_unit_test(test_spend),
         cmocka_unit_test(test_version),
     };
 

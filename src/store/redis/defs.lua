@@ -13,7 +13,15 @@
 --   "G" known          read: the set as the node at version `known` needs it
 --   "S" known name spec  store spec for name ("" removes it) and raise the version
 --   "X"                LIMIT.RESET of one key: KEYS are then that key's state keys instead
---                      (the limit's, and its override's), deleted; the reply is DEL's count
+--                      (the limit's, and its override's, as a node names them: reset_key maps
+--                      them to their current generation), deleted; the reply is DEL's count
+--   "W" id...          LIMIT.RESET of every key of limits `id...`: KEYS are then the
+--                      generation hashes "<prefix>:{<tag>}:resets" of the tags that hold their
+--                      states (limits.lua's reset_key); each id's generation is raised in each;
+--                      the reply is the number of generations raised
+--   "Q"                LIMIT.SPEND: KEYS are then a quota key's state key and its tag's clock
+--                      key; the reply is {state or "", clock or "", TIME's seconds, TIME's
+--                      microseconds}, read and nothing written (the node computes the figures)
 -- Reply: an array whose first element is the version (an integer); then, for G when the
 -- version is not `known`, and for S when it is not known + 1, every field and value of the set
 -- (name1, spec1, name2, spec2, ...). A shorter reply means: your set is the set (G), or your set
@@ -30,7 +38,31 @@ local function defs_main()
     if #KEYS < 1 then
       return redis.error_reply("ERR sluice store script: bad defs reset")
     end
-    return redis.call("DEL", unpack(KEYS))
+    local ks = {}
+    for i = 1, #KEYS do
+      ks[i] = reset_key(KEYS[i])
+    end
+    return redis.call("DEL", unpack(ks))
+  elseif op == "W" then
+    if #KEYS < 1 or not ARGV[3] then
+      return redis.error_reply("ERR sluice store script: bad defs whole reset")
+    end
+    local n = 0
+    for i = 1, #KEYS do
+      for j = 3, #ARGV do
+        redis.call("HINCRBY", KEYS[i], ARGV[j], 1)
+        n = n + 1
+      end
+    end
+    return n
+  elseif op == "Q" then
+    if #KEYS ~= 2 then
+      return redis.error_reply("ERR sluice store script: bad defs spend read")
+    end
+    local v = redis.pcall("GET", reset_key(KEYS[1]))
+    local c = redis.call("GET", KEYS[2])
+    local t = redis.call("TIME")
+    return {type(v) == "string" and v or "", c or "", t[1], t[2]}
   end
   if not known or #KEYS ~= 2 then
     return redis.error_reply("ERR sluice store script: bad defs call")

@@ -216,6 +216,46 @@ local function fbase(D, v, nhi, nlo, units, burst, t)
   return rel
 end
 
+-- ---- whole-limit resets (LIMIT.RESET name, no key) --------------------------------------------
+
+-- A whole reset cannot delete every key of a limit (its states are spread over the keyspace), so
+-- it raises the limit's generation instead, kept per hash tag in the hash
+-- "<prefix>:{<tag>}:resets" (limit id -> generation; defs.lua's "W" writes it), and a state of a
+-- limit at generation g > 0 lives in "<prefix>:{<tag>}:R<g>:<len>:<limit_id>:<key>". Nodes send
+-- the generation-0 name; reset_key maps it to the current one, reading the generations itself
+-- (once per tag and call), so after a reset no request of any node reaches a state of an older
+-- generation: every key of the limit reads as fresh at once, and the old states expire by their
+-- TTLs. A tag no reset ever named costs one HGETALL of a missing key per call.
+local rgens = {} -- this call's generations: marker key -> {limit id -> "g"}, or false (none)
+local function reset_key(skey)
+  local p = skey:find("}:", 1, true)
+  if not p then
+    return skey
+  end
+  local mk = skey:sub(1, p) .. ":resets"
+  local g = rgens[mk]
+  if g == nil then
+    local h = redis.call("HGETALL", mk)
+    g = false
+    if #h > 0 then
+      g = {}
+      for i = 1, #h, 2 do
+        g[h[i]] = h[i + 1]
+      end
+    end
+    rgens[mk] = g
+  end
+  if not g then
+    return skey
+  end
+  local len, at = skey:match("^(%d+):()", p + 2)
+  local gen = len and g[skey:sub(at, at + tonumber(len) - 1)]
+  if not gen then
+    return skey
+  end
+  return skey:sub(1, p + 1) .. "R" .. gen .. ":" .. skey:sub(p + 2)
+end
+
 local function fast_main()
   if ARGV[2] ~= "" then
     return nil -- auditing: the library
@@ -258,7 +298,7 @@ local function fast_main()
       seen[rs] = pr
     end
     local op, D, units = pr[1], pr[2], pr[3]
-    local ck, skey = KEYS[ki], KEYS[ki + 1]
+    local ck, skey = KEYS[ki], reset_key(KEYS[ki + 1])
     ki = ki + 2
     local tg = tags[ck]
     if not tg then
@@ -1423,10 +1463,12 @@ end
 
 -- An audit entry "limit_id key units now" from a state key's name
 -- "<prefix>:{<tag>}:<len>:<limit_id>:<key>": neither the prefix nor the tag holds a brace, so the
--- first "}:" ends the tag, and <len> delimits the limit id (which may hold ':').
+-- first "}:" ends the tag, and <len> delimits the limit id (which may hold ':'); a generation
+-- ("R<g>:", reset_key) is skipped.
 local function audit_entry(skey, units, now_s)
   local p = skey:find("}:", 1, true)
-  local len, at = skey:match("^(%d+):()", p + 2)
+  p = skey:match("^R%d+:()", p + 2) or p + 2
+  local len, at = skey:match("^(%d+):()", p)
   len = tonumber(len)
   return skey:sub(at, at + len - 1) .. " " .. skey:sub(at + len + 1) .. " " .. str(units) .. " " ..
            now_s
@@ -1848,7 +1890,7 @@ local function general(rs, ki)
   for i = 1, nlinks do
     local at = 7 + 3 * (i - 1)
     local D = defs[tonumber(tok[at] or "") or 0]
-    local L = {skey = KEYS[ki], units = tonumber(tok[at + 2] or ""),
+    local L = {skey = reset_key(KEYS[ki]), units = tonumber(tok[at + 2] or ""),
                tag = tags[tonumber(tok[at + 1] or "") or 0]}
     ki = ki + 1
     if not D then
@@ -1932,7 +1974,7 @@ local function limits_main()
           now = tg.t
         end
         local now_s, nr = now_text(now)
-        local skey = KEYS[ki + (audit and 2 or 1)]
+        local skey = reset_key(KEYS[ki + (audit and 2 or 1)])
         units = tonumber(units)
         local charged
         out, charged = fast_rate(D, op, units, skey, tg, now_s, nr)

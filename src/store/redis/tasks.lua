@@ -217,7 +217,7 @@ local function tasks_main(ext)
     if D.err then
       return nil
     end
-    return {skey = l.skey, units = l.units, tag = tag_of(l.ckey), kind = D.kind, limit = D.limit,
+    return {skey = reset_key(l.skey), units = l.units, tag = tag_of(l.ckey), kind = D.kind, limit = D.limit,
             period = D.period, burst = D.burst, start_empty = D.start_empty, ttl = D.ttl,
             calendar = D.calendar, g = D.g}
   end
