@@ -73,7 +73,8 @@ typedef struct admin {
     uint64_t requests;    /* HTTP requests answered */
 
     /* The HTTP decision API (v1.c). */
-    admin_v1_req *v1_waiting; /* submits suspended until their commit, doubly linked */
+    admin_v1_req *v1_waiting; /* requests suspended until their commit or the shared store's
+                               * answer, doubly linked */
     size_t v1_body_bytes;     /* bytes allocated for request bodies, all requests together */
 } admin;
 
@@ -165,8 +166,9 @@ int admin_resp_parse(const char *buf, size_t len, admin_resp_val *vals, size_t m
                      int *is_array);
 
 /* The HTTP status of a RESP error word (len bytes), and the error_type and title of seed 004's
- * error body: WRONGARGS 400, NOAUTH 401, NOLIMIT and NOTASK 404, EXISTS, INUSE and NOLEASE 409,
- * RATELIMITED 429, BUSY, NOMEM and IOERR 503, anything else 500. Pure. */
+ * error body: WRONGARGS and CROSSSLOT 400, NOAUTH 401, NOLIMIT and NOTASK 404, EXISTS, INUSE and
+ * NOLEASE 409, RATELIMITED 429, NOTSHARED 501, BUSY, NOMEM, OOM, IOERR, STOREDOWN and
+ * NOTREPLICATED 503, anything else 500. Pure. */
 unsigned admin_v1_status(const char *word, size_t len, const char **error_type, const char **title);
 
 /* A denial, as the 429 body reports it. */
