@@ -10,9 +10,11 @@
  * There is no second implementation of anything: a JSON body becomes the arguments of the RESP
  * command, which runs through the command table (commands_run_detached) exactly as a client's
  * would, and its RESP reply becomes the HTTP answer. Its error word picks the status
- * (admin_v1_status: WRONGARGS 400, NOLIMIT/NOTASK 404, EXISTS 409, BUSY/NOMEM/IOERR 503), a
- * denial is 429 with Retry-After and seed 004's JSON error body (admin_v1_denial_json), and a
- * decision's figures also go out as RateLimit-* headers.
+ * (admin_v1_status: WRONGARGS 400, NOLIMIT/NOTASK 404, EXISTS 409, BUSY/NOMEM/IOERR 503, a
+ * shared store's STOREDOWN 503 and NOTSHARED 501), a denial is 429 with Retry-After and seed
+ * 004's JSON error body (admin_v1_denial_json), and a decision's figures also go out as
+ * RateLimit-* headers. An explain on a shared store runs TASK.EXPLAIN, whose map becomes the
+ * embedded store's explanation object.
  *
  * Durability: a submit is answered only once its task is durable, as TASK.ADD's reply is. When
  * the command moved the change feed (durable_changes) the connection is suspended in MHD and
