@@ -207,14 +207,16 @@ enum MHD_Result admin_v1_begin(admin *a, struct MHD_Connection *c, const char *u
                                const char *method, void **req_cls);
 
 /* The later calls: buffers the body (413 past the route's bound, 503 past ADMIN_V1_BODY_TOTAL),
- * then answers, or suspends a submit until its commit and answers once resumed. */
+ * then answers, or suspends the request until its commit (a submit on the embedded store) or
+ * until the shared store answered its command, and answers once resumed. */
 enum MHD_Result admin_v1_continue(admin *a, admin_v1_req *r, const char *upload_data,
                                   size_t *upload_data_size);
 
 /* MHD is done with the request: frees it. Accepts NULL. */
 void admin_v1_free(admin_v1_req *r);
 
-/* The admin port stops: every suspended submit is resumed with a 503 (MHD must hold none). */
+/* The admin port stops: every suspended request is resumed with a 503 SHUTDOWN (MHD must hold
+ * none); one waiting for the shared store forgets its place there first. */
 void admin_v1_stop(admin *a);
 
 /* ---- Events and streams (events.c) -------------------------------------------------- */
