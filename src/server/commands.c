@@ -235,6 +235,16 @@ static void reply_unknown(conn *c, const resp_command *cmd)
     resp_error(conn_out(c), "ERR", "unknown command %s, with args beginning with: %s", name, args);
 }
 
+/* 1 when the node serves command d with its store: a command that decides in this process only
+ * (CMD_LOCAL), or on Redis Cluster one whose keys share one hash tag (CMD_ONE_TAG), is not
+ * served on a shared store yet (rstore_reply_unavailable says why). */
+static int store_serves(const server *s, const command_def *d)
+{
+    return !(((d->flags & CMD_LOCAL) ||
+              ((d->flags & CMD_ONE_TAG) && rstore_kind(s) == CONFIG_STORE_REDIS_CLUSTER)) &&
+             rstore_active(s));
+}
+
 static void dispatch(conn *c, const resp_command *cmd)
 {
     const command_def *d = command_lookup(cmd->argv[0], cmd->argvlen[0]);
@@ -256,9 +266,7 @@ static void dispatch(conn *c, const resp_command *cmd)
         return;
     c->srv->stats.commands++;
     counters_command(&c->srv->counters, (size_t)(d - command_table));
-    if (((d->flags & CMD_LOCAL) ||
-         ((d->flags & CMD_ONE_TAG) && rstore_kind(c->srv) == CONFIG_STORE_REDIS_CLUSTER)) &&
-        rstore_active(c->srv)) {
+    if (!store_serves(c->srv, d)) {
         rstore_reply_unavailable(c, d->name);
         return;
     }
@@ -279,36 +287,41 @@ void commands_dispatch(conn *c, const resp_command *cmd)
         counters_reply(&c->srv->counters, conn_out(c)->buf + mark, conn_out(c)->len - mark);
 }
 
-void commands_run_detached(server *s, const resp_command *cmd, resp_writer *out)
+int commands_run_detached(conn *c, const resp_command *cmd)
 {
+    server *s = c->srv;
     const command_def *d = cmd->argc > 0 ? command_lookup(cmd->argv[0], cmd->argvlen[0]) : NULL;
+    resp_writer *out = conn_out(c);
     size_t mark = out->len;
-    conn c;
 
     if (!d || (d->flags & (CMD_NOAUTH | CMD_BLOCKING))) {
         resp_error(out, "ERR", "this command is not available here");
-        return;
+        return 1;
     }
-    /* Under a shared store a decision is answered later (conn_defer), which a client with no
-     * socket cannot wait for. */
-    if (rstore_active(s)) {
+    /* Refused in a word of its own, so that the HTTP API can say 501 rather than 500. */
+    if (!store_serves(s, d)) {
+        char upper[NAME_MAX_LEN + 1];
+        size_t i;
+
+        for (i = 0; d->name[i] && i < NAME_MAX_LEN; i++)
+            upper[i] = (char)(d->name[i] >= 'a' && d->name[i] <= 'z' ? d->name[i] - 'a' + 'A'
+                                                                     : d->name[i]);
+        upper[i] = '\0';
         resp_error(out, "NOTSHARED",
-                   "the HTTP API is not available with a %s store yet: use RESP (THROTTLE)",
-                   rstore_kind_name(s));
-        return;
+                   "%s is not available with a %s store yet (docs/cluster.md lists what is "
+                   "shared)",
+                   upper, rstore_kind_name(s));
+        return 1;
     }
-    /* A client that never touches a socket: the handlers of these commands read c->srv and
-     * append to conn_out(c), nothing else. */
-    memset(&c, 0, sizeof c);
-    c.srv = s;
-    c.flags = CONN_AUTHED | CONN_IN_COMMAND;
-    c.out = *out;
-    snprintf(c.addr, sizeof c.addr, "admin");
-    dispatch(&c, cmd);
+    /* The handlers read c->srv and append to conn_out(c); under a shared store they may take a
+     * deferred slot or block c until the store answers (conn.h: its owner hears of it). */
+    c->flags |= CONN_IN_COMMAND;
+    dispatch(c, cmd);
+    c->flags &= ~CONN_IN_COMMAND;
     durable_after_detached(s);
-    *out = c.out;
     if (!out->failed && out->len > mark)
         counters_reply(&s->counters, out->buf + mark, out->len - mark);
+    return conn_detached_done(c);
 }
 
 /* ---- Reply helpers ----------------------------------------------------------------------- */

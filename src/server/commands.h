@@ -70,13 +70,16 @@ void commands_free(server *s);
 /* Runs one command of client c: the checks of the file comment, then its handler. */
 void commands_dispatch(conn *c, const resp_command *cmd);
 
-/* Runs one command for a caller that is not a client (the admin port's HTTP API) through the
- * same checks and handler as commands_dispatch, as an authenticated RESP2 client would, and
- * appends its one reply to out (initialised by the caller, which frees it). Only commands that
- * answer at once from the server's state are run (not CMD_NOAUTH connection commands, not
- * CMD_BLOCKING ones): others get -ERR. The reply is not held for durability: the caller reads
+/* Runs one command for a caller that is not a client (the admin port's HTTP API) on c, a
+ * detached client (conn_detached_new, conn.h), through the same checks and handler as
+ * commands_dispatch, as an authenticated RESP2 client would; its one reply is appended to
+ * conn_out(c). Only commands that answer without waiting for a client's next move are run (not
+ * CMD_NOAUTH connection commands, not CMD_BLOCKING ones): others get -ERR; a command the node's
+ * shared store does not serve gets -NOTSHARED. Returns 1 when the reply is complete now (or c
+ * was closed: conn_detached_done), 0 when it comes later, on a shared store once the store
+ * answered: c's done callback says when. The reply is not held for durability: the caller reads
  * durable_changes before and after, and waits with durable_wait when it moved. */
-void commands_run_detached(server *s, const resp_command *cmd, resp_writer *out);
+int commands_run_detached(conn *c, const resp_command *cmd);
 
 /* ---- Reply helpers shared by the command modules --------------------------------------- */
 

@@ -107,12 +107,10 @@ static void unauth_unlink(conn *c)
 
 /* ---- Closing ----------------------------------------------------------------------------- */
 
-void conn_close(conn *c)
+/* Forgets a closing client wherever it waits: its block (cancelled), the pending list, the
+ * replies held for a commit and its deferred slots. */
+static void forget(conn *c)
 {
-    if (c->flags & CONN_CLOSING)
-        return;
-    c->flags |= CONN_CLOSING;
-    c->srv->nclosing++;
     unauth_unlink(c);
     if (c->flags & CONN_BLOCKED) {
         const conn_block_ops *ops = c->block_ops;
@@ -129,6 +127,22 @@ void conn_close(conn *c)
     durable_conn_closed(c); /* its held replies go with it */
     if (c->ndeferred)
         rstore_conn_closed(c); /* and its deferred ones */
+}
+
+void conn_close(conn *c)
+{
+    if (c->flags & CONN_CLOSING)
+        return;
+    c->flags |= CONN_CLOSING;
+    forget(c);
+    if (c->flags & CONN_DETACHED) {
+        /* No handle to close: its owner hears of it at the end of the turn (conn_flush). */
+        c->flags |= CONN_PENDING;
+        c->pnext = c->srv->pending;
+        c->srv->pending = c;
+        return;
+    }
+    c->srv->nclosing++;
     log_debug("client %" PRIu64 " %s closed after %" PRIu64 " commands", c->id, c->addr,
               c->ncommands);
     uv_close((uv_handle_t *)&c->tcp, on_close);
@@ -260,6 +274,16 @@ void conn_flush(conn *c)
     uv_buf_t b;
     int n;
 
+    if (c->flags & CONN_DETACHED) {
+        /* No socket: the owner takes the reply once it is whole (and may free c). */
+        void (*done)(conn *, void *) = c->done;
+
+        if (done && conn_detached_done(c)) {
+            c->done = NULL;
+            done(c, c->done_arg);
+        }
+        return;
+    }
     if ((c->flags & CONN_CLOSING) || c->holds > 0 || c->wbuf)
         return;
     if (c->out.len == 0) {
@@ -453,8 +477,8 @@ void conn_process(conn *c)
     resp_command cmd;
     int rc;
 
-    if (c->flags &
-        (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY | CONN_BLOCKED | CONN_IN_COMMAND | CONN_AUTH_WAIT))
+    if (c->flags & (CONN_CLOSING | CONN_CLOSE_AFTER_REPLY | CONN_BLOCKED | CONN_IN_COMMAND |
+                    CONN_AUTH_WAIT | CONN_DETACHED))
         return;
     c->flags |= CONN_IN_COMMAND;
     while (!(c->flags & (CONN_BLOCKED | CONN_CLOSE_AFTER_REPLY | CONN_CLOSING | CONN_AUTH_WAIT))) {
@@ -587,6 +611,8 @@ int conn_block(conn *c, int64_t timeout_ms, const conn_block_ops *ops, void *arg
 
     if (c->flags & (CONN_BLOCKED | CONN_CLOSING) || !ops || !ops->timeout)
         return SLUICE_ESTATE;
+    if ((c->flags & CONN_DETACHED) && timeout_ms > 0)
+        return SLUICE_ESTATE; /* it has no timer */
     c->flags |= CONN_BLOCKED;
     c->block_ops = ops;
     c->block_arg = arg;
@@ -612,7 +638,8 @@ void conn_unblock(conn *c)
     c->flags &= ~CONN_BLOCKED;
     c->block_ops = NULL;
     c->block_arg = NULL;
-    uv_timer_stop(&c->block_timer);
+    if (!(c->flags & CONN_DETACHED))
+        uv_timer_stop(&c->block_timer);
     c->active_ns = server_now(c->srv); /* waiting was not idling */
     if (c->flags & CONN_CLOSING)
         return;
@@ -758,6 +785,45 @@ int conn_accept(server *s)
     }
     c->flags |= CONN_READING;
     return 0;
+}
+
+/* ---- Detached clients -------------------------------------------------------------------- */
+
+int conn_detached_new(server *s, void (*done)(conn *c, void *arg), void *arg, conn **out)
+{
+    conn *c = alloc_calloc(1, sizeof(*c));
+
+    *out = NULL;
+    if (!c)
+        return SLUICE_ENOMEM;
+    c->srv = s;
+    c->flags = CONN_AUTHED | CONN_DETACHED;
+    c->done = done;
+    c->done_arg = arg;
+    c->created_ns = c->active_ns = server_now(s);
+    resp_writer_init(&c->out, 2);
+    snprintf(c->addr, sizeof(c->addr), "http");
+    *out = c;
+    return 0;
+}
+
+int conn_detached_done(const conn *c)
+{
+    return (c->flags & CONN_CLOSING) ||
+           (c->holds == 0 && c->ndeferred == 0 && !(c->flags & CONN_BLOCKED));
+}
+
+void conn_detached_free(conn *c)
+{
+    if (!c)
+        return;
+    if (!(c->flags & CONN_CLOSING)) {
+        c->flags |= CONN_CLOSING;
+        forget(c);
+    }
+    pending_unlink(c);
+    resp_writer_clear(&c->out);
+    alloc_free(c);
 }
 
 /* ---- Timeouts ---------------------------------------------------------------------------- */

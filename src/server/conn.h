@@ -34,7 +34,10 @@
  * - a client silent for idle_timeout_ms is closed, unless it is blocked (a TASK.GET waiting is
  *   not idle) or waiting out an AUTH delay;
  * - a conn is freed only after its libuv handles are closed; conn_close may be called at any
- *   time, any number of times.
+ *   time, any number of times;
+ * - a detached conn (CONN_DETACHED, conn_detached_new) has no socket, no handle and no reader,
+ *   is on none of the server's client lists, and belongs to its owner, which frees it
+ *   (conn_detached_free); it only ever runs the one command its owner hands it.
  */
 #ifndef SLUICE_SERVER_CONN_H
 #define SLUICE_SERVER_CONN_H
@@ -48,18 +51,19 @@
 #include "server/server.h"
 
 /* conn.flags */
-#define CONN_AUTHED            0x01u  /* AUTH succeeded, or no password is set */
-#define CONN_CLOSE_AFTER_REPLY 0x02u  /* read and run nothing more; close once flushed */
-#define CONN_CLOSING           0x04u  /* uv_close was called: the conn is as good as gone */
-#define CONN_PENDING           0x08u  /* on the server's pending list */
-#define CONN_BLOCKED           0x10u  /* waiting in conn_block */
-#define CONN_READING           0x20u  /* uv_read_start is on */
-#define CONN_EOF               0x40u  /* the peer closed its side */
-#define CONN_IN_COMMAND        0x80u  /* a command of this client is running (no re-entry) */
-#define CONN_RESUME            0x100u /* unblocked: run its buffered commands this turn */
-#define CONN_LINGER            0x200u /* replies written, write side shut: draining input */
-#define CONN_UNAUTH            0x400u /* on the server's unauth list */
-#define CONN_AUTH_WAIT         0x800u /* waiting out the delay after a failed AUTH */
+#define CONN_AUTHED            0x01u   /* AUTH succeeded, or no password is set */
+#define CONN_CLOSE_AFTER_REPLY 0x02u   /* read and run nothing more; close once flushed */
+#define CONN_CLOSING           0x04u   /* uv_close was called: the conn is as good as gone */
+#define CONN_PENDING           0x08u   /* on the server's pending list */
+#define CONN_BLOCKED           0x10u   /* waiting in conn_block */
+#define CONN_READING           0x20u   /* uv_read_start is on */
+#define CONN_EOF               0x40u   /* the peer closed its side */
+#define CONN_IN_COMMAND        0x80u   /* a command of this client is running (no re-entry) */
+#define CONN_RESUME            0x100u  /* unblocked: run its buffered commands this turn */
+#define CONN_LINGER            0x200u  /* replies written, write side shut: draining input */
+#define CONN_UNAUTH            0x400u  /* on the server's unauth list */
+#define CONN_AUTH_WAIT         0x800u  /* waiting out the delay after a failed AUTH */
+#define CONN_DETACHED          0x1000u /* no socket: a command run for the HTTP API */
 
 /* What a blocked client waits for. The callbacks run on the loop thread. */
 typedef struct conn_block_ops {
@@ -107,8 +111,11 @@ struct conn {
     conn *prev, *next;      /* the server's client list */
     conn *pnext;            /* the server's pending list */
     conn *bprev, *bnext;    /* the server's blocked list */
-    char name[64];          /* CLIENT SETNAME / HELLO SETNAME */
-    char addr[64];          /* the peer, "ip:port" */
+    /* CONN_DETACHED: its owner's callback, once its reply is complete (conn_detached_new). */
+    void (*done)(conn *c, void *arg);
+    void *done_arg;
+    char name[64]; /* CLIENT SETNAME / HELLO SETNAME */
+    char addr[64]; /* the peer, "ip:port" */
 };
 
 /* Accepts a connection on the server's listener. A client beyond max_clients or refused by
@@ -164,6 +171,27 @@ void conn_release(conn *c);
  * replies go once no slot is left. A closed client's slots are simply never filled. */
 size_t conn_defer(conn *c);
 void conn_defer_fill(conn *c, size_t ticket, size_t mark);
+
+/* Detached clients: a client with no socket, for a command run on behalf of another protocol
+ * (the admin port's HTTP API, commands_run_detached). It is authenticated, speaks RESP2, and is
+ * on none of the server's client lists (not in nclients or CLIENT LIST, never idle-closed); its
+ * reply is appended to conn_out(c) as any client's. A reply that comes later (a shared store's
+ * deferred slot, a TASK.EXPLAIN blocked on the store) is announced by done(c, arg), exactly
+ * once, from the end of the loop turn in which it became complete (the server's pending walk:
+ * never from inside the store's callbacks); a conn closed meanwhile (out of memory for its
+ * reply) is announced the same way, with CONN_CLOSING set and no reply to read. done may free c.
+ * A blocking wait with a timeout (TASK.GET ... TIMEOUT) is refused on it (conn_block: no
+ * timer). Returns 0 or SLUICE_ENOMEM; *out is NULL on failure. */
+int conn_detached_new(server *s, void (*done)(conn *c, void *arg), void *arg, conn **out);
+
+/* 1 when a detached client's reply is complete (no deferred slot, no hold, not blocked) or the
+ * client was closed (CONN_CLOSING: no reply). */
+int conn_detached_done(const conn *c);
+
+/* Frees a detached client at any time: whatever it still waits for (its deferred slots in the
+ * shared store's batches, its block) is forgotten, as for a client that closes, and done is not
+ * called. Accepts NULL. */
+void conn_detached_free(conn *c);
 
 /* Applies the reader limits for the client's authentication state. */
 void conn_apply_limits(conn *c);

@@ -14,7 +14,11 @@
 # deliveries, the others consuming: every task still acknowledged exactly once, the held ones
 # with a higher attempt. Also: a concurrency slot released by an ACK on one node wakes a GET
 # blocked on another, priority and DELAY and ID across nodes. Also: a store that is down answers TASK.ADD -STOREDOWN (nothing is
-# acknowledged that Redis did not take), and what stays refused says so. Every wait is a
+# acknowledged that Redis did not take), and what stays refused says so. Also the HTTP decision
+# API (docs/http.md) on the shared store: two nodes charge one budget over HTTP, a task added
+# over HTTP on A is explained on B and taken over RESP on B, the store away answers 503
+# STOREDOWN; on Redis also: concurrent requests each answered their own, and a request waiting
+# for the frozen store when its node stops is answered 503 SHUTDOWN. Every wait is a
 # deadline, never a sleep.
 #
 # Usage: bash tests/server/redis_tasks.sh PATH-TO-SLUICE SOURCE-DIR
@@ -81,7 +85,9 @@ store_restart() {
   pids+=("$!")
 }
 for n in A B C; do
-  start_node $n --store "$url" --store-timeout 20000
+  # A and B also serve the HTTP API (section 1b).
+  case $n in C) admin=() ;; *) admin=(--admin-port 0 --admin-port-file "$tmp/$n.admin") ;; esac
+  start_node $n --store "$url" --store-timeout 20000 "${admin[@]}"
 done
 A=$port_A
 B=$port_B
@@ -198,6 +204,53 @@ contains "TASK.ADD LEASE refused" "not available with a $store store yet" "$(on 
 check "RECUR.ADD shared" OK "$(on "$A" RECUR.ADD r job '{}' EVERY 1000 START 9000000000000)"
 check "RECUR.DEL on another node" 1 "$(on "$B" RECUR.DEL r)"
 
+# ---- 1b. The HTTP decision API on the shared store ---------------------------------------------
+
+# post PORT PATH BODY: POSTs BODY into $tmp/body, prints the status. body_has NAME TEXT: the body
+# holds TEXT (the server's JSON is compact, its members in a fixed order).
+post() {
+  curl -s -o "$tmp/body" -w '%{http_code}' --max-time 30 --data-binary "$3" "http://127.0.0.1:$1$2"
+}
+body_has() { contains "$1" "$2" "$(cat "$tmp/body")"; }
+HA=$(cat "$tmp/A.admin")
+HB=$(cat "$tmp/B.admin")
+check "HTTP: A grants per_user h1" 200 "$(post "$HA" /v1/throttle '{"limit":"per_user","key":"h1"}')"
+body_has "HTTP: A's answer" '"allowed":true,"peek":false,"name":"per_user","key":"h1","limit":1,"remaining":0'
+check "HTTP: B denies it: one budget" 429 "$(post "$HB" /v1/throttle '{"limit":"per_user","key":"h1"}')"
+body_has "HTTP: the 429 body" '"limit_type":"rate","limit_name":"per_user","key":"h1"'
+check "HTTP: RESP on A sees the grant" 0 "$(redis-cli -p "$A" THROTTLE per_user h1 | head -1)"
+check "HTTP: 404 unknown limit" 404 "$(post "$HB" /v1/throttle '{"limit":"nope","key":"x"}')"
+body_has "HTTP: NOLIMIT" '"code":"NOLIMIT"'
+check "HTTP: submit on A: 201" 201 "$(post "$HA" /v1/tasks '{"type":"job","payload":{"n":"http"}}')"
+hid=$(sed 's/.*"id":\([0-9]*\).*/\1/' "$tmp/body")
+check "HTTP: explain on B: queued" 200 \
+  "$(curl -s -o "$tmp/body" -w '%{http_code}' "http://127.0.0.1:$HB/v1/tasks/$hid/explain")"
+body_has "HTTP: explain body" '"state":"queued"'
+check "HTTP: RESP TASK.GET on B takes it" "$hid job {\"n\":\"http\"}" \
+  "$(redis-cli -p "$B" TASK.GET job | head -3 | tr '\n' ' ' | sed 's/ $//')"
+check "HTTP: explain on A: running" 200 \
+  "$(curl -s -o "$tmp/body" -w '%{http_code}' "http://127.0.0.1:$HA/v1/tasks/$hid/explain")"
+body_has "HTTP: running" '"state":"running"'
+check "HTTP: ACK on A" OK "$(on "$A" TASK.ACK "$hid")"
+if [ "$store" = redis ]; then
+  # Requests answered by one store call: each answer is its own request's.
+  curls=()
+  for i in $(seq 1 12); do
+    curl -s --max-time 30 --data-binary "{\"limit\":\"per_user\",\"key\":\"c$i\",\"units\":$((i % 2 + 1))}" \
+      "http://127.0.0.1:$HA/v1/throttle" >"$tmp/par.$i" &
+    curls+=($!)
+  done
+  wait "${curls[@]}"
+  wrong=0
+  for i in $(seq 1 12); do
+    # 1 unit of 1 granted; 2 units of 1 never.
+    if [ $((i % 2)) = 0 ]; then want="\"key\":\"c$i\",\"limit\":1,\"remaining\":0"; else want="\"key\":\"c$i\""; fi
+    grep -qF "$want" "$tmp/par.$i" || wrong=$((wrong + 1))
+    [ $((i % 2)) = 1 ] && ! grep -q '"retry_after_ms":-1' "$tmp/par.$i" && wrong=$((wrong + 1))
+  done
+  check "HTTP: 12 concurrent requests, each answered its own" 0 "$wrong"
+fi
+
 # ---- 2. A blocked GET on B woken by an ADD on A ------------------------------------------------
 
 wakes=$(store_field "$B" store_task_wakes)
@@ -268,10 +321,40 @@ check "every task acknowledged exactly once, the limit's bound kept: $out" 0 "$r
 # ---- 5. The store away -------------------------------------------------------------------------
 
 store_freeze
-start_node D --store "$url" --store-timeout 300
+start_node D --store "$url" --store-timeout 300 --admin-port 0 --admin-port-file "$tmp/D.admin"
 contains "TASK.ADD while the store does not answer" "STOREDOWN" "$(on "$port_D" TASK.ADD job '{}')"
 check "PING still answers" PONG "$(on "$port_D" PING)"
+HD=$(cat "$tmp/D.admin")
+check "HTTP: a throttle while the store does not answer: 503" 503 \
+  "$(post "$HD" /v1/throttle '{"limit":"per_user","key":"down"}')"
+body_has "HTTP: STOREDOWN" '"code":"STOREDOWN"'
+check "HTTP: a submit: 503" 503 "$(post "$HD" /v1/tasks '{"type":"job"}')"
+body_has "HTTP: the submit's STOREDOWN" '"code":"STOREDOWN"'
+if [ "$store" = redis ]; then
+  # B (store timeout 20 s) stops while a request waits for the frozen store: answered 503
+  # SHUTDOWN at once, and B exits cleanly (MHD holds no suspended connection when it stops).
+  throttles() {
+    curl -s "127.0.0.1:$1/metrics" | awk '$1 == "sluice_commands_total{command=\"throttle\"}" { print $2 }'
+  }
+  throttles_past() { [ "$(throttles "$1")" -gt "$2" ] 2>/dev/null; }
+  n0=$(throttles "$HB")
+  curl -s -o "$tmp/late" -w '%{http_code}' --max-time 30 --data-binary '{"limit":"per_user","key":"late"}' \
+    "http://127.0.0.1:$HB/v1/throttle" >"$tmp/late.status" &
+  late=$!
+  wait_until "HTTP: B's request waits for the store" 10 throttles_past "$HB" "$n0"
+  kill -TERM "$pid_B"
+  wait "$late"
+  check "HTTP: the waiting request: 503" 503 "$(cat "$tmp/late.status")"
+  contains "HTTP: SHUTDOWN" '"code":"SHUTDOWN"' "$(cat "$tmp/late")"
+fi
 store_thaw
+if [ "$store" = redis ]; then
+  # (B's last counters' flush waited for the store.)
+  wait "$pid_B"
+  check "HTTP: B stopped with a request waiting: exit 0" 0 "$?"
+  start_node B --store "$url" --store-timeout 20000
+  B=$port_B
+fi
 wait_until "D back up" 15 bash -c "[ \"\$(redis-cli -p $port_D INFO store | tr -d '\r' | awk -F: '\$1 == \"store_state\" { print \$2 }')\" = up ]"
 id=$(on "$port_D" TASK.ADD job '{"n":7}')
 case $id in '' | *[!0-9]*) bad "TASK.ADD after the store came back: [$id]" ;; *) ok ;; esac

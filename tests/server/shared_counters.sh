@@ -7,7 +7,7 @@
 # counting, then thawed: nothing counted meanwhile is lost, and nothing is counted twice (a flush
 # whose answer was lost is sent again under the same number); Redis restarted empty: a node's
 # figure does not fall, and grows again from there. Run on Redis (and a one-master Redis
-# Cluster: decisions only), then on PostgreSQL
+# Cluster: decisions only, there also over HTTP), then on PostgreSQL
 # (skipped there only when PostgreSQL's server binaries are not installed). Every wait is a
 # deadline, never a sleep.
 #
@@ -205,7 +205,8 @@ check "restart: Redis holds the new count" 1 \
 start_cluster_master c
 redis-cli -p "$rport_c" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null
 wait_until "a one-master Cluster is up" 30 cluster_ok "$rport_c"
-start_node ca --store "redis-cluster://127.0.0.1:$rport_c" --store-timeout 2000
+start_node ca --store "redis-cluster://127.0.0.1:$rport_c" --store-timeout 2000 \
+  --admin-port 0 --admin-port-file "$tmp/ca.admin"
 start_node cb --store "redis-cluster://127.0.0.1:$rport_c" --store-timeout 2000
 for i in 1 2 3; do on "$port_ca" THROTTLE tight c >/dev/null; done
 for i in 1 2; do on "$port_cb" THROTTLE tight c >/dev/null; done
@@ -218,6 +219,15 @@ check "cluster: node a's own" "node_allowed=2,node_denied=1,node_units=2" \
   "$(ctr "$port_ca" counters_limit_tight | cut -d, -f4-6)"
 check "cluster: the totals' hash on the master" 2 \
   "$(redis-cli -p "$rport_c" HGET 'sluice:{all}:counters' la:tight)"
+# The HTTP API on a Cluster (docs/http.md): a decision is the Cluster's (tight's budget is spent);
+# a submit is 501 NOTSHARED, the task queue not being shared on a Cluster yet.
+check "cluster: HTTP throttle decided by the Cluster" 429 \
+  "$(curl -s -o "$tmp/body" -w '%{http_code}' --data-binary '{"limit":"tight","key":"c"}' \
+    "127.0.0.1:$(cat "$tmp/ca.admin")/v1/throttle")"
+check "cluster: HTTP submit" 501 \
+  "$(curl -s -o "$tmp/body" -w '%{http_code}' --data-binary '{"type":"job"}' \
+    "127.0.0.1:$(cat "$tmp/ca.admin")/v1/tasks")"
+contains "cluster: NOTSHARED" '"code":"NOTSHARED"' "$(cat "$tmp/body")"
 
 # ---- PostgreSQL --------------------------------------------------------------------------------
 if pg_bindir >/dev/null; then

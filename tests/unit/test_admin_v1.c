@@ -181,10 +181,26 @@ static void test_status_map(void **unused)
         const char *word;
         unsigned status;
     } cases[] = {
-        {"WRONGARGS", 400}, {"NOAUTH", 401}, {"NOLIMIT", 404}, {"NOTASK", 404},
-        {"EXISTS", 409},    {"INUSE", 409},  {"NOLEASE", 409}, {"RATELIMITED", 429},
-        {"BUSY", 503},      {"NOMEM", 503},  {"IOERR", 503},   {"ERR", 500},
-        {"WRONGARG", 500},  {"", 500},
+        {"WRONGARGS", 400},
+        {"NOAUTH", 401},
+        {"NOLIMIT", 404},
+        {"NOTASK", 404},
+        {"EXISTS", 409},
+        {"INUSE", 409},
+        {"NOLEASE", 409},
+        {"RATELIMITED", 429},
+        {"BUSY", 503},
+        {"NOMEM", 503},
+        {"IOERR", 503},
+        {"ERR", 500},
+        {"WRONGARG", 500},
+        {"", 500},
+        /* The shared stores' words (docs/http.md). */
+        {"STOREDOWN", 503},
+        {"NOTREPLICATED", 503},
+        {"CROSSSLOT", 400},
+        {"NOTSHARED", 501},
+        {"OOM", 503},
     };
     const char *type, *title;
 
@@ -200,6 +216,8 @@ static void test_status_map(void **unused)
     assert_string_equal(type, "BusyError");
     admin_v1_status("WRONGARGS", 9, &type, &title);
     assert_string_equal(type, "ValidationError");
+    admin_v1_status("STOREDOWN", 9, &type, &title);
+    assert_string_equal(type, "StorageError");
     /* Only the word counts: a prefix of a longer buffer. */
     assert_int_equal(admin_v1_status("NOLIMIT no limit", 7, &type, &title), 404);
 }

@@ -7,6 +7,11 @@
  * short and long (past the stack buffer of the move); at the end the client's buffer must be
  * every reply in command order, and nothing may be flushed while a slot is open (the hold).
  * The client is a bare conn on a bare server: no socket is touched on this path.
+ *
+ * Detached clients (conn_detached_new, the HTTP API's): a deferred reply or a block holds the
+ * reply back, and the owner's done callback runs exactly once, from the turn's flush, once the
+ * reply is whole (or the client closed); conn_detached_free at any time forgets the client's
+ * wait without calling done; a blocking wait with a timeout is refused; allocation failures.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +26,7 @@
 #include "server/conn.h"
 #include "server/resp.h"
 #include "server/server.h"
+#include "sluice/error.h"
 #include "testutil.h"
 
 #define MAX_CMDS 400
@@ -143,11 +149,197 @@ static void test_adjacent_slots(void **unused)
     free(s);
 }
 
+/* ---- Detached clients ---------------------------------------------------------------------- */
+
+/* What the done callback saw. */
+typedef struct done_log {
+    int calls;
+    int closed;   /* CONN_CLOSING was set */
+    char got[64]; /* the reply then */
+    int free_it;  /* the callback frees the client, as the HTTP API does */
+} done_log;
+
+static void on_done(conn *c, void *arg)
+{
+    done_log *d = arg;
+
+    d->calls++;
+    d->closed = (c->flags & CONN_CLOSING) != 0;
+    snprintf(d->got, sizeof d->got, "%.*s", (int)c->out.len, c->out.buf ? c->out.buf : "");
+    if (d->free_it)
+        conn_detached_free(c);
+}
+
+/* The turn's flush of the server's pending list (server.c's before_sleep, without the sockets). */
+static void flush_pending(server *s)
+{
+    conn *c;
+
+    while ((c = s->pending) != NULL) {
+        s->pending = c->pnext;
+        c->pnext = NULL;
+        c->flags &= ~(CONN_PENDING | CONN_RESUME);
+        conn_flush(c);
+    }
+}
+
+static server *bare_server(void)
+{
+    server *s = calloc(1, sizeof(*s));
+
+    assert_non_null(s);
+    s->opt.max_output = (size_t)1 << 30;
+    return s;
+}
+
+static void test_detached_deferred(void **unused)
+{
+    server *s = bare_server();
+    done_log d = {0};
+    conn *c;
+    size_t t, mark;
+
+    (void)unused;
+    assert_int_equal(conn_detached_new(s, on_done, &d, &c), 0);
+    assert_true(c->flags & CONN_AUTHED);
+    assert_int_equal(s->nclients, 0); /* on no client list */
+    assert_true(conn_detached_done(c));
+    t = conn_defer(c);
+    assert_false(conn_detached_done(c));
+    flush_pending(s);
+    assert_int_equal(d.calls, 0); /* nothing before the store answered */
+    mark = c->out.len;
+    resp_simple(&c->out, "OK");
+    conn_defer_fill(c, t, mark);
+    assert_true(conn_detached_done(c));
+    assert_int_equal(d.calls, 0); /* not from inside the store's answer: at the turn's flush */
+    d.free_it = 1;
+    flush_pending(s);
+    assert_int_equal(d.calls, 1);
+    assert_false(d.closed);
+    assert_string_equal(d.got, "+OK\r\n");
+    assert_null(s->pending);
+    free(s);
+}
+
+static int cancels;
+static void block_timeout(conn *c, void *arg)
+{
+    (void)c;
+    (void)arg;
+}
+static void block_cancel(conn *c, void *arg)
+{
+    (void)c;
+    (void)arg;
+    cancels++;
+}
+static const conn_block_ops ops = {NULL, block_timeout, block_cancel, 1};
+
+static void test_detached_blocked(void **unused)
+{
+    server *s = bare_server();
+    done_log d = {0};
+    conn *c;
+
+    (void)unused;
+    assert_int_equal(conn_detached_new(s, on_done, &d, &c), 0);
+    /* No timer: a wait with a timeout is refused, one without is taken. */
+    assert_int_equal(conn_block(c, 1000, &ops, NULL), SLUICE_ESTATE);
+    assert_int_equal(conn_block(c, 0, &ops, NULL), 0);
+    assert_int_equal(s->nblocked, 1);
+    assert_false(conn_detached_done(c));
+    resp_int(&c->out, 7);
+    conn_unblock(c);
+    assert_int_equal(s->nblocked, 0);
+    flush_pending(s);
+    assert_int_equal(d.calls, 1);
+    assert_string_equal(d.got, ":7\r\n");
+    /* done ran once: a later flush does not call it again. */
+    conn_reply_ready(c);
+    flush_pending(s);
+    assert_int_equal(d.calls, 1);
+    conn_detached_free(c);
+
+    /* Freed while blocked (the request went away): the wait is cancelled, done not called. */
+    memset(&d, 0, sizeof d);
+    cancels = 0;
+    assert_int_equal(conn_detached_new(s, on_done, &d, &c), 0);
+    assert_int_equal(conn_block(c, 0, &ops, NULL), 0);
+    conn_detached_free(c);
+    assert_int_equal(cancels, 1);
+    assert_int_equal(s->nblocked, 0);
+    assert_null(s->blocked_head);
+    flush_pending(s);
+    assert_int_equal(d.calls, 0);
+    free(s);
+}
+
+static void test_detached_closed(void **unused)
+{
+    server *s = bare_server();
+    done_log d = {0};
+    conn *c;
+    size_t t;
+
+    (void)unused;
+    /* Closed while its reply is deferred (out of memory for it): the owner hears of it at the
+     * turn's flush, with CONN_CLOSING set. */
+    assert_int_equal(conn_detached_new(s, on_done, &d, &c), 0);
+    t = conn_defer(c);
+    (void)t;
+    conn_close(c);
+    conn_close(c); /* idempotent */
+    assert_true(conn_detached_done(c));
+    assert_int_equal(s->nclosing, 0); /* no handle to wait for */
+    d.free_it = 1;
+    flush_pending(s);
+    assert_int_equal(d.calls, 1);
+    assert_true(d.closed);
+
+    /* Queued for the flush, then freed by its owner before it: unlinked, done not called. */
+    memset(&d, 0, sizeof d);
+    assert_int_equal(conn_detached_new(s, on_done, &d, &c), 0);
+    conn_reply_ready(c);
+    assert_ptr_equal(s->pending, c);
+    conn_detached_free(c);
+    assert_null(s->pending);
+    conn_detached_free(NULL);
+    free(s);
+}
+
+static int new_and_free(void *arg)
+{
+    conn *c;
+    int rc = conn_detached_new(arg, on_done, NULL, &c);
+
+    if (rc != 0) {
+        assert_null(c);
+        return rc;
+    }
+    resp_simple(&c->out, "OK");
+    conn_detached_free(c);
+    return 0;
+}
+
+static void test_detached_oom(void **unused)
+{
+    server *s = bare_server();
+
+    (void)unused;
+    assert_true(oom_sweep(new_and_free, s, 10) > 1);
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replies_keep_command_order),
         cmocka_unit_test(test_adjacent_slots),
+        cmocka_unit_test(test_detached_deferred),
+        cmocka_unit_test(test_detached_blocked),
+        cmocka_unit_test(test_detached_closed),
+        cmocka_unit_test(test_detached_oom),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

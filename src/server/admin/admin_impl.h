@@ -73,7 +73,8 @@ typedef struct admin {
     uint64_t requests;    /* HTTP requests answered */
 
     /* The HTTP decision API (v1.c). */
-    admin_v1_req *v1_waiting; /* submits suspended until their commit, doubly linked */
+    admin_v1_req *v1_waiting; /* requests suspended until their commit or the shared store's
+                               * answer, doubly linked */
     size_t v1_body_bytes;     /* bytes allocated for request bodies, all requests together */
 } admin;
 
@@ -165,8 +166,9 @@ int admin_resp_parse(const char *buf, size_t len, admin_resp_val *vals, size_t m
                      int *is_array);
 
 /* The HTTP status of a RESP error word (len bytes), and the error_type and title of seed 004's
- * error body: WRONGARGS 400, NOAUTH 401, NOLIMIT and NOTASK 404, EXISTS, INUSE and NOLEASE 409,
- * RATELIMITED 429, BUSY, NOMEM and IOERR 503, anything else 500. Pure. */
+ * error body: WRONGARGS and CROSSSLOT 400, NOAUTH 401, NOLIMIT and NOTASK 404, EXISTS, INUSE and
+ * NOLEASE 409, RATELIMITED 429, NOTSHARED 501, BUSY, NOMEM, OOM, IOERR, STOREDOWN and
+ * NOTREPLICATED 503, anything else 500. Pure. */
 unsigned admin_v1_status(const char *word, size_t len, const char **error_type, const char **title);
 
 /* A denial, as the 429 body reports it. */
@@ -205,14 +207,16 @@ enum MHD_Result admin_v1_begin(admin *a, struct MHD_Connection *c, const char *u
                                const char *method, void **req_cls);
 
 /* The later calls: buffers the body (413 past the route's bound, 503 past ADMIN_V1_BODY_TOTAL),
- * then answers, or suspends a submit until its commit and answers once resumed. */
+ * then answers, or suspends the request until its commit (a submit on the embedded store) or
+ * until the shared store answered its command, and answers once resumed. */
 enum MHD_Result admin_v1_continue(admin *a, admin_v1_req *r, const char *upload_data,
                                   size_t *upload_data_size);
 
 /* MHD is done with the request: frees it. Accepts NULL. */
 void admin_v1_free(admin_v1_req *r);
 
-/* The admin port stops: every suspended submit is resumed with a 503 (MHD must hold none). */
+/* The admin port stops: every suspended request is resumed with a 503 SHUTDOWN (MHD must hold
+ * none); one waiting for the shared store forgets its place there first. */
 void admin_v1_stop(admin *a);
 
 /* ---- Events and streams (events.c) -------------------------------------------------- */

@@ -10,15 +10,29 @@
  * There is no second implementation of anything: a JSON body becomes the arguments of the RESP
  * command, which runs through the command table (commands_run_detached) exactly as a client's
  * would, and its RESP reply becomes the HTTP answer. Its error word picks the status
- * (admin_v1_status: WRONGARGS 400, NOLIMIT/NOTASK 404, EXISTS 409, BUSY/NOMEM/IOERR 503), a
- * denial is 429 with Retry-After and seed 004's JSON error body (admin_v1_denial_json), and a
- * decision's figures also go out as RateLimit-* headers.
+ * (admin_v1_status: WRONGARGS 400, NOLIMIT/NOTASK 404, EXISTS 409, BUSY/NOMEM/IOERR 503, a
+ * shared store's STOREDOWN 503 and NOTSHARED 501), a denial is 429 with Retry-After and seed
+ * 004's JSON error body (admin_v1_denial_json), and a decision's figures also go out as
+ * RateLimit-* headers. An explain on a shared store runs TASK.EXPLAIN, whose map becomes the
+ * embedded store's explanation object.
  *
  * Durability: a submit is answered only once its task is durable, as TASK.ADD's reply is. When
  * the command moved the change feed (durable_changes) the connection is suspended in MHD and
  * parked on a->v1_waiting with durable_wait; the commit's completion resumes it and the reply
- * (or 503 when the commit failed) is queued on MHD's next call. admin_v1_stop answers every
- * parked request with 503 before MHD stops (a stopped MHD must hold no suspended connection).
+ * (or 503 when the commit failed) is queued on MHD's next call.
+ *
+ * Shared stores (docs/cluster.md): each request runs its command on a detached client of its
+ * own (conn_detached_new), so its reply is exactly its command's. Under a shared store the
+ * reply comes once the store answered (a deferred slot, or TASK.EXPLAIN's block): the
+ * connection is suspended and parked on a->v1_waiting (V1_STORE) until the detached client's
+ * done callback, at the end of the loop turn that completed it, takes the reply, frees the
+ * client and resumes the connection. A suspended connection cannot go away under us (MHD notices
+ * a client that left only once resumed), and every store call is answered within the store's
+ * timeout (-STOREDOWN otherwise, 503 here), so a request waits no longer than that.
+ *
+ * admin_v1_stop answers every parked request with 503 SHUTDOWN before MHD stops (a stopped MHD
+ * must hold no suspended connection); a request waiting for the store has its detached client
+ * freed, which forgets its place in the store's batches (the store may still apply the command).
  *
  * The pure helpers (reading the RESP reply back, the status map, the 429 body) are in
  * v1_reply.c.
@@ -37,6 +51,7 @@
 #include "server/commands.h"
 #include "server/durable.h"
 #include "server/log.h"
+#include "server/rstore.h"
 #include "sluice/error.h"
 
 /* Bytes of a throttle body beyond the key (names, numbers, white space). */
@@ -48,8 +63,8 @@
 /* Bytes of a body past its bound read and dropped, so that the 413 reaches the client (MHD
  * answers only once the request is whole); past them the connection is closed. */
 #define V1_DISCARD_MAX ((size_t)4 << 20)
-/* Values of one RESP reply read back (THROTTLE's has 6). */
-#define V1_REPLY_VALUES 8
+/* Values of one RESP reply read back (THROTTLE's has 6; TASK.EXPLAIN's map, 8 fields, 16). */
+#define V1_REPLY_VALUES 16
 
 typedef enum v1_route {
     V1_NONE = 0,
@@ -61,6 +76,7 @@ typedef enum v1_route {
 typedef enum v1_state {
     V1_READING = 0, /* headers seen, the body arriving */
     V1_WAITING,     /* suspended until its commit */
+    V1_STORE,       /* suspended until the shared store answered its command */
     V1_DONE,        /* resumed: the reply (or the failure) is ready to queue */
 } v1_state;
 
@@ -76,9 +92,14 @@ struct admin_v1_req {
     unsigned refused;          /* 413 or 503 (the status to answer): the body is dropped */
     size_t dropped;            /* bytes dropped since */
     resp_writer reply;         /* V1_WAITING/V1_DONE: the command's reply */
+    conn *vc;                  /* V1_STORE: the detached client its command runs on (owned) */
+    json_t *json;              /* the body parsed, kept until the answer (name and key are in it) */
+    const char *name, *key;    /* V1_THROTTLE: as asked, in json ("" for no key) */
+    size_t keylen;             /* V1_THROTTLE */
+    int peek;                  /* V1_THROTTLE */
     char failure[256];         /* V1_DONE: the commit's error, "" when durable */
     int shutdown;              /* V1_DONE: answered early, the admin port is stopping */
-    admin_v1_req *prev, *next; /* a->v1_waiting while V1_WAITING */
+    admin_v1_req *prev, *next; /* a->v1_waiting while V1_WAITING or V1_STORE */
 };
 
 /* ---- Replies ----------------------------------------------------------------------------- */
@@ -140,13 +161,88 @@ static enum MHD_Result reply_resp_error(struct MHD_Connection *c, const char *er
 
 /* ---- Running a command ------------------------------------------------------------------- */
 
-/* Runs argv (n arguments) as a command into w (initialised here; the caller clears it). */
-static void run(admin *a, const char **argv, const size_t *argvlen, size_t n, resp_writer *w)
+static void waiting_link(admin_v1_req *r)
+{
+    r->prev = NULL;
+    r->next = r->a->v1_waiting;
+    if (r->next)
+        r->next->prev = r;
+    r->a->v1_waiting = r;
+}
+
+static void waiting_unlink(admin_v1_req *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        r->a->v1_waiting = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    r->prev = r->next = NULL;
+}
+
+/* Moves the reply of detached client vc into r->reply and frees vc. A client closed before its
+ * reply was whole (out of memory for it) leaves a NOMEM error instead. */
+static void take_reply(admin_v1_req *r, conn *vc)
+{
+    resp_writer_clear(&r->reply);
+    if (vc->flags & CONN_CLOSING) {
+        resp_writer_init(&r->reply, 2);
+        resp_error(&r->reply, "NOMEM", "out of memory for the reply");
+    } else {
+        r->reply = *conn_out(vc);
+        resp_writer_init(conn_out(vc), 2);
+    }
+    conn_detached_free(vc);
+    if (r->vc == vc)
+        r->vc = NULL;
+}
+
+/* The done callback of a request's detached client (conn.h): the store answered its command
+ * (at the end of a loop turn, outside MHD): the reply is taken and the connection resumed. */
+static void on_store(conn *vc, void *arg)
+{
+    admin_v1_req *r = arg;
+
+    if (r->state != V1_STORE || r->vc != vc)
+        return; /* not suspended yet: run() takes the reply itself */
+    take_reply(r, vc);
+    waiting_unlink(r);
+    r->state = V1_DONE;
+    MHD_resume_connection(r->conn);
+    admin_kick(r->a);
+}
+
+/* Runs argv (n arguments) as a command on a detached client of r's own. Returns 1 when its
+ * reply is in r->reply (initialised here, cleared by admin_v1_free), 0 when the shared store
+ * answers it later: r->vc holds the client, and the caller suspends the request
+ * (suspend_for_store). */
+static int run(admin_v1_req *r, const char **argv, const size_t *argvlen, size_t n)
 {
     resp_command cmd = {n, argv, argvlen};
+    conn *vc;
 
-    resp_writer_init(w, 2);
-    commands_run_detached(a->srv, &cmd, w);
+    resp_writer_clear(&r->reply);
+    resp_writer_init(&r->reply, 2);
+    if (conn_detached_new(r->a->srv, on_store, r, &vc) != 0) {
+        r->reply.failed = 1;
+        return 1;
+    }
+    if (!commands_run_detached(vc, &cmd)) {
+        r->vc = vc;
+        return 0;
+    }
+    take_reply(r, vc);
+    return 1;
+}
+
+/* Suspends the request until the store answers its command (on_store resumes it). */
+static enum MHD_Result suspend_for_store(admin_v1_req *r)
+{
+    r->state = V1_STORE;
+    waiting_link(r);
+    MHD_suspend_connection(r->conn);
+    return MHD_YES;
 }
 
 /* A string member of a body: NULL when absent; -1 (after replying) when of another type. */
@@ -341,17 +437,30 @@ static enum MHD_Result throttle_answer(admin_v1_req *r, const admin_resp_val *v,
     return admin_queue(r->conn, MHD_HTTP_TOO_MANY_REQUESTS, resp);
 }
 
+/* Answers a throttle from THROTTLE's reply in r->reply. */
+static enum MHD_Result throttle_finish(admin_v1_req *r)
+{
+    admin_resp_val v[V1_REPLY_VALUES];
+    size_t nv;
+    int is_array;
+
+    if (r->reply.failed ||
+        admin_resp_parse(r->reply.buf, r->reply.len, v, V1_REPLY_VALUES, &nv, &is_array) != 0)
+        return admin_reply_json(r->conn, 500, NULL);
+    if (!is_array && nv == 1 && v[0].type == '-')
+        return reply_resp_error(r->conn, v[0].s, v[0].len);
+    return throttle_answer(r, v, nv, r->name, r->key, r->keylen, r->peek);
+}
+
 static enum MHD_Result do_throttle(admin_v1_req *r)
 {
     static const char *const members[] = {"limit", "key", "units", "peek", "tier", NULL};
     const char *argv[9], *name, *key, *tier;
-    size_t argvlen[9], n = 0, namelen, keylen, tierlen, nv;
+    size_t argvlen[9], n = 0, namelen, keylen, tierlen;
     char units[32], tierbuf[32];
-    admin_resp_val v[V1_REPLY_VALUES];
     enum MHD_Result rc = MHD_NO;
-    resp_writer w;
     json_t *body, *peekv, *tierv;
-    int peek = 0, is_array;
+    int peek = 0;
 
     body = body_object(r, &rc);
     if (!body)
@@ -399,15 +508,14 @@ static enum MHD_Result do_throttle(admin_v1_req *r)
     }
     if (peek)
         argv[n] = "PEEK", argvlen[n++] = 4;
-    run(r->a, argv, argvlen, n, &w);
-    if (w.failed || admin_resp_parse(w.buf, w.len, v, V1_REPLY_VALUES, &nv, &is_array) != 0) {
-        rc = admin_reply_json(r->conn, 500, NULL);
-    } else if (!is_array && nv == 1 && v[0].type == '-') {
-        rc = reply_resp_error(r->conn, v[0].s, v[0].len);
-    } else {
-        rc = throttle_answer(r, v, nv, name, key, keylen, peek);
-    }
-    resp_writer_clear(&w);
+    /* name and key live in the body, kept with the request until the answer. */
+    r->json = body;
+    body = NULL;
+    r->name = name;
+    r->key = key;
+    r->keylen = keylen;
+    r->peek = peek;
+    rc = run(r, argv, argvlen, n) ? throttle_finish(r) : suspend_for_store(r);
 done:
     json_decref(body);
     return rc;
@@ -457,13 +565,7 @@ static void on_durable(void *arg, const char *error)
     admin *a = r->a;
 
     snprintf(r->failure, sizeof r->failure, "%s", error ? error : "");
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        a->v1_waiting = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    r->prev = r->next = NULL;
+    waiting_unlink(r);
     r->state = V1_DONE;
     MHD_resume_connection(r->conn);
     admin_kick(a);
@@ -524,8 +626,12 @@ static enum MHD_Result do_tasks(admin_v1_req *r)
     if (delay[0])
         argv[n] = "DELAY", argvlen[n++] = 5, argv[n] = delay, argvlen[n++] = strlen(delay);
     before = durable_changes(r->a->srv);
-    run(r->a, argv, argvlen, n, &r->reply);
     r->failure[0] = '\0';
+    if (!run(r, argv, argvlen, n)) {
+        /* A shared store: answered once the store holds the task (docs/cluster.md). */
+        rc = suspend_for_store(r);
+        goto done;
+    }
     if (durable_changes(r->a->srv) == before || r->reply.failed) {
         rc = tasks_answer(r);
         goto done;
@@ -539,10 +645,7 @@ static enum MHD_Result do_tasks(admin_v1_req *r)
         goto done;
     }
     r->state = V1_WAITING;
-    r->next = r->a->v1_waiting;
-    if (r->next)
-        r->next->prev = r;
-    r->a->v1_waiting = r;
+    waiting_link(r);
     MHD_suspend_connection(r->conn);
     rc = MHD_YES;
 done:
@@ -553,18 +656,89 @@ done:
 
 /* ---- GET /v1/tasks/{id}/explain ---------------------------------------------------------- */
 
-static enum MHD_Result do_explain(admin_v1_req *r)
+static enum MHD_Result reply_no_task(admin_v1_req *r)
 {
     char msg[128];
-    json_t *ex = admin_explain_json(r->a, r->id);
 
+    snprintf(msg, sizeof msg,
+             "no task %" PRIu64 " (it never existed, or finished long ago and was forgotten)",
+             r->id);
+    return reply_failed(r->conn, MHD_HTTP_NOT_FOUND, "NotFoundError", "No such task", "NOTASK", msg,
+                        "Check the id TASK.ADD or POST /v1/tasks returned", NULL, NULL);
+}
+
+/* Answers an explain from TASK.EXPLAIN's reply in r->reply (a shared store): its map of eight
+ * fields becomes the object the embedded store's explanation gives (admin_explain_json: the
+ * same names, strings, integers and nulls). */
+static enum MHD_Result explain_finish(admin_v1_req *r)
+{
+    admin_resp_val v[V1_REPLY_VALUES];
+    json_t *ex;
+    size_t nv;
+    int is_array, bad = 0;
+
+    if (r->reply.failed ||
+        admin_resp_parse(r->reply.buf, r->reply.len, v, V1_REPLY_VALUES, &nv, &is_array) != 0)
+        return admin_reply_json(r->conn, 500, NULL);
+    if (!is_array && nv == 1 && v[0].type == '-') {
+        if (v[0].len >= 7 && memcmp(v[0].s, "NOTASK ", 7) == 0)
+            return reply_no_task(r);
+        return reply_resp_error(r->conn, v[0].s, v[0].len);
+    }
+    if (!is_array || nv % 2 != 0)
+        return admin_reply_json(r->conn, 500, NULL);
+    ex = json_object();
+    for (size_t i = 0; ex && !bad && i < nv; i += 2) {
+        char name[64];
+        json_t *val;
+
+        if (v[i].type != '$' || v[i].len >= sizeof name) {
+            bad = 1;
+            break;
+        }
+        memcpy(name, v[i].s, v[i].len);
+        name[v[i].len] = '\0';
+        switch (v[i + 1].type) {
+        case '$':
+            val = admin_json_bytes(v[i + 1].s, v[i + 1].len);
+            break;
+        case ':':
+            val = json_integer((json_int_t)v[i + 1].i);
+            break;
+        case '_':
+            val = json_null();
+            break;
+        default:
+            val = NULL;
+            break;
+        }
+        bad = !val || json_object_set_new(ex, name, val) != 0;
+    }
+    if (ex && (bad || json_object_set_new(ex, "id", admin_json_u64(r->id)) != 0)) {
+        json_decref(ex);
+        ex = NULL;
+    }
+    return admin_reply_json(r->conn, MHD_HTTP_OK, ex);
+}
+
+static enum MHD_Result do_explain(admin_v1_req *r)
+{
+    const char *argv[2];
+    size_t argvlen[2];
+    char idtext[24];
+    json_t *ex;
+
+    if (rstore_active(r->a->srv)) {
+        /* The task is in the store, not in this node's engine: TASK.EXPLAIN asks the store. */
+        snprintf(idtext, sizeof idtext, "%" PRIu64, r->id);
+        argv[0] = "TASK.EXPLAIN", argvlen[0] = 12;
+        argv[1] = idtext, argvlen[1] = strlen(idtext);
+        return run(r, argv, argvlen, 2) ? explain_finish(r) : suspend_for_store(r);
+    }
+    ex = admin_explain_json(r->a, r->id);
     if (ex && json_is_null(ex)) {
         json_decref(ex);
-        snprintf(msg, sizeof msg,
-                 "no task %" PRIu64 " (it never existed, or finished long ago and was forgotten)",
-                 r->id);
-        return reply_failed(r->conn, MHD_HTTP_NOT_FOUND, "NotFoundError", "No such task", "NOTASK",
-                            msg, "Check the id TASK.ADD or POST /v1/tasks returned", NULL, NULL);
+        return reply_no_task(r);
     }
     if (ex && json_object_set_new(ex, "id", admin_json_u64(r->id)) != 0) {
         json_decref(ex);
@@ -717,12 +891,28 @@ static int body_append(admin_v1_req *r, const char *data, size_t n)
     return 0;
 }
 
+/* Answers a resumed request from its command's reply (or the server's stop). */
+static enum MHD_Result finish(admin_v1_req *r)
+{
+    if (r->shutdown && r->route != V1_TASKS)
+        return reply_failed(r->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "BusyError", "Shutting down",
+                            "SHUTDOWN", r->failure, "Retry on another server", NULL, NULL);
+    switch (r->route) {
+    case V1_THROTTLE:
+        return throttle_finish(r);
+    case V1_EXPLAIN:
+        return explain_finish(r);
+    default:
+        return tasks_answer(r);
+    }
+}
+
 enum MHD_Result admin_v1_continue(admin *a, admin_v1_req *r, const char *upload_data,
                                   size_t *upload_data_size)
 {
     if (r->state == V1_DONE) {
         r->state = V1_READING; /* answered once */
-        return tasks_answer(r);
+        return finish(r);
     }
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
@@ -770,18 +960,16 @@ void admin_v1_free(admin_v1_req *r)
 {
     if (!r)
         return;
-    if (r->state == V1_WAITING) {
+    if (r->state == V1_WAITING || r->state == V1_STORE) {
         /* Not expected (a suspended request is resumed before MHD lets it go); be safe. */
-        durable_wait_cancel(r->a->srv, r);
-        if (r->prev)
-            r->prev->next = r->next;
-        else
-            r->a->v1_waiting = r->next;
-        if (r->next)
-            r->next->prev = r->prev;
+        if (r->state == V1_WAITING)
+            durable_wait_cancel(r->a->srv, r);
+        waiting_unlink(r);
     }
+    conn_detached_free(r->vc); /* forgets its place in the store's batches */
     r->a->v1_body_bytes -= r->cap;
     alloc_free(r->body);
+    json_decref(r->json);
     resp_writer_clear(&r->reply);
     alloc_free(r);
 }
@@ -791,6 +979,21 @@ void admin_v1_stop(admin *a)
     admin_v1_req *r;
 
     while ((r = a->v1_waiting) != NULL) {
+        if (r->state == V1_STORE) {
+            /* Its place in the store's batches is forgotten; the store may still apply it. */
+            conn_detached_free(r->vc);
+            r->vc = NULL;
+            r->shutdown = 1;
+            snprintf(r->failure, sizeof r->failure, "%s",
+                     r->route == V1_TASKS
+                         ? "the server is shutting down before the shared store answered; the "
+                           "task may or may not have been added"
+                         : "the server is shutting down before the shared store answered");
+            waiting_unlink(r);
+            r->state = V1_DONE;
+            MHD_resume_connection(r->conn);
+            continue;
+        }
         durable_wait_cancel(a->srv, r);
         r->shutdown = 1;
         on_durable(r, "the server is shutting down before the task's commit completed; the "

@@ -105,6 +105,9 @@ unsigned admin_v1_status(const char *word, size_t len, const char **error_type, 
         {"IOERR", 503, "StorageError", "Not durable"},
         {"NOAUTH", 401, "AuthenticationError", "Authentication required"},
         {"NOTSHARED", 501, "NotImplementedError", "Not available with a shared store yet"},
+        {"STOREDOWN", 503, "StorageError", "Shared store unavailable"},
+        {"NOTREPLICATED", 503, "StorageError", "Not replicated"},
+        {"CROSSSLOT", 400, "ValidationError", "Keys in different Redis Cluster slots"},
     };
 
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
