@@ -110,6 +110,10 @@ static tbatch *batch_get(rtasks *rt)
         alloc_free(b);
         return NULL;
     }
+    if (b->pb)
+        pgt_batch_set_caps(b->pb, rt->max_tasks, rt->max_parked);
+    else
+        rtask_batch_set_caps(b->tb, rt->max_tasks, rt->max_parked);
     return b;
 }
 
@@ -654,9 +658,18 @@ int rtasks_open(server *s, const char *host, int port, int64_t timeout_ms, char 
 {
     rtasks *rt = alloc_calloc(1, sizeof(*rt));
     rtask_batch *probe = NULL;
+    sluice_engine_policy ep;
     rconn_options o;
     int rc;
 
+    /* The engine's caps, as the engine has them: they never change while the node runs. */
+    sluice_engine_policy_init(&ep);
+    if (s->has_config)
+        ep = s->config.engine;
+    if (rt) {
+        rt->max_tasks = ep.max_tasks;
+        rt->max_parked = ep.max_parked;
+    }
     if (rt && !host) {
         /* PostgreSQL: the store's connection LISTENs (rtasks_notify). */
         rt->s = s;

@@ -93,6 +93,8 @@ struct rtasks {
     int closed;
     char logged_why[256]; /* the subscriber's last failure logged: an outage logs once a reason */
     rtasks_stats stats;
+    uint64_t max_tasks, max_parked; /* the engine's caps (engine: in the config), sent with
+                                     * every call: the store enforces them across nodes */
 };
 
 /* 1 when a request of op changes what the queue holds (ADD, ACK, FAIL, CANCEL): with

@@ -67,6 +67,8 @@ int rtask_batch_new(const char *prefix, rtask_batch **out)
         return SLUICE_ENOMEM;
     rc = rbatch_init(&b->c, prefix, fixed_names, NFIXED);
     if (rc == SLUICE_OK) {
+        b->c.nextra = 2;
+        rtask_batch_set_caps(b, 0, 0);
         b->channel = rbatch_concat3(b->c.prefix, ":{all}:", "wake");
         if (!b->channel)
             rc = SLUICE_ENOMEM;
@@ -96,6 +98,12 @@ void rtask_batch_free(rtask_batch *b)
 void rtask_batch_set_now(rtask_batch *b, int64_t now_ns)
 {
     b->c.now_ns = now_ns > 0 ? now_ns : 0;
+}
+
+void rtask_batch_set_caps(rtask_batch *b, uint64_t max_tasks, uint64_t max_parked)
+{
+    snprintf(b->c.extra[0], sizeof b->c.extra[0], "%" PRIu64, max_tasks);
+    snprintf(b->c.extra[1], sizeof b->c.extra[1], "%" PRIu64, max_parked);
 }
 
 size_t rtask_batch_count(const rtask_batch *b)
@@ -356,7 +364,7 @@ int rtask_batch_add_info(rtask_batch *b, const rtask_done *d)
 int rtask_batch_command(rtask_batch *b, const char *sha, int *argc, const char ***argv,
                         const size_t **argvlen)
 {
-    return rbatch_command(&b->c, sha, "T1", argc, argv, argvlen);
+    return rbatch_command(&b->c, sha, "T2", argc, argv, argvlen);
 }
 
 /* ---- the reply --------------------------------------------------------------------------- */
@@ -407,6 +415,20 @@ int rtask_parse_answer(rtask_op op, const char *s, size_t len, size_t nelems, rt
         res->rc = nolease ? SLUICE_ESTATE : SLUICE_EBUSY;
         rc = state_attempt(&f, res);
         return rc == SLUICE_OK && packed_at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
+    }
+    if (rbatch_word_is(w, wlen, "BUSY")) {
+        const char *which;
+        size_t whichlen;
+
+        if (op != RTASK_ADD || packed_next(&f, &which, &whichlen) != SLUICE_OK ||
+            !packed_at_end(&f))
+            return SLUICE_EPARSE;
+        if (rbatch_word_is(which, whichlen, "parked"))
+            res->busy_parked = 1;
+        else if (!rbatch_word_is(which, whichlen, "tasks"))
+            return SLUICE_EPARSE;
+        res->rc = SLUICE_EBUSY;
+        return SLUICE_OK;
     }
     if (rbatch_word_is(w, wlen, "EXISTS")) {
         if (op != RTASK_ADD || packed_range(&f, 1, INT64_MAX, &v) != SLUICE_OK ||

@@ -111,6 +111,12 @@ static void test_params_layout(void **state)
     assert_int_equal(pgt_batch_params(b, &v), SLUICE_OK);
     assert_null(v[0]); /* the database's clock */
     assert_string_equal(v[1], seven_literal);
+    assert_string_equal(v[2], "0"); /* no caps */
+    assert_string_equal(v[3], "0");
+    pgt_batch_set_caps(b, 500, 40);
+    assert_int_equal(pgt_batch_params(b, &v), SLUICE_OK);
+    assert_string_equal(v[2], "500");
+    assert_string_equal(v[3], "40");
     /* the injected time is kept by a reset */
     pgt_batch_set_now(b, INT64_C(1795526227131600000));
     pgt_batch_reset(b);

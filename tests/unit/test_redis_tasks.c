@@ -58,6 +58,7 @@ static void test_layout(void **state)
     assert_int_equal(rtask_batch_add_claim(b, &c), 1);
     assert_int_equal(rtask_batch_add_ack(b, &d), 2);
     rtask_batch_set_now(b, 123);
+    rtask_batch_set_caps(b, 500, 40);
     assert_int_equal(rtask_batch_count(b), 3);
     assert_int_equal(rtask_batch_op(b, 0), RTASK_ADD);
     assert_int_equal(rtask_batch_op(b, 1), RTASK_CLAIM);
@@ -85,9 +86,11 @@ static void test_layout(void **state)
     assert_arg(&m, k++, "px:{all}:delayed:email");
     assert_arg(&m, k++, "px:{all}:ready:sms");
     assert_arg(&m, k++, "px:{all}:delayed:sms");
-    assert_arg(&m, k++, "T1");
+    assert_arg(&m, k++, "T2");
     assert_arg(&m, k++, "123");
     assert_arg(&m, k++, "3");
+    assert_arg(&m, k++, "500"); /* the caps */
+    assert_arg(&m, k++, "40");
     assert_arg(&m, k++, "A 20");
     assert_arg(&m, k++, "email");
     assert_arg(&m, k++, "{\"to\":\"x\"}");
@@ -163,10 +166,11 @@ static void test_priority_codes(void **state)
         a.priority = prios[i];
         assert_int_equal(rtask_batch_add_add(b, &a), 0);
         m = command_of(b, "s");
-        /* EVALSHA s 12 <10 fixed> ready delayed T1 now 1 head type payload tkey has code */
-        assert_int_equal(m.argvlen[3 + 12 + 3 + 5], 16);
-        assert_true(memcmp(prev, m.argv[3 + 12 + 3 + 5], 16) < 0 || i == 0);
-        memcpy(prev, m.argv[3 + 12 + 3 + 5], 16);
+        /* EVALSHA s 12 <10 fixed> ready delayed T2 now 1 caps caps head type payload tkey has
+         * code */
+        assert_int_equal(m.argvlen[3 + 12 + 5 + 5], 16);
+        assert_true(memcmp(prev, m.argv[3 + 12 + 5 + 5], 16) < 0 || i == 0);
+        memcpy(prev, m.argv[3 + 12 + 5 + 5], 16);
         prev[16] = '\0';
         rtask_batch_free(b);
     }
