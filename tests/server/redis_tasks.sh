@@ -198,6 +198,55 @@ contains "TASK.ADD LEASE refused" "not available with a $store store yet" "$(on 
 check "RECUR.ADD shared" OK "$(on "$A" RECUR.ADD r job '{}' EVERY 1000 START 9000000000000)"
 check "RECUR.DEL on another node" 1 "$(on "$B" RECUR.DEL r)"
 
+# ---- 1b. The caps (engine: max_tasks, max_parked) across two nodes -----------------------------
+
+# Two more nodes on an empty queue of their own (Redis database 6, PostgreSQL database "caps"),
+# with the same small caps: the single node's rules and BUSY words, whichever node adds.
+cat >"$tmp/caps.yaml" <<'EOF2'
+engine: {max_tasks: 4, max_parked: 1}
+limits:
+  cslot: {concurrency: 1}
+types:
+  c1: {limits: [cslot]}
+  free: {}
+EOF2
+if [ "$store" = postgresql ]; then
+  "$(pg_bindir)/psql" "$pgconn_a" -qc 'CREATE DATABASE caps'
+  curl="postgresql://sluice@127.0.0.1:$pgport_a/caps"
+else
+  curl=redis://127.0.0.1:$rport_a/6
+fi
+for n in E F; do
+  node_conf=$tmp/caps.yaml start_node $n --store "$curl" --store-timeout 20000
+done
+E=$port_E
+F=$port_F
+a1=$(on "$E" TASK.ADD c1 '{}')
+check "caps: E delivers the first c1, holding the slot" "$a1" "$(redis-cli -p "$E" TASK.GET c1 | head -1)"
+a2=$(on "$F" TASK.ADD c1 '{}')
+case $a2 in '' | *[!0-9]*) bad "caps: a task that would wait, the lot empty, is accepted: [$a2]" ;; *) ok ;; esac
+check "caps: its claim on F parks it" "" "$(on "$F" TASK.GET c1)"
+check "caps: parked" parked "$(P=$E field TASK.INFO "$a2" state)"
+check "caps: a task that would wait while the lot is full (max_parked 1)" \
+  "BUSY too many parked tasks (max_parked 1): this task would wait for budget" "$(on "$E" TASK.ADD c1 '{}')"
+a3=$(on "$F" TASK.ADD c1 '{}' DELAY 1)
+case $a3 in '' | *[!0-9]*) bad "caps: a delayed task is accepted however full the lot: [$a3]" ;; *) ok ;; esac
+on "$E" TASK.GET c1 TIMEOUT 300 >/dev/null
+check "caps: at its gate it must park behind a2 while the lot is full: failed" failed \
+  "$(P=$F field TASK.INFO "$a3" state)"
+check "caps: ... as ratelimited" ratelimited "$(P=$F field TASK.INFO "$a3" fail_reason)"
+j1=$(on "$F" TASK.ADD free '{}')
+j2=$(on "$E" TASK.ADD free '{}')
+check "caps: a task that would not wait is accepted with the lot full" 2 \
+  "$(printf '%s\n' "$j1" "$j2" | grep -c '^[0-9][0-9]*$')"
+check "caps: the fifth unfinished task (max_tasks 4) on F" "BUSY too many tasks (max_tasks 4)" \
+  "$(on "$F" TASK.ADD free '{}')"
+check "caps: ... and on E" "BUSY too many tasks (max_tasks 4)" "$(on "$E" TASK.ADD free '{}')"
+check "caps: ACK on F frees one" OK "$(on "$F" TASK.ACK "$a1")"
+j3=$(on "$E" TASK.ADD free '{}')
+case $j3 in '' | *[!0-9]*) bad "caps: room again after the ACK: [$j3]" ;; *) ok ;; esac
+check "caps: full again" "BUSY too many tasks (max_tasks 4)" "$(on "$F" TASK.ADD free '{}')"
+
 # ---- 2. A blocked GET on B woken by an ADD on A ------------------------------------------------
 
 wakes=$(store_field "$B" store_task_wakes)
