@@ -58,6 +58,8 @@ typedef struct twait {
     rtask_result res;  /* the decoded answer (res.msg NULL: see msg_off) */
     size_t msg_off;    /* the script's message in the arena */
     size_t task0;      /* its first task in the batch's task array */
+    int has_group;     /* ADD with LEASE: ... */
+    size_t group_off;  /* its limit's name in the arena */
     rtasks_info_fn fn; /* an INFO whose answer goes to fn instead of a slot (c is NULL) */
     void *fn_arg;
 } twait;

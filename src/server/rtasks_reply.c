@@ -211,6 +211,13 @@ static void reply_wait(rtasks *rt, tbatch *b, twait *w)
                        rt->max_tasks);
         return;
     }
+    if (r->rc == SLUICE_ESTALE && w->op == RTASK_ADD) {
+        /* gate_group_resolve's words */
+        resp_error(conn_out(c), "NOLEASE",
+                   "the lease on limit \"%s\" is gone (it expired or was released)",
+                   w->has_group ? b->arena + w->group_off : "");
+        return;
+    }
     if (r->rc == SLUICE_ESTATE && w->op != RTASK_CANCEL) {
         reply_task_refused(c, w->id, w->attempt, r->state, r->attempt);
         return;

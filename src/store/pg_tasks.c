@@ -140,6 +140,8 @@ int pgt_batch_add_add(pgt_batch *b, const rtask_add *a)
         rc = pgbatch_put_fmt(s, "%" PRId64 " %zu", a->units > 0 ? a->units : 1, a->nlinks);
     for (size_t i = 0; i < a->nlinks && rc == SLUICE_OK; i++)
         rc = add_link(s, &a->links[i]);
+    if (rc == SLUICE_OK && a->group_link > 0) /* a group slot: two more fields */
+        rc = pgbatch_put_fmt(s, "%zu %" PRIu64, a->group_link, a->group_lease);
     return pgbatch_end(&b->c, (int)RTASK_ADD, mark, rc);
 }
 

@@ -167,7 +167,10 @@ int rtask_add_ok(const rtask_add *a)
            (a->task_key || a->task_key_len == 0) && (!a->task_key || a->task_key_len > 0) &&
            (a->links || a->nlinks == 0) && a->nlinks <= 65534 && a->delay_ns >= 0 &&
            a->units >= 0 && a->lease_ns > 0 && a->retry.max_attempts >= 1 &&
-           a->retry.base_ns >= 0 && a->retry.max_ns >= 0;
+           a->retry.base_ns >= 0 && a->retry.max_ns >= 0 && a->group_link <= a->nlinks &&
+           (a->group_link == 0 ||
+            (a->group_lease > 0 &&
+             a->links[a->group_link - 1].lim.def->kind == SLUICE_CONCURRENCY));
 }
 
 int rtask_claim_ok(const rtask_claim *c)
@@ -271,6 +274,11 @@ int rtask_batch_add_add(rtask_batch *b, const rtask_add *a)
         rc = put_queue_key(b, "delayed:", a->type, a->typelen);
     for (size_t i = 0; i < a->nlinks && rc == SLUICE_OK; i++)
         rc = add_link(b, &a->links[i]);
+    if (rc == SLUICE_OK && a->group_link > 0) { /* a group slot: two more arguments */
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%zu", a->group_link);
+        if (rc == SLUICE_OK)
+            rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRIu64, a->group_lease);
+    }
     if (rc == SLUICE_OK)
         patch_head(b, head);
     return finish_req(b, RTASK_ADD, m, rc);
@@ -405,6 +413,10 @@ int rtask_parse_answer(rtask_op op, const char *s, size_t len, size_t nelems, rt
         res->rc = SLUICE_ENOTFOUND;
         return op != RTASK_ADD && op != RTASK_CLAIM && packed_at_end(&f) ? SLUICE_OK
                                                                          : SLUICE_EPARSE;
+    }
+    if (op == RTASK_ADD && rbatch_word_is(w, wlen, "NOLEASE")) {
+        res->rc = SLUICE_ESTALE; /* the group's lease is not live */
+        return packed_at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
     }
     if (rbatch_word_is(w, wlen, "NOLEASE") || rbatch_word_is(w, wlen, "INUSE")) {
         int nolease = w[0] == 'N';

@@ -53,8 +53,15 @@
  * they are the calling node's configuration; 0 is none. A series' occurrence (redis_recur.h) is
  * counted but not refused by them.
  *
- * Not in this slice (the node keeps them refused or documents them): group slots (TASK.ADD ...
- * LEASE), fairness other than priority then id, the horizon check
+ * Group slots (docs/limits.md): an ADD with group_link names the concurrency link its producer's
+ * lease stands in for. The ADD is refused (SLUICE_ESTALE) unless that lease lives on the link's
+ * key now; while it lives, the gate does not ask that link (the other links as usual); once it
+ * is released or expired, the task leaves the group for good and asks its own unit, as gate.c's
+ * gate_group_check. The node checks the rest (the lease's limit in the task's chain, its key,
+ * its kind) as gate_group_resolve does, before it sends the ADD.
+ *
+ * Not in this slice (the node keeps them refused or documents them): fairness other than
+ * priority then id, the horizon check
  * of a task parked behind others (a task's own denial is checked), shadow limits (the node must
  * not pass a shadow link), a parked task's place in its queue (TASK.EXPLAIN reads the task with
  * INFO and peeks its chain with the limits' PEEK: rtasks_explain.c), and INFO's refusal fields.
@@ -115,6 +122,9 @@ typedef struct rtask_add {
     int charge_redelivery;
     sluice_retry_policy retry; /* max_attempts >= 1 */
     int64_t units;             /* UNITS, as TASK.INFO shows it (0: 1); each link has its own */
+    size_t group_link;    /* a group slot (TASK.ADD ... LEASE): the link (1-based, a concurrency
+                           * link) the lease stands in for; 0: none */
+    uint64_t group_lease; /* that lease's id (> 0) */
 } rtask_add;
 
 /* TASK.GET (one claim, non-blocking; the node blocks by retrying on wake). */
@@ -220,6 +230,7 @@ typedef struct rtask_result {
                       *  SLUICE_EBUSY      CANCEL of a running task (INUSE);
                       *  SLUICE_EEXIST     ADD: the task key is held by running task `id` (EXISTS);
                       *  SLUICE_EBUSY      ADD: refused by a cap (busy_parked says which);
+                      *  SLUICE_ESTALE     ADD: the group's lease is not live (NOLEASE);
                       *  SLUICE_EINVAL     a request the script refused (msg says why) */
     int64_t now_ns;  /* the store time the request was decided at */
     uint64_t id;     /* ADD: the task's id (the existing one after a replacement); EEXIST: the

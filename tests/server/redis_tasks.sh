@@ -13,7 +13,9 @@
 # delivery's lease) within the single-node bound; and a node SIGKILLed while its worker holds
 # deliveries, the others consuming: every task still acknowledged exactly once, the held ones
 # with a higher attempt. Also: a concurrency slot released by an ACK on one node wakes a GET
-# blocked on another, priority and DELAY and ID across nodes. Also: a store that is down answers TASK.ADD -STOREDOWN (nothing is
+# blocked on another, priority and DELAY and ID across nodes; group slots (TASK.ADD ... LEASE with
+# a lease taken on another node); the caps (engine: max_tasks, max_parked) across two more nodes
+# on a queue of their own. Also: a store that is down answers TASK.ADD -STOREDOWN (nothing is
 # acknowledged that Redis did not take), and what stays refused says so. Every wait is a
 # deadline, never a sleep.
 #
@@ -191,8 +193,31 @@ PYEOF
 contains "EXPLAIN answers a client that half-closed" "Parked on limit" "$(halfclose "$C" "$e2")"
 check "ACK the running one" OK "$(on "$C" TASK.ACK "$e1")"
 check "CANCEL the parked one" 1 "$(on "$A" TASK.CANCEL "$e2")"
-# What stays refused says so.
-contains "TASK.ADD LEASE refused" "not available with a $store store yet" "$(on "$A" TASK.ADD job '{}' LEASE slot 1/1/00)"
+# Group slots: tasks added with a lease taken on any node run under it (the shared lease)
+# instead of taking the concurrency limit's unit; once it is released they ask their own.
+gh=$(redis-cli -p "$A" LEASE.ACQUIRE slot '' TTL 60000 | sed -n '2p')
+contains "group: LEASE.ACQUIRE on A" "slot/" "$gh"
+g1=$(on "$B" TASK.ADD conc '{"g":1}' LEASE "$gh")
+g2=$(on "$C" TASK.ADD conc '{"g":2}' LEASE "$gh")
+g3=$(on "$A" TASK.ADD conc '{"g":3}')
+check "group: both grouped tasks run at once under the lease, on a limit of 1 the lease holds" \
+  "$g1 $g2" "$(redis-cli -p "$A" TASK.GET conc COUNT 3 | sed -n '1p;6p' | tr '\n' ' ' | sed 's/ $//')"
+check "group: the task without the lease waits for the unit" parked "$(P=$B field TASK.INFO "$g3" state)"
+check "group: ACK" OK "$(on "$B" TASK.ACK "$g1")"
+check "group: ACK" OK "$(on "$C" TASK.ACK "$g2")"
+check "group: LEASE.RELEASE on C" OK "$(on "$C" LEASE.RELEASE "$gh")"
+check "group: the slot comes back to the task without the lease" "$g3" \
+  "$(redis-cli -p "$B" TASK.GET conc TIMEOUT 10000 | head -1)"
+check "group: ACK it" OK "$(on "$B" TASK.ACK "$g3")"
+contains "group: a released lease (the single node's words)" \
+  "NOLEASE the lease on limit \"slot\" is gone (it expired or was released)" \
+  "$(on "$B" TASK.ADD conc '{}' LEASE "$gh")"
+contains "group: a type without the lease's limit" \
+  "WRONGARGS the task's type has no limit \"slot\" for its lease to stand in for" \
+  "$(on "$A" TASK.ADD job '{}' LEASE "$gh")"
+contains "group: a handle of no lease" "NOLEASE no such lease" "$(on "$A" TASK.ADD conc '{}' LEASE nope/1/00)"
+contains "group: a shadow pass" "WRONGARGS that lease is a shadow limit's pass" \
+  "$(on "$A" TASK.ADD conc '{}' LEASE slot/0/)"
 # Recurring series are shared on both stores (tests/server/redis_recur.sh, pg_recur.sh): a series
 # whose first point lies far ahead, added and removed, so that it never adds a task here.
 check "RECUR.ADD shared" OK "$(on "$A" RECUR.ADD r job '{}' EVERY 1000 START 9000000000000)"

@@ -43,7 +43,7 @@ static pgt_batch *PB;
  * consecutive adds, claims and acks are taken, and left for the per-request path in between. */
 static int plain;
 static long ncalls, nreqs, ndelivered, nparked_claims, nfailed_tasks, nparked_seen, nmore, nbusy,
-    nbusy_parked;
+    nbusy_parked, nstale_groups;
 
 static void pg_reset(PGconn *c)
 {
@@ -140,6 +140,7 @@ static void run_both(void)
         SAME("replaced", x.replaced, y.replaced);
         SAME("busy by max_parked", x.busy_parked, y.busy_parked);
         nbusy += x.rc == SLUICE_EBUSY && op == RTASK_ADD;
+        nstale_groups += x.rc == SLUICE_ESTALE && op == RTASK_ADD;
         nbusy_parked += x.rc == SLUICE_EBUSY && op == RTASK_ADD && x.busy_parked;
         SAME("state", x.state, y.state);
         SAME("attempt", x.attempt, y.attempt);
@@ -211,6 +212,14 @@ static rtask_link link_of(int which, const char *key)
     return l;
 }
 
+/* The last lease a THROTTLE took on the concurrency limit (its key and id), for adds of group
+ * slots: it lives 2 s (dconc's TTL), then the tasks of its group ask their own unit. Not in the
+ * plain mood: there, plain seed 3 met a wait queue armed 1 ms apart on the two stores with
+ * group adds on (an open difference, see the report of the branch that added them). */
+static const char *group_key;
+static uint64_t group_lease;
+static long ngroup_adds;
+
 static void random_add(void)
 {
     /* Chains: none, rate, concurrency, rate+concurrency, window+concurrency, sliding,
@@ -223,8 +232,16 @@ static void random_add(void)
     rtask_link links[3];
     char payload[48], tkey[8];
     rtask_add a;
-    size_t n = 0;
+    size_t n = 0, glink = 0;
 
+    if (group_lease && !plain && rnd(4) == 0) {
+        /* A group slot: the concurrency link on the lease's key, sometimes behind a rate. */
+        static const int grouped[][3] = {{1, -1}, {0, 1, -1}};
+
+        ch = grouped[rnd(2)];
+        key = group_key;
+        glink = ch[0] == 1 ? 1 : 2;
+    }
     for (; ch[n] >= 0; n++)
         links[n] = link_of(ch[n], key);
     snprintf(payload, sizeof payload, "{\"k\":\"%s\",\"n\":%d}", key, step);
@@ -251,6 +268,11 @@ static void random_add(void)
     a.retry.throttle_retries = (int)rnd(2);
     a.charge_redelivery = rnd(3) == 0;
     a.units = (int64_t)rnd(3);
+    if (glink) {
+        a.group_link = glink;
+        a.group_lease = rnd(8) == 0 ? group_lease + 1 : group_lease; /* sometimes not a lease */
+        ngroup_adds++;
+    }
     if (rtask_batch_add_add(RB, &a) < 0 || pgt_batch_add_add(PB, &a) < 0)
         die("add refused");
 }
@@ -376,6 +398,10 @@ static void throttle_both(void)
         SAME("throttle link retry", dx[k].retry_after_ns, dy[k].retry_after_ns);
         SAME("throttle link reset", dx[k].reset_after_ns, dy[k].reset_after_ns);
         SAME("throttle link lease", dx[k].lease_id, dy[k].lease_id);
+        if (pr[k] == 1 && dx[k].lease_id > 0) {
+            group_key = key;
+            group_lease = dx[k].lease_id;
+        }
     }
     freeReplyObject(rr);
     PQclear(pgr);
@@ -501,9 +527,11 @@ static void differential(int steps)
     printf("differential seed %u: %d steps, %ld calls, %ld requests, %llu tasks, %ld deliveries, "
            "%ld empty claims, %ld tasks failed by their limits, %ld parked tasks seen by INFO, "
            "%ld claims cut short by a bound, %ld THROTTLEs between them, %ld adds refused by the "
-           "caps (%ld by max_parked), %ld checks, every answer equal\n",
+           "caps (%ld by max_parked), %ld adds of group slots (%ld refused NOLEASE), %ld checks, "
+           "every answer equal\n",
            seed, steps, ncalls, nreqs, (unsigned long long)nadded, ndelivered, nparked_claims,
-           nfailed_tasks, nparked_seen, nmore, nthrottles, nbusy, nbusy_parked, checks);
+           nfailed_tasks, nparked_seen, nmore, nthrottles, nbusy, nbusy_parked, ngroup_adds,
+           nstale_groups, checks);
 }
 
 /* ---- the race ---------------------------------------------------------------------------- */

@@ -12,6 +12,12 @@
 -- The caps travel with every call: sluice_tasks_call gains two parameters (the 2-parameter
 -- form stays, without caps). A cap of 0 is none.
 --
+-- And group slots (TASK.ADD ... LEASE, docs/limits.md), as the script's: an ADD may name, after
+-- its links, the concurrency link its producer's lease stands in for and the lease's id; it is
+-- refused ("NOLEASE now") unless that lease lives on the link's row. The task keeps them
+-- (glink, glease); while the lease lives the gate does not ask that link, and once it is gone
+-- the task leaves the group for good (gate.c's gate_group_check).
+--
 -- The counts. A row trigger on sluice_task adds each change of a task's state to the call's
 -- pending deltas (transaction-local settings sluice.du and sluice.dp); sluice_task_end, which
 -- ends every task and series call, adds them to one of 64 stripe rows of sluice_task_count
@@ -30,6 +36,45 @@
 -- A series' occurrence (003's FIRE) is counted but not refused by the caps, as on Redis.
 --
 -- Applied by src/store/pg_schema.c on top of version 6; never edited once released.
+
+-- ---- group slots -----------------------------------------------------------------------------
+
+-- The link (1-based; 0: none) whose unit the task's group lease stands in for, and that lease.
+ALTER TABLE sluice_task ADD COLUMN glink int NOT NULL DEFAULT 0,
+                        ADD COLUMN glease bigint NOT NULL DEFAULT 0;
+
+-- 006's sluice_task_put, writing the group too.
+CREATE OR REPLACE FUNCTION sluice_task_put(t sluice_task) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE sluice_task SET state = t.state, due = t.due, attempt = t.attempt, flags = t.flags,
+           not_before = t.not_before, fail_reason = t.fail_reason, park_link = t.park_link,
+           wq_tag = t.wq_tag, wq_lim = t.wq_lim, wq_key = t.wq_key, payload = t.payload,
+           message = t.message, fin_seq = t.fin_seq, l_lease = t.l_lease, l_charged = t.l_charged,
+           glink = t.glink, glease = t.glease
+     WHERE id = t.id;
+END $$;
+
+-- Whether lease p_lease lives on the concurrency row (tag, lim, key) at now: held (units > 0)
+-- and unexpired, as 001's sluice_limit_load reads the row. A read: no lock needed.
+CREATE FUNCTION sluice_task_lease_live(p_tag bytea, p_lim text, p_key bytea, p_lease bigint,
+                                       p_now numeric)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    k int;
+    st bigint[];
+BEGIN
+    SELECT s.kind, s.st INTO k, st FROM sluice_limit_state s
+     WHERE s.tag = p_tag AND s.lim = p_lim AND s.key = p_key;
+    IF k IS DISTINCT FROM 4 THEN RETURN false; END IF;
+    FOR i IN 1 .. coalesce(cardinality(st), 0) / 3 LOOP
+        IF st[3 * i - 2] = p_lease THEN
+            RETURN st[3 * i] > 0 AND p_now < st[3 * i - 1];
+        END IF;
+    END LOOP;
+    RETURN false;
+END $$;
 
 -- ---- the counts ------------------------------------------------------------------------------
 
@@ -118,9 +163,9 @@ END $$;
 
 -- Whether a new task with these links would wait if gated now (engine.c's would_park, the
 -- script's would_park): a key of its chain has parked tasks, or a link's peek at its tag's time
--- denies its units. Writes nothing. The rows must be held (an ADD's are, from the call's start).
+-- denies its units; not the group's link. Writes nothing. The rows must be held (an ADD's are, from the call's start).
 CREATE FUNCTION sluice_task_would_park(p_def text[], p_units bigint[], p_tag bytea[],
-                                       p_lim text[], p_key bytea[], p_now numeric)
+                                       p_lim text[], p_key bytea[], p_glink int, p_now numeric)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -128,6 +173,7 @@ DECLARE
     cur bigint[];
 BEGIN
     FOR i IN 1 .. coalesce(cardinality(p_def), 0) LOOP
+        CONTINUE WHEN i = p_glink; -- the group's lease stands in for that link
         IF EXISTS (SELECT 1 FROM sluice_task WHERE state = 2 AND wq_tag = p_tag[i]
                       AND wq_lim = p_lim[i] AND wq_key = p_key[i]) THEN
             RETURN true;
@@ -202,7 +248,7 @@ DECLARE
     h sluice_task; at int; def text; u bigint; id bigint; delay numeric := f[7]::numeric;
     l_def text[] := '{}'; l_units bigint[] := '{}'; l_flags int[] := '{}'; l_hz bigint[] := '{}';
     l_tag bytea[] := '{}'; l_lim text[] := '{}'; l_key bytea[] := '{}';
-    cap bigint; cu bigint;
+    cap bigint; cu bigint; glink int; glease bigint;
 BEGIN
     IF has_tk THEN
         SELECT * INTO h FROM sluice_task WHERE tkey = tk AND state < 4;
@@ -232,21 +278,27 @@ BEGIN
         l_lim := l_lim || convert_from(decode(f[at + 11], 'hex'), 'UTF8');
         l_key := l_key || decode(f[at + 12], 'hex');
     END LOOP;
+    glink := coalesce(f[17 + 13 * nl], '0')::int;
+    glease := coalesce(f[18 + 13 * nl], '0')::bigint;
+    IF glink > 0 AND NOT (glink <= nl AND sluice_task_lease_live(l_tag[glink], l_lim[glink],
+                                                                 l_key[glink], glease, now)) THEN
+        RETURN convert_to('NOLEASE ' || n, 'UTF8');
+    END IF;
     IF delay <= 0 AND sluice_task_parked_full()
-       AND sluice_task_would_park(l_def, l_units, l_tag, l_lim, l_key, now) THEN
+       AND sluice_task_would_park(l_def, l_units, l_tag, l_lim, l_key, glink, now) THEN
         RETURN convert_to('BUSY ' || n || ' parked', 'UTF8');
     END IF;
     id := nextval('sluice_task_id_seq');
     INSERT INTO sluice_task (id, type, state, prio, due, max_attempts, lease_ns, not_before,
                              submitted, backoff, base_ns, max_ns, throttle, charge_redelivery,
                              units, tkey, payload, l_def, l_units, l_flags, l_hz, l_tag, l_lim,
-                             l_key, l_lease, l_charged)
+                             l_key, l_lease, l_charged, glink, glease)
     VALUES (id, decode(f[2], 'hex'), 1, f[6]::bigint,
             CASE WHEN delay > 0 THEN sluice_sat(now + delay) ELSE 0 END, f[9]::int,
             f[8]::bigint, CASE WHEN delay > 0 THEN sluice_sat(now + delay) ELSE 0 END, now,
             f[10]::int, f[11]::bigint, f[12]::bigint, f[13]::int, f[14]::int, f[15], tk,
             decode(f[3], 'hex'), l_def, l_units, l_flags, l_hz, l_tag, l_lim, l_key,
-            array_fill(0::bigint, ARRAY[nl]), array_fill(0::bigint, ARRAY[nl]));
+            array_fill(0::bigint, ARRAY[nl]), array_fill(0::bigint, ARRAY[nl]), glink, glease);
     PERFORM sluice_task_woke();
     RETURN convert_to('OK ' || n || ' ' || id || ' 0', 'UTF8');
 END $$;
@@ -294,7 +346,8 @@ END $$;
 -- ---- the gate --------------------------------------------------------------------------------
 
 -- 002's sluice_task_gate, failing as RATELIMITED a task that must park while the parking lot
--- is full (dispatch.c's poll_one; the script's gate).
+-- is full (dispatch.c's poll_one; the script's gate), and not asking the link a live group
+-- lease stands in for.
 CREATE OR REPLACE FUNCTION sluice_task_gate(INOUT t sluice_task, INOUT now numeric,
                                             OUT verdict text)
 LANGUAGE plpgsql AS $$
@@ -308,6 +361,10 @@ DECLARE
     h record; li int; reject int; never int; horizon int; hz numeric; r numeric; denied int;
     dd int; k int;
 BEGIN
+    IF t.glink > 0 AND NOT (t.glink <= n AND sluice_task_lease_live(t.l_tag[t.glink],
+            t.l_lim[t.glink], t.l_key[t.glink], t.glease, now)) THEN
+        t.glink := 0; t.glease := 0; -- the group ended: from now on it asks its own unit
+    END IF;
     FOR i IN 1 .. n LOOP
         d := sluice_task_def(t.l_def[i]);
         IF NOT d.ok THEN
@@ -315,7 +372,7 @@ BEGIN
             verdict := 'F';
             RETURN;
         END IF;
-        IF fullc OR d.kind = 4 THEN
+        IF i <> t.glink AND (fullc OR d.kind = 4) THEN
             act := act || i; kinds := kinds || d.kind;
             a_def := a_def || t.l_def[i]; a_tag := a_tag || t.l_tag[i];
             a_lim := a_lim || t.l_lim[i]; a_key := a_key || t.l_key[i];

@@ -39,13 +39,15 @@
 --   A (ADD):    type, payload, task key, has task key (0/1), priority code, priority, delay_ns,
 --               lease_ns, max_attempts, backoff (0 fixed, 1 exponential), base_ns, max_ns,
 --               throttle_retries (0/1), charge_redelivery (0/1), units, nlinks, then per link:
---               definition (limits.lua's text), units, flags (1 reject, 2 settle), horizon_ns
+--               definition (limits.lua's text), units, flags (1 reject, 2 settle), horizon_ns;
+--               then, for a task of a group slot (TASK.ADD ... LEASE) only: the group link
+--               (1-based: a concurrency link) and the lease id that stands in for it
 --   C (CLAIM):  count, ntypes, the type names
 --   K (ACK), F (FAIL), T (TOUCH), X (CANCEL), I (INFO): id, attempt (0: any), cost (-1: none),
 --               mode (0 retry, 1 dead), retry_after_ns (-1: none), message, has message (0/1)
 -- Reply: an array per request whose first element is "STATUS now [fields]":
 --   A: "OK now id replaced" | "EXISTS now running_id" | "BUSY now tasks|parked" (a cap) |
---      "INVAL now message"
+--      "NOLEASE now" (the group's lease is not live) | "INVAL now message"
 --   C: "OK now delivered failed next_wake_ns more", then per delivered task three elements:
 --      "id attempt lease_until_ns", type, payload
 --   K, F: "OK now state attempt"; T: "OK now state attempt lease_until_ns";
@@ -63,6 +65,11 @@
 -- call as every task it counts is added, finished, parked or woken; rebuilt once from the queue
 -- when absent (a queue stored before it existed). The caps of the call are checked against it
 -- with the single node's rules (engine.c's submit, dispatch.c's poll_one).
+--
+-- Group slots (limits.md): a task added with its producer's lease names the link the lease
+-- stands in for (glink, glease in its record). While that lease lives on the link's key (the
+-- state hash has it, unexpired and not released), the gate does not ask that link; once it is
+-- gone, the task leaves the group for good and asks its own unit (gate.c's gate_group_check).
 --
 -- Invariants: a task is in exactly one place for its state (QUEUED: its type's ready or delayed
 -- zset; PARKED: one wait queue; RUNNING: run; finished: done); a wait queue with tasks is in
@@ -136,10 +143,10 @@ local function tasks_main(ext)
   local REC = {"state", "attempt", "max_attempts", "flags", "lease_ns", "due", "not_before",
                "submitted", "fail_reason", "backoff", "base_ns", "max_ns", "throttle",
                "charge_redelivery", "park_link", "prio", "code", "type", "tkey", "has_tkey",
-               "units"}
+               "units", "glink", "glease"}
   local REC_NUM = {state = true, attempt = true, max_attempts = true, flags = true,
                    fail_reason = true, backoff = true, throttle = true, charge_redelivery = true,
-                   park_link = true, has_tkey = true}
+                   park_link = true, has_tkey = true, glink = true}
   local REC_BIG = {lease_ns = true, due = true, not_before = true, submitted = true,
                    base_ns = true, max_ns = true}
 
@@ -176,7 +183,9 @@ local function tasks_main(ext)
     if not v then
       return nil
     end
-    return rec_decode(REC, REC_NUM, REC_BIG, v, {id = tonumber(id), ids = tostring(id)})
+    local t = rec_decode(REC, REC_NUM, REC_BIG, v, {id = tonumber(id), ids = tostring(id)})
+    t.glink, t.glease = t.glink or 0, t.glease or "0" -- a record stored before group slots
+    return t
   end
 
   local function rec_put(t)
@@ -365,19 +374,33 @@ local function tasks_main(ext)
 
   -- ---- the gate ---------------------------------------------------------------------------
 
+  -- Whether lease `lease` lives on stored link l's key at now: held (units > 0) and unexpired,
+  -- as load() reads a concurrency state.
+  local function lease_live(l, lease, now)
+    local v = redis.pcall("HGET", l.skey, lease)
+    if type(v) ~= "string" then
+      return false
+    end
+    local e, u = v:match("^(%-?%d+) (%d+)$")
+    return e ~= nil and tonumber(u) > 0 and lt(now, num(e))
+  end
+
   -- Gates t (QUEUED, in no queue) at now. Returns "D" delivered (t updated), "P" parked, "F"
   -- failed, and the time it was decided at.
   local function gate(t, now)
     local links = links_get(t.ids)
     local full = t.flags % 4 == 0
     local act, Ls = {}, {}
+    if t.glink > 0 and not (links[t.glink] and lease_live(links[t.glink], t.glease, now)) then
+      t.glink, t.glease = 0, "0" -- the group ended: from now on the task asks its own unit
+    end
     for i = 1, #links do
       local L = mklink(links[i])
       if not L then
         finish(t, FAILED, 0)
         return "F", now
       end
-      if full or L.kind == 4 then
+      if i ~= t.glink and (full or L.kind == 4) then
         act[#act + 1] = i
         Ls[#Ls + 1] = L
       end
@@ -574,19 +597,23 @@ local function tasks_main(ext)
   -- Whether a new task with these links would wait if gated now (engine.c's would_park): a key
   -- of its chain has tasks parked, or a link's peek at its tag's time denies its units. Writes
   -- nothing, not even a clock.
-  local function would_park(links, now)
+  local function would_park(links, glink, now)
     for i = 1, #links do
       local l = links[i]
-      if redis.call("EXISTS", wq_key(l)) == 1 then
+      if i == glink then -- the group's lease stands in for that link
+        l = nil
+      elseif redis.call("EXISTS", wq_key(l)) == 1 then
         return true
       end
-      local L = mklink(l)
-      if L then
-        local at = lt(now, L.tag.t) and L.tag.t or now
-        local d = {}
-        decide_link(L, load(L, at), l.units, L.ttl, at, true, d)
-        if d.allowed ~= 1 then
-          return true
+      if l then
+        local L = mklink(l)
+        if L then
+          local at = lt(now, L.tag.t) and L.tag.t or now
+          local d = {}
+          decide_link(L, load(L, at), l.units, L.ttl, at, true, d)
+          if d.allowed ~= 1 then
+            return true
+          end
         end
       end
     end
@@ -621,8 +648,12 @@ local function tasks_main(ext)
                   skey = KEYS[ki + 2 + 2 * (i - 1)], ckey = KEYS[ki + 3 + 2 * (i - 1)],
                   lease = "0", charged = "0"}
     end
+    local glink, glease = tonumber(a[17 + 4 * nl] or "0"), a[18 + 4 * nl] or "0"
+    if glink > 0 and not (links[glink] and lease_live(links[glink], glease, now)) then
+      return "NOLEASE " .. str(now)
+    end
     local delay = num(a[7])
-    if parked_full() and sign(delay) <= 0 and would_park(links, now) then
+    if parked_full() and sign(delay) <= 0 and would_park(links, glink, now) then
       return "BUSY " .. str(now) .. " parked"
     end
     local id = redis.call("INCR", KEYS[K_SEQ])
@@ -633,7 +664,7 @@ local function tasks_main(ext)
                backoff = tonumber(a[10]), base_ns = num(a[11]), max_ns = num(a[12]),
                throttle = tonumber(a[13]), charge_redelivery = tonumber(a[14]), park_link = 0,
                prio = a[6], code = a[5], type = ty, tkey = has_tk and tk or "",
-               has_tkey = has_tk and 1 or 0, units = a[15]}
+               has_tkey = has_tk and 1 or 0, units = a[15], glink = glink, glease = glease}
     redis.call("HSET", KEYS[K_BODY], ids, payload)
     links_put(ids, links)
     if sign(delay) > 0 then
