@@ -234,6 +234,35 @@ static const row good_rows[] = {
 };
 #define NGOOD (sizeof good_rows / sizeof good_rows[0])
 
+/* A group slot's two fields follow the links; a group link must be a concurrency link. */
+static void test_group(void **state)
+{
+    pgt_batch *b;
+    const char *const *v;
+    rtask_link l;
+    rtask_add a;
+
+    (void)state;
+    assert_int_equal(pgt_batch_new(&b), SLUICE_OK);
+    memset(&l, 0, sizeof l);
+    l.lim = link_of(&rate_def, "api", "u1", 1);
+    memset(&a, 0, sizeof a);
+    a.type = "w";
+    a.typelen = 1;
+    a.links = &l;
+    a.nlinks = 1;
+    a.lease_ns = SEC;
+    a.retry.max_attempts = 1;
+    a.group_link = 1;
+    a.group_lease = 77;
+    assert_int_equal(pgt_batch_add_add(b, &a), SLUICE_EINVAL); /* a rate link */
+    l.lim = link_of(&lease_def, "slot", "u1", 1);
+    assert_int_equal(pgt_batch_add_add(b, &a), 0);
+    assert_int_equal(pgt_batch_params(b, &v), SLUICE_OK);
+    assert_non_null(strstr(v[1], " 1 77\"}"));
+    pgt_batch_free(b);
+}
+
 static void test_decode(void **state)
 {
     pgt_batch *b = seven_requests();
@@ -454,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_params_layout), cmocka_unit_test(test_add_refused),
         cmocka_unit_test(test_decode),        cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_migration),     cmocka_unit_test(test_oom),
+        cmocka_unit_test(test_group),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);
