@@ -61,10 +61,10 @@
  * its kind) as gate_group_resolve does, before it sends the ADD.
  *
  * Not in this slice (the node keeps them refused or documents them): fairness other than
- * priority then id, the horizon check
- * of a task parked behind others (a task's own denial is checked), shadow limits (the node must
- * not pass a shadow link), a parked task's place in its queue (TASK.EXPLAIN reads the task with
- * INFO and peeks its chain with the limits' PEEK: rtasks_explain.c), and INFO's refusal fields.
+ * priority then id, the horizon check of a task parked behind others (a task's own denial is
+ * checked), shadow limits (the node must not pass a shadow link), a parked task's place in its
+ * queue (TASK.EXPLAIN reads the task with INFO and peeks its chain with the limits' PEEK:
+ * rtasks_explain.c), and INFO's refusal fields.
  *
  * Invariants:
  * - Requests come back in the order they were added; rtask_batch_result(i) reads the i-th.
