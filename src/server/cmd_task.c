@@ -18,8 +18,8 @@
  * With a redis store (rstore_active) the same commands, once their arguments are checked here
  * with the same words, go to the queue shared on Redis (rtasks.h) instead of the engine; the
  * engine still resolves a new task's chain (sluice_engine_resolve_task). TASK.EXPLAIN reads the
- * task from the store and peeks its chain there (rtasks_explain.c); TASK.ADD's LEASE stays
- * refused (rstore_reply_unavailable).
+ * task from the store and peeks its chain there (rtasks_explain.c); TASK.ADD's LEASE names the
+ * shared lease (add_shared_group), whose life the store checks.
  *
  * Module state (server.task_state): one array of TASK_MAX_COUNT deliveries, reused by every poll
  * (the loop is single-threaded and a poll's deliveries are written out before the next one).
@@ -168,12 +168,55 @@ static int attempt_check(conn *c, uint64_t id, int64_t attempt)
 
 /* ---- TASK.ADD ---------------------------------------------------------------------------- */
 
+/* TASK.ADD ... LEASE handle under a shared store: the handle is the shared lease's
+ * ("NAME/ID/KEYHEX", rstore_parse_handle), checked as a single node checks its own (NOLEASE for
+ * a handle that names no concurrency limit of this node, WRONGARGS for a shadow pass), then
+ * rtasks_add_group checks the chain and the store the lease's life. */
+static void add_shared_group(conn *c, const sluice_task_spec *spec, int64_t delay_ns,
+                             const char *handle, size_t handlelen)
+{
+    char name[COMMAND_NAME_BUF];
+    size_t keymax = c->srv->opt.max_key_len, keylen = 0;
+    char *key = alloc_malloc(keymax + 1);
+    const sluice_limit_policy *p;
+    sluice_limit *live = NULL;
+    rtasks_group g;
+    uint64_t id = 0;
+
+    if (!key) {
+        resp_error(conn_out(c), "NOMEM", "out of memory");
+        return;
+    }
+    if (rstore_parse_handle(handle, handlelen, name, sizeof(name), &id, key, keymax, &keylen) !=
+            0 ||
+        !(p = sluice_engine_get_limit(c->srv->engine, name, &live)) || !live || p->ntiers > 0 ||
+        p->def.kind != SLUICE_CONCURRENCY) {
+        resp_error(conn_out(c), "NOLEASE",
+                   "no such lease (it expired, was released, its limit changed, the "
+                   "server restarted, or it never existed)");
+    } else if (id == 0) {
+        resp_error(conn_out(c), "WRONGARGS",
+                   "that lease is a shadow limit's pass and holds no unit: submit "
+                   "without LEASE");
+    } else {
+        memset(&g, 0, sizeof(g));
+        g.limit = name;
+        g.id = id;
+        g.key = key;
+        g.keylen = keylen;
+        rtasks_add_group(c, spec, delay_ns, &g);
+    }
+    alloc_free(key);
+}
+
 void cmd_task_add(conn *c, const resp_command *cmd)
 {
     server *s = c->srv;
     sluice_task_spec spec;
     sluice_submit_error err;
     char lease_limit[COMMAND_NAME_BUF];
+    const char *handle = NULL;
+    size_t handlelen = 0;
     int64_t v, delay_ms = 0;
     uint64_t id;
     int rc;
@@ -205,8 +248,10 @@ void cmd_task_add(conn *c, const resp_command *cmd)
             spec.task_key_len = vlen;
         } else if (command_arg_is(a, alen, "lease")) {
             if (rstore_active(s)) {
-                rstore_reply_unavailable(c, "TASK.ADD LEASE");
-                return;
+                /* The shared lease's handle: read below, with the store's checks. */
+                handle = val;
+                handlelen = vlen;
+                continue;
             }
             /* A group slot: the task runs under its producer's lease (docs/limits.md). */
             if (cmd_lease_handle(s, val, vlen, lease_limit, sizeof(lease_limit), &spec.lease_id,
@@ -243,8 +288,11 @@ void cmd_task_add(conn *c, const resp_command *cmd)
     spec.payload = cmd->argv[2];
     spec.payload_len = cmd->argvlen[2];
     if (rstore_active(s)) {
-        /* The shared queue: resolved here as the engine would, decided in Redis. */
-        rtasks_add(c, &spec, delay_ms * SLUICE_NS_PER_MS);
+        /* The shared queue: resolved here as the engine would, decided in the store. */
+        if (handle)
+            add_shared_group(c, &spec, delay_ms * SLUICE_NS_PER_MS, handle, handlelen);
+        else
+            rtasks_add(c, &spec, delay_ms * SLUICE_NS_PER_MS);
         return;
     }
     if (delay_ms > 0)

@@ -132,6 +132,10 @@ static tbatch *batch_get(rtasks *rt)
         alloc_free(b);
         return NULL;
     }
+    if (b->pb)
+        pgt_batch_set_caps(b->pb, rt->max_tasks, rt->max_parked);
+    else
+        rtask_batch_set_caps(b->tb, rt->max_tasks, rt->max_parked);
     return b;
 }
 
@@ -383,6 +387,42 @@ static int waiter_claim(rtasks *rt, waiter *w)
 
 void rtasks_add(conn *c, const sluice_task_spec *spec, int64_t delay_ns)
 {
+    rtasks_add_group(c, spec, delay_ns, NULL);
+}
+
+/* The link of the resolved chain ch (n links) that group g's lease stands in for (1-based), or 0
+ * after replying WRONGARGS with gate_group_resolve's words. */
+static size_t group_link_of(conn *c, const sluice_charge *ch, size_t n, const rtasks_group *g)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(ch[i].limit, g->limit) != 0)
+            continue;
+        if (ch[i].tier) {
+            resp_error(conn_out(c), "WRONGARGS",
+                       "limit \"%s\" is tiered: a lease cannot stand in for it", g->limit);
+            return 0;
+        }
+        if (ch[i].def->kind != SLUICE_CONCURRENCY) {
+            resp_error(conn_out(c), "WRONGARGS",
+                       "limit \"%s\" is not a concurrency limit: a lease cannot stand in for it",
+                       g->limit);
+            return 0;
+        }
+        if (ch[i].keylen != g->keylen || (g->keylen && memcmp(ch[i].key, g->key, g->keylen))) {
+            resp_error(conn_out(c), "WRONGARGS",
+                       "the lease is on another key of limit \"%s\" than this task's", g->limit);
+            return 0;
+        }
+        return i + 1;
+    }
+    resp_error(conn_out(c), "WRONGARGS",
+               "the task's type has no limit \"%s\" for its lease to stand in for", g->limit);
+    return 0;
+}
+
+void rtasks_add_group(conn *c, const sluice_task_spec *spec, int64_t delay_ns,
+                      const rtasks_group *g)
+{
     server *s = c->srv;
     rtasks *rt = state_of(s);
     sluice_charge stack[LINKS_STACK], *ch = stack;
@@ -420,8 +460,14 @@ void rtasks_add(conn *c, const sluice_task_spec *spec, int64_t delay_ns)
         rtasks_reply_shadow(c, "TASK.ADD", rtasks_shadow_link(s->engine, ch, (size_t)n));
         goto done;
     }
-    rtasks_links_of(s->engine, ch, (size_t)n, ids, rt->pg ? NULL : RTASKS_TAG, links);
     memset(&a, 0, sizeof(a));
+    if (g) {
+        a.group_link = group_link_of(c, ch, (size_t)n, g);
+        if (a.group_link == 0)
+            goto done;
+        a.group_lease = g->id;
+    }
+    rtasks_links_of(s->engine, ch, (size_t)n, ids, rt->pg ? NULL : RTASKS_TAG, links);
     a.type = spec->type;
     a.typelen = strlen(spec->type);
     a.payload = spec->payload;
@@ -437,8 +483,17 @@ void rtasks_add(conn *c, const sluice_task_spec *spec, int64_t delay_ns)
     a.charge_redelivery = plan.charge_redelivery;
     a.retry = plan.retry;
     b = cur_batch(rt, c, rstore_lane(s, c, 0));
-    if (b && take_wait(b, c, NULL, RTASK_ADD, batch_add(b, RTASK_ADD, &a)))
-        maybe_send_full(rt, b->lane);
+    if (b) {
+        twait *w = take_wait(b, c, NULL, RTASK_ADD, batch_add(b, RTASK_ADD, &a));
+
+        if (w && g) {
+            /* For NOLEASE's words, should the store find the lease gone. */
+            w->group_off = rtasks_arena_put(b, g->limit, strlen(g->limit));
+            w->has_group = w->group_off != SIZE_MAX;
+        }
+        if (w)
+            maybe_send_full(rt, b->lane);
+    }
 done:
     if (ch != stack) {
         alloc_free(ch);
@@ -697,9 +752,18 @@ int rtasks_open(server *s, const char *host, int port, int64_t timeout_ms, char 
 {
     rtasks *rt = alloc_calloc(1, sizeof(*rt));
     rtask_batch *probe = NULL;
+    sluice_engine_policy ep;
     rconn_options o;
     int rc;
 
+    /* The engine's caps, as the engine has them: they never change while the node runs. */
+    sluice_engine_policy_init(&ep);
+    if (s->has_config)
+        ep = s->config.engine;
+    if (rt) {
+        rt->max_tasks = ep.max_tasks;
+        rt->max_parked = ep.max_parked;
+    }
     if (rt && !host) {
         /* PostgreSQL: the store's connection LISTENs (rtasks_notify). */
         rt->s = s;

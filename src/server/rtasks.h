@@ -104,6 +104,23 @@ void rtasks_conn_closed(conn *c);
  * that is down) or when Redis has the task. */
 void rtasks_add(conn *c, const sluice_task_spec *spec, int64_t delay_ns);
 
+/* A shared lease handle (rstore_parse_handle's "NAME/ID/KEYHEX") a TASK.ADD names with LEASE:
+ * its group slot. The pointers are borrowed for the call. */
+typedef struct rtasks_group {
+    const char *limit; /* the lease's limit (a concurrency limit of this node) */
+    uint64_t id;       /* the lease id (> 0) */
+    const char *key;   /* the lease's key, keylen bytes */
+    size_t keylen;
+} rtasks_group;
+
+/* rtasks_add, with a group slot when g is not NULL: the task runs under that lease instead of
+ * taking a unit of its limit (docs/limits.md, "Group slots"). The node checks what
+ * gate_group_resolve checks (the type names the limit; its key is the task's) and replies
+ * WRONGARGS with the single node's words; the store refuses a lease that is not live
+ * (NOLEASE). */
+void rtasks_add_group(conn *c, const sluice_task_spec *spec, int64_t delay_ns,
+                      const rtasks_group *g);
+
 /* TASK.GET: up to count tasks of the ntypes types (NUL-terminated names); timeout_ms 0 answers
  * at once, else the client blocks until a task comes or the timeout passes. */
 void rtasks_get(conn *c, const char *const *types, size_t ntypes, size_t count, int64_t timeout_ms);

@@ -58,6 +58,8 @@ typedef struct twait {
     rtask_result res;  /* the decoded answer (res.msg NULL: see msg_off) */
     size_t msg_off;    /* the script's message in the arena */
     size_t task0;      /* its first task in the batch's task array */
+    int has_group;     /* ADD with LEASE: ... */
+    size_t group_off;  /* its limit's name in the arena */
     rtasks_info_fn fn; /* an INFO whose answer goes to fn instead of a slot (c is NULL) */
     void *fn_arg;
 } twait;
@@ -95,6 +97,8 @@ struct rtasks {
     int closed;
     char logged_why[256]; /* the subscriber's last failure logged: an outage logs once a reason */
     rtasks_stats stats;
+    uint64_t max_tasks, max_parked; /* the engine's caps (engine: in the config), sent with
+                                     * every call: the store enforces them across nodes */
 };
 
 /* 1 when a request of op changes what the queue holds (ADD, ACK, FAIL, CANCEL): with

@@ -199,6 +199,25 @@ static void reply_wait(rtasks *rt, tbatch *b, twait *w)
                    r->id, r->id);
         return;
     }
+    if (r->rc == SLUICE_EBUSY && w->op == RTASK_ADD) {
+        /* The single node's words (engine.c's submit). */
+        if (r->busy_parked)
+            resp_error(conn_out(c), "BUSY",
+                       "too many parked tasks (max_parked %" PRIu64
+                       "): this task would wait for budget",
+                       rt->max_parked);
+        else
+            resp_error(conn_out(c), "BUSY", "too many tasks (max_tasks %" PRIu64 ")",
+                       rt->max_tasks);
+        return;
+    }
+    if (r->rc == SLUICE_ESTALE && w->op == RTASK_ADD) {
+        /* gate_group_resolve's words */
+        resp_error(conn_out(c), "NOLEASE",
+                   "the lease on limit \"%s\" is gone (it expired or was released)",
+                   w->has_group ? b->arena + w->group_off : "");
+        return;
+    }
     if (r->rc == SLUICE_ESTATE && w->op != RTASK_CANCEL) {
         reply_task_refused(c, w->id, w->attempt, r->state, r->attempt);
         return;

@@ -32,7 +32,9 @@
 #include "store/pg_batch.h"
 
 struct pgt_batch {
-    pgbatch c; /* the requests, the parameters, the answer's rows (pg_batch.h) */
+    pgbatch c;                            /* the requests, the answer's rows (pg_batch.h) */
+    char caps[2][24];                     /* max_tasks and max_parked in decimal ("0": none) */
+    const char *values[PGT_CALL_NPARAMS]; /* pgbatch's two parameters, then the caps */
 };
 
 int pgt_batch_new(pgt_batch **out)
@@ -42,8 +44,16 @@ int pgt_batch_new(pgt_batch **out)
     *out = NULL;
     if (!b)
         return SLUICE_ENOMEM;
+    pgt_batch_set_caps(b, 0, 0);
     *out = b;
     return SLUICE_OK;
+}
+
+void pgt_batch_set_caps(pgt_batch *b, uint64_t max_tasks, uint64_t max_parked)
+{
+    /* A cap past INT64_MAX is none: the function takes bigints. */
+    snprintf(b->caps[0], sizeof b->caps[0], "%" PRIu64, max_tasks > INT64_MAX ? 0 : max_tasks);
+    snprintf(b->caps[1], sizeof b->caps[1], "%" PRIu64, max_parked > INT64_MAX ? 0 : max_parked);
 }
 
 void pgt_batch_reset(pgt_batch *b)
@@ -130,6 +140,8 @@ int pgt_batch_add_add(pgt_batch *b, const rtask_add *a)
         rc = pgbatch_put_fmt(s, "%" PRId64 " %zu", a->units > 0 ? a->units : 1, a->nlinks);
     for (size_t i = 0; i < a->nlinks && rc == SLUICE_OK; i++)
         rc = add_link(s, &a->links[i]);
+    if (rc == SLUICE_OK && a->group_link > 0) /* a group slot: two more fields */
+        rc = pgbatch_put_fmt(s, "%zu %" PRIu64, a->group_link, a->group_lease);
     return pgbatch_end(&b->c, (int)RTASK_ADD, mark, rc);
 }
 
@@ -197,7 +209,18 @@ int pgt_batch_add_info(pgt_batch *b, const rtask_done *d)
 
 int pgt_batch_params(pgt_batch *b, const char *const **values)
 {
-    return pgbatch_params(&b->c, values);
+    const char *const *two = NULL;
+    int rc = pgbatch_params(&b->c, &two);
+
+    *values = NULL;
+    if (rc != SLUICE_OK)
+        return rc;
+    b->values[0] = two[0];
+    b->values[1] = two[1];
+    b->values[2] = b->caps[0];
+    b->values[3] = b->caps[1];
+    *values = b->values;
+    return SLUICE_OK;
 }
 
 /* ---- the result -------------------------------------------------------------------------- */

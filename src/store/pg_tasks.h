@@ -44,9 +44,10 @@ struct pg_result; /* libpq's PGresult */
  * be asked in binary (PGT_CALL_RESULT_FORMAT, the resultFormat argument of PQexecParams /
  * PQsendQueryPrepared): payloads are bytes, read in place. Prepare it once per connection. */
 #define PGT_CALL_SQL                                                                               \
-    "SELECT req, val FROM (SELECT req, val, n FROM sluice_tasks_call($1::bigint, $2::text[]) "     \
-    "WITH ORDINALITY AS u(req, val, n) " PGBATCH_WAKE_ROW_SQL ") w ORDER BY n"
-#define PGT_CALL_NPARAMS       2
+    "SELECT req, val FROM (SELECT req, val, n FROM sluice_tasks_call($1::bigint, $2::text[], "     \
+    "$3::bigint, $4::bigint) WITH ORDINALITY AS u(req, val, n) " PGBATCH_WAKE_ROW_SQL ") w "       \
+    "ORDER BY n"
+#define PGT_CALL_NPARAMS       4
 #define PGT_CALL_RESULT_FORMAT 1
 
 /* The channel of the wake-up notifications (LISTEN sluice_wake). */
@@ -68,6 +69,11 @@ void pgt_batch_free(pgt_batch *b);
  * the database's clock. */
 void pgt_batch_set_now(pgt_batch *b, int64_t now_ns);
 
+/* The caps every call of the batch carries (kept across resets), as rtask_batch_set_caps:
+ * max_tasks and max_parked (0: none), enforced by the function with the Redis script's rules
+ * (redis_tasks.h, "Caps"). */
+void pgt_batch_set_caps(pgt_batch *b, uint64_t max_tasks, uint64_t max_parked);
+
 /* Append one request each, with rtask_batch_add_*'s checks. Return its index in the batch
  * (>= 0), or SLUICE_EINVAL (a bad argument) / SLUICE_ENOMEM, the batch unchanged. */
 int pgt_batch_add_add(pgt_batch *b, const rtask_add *a);
@@ -85,8 +91,9 @@ size_t pgt_batch_count(const pgt_batch *b);
 rtask_op pgt_batch_op(const pgt_batch *b, size_t i);
 
 /* The PGT_CALL_NPARAMS text parameters of PGT_CALL_SQL (values[0], the time, is NULL: the
- * database's clock). The array and its strings belong to the batch and stay valid until its
- * next add, reset or free. Returns 0, SLUICE_EINVAL for an empty batch, or SLUICE_ENOMEM. */
+ * database's clock; values[2] and [3] the caps). The array and its strings belong to the batch and
+ * stay valid until its next add, reset or free. Returns 0, SLUICE_EINVAL for an empty batch, or
+ * SLUICE_ENOMEM. */
 int pgt_batch_params(pgt_batch *b, const char *const **values);
 
 /* Reads request i of the result of this batch's call (binary format). Returns 0 with *res

@@ -122,7 +122,7 @@ int rbatch_put_fmt(rbatch *c, packed_list *list, const char *fmt, ...)
 int rbatch_command(rbatch *c, const char *sha, const char *family, int *argc, const char ***argv,
                    const size_t **argvlen)
 {
-    size_t total = 3 + c->nfixed + c->keys.n + 3 + c->args.n, k = 0;
+    size_t total = 3 + c->nfixed + c->keys.n + 3 + c->nextra + c->args.n, k = 0;
     size_t cap1, cap2;
     int rc;
 
@@ -172,6 +172,8 @@ int rbatch_command(rbatch *c, const char *sha, const char *family, int *argc, co
     RBATCH_ARG(family, strlen(family));
     RBATCH_ARG(c->head[1], strlen(c->head[1]));
     RBATCH_ARG(c->head[2], strlen(c->head[2]));
+    for (size_t i = 0; i < c->nextra; i++)
+        RBATCH_ARG(c->extra[i], strlen(c->extra[i]));
     for (size_t i = 0; i < c->args.n; i++)
         RBATCH_ARG(c->a.buf + c->args.v[i].off, c->args.v[i].len);
 #undef RBATCH_ARG

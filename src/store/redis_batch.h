@@ -39,7 +39,9 @@ typedef struct rbatch {
     const char **argv; /* the last command built */
     size_t *argvlen;
     size_t capargv;
-    char head[3][24]; /* numkeys, now, request count */
+    char head[3][24];  /* numkeys, now, request count */
+    char extra[2][24]; /* call-level arguments after the request count (the task caps) */
+    size_t nextra;     /* how many of extra are sent (0: none); kept across resets */
 } rbatch;
 
 /* The sizes to roll a batch back to when a request fails half-way. */
@@ -76,9 +78,10 @@ int rbatch_op(const rbatch *c, size_t i);
 int rbatch_put_fmt(rbatch *c, packed_list *list, const char *fmt, ...);
 
 /* Builds EVALSHA sha (NULL: EVAL with the script's text) with the fixed keys, the request keys,
- * then `family` (the op family word, "T1" or "R1"), the now, the request count and the request
- * arguments. Returns 0 with *argc, *argv and *argvlen (owned by c, valid until c changes),
- * SLUICE_EINVAL (no request), SLUICE_ERANGE or SLUICE_ENOMEM. */
+ * then `family` (the op family word, "T2" or "R1"), the now, the request count, c's call-level
+ * `extra` arguments (nextra of them) and the request arguments. Returns 0 with *argc, *argv and
+ * *argvlen (owned by c, valid until c changes), SLUICE_EINVAL (no request), SLUICE_ERANGE or
+ * SLUICE_ENOMEM. */
 int rbatch_command(rbatch *c, const char *sha, const char *family, int *argc, const char ***argv,
                    const size_t **argvlen);
 

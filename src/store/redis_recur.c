@@ -215,11 +215,12 @@ static int put_occurrence(rrecur_batch *b, const rtask_add *t)
     rc = rtask_batch_command(b->scratch, "-", &argc, &argv, &argvlen);
     if (rc != SLUICE_OK)
         return rc;
-    /* ... keys (request keys last), "T1", now, "1", "A <nargs>", the nargs arguments. */
-    if ((size_t)argc < 3 + nkeys + 4 + nargs)
+    /* ... keys (request keys last), "T2", now, "1", the two caps, "A <nargs>", the nargs
+     * arguments. */
+    if ((size_t)argc < 3 + nkeys + 6 + nargs)
         return SLUICE_EINVAL;
     astart = (size_t)argc - nargs;
-    kstart = astart - 4 - nkeys;
+    kstart = astart - 6 - nkeys;
     if (argvlen[astart - 1] < 2 || argv[astart - 1][0] != 'A')
         return SLUICE_EINVAL;
     for (size_t i = 0; i < nkeys && rc == SLUICE_OK; i++)

@@ -67,6 +67,8 @@ int rtask_batch_new(const char *prefix, rtask_batch **out)
         return SLUICE_ENOMEM;
     rc = rbatch_init(&b->c, prefix, fixed_names, NFIXED);
     if (rc == SLUICE_OK) {
+        b->c.nextra = 2;
+        rtask_batch_set_caps(b, 0, 0);
         b->channel = rbatch_concat3(b->c.prefix, ":{all}:", "wake");
         if (!b->channel)
             rc = SLUICE_ENOMEM;
@@ -96,6 +98,12 @@ void rtask_batch_free(rtask_batch *b)
 void rtask_batch_set_now(rtask_batch *b, int64_t now_ns)
 {
     b->c.now_ns = now_ns > 0 ? now_ns : 0;
+}
+
+void rtask_batch_set_caps(rtask_batch *b, uint64_t max_tasks, uint64_t max_parked)
+{
+    snprintf(b->c.extra[0], sizeof b->c.extra[0], "%" PRIu64, max_tasks);
+    snprintf(b->c.extra[1], sizeof b->c.extra[1], "%" PRIu64, max_parked);
 }
 
 size_t rtask_batch_count(const rtask_batch *b)
@@ -159,7 +167,10 @@ int rtask_add_ok(const rtask_add *a)
            (a->task_key || a->task_key_len == 0) && (!a->task_key || a->task_key_len > 0) &&
            (a->links || a->nlinks == 0) && a->nlinks <= 65534 && a->delay_ns >= 0 &&
            a->units >= 0 && a->lease_ns > 0 && a->retry.max_attempts >= 1 &&
-           a->retry.base_ns >= 0 && a->retry.max_ns >= 0;
+           a->retry.base_ns >= 0 && a->retry.max_ns >= 0 && a->group_link <= a->nlinks &&
+           (a->group_link == 0 ||
+            (a->group_lease > 0 &&
+             a->links[a->group_link - 1].lim.def->kind == SLUICE_CONCURRENCY));
 }
 
 int rtask_claim_ok(const rtask_claim *c)
@@ -263,6 +274,11 @@ int rtask_batch_add_add(rtask_batch *b, const rtask_add *a)
         rc = put_queue_key(b, "delayed:", a->type, a->typelen);
     for (size_t i = 0; i < a->nlinks && rc == SLUICE_OK; i++)
         rc = add_link(b, &a->links[i]);
+    if (rc == SLUICE_OK && a->group_link > 0) { /* a group slot: two more arguments */
+        rc = rbatch_put_fmt(&b->c, &b->c.args, "%zu", a->group_link);
+        if (rc == SLUICE_OK)
+            rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRIu64, a->group_lease);
+    }
     if (rc == SLUICE_OK)
         patch_head(b, head);
     return finish_req(b, RTASK_ADD, m, rc);
@@ -356,7 +372,7 @@ int rtask_batch_add_info(rtask_batch *b, const rtask_done *d)
 int rtask_batch_command(rtask_batch *b, const char *sha, int *argc, const char ***argv,
                         const size_t **argvlen)
 {
-    return rbatch_command(&b->c, sha, "T1", argc, argv, argvlen);
+    return rbatch_command(&b->c, sha, "T2", argc, argv, argvlen);
 }
 
 /* ---- the reply --------------------------------------------------------------------------- */
@@ -398,6 +414,10 @@ int rtask_parse_answer(rtask_op op, const char *s, size_t len, size_t nelems, rt
         return op != RTASK_ADD && op != RTASK_CLAIM && packed_at_end(&f) ? SLUICE_OK
                                                                          : SLUICE_EPARSE;
     }
+    if (op == RTASK_ADD && rbatch_word_is(w, wlen, "NOLEASE")) {
+        res->rc = SLUICE_ESTALE; /* the group's lease is not live */
+        return packed_at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
+    }
     if (rbatch_word_is(w, wlen, "NOLEASE") || rbatch_word_is(w, wlen, "INUSE")) {
         int nolease = w[0] == 'N';
 
@@ -407,6 +427,20 @@ int rtask_parse_answer(rtask_op op, const char *s, size_t len, size_t nelems, rt
         res->rc = nolease ? SLUICE_ESTATE : SLUICE_EBUSY;
         rc = state_attempt(&f, res);
         return rc == SLUICE_OK && packed_at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
+    }
+    if (rbatch_word_is(w, wlen, "BUSY")) {
+        const char *which;
+        size_t whichlen;
+
+        if (op != RTASK_ADD || packed_next(&f, &which, &whichlen) != SLUICE_OK ||
+            !packed_at_end(&f))
+            return SLUICE_EPARSE;
+        if (rbatch_word_is(which, whichlen, "parked"))
+            res->busy_parked = 1;
+        else if (!rbatch_word_is(which, whichlen, "tasks"))
+            return SLUICE_EPARSE;
+        res->rc = SLUICE_EBUSY;
+        return SLUICE_OK;
     }
     if (rbatch_word_is(w, wlen, "EXISTS")) {
         if (op != RTASK_ADD || packed_range(&f, 1, INT64_MAX, &v) != SLUICE_OK ||

@@ -42,11 +42,29 @@
  *
  * Recurring series add their occurrences through the same ADD op (redis_recur.h).
  *
- * Not in this slice (the node keeps them refused or documents them): group slots (TASK.ADD ...
- * LEASE), fairness other than priority then id, max_tasks / max_parked (BUSY), the horizon check
- * of a task parked behind others (a task's own denial is checked), shadow limits (the node must
- * not pass a shadow link), a parked task's place in its queue (TASK.EXPLAIN reads the task with
- * INFO and peeks its chain with the limits' PEEK: rtasks_explain.c), and INFO's refusal fields.
+ * Caps (rtask_batch_set_caps): the engine's max_tasks and max_parked, with the single node's
+ * rules (engine.c, dispatch.c), across every node: the store keeps the count of unfinished tasks
+ * (queued, delayed, parked, running) and of parked ones exactly, in the same script call as each
+ * change (`<prefix>:{all}:count`). An ADD of a new task (not a replacement by task key) is
+ * refused (SLUICE_EBUSY) when the unfinished tasks reach max_tasks, or when the parked ones reach
+ * max_parked and the task would wait now (not delayed, and a key of its chain has tasks parked or
+ * a link's peek denies it); a CLAIM fails a task that must park while parked tasks are at
+ * max_parked (SLUICE_FAIL_RATELIMITED), as dispatch.c does. The caps travel with every call, so
+ * they are the calling node's configuration; 0 is none. A series' occurrence (redis_recur.h) is
+ * counted but not refused by them.
+ *
+ * Group slots (docs/limits.md): an ADD with group_link names the concurrency link its producer's
+ * lease stands in for. The ADD is refused (SLUICE_ESTALE) unless that lease lives on the link's
+ * key now; while it lives, the gate does not ask that link (the other links as usual); once it
+ * is released or expired, the task leaves the group for good and asks its own unit, as gate.c's
+ * gate_group_check. The node checks the rest (the lease's limit in the task's chain, its key,
+ * its kind) as gate_group_resolve does, before it sends the ADD.
+ *
+ * Not in this slice (the node keeps them refused or documents them): fairness other than
+ * priority then id, the horizon check of a task parked behind others (a task's own denial is
+ * checked), shadow limits (the node must not pass a shadow link), a parked task's place in its
+ * queue (TASK.EXPLAIN reads the task with INFO and peeks its chain with the limits' PEEK:
+ * rtasks_explain.c), and INFO's refusal fields.
  *
  * Invariants:
  * - Requests come back in the order they were added; rtask_batch_result(i) reads the i-th.
@@ -104,6 +122,9 @@ typedef struct rtask_add {
     int charge_redelivery;
     sluice_retry_policy retry; /* max_attempts >= 1 */
     int64_t units;             /* UNITS, as TASK.INFO shows it (0: 1); each link has its own */
+    size_t group_link;    /* a group slot (TASK.ADD ... LEASE): the link (1-based, a concurrency
+                           * link) the lease stands in for; 0: none */
+    uint64_t group_lease; /* that lease's id (> 0) */
 } rtask_add;
 
 /* TASK.GET (one claim, non-blocking; the node blocks by retrying on wake). */
@@ -150,6 +171,10 @@ void rtask_batch_free(rtask_batch *b);
 
 /* Tests only: decide at now_ns (still ratcheted) instead of Redis TIME; 0 goes back to TIME. */
 void rtask_batch_set_now(rtask_batch *b, int64_t now_ns);
+
+/* The caps every call of the batch carries (kept across resets): max_tasks and max_parked as
+ * the engine's policy has them; 0 is no cap. */
+void rtask_batch_set_caps(rtask_batch *b, uint64_t max_tasks, uint64_t max_parked);
 
 /* Append one request each. Return its index in the batch (>= 0), or SLUICE_EINVAL (a bad
  * argument: the batch is unchanged) / SLUICE_ENOMEM (unchanged). */
@@ -198,17 +223,20 @@ typedef struct rtask_task {
 
 /* One request's answer. */
 typedef struct rtask_result {
-    int rc;         /* 0, or this request's refusal:
-                     *  SLUICE_ENOTFOUND  no task of that id (NOTASK);
-                     *  SLUICE_ESTATE     ACK/FAIL/TOUCH: not running, or running at another attempt
-                     *                    (NOLEASE: state and attempt below say which);
-                     *  SLUICE_EBUSY      CANCEL of a running task (INUSE);
-                     *  SLUICE_EEXIST     ADD: the task key is held by running task `id` (EXISTS);
-                     *  SLUICE_EINVAL     a request the script refused (msg says why) */
-    int64_t now_ns; /* the store time the request was decided at */
-    uint64_t id;    /* ADD: the task's id (the existing one after a replacement); EEXIST: the
-                     * running holder's */
-    int replaced;   /* ADD: 1 when a queued/parked task of that key had its payload replaced */
+    int rc;          /* 0, or this request's refusal:
+                      *  SLUICE_ENOTFOUND  no task of that id (NOTASK);
+                      *  SLUICE_ESTATE     ACK/FAIL/TOUCH: not running, or running at another attempt
+                      *                    (NOLEASE: state and attempt below say which);
+                      *  SLUICE_EBUSY      CANCEL of a running task (INUSE);
+                      *  SLUICE_EEXIST     ADD: the task key is held by running task `id` (EXISTS);
+                      *  SLUICE_EBUSY      ADD: refused by a cap (busy_parked says which);
+                      *  SLUICE_ESTALE     ADD: the group's lease is not live (NOLEASE);
+                      *  SLUICE_EINVAL     a request the script refused (msg says why) */
+    int64_t now_ns;  /* the store time the request was decided at */
+    uint64_t id;     /* ADD: the task's id (the existing one after a replacement); EEXIST: the
+                      * running holder's */
+    int replaced;    /* ADD: 1 when a queued/parked task of that key had its payload replaced */
+    int busy_parked; /* ADD refused with SLUICE_EBUSY: 1 by max_parked, 0 by max_tasks */
     sluice_task_state state; /* ACK/FAIL/TOUCH/CANCEL (also on refusal): the task's state now;
                               * FAIL: QUEUED (a retry comes) or FAILED */
     int attempt;             /* ACK/FAIL/TOUCH/CANCEL: the task's attempt (deliveries so far) */

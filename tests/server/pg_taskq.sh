@@ -29,6 +29,8 @@ diff_seeds tasks "${SLUICE_TASKS_STEPS:-2000}" ${SLUICE_TASKS_SEEDS:-1 2}
 # The plain mood: mostly tasks without links, in calls of up to eight requests (003's set-based
 # runs of adds, claims and acks, and the per-request path between them).
 SLUICE_TASKS_PLAIN=1 helper_run "plain seed 3" "$rport_tasks" "$pgconn_tasks" 3 "${SLUICE_TASKS_STEPS:-2000}"
+# Capped: small max_tasks and max_parked on both stores (BUSY refusals, RATELIMITED failures).
+SLUICE_TASKS_CAPS=${SLUICE_TASKS_CAP_VALUES:-"30 4"} helper_run "capped seed 4" "$rport_tasks" "$pgconn_tasks" 4 "${SLUICE_TASKS_CAP_STEPS:-1000}"
 helper_run race --race "$pgconn_tasks" "${SLUICE_TASKS_PROCS:-4}" 400
 psql=$(pg_bindir)/psql
 # The version this build writes (src/store/pg_schema.h).
@@ -53,4 +55,7 @@ check "version 2 migrated to $schema" "$schema" "$("$psql" "$v2" -Atc 'SELECT ve
 check "after the migration: the queued task claimed, the running one acknowledged" \
   "OK 2000000000 1 0 0 0|2 1 62000000000|w|p1|OK 2000000000 4 1" \
   "$(v2call 2000000000 "'C 1 1 77', 'K 1 1 -1 0 -1 00 0'")"
+# The caps' counts (007) start from the migrated queue and follow it: one task left, none parked.
+check "the task counts after the migration" "1|0" \
+  "$("$psql" "$v2" -Atc 'SELECT sum(u), sum(p) FROM sluice_task_count')"
 finish

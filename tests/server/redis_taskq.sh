@@ -7,7 +7,9 @@
 # all-or-nothing chains sharing THROTTLE's budget, RETRY_AFTER, the claim's bound), then the
 # differential run against the single-node engine: the same random operations at the same times,
 # every answer and every task's state compared, for each seed of SLUICE_TASKQ_SEEDS (default
-# "1 2 3"; SLUICE_TASKQ_STEPS steps each, default 1000; a failure prints its seed and step).
+# "1 2 3"; SLUICE_TASKQ_STEPS steps each, default 1000; a failure prints its seed and step), and
+# for each of SLUICE_TASKQ_CAP_SEEDS (default "100", SLUICE_TASKQ_CAP_STEPS steps, default 500)
+# with small max_tasks and max_parked on both sides (BUSY refusals, RATELIMITED failures).
 #
 # Usage: bash tests/server/redis_taskq.sh PATH-TO-SLUICE SOURCE-DIR
 set -u
@@ -29,6 +31,15 @@ fi
 echo "$out"
 for seed in ${SLUICE_TASKQ_SEEDS:-1 2 3}; do
   if out=$("$helper" "$rport_taskq" "$seed" "${SLUICE_TASKQ_STEPS:-1000}" 2>&1); then
+    ok
+  else
+    bad "seed $seed: $out"
+  fi
+  echo "$out" | tail -2 | head -1
+done
+# Seeds from 100 on: the same with small max_tasks and max_parked on both sides.
+for seed in ${SLUICE_TASKQ_CAP_SEEDS:-100}; do
+  if out=$("$helper" "$rport_taskq" "$seed" "${SLUICE_TASKQ_CAP_STEPS:-500}" 2>&1); then
     ok
   else
     bad "seed $seed: $out"

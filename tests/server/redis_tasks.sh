@@ -13,7 +13,9 @@
 # delivery's lease) within the single-node bound; and a node SIGKILLed while its worker holds
 # deliveries, the others consuming: every task still acknowledged exactly once, the held ones
 # with a higher attempt. Also: a concurrency slot released by an ACK on one node wakes a GET
-# blocked on another, priority and DELAY and ID across nodes. Also: a store that is down answers TASK.ADD -STOREDOWN (nothing is
+# blocked on another, priority and DELAY and ID across nodes; group slots (TASK.ADD ... LEASE with
+# a lease taken on another node); the caps (engine: max_tasks, max_parked) across two more nodes
+# on a queue of their own. Also: a store that is down answers TASK.ADD -STOREDOWN (nothing is
 # acknowledged that Redis did not take), and what stays refused says so. Also the HTTP decision
 # API (docs/http.md) on the shared store: two nodes charge one budget over HTTP, a task added
 # over HTTP on A is explained on B and taken over RESP on B, the store away answers 503
@@ -197,8 +199,33 @@ PYEOF
 contains "EXPLAIN answers a client that half-closed" "Parked on limit" "$(halfclose "$C" "$e2")"
 check "ACK the running one" OK "$(on "$C" TASK.ACK "$e1")"
 check "CANCEL the parked one" 1 "$(on "$A" TASK.CANCEL "$e2")"
-# What stays refused says so.
-contains "TASK.ADD LEASE refused" "not available with a $store store yet" "$(on "$A" TASK.ADD job '{}' LEASE slot 1/1/00)"
+# Group slots: tasks added with a lease taken on any node run under it (the shared lease)
+# instead of taking the concurrency limit's unit; once it is released they ask their own.
+# (A short TTL: a LEASE.RELEASE on a shared store does not wake the tasks parked on its key
+# before the time their queue was armed for, the lease's end.)
+gh=$(redis-cli -p "$A" LEASE.ACQUIRE slot '' TTL 1500 | sed -n '2p')
+contains "group: LEASE.ACQUIRE on A" "slot/" "$gh"
+g1=$(on "$B" TASK.ADD conc '{"g":1}' LEASE "$gh")
+g2=$(on "$C" TASK.ADD conc '{"g":2}' LEASE "$gh")
+g3=$(on "$A" TASK.ADD conc '{"g":3}')
+check "group: both grouped tasks run at once under the lease, on a limit of 1 the lease holds" \
+  "$g1 $g2" "$(redis-cli -p "$A" TASK.GET conc COUNT 3 | sed -n '1p;6p' | tr '\n' ' ' | sed 's/ $//')"
+check "group: the task without the lease waits for the unit" parked "$(P=$B field TASK.INFO "$g3" state)"
+check "group: ACK" OK "$(on "$B" TASK.ACK "$g1")"
+check "group: ACK" OK "$(on "$C" TASK.ACK "$g2")"
+check "group: LEASE.RELEASE on C" OK "$(on "$C" LEASE.RELEASE "$gh")"
+check "group: the slot comes back to the task without the lease (by the lease's end)" "$g3" \
+  "$(redis-cli -p "$B" TASK.GET conc TIMEOUT 10000 | head -1)"
+check "group: ACK it" OK "$(on "$B" TASK.ACK "$g3")"
+contains "group: a released lease (the single node's words)" \
+  "NOLEASE the lease on limit \"slot\" is gone (it expired or was released)" \
+  "$(on "$B" TASK.ADD conc '{}' LEASE "$gh")"
+contains "group: a type without the lease's limit" \
+  "WRONGARGS the task's type has no limit \"slot\" for its lease to stand in for" \
+  "$(on "$A" TASK.ADD job '{}' LEASE "$gh")"
+contains "group: a handle of no lease" "NOLEASE no such lease" "$(on "$A" TASK.ADD conc '{}' LEASE nope/1/00)"
+contains "group: a shadow pass" "WRONGARGS that lease is a shadow limit's pass" \
+  "$(on "$A" TASK.ADD conc '{}' LEASE slot/0/)"
 # Recurring series are shared on both stores (tests/server/redis_recur.sh, pg_recur.sh): a series
 # whose first point lies far ahead, added and removed, so that it never adds a task here.
 check "RECUR.ADD shared" OK "$(on "$A" RECUR.ADD r job '{}' EVERY 1000 START 9000000000000)"
@@ -250,6 +277,55 @@ if [ "$store" = redis ]; then
   done
   check "HTTP: 12 concurrent requests, each answered its own" 0 "$wrong"
 fi
+
+# ---- 1c. The caps (engine: max_tasks, max_parked) across two nodes -----------------------------
+
+# Two more nodes on an empty queue of their own (Redis database 6, PostgreSQL database "caps"),
+# with the same small caps: the single node's rules and BUSY words, whichever node adds.
+cat >"$tmp/caps.yaml" <<'EOF2'
+engine: {max_tasks: 4, max_parked: 1}
+limits:
+  cslot: {concurrency: 1}
+types:
+  c1: {limits: [cslot]}
+  free: {}
+EOF2
+if [ "$store" = postgresql ]; then
+  "$(pg_bindir)/psql" "$pgconn_a" -qc 'CREATE DATABASE caps'
+  curl="postgresql://sluice@127.0.0.1:$pgport_a/caps"
+else
+  curl=redis://127.0.0.1:$rport_a/6
+fi
+for n in E F; do
+  node_conf=$tmp/caps.yaml start_node $n --store "$curl" --store-timeout 20000
+done
+E=$port_E
+F=$port_F
+a1=$(on "$E" TASK.ADD c1 '{}')
+check "caps: E delivers the first c1, holding the slot" "$a1" "$(redis-cli -p "$E" TASK.GET c1 | head -1)"
+a2=$(on "$F" TASK.ADD c1 '{}')
+case $a2 in '' | *[!0-9]*) bad "caps: a task that would wait, the lot empty, is accepted: [$a2]" ;; *) ok ;; esac
+check "caps: its claim on F parks it" "" "$(on "$F" TASK.GET c1)"
+check "caps: parked" parked "$(P=$E field TASK.INFO "$a2" state)"
+check "caps: a task that would wait while the lot is full (max_parked 1)" \
+  "BUSY too many parked tasks (max_parked 1): this task would wait for budget" "$(on "$E" TASK.ADD c1 '{}')"
+a3=$(on "$F" TASK.ADD c1 '{}' DELAY 1)
+case $a3 in '' | *[!0-9]*) bad "caps: a delayed task is accepted however full the lot: [$a3]" ;; *) ok ;; esac
+on "$E" TASK.GET c1 TIMEOUT 300 >/dev/null
+check "caps: at its gate it must park behind a2 while the lot is full: failed" failed \
+  "$(P=$F field TASK.INFO "$a3" state)"
+check "caps: ... as ratelimited" ratelimited "$(P=$F field TASK.INFO "$a3" fail_reason)"
+j1=$(on "$F" TASK.ADD free '{}')
+j2=$(on "$E" TASK.ADD free '{}')
+check "caps: a task that would not wait is accepted with the lot full" 2 \
+  "$(printf '%s\n' "$j1" "$j2" | grep -c '^[0-9][0-9]*$')"
+check "caps: the fifth unfinished task (max_tasks 4) on F" "BUSY too many tasks (max_tasks 4)" \
+  "$(on "$F" TASK.ADD free '{}')"
+check "caps: ... and on E" "BUSY too many tasks (max_tasks 4)" "$(on "$E" TASK.ADD free '{}')"
+check "caps: ACK on F frees one" OK "$(on "$F" TASK.ACK "$a1")"
+j3=$(on "$E" TASK.ADD free '{}')
+case $j3 in '' | *[!0-9]*) bad "caps: room again after the ACK: [$j3]" ;; *) ok ;; esac
+check "caps: full again" "BUSY too many tasks (max_tasks 4)" "$(on "$F" TASK.ADD free '{}')"
 
 # ---- 2. A blocked GET on B woken by an ADD on A ------------------------------------------------
 

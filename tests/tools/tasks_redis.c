@@ -778,13 +778,21 @@ static void differential(unsigned seed, int steps)
     int live_att[DMAXLIVE * 4];
     size_t nlive = 0;
     uint64_t nadded = 0;
-    long delivered = 0, parked_seen = 0, unfinished = 0;
+    long delivered = 0, parked_seen = 0, unfinished = 0, busy = 0, busy_parked = 0;
+    /* Seeds from 100 on run with small caps on both sides (max_tasks, max_parked), so that
+     * BUSY refusals and RATELIMITED failures of a full parking lot come often. */
+    int capped = seed >= 100;
     redisReply *infos;
     redisReply *fr = redisCommand(conn, "FLUSHDB");
 
     freeReplyObject(fr);
     rnd_state = 0x9e3779b97f4a7c15u ^ seed;
     sluice_engine_policy_init(&ep);
+    if (capped) {
+        ep.max_tasks = 12;
+        ep.max_parked = 3;
+    }
+    rtask_batch_set_caps(B, capped ? ep.max_tasks : 0, capped ? ep.max_parked : 0);
     if (sluice_engine_new(&ep, &e) != 0)
         exit(2);
     sluice_limit_def_init(&drate, SLUICE_RATE);
@@ -826,7 +834,7 @@ static void differential(unsigned seed, int steps)
         /* The node's timer: a claim of no task takes back lapsed leases and wakes due queues,
          * as the engine's tick does. */
         CHECK(claim("-", 1, NULL, NULL, NULL).ndelivered == 0);
-        if (op < 3 && unfinished < DMAXLIVE) {
+        if (op < (capped ? 4 : 3) && unfinished < DMAXLIVE) {
             const char *k = keys[rnd(DKEYS)];
             int prio = (int)rnd(3) - 1;
             int64_t delay = rnd(4) == 0 ? (int64_t)rnd(20) * 100 * MS : 0;
@@ -835,6 +843,7 @@ static void differential(unsigned seed, int steps)
             sluice_submit_error err;
             uint64_t id = 0;
             rtask_result r;
+            int erc;
 
             snprintf(payload, sizeof payload, "{\"k\":\"%s\"}", k);
             memset(&sp, 0, sizeof sp);
@@ -844,11 +853,21 @@ static void differential(unsigned seed, int steps)
             sp.has_priority = 1;
             sp.priority = prio;
             sp.not_before_ns = delay ? now_ns + delay : 0;
-            SAME("submit rc", 0, sluice_engine_submit(e, &sp, now_ns, &id, &err));
+            erc = sluice_engine_submit(e, &sp, now_ns, &id, &err);
+            if (!capped)
+                SAME("submit rc", 0, erc);
             r = rt_add(k, prio, delay);
-            SAME("add rc", 0, r.rc);
-            SAME("add id", id, r.id);
-            nadded++;
+            SAME("add rc", erc, r.rc);
+            if (erc == SLUICE_EBUSY) {
+                /* Which cap: the engine's message names it. */
+                SAME("busy by max_parked", strstr(err.message, "max_parked") != NULL,
+                     r.busy_parked);
+                busy++; /* no id was taken on either side */
+                busy_parked += r.busy_parked;
+            } else {
+                SAME("add id", id, r.id);
+                nadded++;
+            }
             if (getenv("TRACE"))
                 fprintf(stderr, "%d t=%lld add %llu k=%s prio=%d delay=%lld\n", step,
                         (long long)((now_ns / MS) % 100000), (unsigned long long)id, k, prio,
@@ -996,9 +1015,10 @@ static void differential(unsigned seed, int steps)
         freeReplyObject(infos);
     }
     sluice_engine_free(e);
+    rtask_batch_set_caps(B, 0, 0);
     printf("differential seed %u: %d steps, %llu tasks, %ld deliveries, %ld parked states seen, "
-           "every answer equal\n",
-           seed, steps, (unsigned long long)nadded, delivered, parked_seen);
+           "%ld adds refused by the caps (%ld by max_parked), every answer equal\n",
+           seed, steps, (unsigned long long)nadded, delivered, parked_seen, busy, busy_parked);
 }
 
 int main(int argc, char **argv)

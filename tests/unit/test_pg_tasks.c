@@ -112,6 +112,12 @@ static void test_params_layout(void **state)
     assert_int_equal(pgt_batch_params(b, &v), SLUICE_OK);
     assert_null(v[0]); /* the database's clock */
     assert_string_equal(v[1], seven_literal);
+    assert_string_equal(v[2], "0"); /* no caps */
+    assert_string_equal(v[3], "0");
+    pgt_batch_set_caps(b, 500, 40);
+    assert_int_equal(pgt_batch_params(b, &v), SLUICE_OK);
+    assert_string_equal(v[2], "500");
+    assert_string_equal(v[3], "40");
     /* the injected time is kept by a reset */
     pgt_batch_set_now(b, INT64_C(1795526227131600000));
     pgt_batch_reset(b);
@@ -228,6 +234,35 @@ static const row good_rows[] = {
     {7, "x\"y", -1},
 };
 #define NGOOD (sizeof good_rows / sizeof good_rows[0])
+
+/* A group slot's two fields follow the links; a group link must be a concurrency link. */
+static void test_group(void **state)
+{
+    pgt_batch *b;
+    const char *const *v;
+    rtask_link l;
+    rtask_add a;
+
+    (void)state;
+    assert_int_equal(pgt_batch_new(&b), SLUICE_OK);
+    memset(&l, 0, sizeof l);
+    l.lim = link_of(&rate_def, "api", "u1", 1);
+    memset(&a, 0, sizeof a);
+    a.type = "w";
+    a.typelen = 1;
+    a.links = &l;
+    a.nlinks = 1;
+    a.lease_ns = SEC;
+    a.retry.max_attempts = 1;
+    a.group_link = 1;
+    a.group_lease = 77;
+    assert_int_equal(pgt_batch_add_add(b, &a), SLUICE_EINVAL); /* a rate link */
+    l.lim = link_of(&lease_def, "slot", "u1", 1);
+    assert_int_equal(pgt_batch_add_add(b, &a), 0);
+    assert_int_equal(pgt_batch_params(b, &v), SLUICE_OK);
+    assert_non_null(strstr(v[1], " 1 77\"}"));
+    pgt_batch_free(b);
+}
 
 static void test_decode(void **state)
 {
@@ -499,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_decode),        cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_migration),     cmocka_unit_test(test_oom),
         cmocka_unit_test(test_wake_row),
+        cmocka_unit_test(test_group),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);

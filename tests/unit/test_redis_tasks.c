@@ -58,6 +58,7 @@ static void test_layout(void **state)
     assert_int_equal(rtask_batch_add_claim(b, &c), 1);
     assert_int_equal(rtask_batch_add_ack(b, &d), 2);
     rtask_batch_set_now(b, 123);
+    rtask_batch_set_caps(b, 500, 40);
     assert_int_equal(rtask_batch_count(b), 3);
     assert_int_equal(rtask_batch_op(b, 0), RTASK_ADD);
     assert_int_equal(rtask_batch_op(b, 1), RTASK_CLAIM);
@@ -85,9 +86,11 @@ static void test_layout(void **state)
     assert_arg(&m, k++, "px:{all}:delayed:email");
     assert_arg(&m, k++, "px:{all}:ready:sms");
     assert_arg(&m, k++, "px:{all}:delayed:sms");
-    assert_arg(&m, k++, "T1");
+    assert_arg(&m, k++, "T2");
     assert_arg(&m, k++, "123");
     assert_arg(&m, k++, "3");
+    assert_arg(&m, k++, "500"); /* the caps */
+    assert_arg(&m, k++, "40");
     assert_arg(&m, k++, "A 20");
     assert_arg(&m, k++, "email");
     assert_arg(&m, k++, "{\"to\":\"x\"}");
@@ -163,10 +166,11 @@ static void test_priority_codes(void **state)
         a.priority = prios[i];
         assert_int_equal(rtask_batch_add_add(b, &a), 0);
         m = command_of(b, "s");
-        /* EVALSHA s 12 <10 fixed> ready delayed T1 now 1 head type payload tkey has code */
-        assert_int_equal(m.argvlen[3 + 12 + 3 + 5], 16);
-        assert_true(memcmp(prev, m.argv[3 + 12 + 3 + 5], 16) < 0 || i == 0);
-        memcpy(prev, m.argv[3 + 12 + 3 + 5], 16);
+        /* EVALSHA s 12 <10 fixed> ready delayed T2 now 1 caps caps head type payload tkey has
+         * code */
+        assert_int_equal(m.argvlen[3 + 12 + 5 + 5], 16);
+        assert_true(memcmp(prev, m.argv[3 + 12 + 5 + 5], 16) < 0 || i == 0);
+        memcpy(prev, m.argv[3 + 12 + 5 + 5], 16);
         prev[16] = '\0';
         rtask_batch_free(b);
     }
@@ -467,13 +471,58 @@ static void test_oom(void **state)
     assert_true(oom_sweep(build_batch, NULL, 2000) > 1);
 }
 
+/* The caps' and group slots' answers to an ADD, and a group slot's two extra arguments. */
+static void test_caps_and_groups(void **state)
+{
+    rtask_result res;
+    rtask_link l = link_of("api", "k");
+    rtask_add a = add_of(&l, 1);
+    sluice_limit_def conc;
+    rtask_batch *b;
+    cmd m;
+
+    (void)state;
+    assert_int_equal(rtask_parse_answer(RTASK_ADD, "BUSY 5 tasks", 12, 1, &res), SLUICE_OK);
+    assert_int_equal(res.rc, SLUICE_EBUSY);
+    assert_int_equal(res.busy_parked, 0);
+    assert_int_equal(res.now_ns, 5);
+    assert_int_equal(rtask_parse_answer(RTASK_ADD, "BUSY 5 parked", 13, 1, &res), SLUICE_OK);
+    assert_int_equal(res.rc, SLUICE_EBUSY);
+    assert_int_equal(res.busy_parked, 1);
+    assert_int_equal(rtask_parse_answer(RTASK_ADD, "BUSY 5 other", 12, 1, &res), SLUICE_EPARSE);
+    assert_int_equal(rtask_parse_answer(RTASK_CLAIM, "BUSY 5 tasks", 12, 1, &res), SLUICE_EPARSE);
+    assert_int_equal(rtask_parse_answer(RTASK_ADD, "NOLEASE 5", 9, 1, &res), SLUICE_OK);
+    assert_int_equal(res.rc, SLUICE_ESTALE);
+    assert_int_equal(rtask_parse_answer(RTASK_ADD, "NOLEASE 5 1 2", 13, 1, &res), SLUICE_EPARSE);
+    /* A group link must be a concurrency link of the task. */
+    assert_int_equal(rtask_batch_new(NULL, &b), SLUICE_OK);
+    a.group_link = 1;
+    a.group_lease = 77;
+    assert_int_equal(rtask_batch_add_add(b, &a), SLUICE_EINVAL);
+    sluice_limit_def_init(&conc, SLUICE_CONCURRENCY);
+    conc.limit = 1;
+    conc.ttl_ns = 1000000000;
+    l.lim.def = &conc;
+    a.group_link = 2;
+    assert_int_equal(rtask_batch_add_add(b, &a), SLUICE_EINVAL);
+    a.group_link = 1;
+    a.group_lease = 0;
+    assert_int_equal(rtask_batch_add_add(b, &a), SLUICE_EINVAL);
+    a.group_lease = 77;
+    assert_int_equal(rtask_batch_add_add(b, &a), 0);
+    m = command_of(b, "s");
+    assert_string_equal(m.argv[m.argc - 2], "1"); /* after the link's four arguments */
+    assert_string_equal(m.argv[m.argc - 1], "77");
+    rtask_batch_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout),   cmocka_unit_test(test_priority_codes),
         cmocka_unit_test(test_refused),  cmocka_unit_test(test_decode),
         cmocka_unit_test(test_statuses), cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_oom),
+        cmocka_unit_test(test_oom),      cmocka_unit_test(test_caps_and_groups),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -98,7 +98,7 @@ if ARGV[1] == "2" then
 elseif ARGV[1] == "2x" then
   cross_keys()
   return fast_main() or cross_probe() or lib().limits_main()
-elseif ARGV[1] == "T1" then
+elseif ARGV[1] == "T2" or ARGV[1] == "T1" then
   return lib().tasks_main()
 elseif ARGV[1] == "R1" then
   return lib().recur_main()
@@ -106,4 +106,4 @@ elseif ARGV[1] == "D1" then
   return defs_main()
 end
 return redis.error_reply("ERR sluice store script: protocol " .. tostring(ARGV[1]) ..
-                           " not understood (expected 2, 2x, T1, R1 or D1)")
+                           " not understood (expected 2, 2x, T2, T1, R1 or D1)")

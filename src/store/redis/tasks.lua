@@ -33,17 +33,21 @@
 -- int64 priority), id is 20 decimal digits, so ZRANGE 0 0 is the most urgent task. Delayed tasks
 -- are a zset by ceil(due in ms) per type; times themselves are kept exactly in the record (ns).
 --
--- ARGV: "T1" (protocol), now_ns ("" = Redis TIME; tests inject one), the request count R, then
--- the R requests, each a head "<op> <nargs>" followed by nargs arguments:
+-- ARGV: "T2" (protocol), now_ns ("" = Redis TIME; tests inject one), the request count R, the
+-- caps max_tasks and max_parked (0: none; "T1" is the same without them), then the R requests,
+-- each a head "<op> <nargs>" followed by nargs arguments:
 --   A (ADD):    type, payload, task key, has task key (0/1), priority code, priority, delay_ns,
 --               lease_ns, max_attempts, backoff (0 fixed, 1 exponential), base_ns, max_ns,
 --               throttle_retries (0/1), charge_redelivery (0/1), units, nlinks, then per link:
---               definition (limits.lua's text), units, flags (1 reject, 2 settle), horizon_ns
+--               definition (limits.lua's text), units, flags (1 reject, 2 settle), horizon_ns;
+--               then, for a task of a group slot (TASK.ADD ... LEASE) only: the group link
+--               (1-based: a concurrency link) and the lease id that stands in for it
 --   C (CLAIM):  count, ntypes, the type names
 --   K (ACK), F (FAIL), T (TOUCH), X (CANCEL), I (INFO): id, attempt (0: any), cost (-1: none),
 --               mode (0 retry, 1 dead), retry_after_ns (-1: none), message, has message (0/1)
 -- Reply: an array per request whose first element is "STATUS now [fields]":
---   A: "OK now id replaced" | "EXISTS now running_id" | "INVAL now message"
+--   A: "OK now id replaced" | "EXISTS now running_id" | "BUSY now tasks|parked" (a cap) |
+--      "NOLEASE now" (the group's lease is not live) | "INVAL now message"
 --   C: "OK now delivered failed next_wake_ns more", then per delivered task three elements:
 --      "id attempt lease_until_ns", type, payload
 --   K, F: "OK now state attempt"; T: "OK now state attempt lease_until_ns";
@@ -55,6 +59,17 @@
 --
 -- Bounds of one CLAIM (redis_tasks.h): SCAN ready entries gated, WAKES wait queues woken (each
 -- at most SCAN tasks), LAPSES lapsed leases taken back, SCAN delayed tasks promoted per type.
+--
+-- Counts: "<p>:{all}:count" (derived from the clock key's prefix, under {all}) is a hash, u the
+-- unfinished tasks (queued, delayed, parked, running), p the parked ones, changed in the same
+-- call as every task it counts is added, finished, parked or woken; rebuilt once from the queue
+-- when absent (a queue stored before it existed). The caps of the call are checked against it
+-- with the single node's rules (engine.c's submit, dispatch.c's poll_one).
+--
+-- Group slots (limits.md): a task added with its producer's lease names the link the lease
+-- stands in for (glink, glease in its record). While that lease lives on the link's key (the
+-- state hash has it, unexpired and not released), the gate does not ask that link; once it is
+-- gone, the task leaves the group for good and asks its own unit (gate.c's gate_group_check).
 --
 -- Invariants: a task is in exactly one place for its state (QUEUED: its type's ready or delayed
 -- zset; PARKED: one wait queue; RUNNING: run; finished: done); a wait queue with tasks is in
@@ -77,6 +92,8 @@ local function tasks_main(ext)
   local NFIXED = 10
   local PFX -- "<p>:{all}:"
   local woke -- a request made work ready: publish once at the end of the call
+  local caps = {tasks = 0, parked = 0} -- the call's max_tasks and max_parked (0: none)
+  local cnt -- the counts {u, p, dirty}, read by begin()
   local defcache = {}
 
   -- ---- encodings ----------------------------------------------------------------------------
@@ -126,10 +143,10 @@ local function tasks_main(ext)
   local REC = {"state", "attempt", "max_attempts", "flags", "lease_ns", "due", "not_before",
                "submitted", "fail_reason", "backoff", "base_ns", "max_ns", "throttle",
                "charge_redelivery", "park_link", "prio", "code", "type", "tkey", "has_tkey",
-               "units"}
+               "units", "glink", "glease"}
   local REC_NUM = {state = true, attempt = true, max_attempts = true, flags = true,
                    fail_reason = true, backoff = true, throttle = true, charge_redelivery = true,
-                   park_link = true, has_tkey = true}
+                   park_link = true, has_tkey = true, glink = true}
   local REC_BIG = {lease_ns = true, due = true, not_before = true, submitted = true,
                    base_ns = true, max_ns = true}
 
@@ -166,7 +183,9 @@ local function tasks_main(ext)
     if not v then
       return nil
     end
-    return rec_decode(REC, REC_NUM, REC_BIG, v, {id = tonumber(id), ids = tostring(id)})
+    local t = rec_decode(REC, REC_NUM, REC_BIG, v, {id = tonumber(id), ids = tostring(id)})
+    t.glink, t.glease = t.glink or 0, t.glease or "0" -- a record stored before group slots
+    return t
   end
 
   local function rec_put(t)
@@ -257,6 +276,30 @@ local function tasks_main(ext)
     return PFX .. "wq:" .. l.skey
   end
 
+  -- Reads the counts, or rebuilds them from the queue when absent: every task record that is
+  -- not in done is unfinished, and every parked task is in an armed wait queue.
+  local function counts_read()
+    local v = redis.call("HMGET", PFX .. "count", "u", "p")
+    if v[1] then
+      cnt = {u = tonumber(v[1]), p = tonumber(v[2]) or 0}
+      return
+    end
+    local p, qs = 0, redis.call("ZRANGE", KEYS[K_WAKES], 0, -1)
+    for i = 1, #qs do
+      p = p + redis.call("ZCARD", qs[i])
+    end
+    cnt = {u = redis.call("HLEN", KEYS[K_TASK]) - redis.call("ZCARD", KEYS[K_DONE]), p = p,
+           dirty = true}
+  end
+
+  local function count(du, dp)
+    cnt.u, cnt.p, cnt.dirty = cnt.u + du, cnt.p + dp, true
+  end
+
+  local function parked_full()
+    return caps.parked > 0 and cnt.p >= caps.parked
+  end
+
   local function to_ready(t)
     t.state = QUEUED
     redis.call("ZADD", ready_key(t), 0, member(t))
@@ -272,6 +315,7 @@ local function tasks_main(ext)
     local q = wq_key(l)
     t.state, t.park_link = PARKED, i
     redis.call("ZADD", q, 0, member(t))
+    count(0, 1)
     if wake_ns then
       arm(q, ms_ceil(wake_ns))
     elseif redis.call("ZSCORE", KEYS[K_WAKES], q) == false then
@@ -282,6 +326,7 @@ local function tasks_main(ext)
   -- Finishes t (in no queue any more) at now.
   local function finish(t, state, reason)
     t.state, t.fail_reason, t.due = state, reason or 0, 0
+    count(-1, 0)
     redis.call("ZREM", KEYS[K_RUN], t.ids)
     if t.has_tkey == 1 and redis.call("HGET", KEYS[K_TKEY], t.tkey) == t.ids then
       redis.call("HDEL", KEYS[K_TKEY], t.tkey)
@@ -329,19 +374,33 @@ local function tasks_main(ext)
 
   -- ---- the gate ---------------------------------------------------------------------------
 
+  -- Whether lease `lease` lives on stored link l's key at now: held (units > 0) and unexpired,
+  -- as load() reads a concurrency state.
+  local function lease_live(l, lease, now)
+    local v = redis.pcall("HGET", l.skey, lease)
+    if type(v) ~= "string" then
+      return false
+    end
+    local e, u = v:match("^(%-?%d+) (%d+)$")
+    return e ~= nil and tonumber(u) > 0 and lt(now, num(e))
+  end
+
   -- Gates t (QUEUED, in no queue) at now. Returns "D" delivered (t updated), "P" parked, "F"
   -- failed, and the time it was decided at.
   local function gate(t, now)
     local links = links_get(t.ids)
     local full = t.flags % 4 == 0
     local act, Ls = {}, {}
+    if t.glink > 0 and not (links[t.glink] and lease_live(links[t.glink], t.glease, now)) then
+      t.glink, t.glease = 0, "0" -- the group ended: from now on the task asks its own unit
+    end
     for i = 1, #links do
       local L = mklink(links[i])
       if not L then
         finish(t, FAILED, 0)
         return "F", now
       end
-      if full or L.kind == 4 then
+      if i ~= t.glink and (full or L.kind == 4) then
         act[#act + 1] = i
         Ls[#Ls + 1] = L
       end
@@ -352,6 +411,10 @@ local function tasks_main(ext)
       local l = links[act[k]]
       local head = redis.call("ZRANGE", wq_key(l), 0, 0)[1]
       if head and head < me then
+        if parked_full() then -- it would wait while the parking lot is full (max_parked)
+          finish(t, FAILED, F_RATELIMITED)
+          return "F", now
+        end
         park(t, act[k], l, nil)
         rec_put(t)
         return "P", now
@@ -379,6 +442,10 @@ local function tasks_main(ext)
         end
         if reject or never or horizon then
           finish(t, FAILED, reject and F_RATELIMITED or (never and F_NEVER or F_HORIZON))
+          return "F", now
+        end
+        if parked_full() then
+          finish(t, FAILED, F_RATELIMITED)
           return "F", now
         end
         local retry, denied_by = chain_denial(#act, all, ds, lead)
@@ -491,6 +558,7 @@ local function tasks_main(ext)
           end
         end
         redis.call("ZREM", q, ms[i])
+        count(0, -1)
         t.park_link = 0
         to_ready(t)
         rec_put(t)
@@ -526,6 +594,32 @@ local function tasks_main(ext)
 
   -- ---- ops --------------------------------------------------------------------------------
 
+  -- Whether a new task with these links would wait if gated now (engine.c's would_park): a key
+  -- of its chain has tasks parked, or a link's peek at its tag's time denies its units. Writes
+  -- nothing, not even a clock.
+  local function would_park(links, glink, now)
+    for i = 1, #links do
+      local l = links[i]
+      if i == glink then -- the group's lease stands in for that link
+        l = nil
+      elseif redis.call("EXISTS", wq_key(l)) == 1 then
+        return true
+      end
+      if l then
+        local L = mklink(l)
+        if L then
+          local at = lt(now, L.tag.t) and L.tag.t or now
+          local d = {}
+          decide_link(L, load(L, at), l.units, L.ttl, at, true, d)
+          if d.allowed ~= 1 then
+            return true
+          end
+        end
+      end
+    end
+    return false
+  end
+
   local function op_add(a, ki, now, reply)
     local ty, payload, tk, has_tk = a[1], a[2], a[3], a[4] == "1"
     if has_tk then
@@ -537,6 +631,9 @@ local function tasks_main(ext)
       elseif h and h.state == RUNNING then
         return "EXISTS " .. str(now) .. " " .. h.ids
       end
+    end
+    if caps.tasks > 0 and cnt.u >= caps.tasks then
+      return "BUSY " .. str(now) .. " tasks"
     end
     local nl = tonumber(a[16])
     local links = {}
@@ -551,15 +648,23 @@ local function tasks_main(ext)
                   skey = KEYS[ki + 2 + 2 * (i - 1)], ckey = KEYS[ki + 3 + 2 * (i - 1)],
                   lease = "0", charged = "0"}
     end
+    local glink, glease = tonumber(a[17 + 4 * nl] or "0"), a[18 + 4 * nl] or "0"
+    if glink > 0 and not (links[glink] and lease_live(links[glink], glease, now)) then
+      return "NOLEASE " .. str(now)
+    end
+    local delay = num(a[7])
+    if parked_full() and sign(delay) <= 0 and would_park(links, glink, now) then
+      return "BUSY " .. str(now) .. " parked"
+    end
     local id = redis.call("INCR", KEYS[K_SEQ])
     local ids = sfmt("%d", id)
-    local delay = num(a[7])
+    count(1, 0)
     local t = {id = id, ids = ids, state = QUEUED, attempt = 0, max_attempts = tonumber(a[9]), flags = 0,
                lease_ns = num(a[8]), due = 0, not_before = 0, submitted = now, fail_reason = 0,
                backoff = tonumber(a[10]), base_ns = num(a[11]), max_ns = num(a[12]),
                throttle = tonumber(a[13]), charge_redelivery = tonumber(a[14]), park_link = 0,
                prio = a[6], code = a[5], type = ty, tkey = has_tk and tk or "",
-               has_tkey = has_tk and 1 or 0, units = a[15]}
+               has_tkey = has_tk and 1 or 0, units = a[15], glink = glink, glease = glease}
     redis.call("HSET", KEYS[K_BODY], ids, payload)
     links_put(ids, links)
     if sign(delay) > 0 then
@@ -770,6 +875,7 @@ local function tasks_main(ext)
         if l then
           local q = wq_key(l)
           redis.call("ZREM", q, member(t))
+          count(0, -1)
           if redis.call("EXISTS", q) == 0 then
             redis.call("ZREM", KEYS[K_WAKES], q)
           end
@@ -864,12 +970,16 @@ local function tasks_main(ext)
     PFX = KEYS[K_CLOCK]:sub(1, -6)
     clock = tag_of(KEYS[K_CLOCK])
     woke = false
+    counts_read()
     return base_now
   end
 
   -- The end of a call: the clocks written, one wake published when work became ready.
   local function finish_call()
     flush_clocks()
+    if cnt.dirty then
+      redis.call("HSET", PFX .. "count", "u", sfmt("%d", cnt.u), "p", sfmt("%d", cnt.p))
+    end
     if woke then
       redis.call("PUBLISH", PFX .. "wake", "1")
     end
@@ -884,6 +994,9 @@ local function tasks_main(ext)
     local nreq = tonumber(ARGV[3])
     local replies = {}
     local ai, ki = 4, nfixed + 1
+    if ARGV[1] == "T2" then
+      caps.tasks, caps.parked, ai = tonumber(ARGV[4]), tonumber(ARGV[5]), 6
+    end
     for r = 1, nreq do
       local op, nargs = ARGV[ai]:match("^(%a) (%d+)$")
       nargs = tonumber(nargs)
