@@ -533,8 +533,7 @@ int main(void)
         cmocka_unit_test(test_params_layout), cmocka_unit_test(test_add_refused),
         cmocka_unit_test(test_decode),        cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_migration),     cmocka_unit_test(test_oom),
-        cmocka_unit_test(test_wake_row),
-        cmocka_unit_test(test_group),
+        cmocka_unit_test(test_wake_row),      cmocka_unit_test(test_group),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);
