@@ -1609,6 +1609,20 @@ end
 -- LIMIT.BACKOFF (limit.c's sluice_limit_backoff, gcra.c's gcra_backoff and gcra_slot): the
 -- rate key's TAT becomes at least now + wait + (burst - 1) * T (a later one is kept: a backoff
 -- never gives budget back); the reply is the key's earliest slot for one unit afterwards.
+-- Holds a rate key back until untl (gcra.c's gcra_backoff): its TAT moves, never back, to where
+-- a full burst has drained by then. s is the key's loaded state, left dirty; returns the TAT.
+-- LIMIT.BACKOFF (below) and a task's RETRY_AFTER (tasks.lua) both hold keys back through it.
+local function hold_rate(L, s, untl)
+  local g = L.g
+  local held = rat_add(rat(untl, 0), times_t(g, g.burst - 1), g.permits)
+  local tat = rat(s.tat, s.rem)
+  if rat_cmp(tat, held) < 0 then
+    tat = held
+  end
+  s.tat, s.rem, s.fresh, s.dirty = tat.ns, tat.rem, false, true
+  return tat
+end
+
 local function run_backoff(R, now, reply)
   local L = R.links[1]
   if L.kind ~= 1 or sign(R.a1) < 0 then
@@ -1616,12 +1630,7 @@ local function run_backoff(R, now, reply)
   end
   local g, p = L.g, L.g.permits
   local s = load(L, now)
-  local held = rat_add(rat(sat_add(now, R.a1), 0), times_t(g, g.burst - 1), p)
-  local tat = rat(s.tat, s.rem)
-  if rat_cmp(tat, held) < 0 then
-    tat = held
-  end
-  s.tat, s.rem, s.fresh, s.dirty = tat.ns, tat.rem, false, true
+  local tat = hold_rate(L, s, sat_add(now, R.a1))
   store(L, s, now, L.tag)
   local n = rat(now, 0)
   local nxt = rat_add(rat_cmp(tat, n) >= 0 and tat or n, times_t(g, 1), p)

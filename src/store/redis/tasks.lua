@@ -829,13 +829,7 @@ local function tasks_main(ext)
       if L and L.kind == 1 then
         now = ratchet(now, {L})
         local s = load(L, now)
-        local g = L.g
-        local held = rat_add(rat(untl, 0), times_t(g, g.burst - 1), g.permits)
-        local tat = rat(s.tat, s.rem)
-        if rat_cmp(tat, held) < 0 then
-          tat = held
-        end
-        s.tat, s.rem, s.fresh, s.dirty = tat.ns, tat.rem, false, true
+        hold_rate(L, s, untl)
         store(L, s, now, L.tag)
       end
     end
