@@ -1043,12 +1043,6 @@ void cmd_limit_set(conn *c, const resp_command *cmd)
         sluice_limit_policy_clear(&p);
         return;
     }
-    if (rdefs_cluster_cross(s, &p, msg, sizeof msg)) {
-        /* Refused now rather than every request of the type one by one. */
-        resp_error(conn_out(c), "CROSSSLOT", "%s", msg);
-        sluice_limit_policy_clear(&p);
-        return;
-    }
     old = sluice_engine_get_limit(s->engine, name, NULL);
     if (old && server_policy_eq(old, &p)) {
         /* The same limit again: keep its state (LIMIT.RESET clears it). */
@@ -1447,15 +1441,25 @@ void cmd_limit_reset(conn *c, const resp_command *cmd)
         reply_arity(c, "limit.reset");
         return;
     }
-    if (cmd->argc == 2 && rstore_active(s) &&
-        (rstore_kind(s) == CONFIG_STORE_REDIS_CLUSTER || !rdefs_active(s))) {
-        /* Every key of a limit on a Cluster: its states are spread over the masters, and the
-         * generation that resets them on one Redis (limits.lua's reset_key) is kept per tag. */
+    if (cmd->argc == 2 && rstore_active(s) && !rdefs_active(s)) {
         rstore_reply_unavailable(c, "limit.reset");
         return;
     }
     if (name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0)
         return;
+    if (cmd->argc == 2 && rstore_active(s) && rstore_kind(s) == CONFIG_STORE_REDIS_CLUSTER &&
+        !rstore_in_queue_slot(s, name)) {
+        /* Every key of a limit no type names, on a Cluster: its states are spread over the
+         * masters, and the generation that resets them (limits.lua's reset_key) is kept per
+         * tag. A limit a type names lives under the queue's one tag (rtag.h). */
+        resp_error(conn_out(c), "ERR",
+                   "LIMIT.RESET of every key of limit \"%s\" is not available with a "
+                   "redis-cluster store yet: its keys are spread over the masters (only a limit "
+                   "that a task type names lives in one slot, the queue's); LIMIT.RESET %s KEY "
+                   "resets one key (docs/cluster.md)",
+                   name, name);
+        return;
+    }
     p = sluice_engine_get_limit(s->engine, name, &live);
     if (!p) {
         resp_error(conn_out(c), "NOLIMIT", "no limit named \"%s\"", name);

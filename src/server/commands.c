@@ -69,28 +69,28 @@ const command_def command_table[] = {
     {"limit.keydel", 3, CMD_WRITE | CMD_ADMIN, cmd_limit_keydel,
      "LIMIT.KEYDEL name key: remove a key's own limit"},
     /* Tasks (cmd_task.c). */
-    {"task.add", -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM | CMD_ONE_TAG, cmd_task_add,
+    {"task.add", -3, CMD_WRITE | CMD_FAST | CMD_DENYOOM, cmd_task_add,
      "TASK.ADD type payload [KEY k] [UNITS n] [PRIORITY p] [ID taskkey] [DELAY ms]: submit"},
-    {"task.get", -2, CMD_WRITE | CMD_BLOCKING | CMD_ONE_TAG, cmd_task_get,
+    {"task.get", -2, CMD_WRITE | CMD_BLOCKING, cmd_task_get,
      "TASK.GET type [type ...] [COUNT n] [TIMEOUT ms]: take granted tasks, or wait"},
-    {"task.ack", -2, CMD_WRITE | CMD_FAST | CMD_ONE_TAG, cmd_task_ack,
+    {"task.ack", -2, CMD_WRITE | CMD_FAST, cmd_task_ack,
      "TASK.ACK id [COST n] [ATTEMPT n]: complete a running task"},
-    {"task.fail", -2, CMD_WRITE | CMD_FAST | CMD_ONE_TAG, cmd_task_fail,
+    {"task.fail", -2, CMD_WRITE | CMD_FAST, cmd_task_fail,
      "TASK.FAIL id [RETRY|DEAD] [RETRY_AFTER ms] [REASON text] [ATTEMPT n]: fail a running task"},
-    {"task.cancel", 2, CMD_WRITE | CMD_FAST | CMD_ONE_TAG, cmd_task_cancel,
+    {"task.cancel", 2, CMD_WRITE | CMD_FAST, cmd_task_cancel,
      "TASK.CANCEL id: cancel a queued or parked task"},
-    {"task.touch", -2, CMD_WRITE | CMD_FAST | CMD_ONE_TAG, cmd_task_touch,
+    {"task.touch", -2, CMD_WRITE | CMD_FAST, cmd_task_touch,
      "TASK.TOUCH id [ATTEMPT n]: extend a running task's lease"},
-    {"task.info", 2, CMD_READONLY | CMD_FAST | CMD_ONE_TAG, cmd_task_info,
+    {"task.info", 2, CMD_READONLY | CMD_FAST, cmd_task_info,
      "TASK.INFO id: a task's fields"},
-    {"task.explain", 2, CMD_READONLY | CMD_FAST | CMD_ONE_TAG, cmd_task_explain,
+    {"task.explain", 2, CMD_READONLY | CMD_FAST, cmd_task_explain,
      "TASK.EXPLAIN id: why a task waits and when it should start"},
     /* Recurring series (cmd_recur.c). */
-    {"recur.add", -6, CMD_WRITE | CMD_DENYOOM | CMD_ONE_TAG, cmd_recur_add,
+    {"recur.add", -6, CMD_WRITE | CMD_DENYOOM, cmd_recur_add,
      "RECUR.ADD name type payload EVERY ms|CRON expr [KEY k] [START ms] [END ms] [MAX n]"},
-    {"recur.del", 2, CMD_WRITE | CMD_ONE_TAG, cmd_recur_del,
+    {"recur.del", 2, CMD_WRITE, cmd_recur_del,
      "RECUR.DEL name: remove a recurring series"},
-    {"recur.info", 2, CMD_READONLY | CMD_FAST | CMD_ONE_TAG, cmd_recur_info,
+    {"recur.info", 2, CMD_READONLY | CMD_FAST, cmd_recur_info,
      "RECUR.INFO name: a series' runs, skips and next occurrence"},
     /* Tests only (cmd_debug.c): refused unless --enable-debug-commands. */
     {"debug", -2, CMD_ADMIN, cmd_debug,
@@ -236,13 +236,10 @@ static void reply_unknown(conn *c, const resp_command *cmd)
 }
 
 /* 1 when the node serves command d with its store: a command that decides in this process only
- * (CMD_LOCAL), or on Redis Cluster one whose keys share one hash tag (CMD_ONE_TAG), is not
- * served on a shared store yet (rstore_reply_unavailable says why). */
+ * (CMD_LOCAL) is not served on a shared store yet (rstore_reply_unavailable says why). */
 static int store_serves(const server *s, const command_def *d)
 {
-    return !(((d->flags & CMD_LOCAL) ||
-              ((d->flags & CMD_ONE_TAG) && rstore_kind(s) == CONFIG_STORE_REDIS_CLUSTER)) &&
-             rstore_active(s));
+    return !((d->flags & CMD_LOCAL) && rstore_active(s));
 }
 
 static void dispatch(conn *c, const resp_command *cmd)

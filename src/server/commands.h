@@ -38,10 +38,6 @@
     0x40u                 /* keeps state the shared store does not share yet: refused under a      \
                            * redis store (rstore_reply_unavailable) */
 #define CMD_DENYOOM 0x80u /* adds state: refused with -OOM past --maxmemory (memory.h) */
-#define CMD_ONE_TAG                                                                                \
-    0x200u /* its shared state lives under one hash tag ({all}: the task queue): refused on a      \
-            * redis-cluster store (rstore_reply_unavailable) */
-
 typedef void (*command_fn)(conn *c, const resp_command *cmd);
 
 typedef struct command_def {

@@ -18,6 +18,7 @@
 #include "server/counters.h"
 #include "server/log.h"
 #include "server/rstore.h"
+#include "server/rtag.h"
 #include "server/rtasks.h"
 #include "sluice/config.h"
 #include "sluice/error.h"
@@ -28,8 +29,6 @@
 
 typedef struct rdefs rdefs;
 
-/* The hash tag of every limit state on a standalone Redis (rstore.c's RSTORE_TAG). */
-#define RDEFS_REDIS_TAG "all"
 
 /* One call: the poll (one per node, reused) or a client's write. */
 typedef struct dcall {
@@ -92,39 +91,6 @@ int rdefs_active(const server *s)
 }
 
 /* ---- Applying the set ---------------------------------------------------------------------- */
-
-/* The links of a type as they would be after a change: the changed limit, else the engine's. */
-typedef struct changed_limits {
-    server *s;
-    const sluice_limit_policy *p;
-} changed_limits;
-
-static const sluice_limit_policy *changed_limit(void *ctx, const char *name)
-{
-    const changed_limits *c = ctx;
-
-    return strcmp(name, c->p->name) == 0 ? c->p : sluice_engine_get_limit(c->s->engine, name, NULL);
-}
-
-const char *rdefs_cluster_cross(server *s, const sluice_limit_policy *p, char *buf, size_t len)
-{
-    changed_limits ctx = {s, p};
-
-    if (!rdefs_active(s) || rstore_kind(s) != CONFIG_STORE_REDIS_CLUSTER || !s->has_config)
-        return NULL;
-    for (size_t i = 0; i < s->config.ntypes; i++) {
-        const sluice_type_policy *t = &s->config.types[i];
-        const char *why;
-        int named = 0;
-
-        for (size_t k = 0; k < t->nlimits; k++)
-            named |= strcmp(t->limits[k], p->name) == 0;
-        if (named &&
-            (why = server_type_cross_slot(t, changed_limit, &ctx, "would chain", buf, len)))
-            return why;
-    }
-    return NULL;
-}
 
 /* Makes p (a complete policy) the engine's limit p->name: kept as it is when equal, its mode
  * switched when only that differs, else replaced. Returns 0 or the engine's error (why). */
@@ -630,12 +596,7 @@ void rdefs_reset(conn *c, const char *name, const sluice_limit_def *def, const c
         links[i].key = key;
         links[i].keylen = keylen;
         links[i].units = 1;
-        /* The tag THROTTLE's links carry (rstore.c's set_tag): one for everything on a
-         * standalone Redis, the key's own on a Cluster and on PostgreSQL. */
-        if (rstore_kind(s) == CONFIG_STORE_REDIS) {
-            links[i].tag = RDEFS_REDIS_TAG;
-            links[i].taglen = sizeof RDEFS_REDIS_TAG - 1;
-        }
+        rstore_link_tag(s, &links[i]); /* the tag THROTTLE's links carry */
     }
     k->rd = rd;
     k->is_reset = 1;
@@ -695,10 +656,12 @@ void rdefs_reset_all(conn *c, const char *ids)
         rstore_call_pg(&k->base, SDEFS_PG_RESET_ALL_STMT, SDEFS_PG_RESET_ALL_NPARAMS, k->pgv);
         rc = 0;
     } else {
-        /* A standalone Redis: every state carries the tag {all} (RDEFS_REDIS_TAG). */
-        rc = sdefs_redis_whole_reset_command(&k->wcmd, NULL, rstore_sha(s), RDEFS_REDIS_TAG,
-                                             k->name, strlen(k->name));
-        k->base.slot = rd->slot;
+        /* Every state of the limit carries the queue's tag (rtag.h): on a standalone Redis
+         * every limit's, on a Cluster a limit a type names (cmd_limit.c refuses the others). */
+        rc = sdefs_redis_whole_reset_command(&k->wcmd, NULL, rstore_sha(s), RTAG_QUEUE, k->name,
+                                             strlen(k->name));
+        k->base.slot = rstore_kind(s) == CONFIG_STORE_REDIS_CLUSTER ? rstore_queue_slot(s)
+                                                                    : rd->slot;
         k->base.call.argc = rc == 0 ? k->wcmd.argc : 0;
         k->base.call.argv = rc == 0 ? k->wcmd.argv : NULL;
         k->base.call.argvlen = rc == 0 ? k->wcmd.argvlen : NULL;
@@ -726,10 +689,7 @@ void rdefs_spend(conn *c, const char *limit_id, const sluice_limit_def *def, con
     link.key = key;
     link.keylen = keylen;
     link.units = 1;
-    if (rstore_kind(s) == CONFIG_STORE_REDIS) {
-        link.tag = RDEFS_REDIS_TAG;
-        link.taglen = sizeof RDEFS_REDIS_TAG - 1;
-    }
+    rstore_link_tag(s, &link);
     k->is_spend = 1;
     k->budget = def->limit;
     k->cal = def->calendar;

@@ -106,12 +106,6 @@ void rdefs_spend(conn *c, const char *limit_id, const sluice_limit_def *def, con
  * RDEFS_POLL_MS. */
 void rdefs_notify(server *s);
 
-/* On a Redis Cluster store: why p (a LIMIT.SET's new policy) would make one of the file's task
- * types chain a global limit with another limit (states in two slots, which one script call
- * cannot decide together), in buf; else NULL. The same rule as server_store_cluster_unsupported
- * for a file. */
-const char *rdefs_cluster_cross(server *s, const sluice_limit_policy *p, char *buf, size_t len);
-
 /* After CONFIG RELOAD installed a new file: applies the shared set over it again. */
 void rdefs_reapply(server *s);
 

@@ -24,6 +24,7 @@
 #include "server/durable.h"
 #include "server/log.h"
 #include "server/rdefs.h"
+#include "server/rtag.h"
 #include "sluice/error.h"
 
 /* Limits whose LIMIT.SET override a reload replaced, named in its reply (at most). */
@@ -97,10 +98,9 @@ static int plan_prepare(reload_plan *p, const sluice_config *prev, const char *p
         rc = SLUICE_EINVAL;
         goto fail;
     }
-    /* Redis Cluster: a chain whose links could land in two slots (shared 2: the running store
-     * is a Cluster). */
-    if ((shared == 2 || config_store_is_cluster(p->nc.store.url)) &&
-        (why = server_store_cluster_unsupported(&p->nc, cluster_why, sizeof cluster_why)) != NULL) {
+    /* Redis Cluster (shared 2: the running store is one): a limit the types name lives in the
+     * queue's slot (rtag.h), and a file that moves one would strand its state. */
+    if (shared == 2 && (why = rtag_cluster_moves(prev, &p->nc, cluster_why, sizeof cluster_why))) {
         snprintf(msg, msglen, "%s: %s", path, why);
         rc = SLUICE_EINVAL;
         goto fail;

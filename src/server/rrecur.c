@@ -31,6 +31,7 @@
 #include "server/counters.h"
 #include "server/log.h"
 #include "server/rstore.h"
+#include "server/rtag.h"
 #include "server/rtasks.h"
 #include "sluice/error.h"
 #include "store/pg_recur.h"
@@ -39,9 +40,6 @@
 
 /* Links of an occurrence resolved on the stack; longer chains are allocated. */
 #define LINKS_STACK 16
-/* The hash tag of every task link on Redis (rtasks.c's): occurrences charge the budget tasks
- * charge. On PostgreSQL no tag, as rtasks.c's there. */
-#define RRECUR_TAG "all"
 
 typedef struct rrecur rrecur;
 
@@ -253,7 +251,7 @@ static int add_fire_with_task(rrecur *rr, rrecur_fire *f, const due *d)
         rc = SLUICE_EINVAL;
         goto done;
     }
-    rtasks_links_of(s->engine, ch, (size_t)n, ids, rr->pg ? NULL : RRECUR_TAG, links);
+    rtasks_links_of(s->engine, ch, (size_t)n, ids, rr->pg ? NULL : RTAG_QUEUE, links);
     memset(&a, 0, sizeof(a));
     a.type = ts.type;
     a.typelen = strlen(ts.type);
@@ -388,6 +386,7 @@ static int call_command(rrecur *rr, rcall *k, int rc)
     k->base.call.argc = argc;
     k->base.call.argv = argv;
     k->base.call.argvlen = argvlen;
+    k->base.slot = rstore_queue_slot(rr->s); /* Redis Cluster: the series live with the queue */
     return rc;
 }
 

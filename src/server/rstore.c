@@ -43,6 +43,7 @@
 #include "server/rdefs.h"
 #include "server/rrecur.h"
 #include "server/rstore_pg.h"
+#include "server/rtag.h"
 #include "server/rtasks.h"
 #include "sluice/error.h"
 #include "store/pg_limits.h"
@@ -55,13 +56,12 @@
 #define SPARE_MAX 8
 /* Links of a request converted on the stack; longer chains are allocated. */
 #define LINKS_STACK 16
-/* The hash tag of every link (redis_limits.h, docs/redis-store.md). On a standalone Redis any
- * tag is correct as long as one (limit, key) always gets the same; one tag for everything makes
- * a call read and write one clock key instead of one per key (about half the script's Redis
- * work per decision, measured with bench/cluster.sh) and ratchets one clock for every key. On
- * Redis Cluster each link keeps its own tag instead (set_tag), so that keys spread over slots. */
-#define RSTORE_TAG     "all"
-#define RSTORE_TAG_LEN 3
+/* The hash tag of every link on a standalone Redis is the queue's (rtag.h). Any tag is correct as
+ * long as one (limit, key) always gets the same; one tag for everything makes a call read and
+ * write one clock key instead of one per key (about half the script's Redis work per decision,
+ * measured with bench/cluster.sh) and ratchets one clock for every key. On Redis Cluster only the
+ * limits that task types name keep it (rstore_link_tag), so that the other keys spread over
+ * slots. */
 /* PostgreSQL: one call in flight per connection (rstore_pg.h, rpg_may_send); the turn's batch
  * of a connection waits for its answer (unless it is full). A call is a transaction whose commit
  * waits for the WAL flush, and calls on a hot key queue on its row: pipelining a call per turn
@@ -184,6 +184,7 @@ struct rstore {
     char logged_why[256];   /* the last failure logged, so an outage logs once per reason */
     uint64_t open_unlogged; /* fail-open grants not yet in a log line */
     int64_t open_logged_ns;
+    rtag_map queued; /* Redis Cluster: the limits the types name, in the queue's slot */
 };
 
 static rstore *state_of(const server *s)
@@ -1215,21 +1216,59 @@ int rstore_up(const server *s, const char **why)
 }
 
 /* The tag of a link (redis_limits.h: it scopes the store clock that decides it). Redis: the one
- * tag RSTORE_TAG. PostgreSQL: none, so that each key has its own clock row: there a tag is a row
+ * tag RTAG_QUEUE. PostgreSQL: none, so that each key has its own clock row: there a tag is a row
  * every call naming it locks, and one tag for everything would make every call of every node
- * wait for the one before it. */
+ * wait for the one before it. Redis Cluster: rtag.h. */
 static void set_tag(const rstore *st, rlim_link *l)
 {
-    /* Redis Cluster: the default tag, a function of (limit, key) alone (the key, or the limit id
-     * for a global bucket; redis_limits.h), so that one state lives in one slot whichever
-     * command or chain touches it, and keys spread over the masters. */
-    if (st->kind == CONFIG_STORE_POSTGRES || st->kind == CONFIG_STORE_REDIS_CLUSTER) {
+    /* Redis Cluster: a limit no type names gets the default tag, a function of (limit, key)
+     * alone (the key, or the limit id for a global bucket; redis_limits.h), so that one state
+     * lives in one slot whichever command or chain touches it, and keys spread over the
+     * masters; a limit a type names lives in the queue's slot, where claims decide chains. */
+    if (st->kind == CONFIG_STORE_POSTGRES ||
+        (st->kind == CONFIG_STORE_REDIS_CLUSTER && !rtag_map_queued(&st->queued, l->limit_id))) {
         l->tag = NULL;
         l->taglen = 0;
         return;
     }
-    l->tag = RSTORE_TAG;
-    l->taglen = RSTORE_TAG_LEN;
+    l->tag = RTAG_QUEUE;
+    l->taglen = RTAG_QUEUE_LEN;
+}
+
+void rstore_link_tag(const server *s, rlim_link *l)
+{
+    const rstore *st = state_of(s);
+
+    if (st)
+        set_tag(st, l);
+}
+
+int rstore_in_queue_slot(const server *s, const char *limit_id)
+{
+    rlim_link l;
+
+    memset(&l, 0, sizeof l);
+    l.limit_id = limit_id;
+    rstore_link_tag(s, &l);
+    return l.tag != NULL;
+}
+
+int rstore_queue_slot(const server *s)
+{
+    const rstore *st = state_of(s);
+
+    return st && st->kind == CONFIG_STORE_REDIS_CLUSTER
+               ? rcl_key_slot("{" RTAG_QUEUE "}", RTAG_QUEUE_LEN + 2)
+               : 0;
+}
+
+/* Redis Cluster: which limits live in the queue's slot, read once from the file at start (a
+ * reload may not change them, rtag_cluster_moves). */
+static int build_queued(rstore *st)
+{
+    if (st->kind != CONFIG_STORE_REDIS_CLUSTER)
+        return 0;
+    return rtag_map_build(&st->queued, st->s->has_config ? &st->s->config : NULL);
 }
 
 /* The slot of a request's links on Redis Cluster (0 on other stores), or -1 (after replying
@@ -1679,17 +1718,6 @@ void rstore_reply_unavailable(conn *c, const char *command)
         upper[i] =
             command[i] >= 'a' && command[i] <= 'z' ? (char)(command[i] - 'a' + 'A') : command[i];
     upper[i] = '\0';
-    if (rstore_kind(c->srv) == CONFIG_STORE_REDIS_CLUSTER) {
-        /* The task queue's and the series' keys share one hash tag ({all}): on a Cluster they
-         * would all live on one master, so they wait for a layout of their own. */
-        resp_error(conn_out(c), "ERR",
-                   "%s is not available with a redis-cluster store yet: this version shares "
-                   "THROTTLE, CL.THROTTLE, LEASE.* and live LIMIT.SET/DEL/KEY/KEYDEL changes "
-                   "across nodes on Redis Cluster (the task queue and recurring series need a "
-                   "standalone redis:// store; docs/cluster.md)",
-                   upper);
-        return;
-    }
     resp_error(conn_out(c), "ERR",
                "%s is not available with a %s store yet: this version shares THROTTLE, "
                "CL.THROTTLE, LEASE.*, the task queue (TASK.ADD, GET, ACK, FAIL, TOUCH, "
@@ -1767,8 +1795,9 @@ static void on_cluster_state(void *arg, int up, const char *why)
     note_down(st, why);
 }
 
-/* Connects to a Redis Cluster's masters (rstore_open's half for it): limits only, no task
- * queue. Returns 0, or an error with msg. */
+/* Connects to a Redis Cluster's masters (rstore_open's half for it), and the task queue's
+ * subscriber to the first seed: a message published on any master reaches every node of a
+ * Cluster. Returns 0, or an error with msg. */
 static int open_cluster(rstore *st, char *msg, size_t msglen)
 {
     rcl_options o;
@@ -1793,13 +1822,30 @@ static int open_cluster(rstore *st, char *msg, size_t msglen)
     o.script_len = script_len;
     o.on_state = on_cluster_state;
     o.arg = st;
+    if (build_queued(st) != 0) {
+        snprintf(msg, msglen, "out of memory");
+        return SLUICE_ENOMEM;
+    }
     rc = rcl_new(&st->s->loop, &o, &st->cl);
     if (rc != 0) {
+        rtag_map_free(&st->queued);
         snprintf(msg, msglen, "store %s: %s", st->url, sluice_strerror(rc));
         return rc;
     }
     st->s->rstore_state = st;
-    return 0;
+    rc = rtasks_open(st->s, seeds[0].host, seeds[0].port, st->timeout_ms, msg, msglen);
+    if (rc == 0 && rrecur_open(st->s) != 0) {
+        rtasks_free(st->s);
+        snprintf(msg, msglen, "out of memory");
+        rc = SLUICE_ENOMEM;
+    }
+    if (rc != 0) {
+        rcl_free(st->cl);
+        st->cl = NULL;
+        rtag_map_free(&st->queued);
+        st->s->rstore_state = NULL;
+    }
+    return rc;
 }
 
 /* Connects to PostgreSQL (rstore_open's half for it). Returns 0, or an error with msg. */
@@ -1923,6 +1969,7 @@ int rstore_open(server *s, char *msg, size_t msglen)
     }
     snprintf(st->url, sizeof st->url, "%s", s->opt.store_url);
     st->kind = st->u.kind;
+    rtag_map_init(&st->queued);
     s->opt.store_url = st->url; /* the caller's string (the config's) may not outlive a reload */
     st->s = s;
     st->fail_open = s->opt.store_failure == SLUICE_STORE_FAILURE_OPEN;
@@ -1986,9 +2033,9 @@ int rstore_open(server *s, char *msg, size_t msglen)
         rstore_free(s);
         return SLUICE_ENOMEM;
     }
-    log_info("store %s: THROTTLE, CL.THROTTLE, LEASE.*%s in %s (store_failure: "
+    log_info("store %s: THROTTLE, CL.THROTTLE, LEASE.* and the task queue in %s (store_failure: "
              "%s, timeout %" PRId64 " ms%s)",
-             st->url, st->cl ? "" : " and the task queue",
+             st->url,
              st->pg   ? "PostgreSQL"
              : st->cl ? "Redis Cluster"
                       : "Redis",
@@ -2040,6 +2087,8 @@ void rstore_free(server *s)
         st->spare = b->next;
         batch_free(b);
     }
+    rtag_map_free(&st->queued);
+    alloc_free(st->open); /* PostgreSQL's per-lane batch pointers */
     alloc_free(st);
     s->rstore_state = NULL;
 }
@@ -2147,8 +2196,6 @@ void rstore_info(const server *s, char *buf, size_t len)
                  "\r\nstore_cluster_split_parts:%" PRIu64 "\r\n",
                  ks.masters, ks.masters_up, ks.slots_known, ks.moved, ks.asks, ks.tryagains,
                  ks.refreshes, ks.refresh_failures, ks.multi, ks.splits, ks.parts);
-        rdefs_info_append(s, buf, len);
-        return;
     }
     rtasks_get_stats(s, &t);
     at = strlen(buf);

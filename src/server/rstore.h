@@ -196,6 +196,19 @@ config_store_kind rstore_kind(const server *s);
 /* "redis", "redis-cluster" or "postgresql". */
 const char *rstore_kind_name(const server *s);
 
+/* Sets l's hash tag to the one every command uses for its limit on this store (rtag.h): the
+ * queue's on a standalone Redis, none on PostgreSQL, on Redis Cluster the queue's for a limit a
+ * task type names and none (the key's own) for the others. */
+void rstore_link_tag(const server *s, rlim_link *l);
+
+/* 1 when the states of limit_id live under the queue's tag (rtag.h): on a standalone Redis
+ * every limit's, on Redis Cluster those a task type names; 0 on PostgreSQL. */
+int rstore_in_queue_slot(const server *s, const char *limit_id);
+
+/* Redis Cluster: the slot of the task queue's keys, where task and series calls go (0 on
+ * other stores). */
+int rstore_queue_slot(const server *s);
+
 /* One THROTTLE on the shared store: the n links (n >= 1) as the command resolved them, each
  * with its definition, the limit id Redis keys it under (the limit's name, or "name/tier"), the
  * name a denial reports, and its mode (shadow: its limit in shadow mode, or limits off; the store

@@ -33,6 +33,7 @@
 #include "server/commands.h"
 #include "server/log.h"
 #include "server/rstore.h"
+#include "server/rtag.h"
 #include "server/rtasks_impl.h"
 #include "sluice/error.h"
 #include "store/redis_conn.h"
@@ -41,10 +42,6 @@
 #define SPARE_MAX 8
 /* Links of a task resolved on the stack; longer chains are allocated. */
 #define LINKS_STACK 16
-/* The hash tag of every task link on Redis: the same as THROTTLE's (rstore.c), so tasks and
- * direct callers charge one budget. On PostgreSQL no tag, as THROTTLE's there (each key its own
- * clock row). */
-#define RTASKS_TAG "all"
 
 void rtasks_links_of(const sluice_engine *e, const sluice_charge *ch, size_t n,
                      char (*ids)[RTASKS_LIMIT_ID_BUF], const char *tag, rtask_link *links)
@@ -467,7 +464,7 @@ void rtasks_add_group(conn *c, const sluice_task_spec *spec, int64_t delay_ns,
             goto done;
         a.group_lease = g->id;
     }
-    rtasks_links_of(s->engine, ch, (size_t)n, ids, rt->pg ? NULL : RTASKS_TAG, links);
+    rtasks_links_of(s->engine, ch, (size_t)n, ids, rt->pg ? NULL : RTAG_QUEUE, links);
     a.type = spec->type;
     a.typelen = strlen(spec->type);
     a.payload = spec->payload;
@@ -651,6 +648,7 @@ void rtasks_flush_lane(server *s, int lane)
     b->base.on_reply = rtasks_decode;
     b->base.apply = rtasks_apply;
     b->base.lane = b->lane;
+    b->base.slot = rstore_queue_slot(s); /* Redis Cluster: the queue's master */
     b->next = NULL;
     if (rt->last)
         rt->last->next = b;

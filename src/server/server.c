@@ -236,55 +236,6 @@ const char *server_store_unsupported(const sluice_config *c)
     return NULL;
 }
 
-const char *server_type_cross_slot(const sluice_type_policy *t, server_find_limit_fn *find,
-                                   void *ctx, const char *verb, char *buf, size_t len)
-{
-    const sluice_limit_policy *global = NULL, *other = NULL;
-
-    if (t->nlimits < 2)
-        return NULL;
-    /* A keyless link's hash tag is its limit's name, a keyed link's is the request's key: two
-     * tags that can differ for every request. */
-    for (size_t k = 0; k < t->nlimits; k++) {
-        const sluice_limit_policy *p = find(ctx, t->limits[k]);
-
-        if (!p)
-            continue;
-        if (p->key_source == SLUICE_KEY_NONE && !global)
-            global = p;
-        else if (!other)
-            other = p;
-    }
-    if (!global || !other)
-        return NULL;
-    snprintf(buf, len,
-             "type \"%s\" %s limit \"%s\" (one global bucket, whose Redis Cluster hash tag is "
-             "its name) with limit \"%s\" (%s): on a redis-cluster store their states live in "
-             "different slots, and a chain is decided by one script call in one slot; chain only "
-             "per-key limits, or use one global limit alone (docs/cluster.md)",
-             t->name, verb, global->name, other->name,
-             other->key_source == SLUICE_KEY_NONE ? "another global bucket"
-                                                  : "tagged by the request's key");
-    return buf;
-}
-
-static const sluice_limit_policy *config_limit(void *ctx, const char *name)
-{
-    return sluice_config_find_limit(ctx, name);
-}
-
-const char *server_store_cluster_unsupported(const sluice_config *c, char *buf, size_t len)
-{
-    for (size_t i = 0; i < c->ntypes; i++) {
-        const char *why =
-            server_type_cross_slot(&c->types[i], config_limit, (void *)c, "chains", buf, len);
-
-        if (why)
-            return why;
-    }
-    return NULL;
-}
-
 void server_apply_budget(server *s)
 {
     size_t bytes = s->opt.maxmemory;
@@ -665,11 +616,7 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
                 s->config.store.replicas_timeout_ns / SLUICE_NS_PER_MS;
         if (s->opt.store_connections == 0)
             s->opt.store_connections = (int)s->config.store.connections;
-        char cluster_why[512];
         const char *why = s->opt.store_url ? server_store_unsupported(&s->config) : NULL;
-
-        if (!why && s->opt.store_url && config_store_is_cluster(s->opt.store_url))
-            why = server_store_cluster_unsupported(&s->config, cluster_why, sizeof cluster_why);
 
         if (why) {
             snprintf(msg, msglen, "%s: %s", opt->config_path, why);

@@ -284,18 +284,6 @@ const char *server_store_unsupported(const sluice_config *c);
  * the reason to refuse it; NULL when nothing. Pure. */
 const char *server_limit_unsupported(const sluice_limit_policy *p);
 
-/* What a configuration asks for that a redis-cluster store cannot do (a type whose chain mixes a
- * global limit with another link: their states would live in different slots), as the reason
- * to refuse it, written into buf; NULL when nothing. Pure. */
-/* Looks up a limit by name for server_type_cross_slot (NULL: none). */
-typedef const sluice_limit_policy *server_find_limit_fn(void *ctx, const char *name);
-
-/* Why type t cannot be decided on a Redis Cluster (a global limit chained with another: their
- * states hash to different slots), written into buf, with `verb` ("chains", "would chain")
- * after the type's name; NULL when it can. Limits are looked up with find(ctx, name). */
-const char *server_type_cross_slot(const sluice_type_policy *t, server_find_limit_fn *find,
-                                   void *ctx, const char *verb, char *buf, size_t len);
-const char *server_store_cluster_unsupported(const sluice_config *c, char *buf, size_t len);
 
 /* Sets the memory budget in force: the command line's, else the configuration file's
  * `maxmemory:`, else the option's default. */

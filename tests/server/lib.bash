@@ -388,6 +388,39 @@ cluster_ok() {
   done
 }
 
+# start_cluster NAME...: a Redis Cluster of one master per NAME (start_cluster_master, full
+# coverage not required, so that a master down leaves the others serving), every slot assigned
+# (redis-cli --cluster create for three masters or more, CLUSTER ADDSLOTSRANGE for one), waited
+# for until each master says cluster_state:ok. Sets rport_NAME and rpid_NAME of each.
+start_cluster() {
+  local n addrs=() ports=()
+  local v
+  for n in "$@"; do
+    start_cluster_master "$n" --cluster-require-full-coverage no
+    v=rport_$n
+    addrs+=("127.0.0.1:${!v}")
+    ports+=("${!v}")
+  done
+  if [ "$#" -ge 3 ]; then
+    redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$tmp/cluster.$1.log" 2>&1
+  else
+    redis-cli -p "${ports[0]}" CLUSTER ADDSLOTSRANGE 0 16383 >"$tmp/cluster.$1.log" 2>&1
+  fi
+  check "a Redis Cluster of $# master(s) created" 0 "$?"
+  wait_until "cluster_state:ok on every master of $1's cluster" 30 cluster_ok "${ports[@]}"
+}
+
+# cluster_owner PORT KEY: the port of the master (as PORT's node sees the map) serving KEY's slot.
+cluster_owner() {
+  local slot
+  slot=$(redis-cli -p "$1" CLUSTER KEYSLOT "$2")
+  "${py:-python3}" -c "
+import redis
+for s, e, m, *_ in redis.Redis(port=$1).execute_command('CLUSTER', 'SLOTS'):
+    if s <= $slot <= e:
+        print(m[1]); break"
+}
+
 # ---- PostgreSQL (the shared store's tests) --------------------------------------------------
 
 # pg_bindir: prints the directory of Debian's PostgreSQL server binaries (initdb, postgres,

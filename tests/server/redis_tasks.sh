@@ -67,16 +67,56 @@ subscribed() { [ "$(store_field "$1" store_task_subscriber)" = up ]; }
 if [ "$store" = postgresql ]; then
   start_postgres a
   url="postgresql://sluice@127.0.0.1:$pgport_a/postgres"
+elif [ "$store" = redis-cluster ]; then
+  # Three masters; the queue (and every limit a type names) lives on the one serving {all}'s
+  # slot, the "store" that the faults below stop (as a standalone Redis's there).
+  start_cluster a m2 m3
+  url=redis-cluster://127.0.0.1:$rport_a,127.0.0.1:$rport_m2
+  qport=$(cluster_owner "$rport_a" '{all}')
+  for m in a m2 m3; do
+    v=rport_$m
+    if [ "${!v}" = "$qport" ]; then
+      qname=$m
+      v=rpid_$m
+      qpid=${!v}
+    fi
+  done
+  echo "# the queue's master: $qname on $qport"
 else
   start_redis a
   url=redis://127.0.0.1:$rport_a/5
 fi
 # The store stopped (SIGSTOP) and let go again; killed and started again.
-store_freeze() { if [ "$store" = postgresql ]; then freeze_postgres a; else kill -STOP "$rpid_a"; fi; }
-store_thaw() { if [ "$store" = postgresql ]; then thaw_postgres a; else kill -CONT "$rpid_a"; fi; }
+store_freeze() {
+  case $store in
+    postgresql) freeze_postgres a ;;
+    redis-cluster) kill -STOP "$qpid" ;;
+    *) kill -STOP "$rpid_a" ;;
+  esac
+}
+store_thaw() {
+  case $store in
+    postgresql) thaw_postgres a ;;
+    redis-cluster) kill -CONT "$qpid" ;;
+    *) kill -CONT "$rpid_a" ;;
+  esac
+}
 store_restart() {
   if [ "$store" = postgresql ]; then
     restart_postgres a
+    return
+  fi
+  if [ "$store" = redis-cluster ]; then
+    # Empty, as below, but with its nodes.conf: it comes back as the same master of its slots.
+    kill -KILL "$qpid"
+    wait "$qpid" 2>/dev/null
+    redis-server --port "$qport" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp/$qname.redis" \
+      --daemonize no --logfile "$tmp/$qname.redis/log2" --cluster-enabled yes \
+      --cluster-config-file "$tmp/$qname.redis/nodes.conf" --cluster-node-timeout 2000 \
+      --cluster-require-full-coverage no &
+    qpid=$!
+    pids+=("$qpid")
+    wait_until "the queue's master back in the cluster" 30 cluster_ok "$rport_a" "$rport_m2" "$rport_m3"
     return
   fi
   # Empty: it kept nothing.
@@ -259,7 +299,7 @@ check "HTTP: explain on A: running" 200 \
   "$(curl -s -o "$tmp/body" -w '%{http_code}' "http://127.0.0.1:$HA/v1/tasks/$hid/explain")"
 body_has "HTTP: running" '"state":"running"'
 check "HTTP: ACK on A" OK "$(on "$A" TASK.ACK "$hid")"
-if [ "$store" = redis ]; then
+if [ "$store" != postgresql ]; then
   # Requests answered by one store call: each answer is its own request's.
   curls=()
   for i in $(seq 1 12); do
@@ -293,6 +333,9 @@ EOF2
 if [ "$store" = postgresql ]; then
   "$(pg_bindir)/psql" "$pgconn_a" -qc 'CREATE DATABASE caps'
   curl="postgresql://sluice@127.0.0.1:$pgport_a/caps"
+elif [ "$store" = redis-cluster ]; then
+  start_cluster caps # one master: a Cluster has one database
+  curl=redis-cluster://127.0.0.1:$rport_caps
 else
   curl=redis://127.0.0.1:$rport_a/6
 fi
@@ -406,7 +449,7 @@ check "HTTP: a throttle while the store does not answer: 503" 503 \
 body_has "HTTP: STOREDOWN" '"code":"STOREDOWN"'
 check "HTTP: a submit: 503" 503 "$(post "$HD" /v1/tasks '{"type":"job"}')"
 body_has "HTTP: the submit's STOREDOWN" '"code":"STOREDOWN"'
-if [ "$store" = redis ]; then
+if [ "$store" != postgresql ]; then
   # B (store timeout 20 s) stops while a request waits for the frozen store: answered 503
   # SHUTDOWN at once, and B exits cleanly (MHD holds no suspended connection when it stops).
   throttles() {
@@ -424,7 +467,7 @@ if [ "$store" = redis ]; then
   contains "HTTP: SHUTDOWN" '"code":"SHUTDOWN"' "$(cat "$tmp/late")"
 fi
 store_thaw
-if [ "$store" = redis ]; then
+if [ "$store" != postgresql ]; then
   # (B's last counters' flush waited for the store.)
   wait "$pid_B"
   check "HTTP: B stopped with a request waiting: exit 0" 0 "$?"
