@@ -220,14 +220,14 @@ check "cluster: node a's own" "node_allowed=2,node_denied=1,node_units=2" \
 check "cluster: the totals' hash on the master" 2 \
   "$(redis-cli -p "$rport_c" HGET 'sluice:{all}:counters' la:tight)"
 # The HTTP API on a Cluster (docs/http.md): a decision is the Cluster's (tight's budget is spent);
-# a submit is 501 NOTSHARED, the task queue not being shared on a Cluster yet.
+# a submit goes to the Cluster's task queue.
 check "cluster: HTTP throttle decided by the Cluster" 429 \
   "$(curl -s -o "$tmp/body" -w '%{http_code}' --data-binary '{"limit":"tight","key":"c"}' \
     "127.0.0.1:$(cat "$tmp/ca.admin")/v1/throttle")"
-check "cluster: HTTP submit" 501 \
+check "cluster: HTTP submit" 201 \
   "$(curl -s -o "$tmp/body" -w '%{http_code}' --data-binary '{"type":"job"}' \
     "127.0.0.1:$(cat "$tmp/ca.admin")/v1/tasks")"
-contains "cluster: NOTSHARED" '"code":"NOTSHARED"' "$(cat "$tmp/body")"
+contains "cluster: the submit's id" '"status":"ok","id":' "$(cat "$tmp/body")"
 
 # ---- PostgreSQL --------------------------------------------------------------------------------
 if pg_bindir >/dev/null; then

@@ -25,9 +25,8 @@ Prints one summary line; exits 1 on any violation. Uses Debian's python3-redis (
 On a Redis Cluster (--redis-cluster P1,P2,P3: the masters' ports, tests/server/redis_cluster.sh)
 the audit lists are read from every master with a plain client each (a list lives on its tag's
 master), and the configuration is --print-config --cluster's: the chain type `job` there chains
-two per-key limits (perkey, pair), because a chain of a per-key and a global limit is refused on
-a Cluster (their states would live in different slots); the atomicity check then compares the
-two links key by key. --keys spreads the keys over more slots; --migrate KEY moves the slot of
+two per-key limits (perkey, pair), so that the atomicity check compares the two links key by
+key (as limits a type names, both keep their states in the task queue's slot). --keys spreads the keys over more slots; --migrate KEY moves the slot of
 KEY's state to another master mid-run (CLUSTER SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT
 NODE), so the nodes meet ASK and MOVED while they decide; --tolerate-storedown counts
 `-STOREDOWN` replies (closed mode: nothing granted, e.g. TRYAGAIN while a slot's keys are split
