@@ -81,15 +81,13 @@ const command_def command_table[] = {
      "TASK.CANCEL id: cancel a queued or parked task"},
     {"task.touch", -2, CMD_WRITE | CMD_FAST, cmd_task_touch,
      "TASK.TOUCH id [ATTEMPT n]: extend a running task's lease"},
-    {"task.info", 2, CMD_READONLY | CMD_FAST, cmd_task_info,
-     "TASK.INFO id: a task's fields"},
+    {"task.info", 2, CMD_READONLY | CMD_FAST, cmd_task_info, "TASK.INFO id: a task's fields"},
     {"task.explain", 2, CMD_READONLY | CMD_FAST, cmd_task_explain,
      "TASK.EXPLAIN id: why a task waits and when it should start"},
     /* Recurring series (cmd_recur.c). */
     {"recur.add", -6, CMD_WRITE | CMD_DENYOOM, cmd_recur_add,
      "RECUR.ADD name type payload EVERY ms|CRON expr [KEY k] [START ms] [END ms] [MAX n]"},
-    {"recur.del", 2, CMD_WRITE, cmd_recur_del,
-     "RECUR.DEL name: remove a recurring series"},
+    {"recur.del", 2, CMD_WRITE, cmd_recur_del, "RECUR.DEL name: remove a recurring series"},
     {"recur.info", 2, CMD_READONLY | CMD_FAST, cmd_recur_info,
      "RECUR.INFO name: a series' runs, skips and next occurrence"},
     /* Tests only (cmd_debug.c): refused unless --enable-debug-commands. */

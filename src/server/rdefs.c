@@ -29,7 +29,6 @@
 
 typedef struct rdefs rdefs;
 
-
 /* One call: the poll (one per node, reused) or a client's write. */
 typedef struct dcall {
     rstore_call base; /* first: rstore's FIFO holds it */
@@ -660,8 +659,8 @@ void rdefs_reset_all(conn *c, const char *ids)
          * every limit's, on a Cluster a limit a type names (cmd_limit.c refuses the others). */
         rc = sdefs_redis_whole_reset_command(&k->wcmd, NULL, rstore_sha(s), RTAG_QUEUE, k->name,
                                              strlen(k->name));
-        k->base.slot = rstore_kind(s) == CONFIG_STORE_REDIS_CLUSTER ? rstore_queue_slot(s)
-                                                                    : rd->slot;
+        k->base.slot =
+            rstore_kind(s) == CONFIG_STORE_REDIS_CLUSTER ? rstore_queue_slot(s) : rd->slot;
         k->base.call.argc = rc == 0 ? k->wcmd.argc : 0;
         k->base.call.argv = rc == 0 ? k->wcmd.argv : NULL;
         k->base.call.argvlen = rc == 0 ? k->wcmd.argvlen : NULL;

@@ -284,7 +284,6 @@ const char *server_store_unsupported(const sluice_config *c);
  * the reason to refuse it; NULL when nothing. Pure. */
 const char *server_limit_unsupported(const sluice_limit_policy *p);
 
-
 /* Sets the memory budget in force: the command line's, else the configuration file's
  * `maxmemory:`, else the option's default. */
 void server_apply_budget(server *s);
