@@ -1795,6 +1795,21 @@ static void on_cluster_state(void *arg, int up, const char *why)
     note_down(st, why);
 }
 
+/* Opens the task queue's and the series' node side on the store (rtasks_open: host and port
+ * are the wake subscriber's, NULL on PostgreSQL, whose connection LISTENs). Returns 0, or an
+ * error with msg (then neither is open). */
+static int open_queue(rstore *st, const char *host, int port, char *msg, size_t msglen)
+{
+    int rc = rtasks_open(st->s, host, port, st->timeout_ms, msg, msglen);
+
+    if (rc == 0 && rrecur_open(st->s) != 0) {
+        rtasks_free(st->s);
+        snprintf(msg, msglen, "out of memory");
+        rc = SLUICE_ENOMEM;
+    }
+    return rc;
+}
+
 /* Connects to a Redis Cluster's masters (rstore_open's half for it), and the task queue's
  * subscriber to the first seed: a message published on any master reaches every node of a
  * Cluster. Returns 0, or an error with msg. */
@@ -1833,12 +1848,7 @@ static int open_cluster(rstore *st, char *msg, size_t msglen)
         return rc;
     }
     st->s->rstore_state = st;
-    rc = rtasks_open(st->s, seeds[0].host, seeds[0].port, st->timeout_ms, msg, msglen);
-    if (rc == 0 && rrecur_open(st->s) != 0) {
-        rtasks_free(st->s);
-        snprintf(msg, msglen, "out of memory");
-        rc = SLUICE_ENOMEM;
-    }
+    rc = open_queue(st, seeds[0].host, seeds[0].port, msg, msglen);
     if (rc != 0) {
         rcl_free(st->cl);
         st->cl = NULL;
@@ -1889,12 +1899,7 @@ static int open_pg(rstore *st, char *msg, size_t msglen)
         return rc;
     }
     st->s->rstore_state = st;
-    rc = rtasks_open(st->s, NULL, 0, st->timeout_ms, msg, msglen);
-    if (rc == 0 && rrecur_open(st->s) != 0) {
-        rtasks_free(st->s);
-        snprintf(msg, msglen, "out of memory");
-        rc = SLUICE_ENOMEM;
-    }
+    rc = open_queue(st, NULL, 0, msg, msglen);
     if (rc != 0) {
         rpg_free(st->pg);
         st->pg = NULL;
@@ -1930,12 +1935,7 @@ static int open_redis(rstore *st, char *msg, size_t msglen)
         return rc;
     }
     s->rstore_state = st;
-    rc = rtasks_open(s, st->u.host, st->u.port, st->timeout_ms, msg, msglen);
-    if (rc == 0 && rrecur_open(s) != 0) {
-        rtasks_free(s);
-        snprintf(msg, msglen, "out of memory");
-        rc = SLUICE_ENOMEM;
-    }
+    rc = open_queue(st, st->u.host, st->u.port, msg, msglen);
     if (rc != 0) {
         rconn_free(st->conn);
         st->conn = NULL;
