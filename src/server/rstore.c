@@ -1795,12 +1795,12 @@ static void on_cluster_state(void *arg, int up, const char *why)
     note_down(st, why);
 }
 
-/* Opens the task queue's and the series' node side on the store (rtasks_open: host and port
- * are the wake subscriber's, NULL on PostgreSQL, whose connection LISTENs). Returns 0, or an
+/* Opens the task queue's and the series' node side on the store (rtasks_open: u says where the
+ * wake subscriber connects, NULL on PostgreSQL, whose connection LISTENs). Returns 0, or an
  * error with msg (then neither is open). */
-static int open_queue(rstore *st, const char *host, int port, char *msg, size_t msglen)
+static int open_queue(rstore *st, const config_store_url *u, char *msg, size_t msglen)
 {
-    int rc = rtasks_open(st->s, host, port, st->timeout_ms, msg, msglen);
+    int rc = rtasks_open(st->s, u, st->timeout_ms, msg, msglen);
 
     if (rc == 0 && rrecur_open(st->s) != 0) {
         rtasks_free(st->s);
@@ -1811,8 +1811,7 @@ static int open_queue(rstore *st, const char *host, int port, char *msg, size_t 
 }
 
 /* Connects to a Redis Cluster's masters (rstore_open's half for it), and the task queue's
- * subscriber to the first seed: a message published on any master reaches every node of a
- * Cluster. Returns 0, or an error with msg. */
+ * subscriber to a seed (rtasks_open). Returns 0, or an error with msg. */
 static int open_cluster(rstore *st, char *msg, size_t msglen)
 {
     rcl_options o;
@@ -1848,7 +1847,7 @@ static int open_cluster(rstore *st, char *msg, size_t msglen)
         return rc;
     }
     st->s->rstore_state = st;
-    rc = open_queue(st, seeds[0].host, seeds[0].port, msg, msglen);
+    rc = open_queue(st, &st->u, msg, msglen);
     if (rc != 0) {
         rcl_free(st->cl);
         st->cl = NULL;
@@ -1899,7 +1898,7 @@ static int open_pg(rstore *st, char *msg, size_t msglen)
         return rc;
     }
     st->s->rstore_state = st;
-    rc = open_queue(st, NULL, 0, msg, msglen);
+    rc = open_queue(st, NULL, msg, msglen);
     if (rc != 0) {
         rpg_free(st->pg);
         st->pg = NULL;
@@ -1935,7 +1934,7 @@ static int open_redis(rstore *st, char *msg, size_t msglen)
         return rc;
     }
     s->rstore_state = st;
-    rc = open_queue(st, st->u.host, st->u.port, msg, msglen);
+    rc = open_queue(st, &st->u, msg, msglen);
     if (rc != 0) {
         rconn_free(st->conn);
         st->conn = NULL;

@@ -729,6 +729,45 @@ void rtasks_notify(server *s)
         on_message(rt, "", 0);
 }
 
+static void on_sub_state(void *arg, rconn_state state, const char *why);
+
+/* Connects the subscriber to subs[sub_at]. Returns 0 or SLUICE_ENOMEM. */
+static int sub_connect(rtasks *rt)
+{
+    rconn_options o;
+
+    memset(&o, 0, sizeof(o));
+    o.host = rt->subs[rt->sub_at].host;
+    o.port = rt->subs[rt->sub_at].port;
+    o.timeout_ms = rt->sub_timeout_ms;
+    o.channel = rt->channel;
+    o.on_message = on_message;
+    o.on_state = on_sub_state;
+    o.arg = rt;
+    return rconn_new(&rt->s->loop, &o, &rt->sub);
+}
+
+static void on_rotate(uv_timer_t *t)
+{
+    rtasks *rt = t->data;
+    rconn *old = rt->sub;
+
+    if (rt->closed)
+        return;
+    rt->sub = NULL; /* its last callbacks (none: rconn_free is silent) find no subscriber */
+    rconn_free(old);
+    rt->sub_at = (rt->sub_at + 1) % rt->nsubs;
+    rt->sub_fails = 0;
+    log_info("store: the wake subscriber moves to %s:%d", rt->subs[rt->sub_at].host,
+             rt->subs[rt->sub_at].port);
+    if (sub_connect(rt) != 0) {
+        rt->sub = NULL;
+        log_warn("store: out of memory for the wake subscriber; blocked TASK.GETs look every %d "
+                 "ms",
+                 RTASKS_POLL_MS);
+    }
+}
+
 static void on_sub_state(void *arg, rconn_state state, const char *why)
 {
     rtasks *rt = arg;
@@ -737,21 +776,26 @@ static void on_sub_state(void *arg, rconn_state state, const char *why)
     if (state == RCONN_UP) {
         /* Wakes published while it was away are lost: look again. */
         rt->wake = 1;
+        rt->sub_fails = 0;
         rt->logged_why[0] = '\0';
         log_info("store: subscribed to %s", rt->channel);
-    } else if (why && strcmp(why, rt->logged_why) != 0) {
+        return;
+    }
+    if (why && strcmp(why, rt->logged_why) != 0) {
         snprintf(rt->logged_why, sizeof rt->logged_why, "%s", why);
         log_warn("store: the wake subscription is down (%s); blocked TASK.GETs look every %d ms",
                  why, RTASKS_POLL_MS);
     }
+    /* A Cluster: another seed hears the same messages. */
+    if (++rt->sub_fails >= RTASKS_SUB_TRIES && rt->nsubs > 1 && rt->has_rotate && !rt->closed)
+        uv_timer_start(&rt->rotate, on_rotate, 0, 0);
 }
 
-int rtasks_open(server *s, const char *host, int port, int64_t timeout_ms, char *msg, size_t msglen)
+int rtasks_open(server *s, const config_store_url *u, int64_t timeout_ms, char *msg, size_t msglen)
 {
     rtasks *rt = alloc_calloc(1, sizeof(*rt));
     rtask_batch *probe = NULL;
     sluice_engine_policy ep;
-    rconn_options o;
     int rc;
 
     /* The engine's caps, as the engine has them: they never change while the node runs. */
@@ -762,7 +806,7 @@ int rtasks_open(server *s, const char *host, int port, int64_t timeout_ms, char 
         rt->max_tasks = ep.max_tasks;
         rt->max_parked = ep.max_parked;
     }
-    if (rt && !host) {
+    if (rt && !u) {
         /* PostgreSQL: the store's connection LISTENs (rtasks_notify). */
         rt->s = s;
         rt->pg = 1;
@@ -780,15 +824,16 @@ int rtasks_open(server *s, const char *host, int port, int64_t timeout_ms, char 
     snprintf(rt->channel, sizeof rt->channel, "%s", rtask_wake_channel(probe));
     rtask_batch_free(probe);
     rt->s = s;
-    memset(&o, 0, sizeof(o));
-    o.host = host;
-    o.port = port;
-    o.timeout_ms = timeout_ms;
-    o.channel = rt->channel;
-    o.on_message = on_message;
-    o.on_state = on_sub_state;
-    o.arg = rt;
-    rc = rconn_new(&s->loop, &o, &rt->sub);
+    if (u->kind == CONFIG_STORE_REDIS_CLUSTER && u->nseeds > 0) {
+        memcpy(rt->subs, u->seeds, u->nseeds * sizeof(u->seeds[0]));
+        rt->nsubs = u->nseeds;
+    } else {
+        snprintf(rt->subs[0].host, sizeof rt->subs[0].host, "%s", u->host);
+        rt->subs[0].port = u->port;
+        rt->nsubs = 1;
+    }
+    rt->sub_timeout_ms = timeout_ms;
+    rc = sub_connect(rt);
     if (rc != 0) {
         snprintf(msg, msglen, "the wake subscriber: %s", sluice_strerror(rc));
         alloc_free(rt);
@@ -796,6 +841,9 @@ int rtasks_open(server *s, const char *host, int port, int64_t timeout_ms, char 
     }
     uv_timer_init(&s->loop, &rt->timer);
     rt->timer.data = rt;
+    uv_timer_init(&s->loop, &rt->rotate);
+    rt->rotate.data = rt;
+    rt->has_rotate = 1;
     s->rtasks_state = rt;
     return 0;
 }
@@ -811,6 +859,10 @@ void rtasks_close(server *s)
     rt->closed = 1;
     uv_timer_stop(&rt->timer);
     uv_close((uv_handle_t *)&rt->timer, NULL);
+    if (rt->has_rotate) {
+        uv_timer_stop(&rt->rotate);
+        uv_close((uv_handle_t *)&rt->rotate, NULL);
+    }
     rconn_free(rt->sub);
     rt->sub = NULL;
 }

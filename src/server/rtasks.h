@@ -45,6 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/config_store.h"
 #include "server/conn.h"
 #include "server/server.h"
 #include "sluice/engine.h"
@@ -53,6 +54,9 @@
 /* Longest a blocked TASK.GET goes without a claim, in ms (a lost wake message costs at most
  * this much delay). */
 #define RTASKS_POLL_MS 1000
+/* Redis Cluster: failed connections of the subscriber in a row after which it tries the next
+ * seed (the first is the connection lost; the next, a reconnection that failed). */
+#define RTASKS_SUB_TRIES 2
 
 /* Counters, for INFO store. */
 typedef struct rtasks_stats {
@@ -68,12 +72,12 @@ typedef struct rtasks_stats {
 /* The name of PostgreSQL's prepared statement of the task function (rstore.c prepares it). */
 #define RTASKS_PG_STMT "sluice_tasks"
 
-/* Sets up the task side of the shared store (after rstore_open parsed the URL): the batch and,
- * on Redis, the subscriber connection to host:port, which connects in the background. host NULL:
- * the store is PostgreSQL, whose connection LISTENs for the wakes (rtasks_notify). Returns 0 or
- * SLUICE_ENOMEM with msg. */
-int rtasks_open(server *s, const char *host, int port, int64_t timeout_ms, char *msg,
-                size_t msglen);
+/* Sets up the task side of the shared store (after rstore_open parsed the URL u): the batch and,
+ * on Redis, the subscriber connection, which connects in the background: to u's Redis, or on a
+ * Cluster to its first seed, moving on to the next seed when that one cannot be reached (a
+ * PUBLISH on any master reaches every node of a Cluster). u NULL: the store is PostgreSQL,
+ * whose connection LISTENs for the wakes (rtasks_notify). Returns 0 or SLUICE_ENOMEM with msg. */
+int rtasks_open(server *s, const config_store_url *u, int64_t timeout_ms, char *msg, size_t msglen);
 
 /* Answers what waits (blocked clients: their timeout reply) and closes the subscriber. */
 void rtasks_close(server *s);

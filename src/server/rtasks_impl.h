@@ -84,6 +84,15 @@ struct rtasks {
     int pg;     /* the store is PostgreSQL: pgt_batch, wakes by rtasks_notify */
     rconn *sub; /* Redis: the subscriber of the wake channel */
     char channel[128];
+    /* Redis: where the subscriber may connect (a Cluster's seeds, in the URL's order; one
+     * Redis's address), sub_at the one it uses; after RTASKS_SUB_TRIES failures in a row it
+     * moves to the next (rotate, a zero timer: not from inside rconn's own callback). */
+    config_store_seed subs[CONFIG_STORE_SEEDS_MAX];
+    size_t nsubs, sub_at;
+    int sub_fails;
+    int64_t sub_timeout_ms;
+    uv_timer_t rotate;
+    int has_rotate;
     tbatch *cur[RSTORE_LANES_MAX]; /* the turn's batch of each lane, NULL until its first
                                     * request (one lane on Redis) */
     tbatch *sent, *last;           /* sent, oldest first */

@@ -71,7 +71,6 @@ elif [ "$store" = redis-cluster ]; then
   # Three masters; the queue (and every limit a type names) lives on the one serving {all}'s
   # slot, the "store" that the faults below stop (as a standalone Redis's there).
   start_cluster a m2 m3
-  url=redis-cluster://127.0.0.1:$rport_a,127.0.0.1:$rport_m2
   qport=$(cluster_owner "$rport_a" '{all}')
   for m in a m2 m3; do
     v=rport_$m
@@ -79,9 +78,14 @@ elif [ "$store" = redis-cluster ]; then
       qname=$m
       v=rpid_$m
       qpid=${!v}
+    else
+      # The first seed (where the wake subscriber connects first) is another master, killed
+      # at the end (section 6).
+      [ -z "${seed1:-}" ] && { seed1=${!v}; v=rpid_$m; seed1pid=${!v}; }
     fi
   done
-  echo "# the queue's master: $qname on $qport"
+  url=redis-cluster://127.0.0.1:$seed1,127.0.0.1:$qport
+  echo "# the queue's master: $qname on $qport; the first seed: $seed1"
 else
   start_redis a
   url=redis://127.0.0.1:$rport_a/5
@@ -492,5 +496,28 @@ P=$B wait_until "the GET on B blocks again" 10 blocked_is 1
 id=$(on "$A" TASK.ADD job '{"n":8}')
 wait "$bpid"
 check "woken after the store came back" "$id" "$(head -1 "$tmp/blocked")"
+
+# ---- 6. Redis Cluster: the wake subscriber's seed lost ------------------------------------------
+
+if [ "$store" = redis-cluster ]; then
+  # The first seed is a master other than the queue's: killed, the subscriber moves to the next
+  # seed (a PUBLISH on any master reaches every node), and a blocked GET is woken by the
+  # message again, not by the once-a-second look.
+  kill -KILL "$seed1pid"
+  wait "$seed1pid" 2>/dev/null
+  for p in $A $B; do
+    wait_until "node on $p subscribed through the next seed" 20 subscribed "$p"
+  done
+  contains "the node says where its subscriber went" "the wake subscriber moves to 127.0.0.1:$qport" \
+    "$(cat "$tmp/B.log")"
+  w0=$(store_field "$B" store_task_wakes)
+  redis-cli -p "$B" TASK.GET job TIMEOUT 20000 >"$tmp/blocked" 2>&1 &
+  bpid=$!
+  P=$B wait_until "the GET on B blocks" 10 blocked_is 1
+  id=$(on "$A" TASK.ADD job '{"n":9}')
+  wait "$bpid"
+  check "woken with the first seed gone" "$id" "$(head -1 "$tmp/blocked")"
+  within "B heard the wake through the next seed" 1 1000000 "$(($(store_field "$B" store_task_wakes) - w0))"
+fi
 
 finish
