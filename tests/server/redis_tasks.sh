@@ -490,12 +490,17 @@ for p in $A $B; do
   wait_until "node on $p subscribed again" 15 subscribed "$p"
   wait_until "node on $p up again" 15 bash -c "[ \"\$(redis-cli -p $p INFO store | tr -d '\r' | awk -F: '\$1 == \"store_state\" { print \$2 }')\" = up ]"
 done
-redis-cli -p "$B" TASK.GET job TIMEOUT 20000 >"$tmp/blocked" 2>&1 &
-bpid=$!
-P=$B wait_until "the GET on B blocks again" 10 blocked_is 1
-id=$(on "$A" TASK.ADD job '{"n":8}')
-wait "$bpid"
-check "woken after the store came back" "$id" "$(head -1 "$tmp/blocked")"
+# woken_on_b LABEL: a TASK.GET blocked on B is answered with the task an ADD on A then adds.
+woken_on_b() {
+  local bpid id
+  redis-cli -p "$B" TASK.GET job TIMEOUT 20000 >"$tmp/blocked" 2>&1 &
+  bpid=$!
+  P=$B wait_until "$1: the GET on B blocks" 10 blocked_is 1
+  id=$(on "$A" TASK.ADD job '{"n":8}')
+  wait "$bpid"
+  check "$1: woken" "$id" "$(head -1 "$tmp/blocked")"
+}
+woken_on_b "after the store came back"
 
 # ---- 6. Redis Cluster: the wake subscriber's seed lost ------------------------------------------
 
@@ -511,12 +516,7 @@ if [ "$store" = redis-cluster ]; then
   contains "the node says where its subscriber went" "the wake subscriber moves to 127.0.0.1:$qport" \
     "$(cat "$tmp/B.log")"
   w0=$(store_field "$B" store_task_wakes)
-  redis-cli -p "$B" TASK.GET job TIMEOUT 20000 >"$tmp/blocked" 2>&1 &
-  bpid=$!
-  P=$B wait_until "the GET on B blocks" 10 blocked_is 1
-  id=$(on "$A" TASK.ADD job '{"n":9}')
-  wait "$bpid"
-  check "woken with the first seed gone" "$id" "$(head -1 "$tmp/blocked")"
+  woken_on_b "with the first seed gone"
   within "B heard the wake through the next seed" 1 1000000 "$(($(store_field "$B" store_task_wakes) - w0))"
 fi
 
