@@ -28,43 +28,7 @@ bench_need redis-server redis-benchmark redis-cli
 bench_need_sluice "$sluice"
 [ -z "$base" ] || bench_need_sluice "$base"
 
-# A port whose cluster bus port (+10000) is free too.
-master_port() {
-  local p
-  for _ in $(seq 1 100); do
-    p=$((20000 + RANDOM % 10000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null &&
-      ! (exec 3<>"/dev/tcp/127.0.0.1/$((p + 10000))") 2>/dev/null; then
-      echo "$p"
-      return
-    fi
-  done
-  exit 1
-}
-
-masters=()
-for m in 1 2 3; do
-  p=$(master_port)
-  mkdir -p "$tmp/m$m"
-  redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
-    --loglevel warning --dir "$tmp/m$m" --cluster-enabled yes --cluster-config-file nodes.conf \
-    --cluster-node-timeout 2000 >"$tmp/m$m.log" 2>&1 &
-  pids+=($!)
-  masters+=("$p")
-done
-for p in "${masters[@]}"; do
-  for _ in $(seq 1 200); do redis-cli -p "$p" PING >/dev/null 2>&1 && break; sleep 0.05; done
-done
-redis-cli --cluster create "127.0.0.1:${masters[0]}" "127.0.0.1:${masters[1]}" \
-  "127.0.0.1:${masters[2]}" --cluster-replicas 0 --cluster-yes >/dev/null
-for _ in $(seq 1 200); do
-  ok=1
-  for p in "${masters[@]}"; do
-    redis-cli -p "$p" CLUSTER INFO | grep -q 'cluster_state:ok' || ok=0
-  done
-  [ $ok = 1 ] && break
-  sleep 0.1
-done
+bench_start_cluster
 bench_start_redis
 
 cat >"$tmp/sluice.yaml" <<'EOF'
