@@ -81,11 +81,24 @@ static void test_no_config_names_nothing(void **state)
     rtag_map_free(&m); /* twice is fine */
 }
 
-static void test_reload_that_moves_a_limit_is_named(void **state)
+/* A reload from prev to the file `yaml` is refused with a message holding `want`. */
+static void assert_moves(const sluice_config *prev, const char *yaml, const char *want)
 {
-    sluice_config prev, same, joins, leaves;
+    sluice_config next;
     char buf[512];
     const char *why;
+
+    parse(yaml, &next);
+    why = rtag_cluster_moves(prev, &next, buf, sizeof buf);
+    assert_non_null(why);
+    assert_non_null(strstr(why, want));
+    sluice_config_clear(&next);
+}
+
+static void test_reload_that_moves_a_limit_is_named(void **state)
+{
+    sluice_config prev, same;
+    char buf[512];
 
     (void)state;
     parse(BASE, &prev);
@@ -97,29 +110,23 @@ static void test_reload_that_moves_a_limit_is_named(void **state)
           &same);
     assert_null(rtag_cluster_moves(&prev, &same, buf, sizeof buf));
     /* free joins a type's chain. */
-    parse("limits:\n  api: {rate: 5/1s, key: explicit}\n  global: {rate: 100/1s}\n"
-          "  plan: {rate: 1/1s, key: explicit}\n  free: {rate: 9/1s, key: explicit}\n"
-          "types:\n  call: {limits: [api, global]}\n  paid: {limits: [plan, api, free]}\n",
-          &joins);
-    why = rtag_cluster_moves(&prev, &joins, buf, sizeof buf);
-    assert_non_null(why);
-    assert_non_null(strstr(why, "limit \"free\" would move into the task queue's Redis Cluster"));
+    assert_moves(&prev,
+                 "limits:\n  api: {rate: 5/1s, key: explicit}\n  global: {rate: 100/1s}\n"
+                 "  plan: {rate: 1/1s, key: explicit}\n  free: {rate: 9/1s, key: explicit}\n"
+                 "types:\n  call: {limits: [api, global]}\n  paid: {limits: [plan, api, free]}\n",
+                 "limit \"free\" would move into the task queue's Redis Cluster");
     /* global leaves: no type names it any more. */
-    parse("limits:\n  api: {rate: 5/1s, key: explicit}\n  global: {rate: 100/1s}\n"
-          "  plan: {rate: 1/1s, key: explicit}\n"
-          "types:\n  call: {limits: [api]}\n  paid: {limits: [plan, api]}\n",
-          &leaves);
-    why = rtag_cluster_moves(&prev, &leaves, buf, sizeof buf);
-    assert_non_null(why);
-    assert_non_null(strstr(why, "limit \"global\" would move out of"));
+    assert_moves(&prev,
+                 "limits:\n  api: {rate: 5/1s, key: explicit}\n  global: {rate: 100/1s}\n"
+                 "  plan: {rate: 1/1s, key: explicit}\n"
+                 "types:\n  call: {limits: [api]}\n  paid: {limits: [plan, api]}\n",
+                 "limit \"global\" would move out of");
     /* From no file, or to none: every named limit moves. */
     assert_non_null(rtag_cluster_moves(NULL, &prev, buf, sizeof buf));
     assert_non_null(rtag_cluster_moves(&prev, NULL, buf, sizeof buf));
     assert_null(rtag_cluster_moves(NULL, NULL, buf, sizeof buf));
     sluice_config_clear(&prev);
     sluice_config_clear(&same);
-    sluice_config_clear(&joins);
-    sluice_config_clear(&leaves);
 }
 
 static int build_body(void *arg)
