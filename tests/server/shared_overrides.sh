@@ -19,7 +19,7 @@ set -f
 
 sluice=${1:?usage: shared_overrides.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
-need_tools shared_overrides.sh redis-server redis-cli
+need_tools shared_overrides.sh redis-server redis-cli curl jq
 
 cat >"$tmp/sluice.yaml" <<'YAML'
 limits:
@@ -163,7 +163,8 @@ suite() {
   check "$label: LIMIT.SET of a new limit on b" OK "$(on "$b" LIMIT.SET extra rate=7/1m)"
 
   # A node started after the changes has them before it listens (no wait).
-  start_node "${label}_c" --store "$url" --store-timeout 5000
+  start_node "${label}_c" --store "$url" --store-timeout 5000 --admin-port 0 \
+    --admin-port-file "$tmp/${label}_c.admin"
   local -n pc="port_${label}_c"
   c=$pc
   check "$label: c starts with api changed" "rate=2/1h,key=explicit" "$(spec "$c" api)"
@@ -238,6 +239,22 @@ suite() {
     "$(($(cut -d' ' -f10 <<<"$got") - $(cut -d' ' -f8 <<<"$got")))"
   check "$label: LIMIT.SPEND of a key never charged" "spent 0 budget 100 remaining 100" \
     "$(on "$a" LIMIT.SPEND budget nobody | cut -d' ' -f1-6)"
+  # The admin port's spend query reads the store too (LIMIT.SPEND on a detached client), with
+  # the embedded store's document and statuses.
+  adm=$(cat "$tmp/${label}_c.admin")
+  api_spend() { curl -s -o "$tmp/spend.json" -w '%{http_code}' --max-time 30 "http://127.0.0.1:$adm$1"; }
+  check "$label: /api/limits/budget/spend on c" 200 "$(api_spend '/api/limits/budget/spend?key=u1')"
+  check "$label: its document" "budget null u1 30 100 70 86400000" \
+    "$(jq -r '"\(.limit) \(.tier) \(.key) \(.spent) \(.budget) \(.remaining) \(.resets_at_ms - .period_start_ms)"' "$tmp/spend.json")"
+  check "$label: the same period as LIMIT.SPEND" "$(cut -d' ' -f10 <<<"$got")" \
+    "$(jq -r .resets_at_ms "$tmp/spend.json")"
+  check "$label: /api spend of a key never charged" "0 100" \
+    "$(api_spend '/api/limits/budget/spend?key=nobody' >/dev/null; jq -r '"\(.spent) \(.remaining)"' "$tmp/spend.json")"
+  check "$label: /api spend with a tier the limit lacks: 404" 404 \
+    "$(api_spend '/api/limits/budget/spend?key=u1&tier=x')"
+  check "$label: /api spend of a rate limit: 400" 400 "$(api_spend '/api/limits/api/spend?key=u1')"
+  check "$label: /api spend without a key: 400" 400 "$(api_spend '/api/limits/budget/spend')"
+  check "$label: /api spend of no limit: 404" 404 "$(api_spend '/api/limits/nope/spend?key=u1')"
   check "$label: LIMIT.SPEND of a rate limit: the single node's words" \
     'WRONGARGS limit "api" is a rate limit; LIMIT.SPEND reads quotas' "$(on "$a" LIMIT.SPEND api u1)"
   check "$label: LIMIT.SPEND with a TIER the limit lacks" 'WRONGARGS limit "budget" has no tier "x"' \
@@ -264,11 +281,16 @@ check "redis: the set lives in one hash" "rate=7/1m" \
 
 # Redis stopped: a LIMIT.SET answers -STOREDOWN, and once Redis is back every node agrees with
 # the store, whichever way it went.
-start_node down_a --store "redis://127.0.0.1:$rport_r/0" --store-timeout 300
+start_node down_a --store "redis://127.0.0.1:$rport_r/0" --store-timeout 300 --admin-port 0 \
+  --admin-port-file "$tmp/down_a.admin"
 start_node down_b --store "redis://127.0.0.1:$rport_r/0" --store-timeout 300
 kill -STOP "$rpid_r"
 contains "redis stopped: LIMIT.SET answers STOREDOWN" STOREDOWN \
   "$(on "$port_down_a" LIMIT.SET api rate=3/1h,key=explicit)"
+adm=$(cat "$tmp/down_a.admin")
+check "redis stopped: /api spend answers 503 within the store timeout" "503 store_down" \
+  "$(api_spend '/api/limits/budget/spend?key=u1') $(jq -r .error "$tmp/spend.json")"
+contains "and says why" "shared store is unavailable" "$(jq -r .message "$tmp/spend.json")"
 kill -CONT "$rpid_r"
 agree() {
   local s

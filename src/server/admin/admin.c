@@ -296,7 +296,7 @@ static enum MHD_Result reply_static(struct MHD_Connection *c, const dash_file *f
     return admin_queue(c, status, r);
 }
 
-static enum MHD_Result route(admin *a, struct MHD_Connection *c, const char *url)
+static enum MHD_Result route(admin *a, struct MHD_Connection *c, const char *url, void **req_cls)
 {
     const dash_file *f;
 
@@ -307,7 +307,7 @@ static enum MHD_Result route(admin *a, struct MHD_Connection *c, const char *url
     if (strcmp(url, "/api/limits") == 0 || strcmp(url, "/api/limits/") == 0)
         return admin_api_limits(a, c);
     if (strncmp(url, "/api/limits/", 12) == 0)
-        return admin_api_limit(a, c, url + 12);
+        return admin_api_limit(a, c, url + 12, req_cls);
     if (strncmp(url, "/api/tasks/", 11) == 0)
         return admin_api_task(a, c, url + 11);
     if (strcmp(url, "/api/events") == 0)
@@ -351,7 +351,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return reply_healthz(c);
     if (strcmp(url, "/readyz") == 0)
         return reply_readyz(a, c);
-    return route(a, c, url);
+    return route(a, c, url, req_cls);
 }
 
 /* MHD is done with a request: an API request's state goes. */

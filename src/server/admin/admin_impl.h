@@ -144,7 +144,8 @@ int admin_parse_id(const char *s, uint64_t *out);
 
 enum MHD_Result admin_api_stats(admin *a, struct MHD_Connection *c);
 enum MHD_Result admin_api_limits(admin *a, struct MHD_Connection *c);
-enum MHD_Result admin_api_limit(admin *a, struct MHD_Connection *c, const char *name);
+enum MHD_Result admin_api_limit(admin *a, struct MHD_Connection *c, const char *name,
+                                void **req_cls);
 enum MHD_Result admin_api_task(admin *a, struct MHD_Connection *c, const char *id);
 enum MHD_Result admin_metrics(admin *a, struct MHD_Connection *c);
 enum MHD_Result admin_sse_open(admin *a, struct MHD_Connection *c);
@@ -211,6 +212,15 @@ enum MHD_Result admin_v1_begin(admin *a, struct MHD_Connection *c, const char *u
  * until the shared store answered its command, and answers once resumed. */
 enum MHD_Result admin_v1_continue(admin *a, admin_v1_req *r, const char *upload_data,
                                   size_t *upload_data_size);
+
+/* GET /api/limits/{name}/spend?key=K[&tier=T] on a shared store, where the spending lives in the
+ * store: runs LIMIT.SPEND on a detached client, as the API's routes run their commands, and
+ * answers with the embedded store's document (or its /api error), at once or once the store
+ * answered (the connection suspended meanwhile). Sets *req_cls to the request, which
+ * admin_v1_continue finishes and admin_v1_free frees. name and key were checked by the caller
+ * (a quota that exists, a key given). */
+enum MHD_Result admin_v1_spend(admin *a, struct MHD_Connection *c, const char *name,
+                               const char *key, const char *tier, void **req_cls);
 
 /* MHD is done with the request: frees it. Accepts NULL. */
 void admin_v1_free(admin_v1_req *r);

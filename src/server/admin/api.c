@@ -495,7 +495,8 @@ fail:
  * 004's "a user's daily spend"), as LIMIT.SPEND. A read: nothing changes, not even the limit's
  * clock. 404 for no such limit or tier, 400 for a missing key, a limit that is not a quota, or a
  * tiered one asked without a tier. */
-static enum MHD_Result api_spend(admin *a, struct MHD_Connection *c, const char *name)
+static enum MHD_Result api_spend(admin *a, struct MHD_Connection *c, const char *name,
+                                 void **req_cls)
 {
     const char *key = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "key");
     const char *tier = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "tier");
@@ -504,11 +505,6 @@ static enum MHD_Result api_spend(admin *a, struct MHD_Connection *c, const char 
     json_t *doc;
     int rc, bad = 0;
 
-    /* Under a shared store the spending lives in Redis, not in this node's limits. */
-    if (rstore_active(a->srv))
-        return admin_reply_error(c, MHD_HTTP_NOT_IMPLEMENTED, "not_shared",
-                                 "spend queries are not available with a %s store yet",
-                                 rstore_kind_name(a->srv));
     if (!p)
         return admin_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found", "no limit named \"%.200s\"",
                                  name);
@@ -518,6 +514,21 @@ static enum MHD_Result api_spend(admin *a, struct MHD_Connection *c, const char 
     if ((p->ntiers ? p->tiers[0].def.kind : p->def.kind) != SLUICE_QUOTA)
         return admin_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
                                  "limit \"%.200s\" is not a quota", name);
+    /* Under a shared store the spending lives in the store: LIMIT.SPEND asks it (v1.c), once
+     * the tier is checked here as the engine checks it (the same statuses on every store). */
+    if (rstore_active(a->srv)) {
+        size_t t = 0;
+
+        if (p->ntiers && !tier)
+            return admin_reply_error(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                     "limit \"%.200s\" is tiered: give ?tier=T", name);
+        while (tier && t < p->ntiers && strcmp(p->tiers[t].name, tier) != 0)
+            t++;
+        if (tier && t == p->ntiers)
+            return admin_reply_error(c, MHD_HTTP_NOT_FOUND, "not_found",
+                                     "limit \"%.200s\" has no tier \"%.200s\"", name, tier);
+        return admin_v1_spend(a, c, name, key, tier, req_cls);
+    }
     rc = sluice_engine_quota_usage(a->srv->engine, name, tier, key, strlen(key), server_now(a->srv),
                                    &u);
     if (rc == SLUICE_EINVAL)
@@ -547,7 +558,8 @@ static enum MHD_Result api_spend(admin *a, struct MHD_Connection *c, const char 
     return admin_reply_json(c, MHD_HTTP_OK, doc);
 }
 
-enum MHD_Result admin_api_limit(admin *a, struct MHD_Connection *c, const char *name)
+enum MHD_Result admin_api_limit(admin *a, struct MHD_Connection *c, const char *name,
+                                void **req_cls)
 {
     const sluice_limit_policy *p;
     sluice_limit_figures f;
@@ -564,7 +576,7 @@ enum MHD_Result admin_api_limit(admin *a, struct MHD_Connection *c, const char *
                                      name);
         memcpy(base, name, n);
         base[n] = '\0';
-        return api_spend(a, c, base);
+        return api_spend(a, c, base, req_cls);
     }
     p = sluice_engine_get_limit(a->srv->engine, name, NULL);
     if (!p)

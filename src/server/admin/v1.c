@@ -71,6 +71,7 @@ typedef enum v1_route {
     V1_THROTTLE,
     V1_TASKS,
     V1_EXPLAIN,
+    V1_SPEND, /* GET /api/limits/{name}/spend on a shared store (admin_v1_spend) */
 } v1_route;
 
 typedef enum v1_state {
@@ -97,6 +98,8 @@ struct admin_v1_req {
     const char *name, *key;    /* V1_THROTTLE: as asked, in json ("" for no key) */
     size_t keylen;             /* V1_THROTTLE */
     int peek;                  /* V1_THROTTLE */
+    char *spend_args;          /* V1_SPEND: name, key and tier, each NUL-terminated (owned) */
+    const char *spend_tier;    /* V1_SPEND: in spend_args, NULL for none */
     char failure[256];         /* V1_DONE: the commit's error, "" when durable */
     int shutdown;              /* V1_DONE: answered early, the admin port is stopping */
     admin_v1_req *prev, *next; /* a->v1_waiting while V1_WAITING or V1_STORE */
@@ -747,6 +750,117 @@ static enum MHD_Result do_explain(admin_v1_req *r)
     return admin_reply_json(r->conn, MHD_HTTP_OK, ex);
 }
 
+/* ---- GET /api/limits/{name}/spend on a shared store --------------------------------------- */
+
+/* The status and code of an /api error answer for a RESP error word. */
+static unsigned spend_status(const char *err, size_t len, const char **code)
+{
+    const char *sp = memchr(err, ' ', len), *type, *title;
+    unsigned status = admin_v1_status(err, sp ? (size_t)(sp - err) : len, &type, &title);
+
+    size_t wlen = sp ? (size_t)(sp - err) : len;
+
+    *code = status == 400                                   ? "bad_request"
+            : status == 404                                 ? "not_found"
+            : wlen == 9 && memcmp(err, "STOREDOWN", 9) == 0 ? "store_down"
+            : status == 503                                 ? "unavailable"
+                                                            : "error";
+    return status;
+}
+
+/* A time of LIMIT.SPEND's reply (ms) as /api gives times: null for none (-1). */
+static json_t *spend_time(int64_t ms)
+{
+    return ms <= 0 ? json_null() : json_integer((json_int_t)ms);
+}
+
+/* Answers a spend query from LIMIT.SPEND's reply in r->reply: its map of five integers becomes
+ * the document the embedded store's spend query gives (api.c, api_spend), an error the /api
+ * error of its word (NOLIMIT 404, WRONGARGS 400, STOREDOWN 503). */
+static enum MHD_Result spend_finish(admin_v1_req *r)
+{
+    static const char *const fields[] = {"spent", "budget", "remaining", "period_start_ms",
+                                         "resets_at_ms"};
+    admin_resp_val v[V1_REPLY_VALUES];
+    const char *name = r->spend_args, *key = name + strlen(name) + 1, *code;
+    int64_t got[5];
+    unsigned seen = 0;
+    size_t nv;
+    int is_array, bad = 0;
+    json_t *doc;
+
+    if (r->reply.failed ||
+        admin_resp_parse(r->reply.buf, r->reply.len, v, V1_REPLY_VALUES, &nv, &is_array) != 0)
+        return admin_reply_json(r->conn, 500, NULL);
+    if (!is_array && nv == 1 && v[0].type == '-') {
+        unsigned status = spend_status(v[0].s, v[0].len, &code);
+        const char *sp = memchr(v[0].s, ' ', v[0].len);
+        size_t off = sp ? (size_t)(sp - v[0].s) + 1 : 0;
+
+        return admin_reply_error(r->conn, status, code, "%.*s", (int)(v[0].len - off),
+                                 v[0].s + off);
+    }
+    for (size_t i = 0; is_array && i + 1 < nv; i += 2)
+        for (unsigned f = 0; f < 5; f++)
+            if (v[i].type == '$' && v[i + 1].type == ':' && v[i].len == strlen(fields[f]) &&
+                memcmp(v[i].s, fields[f], v[i].len) == 0) {
+                got[f] = v[i + 1].i;
+                seen |= 1u << f;
+            }
+    if (seen != 0x1f)
+        return admin_reply_json(r->conn, 500, NULL);
+    doc = json_object();
+    if (!doc)
+        return admin_reply_json(r->conn, MHD_HTTP_OK, NULL);
+    bad |= json_object_set_new(doc, "limit", admin_json_bytes(name, strlen(name)));
+    bad |= json_object_set_new(
+        doc, "tier",
+        r->spend_tier ? admin_json_bytes(r->spend_tier, strlen(r->spend_tier)) : json_null());
+    bad |= json_object_set_new(doc, "key", admin_json_bytes(key, strlen(key)));
+    bad |= json_object_set_new(doc, "spent", json_integer((json_int_t)got[0]));
+    bad |= json_object_set_new(doc, "budget", json_integer((json_int_t)got[1]));
+    bad |= json_object_set_new(doc, "remaining", json_integer((json_int_t)got[2]));
+    bad |= json_object_set_new(doc, "period_start_ms", spend_time(got[3]));
+    bad |= json_object_set_new(doc, "resets_at_ms", spend_time(got[4]));
+    if (bad) {
+        json_decref(doc);
+        doc = NULL;
+    }
+    return admin_reply_json(r->conn, MHD_HTTP_OK, doc);
+}
+
+enum MHD_Result admin_v1_spend(admin *a, struct MHD_Connection *c, const char *name,
+                               const char *key, const char *tier, void **req_cls)
+{
+    size_t nlen = strlen(name), klen = strlen(key), tlen = tier ? strlen(tier) : 0;
+    const char *argv[5];
+    size_t argvlen[5], n = 0;
+    admin_v1_req *r = alloc_calloc(1, sizeof *r);
+
+    if (r)
+        r->spend_args = alloc_malloc(nlen + klen + tlen + 3);
+    if (!r || !r->spend_args) {
+        alloc_free(r);
+        return admin_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "nomem", "%s", "out of memory");
+    }
+    r->a = a;
+    r->conn = c;
+    r->route = V1_SPEND;
+    memcpy(r->spend_args, name, nlen + 1);
+    memcpy(r->spend_args + nlen + 1, key, klen + 1);
+    if (tier) {
+        r->spend_tier = r->spend_args + nlen + klen + 2;
+        memcpy(r->spend_args + nlen + klen + 2, tier, tlen + 1);
+    }
+    *req_cls = r; /* freed by admin_v1_free when MHD is done with the request */
+    argv[n] = "LIMIT.SPEND", argvlen[n++] = 11;
+    argv[n] = name, argvlen[n++] = nlen;
+    argv[n] = key, argvlen[n++] = klen;
+    if (tier)
+        argv[n] = "TIER", argvlen[n++] = 4, argv[n] = tier, argvlen[n++] = tlen;
+    return run(r, argv, argvlen, n) ? spend_finish(r) : suspend_for_store(r);
+}
+
 /* ---- The request's life ------------------------------------------------------------------ */
 
 int admin_v1_path(const char *url)
@@ -894,6 +1008,9 @@ static int body_append(admin_v1_req *r, const char *data, size_t n)
 /* Answers a resumed request from its command's reply (or the server's stop). */
 static enum MHD_Result finish(admin_v1_req *r)
 {
+    if (r->shutdown && r->route == V1_SPEND)
+        return admin_reply_error(r->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "shutdown", "%s",
+                                 r->failure);
     if (r->shutdown && r->route != V1_TASKS)
         return reply_failed(r->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "BusyError", "Shutting down",
                             "SHUTDOWN", r->failure, "Retry on another server", NULL, NULL);
@@ -902,6 +1019,8 @@ static enum MHD_Result finish(admin_v1_req *r)
         return throttle_finish(r);
     case V1_EXPLAIN:
         return explain_finish(r);
+    case V1_SPEND:
+        return spend_finish(r);
     default:
         return tasks_answer(r);
     }
@@ -967,6 +1086,7 @@ void admin_v1_free(admin_v1_req *r)
         waiting_unlink(r);
     }
     conn_detached_free(r->vc); /* forgets its place in the store's batches */
+    alloc_free(r->spend_args);
     r->a->v1_body_bytes -= r->cap;
     alloc_free(r->body);
     json_decref(r->json);
