@@ -426,30 +426,6 @@ int sluice_limit_shadow(const sluice_limit *lim)
 /* ---- Shared steps -----------------------------------------------------------------------------
  */
 
-/* The one clock clamp of sluice (limit.h, "Time"): every call that acts on a limit reads `now`
- * through here, so time inside a limit never runs backwards whoever calls, the engine or a
- * THROTTLE. Reads use limit_view_now and leave last_now_ns alone. */
-int64_t limit_clamp_now(sluice_limit *lim, int64_t now_ns)
-{
-    lim->last_now_ns = limit_view_now(lim, now_ns);
-    return lim->last_now_ns;
-}
-
-/* The latest time a limit works at: 101 years before INT64_MAX (the year 2161). A TAT may lie
- * up to burst * T <= 100 years ahead of now (gcra.c), so every time a limit forms from a later
- * clock would saturate and lose what it says; past it, time stops, and a key waits longer, never
- * less. */
-#define LIMIT_LAST_NS (INT64_MAX - INT64_C(101) * 366 * 86400 * SLUICE_NS_PER_SEC)
-
-int64_t limit_view_now(const sluice_limit *lim, int64_t now_ns)
-{
-    if (now_ns < 0)
-        now_ns = 0;
-    else if (now_ns > LIMIT_LAST_NS)
-        now_ns = LIMIT_LAST_NS;
-    return now_ns > lim->last_now_ns ? now_ns : lim->last_now_ns;
-}
-
 /* limit_normalize_key without counting the request: for reads, which change nothing. Sets
  * *hashed when the key was replaced by its digest. */
 static int normalize_key(const sluice_limit *lim, const char *key, size_t keylen, norm_key *nk,
@@ -631,21 +607,6 @@ static int decide_one(sluice_limit *lim, const norm_key *nk, int64_t units, int6
                                   out);
     }
     return limit_state_decide(lim, state, fresh, units, ttl_ns, now, 0, out);
-}
-
-/* Counts a charging decision in the limit's figures. */
-void limit_count_decision(sluice_limit *lim, sluice_decision *d, int64_t units)
-{
-    if (d->allowed) {
-        lim->stats.allowed++;
-        lim->stats.units += (uint64_t)units;
-    } else if (lim->shadow) {
-        /* The denial charged nothing; it is only told as a pass. */
-        limit_shadow_pass(d);
-        lim->stats.shadow_denied++;
-    } else {
-        lim->stats.denied++;
-    }
 }
 
 /* ---- Public decisions -------------------------------------------------------------------------

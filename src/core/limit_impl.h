@@ -49,12 +49,33 @@ typedef struct norm_key {
     unsigned char digest[32];
 } norm_key;
 
-/* The clock clamp (limit.h, "Time"): clamps now_ns to the newest time the limit has seen (and
- * to >= 0) and remembers it. Every call that acts on the limit takes its `now` from here. */
-int64_t limit_clamp_now(sluice_limit *lim, int64_t now_ns);
+/* The latest time a limit works at: 101 years before INT64_MAX (the year 2161). A TAT may lie
+ * up to burst * T <= 100 years ahead of now (gcra.c), so every time a limit forms from a later
+ * clock would saturate and lose what it says; past it, time stops, and a key waits longer, never
+ * less. */
+#define LIMIT_LAST_NS (INT64_MAX - INT64_C(101) * 366 * 86400 * SLUICE_NS_PER_SEC)
 
 /* What limit_clamp_now would return, remembering nothing: the `now` of a read (peek, estimate). */
-int64_t limit_view_now(const sluice_limit *lim, int64_t now_ns);
+static inline int64_t limit_view_now(const sluice_limit *lim, int64_t now_ns)
+{
+    if (now_ns < 0)
+        now_ns = 0;
+    else if (now_ns > LIMIT_LAST_NS)
+        now_ns = LIMIT_LAST_NS;
+    return now_ns > lim->last_now_ns ? now_ns : lim->last_now_ns;
+}
+
+/* The one clock clamp of sluice (limit.h, "Time"): every call that acts on a limit reads `now`
+ * through here, so time inside a limit never runs backwards whoever calls, the engine or a
+ * THROTTLE; it clamps now_ns to the newest time the limit has seen (and to >= 0) and remembers
+ * it. Reads use limit_view_now and leave last_now_ns alone. Inline, as the next two: they are on
+ * the path of every decision, and a call there is a stack frame the CPU must get through before
+ * it can run ahead into the next decision's cache miss. */
+static inline int64_t limit_clamp_now(sluice_limit *lim, int64_t now_ns)
+{
+    lim->last_now_ns = limit_view_now(lim, now_ns);
+    return lim->last_now_ns;
+}
 
 /* Fills *nk with the key the table uses: the key itself, or its SHA-256 when longer than
  * max_key_len. Returns 0, SLUICE_EINVAL (NULL key with a length) or SLUICE_ENOMEM. */
@@ -122,16 +143,28 @@ int limit_state_decide(sluice_limit *lim, void *state, int fresh, int64_t units,
  * budget and `untracked` set, and shadow_denied for the would-be refusal. */
 void limit_untracked_decision(const sluice_limit *lim, sluice_decision *d);
 
-/* Counts a charging decision in the limit's figures (allowed, denied, units granted). A denial
- * of a shadow limit is turned into its pass here (allowed, shadow_denied set) and counted in
- * shadow_denied: the one branch shadow mode costs, on the denied path only. */
-void limit_count_decision(sluice_limit *lim, sluice_decision *d, int64_t units);
-
 /* Turns a denial of a shadow limit into its pass (allowed, shadow_denied), counting nothing. */
 static inline void limit_shadow_pass(sluice_decision *d)
 {
     d->allowed = 1;
     d->shadow_denied = 1;
+}
+
+/* Counts a charging decision in the limit's figures (allowed, denied, units granted). A denial
+ * of a shadow limit is turned into its pass here (allowed, shadow_denied set) and counted in
+ * shadow_denied: the one branch shadow mode costs, on the denied path only. */
+static inline void limit_count_decision(sluice_limit *lim, sluice_decision *d, int64_t units)
+{
+    if (d->allowed) {
+        lim->stats.allowed++;
+        lim->stats.units += (uint64_t)units;
+    } else if (lim->shadow) {
+        /* The denial charged nothing; it is only told as a pass. */
+        limit_shadow_pass(d);
+        lim->stats.shadow_denied++;
+    } else {
+        lim->stats.denied++;
+    }
 }
 
 #endif
