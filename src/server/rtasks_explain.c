@@ -8,10 +8,12 @@
  * store's clock (rstore_peek_then: the chain judged, nothing charged, nothing written). Any node
  * explains any task the same way, whichever node added it.
  *
- * What the store does not keep is said, not invented: the tasks ahead of a parked task and on
- * its key (position, queue_length), when its key is woken next (wake_ms), and the limit it
- * parked on when its chain would grant it now are null, and the text says so. The estimated
- * start is the store time at which the peeked chain would grant it.
+ * Where a parked task waits comes from the store with the task (INFO's park_link, position,
+ * queue_length, wake_ms): the limit and key of the link it parked on, the tasks ahead of it in
+ * that key's wait queue in the order claims take them, the queue's length and when the queue is
+ * armed to wake, as the single node reports them. The estimated start is the store time at which
+ * the peeked chain would grant it (the single node's also counts the units queued ahead of it on
+ * that key; the shared store does not sum them, and the text says the start is the chain's).
  *
  * Invariants:
  * - the client is blocked (conn_block) from the command until its reply, so it runs nothing
@@ -46,6 +48,10 @@ typedef struct xplain {
     size_t nlinks;               /* links peeked */
     char names[XPLAIN_LINKS][COMMAND_NAME_BUF]; /* their limits' names (a denial names one) */
     char keys[XPLAIN_LINKS][XPLAIN_KEY_BUF];    /* their keys, cut */
+    int park_link;        /* PARKED: the link it waits on (1-based), from the store; else 0 */
+    int64_t position;     /* PARKED: tasks ahead of it in that link key's wait queue */
+    int64_t queue_length; /* PARKED: tasks in that queue */
+    int64_t wake_ms;      /* PARKED: when the queue is armed to wake (store ms); -1: never */
 } xplain;
 
 static void x_timeout(conn *c, void *arg);
@@ -114,10 +120,9 @@ static void x_reply(xplain *x, const char *limit, const char *key, int64_t start
     resp_field_str(w, "state", sluice_task_state_name(x->state));
     resp_field_str(w, "limit", limit);
     resp_field_str(w, "key", key);
-    /* Not kept by the shared store: the text says so. */
-    resp_field_int(w, "position", 0, 0);
-    resp_field_int(w, "queue_length", 0, 0);
-    resp_field_int(w, "wake_ms", 0, 0);
+    resp_field_int(w, "position", x->park_link > 0, x->position);
+    resp_field_int(w, "queue_length", x->park_link > 0, x->queue_length);
+    resp_field_int(w, "wake_ms", x->park_link > 0 && x->wake_ms >= 0, x->wake_ms);
     resp_field_int(w, "estimated_start_ms", start_ns != 0, command_time_ms(start_ns));
     resp_field_str(w, "text", text);
     x->c = NULL;
@@ -141,6 +146,50 @@ static void x_fail(xplain *x, const char *why)
     x_release(x);
 }
 
+/* The text of a parked task's explanation: where it waits (its link's limit and key, the tasks
+ * ahead of it, when its key wakes: the single node's sentence) and what the peek of its chain
+ * said: verdict 1 it grants the task at start_ns, -1 it cannot as things stand, 0 it would
+ * grant it now (a node takes it when its key is next woken). */
+static void parked_text(const xplain *x, char *text, size_t len, int64_t now, int verdict,
+                        int64_t start_ns)
+{
+    char where[XPLAIN_KEY_BUF + COMMAND_NAME_BUF + 160] = "Parked";
+    int n;
+
+    if (x->park_link > 0 && (size_t)x->park_link <= x->nlinks)
+        snprintf(where, sizeof where,
+                 "Parked on limit \"%s\" key \"%s\" with %" PRId64 " task(s) ahead of %" PRId64,
+                 x->names[x->park_link - 1], x->keys[x->park_link - 1], x->position,
+                 x->queue_length);
+    else if (x->park_link > 0)
+        snprintf(where, sizeof where, "Parked with %" PRId64 " task(s) ahead of %" PRId64,
+                 x->position, x->queue_length);
+    n = snprintf(text, len, "%s", where);
+    if (n < 0 || (size_t)n >= len)
+        return;
+    if (x->park_link > 0 && x->wake_ms >= 0) {
+        /* A wake past what nanoseconds hold saturates, as every time here. */
+        int64_t wake_ns =
+            x->wake_ms > INT64_MAX / SLUICE_NS_PER_MS ? INT64_MAX : x->wake_ms * SLUICE_NS_PER_MS;
+
+        n += snprintf(text + n, len - (size_t)n, "; the key wakes in %.3f s",
+                      secs(wake_ns > now ? wake_ns : now, now));
+    }
+    if (n < 0 || (size_t)n >= len)
+        return;
+    if (verdict < 0)
+        snprintf(text + n, len - (size_t)n, "; the limit cannot grant it as things stand.");
+    else if (verdict > 0)
+        snprintf(text + n, len - (size_t)n,
+                 "; its chain, peeked in the store's clock, grants it in about %.3f s (not "
+                 "counting the units queued ahead of it).",
+                 secs(start_ns, now));
+    else
+        snprintf(text + n, len - (size_t)n,
+                 "; its chain, peeked in the store's clock, would grant it now, so a node takes "
+                 "it when its key is next woken.");
+}
+
 /* The peek of a waiting task's chain answered. */
 static void on_peek(void *arg, const rlim_result *r, const sluice_decision *dec, const char *why)
 {
@@ -156,12 +205,21 @@ static void on_peek(void *arg, const rlim_result *r, const sluice_decision *dec,
         return;
     }
     if (r->rc != 0) {
-        snprintf(text, sizeof text,
-                 "%s; the store refused the peek of its chain (%s). The shared store does not "
-                 "report the limit it waits on, the tasks ahead of it or when its key is woken.",
-                 x->state == SLUICE_TASK_PARKED ? "Parked" : "Queued and due",
-                 sluice_strerror(r->rc));
-        x_reply(x, NULL, NULL, 0, text);
+        if (x->state == SLUICE_TASK_PARKED) {
+            char where[XPLAIN_KEY_BUF + COMMAND_NAME_BUF + 160];
+
+            parked_text(x, where, sizeof where, r->now_ns, 0, r->now_ns);
+            snprintf(text, sizeof text, "%.*s; the store refused the peek of its chain (%s).",
+                     (int)strcspn(where, ";"), where, sluice_strerror(r->rc));
+        } else {
+            snprintf(text, sizeof text,
+                     "Queued and due; the store refused the peek of its chain (%s).",
+                     sluice_strerror(r->rc));
+        }
+        if (x->park_link > 0 && (size_t)x->park_link <= x->nlinks)
+            x_reply(x, x->names[x->park_link - 1], x->keys[x->park_link - 1], 0, text);
+        else
+            x_reply(x, NULL, NULL, 0, text);
         return;
     }
     now = r->now_ns;
@@ -173,26 +231,11 @@ static void on_peek(void *arg, const rlim_result *r, const sluice_decision *dec,
         start = never ? SLUICE_NEVER : now + r->chain.retry_after_ns;
     }
     if (x->state == SLUICE_TASK_PARKED) {
-        if (!lim)
-            snprintf(
-                text, sizeof text,
-                "Parked; its chain, peeked in the store's clock, would grant it now, so a node "
-                "takes it when its key is next woken. The shared store does not report the "
-                "limit it parked on, the tasks ahead of it or when its key is woken.");
-        else if (never)
-            snprintf(
-                text, sizeof text,
-                "Parked on limit \"%s\" key \"%s\"; the limit cannot grant it as things stand. "
-                "The shared store does not report the tasks ahead of it or when its key is "
-                "woken.",
-                lim, key);
+        parked_text(x, text, sizeof text, now, lim ? (never ? -1 : 1) : 0, start);
+        if (x->park_link > 0 && (size_t)x->park_link <= x->nlinks)
+            x_reply(x, x->names[x->park_link - 1], x->keys[x->park_link - 1], start, text);
         else
-            snprintf(text, sizeof text,
-                     "Parked on limit \"%s\" key \"%s\"; its chain, peeked in the store's clock, "
-                     "grants it in about %.3f s. The shared store does not report the tasks ahead "
-                     "of it or when its key is woken.",
-                     lim, key, secs(start, now));
-        x_reply(x, lim, key, start, text);
+            x_reply(x, lim, key, start, text);
         return;
     }
     /* Queued and due: the single node names no limit for it; the peek says what its gate would
@@ -331,6 +374,12 @@ static void on_info(void *arg, const rtask_task *t, const rtask_result *r, const
     now = r->now_ns;
     x->state = t->state;
     x->attempt = t->attempt;
+    if (t->state == SLUICE_TASK_PARKED && t->park_link > 0) {
+        x->park_link = t->park_link;
+        x->position = t->position;
+        x->queue_length = t->queue_length;
+        x->wake_ms = t->wake_ms;
+    }
     snprintf(x->type, sizeof x->type, "%.*s",
              (int)(t->typelen < sizeof x->type - 1 ? t->typelen : sizeof x->type - 1), t->type);
     if (t->state == SLUICE_TASK_QUEUED && t->not_before_ns > now) {
@@ -349,9 +398,7 @@ static void on_info(void *arg, const rtask_task *t, const rtask_result *r, const
             return;
         if (rc == 1) { /* no limits: nothing to wait for */
             if (t->state == SLUICE_TASK_PARKED)
-                snprintf(text, sizeof text,
-                         "Parked; its chain has no limits now, so a node takes "
-                         "it when its key is next woken.");
+                parked_text(x, text, sizeof text, now, 0, now);
             else
                 snprintf(text, sizeof text,
                          "Queued and due: the next worker polling type \"%s\" takes it through the "
@@ -361,10 +408,15 @@ static void on_info(void *arg, const rtask_task *t, const rtask_result *r, const
             x_reply(x, NULL, NULL, now, text);
             return;
         }
-        snprintf(text, sizeof text,
-                 "%s; its chain was not peeked (%s). The shared store does not report the limit it "
-                 "waits on, the tasks ahead of it or when its key is woken.",
-                 t->state == SLUICE_TASK_PARKED ? "Parked" : "Queued and due", cause);
+        if (t->state == SLUICE_TASK_PARKED) {
+            char where[XPLAIN_KEY_BUF + COMMAND_NAME_BUF + 160];
+
+            parked_text(x, where, sizeof where, now, 0, now);
+            snprintf(text, sizeof text, "%.*s; its chain was not peeked (%s).",
+                     (int)strcspn(where, ";"), where, cause);
+        } else {
+            snprintf(text, sizeof text, "Queued and due; its chain was not peeked (%s).", cause);
+        }
         x_reply(x, NULL, NULL, 0, text);
         return;
     case SLUICE_TASK_RUNNING:

@@ -568,6 +568,15 @@ int rtask_parse_info(const char *s, size_t len, rtask_task *out, int *has_key, i
         rc = packed_range(f, 0, 1, &hm);
     if (rc == SLUICE_OK)
         rc = packed_range(f, 1, INT64_MAX, &out->units);
+    if (rc == SLUICE_OK)
+        rc = packed_range(f, 0, INT32_MAX, &v);
+    out->park_link = (int)v;
+    if (rc == SLUICE_OK)
+        rc = packed_range(f, 0, INT64_MAX, &out->position);
+    if (rc == SLUICE_OK)
+        rc = packed_range(f, 0, INT64_MAX, &out->queue_length);
+    if (rc == SLUICE_OK)
+        rc = packed_range(f, -1, INT64_MAX, &out->wake_ms);
     if (rc == SLUICE_OK && !packed_at_end(f))
         rc = SLUICE_EPARSE;
     if (rc != SLUICE_OK) {

@@ -219,6 +219,11 @@ typedef struct rtask_task {
     const char *fail_message; /* NULL: none */
     size_t fail_message_len;
     int64_t units; /* the task's UNITS */
+    /* INFO of a PARKED task (else 0, and wake_ms -1): where it waits. */
+    int park_link;        /* its link it parked on, 1-based */
+    int64_t position;     /* tasks ahead of it in that link key's wait queue */
+    int64_t queue_length; /* tasks in that queue */
+    int64_t wake_ms;      /* when the queue is armed to wake (store time, ms); -1: never */
 } rtask_task;
 
 /* One request's answer. */

@@ -184,26 +184,37 @@ case $out in
 PONG\ [0-9]*\ 1\ 5\ 4\ 0\ 50\ \ x\ [0-9]*\ pipe\ {}\ 1\ [0-9]*\ PONG\ ) ok ;;
 *) bad "pipelined task and limit replies in command order: [$out]" ;;
 esac
-# TASK.EXPLAIN on any node: the task read from the store, its chain resolved as TASK.ADD does
-# and peeked in the store's clock; the single node's fields, those the store does not keep nil.
+# TASK.EXPLAIN on any node: the task read from the store with where it waits (the link it
+# parked on, the tasks ahead of it in that key's wait queue, the queue's wake), its chain
+# resolved as TASK.ADD does and peeked in the store's clock: the single node's fields.
 e1=$(on "$A" TASK.ADD keyed '{"user":"ex"}')
 e2=$(on "$A" TASK.ADD keyed '{"user":"ex"}')
 check "A takes the first keyed task, the second parks" "$e1" "$(redis-cli -p "$A" TASK.GET keyed COUNT 2 | head -1)"
 check "INFO: the second is parked" parked "$(redis-cli -p "$C" TASK.INFO "$e2" | sed -n '4p')"
+e3=$(on "$B" TASK.ADD keyed '{"user":"ex"}')
+check "a third is not granted to B" "" "$(redis-cli -p "$B" TASK.GET keyed)"
+check "INFO: it parked behind the second" parked "$(redis-cli -p "$C" TASK.INFO "$e3" | sed -n '4p')"
 t0=$(now_ms)
 for p in $B $C $A; do
   check "EXPLAIN on $p: parked" parked "$(P=$p field TASK.EXPLAIN "$e2" state)"
   check "EXPLAIN on $p: the limit it waits on" per_user "$(P=$p field TASK.EXPLAIN "$e2" limit)"
   check "EXPLAIN on $p: its key" ex "$(P=$p field TASK.EXPLAIN "$e2" key)"
-  check "EXPLAIN on $p: position not kept by the store" "" "$(P=$p field TASK.EXPLAIN "$e2" position)"
-  check "EXPLAIN on $p: wake_ms not kept by the store" "" "$(P=$p field TASK.EXPLAIN "$e2" wake_ms)"
+  check "EXPLAIN on $p: first in its key's queue of two" "0 2" \
+    "$(P=$p field TASK.EXPLAIN "$e2" position) $(P=$p field TASK.EXPLAIN "$e2" queue_length)"
+  check "EXPLAIN on $p: the third is behind it" "1 2" \
+    "$(P=$p field TASK.EXPLAIN "$e3" position) $(P=$p field TASK.EXPLAIN "$e3" queue_length)"
+  within "EXPLAIN on $p: the key wakes within the hour (ms)" $((t0 - 60000)) $((t0 + 3700000)) \
+    "$(P=$p field TASK.EXPLAIN "$e2" wake_ms)"
   within "EXPLAIN on $p: starts in about an hour (ms)" $((t0 + 3500000)) $((t0 + 3700000)) \
     "$(P=$p field TASK.EXPLAIN "$e2" estimated_start_ms)"
-  contains "EXPLAIN on $p: the text" "Parked on limit \"per_user\" key \"ex\"; its chain, peeked in the store's clock, grants it in about 3" \
+  contains "EXPLAIN on $p: the text" "Parked on limit \"per_user\" key \"ex\" with 0 task(s) ahead of 2; the key wakes in " \
     "$(P=$p field TASK.EXPLAIN "$e2" text)"
-  contains "EXPLAIN on $p: says what the store does not report" "does not report the tasks ahead of it" \
+  contains "EXPLAIN on $p: and the peek" "its chain, peeked in the store's clock, grants it in about 3" \
     "$(P=$p field TASK.EXPLAIN "$e2" text)"
 done
+check "the third task cancelled" 1 "$(redis-cli -p "$C" TASK.CANCEL "$e3")"
+check "EXPLAIN: the queue is one shorter" "0 1" \
+  "$(P=$B field TASK.EXPLAIN "$e2" position) $(P=$B field TASK.EXPLAIN "$e2" queue_length)"
 contains "EXPLAIN of the running one" "Running (attempt 1); its lease ends in" "$(P=$B field TASK.EXPLAIN "$e1" text)"
 check "the peek charged nothing: the key is still spent" 0 "$(redis-cli -p "$B" THROTTLE per_user ex PEEK | head -1)"
 r1=$(on "$A" TASK.ADD job '{"n":"ready"}')

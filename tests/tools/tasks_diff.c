@@ -42,8 +42,8 @@ static pgt_batch *PB;
  * calls of up to eight requests, so that the PostgreSQL function's set-based runs (003) of
  * consecutive adds, claims and acks are taken, and left for the per-request path in between. */
 static int plain;
-static long ncalls, nreqs, ndelivered, nparked_claims, nfailed_tasks, nparked_seen, nmore, nbusy,
-    nbusy_parked, nstale_groups;
+static long ncalls, nreqs, ndelivered, nparked_claims, nfailed_tasks, nparked_seen, nparked_behind,
+    nmore, nbusy, nbusy_parked, nstale_groups;
 
 static void pg_reset(PGconn *c)
 {
@@ -65,6 +65,10 @@ static void same_task(size_t i, const rtask_task *x, const rtask_task *y)
     SAME("task submitted", x->submitted_ns, y->submitted_ns);
     SAME("task not_before", x->not_before_ns, y->not_before_ns);
     SAME("task units", x->units, y->units);
+    SAME("task park_link", x->park_link, y->park_link);
+    SAME("task position", x->position, y->position);
+    SAME("task queue_length", x->queue_length, y->queue_length);
+    SAME("task wake_ms", x->wake_ms, y->wake_ms);
     same_bytes(i, "task type", x->type, x->typelen, y->type, y->typelen);
     same_bytes(i, "task payload", x->payload, x->payload_len, y->payload, y->payload_len);
     same_bytes(i, "task key", x->task_key, x->task_key_len, y->task_key, y->task_key_len);
@@ -180,6 +184,7 @@ static void run_both(void)
             if (a.id < MAXTASKS && a.state >= SLUICE_TASK_DONE)
                 finished[a.id] = 1;
             nparked_seen += a.state == SLUICE_TASK_PARKED;
+            nparked_behind += a.state == SLUICE_TASK_PARKED && a.position > 0;
         }
     }
     freeReplyObject(rr);
@@ -528,13 +533,14 @@ static void differential(int steps)
     }
     info_all();
     printf("differential seed %u: %d steps, %ld calls, %ld requests, %llu tasks, %ld deliveries, "
-           "%ld empty claims, %ld tasks failed by their limits, %ld parked tasks seen by INFO, "
+           "%ld empty claims, %ld tasks failed by their limits, %ld parked tasks seen by INFO "
+           "(%ld behind another), "
            "%ld claims cut short by a bound, %ld THROTTLEs between them, %ld adds refused by the "
            "caps (%ld by max_parked), %ld adds of group slots (%ld refused NOLEASE), %ld checks, "
            "every answer equal\n",
            seed, steps, ncalls, nreqs, (unsigned long long)nadded, ndelivered, nparked_claims,
-           nfailed_tasks, nparked_seen, nmore, nthrottles, nbusy, nbusy_parked, ngroup_adds,
-           nstale_groups, checks);
+           nfailed_tasks, nparked_seen, nparked_behind, nmore, nthrottles, nbusy, nbusy_parked,
+           ngroup_adds, nstale_groups, checks);
 }
 
 /* ---- the race ---------------------------------------------------------------------------- */

@@ -227,7 +227,7 @@ static const row good_rows[] = {
     {4, "NOLEASE 1795526227131600000 5 2", -1},
     {5, "OK 1795526227131600000 3 1 1795526257131600000", -1},
     {6, "INUSE 1795526227131600000 3 1", -1},
-    {7, "OK 1795526227131600000 9223372036854775807 5 2 0 5 -3 100 0 1 1 2", -1},
+    {7, "OK 1795526227131600000 9223372036854775807 5 2 0 5 -3 100 0 1 1 2 0 0 0 -1", -1},
     {7, "w", -1},
     {7, "{}", -1},
     {7, "k1", -1},
@@ -314,6 +314,9 @@ static void test_decode(void **state)
     assert_int_equal(t.priority, -3);
     assert_int_equal(t.submitted_ns, 100);
     assert_int_equal(t.units, 2);
+    assert_int_equal(t.park_link, 0); /* not parked: where it waits is "0 0 0 -1" */
+    assert_int_equal(t.queue_length, 0);
+    assert_int_equal(t.wake_ms, -1);
     assert_int_equal(t.task_key_len, 2);
     assert_memory_equal(t.fail_message, "x\"y", 3);
     assert_int_equal(pgt_batch_task(b, r, 6, 1, &t), SLUICE_EINVAL);
@@ -373,11 +376,14 @@ static void test_malformed(void **state)
         const char *val;
         size_t req, k;
     } bad_task[] = {
-        {2, "7 0 1795526257131600000", 1, 0},                            /* attempt 0 */
-        {2, "7 1", 1, 0},                                                /* a field short */
-        {12, "OK 1795526227131600000 9 5 2 0 5 -3 100 0 1 1 2 3", 6, 0}, /* a field too many */
-        {12, "OK 1795526227131600000 9 5 2 0 5 -3 100 0 2 1 2", 6, 0},   /* has key 2 */
-        {12, "OK 1795526227131600000 9 5 2 0 9 -3 100 0 1 1 2", 6, 0},   /* no such reason */
+        {2, "7 0 1795526257131600000", 1, 0}, /* attempt 0 */
+        {2, "7 1", 1, 0},                     /* a field short */
+        {12, "OK 1795526227131600000 9 5 2 0 5 -3 100 0 1 1 2 0 0 0 -1 3", 6, 0}, /* one too many */
+        {12, "OK 1795526227131600000 9 5 2 0 5 -3 100 0 2 1 2 0 0 0 -1", 6, 0},   /* has key 2 */
+        {12, "OK 1795526227131600000 9 5 2 0 9 -3 100 0 1 1 2 0 0 0 -1", 6, 0},   /* no reason 9 */
+        {12, "OK 1795526227131600000 9 5 2 0 5 -3 100 0 1 1 2", 6, 0}, /* where it waits missing */
+        {12, "OK 1795526227131600000 9 2 0 0 0 -3 100 0 1 1 2 1 -1 3 5", 6, 0}, /* position -1 */
+        {12, "OK 1795526227131600000 9 2 0 0 0 -3 100 0 1 1 2 1 0 1 -2", 6, 0}, /* wake -2 */
     };
     for (size_t k = 0; k < sizeof bad_task / sizeof bad_task[0]; k++) {
         PGresult *r;

@@ -277,7 +277,7 @@ static redisReply *good(void)
                  s_("{}"), s_("6 3 1700000030000000002"), s_("t"), s_("{\"a\":1}")),
               a_(1, s_("NOLEASE 1700000000000000003 4 2")), a_(1, s_("OK 3 1 2")),
               a_(1, s_("OK 4 3 2 1700000030000000004")), a_(1, s_("INUSE 5 3 2")),
-              a_(5, s_("OK 6 9 5 2 0 4 -9223372036854775808 7 0 1 1 3"), s_("t"), s_("{}"),
+              a_(5, s_("OK 6 9 5 2 0 4 -9223372036854775808 7 0 1 1 3 0 0 0 -1"), s_("t"), s_("{}"),
                  s_("key"), s_("boom")));
 }
 
@@ -336,9 +336,41 @@ static void test_decode(void **state)
     assert_memory_equal(t.task_key, "key", 3);
     assert_int_equal(t.fail_message_len, 4);
     assert_int_equal(t.units, 3);
+    assert_int_equal(t.park_link, 0);
+    assert_int_equal(t.wake_ms, -1);
     assert_int_equal(rtask_batch_task(b, r, 6, 1, &t), SLUICE_EINVAL);
     assert_int_equal(rtask_batch_result(b, r, 7, &res), SLUICE_EINVAL);
     rtask_batch_free(b);
+}
+
+/* INFO of a parked task ends with where it waits: its link, the tasks ahead of it in that link
+ * key's wait queue, the queue's length and its wake in ms; each out of range is refused. */
+static void test_info_parked(void **state)
+{
+    static const char parked[] = "OK 6 9 2 0 0 0 -3 100 0 0 0 1 2 3 4 1700000000123";
+    static const char *const bad[] = {
+        "OK 6 9 2 0 0 0 -3 100 0 0 0 1 2 3 4",                 /* its wake missing */
+        "OK 6 9 2 0 0 0 -3 100 0 0 0 1 -1 3 4 5",              /* link -1 */
+        "OK 6 9 2 0 0 0 -3 100 0 0 0 1 2 -1 4 5",              /* position -1 */
+        "OK 6 9 2 0 0 0 -3 100 0 0 0 1 2 3 -4 5",              /* length -4 */
+        "OK 6 9 2 0 0 0 -3 100 0 0 0 1 2 3 4 -2",              /* wake -2 */
+        "OK 6 9 2 0 0 0 -3 100 0 0 0 1 2 3 4 1700000000123 0", /* a field too many */
+    };
+    rtask_task t;
+    int hk, hm;
+
+    (void)state;
+    assert_int_equal(rtask_parse_info(parked, sizeof parked - 1, &t, &hk, &hm), SLUICE_OK);
+    assert_int_equal(t.state, SLUICE_TASK_PARKED);
+    assert_int_equal(t.park_link, 2);
+    assert_int_equal(t.position, 3);
+    assert_int_equal(t.queue_length, 4);
+    assert_int_equal(t.wake_ms, INT64_C(1700000000123));
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(rtask_parse_info(bad[i], strlen(bad[i]), &t, &hk, &hm), SLUICE_EPARSE);
+        assert_int_equal(t.park_link, 0);
+        assert_int_equal(t.position, 0);
+    }
 }
 
 static void test_statuses(void **state)
@@ -421,7 +453,8 @@ static void test_malformed(void **state)
         expect_bad(b, 2, bad);
         bad->element[2] = a_(1, s_("WHAT 3"));
         expect_bad(b, 2, bad);
-        bad->element[6] = a_(4, s_("OK 6 9 5 2 0 4 0 7 0 1 1 1"), s_("t"), s_("{}"), s_("k"));
+        bad->element[6] =
+            a_(4, s_("OK 6 9 5 2 0 4 0 7 0 1 1 1 0 0 0 -1"), s_("t"), s_("{}"), s_("k"));
         expect_bad(b, 6, bad);
         assert_int_equal(rtask_batch_task(b, bad, 6, 0, &t), SLUICE_EPARSE);
         assert_int_equal(t.id, 0);
@@ -519,10 +552,11 @@ static void test_caps_and_groups(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_layout),   cmocka_unit_test(test_priority_codes),
-        cmocka_unit_test(test_refused),  cmocka_unit_test(test_decode),
-        cmocka_unit_test(test_statuses), cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_oom),      cmocka_unit_test(test_caps_and_groups),
+        cmocka_unit_test(test_layout),          cmocka_unit_test(test_priority_codes),
+        cmocka_unit_test(test_refused),         cmocka_unit_test(test_decode),
+        cmocka_unit_test(test_info_parked),     cmocka_unit_test(test_statuses),
+        cmocka_unit_test(test_malformed),       cmocka_unit_test(test_oom),
+        cmocka_unit_test(test_caps_and_groups),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -52,8 +52,9 @@
 --      "id attempt lease_until_ns", type, payload
 --   K, F: "OK now state attempt"; T: "OK now state attempt lease_until_ns";
 --   X: "OK now state attempt cancelled(0/1)"; I: "OK now id state attempt lease_until_ns
---      fail_reason priority submitted_ns not_before_ns has_task_key has_message units", then type,
---      payload, task key, message
+--      fail_reason priority submitted_ns not_before_ns has_task_key has_message units park_link
+--      position queue_length wake_ms" (the last four: where_parked), then type, payload, task
+--      key, message
 --   refusals: "NOTASK now" | "NOLEASE now state attempt" | "INUSE now state attempt"
 -- States and fail reasons are the numbers of sluice_task_state and sluice_fail_reason.
 --
@@ -321,6 +322,21 @@ local function tasks_main(ext)
     elseif redis.call("ZSCORE", KEYS[K_WAKES], q) == false then
       arm(q, ms_floor(clock.t)) -- never left unarmed
     end
+  end
+
+  -- Where parked task t waits, as INFO's last four fields: "link position length wake_ms" (its
+  -- link, 1-based; the tasks ahead of it in that link key's wait queue, which is ordered as
+  -- claims take it; the queue's length; when the queue is armed to wake, -1 for never), and
+  -- "0 0 0 -1" for a task that is not parked.
+  local function where_parked(t)
+    local l = t.state == PARKED and t.park_link > 0 and links_get(t.ids)[t.park_link]
+    if not l then
+      return "0 0 0 -1"
+    end
+    local q = wq_key(l)
+    local wake = redis.call("ZSCORE", KEYS[K_WAKES], q)
+    return table.concat({t.park_link, redis.call("ZRANK", q, member(t)) or 0,
+                         redis.call("ZCARD", q), wake and sfmt("%d", tonumber(wake)) or "-1"}, " ")
   end
 
   -- Finishes t (in no queue any more) at now.
@@ -850,7 +866,8 @@ local function tasks_main(ext)
       reply[1] = table.concat({"OK", n, t.ids, t.state, t.attempt,
                                t.state == RUNNING and str(t.due) or "0", t.fail_reason, t.prio,
                                str(t.submitted), str(t.not_before), t.has_tkey,
-                               redis.call("HEXISTS", KEYS[K_MSG], t.ids), t.units}, " ")
+                               redis.call("HEXISTS", KEYS[K_MSG], t.ids), t.units,
+                               where_parked(t)}, " ")
       reply[2] = t.type
       reply[3] = redis.call("HGET", KEYS[K_BODY], t.ids) or "{}"
       reply[4] = t.tkey
