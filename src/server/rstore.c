@@ -160,6 +160,7 @@ struct rstore {
     /* The one WAIT in flight (rstore_call's replicas): calls sent while it is are covered by the
      * next one, sent when it answers. */
     rconn_call wait;
+    rcl_call cwait; /* Redis Cluster: the WAIT, sent to the queue slot's master */
     const char *wait_argv[3];
     size_t wait_argvlen[3];
     char wait_n[24], wait_ms[24];
@@ -848,9 +849,10 @@ static void on_answer(void *arg, const redisReply *reply, const char *why)
     rstore_call *c = arg;
     rstore *st = c->st;
 
-    /* A call resent behind a NOSCRIPT reload ran after the WAIT that followed it: that WAIT
-     * does not cover its writes, so one more WAIT goes behind it. */
-    if (reply && c->call.retried && c->wait_replicas > 0)
+    /* A call resent behind a NOSCRIPT reload (on a Cluster: or redirected, or resent after
+     * TRYAGAIN) ran after the WAIT that followed it, or on another master: that WAIT does not
+     * cover its writes, so one more WAIT goes behind it. */
+    if (reply && (st->cl ? c->ccall.resent : c->call.retried) && c->wait_replicas > 0)
         need_wait(st, c);
     if (!reply) {
         rstore_call_fail(c, why);
@@ -928,7 +930,19 @@ static void send_wait(rstore *st)
     st->wait.argvlen = st->wait_argvlen;
     st->wait.fn = on_wait_answer;
     st->wait.arg = st;
-    rc = st->closed || !st->conn ? SLUICE_ESTATE : rconn_evalsha(st->conn, &st->wait);
+    if (st->cl) {
+        /* Every write that waits is a task or series call, all in the queue's slot: its master
+         * took them on its connection, before this WAIT (rcl_call's resent tells the others). */
+        st->cwait.argc = 3;
+        st->cwait.argv = st->wait_argv;
+        st->cwait.argvlen = st->wait_argvlen;
+        st->cwait.fn = on_wait_answer;
+        st->cwait.arg = st;
+        st->cwait.slot = rcl_key_slot("{" RTAG_QUEUE "}", RTAG_QUEUE_LEN + 2);
+        rc = st->closed ? SLUICE_ESTATE : rcl_send(st->cl, &st->cwait);
+    } else {
+        rc = st->closed || !st->conn ? SLUICE_ESTATE : rconn_evalsha(st->conn, &st->wait);
+    }
     if (rc == 0) {
         st->wait_busy = 1;
         st->stats.replica_waits++;
@@ -1819,11 +1833,6 @@ static int open_cluster(rstore *st, char *msg, size_t msglen)
     size_t script_len = 0;
     int rc;
 
-    if (st->replicas > 0) {
-        snprintf(msg, msglen,
-                 "store: replicas (WAIT) is not available with a redis-cluster store yet");
-        return SLUICE_EINVAL;
-    }
     for (size_t i = 0; i < st->u.nseeds; i++) {
         snprintf(seeds[i].host, sizeof seeds[i].host, "%s", st->u.seeds[i].host);
         seeds[i].port = st->u.seeds[i].port;

@@ -569,6 +569,7 @@ static int queue_retry(rcluster *cl, rcl_call *call)
         uv_now(cl->loop) - call->first_ms + RCL_TRYAGAIN_MS > (uint64_t)cl->timeout_ms)
         return 0;
     call->redirects = 0; /* the time budget bounds the rounds of a migration */
+    call->resent = 1;
     call->retry = NULL;
     if (cl->retry_tail)
         cl->retry_tail->retry = call;
@@ -617,6 +618,7 @@ static void on_inner(void *arg, const redisReply *reply, const char *why)
     rcl_addr to;
     int slot = 0, kind = 0, at;
 
+    call->resent |= call->inner.retried; /* rconn sent it again after NOSCRIPT */
     if (reply && reply->type == REDIS_REPLY_ERROR && !cl->stopping) {
         if (queue_tryagain(cl, call, reply))
             return;
@@ -627,6 +629,7 @@ static void on_inner(void *arg, const redisReply *reply, const char *why)
         return;
     }
     call->redirects++;
+    call->resent = 1;
     at = find_node(cl, to.host, to.port);
     if (at < 0)
         at = add_node(cl, &to);
@@ -682,6 +685,7 @@ int rcl_send(rcluster *cl, rcl_call *call)
         return SLUICE_ESTATE;
     call->cl = cl;
     call->redirects = 0;
+    call->resent = 0;
     call->retry = NULL;
     call->first_ms = uv_now(cl->loop);
     call->inner.argc = call->argc;

@@ -143,6 +143,11 @@ typedef struct rcl_call {
     rconn_reply_fn fn;
     void *arg;
     int slot; /* 0..16383: every key of the call hashes to it */
+    /* Set by the cluster, read by the caller once fn ran: 1 when the call was sent again after
+     * its first send (a redirect, a TRYAGAIN, a NOSCRIPT reload, a wait for a new owner), so
+     * that a command the caller sent behind its first send on that connection (a WAIT) did not
+     * come after the write that answered. */
+    int resent;
     /* private */
     rcluster *cl;
     rconn_call inner;  /* the call on the owner's connection */

@@ -8,7 +8,8 @@
 # success), TASK.GET and THROTTLE still answer, and INFO store counts the under-replicated
 # replies; after SIGCONT the writes succeed again; a node with replicas 0 does not wait; a killed
 # replica is refused the same way; a call resent after NOSCRIPT gets a WAIT of its own. Bad
-# settings are refused at start. Every wait is a deadline,
+# settings are refused at start. On a Redis Cluster (one master and its replica) the same: the
+# WAIT goes to the master of the queue's slot. Every wait is a deadline,
 # never a sleep; every process is stopped by its PID.
 #
 # Usage: bash tests/server/redis_replicas.sh PATH-TO-SLUICE SOURCE-DIR
@@ -250,4 +251,56 @@ for n in W Z F; do
   wait "${!pv}"
   check "node $n exits 0 on SIGTERM" 0 "$?"
 done
+
+# ---- 5. On a Redis Cluster: the WAIT goes to the queue slot's master ---------------------------
+
+# One master serving every slot and a replica of it (CLUSTER MEET, then CLUSTER REPLICATE).
+start_cluster cm
+start_cluster_master cr
+CM=$rport_cm
+CR=$rport_cr
+redis-cli -p "$CR" CLUSTER MEET 127.0.0.1 "$CM" >/dev/null
+cm_id=$(redis-cli -p "$CM" CLUSTER MYID)
+knows_master() { redis-cli -p "$CR" CLUSTER NODES 2>/dev/null | grep -q "^$cm_id "; }
+wait_until "the replica node knows the master" 20 knows_master
+check "CLUSTER REPLICATE" OK "$(redis-cli -p "$CR" CLUSTER REPLICATE "$cm_id")"
+cluster_linked() {
+  redis-cli -p "$CR" INFO replication | tr -d '\r' | grep -q '^master_link_status:up$' &&
+    redis-cli -p "$CM" INFO replication | tr -d '\r' | grep -q '^connected_slaves:1$'
+}
+wait_until "the Cluster replica is linked" 20 cluster_linked
+curl_=redis-cluster://127.0.0.1:$CM
+node_conf=$tmp/plain.yaml start_node CW --store "$curl_" --store-replicas 1 \
+  --store-replicas-timeout "$WT" --store-timeout "$ST"
+CW=$port_CW
+check "Cluster: INFO store_replicas" 1 "$(store_field "$CW" store_replicas)"
+# on_cluster_replica ARGS...: a read on the replica (READONLY lets it answer for its master's
+# slots instead of redirecting).
+on_cluster_replica() { printf 'READONLY\n%s\n' "$*" | redis-cli -p "$CR" 2>&1 | tail -1; }
+cid=$(on "$CW" TASK.ADD job '{"n":"c1"}')
+is_id "Cluster: TASK.ADD with the replica up" "$cid"
+check "Cluster: the task is on the replica when ADD answers" 1 \
+  "$(on_cluster_replica HEXISTS 'sluice:{all}:task' "$cid")"
+within "Cluster: a WAIT was sent" 1 100 "$(store_field "$CW" store_replica_waits)"
+check "Cluster: GET delivers it" "$cid" "$(redis-cli -p "$CW" TASK.GET job | head -1)"
+check "Cluster: ACK with the replica up" OK "$(on "$CW" TASK.ACK "$cid" ATTEMPT 1)"
+kill -STOP "$rpid_cr"
+timed_on "$CW" TASK.ADD job '{"n":"c2"}'
+contains "Cluster: ADD with the replica stopped" "NOTREPLICATED TASK.ADD of task" "$out"
+within "Cluster: answered within the timeout (ms)" "$((WT - 20))" "$((WT + 1200))" "$dt"
+check "Cluster: counted under-replicated" 1 "$(store_field "$CW" store_under_replicated)"
+check "Cluster: THROTTLE still answers" 1 "$(redis-cli -p "$CW" THROTTLE lim k | head -1)"
+kill -CONT "$rpid_cr"
+cadd_ok() {
+  local r
+  r=$(on "$CW" TASK.ADD job '{"n":"c3"}')
+  case $r in '' | *[!0-9]*) return 1 ;; esac
+  cid3=$r
+}
+wait_until "Cluster: ADD succeeds once the replica is back" 20 cadd_ok
+check "Cluster: and the task is on the replica" 1 \
+  "$(on_cluster_replica HEXISTS 'sluice:{all}:task' "$cid3")"
+kill -TERM "$pid_CW"
+wait "$pid_CW"
+check "Cluster node exits 0 on SIGTERM" 0 "$?"
 finish
