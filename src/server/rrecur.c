@@ -244,13 +244,6 @@ static int add_fire_with_task(rrecur *rr, rrecur_fire *f, const due *d)
         rc = n;
         goto done;
     }
-    if (rtasks_shadow_link(s->engine, ch, (size_t)n)) {
-        log_warn("series \"%s\": an occurrence is skipped: limit \"%s\" of its chain is in "
-                 "shadow mode (or limits are off), which the shared task queue does not take yet",
-                 d->spec.name, rtasks_shadow_link(s->engine, ch, (size_t)n));
-        rc = SLUICE_EINVAL;
-        goto done;
-    }
     rtasks_links_of(s->engine, ch, (size_t)n, ids, rr->pg ? NULL : RTAG_QUEUE, links);
     memset(&a, 0, sizeof(a));
     a.type = ts.type;
@@ -632,13 +625,6 @@ void rrecur_add(conn *c, const sluice_recurring_spec *spec)
     rc = sluice_engine_resolve_task(s->engine, &ts, server_now(s), &plan, ch, LINKS_STACK, &err);
     if (rc < 0) {
         reply_engine_error(c, rc, err.message);
-        return;
-    }
-    if (rc > 0 &&
-        rtasks_shadow_link(s->engine, ch, (size_t)(rc < LINKS_STACK ? rc : LINKS_STACK))) {
-        rtasks_reply_shadow(
-            c, "RECUR.ADD",
-            rtasks_shadow_link(s->engine, ch, (size_t)(rc < LINKS_STACK ? rc : LINKS_STACK)));
         return;
     }
     k = client_call(c, RRECUR_SET);

@@ -46,6 +46,8 @@
 void rtasks_links_of(const sluice_engine *e, const sluice_charge *ch, size_t n,
                      char (*ids)[RTASKS_LIMIT_ID_BUF], const char *tag, rtask_link *links)
 {
+    int off = !sluice_engine_enabled(e);
+
     for (size_t i = 0; i < n; i++) {
         const sluice_limit_policy *p = sluice_engine_get_limit(e, ch[i].limit, NULL);
         rtask_link *l = &links[i];
@@ -67,29 +69,8 @@ void rtasks_links_of(const sluice_engine *e, const sluice_charge *ch, size_t n,
             l->flags |= RTASK_LINK_REJECT;
         if (ch[i].settles)
             l->flags |= RTASK_LINK_SETTLE;
+        l->lim.shadow = off || (p && p->mode == SLUICE_MODE_SHADOW);
     }
-}
-
-const char *rtasks_shadow_link(const sluice_engine *e, const sluice_charge *ch, size_t n)
-{
-    int off = !sluice_engine_enabled(e);
-
-    for (size_t i = 0; i < n; i++) {
-        const sluice_limit_policy *p = sluice_engine_get_limit(e, ch[i].limit, NULL);
-
-        if (off || (p && p->mode == SLUICE_MODE_SHADOW))
-            return ch[i].limit;
-    }
-    return NULL;
-}
-
-void rtasks_reply_shadow(conn *c, const char *command, const char *limit)
-{
-    resp_error(conn_out(c), "ERR",
-               "%s: limit \"%s\" of the task's chain is in shadow mode (or limits are off), "
-               "which the shared task queue does not take yet (it would enforce the limit); "
-               "THROTTLE, CL.THROTTLE and LEASE.ACQUIRE take it (docs/cluster.md)",
-               command, limit);
 }
 
 static rtasks *state_of(const server *s)
@@ -451,10 +432,6 @@ void rtasks_add_group(conn *c, const sluice_task_spec *spec, int64_t delay_ns,
     }
     if (n < 0) {
         reply_engine_error(c, n, err.message);
-        goto done;
-    }
-    if (rtasks_shadow_link(s->engine, ch, (size_t)n)) {
-        rtasks_reply_shadow(c, "TASK.ADD", rtasks_shadow_link(s->engine, ch, (size_t)n));
         goto done;
     }
     memset(&a, 0, sizeof(a));

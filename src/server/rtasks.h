@@ -155,19 +155,13 @@ void rtasks_explain(conn *c, uint64_t id);
  * TASK.ADD and a recurring occurrence both store them: link i's limit id ("name" or "name/tier")
  * is written to ids[i], which the link borrows (keep ids as long as links); its state carries
  * the hash tag `tag` (NULL: none, as on PostgreSQL); an overflow-reject limit fails the task
- * when denied, a settling charge is settled at ACK. */
+ * when denied, a settling charge is settled at ACK; a limit in shadow mode (or every limit,
+ * under `enabled: false`) is a shadow link: its would-be denial lets the task through
+ * uncharged, as the single node's gate does. The store keeps the links as TASK.ADD resolved
+ * them: a task added before its limit left shadow mode is gated with the mode it was added
+ * with. */
 void rtasks_links_of(const sluice_engine *e, const sluice_charge *ch, size_t n,
                      char (*ids)[RTASKS_LIMIT_ID_BUF], const char *tag, rtask_link *links);
-
-/* The name of the first of the n charges ch whose limit is in shadow mode (or every limit, under
- * `enabled: false`), or NULL. The shared task queue decides a task's chain as it stored it at
- * TASK.ADD and knows no shadow links yet: such a task is refused (TASK.ADD, RECUR.ADD; a
- * series' occurrence is skipped) rather than held back by a limit that lets everything else
- * through. */
-const char *rtasks_shadow_link(const sluice_engine *e, const sluice_charge *ch, size_t n);
-
-/* Replies the refusal of a task whose chain has shadow link `limit` (rtasks_shadow_link). */
-void rtasks_reply_shadow(conn *c, const char *command, const char *limit);
 
 void rtasks_get_stats(const server *s, rtasks_stats *out);
 

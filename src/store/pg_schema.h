@@ -21,7 +21,7 @@
 struct pg_conn; /* libpq's PGconn */
 
 /* The schema version this build writes and reads. */
-#define PGS_VERSION 10
+#define PGS_VERSION 11
 
 /* The text of migration v (1..PGS_VERSION) and its length, or NULL for another v. */
 const char *pgs_migration(int v, size_t *len);

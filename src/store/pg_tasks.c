@@ -28,6 +28,9 @@
 #include "base/alloc.h"
 #include "base/grow.h"
 #include "sluice/error.h"
+
+/* The flag of a link in shadow mode on the wire (beside RTASK_LINK_REJECT and _SETTLE). */
+#define PGT_LINK_SHADOW 4u
 #include "store/packed.h"
 #include "store/pg_batch.h"
 
@@ -100,8 +103,11 @@ static int add_link(packed_str *s, const rtask_link *l)
     horizon = l->horizon_ns > 0 ? l->horizon_ns : l->lim.def->horizon_ns;
     rlim_def_text(l->lim.def, text, sizeof text);
     rc = pgbatch_put_fmt(s, "%s", text);
+    /* A link in shadow mode travels as flag 4 (the definition's fields are counted): the
+     * function stores its definition with the " s" the script's reads (011_taskshadow.sql). */
     if (rc == SLUICE_OK)
-        rc = pgbatch_put_fmt(s, "%" PRId64 " %u %" PRId64, l->lim.units, l->flags,
+        rc = pgbatch_put_fmt(s, "%" PRId64 " %u %" PRId64, l->lim.units,
+                             l->flags | (l->lim.shadow ? PGT_LINK_SHADOW : 0u),
                              horizon > 0 ? horizon : 0);
     if (rc == SLUICE_OK)
         rc = pgbatch_put_hex(s, nm.tag, nm.taglen);

@@ -208,7 +208,7 @@ static int add_link(rtask_batch *b, const rtask_link *l)
     horizon = l->horizon_ns > 0 ? l->horizon_ns : l->lim.def->horizon_ns;
     if (rc == SLUICE_OK)
         rc = packed_put(&b->c.a, &b->c.args, text,
-                        (size_t)rlim_def_text(l->lim.def, text, sizeof text));
+                        (size_t)rlim_link_def_text(&l->lim, text, sizeof text));
     if (rc == SLUICE_OK)
         rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, l->lim.units);
     if (rc == SLUICE_OK)

@@ -7,7 +7,7 @@
 # redis-server (start_redis) and a throwaway PostgreSQL (start_postgres), and compares every
 # field of every answer: SLUICE_TASKS_STEPS steps (default 2000: over 6000 requests) for
 # each of two seeds (SLUICE_TASKS_SEEDS, default "1 2"; a failure prints its seed and step so it
-# replays). Then the race: SLUICE_TASKS_PROCS processes (default 4) claim, ack, fail, touch and
+# replays); seed 5 with a third of the links in shadow mode. Then the race: SLUICE_TASKS_PROCS processes (default 4) claim, ack, fail, touch and
 # let leases lapse on one PostgreSQL at once, with THROTTLE on the same rows: no task delivered
 # twice at one attempt, no call failed (a deadlock is an error), every task done. Seed 3 runs in
 # the plain mood (mostly linkless tasks: schema 3's set-based runs), and a database at version 2
@@ -29,6 +29,8 @@ diff_seeds tasks "${SLUICE_TASKS_STEPS:-2000}" ${SLUICE_TASKS_SEEDS:-1 2}
 # The plain mood: mostly tasks without links, in calls of up to eight requests (003's set-based
 # runs of adds, claims and acks, and the per-request path between them).
 SLUICE_TASKS_PLAIN=1 helper_run "plain seed 3" "$rport_tasks" "$pgconn_tasks" 3 "${SLUICE_TASKS_STEPS:-2000}"
+# Shadow links: a third of the links in shadow mode (their denials let tasks through uncharged).
+SLUICE_TASKS_SHADOW=1 helper_run "shadow seed 5" "$rport_tasks" "$pgconn_tasks" 5 "${SLUICE_TASKS_SHADOW_STEPS:-1000}"
 # Capped: small max_tasks and max_parked on both stores (BUSY refusals, RATELIMITED failures).
 SLUICE_TASKS_CAPS=${SLUICE_TASKS_CAP_VALUES:-"30 4"} helper_run "capped seed 4" "$rport_tasks" "$pgconn_tasks" 4 "${SLUICE_TASKS_CAP_STEPS:-1000}"
 helper_run race --race "$pgconn_tasks" "${SLUICE_TASKS_PROCS:-4}" 400

@@ -51,8 +51,10 @@ limits:
   lim: {rate: 20/1s, burst: 5}
   per_user: {rate: 1/1h, key: input.user}
   slot: {concurrency: 1}
+  watch: {rate: 1/1h, key: input.user, mode: shadow}
 types:
   job: {}
+  watched: {limits: [watch]}
   short: {lease: 2s}
   limited: {limits: [lim]}
   keyed: {limits: [per_user]}
@@ -215,6 +217,25 @@ done
 check "the third task cancelled" 1 "$(redis-cli -p "$C" TASK.CANCEL "$e3")"
 check "EXPLAIN: the queue is one shorter" "0 1" \
   "$(P=$B field TASK.EXPLAIN "$e2" position) $(P=$B field TASK.EXPLAIN "$e2" queue_length)"
+# A shadow limit in a task's chain (mode: shadow): its would-be denials let the tasks through
+# uncharged, as on a single node; the one task that found room was charged. Switched to enforce
+# on A (the key's state kept), the key is spent by that one charge only: its next unit is an hour
+# away, not three.
+s1=$(on "$A" TASK.ADD watched '{"user":"sh"}')
+s2=$(on "$B" TASK.ADD watched '{"user":"sh"}')
+s3=$(on "$C" TASK.ADD watched '{"user":"sh"}')
+is_id() { case $2 in '' | *[!0-9]*) bad "$1: not an id: [$2]" ;; *) ok ;; esac; }
+is_id "TASK.ADD with a shadow limit in the chain" "$s1"
+check "all three delivered: the shadow limit holds none back" 3 \
+  "$(redis-cli -p "$B" TASK.GET watched COUNT 3 | grep -cE "^($s1|$s2|$s3)\$")"
+for id in "$s1" "$s2" "$s3"; do on "$A" TASK.ACK "$id" >/dev/null; done
+check "LIMIT.SET watch mode=enforce" OK "$(on "$A" LIMIT.SET watch mode=enforce)"
+got=$(redis-cli -p "$A" THROTTLE watch sh)
+check "the key was charged once: denied now" 0 "$(head -1 <<<"$got")"
+within "its next unit an hour away (one charge), not three (ms)" 3000000 3700000 \
+  "$(sed -n 4p <<<"$got")"
+check "another key has room" 1 "$(redis-cli -p "$A" THROTTLE watch other | head -1)"
+check "LIMIT.SET watch back to shadow" OK "$(on "$A" LIMIT.SET watch mode=shadow)"
 contains "EXPLAIN of the running one" "Running (attempt 1); its lease ends in" "$(P=$B field TASK.EXPLAIN "$e1" text)"
 check "the peek charged nothing: the key is still spent" 0 "$(redis-cli -p "$B" THROTTLE per_user ex PEEK | head -1)"
 r1=$(on "$A" TASK.ADD job '{"n":"ready"}')

@@ -42,6 +42,11 @@ static pgt_batch *PB;
  * calls of up to eight requests, so that the PostgreSQL function's set-based runs (003) of
  * consecutive adds, claims and acks are taken, and left for the per-request path in between. */
 static int plain;
+/* The shadow mood (SLUICE_TASKS_SHADOW set): a third of the links in shadow mode (a definition
+ * ending in " s"), whose denials let the task through uncharged. Its own mood, so that the
+ * other moods' sequences stay as they were. */
+static int shadow_mood;
+static long nshadow_links;
 static long ncalls, nreqs, ndelivered, nparked_claims, nfailed_tasks, nparked_seen, nparked_behind,
     nmore, nbusy, nbusy_parked, nstale_groups;
 
@@ -214,6 +219,10 @@ static rtask_link link_of(int which, const char *key)
         l.flags |= RTASK_LINK_REJECT;
     if ((which == 0 || which == 2) && rnd(4) == 0)
         l.flags |= RTASK_LINK_SETTLE;
+    if (shadow_mood && rnd(3) == 0) {
+        l.lim.shadow = 1;
+        nshadow_links++;
+    }
     return l;
 }
 
@@ -534,13 +543,13 @@ static void differential(int steps)
     info_all();
     printf("differential seed %u: %d steps, %ld calls, %ld requests, %llu tasks, %ld deliveries, "
            "%ld empty claims, %ld tasks failed by their limits, %ld parked tasks seen by INFO "
-           "(%ld behind another), "
+           "(%ld behind another), %ld links in shadow mode, "
            "%ld claims cut short by a bound, %ld THROTTLEs between them, %ld adds refused by the "
            "caps (%ld by max_parked), %ld adds of group slots (%ld refused NOLEASE), %ld checks, "
            "every answer equal\n",
            seed, steps, ncalls, nreqs, (unsigned long long)nadded, ndelivered, nparked_claims,
-           nfailed_tasks, nparked_seen, nparked_behind, nmore, nthrottles, nbusy, nbusy_parked,
-           ngroup_adds, nstale_groups, checks);
+           nfailed_tasks, nparked_seen, nparked_behind, nshadow_links, nmore, nthrottles, nbusy,
+           nbusy_parked, ngroup_adds, nstale_groups, checks);
 }
 
 /* ---- the race ---------------------------------------------------------------------------- */
@@ -802,6 +811,7 @@ int main(int argc, char **argv)
     pg_reset(pc);
     seed = (unsigned)strtoul(argv[3], NULL, 10);
     plain = getenv("SLUICE_TASKS_PLAIN") != NULL;
+    shadow_mood = getenv("SLUICE_TASKS_SHADOW") != NULL;
     rng = 0x9e3779b97f4a7c15u ^ ((uint64_t)seed * 0x100000001b3u);
     now_ns = INT64_C(1700000000000000000) + (int64_t)seed * 1000 * SEC;
     if (rtask_batch_new(NULL, &RB) != SLUICE_OK || pgt_batch_new(&PB) != SLUICE_OK ||

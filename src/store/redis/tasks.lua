@@ -239,7 +239,7 @@ local function tasks_main(ext)
     end
     return {skey = reset_key(l.skey), units = l.units, tag = tag_of(l.ckey), kind = D.kind, limit = D.limit,
             period = D.period, burst = D.burst, start_empty = D.start_empty, ttl = D.ttl,
-            calendar = D.calendar, g = D.g}
+            calendar = D.calendar, g = D.g, shadow = D.shadow}
   end
 
   -- ---- time -------------------------------------------------------------------------------
@@ -471,7 +471,10 @@ local function tasks_main(ext)
       end
       for k = 1, #act do
         local l = links[act[k]]
-        if lead[k] == k and Ls[k].kind == 4 then
+        if ds[lead[k]].shadow then
+          -- A shadow link's would-be denial, let through uncharged: no lease, nothing to settle
+          -- (gate.c's LINK_SHADOW).
+        elseif lead[k] == k and Ls[k].kind == 4 then
           l.lease = ds[k].lease
         elseif Ls[k].kind ~= 4 then
           l.charged = str(now)
@@ -623,7 +626,7 @@ local function tasks_main(ext)
       end
       if l then
         local L = mklink(l)
-        if L then
+        if L and not L.shadow then -- a shadow link's peek answers its denial as a pass
           local at = lt(now, L.tag.t) and L.tag.t or now
           local d = {}
           decide_link(L, load(L, at), l.units, L.ttl, at, true, d)
