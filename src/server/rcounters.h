@@ -108,7 +108,7 @@ void rcounters_get_stats(const server *s, rcounters_stats *out);
  * tasks, every limit and every declared task type. */
 void rcounters_info(server *s, char *buf, size_t len);
 
-/* PostgreSQL's statement of a flush (rstore.c prepares it on every connection). */
+/* PostgreSQL's statement of a flush (rstore_pg.c prepares it on every connection). */
 #define RCOUNTERS_PG_STMT "sluice_counters"
 #define RCOUNTERS_PG_SQL                                                                           \
     "SELECT c_name, c_n FROM sluice_counters_call($1, $2::bigint, $3::text[], $4::bigint[])"

@@ -49,7 +49,7 @@
 #include "server/server.h"
 #include "sluice/engine.h"
 
-/* The name of PostgreSQL's prepared statement of the series function (rstore.c prepares it). */
+/* The name of PostgreSQL's prepared statement of the series function (rstore_pg.c prepares it). */
 #define RRECUR_PG_STMT "sluice_recur"
 
 /* Longest the firing loop goes without listing the due series, in ms. */

@@ -22,10 +22,12 @@
  * - every request added gets exactly one reply: decoded from Redis, or by the failure mode when
  *   its batch could not be sent or got no answer (rconn answers every call it accepted);
  * - a wait whose client closed has c == NULL and is skipped (rstore_conn_closed);
- * - nothing here blocks the loop but rstore_open's bounded wait for the first connection, before
- *   the server listens.
+ * - nothing here blocks the loop.
+ *
+ * Opening and closing the store, and its figures, are rstore_life.c's; what both files share
+ * (the batch, the wait, the store's state) is in rstore_impl.h.
  */
-#include "server/rstore.h"
+#include "server/rstore_impl.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -36,166 +38,18 @@
 
 #include "base/alloc.h"
 #include "base/grow.h"
-#include "config/config_store.h"
 #include "server/commands.h"
 #include "server/log.h"
 #include "server/rcounters.h"
 #include "server/rdefs.h"
 #include "server/rrecur.h"
-#include "server/rstore_pg.h"
-#include "server/rtag.h"
 #include "server/rtasks.h"
 #include "sluice/error.h"
-#include "store/pg_limits.h"
-#include "store/redis_cluster.h"
-#include "store/redis_conn.h"
-#include "store/redis_limits.h"
 #include "store/shared_defs.h"
-
-/* Applied batches kept for reuse. */
-#define SPARE_MAX 8
-/* Links of a request converted on the stack; longer chains are allocated. */
-#define LINKS_STACK 16
-/* The hash tag of every link on a standalone Redis is the queue's (rtag.h). Any tag is correct as
- * long as one (limit, key) always gets the same; one tag for everything makes a call read and
- * write one clock key instead of one per key (about half the script's Redis work per decision,
- * measured with bench/cluster.sh) and ratchets one clock for every key. On Redis Cluster only the
- * limits that task types name keep it (rstore_link_tag), so that the other keys spread over
- * slots. */
-/* PostgreSQL: one call in flight per connection (rstore_pg.h, rpg_may_send); the turn's batch
- * of a connection waits for its answer (unless it is full). A call is a transaction whose commit
- * waits for the WAL flush, and calls on a hot key queue on its row: pipelining a call per turn
- * would commit a few decisions per flush, while holding them back makes the next call carry
- * everything that arrived during the flush (group commit, as the embedded store does it).
- * Measured with bench/pg_cluster.sh. */
-/* At most one summary line of fail-open grants per this many ns. */
-#define OPEN_LOG_NS SLUICE_NS_PER_SEC
-
-typedef enum wait_kind {
-    WAIT_THROTTLE = 1,
-    WAIT_CELL,
-    WAIT_BACKOFF, /* LIMIT.BACKOFF */
-    WAIT_ACQUIRE, /* LEASE.ACQUIRE */
-    WAIT_RENEW,   /* LEASE.RENEW */
-    WAIT_RELEASE, /* LEASE.RELEASE */
-} wait_kind;
-
-/* One request's client and how to write its reply. */
-typedef struct rstore_wait {
-    conn *c;           /* NULL once the client closed */
-    size_t ticket;     /* conn_defer's */
-    wait_kind kind;    /* which reply */
-    int req;           /* the request's index in the batch */
-    size_t nlinks;     /* links of the request */
-    size_t dec;        /* its first decision in the batch's decision array */
-    size_t names;      /* THROTTLE: its links' names, NUL-separated, at this offset of the arena;
-                        * leases: the limit's name, NUL, then the key's keylen bytes */
-    size_t keylen;     /* leases: the key's length */
-    int64_t ttl_ns;    /* LEASE.ACQUIRE: the lease's time to live */
-    int64_t limit;     /* fail-open: the capacity reported */
-    int64_t quantity;  /* CELL: 0 for a peek */
-    int64_t t_ns;      /* CELL: the emission interval */
-    int64_t units;     /* THROTTLE, LEASE.ACQUIRE: the units asked (rcounters_limit) */
-    int peek;          /* THROTTLE: a peek, which the counters do not count */
-    rlim_result res;   /* the decoded answer */
-    rstore_peek_fn fn; /* rstore_peek_then: the answer goes to fn, no slot (c is NULL) */
-    void *fn_arg;
-    int failed; /* Redis Cluster: its master's call failed (rbatch.part_why) */
-} rstore_wait;
-
-typedef struct rstore rstore;
-typedef struct rgroup rgroup;
-
-typedef struct rbatch {
-    rstore_call base; /* first: the FIFO holds rstore_call pointers */
-    rstore *st;
-    rlim_batch *rb; /* the encoded requests: Redis */
-    pgl_batch *pb;  /* or PostgreSQL */
-    rstore_wait *w; /* one per request, in order */
-    size_t n, cap;
-    sluice_decision *dec; /* the decoded links' decisions */
-    size_t ndec, deccap;
-    char *arena; /* THROTTLE names */
-    size_t alen, acap;
-    struct rbatch *next;  /* spare */
-    struct rbatch *tnext; /* the turn's batches (rstore.cur), in creation order */
-    int slot;             /* Redis Cluster: the slot of its first request (else 0) */
-    /* Redis Cluster: slots[i] is request i's slot. When it is sent (send_groups), its requests
-     * are grouped by the master of their slot (rcl_group, rcl_split by gkey): group g's requests
-     * are order[groups[g].first ..] and go as one script call (groups[g].m), across slots when
-     * they are in several; the batch is answered when every group is (pending). cmds hold the
-     * single-slot commands (a group of one slot, or the parts of a split call: part p of a group
-     * is cmds[first + p]), part_why the first failure of a group or part. */
-    int *slots, *gkey, *gslot;
-    size_t *order, *scratch;
-    rcl_span *spans;
-    rlim_cmd *cmds;
-    size_t slotcap; /* entries of slots, gkey, gslot, order, scratch, spans and cmds */
-    rgroup *groups;
-    size_t capgroups;
-    size_t pending;
-    char part_why[256];
-} rbatch;
-
-/* One master's share of a Redis Cluster batch: one script call (rcl_multi). */
-struct rgroup {
-    rcl_multi m;
-    rbatch *b;
-    size_t first; /* its requests: b->order[first .. first + m.n) */
-    rlim_cmd cmd; /* its command across slots */
-};
-
-struct rstore {
-    server *s;
-    config_store_kind kind;
-    rconn *conn;                          /* Redis */
-    rcluster *cl;                         /* or Redis Cluster */
-    rpg *pg;                              /* or PostgreSQL: its connections (rstore_pg.h) */
-    char url[CONFIG_STORE_HOST_MAX + 64]; /* the URL, for INFO and messages */
-    config_store_url u;
-    int fail_open;
-    int64_t timeout_ms;
-    int replicas;                /* --store-replicas: a task write waits for this many (0: none) */
-    int64_t replicas_timeout_ms; /* WAIT's timeout, below timeout_ms */
-    /* The one WAIT in flight (rstore_call's replicas): calls sent while it is are covered by the
-     * next one, sent when it answers. */
-    rconn_call wait;
-    rcl_call cwait; /* Redis Cluster: the WAIT, sent to the queue slot's master */
-    const char *wait_argv[3];
-    size_t wait_argvlen[3];
-    char wait_n[24], wait_ms[24];
-    int wait_busy;          /* the WAIT is in flight */
-    int wait_pending;       /* calls wait for the next WAIT */
-    uint64_t wait_gen_sent; /* the generation of the WAIT in flight */
-    uint64_t wait_gen_next; /* the generation of the next one */
-    int audit;
-    int closed;
-    /* The turn's batches, NULL until its first request: one batch on Redis and on Redis Cluster
-     * (where it leaves as one script call per master, send_groups, and its replies are applied
-     * together, so a client's replies are filled in its order); on PostgreSQL one per lane
-     * (open[lane] takes the lane's requests; a client keeps its lane while it waits for a reply,
-     * rstore_pg.h). Sent in this order. */
-    rbatch *cur, *cur_tail;
-    rbatch **open;            /* PostgreSQL: per lane, the batch taking its requests */
-    rbatch *added;            /* the batch the last request went to */
-    rstore_call *head, *tail; /* sent (limits and tasks), oldest first */
-    rbatch *spare;
-    size_t nspare;
-    rstore_stats stats;
-    char logged_why[256];   /* the last failure logged, so an outage logs once per reason */
-    uint64_t open_unlogged; /* fail-open grants not yet in a log line */
-    int64_t open_logged_ns;
-    rtag_map queued; /* Redis Cluster: the limits the types name, in the queue's slot */
-};
-
-static rstore *state_of(const server *s)
-{
-    return s->rstore_state;
-}
 
 /* ---- Batches ----------------------------------------------------------------------------- */
 
-static void batch_free(rbatch *b)
+void rstore_batch_free(rbatch *b)
 {
     if (!b)
         return;
@@ -264,7 +118,7 @@ static void batch_recycle(rstore *st, rbatch *b)
     b->base.answered = 0;
     b->base.why[0] = '\0';
     if (st->nspare >= SPARE_MAX) {
-        batch_free(b);
+        rstore_batch_free(b);
         return;
     }
     b->next = st->spare;
@@ -612,7 +466,7 @@ static void apply_batch(rstore_call *call)
 }
 
 /* Applies every answered call at the head of the FIFO to its clients. */
-static void drain(rstore *st)
+void rstore_drain(rstore *st)
 {
     rstore_call *c;
 
@@ -653,7 +507,7 @@ static void decode_batch(rstore_call *call, const rstore_answer *a)
 
 /* ---- Redis Cluster: one script call per master ------------------------------------------- */
 
-static const char *down_why(const rstore *st);
+const char *rstore_down_why(const rstore *st);
 
 /* Decodes the answer of n requests of group g: request j of the answer is the group's request
  * reqs[j] (NULL: j), i.e. the batch's order[first + reqs[j]]. No reply, or an error, fails them
@@ -727,7 +581,7 @@ static void group_done(rbatch *b)
     if (--b->pending > 0)
         return;
     b->base.answered = 1;
-    drain(b->st);
+    rstore_drain(b->st);
 }
 
 /* Group g's call answered (rcl_multi.fn): its whole answer, or (NULL, NULL) once its parts were
@@ -805,7 +659,7 @@ static int send_groups(rstore_call *call)
         group_decode(g, NULL, sp->n, NULL,
                      rc == SLUICE_ENOMEM                      ? "out of memory"
                      : rcl_slot_why(st->cl, g->m.slots[0])[0] ? rcl_slot_why(st->cl, g->m.slots[0])
-                                                              : down_why(st));
+                                                              : rstore_down_why(st));
         b->pending--;
     }
     if (--b->pending == 0)
@@ -831,7 +685,7 @@ static void on_wait_answer(void *arg, const redisReply *reply, const char *why)
         }
     if (st->wait_pending)
         send_wait(st);
-    drain(st);
+    rstore_drain(st);
 }
 
 /* Marks c as waiting for the next WAIT, and sends it unless one is in flight. */
@@ -869,10 +723,10 @@ static void on_answer(void *arg, const redisReply *reply, const char *why)
         c->answered = 1;
         c->on_reply(c, &a);
     }
-    drain(st);
+    rstore_drain(st);
 }
 
-static void send_batch(rstore *st);
+void rstore_send_batch(rstore *st);
 static void send_lane(rstore *st, int lane);
 
 /* PostgreSQL's answer to a call: a result, an error result, or none (why). */
@@ -900,7 +754,7 @@ static void on_pg_answer(void *arg, const PGresult *result, const char *why)
         c->answered = 1;
         c->on_reply(c, &a);
     }
-    drain(st); /* may apply c: lane was read before */
+    rstore_drain(st); /* may apply c: lane was read before */
     /* What was held back on this lane while this call was in flight leaves now, together: its
      * limits batch or its task batch (at most one of them holds requests: taking a request of
      * one kind sends the same lane's batch of the other kind first). */
@@ -1005,7 +859,7 @@ void rstore_send(server *s, rstore_call *c, int rc)
         if (c->wait_replicas > 0)
             need_wait(st, c);
         if (c->answered)
-            drain(st); /* Redis Cluster: every call of it failed at once (send_groups) */
+            rstore_drain(st); /* Redis Cluster: every call of it failed at once (send_groups) */
         return;
     }
     if (rc == SLUICE_ENOMEM)
@@ -1013,8 +867,8 @@ void rstore_send(server *s, rstore_call *c, int rc)
     else if (st->cl && !st->closed && rcl_slot_why(st->cl, c->slot)[0])
         rstore_call_fail(c, rcl_slot_why(st->cl, c->slot)); /* this slot's master is down */
     else
-        rstore_call_fail(c, down_why(st));
-    drain(st);
+        rstore_call_fail(c, rstore_down_why(st));
+    rstore_drain(st);
 }
 
 const char *rstore_sha(const server *s)
@@ -1093,7 +947,7 @@ static void send_some(rstore *st, int (*pick)(const rstore *st, const rbatch *b,
     st->cur_tail = keep_tail;
 }
 
-static void send_batch(rstore *st)
+void rstore_send_batch(rstore *st)
 {
     send_some(st, NULL, 0);
 }
@@ -1129,7 +983,7 @@ void rstore_flush_limits(server *s)
     rstore *st = state_of(s);
 
     if (st && st->cur)
-        send_batch(st);
+        rstore_send_batch(st);
 }
 
 void rstore_flush_limits_lane(server *s, int lane)
@@ -1186,12 +1040,12 @@ void rstore_turn(server *s)
 /* ---- Requests ---------------------------------------------------------------------------- */
 
 /* 1 when the store refused this node for good (PostgreSQL: a newer schema). */
-static int store_refused(const rstore *st)
+int rstore_refused(const rstore *st)
 {
     return st->pg && rpg_refused(st->pg);
 }
 
-static int store_up(const rstore *st)
+int rstore_is_up(const rstore *st)
 {
     if (st->closed)
         return 0;
@@ -1202,7 +1056,7 @@ static int store_up(const rstore *st)
     return st->conn && rconn_get_state(st->conn) == RCONN_UP;
 }
 
-static const char *down_why(const rstore *st)
+const char *rstore_down_why(const rstore *st)
 {
     const char *e;
 
@@ -1222,10 +1076,10 @@ int rstore_up(const server *s, const char **why)
 {
     const rstore *st = state_of(s);
 
-    if (st && store_up(st))
+    if (st && rstore_is_up(st))
         return 1;
     if (why)
-        *why = st ? down_why(st) : "no shared store";
+        *why = st ? rstore_down_why(st) : "no shared store";
     return 0;
 }
 
@@ -1278,7 +1132,7 @@ int rstore_queue_slot(const server *s)
 
 /* Redis Cluster: which limits live in the queue's slot, read once from the file at start (a
  * reload may not change them, rtag_cluster_moves). */
-static int build_queued(rstore *st)
+int rstore_build_queued(rstore *st)
 {
     if (st->kind != CONFIG_STORE_REDIS_CLUSTER)
         return 0;
@@ -1416,7 +1270,7 @@ static rstore_wait *add_request(rstore *st, conn *c, rlim_op op, const rlim_link
 static void maybe_send_full(rstore *st)
 {
     if (st->added && st->added->n >= RSTORE_BATCH_MAX)
-        send_batch(st);
+        rstore_send_batch(st);
 }
 
 /* request_slot for a THROTTLE, whose message names the links by their limits' names. */
@@ -1464,10 +1318,10 @@ void rstore_throttle(conn *c, const rstore_link *links, size_t n, unsigned flags
     rstore_wait *w;
     int slot;
 
-    if (!store_up(st)) {
+    if (!rstore_is_up(st)) {
         req_info q = {WAIT_THROTTLE, def_capacity(links[0].def), 0, NULL, NULL, 0};
 
-        reply_unavailable_decision(st, c, &q, down_why(st));
+        reply_unavailable_decision(st, c, &q, rstore_down_why(st));
         return;
     }
     if (n > LINKS_STACK) {
@@ -1509,8 +1363,8 @@ int rstore_peek_then(conn *c, const rstore_link *links, size_t n, rstore_peek_fn
     rstore_wait *w;
     int slot;
 
-    if (!store_up(st)) {
-        fn(arg, NULL, NULL, down_why(st));
+    if (!rstore_is_up(st)) {
+        fn(arg, NULL, NULL, rstore_down_why(st));
         return 0;
     }
     if (n > LINKS_STACK) {
@@ -1544,10 +1398,10 @@ void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const cha
     rstore_wait *w;
     int slot;
 
-    if (!store_up(st)) {
+    if (!rstore_is_up(st)) {
         req_info q = {WAIT_CELL, def_capacity(def), 0, NULL, NULL, 0};
 
-        reply_unavailable_decision(st, c, &q, down_why(st));
+        reply_unavailable_decision(st, c, &q, rstore_down_why(st));
         return;
     }
     memset(&link, 0, sizeof(link));
@@ -1580,10 +1434,10 @@ void rstore_backoff(conn *c, const sluice_limit_def *def, const char *limit_id, 
     rstore_wait *w;
     int slot;
 
-    if (!store_up(st)) {
+    if (!rstore_is_up(st)) {
         req_info q = {WAIT_BACKOFF, def_capacity(def), 0, NULL, NULL, 0};
 
-        reply_unavailable_decision(st, c, &q, down_why(st));
+        reply_unavailable_decision(st, c, &q, rstore_down_why(st));
         return;
     }
     memset(&link, 0, sizeof(link));
@@ -1620,10 +1474,10 @@ void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *
     rstore_wait *w;
     int slot;
 
-    if (!store_up(st)) {
+    if (!rstore_is_up(st)) {
         req_info q = {kind, def->limit, ttl_ns > 0 ? ttl_ns : def->ttl_ns, name, key, keylen};
 
-        reply_unavailable_decision(st, c, &q, down_why(st));
+        reply_unavailable_decision(st, c, &q, rstore_down_why(st));
         return;
     }
     memset(&link, 0, sizeof(link));
@@ -1758,465 +1612,4 @@ const char *rstore_kind_name(const server *s)
         break;
     }
     return "redis";
-}
-
-/* ---- Life -------------------------------------------------------------------------------- */
-
-/* Logs a store that went down, once per reason. */
-static void note_down(rstore *st, const char *why)
-{
-    if (!why || strcmp(why, st->logged_why) == 0)
-        return;
-    snprintf(st->logged_why, sizeof st->logged_why, "%s", why);
-    log_warn("store %s: down: %s; until it is back decisions %s", st->url, why,
-             st->fail_open ? "are granted (store_failure: open)"
-                           : "answer -STOREDOWN (store_failure: closed)");
-}
-
-static void on_state(void *arg, rconn_state state, const char *why)
-{
-    rstore *st = arg;
-
-    if (state == RCONN_UP) {
-        log_info("store %s: up (limits script %s)", st->url, rconn_sha(st->conn));
-        st->logged_why[0] = '\0';
-        rtasks_store_up(st->s);
-        return;
-    }
-    note_down(st, why);
-}
-
-static void on_cluster_state(void *arg, int up, const char *why)
-{
-    rstore *st = arg;
-
-    if (up && !why) {
-        rcl_stats cs;
-
-        rcl_get_stats(st->cl, &cs);
-        log_info("store %s: up (%zu masters, %zu of them connected, %zu slots mapped; limits "
-                 "script %s)",
-                 st->url, cs.masters, cs.masters_up, cs.slots_known, rcl_sha(st->cl));
-        st->logged_why[0] = '\0';
-        return;
-    }
-    if (up) {
-        /* One master lost: its slots answer by the failure mode, the others keep deciding. */
-        log_warn("store %s: a master is down: %s; its slots' decisions %s until it is back",
-                 st->url, why, st->fail_open ? "are granted" : "answer -STOREDOWN");
-        return;
-    }
-    note_down(st, why);
-}
-
-/* Opens the task queue's and the series' node side on the store (rtasks_open: u says where the
- * wake subscriber connects, NULL on PostgreSQL, whose connection LISTENs). Returns 0, or an
- * error with msg (then neither is open). */
-static int open_queue(rstore *st, const config_store_url *u, char *msg, size_t msglen)
-{
-    int rc = rtasks_open(st->s, u, st->timeout_ms, msg, msglen);
-
-    if (rc == 0 && rrecur_open(st->s) != 0) {
-        rtasks_free(st->s);
-        snprintf(msg, msglen, "out of memory");
-        rc = SLUICE_ENOMEM;
-    }
-    return rc;
-}
-
-/* Connects to a Redis Cluster's masters (rstore_open's half for it), and the task queue's
- * subscriber to a seed (rtasks_open). Returns 0, or an error with msg. */
-static int open_cluster(rstore *st, char *msg, size_t msglen)
-{
-    rcl_options o;
-    rcl_addr seeds[CONFIG_STORE_SEEDS_MAX];
-    size_t script_len = 0;
-    int rc;
-
-    for (size_t i = 0; i < st->u.nseeds; i++) {
-        snprintf(seeds[i].host, sizeof seeds[i].host, "%s", st->u.seeds[i].host);
-        seeds[i].port = st->u.seeds[i].port;
-    }
-    memset(&o, 0, sizeof(o));
-    o.seeds = seeds;
-    o.nseeds = st->u.nseeds;
-    o.timeout_ms = st->timeout_ms;
-    o.script = rlim_script(&script_len);
-    o.script_len = script_len;
-    o.on_state = on_cluster_state;
-    o.arg = st;
-    if (build_queued(st) != 0) {
-        snprintf(msg, msglen, "out of memory");
-        return SLUICE_ENOMEM;
-    }
-    rc = rcl_new(&st->s->loop, &o, &st->cl);
-    if (rc != 0) {
-        rtag_map_free(&st->queued);
-        snprintf(msg, msglen, "store %s: %s", st->url, sluice_strerror(rc));
-        return rc;
-    }
-    st->s->rstore_state = st;
-    rc = open_queue(st, &st->u, msg, msglen);
-    if (rc != 0) {
-        rcl_free(st->cl);
-        st->cl = NULL;
-        rtag_map_free(&st->queued);
-        st->s->rstore_state = NULL;
-    }
-    return rc;
-}
-
-/* Connects to PostgreSQL (rstore_open's half for it). Returns 0, or an error with msg. */
-static int open_pg(rstore *st, char *msg, size_t msglen)
-{
-    rpg_options o;
-    char why[256];
-    int rc;
-
-    if (st->replicas > 0) {
-        snprintf(msg, msglen,
-                 "store: replicas is a Redis setting (WAIT); on PostgreSQL configure "
-                 "synchronous_standby_names and synchronous_commit instead (docs/cluster.md)");
-        return SLUICE_EINVAL;
-    }
-    if (pgconn_check_conninfo(st->url, why, sizeof why) != 0) {
-        rpg_redact_password(st->url, sizeof st->url);
-        snprintf(msg, msglen, "bad store URL \"%.120s\": %s", st->url, why);
-        return SLUICE_EINVAL;
-    }
-    {
-        char shown[sizeof st->url];
-
-        snprintf(shown, sizeof shown, "%s", st->url);
-        rpg_redact_password(shown, sizeof shown);
-        memset(&o, 0, sizeof(o));
-        o.conninfo = st->url;
-        o.url = shown;
-        o.connections = st->s->opt.store_connections > 0 ? st->s->opt.store_connections
-                                                         : RPG_CONNECTIONS_DEFAULT;
-        o.timeout_ms = st->timeout_ms;
-        o.fail_open = st->fail_open;
-        st->open = alloc_calloc((size_t)o.connections, sizeof(*st->open));
-        rc = st->open ? rpg_new(st->s, &o, &st->pg) : SLUICE_ENOMEM; /* copies both */
-    }
-    rpg_redact_password(st->url, sizeof st->url);
-    if (rc != 0) {
-        alloc_free(st->open);
-        st->open = NULL;
-        snprintf(msg, msglen, "store %s: %s", st->url, sluice_strerror(rc));
-        return rc;
-    }
-    st->s->rstore_state = st;
-    rc = open_queue(st, NULL, msg, msglen);
-    if (rc != 0) {
-        rpg_free(st->pg);
-        st->pg = NULL;
-        alloc_free(st->open);
-        st->open = NULL;
-        st->s->rstore_state = NULL;
-    }
-    return rc;
-}
-
-/* Connects to Redis, and its task queue's subscriber (rstore_open's half for it). Returns 0, or
- * an error with msg. */
-static int open_redis(rstore *st, char *msg, size_t msglen)
-{
-    server *s = st->s;
-    rconn_options o;
-    size_t script_len = 0;
-    const char *script = rlim_script(&script_len);
-    int rc;
-
-    memset(&o, 0, sizeof(o));
-    o.host = st->u.host;
-    o.port = st->u.port;
-    o.db = st->u.db;
-    o.timeout_ms = st->timeout_ms;
-    o.script = script;
-    o.script_len = script_len;
-    o.on_state = on_state;
-    o.arg = st;
-    rc = rconn_new(&s->loop, &o, &st->conn);
-    if (rc != 0) {
-        snprintf(msg, msglen, "store %s: %s", st->url, sluice_strerror(rc));
-        return rc;
-    }
-    s->rstore_state = st;
-    rc = open_queue(st, &st->u, msg, msglen);
-    if (rc != 0) {
-        rconn_free(st->conn);
-        st->conn = NULL;
-        s->rstore_state = NULL;
-    }
-    return rc;
-}
-
-int rstore_open(server *s, char *msg, size_t msglen)
-{
-    rstore *st;
-    uint64_t until;
-    int rc;
-
-    if (!s->opt.store_url)
-        return 0;
-    st = alloc_calloc(1, sizeof(*st));
-    if (!st) {
-        snprintf(msg, msglen, "out of memory");
-        return SLUICE_ENOMEM;
-    }
-    rc = config_store_parse_url(s->opt.store_url, &st->u, msg, msglen);
-    if (rc != 0) {
-        alloc_free(st);
-        return rc;
-    }
-    if (strlen(s->opt.store_url) >= sizeof st->url) {
-        snprintf(msg, msglen, "bad store URL: longer than %zu bytes", sizeof st->url - 1);
-        alloc_free(st);
-        return SLUICE_EINVAL;
-    }
-    snprintf(st->url, sizeof st->url, "%s", s->opt.store_url);
-    st->kind = st->u.kind;
-    rtag_map_init(&st->queued);
-    s->opt.store_url = st->url; /* the caller's string (the config's) may not outlive a reload */
-    st->s = s;
-    st->fail_open = s->opt.store_failure == SLUICE_STORE_FAILURE_OPEN;
-    st->timeout_ms = s->opt.store_timeout_ms > 0
-                         ? s->opt.store_timeout_ms
-                         : CONFIG_STORE_DEFAULT_TIMEOUT_NS / SLUICE_NS_PER_MS;
-    st->audit = s->opt.store_audit;
-    st->replicas = s->opt.store_replicas > 0 ? s->opt.store_replicas : 0;
-    st->replicas_timeout_ms = s->opt.store_replicas_timeout_ms > 0
-                                  ? s->opt.store_replicas_timeout_ms
-                                  : st->timeout_ms / 2;
-    if (st->replicas > 0 &&
-        (st->replicas_timeout_ms < 1 || st->replicas_timeout_ms >= st->timeout_ms)) {
-        /* WAIT blocks the connection: a WAIT as long as the store's deadline would make every
-         * call behind it time out and drop the connection. */
-        snprintf(msg, msglen,
-                 "store: the replicas timeout (%" PRId64 " ms) must be at least 1 ms and less "
-                 "than the store timeout (%" PRId64 " ms)",
-                 st->replicas_timeout_ms, st->timeout_ms);
-        alloc_free(st);
-        return SLUICE_EINVAL;
-    }
-    if (st->kind != CONFIG_STORE_POSTGRES && s->opt.store_connections > 0) {
-        snprintf(msg, msglen,
-                 "store: connections is a PostgreSQL setting; a %s store keeps one connection "
-                 "per node (per master on a Cluster)",
-                 st->kind == CONFIG_STORE_REDIS_CLUSTER ? "redis-cluster" : "redis");
-        alloc_free(st);
-        return SLUICE_EINVAL;
-    }
-    rc = st->kind == CONFIG_STORE_POSTGRES        ? open_pg(st, msg, msglen)
-         : st->kind == CONFIG_STORE_REDIS_CLUSTER ? open_cluster(st, msg, msglen)
-                                                  : open_redis(st, msg, msglen);
-    if (rc != 0) {
-        alloc_free(st);
-        return rc;
-    }
-    s->rstore_state = st;
-    /* The first connection before listening, so that a node that starts next to a running Redis
-     * decides its first request; a Redis still down after the timeout is not fatal. */
-    until = uv_now(&s->loop) + (uint64_t)st->timeout_ms;
-    /* PostgreSQL: every connection (they follow the first one), so that the node starts with
-     * all of them; up with fewer after the timeout. */
-    while (!(st->pg ? rpg_all_up(st->pg) : store_up(st)) && !store_refused(st) &&
-           uv_now(&s->loop) < until)
-        uv_run(&s->loop, UV_RUN_ONCE);
-    if (store_refused(st)) {
-        /* A newer schema than this build knows: starting would answer -STOREDOWN forever. */
-        snprintf(msg, msglen, "store %s: %s", st->url, down_why(st));
-        rstore_free(s);
-        return SLUICE_ESTATE;
-    }
-    if (!store_up(st))
-        log_warn("store %s: not up after %" PRId64 " ms (%s); starting anyway, decisions %s "
-                 "until it is",
-                 st->url, st->timeout_ms, down_why(st),
-                 st->fail_open ? "are granted" : "answer -STOREDOWN");
-    /* The shared limit definitions, loaded before the first decision when the store is up. */
-    if (rdefs_open(s, st->timeout_ms) != 0) {
-        snprintf(msg, msglen, "out of memory");
-        rstore_free(s);
-        return SLUICE_ENOMEM;
-    }
-    log_info("store %s: THROTTLE, CL.THROTTLE, LEASE.* and the task queue in %s (store_failure: "
-             "%s, timeout %" PRId64 " ms%s)",
-             st->url,
-             st->pg   ? "PostgreSQL"
-             : st->cl ? "Redis Cluster"
-                      : "Redis",
-             st->fail_open ? "open" : "closed", st->timeout_ms, st->audit ? ", audit on" : "");
-    if (st->replicas > 0)
-        log_info("store %s: task writes wait for %d replica(s) (WAIT, %" PRId64 " ms)", st->url,
-                 st->replicas, st->replicas_timeout_ms);
-    return 0;
-}
-
-void rstore_close(server *s)
-{
-    rstore *st = state_of(s);
-    rconn *rc;
-
-    if (!st || st->closed)
-        return;
-    st->closed = 1;
-    send_batch(st); /* answered by the failure mode at once: closed */
-    rtasks_close(s);
-    rrecur_close(s);
-    rdefs_close(s);
-    rc = st->conn;
-    rconn_free(rc); /* answers what is in flight ("stopped") */
-    st->conn = NULL;
-    rpg_free(st->pg); /* likewise, on every connection */
-    st->pg = NULL;
-    rcl_free(st->cl); /* likewise */
-    st->cl = NULL;
-    drain(st);
-}
-
-void rstore_free(server *s)
-{
-    rstore *st = state_of(s);
-    rbatch *b;
-
-    if (!st)
-        return;
-    rstore_close(s); /* answers and applies every call in flight: the FIFO is empty */
-    rtasks_free(s);
-    rrecur_free(s);
-    rdefs_free(s);
-    while ((b = st->cur) != NULL) { /* none: rstore_close sent them */
-        st->cur = b->tnext;
-        batch_free(b);
-    }
-    while ((b = st->spare) != NULL) {
-        st->spare = b->next;
-        batch_free(b);
-    }
-    rtag_map_free(&st->queued);
-    alloc_free(st->open); /* PostgreSQL's per-lane batch pointers */
-    alloc_free(st);
-    s->rstore_state = NULL;
-}
-
-/* The connection's side of the counters, whichever store it is. */
-static void conn_counts(rstore_stats *out, int up, const char *state, const char *last_error,
-                        uint64_t connects, uint64_t disconnects, uint64_t failed_connects,
-                        uint64_t timeouts, uint64_t in_flight)
-{
-    out->up = up;
-    out->state = state;
-    out->last_error = last_error;
-    out->connects = connects;
-    out->disconnects = disconnects;
-    out->failed_connects = failed_connects;
-    out->timeouts = timeouts;
-    out->in_flight = in_flight;
-}
-
-void rstore_get_stats(const server *s, rstore_stats *out)
-{
-    const rstore *st = state_of(s);
-    rconn_stats cs;
-    pgconn_stats ps;
-
-    memset(out, 0, sizeof(*out));
-    out->state = "none";
-    out->last_error = "";
-    if (!st)
-        return;
-    *out = st->stats;
-    if (st->closed || (!st->conn && !st->pg && !st->cl)) {
-        out->state = "stopped";
-        out->last_error = "";
-        return;
-    }
-    if (st->pg) {
-        int up;
-
-        /* The connections' sums; "up" while one is (rstore_pg.h), the error lane 0's. */
-        rpg_get_stats(st->pg, &ps, &up);
-        conn_counts(out, up > 0, rpg_state_name(st->pg), rpg_last_error(st->pg), ps.connects,
-                    ps.disconnects, ps.failed_connects, ps.timeouts, ps.in_flight);
-        return;
-    }
-    if (st->cl) {
-        rcl_stats ks;
-
-        rcl_get_stats(st->cl, &ks);
-        out->up = rcl_up(st->cl);
-        out->state = out->up ? "up" : "down";
-        out->last_error = rcl_last_error(st->cl);
-        out->connects = ks.connects;
-        out->disconnects = ks.disconnects;
-        out->failed_connects = ks.failed_connects;
-        out->timeouts = ks.timeouts;
-        out->script_loads = ks.script_loads;
-        out->in_flight = ks.in_flight;
-        return;
-    }
-    rconn_get_stats(st->conn, &cs);
-    conn_counts(out, rconn_get_state(st->conn) == RCONN_UP,
-                rconn_state_name(rconn_get_state(st->conn)), rconn_last_error(st->conn),
-                cs.connects, cs.disconnects, cs.failed_connects, cs.timeouts, cs.in_flight);
-    out->script_loads = cs.script_loads;
-}
-
-void rstore_info(const server *s, char *buf, size_t len)
-{
-    const rstore *st = state_of(s);
-    rstore_stats x;
-    rtasks_stats t;
-    size_t at;
-
-    if (!st) {
-        snprintf(buf, len, "# Store\r\nstore:embedded\r\n");
-        return;
-    }
-    rstore_get_stats(s, &x);
-    snprintf(buf, len,
-             "# Store\r\nstore:%s\r\nstore_url:%s\r\nstore_state:%s\r\nstore_failure:%s\r\n"
-             "store_timeout_ms:%" PRId64 "\r\nstore_audit:%d\r\nstore_batches:%" PRIu64
-             "\r\nstore_requests:%" PRIu64 "\r\nstore_answered:%" PRIu64
-             "\r\nstore_unavailable:%" PRIu64 "\r\nstore_fail_open_grants:%" PRIu64
-             "\r\nstore_in_flight:%" PRIu64 "\r\nstore_connects:%" PRIu64
-             "\r\nstore_disconnects:%" PRIu64 "\r\nstore_failed_connects:%" PRIu64
-             "\r\nstore_timeouts:%" PRIu64 "\r\nstore_script_loads:%" PRIu64
-             "\r\nstore_last_error:%s\r\n",
-             rstore_kind_name(s), st->url, x.state, st->fail_open ? "open" : "closed",
-             st->timeout_ms, st->audit, x.batches, x.requests, x.answered, x.unavailable,
-             x.fail_open_grants, x.in_flight, x.connects, x.disconnects, x.failed_connects,
-             x.timeouts, x.script_loads, x.last_error);
-    if (st->cl) {
-        rcl_stats ks;
-
-        rcl_get_stats(st->cl, &ks);
-        at = strlen(buf);
-        snprintf(buf + at, len - at,
-                 "store_cluster_masters:%zu\r\nstore_cluster_masters_up:%zu\r\n"
-                 "store_cluster_slots_known:%zu\r\nstore_cluster_moved:%" PRIu64
-                 "\r\nstore_cluster_asks:%" PRIu64 "\r\nstore_cluster_tryagains:%" PRIu64
-                 "\r\nstore_cluster_refreshes:%" PRIu64
-                 "\r\nstore_cluster_refresh_failures:%" PRIu64
-                 "\r\nstore_cluster_cross_calls:%" PRIu64 "\r\nstore_cluster_splits:%" PRIu64
-                 "\r\nstore_cluster_split_parts:%" PRIu64 "\r\n",
-                 ks.masters, ks.masters_up, ks.slots_known, ks.moved, ks.asks, ks.tryagains,
-                 ks.refreshes, ks.refresh_failures, ks.multi, ks.splits, ks.parts);
-    }
-    rtasks_get_stats(s, &t);
-    at = strlen(buf);
-    snprintf(buf + at, len - at,
-             "store_task_requests:%" PRIu64 "\r\nstore_task_claims:%" PRIu64
-             "\r\nstore_task_delivered:%" PRIu64 "\r\nstore_task_waiters:%" PRIu64
-             "\r\nstore_task_wakes:%" PRIu64 "\r\nstore_task_subscriber:%s\r\n"
-             "store_replicas:%d\r\nstore_replicas_timeout_ms:%" PRId64
-             "\r\nstore_replica_waits:%" PRIu64 "\r\nstore_under_replicated:%" PRIu64 "\r\n",
-             t.requests, t.claims, t.delivered, t.waiters, t.wakes, t.subscriber_up ? "up" : "down",
-             st->replicas, st->replicas_timeout_ms, x.replica_waits, t.under_replicated);
-    if (st->pg)
-        rpg_info_append(st->pg, buf, len);
-    rrecur_info_append(s, buf, len);
-    rdefs_info_append(s, buf, len);
 }

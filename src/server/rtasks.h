@@ -69,7 +69,7 @@ typedef struct rtasks_stats {
     int subscriber_up;         /* the wake subscription is live */
 } rtasks_stats;
 
-/* The name of PostgreSQL's prepared statement of the task function (rstore.c prepares it). */
+/* The name of PostgreSQL's prepared statement of the task function (rstore_pg.c prepares it). */
 #define RTASKS_PG_STMT "sluice_tasks"
 
 /* Sets up the task side of the shared store (after rstore_open parsed the URL u): the batch and,
