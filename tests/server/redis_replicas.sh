@@ -226,13 +226,15 @@ check "the node stays up" up "$(store_field "$W" store_state)"
 # ---- 3. SIGCONT: the writes succeed again ---------------------------------------------------
 
 kill -CONT "$rpid_replica"
+# add_ok PORT: a TASK.ADD on the node on PORT answers an id (set in added), for wait_until.
 add_ok() {
   local r
-  r=$(on "$W" TASK.ADD job '{"n":4}')
+  r=$(on "$1" TASK.ADD job '{"n":4}')
   case $r in '' | *[!0-9]*) return 1 ;; esac
-  id4=$r
+  added=$r
 }
-wait_until "ADD succeeds once the replica is back" 20 add_ok
+wait_until "ADD succeeds once the replica is back" 20 add_ok "$W"
+id4=$added
 check "and the task is on the replica" 1 "$(on_replica HEXISTS 'sluice:{all}:task' "$id4")"
 check "the earlier refused task reached the replica too" 1 \
   "$(on_replica HEXISTS 'sluice:{all}:task' "$id2")"
@@ -291,13 +293,8 @@ within "Cluster: answered within the timeout (ms)" "$((WT - 20))" "$((WT + 1200)
 check "Cluster: counted under-replicated" 1 "$(store_field "$CW" store_under_replicated)"
 check "Cluster: THROTTLE still answers" 1 "$(redis-cli -p "$CW" THROTTLE lim k | head -1)"
 kill -CONT "$rpid_cr"
-cadd_ok() {
-  local r
-  r=$(on "$CW" TASK.ADD job '{"n":"c3"}')
-  case $r in '' | *[!0-9]*) return 1 ;; esac
-  cid3=$r
-}
-wait_until "Cluster: ADD succeeds once the replica is back" 20 cadd_ok
+wait_until "Cluster: ADD succeeds once the replica is back" 20 add_ok "$CW"
+cid3=$added
 check "Cluster: and the task is on the replica" 1 \
   "$(on_cluster_replica HEXISTS 'sluice:{all}:task' "$cid3")"
 kill -TERM "$pid_CW"
