@@ -8,12 +8,12 @@
 -- nothing (no lease, nothing to settle); with room it is charged as any link when the chain is
 -- granted. 008 did the same for the limits call.
 --
--- Five functions are replaced, each otherwise as it was: 002's sluice_task_def (a definition
--- may end in " s") and sluice_task_chain (the pass), 009's sluice_task_add (a link of an ADD
--- carries flag 4 when in shadow mode, since the definition's seven fields are counted; it is
--- stored with " s", as the script stores it), sluice_task_would_park (a shadow link's peek
--- never makes a new task wait, for max_parked) and sluice_task_gate (a shadow pass is not
--- marked charged).
+-- Four functions are replaced, each otherwise as it was: 002's sluice_task_def (a definition
+-- may end in " s") and sluice_task_chain (the pass), 009's sluice_task_would_park (a shadow
+-- link's peek never makes a new task wait, for max_parked) and sluice_task_gate (a shadow pass
+-- is not marked charged). And 009's sluice_task_add is wrapped: a link of an ADD carries flag 4
+-- in shadow mode (its definition's seven fields are counted), stored as a definition ending in
+-- " s", as the script stores it.
 
 CREATE OR REPLACE FUNCTION sluice_task_def(p_text text, OUT ok boolean, OUT kind int, OUT lim numeric,
                                 OUT per numeric, OUT burst numeric, OUT se boolean,
@@ -245,73 +245,24 @@ BEGIN
     verdict := 'D';
 END $$;
 
+-- An ADD: 009's sluice_task_add, renamed, behind a function of its name that turns each link's
+-- flag 4 into the " s" its stored definition ends in (appended to the definition's last field)
+-- and drops the flag. Every caller (the call's dispatch, 003's series) calls it by name.
+ALTER FUNCTION sluice_task_add(text[], numeric) RENAME TO sluice_task_add_v10;
 
-CREATE OR REPLACE FUNCTION sluice_task_add(f text[], now numeric) RETURNS bytea
+CREATE FUNCTION sluice_task_add(f text[], now numeric) RETURNS bytea
 LANGUAGE plpgsql AS $$
 DECLARE
-    n text := now::text;
-    has_tk boolean := f[5] = '1';
-    tk bytea := CASE WHEN f[5] = '1' THEN decode(f[4], 'hex') END;
-    nl int := f[16]::int;
-    h sluice_task; at int; def text; u bigint; id bigint; delay numeric := f[7]::numeric;
-    l_def text[] := '{}'; l_units bigint[] := '{}'; l_flags int[] := '{}'; l_hz bigint[] := '{}';
-    l_tag bytea[] := '{}'; l_lim text[] := '{}'; l_key bytea[] := '{}';
-    cap bigint; cu bigint; glink int; glease bigint; fl int;
+    at int;
 BEGIN
-    IF has_tk THEN
-        SELECT * INTO h FROM sluice_task WHERE tkey = tk AND state < 4;
-        IF FOUND AND h.state IN (1, 2) THEN
-            UPDATE sluice_task SET payload = decode(f[3], 'hex') WHERE sluice_task.id = h.id;
-            RETURN convert_to('OK ' || n || ' ' || h.id || ' 1', 'UTF8');
-        ELSIF FOUND AND h.state = 3 THEN
-            RETURN convert_to('EXISTS ' || n || ' ' || h.id, 'UTF8');
-        END IF;
+    IF f[16] ~ '^\d{1,4}$' THEN
+        FOR i IN 1 .. f[16]::int LOOP
+            at := 17 + 13 * (i - 1);
+            IF f[at + 8] ~ '^\d{1,9}$' AND f[at + 8]::int & 4 <> 0 THEN
+                f[at + 6] := f[at + 6] || ' s';
+                f[at + 8] := (f[at + 8]::int & 3)::text;
+            END IF;
+        END LOOP;
     END IF;
-    cap := sluice_task_setting('sluice.max_tasks');
-    IF cap > 0 THEN
-        SELECT c.u INTO cu FROM sluice_task_counts() c;
-        IF cu >= cap THEN
-            RETURN convert_to('BUSY ' || n || ' tasks', 'UTF8');
-        END IF;
-    END IF;
-    FOR i IN 1 .. nl LOOP
-        at := 17 + 13 * (i - 1);
-        def := array_to_string(f[at : at + 6], ' ');
-        u := CASE WHEN f[at + 7] ~ '^\d{1,18}$' THEN f[at + 7]::bigint END;
-        IF NOT (sluice_task_def(def)).ok OR u IS NULL OR u < 1 THEN
-            RETURN convert_to('INVAL ' || n || ' bad link ' || i, 'UTF8');
-        END IF;
-        fl := f[at + 8]::int;
-        IF fl & 4 <> 0 THEN
-            def := def || ' s'; -- a link in shadow mode: stored as the script stores it
-        END IF;
-        l_def := l_def || def; l_units := l_units || u; l_flags := l_flags || (fl & 3);
-        l_hz := l_hz || f[at + 9]::bigint; l_tag := l_tag || decode(f[at + 10], 'hex');
-        l_lim := l_lim || convert_from(decode(f[at + 11], 'hex'), 'UTF8');
-        l_key := l_key || decode(f[at + 12], 'hex');
-    END LOOP;
-    glink := coalesce(f[17 + 13 * nl], '0')::int;
-    glease := coalesce(f[18 + 13 * nl], '0')::bigint;
-    IF glink > 0 AND NOT (glink <= nl AND sluice_task_lease_live(l_tag[glink], l_lim[glink],
-                                                                 l_key[glink], glease, now)) THEN
-        RETURN convert_to('NOLEASE ' || n, 'UTF8');
-    END IF;
-    IF delay <= 0 AND sluice_task_parked_full()
-       AND sluice_task_would_park(l_def, l_units, l_tag, l_lim, l_key, glink, now) THEN
-        RETURN convert_to('BUSY ' || n || ' parked', 'UTF8');
-    END IF;
-    id := nextval('sluice_task_id_seq');
-    INSERT INTO sluice_task (id, type, state, prio, due, max_attempts, lease_ns, not_before,
-                             submitted, backoff, base_ns, max_ns, throttle, charge_redelivery,
-                             units, tkey, payload, l_def, l_units, l_flags, l_hz, l_tag, l_lim,
-                             l_key, l_lease, l_charged, glink, glease)
-    VALUES (id, decode(f[2], 'hex'), 1, f[6]::bigint,
-            CASE WHEN delay > 0 THEN sluice_sat(now + delay) ELSE 0 END, f[9]::int,
-            f[8]::bigint, CASE WHEN delay > 0 THEN sluice_sat(now + delay) ELSE 0 END, now,
-            f[10]::int, f[11]::bigint, f[12]::bigint, f[13]::int, f[14]::int, f[15], tk,
-            decode(f[3], 'hex'), l_def, l_units, l_flags, l_hz, l_tag, l_lim, l_key,
-            array_fill(0::bigint, ARRAY[nl]), array_fill(0::bigint, ARRAY[nl]), glink, glease);
-    PERFORM sluice_task_woke();
-    RETURN convert_to('OK ' || n || ' ' || id || ' 0', 'UTF8');
+    RETURN sluice_task_add_v10(f, now);
 END $$;
-
