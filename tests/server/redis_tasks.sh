@@ -122,6 +122,7 @@ store_restart() {
       --cluster-require-full-coverage no &
     qpid=$!
     pids+=("$qpid")
+    wait_until "the queue's master back on its port" 30 redis_is "$qport" "$qpid"
     wait_until "the queue's master back in the cluster" 30 cluster_ok "$rport_a" "$rport_m2" "$rport_m3"
     return
   fi
@@ -130,8 +131,14 @@ store_restart() {
   wait "$rpid_a" 2>/dev/null
   redis-server --port "$rport_a" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp/a.redis" \
     --daemonize no --logfile "$tmp/a.redis/log2" &
-  pids+=("$!")
+  rpid_a=$!
+  pids+=("$rpid_a")
+  wait_until "Redis back on its port" 30 redis_is "$rport_a" "$rpid_a"
 }
+# redis_is PORT PID: the redis-server answering on PORT is process PID (for wait_until). Between
+# the kill and the restart the port is free, and a process outside this test may take it; the
+# nodes would then talk to it, and the checks after would fail for no reason they could name.
+redis_is() { redis-cli -p "$1" INFO server 2>/dev/null | tr -d '\r' | grep -qx "process_id:$2"; }
 for n in A B C; do
   # A and B also serve the HTTP API (section 1b).
   case $n in C) admin=() ;; *) admin=(--admin-port 0 --admin-port-file "$tmp/$n.admin") ;; esac
