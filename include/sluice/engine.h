@@ -440,6 +440,10 @@ typedef struct sluice_task_plan {
     int64_t lease_ns;          /* the type's lease (visibility timeout) */
     sluice_retry_policy retry; /* the type's retries: max_attempts, backoff */
     int charge_redelivery;     /* the type's (sluice_type_policy) */
+    int fair;                  /* 1: the type shares its workers between keys (fairness: keys) */
+    int fair_link;             /* under fair: the link (index into the chain) whose key is the
+                                * task's tenant and whose units its turn costs; -1: none (the
+                                * tenant "", the task's own units) */
 } sluice_task_plan;
 
 /* Resolves spec exactly as sluice_engine_submit would (type, strict_types, payload, keys and

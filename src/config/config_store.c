@@ -221,6 +221,13 @@ int config_store_is_cluster(const char *url)
                    strncasecmp(url, "redis+cluster://", 16) == 0);
 }
 
+int config_store_is_postgres(const char *url)
+{
+    config_store_url u;
+
+    return url && config_store_parse_url(url, &u, NULL, 0) == 0 && u.kind == CONFIG_STORE_POSTGRES;
+}
+
 /* Reads and checks a URL node into *out (allocated). */
 static int parse_url(ywalk *w, const yaml_node_t *node, sluice_store_config *out)
 {

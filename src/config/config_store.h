@@ -74,6 +74,10 @@ int config_store_parse_url(const char *url, config_store_url *out, char *msg, si
  * Pure. */
 int config_store_is_cluster(const char *url);
 
+/* 1 when url names a PostgreSQL database (config_store_parse_url's CONFIG_STORE_POSTGRES), else
+ * 0. Pure. */
+int config_store_is_postgres(const char *url);
+
 /* Reads the `store:` section at node (absent or null: nothing) into *out, whose url is then
  * allocated (freed by sluice_config_clear). Returns 0 or the error it reported through w. */
 int config_parse_store(ywalk *w, const yaml_node_t *node, sluice_store_config *out);

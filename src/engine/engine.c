@@ -539,6 +539,13 @@ static int plan_fill(sluice_engine *e, const sluice_task_spec *spec, const etype
         plan->lease_ns = type->pol.lease_ns;
         plan->retry = type->pol.retry;
         plan->charge_redelivery = type->pol.charge_redelivery;
+        plan->fair = ready_fair_limit(type) != NULL;
+        plan->fair_link = -1;
+        for (size_t i = 0; i < nlinks && plan->fair; i++)
+            if (links[i].lim == ready_fair_limit(type)) { /* ready.c's tenant_of */
+                plan->fair_link = (int)i;
+                break;
+            }
         for (size_t i = 0; i < nlinks && i < max; i++) {
             const link_spec *l = &links[i];
             sluice_charge *c = &out[i];

@@ -429,6 +429,11 @@ int ready_set_fairness(sluice_engine *e, etype *t, elimit *lim)
 
 /* ---- Views and clean-up ---------------------------------------------------------------------- */
 
+elimit *ready_fair_limit(const etype *t)
+{
+    return t->fair ? t->fair->lim : NULL;
+}
+
 int ready_flow_info(const task *t, const char **limit, const char **key, size_t *keylen,
                     size_t *flow_ready, size_t *flows)
 {

@@ -77,6 +77,9 @@ task *ready_pick(const sluice_engine *e, const char *const *types, size_t ntypes
  * SLUICE_ENOMEM (nothing changed). */
 int ready_set_fairness(sluice_engine *e, etype *t, elimit *lim);
 
+/* The limit whose key is a task's tenant under fair dispatch; NULL when t is FIFO. */
+elimit *ready_fair_limit(const etype *t);
+
 /* For explain: under fair dispatch, the fair limit's name, the tenant key of t (borrowed from
  * its links; "" when none), how many of its flow's tasks are ready and how many flows have
  * ready tasks. Returns 0 when the type is FIFO (nothing filled), else 1. */

@@ -68,17 +68,20 @@ static void plan_free(reload_plan *p)
     memset(p, 0, sizeof *p);
 }
 
-/* plan_prepare's shared: 0 (embedded store), 1 (a shared store), 2 (a Redis Cluster). */
+/* plan_prepare's shared: 0 (embedded store), 1 (a shared store), 2 (a Redis Cluster),
+ * 3 (PostgreSQL). */
 static int reload_shared(const server *s)
 {
     if (!s->opt.store_url)
         return 0;
+    if (config_store_is_postgres(s->opt.store_url))
+        return 3;
     return config_store_is_cluster(s->opt.store_url) ? 2 : 1;
 }
 
 /* The prepare step: everything that reads the file or allocates for it. prev is the file loaded
  * last (NULL: none), only read; shared is 1 when a shared store decides (--store), 2 when it is
- * a Redis Cluster. Touches no
+ * a Redis Cluster, 3 when it is PostgreSQL. Touches no
  * engine. Returns 0, or an error with msg (then p holds nothing). */
 static int plan_prepare(reload_plan *p, const sluice_config *prev, const char *path, int shared,
                         char *msg, size_t msglen)
@@ -93,7 +96,9 @@ static int plan_prepare(reload_plan *p, const sluice_config *prev, const char *p
     if (rc != 0)
         return rc;
     /* The shared store's script enforces every limit: a dry run there would be a silent lie. */
-    if ((shared || p->nc.store.url) && (why = server_store_unsupported(&p->nc)) != NULL) {
+    if ((shared || p->nc.store.url) &&
+        (why = server_store_unsupported(
+             &p->nc, shared ? shared == 3 : config_store_is_postgres(p->nc.store.url))) != NULL) {
         snprintf(msg, msglen, "%s: %s", path, why);
         rc = SLUICE_EINVAL;
         goto fail;

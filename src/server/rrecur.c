@@ -257,6 +257,7 @@ static int add_fire_with_task(rrecur *rr, rrecur_fire *f, const due *d)
     a.lease_ns = plan.lease_ns;
     a.charge_redelivery = plan.charge_redelivery;
     a.retry = plan.retry;
+    rtasks_fair_of(&plan, ch, &a);
     f->task = &a;
     rc = batch_add_fire(rr->loopcall, f);
     f->task = NULL;

@@ -363,6 +363,18 @@ static int waiter_claim(rtasks *rt, waiter *w)
     return 0;
 }
 
+void rtasks_fair_of(const sluice_task_plan *plan, const sluice_charge *ch, rtask_add *a)
+{
+    a->fair = plan->fair;
+    if (!plan->fair)
+        return;
+    a->tenant = plan->fair_link >= 0 ? ch[plan->fair_link].key : NULL;
+    a->tenant_len = plan->fair_link >= 0 ? ch[plan->fair_link].keylen : 0;
+    a->fair_units = plan->fair_link >= 0 ? ch[plan->fair_link].units : plan->units;
+    if (a->fair_units < 1)
+        a->fair_units = 1; /* ready.c's ready_served: a turn costs at least one unit */
+}
+
 void rtasks_add(conn *c, const sluice_task_spec *spec, int64_t delay_ns)
 {
     rtasks_add_group(c, spec, delay_ns, NULL);
@@ -456,6 +468,7 @@ void rtasks_add_group(conn *c, const sluice_task_spec *spec, int64_t delay_ns,
     a.lease_ns = plan.lease_ns;
     a.charge_redelivery = plan.charge_redelivery;
     a.retry = plan.retry;
+    rtasks_fair_of(&plan, ch, &a);
     b = cur_batch(rt, c, rstore_lane(s, c, 0));
     if (b) {
         twait *w = take_wait(b, c, NULL, RTASK_ADD, batch_add(b, RTASK_ADD, &a));

@@ -163,6 +163,12 @@ void rtasks_explain(conn *c, uint64_t id);
 void rtasks_links_of(const sluice_engine *e, const sluice_charge *ch, size_t n,
                      char (*ids)[RTASKS_LIMIT_ID_BUF], const char *tag, rtask_link *links);
 
+/* Copies a resolved task's fair dispatch into a (fairness: keys): its tenant is its key on the
+ * type's fair limit (ch[plan->fair_link], borrowed; "" without such a link) and a delivery
+ * costs its tenant's turn that link's units (the task's own without it). Under FIFO it clears
+ * a->fair. */
+void rtasks_fair_of(const sluice_task_plan *plan, const sluice_charge *ch, rtask_add *a);
+
 void rtasks_get_stats(const server *s, rtasks_stats *out);
 
 #endif

@@ -52,6 +52,9 @@ typedef struct xplain {
     int64_t position;     /* PARKED: tasks ahead of it in that link key's wait queue */
     int64_t queue_length; /* PARKED: tasks in that queue */
     int64_t wake_ms;      /* PARKED: when the queue is armed to wake (store ms); -1: never */
+    int64_t flow_ready;   /* QUEUED in a fair flow: its tenant's ready tasks, from the store */
+    int64_t flows;        /* and the tenants taking turns; 0: not in a fair flow */
+    int fair_link;        /* the link whose key is its tenant (0-based), -1: none (the "") */
 } xplain;
 
 static void x_timeout(conn *c, void *arg);
@@ -242,10 +245,26 @@ static void on_peek(void *arg, const rlim_result *r, const sluice_decision *dec,
      * answer now. */
     {
         char why_now[800] = "";
-        int len = snprintf(text, sizeof text,
-                           "Queued and due: the next worker polling type \"%s\" takes it through "
-                           "the gate (the shared store does not count the tasks of its type that "
-                           "are ready).",
+        int len;
+
+        if (x->flows > 0 && x->fair_link >= 0) /* its turn, as engine.c's explain says it */
+            len = snprintf(text, sizeof text,
+                           "Queued and due; type \"%s\" shares workers fairly between the keys "
+                           "of limit \"%s\": key \"%s\" has %" PRId64 " task(s) ready, and "
+                           "%" PRId64 " key(s) take turns.",
+                           x->type, x->names[x->fair_link], x->keys[x->fair_link], x->flow_ready,
+                           x->flows);
+        else if (x->flows > 0)
+            len = snprintf(text, sizeof text,
+                           "Queued and due; type \"%s\" shares workers fairly between keys, and "
+                           "this task has none on its fair limit: key \"\" has %" PRId64
+                           " task(s) ready, and %" PRId64 " key(s) take turns.",
+                           x->type, x->flow_ready, x->flows);
+        else
+            len = snprintf(text, sizeof text,
+                           "Queued and due: the next worker polling type \"%s\" takes it "
+                           "through the gate (the shared store does not count the tasks of its "
+                           "type that are ready).",
                            x->type);
 
         if (lim && never)
@@ -310,6 +329,7 @@ static int send_peek(xplain *x, const rtask_task *t, char *text, size_t textlen)
         return -1;
     }
     x->nlinks = (size_t)n;
+    x->fair_link = plan.fair ? plan.fair_link : -1;
     for (int i = 0; i < n; i++) {
         size_t kl = ch[i].keylen < XPLAIN_KEY_BUF - 1 ? ch[i].keylen : XPLAIN_KEY_BUF - 1;
 
@@ -380,6 +400,8 @@ static void on_info(void *arg, const rtask_task *t, const rtask_result *r, const
         x->queue_length = t->queue_length;
         x->wake_ms = t->wake_ms;
     }
+    x->flow_ready = t->flow_ready;
+    x->flows = t->flows;
     snprintf(x->type, sizeof x->type, "%.*s",
              (int)(t->typelen < sizeof x->type - 1 ? t->typelen : sizeof x->type - 1), t->type);
     if (t->state == SLUICE_TASK_QUEUED && t->not_before_ns > now) {

@@ -221,7 +221,7 @@ const char *server_limit_unsupported(const sluice_limit_policy *p)
     return NULL;
 }
 
-const char *server_store_unsupported(const sluice_config *c)
+const char *server_store_unsupported(const sluice_config *c, int postgres)
 {
     for (size_t i = 0; i < c->nlimits; i++) {
         const char *why = server_limit_unsupported(&c->limits[i]);
@@ -229,10 +229,10 @@ const char *server_store_unsupported(const sluice_config *c)
         if (why)
             return why;
     }
-    for (size_t i = 0; i < c->ntypes; i++)
+    for (size_t i = 0; postgres && i < c->ntypes; i++)
         if (c->types[i].fairness == SLUICE_FAIR_KEYS)
-            return "fairness: keys is not available with a shared store yet (its shared queue "
-                   "hands out tasks by priority, then arrival)";
+            return "fairness: keys is not available with the PostgreSQL store yet (its shared "
+                   "queue hands out tasks by priority, then arrival; the Redis store has it)";
     return NULL;
 }
 
@@ -616,7 +616,9 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
                 s->config.store.replicas_timeout_ns / SLUICE_NS_PER_MS;
         if (s->opt.store_connections == 0)
             s->opt.store_connections = (int)s->config.store.connections;
-        const char *why = s->opt.store_url ? server_store_unsupported(&s->config) : NULL;
+        const char *why = s->opt.store_url ? server_store_unsupported(
+                                                 &s->config, config_store_is_postgres(s->opt.store_url))
+                                           : NULL;
 
         if (why) {
             snprintf(msg, msglen, "%s: %s", opt->config_path, why);

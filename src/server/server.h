@@ -275,10 +275,10 @@ int server_policy_eq(const sluice_limit_policy *a, const sluice_limit_policy *b)
  * over the other is a sluice_engine_set_limit_mode, which keeps the limit's state. Pure. */
 int server_policy_mode_only(const sluice_limit_policy *a, const sluice_limit_policy *b);
 
-/* What a configuration asks for that a shared store (Redis's script, PostgreSQL's function)
- * cannot do yet (it would enforce every limit as a plain one), as the reason to refuse it; NULL
- * when nothing. Pure. */
-const char *server_store_unsupported(const sluice_config *c);
+/* What a configuration asks for that a shared store (Redis's script; PostgreSQL's functions
+ * when postgres is 1) cannot do yet (it would enforce every limit as a plain one, or hand out a
+ * fair type's tasks in arrival order), as the reason to refuse it; NULL when nothing. Pure. */
+const char *server_store_unsupported(const sluice_config *c, int postgres);
 
 /* What one limit asks for that a shared store cannot do yet (shadow mode, an adaptive rate), as
  * the reason to refuse it; NULL when nothing. Pure. */

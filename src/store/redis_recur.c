@@ -33,9 +33,6 @@ static const char *const fixed_names[] = {"clock", "seq",  "task", "body",  "lin
                                           "tkey",  "done", "msg",  "recur", "rdue",  "rseq"};
 #define NFIXED (sizeof fixed_names / sizeof fixed_names[0])
 
-/* The arguments tasks.lua's ADD takes before its links, and per link. */
-#define ADD_ARGS      16
-#define ADD_LINK_ARGS 4
 /* The arguments of a FIRE before its occurrence's ADD arguments. */
 #define FIRE_ARGS 6
 
@@ -198,7 +195,7 @@ int rrecur_batch_add_list(rrecur_batch *b, size_t max)
  * the scratch batch's command (its request keys end the keys, its arguments end the command). */
 static int put_occurrence(rrecur_batch *b, const rtask_add *t)
 {
-    size_t nargs = ADD_ARGS + ADD_LINK_ARGS * t->nlinks, nkeys = 2 + 2 * t->nlinks;
+    size_t nargs = rtask_add_nargs(t), nkeys = 2 + 2 * t->nlinks;
     const char **argv;
     const size_t *argvlen;
     int argc = 0, rc = SLUICE_OK, idx;
@@ -238,7 +235,7 @@ int rrecur_batch_add_fire(rrecur_batch *b, const rrecur_fire *f)
 
     if (!rrecur_fire_ok(f))
         return SLUICE_EINVAL;
-    nargs = FIRE_ARGS + (f->task ? ADD_ARGS + ADD_LINK_ARGS * f->task->nlinks : 0);
+    nargs = FIRE_ARGS + (f->task ? rtask_add_nargs(f->task) : 0);
     rc = put_head(b, 'F', nargs);
     if (rc == SLUICE_OK)
         rc = put(b, f->name, f->namelen);

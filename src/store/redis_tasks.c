@@ -170,7 +170,24 @@ int rtask_add_ok(const rtask_add *a)
            a->retry.base_ns >= 0 && a->retry.max_ns >= 0 && a->group_link <= a->nlinks &&
            (a->group_link == 0 ||
             (a->group_lease > 0 &&
-             a->links[a->group_link - 1].lim.def->kind == SLUICE_CONCURRENCY));
+             a->links[a->group_link - 1].lim.def->kind == SLUICE_CONCURRENCY)) &&
+           (!a->fair || (a->fair_units >= 1 && (a->tenant || a->tenant_len == 0)));
+}
+
+/* The arguments of an ADD: 16 fixed, 4 per link, then the group slot's two (written "0" "0"
+ * when only the fair three follow). */
+#define ADD_ARGS       16
+#define ADD_LINK_ARGS  4
+#define ADD_GROUP_ARGS 2
+#define ADD_FAIR_ARGS  3
+
+size_t rtask_add_nargs(const rtask_add *a)
+{
+    size_t n = ADD_ARGS + ADD_LINK_ARGS * a->nlinks;
+
+    if (a->group_link > 0 || a->fair)
+        n += ADD_GROUP_ARGS;
+    return a->fair ? n + ADD_FAIR_ARGS : n;
 }
 
 int rtask_claim_ok(const rtask_claim *c)
@@ -274,10 +291,17 @@ int rtask_batch_add_add(rtask_batch *b, const rtask_add *a)
         rc = put_queue_key(b, "delayed:", a->type, a->typelen);
     for (size_t i = 0; i < a->nlinks && rc == SLUICE_OK; i++)
         rc = add_link(b, &a->links[i]);
-    if (rc == SLUICE_OK && a->group_link > 0) { /* a group slot: two more arguments */
+    if (rc == SLUICE_OK && (a->group_link > 0 || a->fair)) { /* a group slot, or "0" "0" */
         rc = rbatch_put_fmt(&b->c, &b->c.args, "%zu", a->group_link);
         if (rc == SLUICE_OK)
             rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRIu64, a->group_lease);
+    }
+    if (rc == SLUICE_OK && a->fair) { /* its tenant's flow: "1", the tenant, its turn's units */
+        rc = put_str(b, &b->c.args, "1");
+        if (rc == SLUICE_OK)
+            rc = packed_put(&b->c.a, &b->c.args, a->tenant ? a->tenant : "", a->tenant_len);
+        if (rc == SLUICE_OK)
+            rc = rbatch_put_fmt(&b->c, &b->c.args, "%" PRId64, a->fair_units);
     }
     if (rc == SLUICE_OK)
         patch_head(b, head);
@@ -577,6 +601,11 @@ int rtask_parse_info(const char *s, size_t len, rtask_task *out, int *has_key, i
         rc = packed_range(f, 0, INT64_MAX, &out->queue_length);
     if (rc == SLUICE_OK)
         rc = packed_range(f, -1, INT64_MAX, &out->wake_ms);
+    if (rc == SLUICE_OK && !packed_at_end(f)) { /* a fair flow's two (PostgreSQL has none) */
+        rc = packed_range(f, 0, INT64_MAX, &out->flow_ready);
+        if (rc == SLUICE_OK)
+            rc = packed_range(f, 0, INT64_MAX, &out->flows);
+    }
     if (rc == SLUICE_OK && !packed_at_end(f))
         rc = SLUICE_EPARSE;
     if (rc != SLUICE_OK) {

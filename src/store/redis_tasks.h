@@ -125,6 +125,11 @@ typedef struct rtask_add {
     size_t group_link;    /* a group slot (TASK.ADD ... LEASE): the link (1-based, a concurrency
                            * link) the lease stands in for; 0: none */
     uint64_t group_lease; /* that lease's id (> 0) */
+    int fair;             /* 1: the type shares its workers between tenants (fairness: keys):
+                           * the task waits in its tenant's flow (tasks.lua's fair queue) */
+    const char *tenant;   /* under fair: the tenant, tenant_len bytes (NULL: "") */
+    size_t tenant_len;
+    int64_t fair_units; /* under fair: what a delivery costs its tenant's turn (>= 1) */
 } rtask_add;
 
 /* TASK.GET (one claim, non-blocking; the node blocks by retrying on wake). */
@@ -224,6 +229,10 @@ typedef struct rtask_task {
     int64_t position;     /* tasks ahead of it in that link key's wait queue */
     int64_t queue_length; /* tasks in that queue */
     int64_t wake_ms;      /* when the queue is armed to wake (store time, ms); -1: never */
+    /* INFO of a QUEUED task in a fair flow (else 0): its tenant's ready tasks, and how many
+     * tenants of its type take turns (have tasks ready). */
+    int64_t flow_ready;
+    int64_t flows;
 } rtask_task;
 
 /* One request's answer. */
@@ -271,6 +280,9 @@ int rtask_batch_task(const rtask_batch *b, const struct redisReply *reply, size_
  * encoder of the task ops makes (this file's and pg_tasks.c's), so that both stores refuse the
  * same requests. rtask_done_ok checks an ACK/FAIL/TOUCH/CANCEL/INFO of op. */
 int rtask_add_ok(const rtask_add *a);
+
+/* How many arguments tasks.lua's ADD of a takes after its head (redis_recur.c copies them). */
+size_t rtask_add_nargs(const rtask_add *a);
 int rtask_claim_ok(const rtask_claim *c);
 int rtask_done_ok(rtask_op op, const rtask_done *d);
 

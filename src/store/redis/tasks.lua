@@ -53,8 +53,9 @@
 --   K, F: "OK now state attempt"; T: "OK now state attempt lease_until_ns";
 --   X: "OK now state attempt cancelled(0/1)"; I: "OK now id state attempt lease_until_ns
 --      fail_reason priority submitted_ns not_before_ns has_task_key has_message units park_link
---      position queue_length wake_ms" (the last four: where_parked), then type, payload, task
---      key, message
+--      position queue_length wake_ms [flow_ready flows]" (from park_link: where_parked; the
+--      last two only for a due task of a fair flow: its tenant's ready tasks, the flows with
+--      tasks), then type, payload, task key, message
 --   refusals: "NOTASK now" | "NOLEASE now state attempt" | "INUSE now state attempt"
 -- States and fail reasons are the numbers of sluice_task_state and sluice_fail_reason.
 --
@@ -144,10 +145,10 @@ local function tasks_main(ext)
   local REC = {"state", "attempt", "max_attempts", "flags", "lease_ns", "due", "not_before",
                "submitted", "fail_reason", "backoff", "base_ns", "max_ns", "throttle",
                "charge_redelivery", "park_link", "prio", "code", "type", "tkey", "has_tkey",
-               "units", "glink", "glease"}
+               "units", "glink", "glease", "fair", "tenant", "funits"}
   local REC_NUM = {state = true, attempt = true, max_attempts = true, flags = true,
                    fail_reason = true, backoff = true, throttle = true, charge_redelivery = true,
-                   park_link = true, has_tkey = true, glink = true}
+                   park_link = true, has_tkey = true, glink = true, fair = true}
   local REC_BIG = {lease_ns = true, due = true, not_before = true, submitted = true,
                    base_ns = true, max_ns = true}
 
@@ -186,6 +187,7 @@ local function tasks_main(ext)
     end
     local t = rec_decode(REC, REC_NUM, REC_BIG, v, {id = tonumber(id), ids = tostring(id)})
     t.glink, t.glease = t.glink or 0, t.glease or "0" -- a record stored before group slots
+    t.fair = t.fair or 0 -- before fair flows: FIFO
     return t
   end
 
@@ -301,10 +303,116 @@ local function tasks_main(ext)
     return caps.parked > 0 and cnt.p >= caps.parked
   end
 
+  -- ---- fair flows (fairness: keys; ready.c's fair queue) ------------------------------------
+  --
+  -- A fair task (record field fair 1) waits in its tenant's flow, "<p>:{all}:fq:<len>:<type>:
+  -- <tenant>", a lexicographic zset of "<code><id>" as a ready queue. The flows with tasks are in
+  -- the type's active set "<p>:{all}:fa:<type>", each as one member "<head code><tag, 20 digits>
+  -- <head id><tenant>", so that ZRANGE 0 0 is ready.c's flow_less order: the more urgent head,
+  -- then the smaller tag (the tenant served least), then the older head. "<p>:{all}:ft:<type>"
+  -- maps a tenant to its member there, "<p>:{all}:fv:<type>" holds the type's virtual time (the
+  -- largest tag a delivery moved a flow to). A delivery adds its units on the fair limit to its
+  -- flow's tag; a flow that was empty joins at the virtual time (behind every flow served). An
+  -- empty flow keeps nothing: its tag is at or below the virtual time, where it would join.
+  -- FIFO tasks of the same type stay in its ready zset; a claim takes the more urgent of the two
+  -- heads (both exist only while nodes or the configuration change a type's fairness).
+
+  local function fq_key(ty, tenant)
+    return PFX .. "fq:" .. #ty .. ":" .. ty .. ":" .. tenant
+  end
+
+  local function fa_key(ty)
+    return PFX .. "fa:" .. ty
+  end
+
+  local function ft_key(ty)
+    return PFX .. "ft:" .. ty
+  end
+
+  local function fv_key(ty)
+    return PFX .. "fv:" .. ty
+  end
+
+  local function vtime_of(ty)
+    return num(redis.call("GET", fv_key(ty)) or "0")
+  end
+
+  -- The tag in an active member (its digits 17..36).
+  local function tag_in(m)
+    return num(m:sub(17, 36))
+  end
+
+  -- Files tenant's flow of type ty in the active set again after its head or its tag changed:
+  -- with tag (nil: the flow's own, or the virtual time for a flow that joins).
+  local function fair_refile(ty, tenant, tag)
+    local ft = ft_key(ty)
+    local old = redis.call("HGET", ft, tenant)
+    local head = redis.call("ZRANGE", fq_key(ty, tenant), 0, 0)[1]
+    local new
+    if head then
+      if not tag then
+        tag = old and tag_in(old) or vtime_of(ty)
+      end
+      local ts = str(tag)
+      new = head:sub(1, 16) .. string.rep("0", 20 - #ts) .. ts .. head:sub(17) .. tenant
+    end
+    if old == new then
+      return
+    end
+    if old then
+      redis.call("ZREM", fa_key(ty), old)
+    end
+    if new then
+      redis.call("ZADD", fa_key(ty), 0, new)
+      redis.call("HSET", ft, tenant, new)
+    else
+      redis.call("HDEL", ft, tenant)
+    end
+  end
+
+  -- A delivery of t from the flow whose tag was `tag`: ready.c's ready_served.
+  local function fair_served(t, tag)
+    tag = sat_add(tag, num(t.funits))
+    local v = vtime_of(t.type)
+    if lt(v, tag) then
+      redis.call("SET", fv_key(t.type), str(tag))
+    end
+    return tag
+  end
+
+  -- Takes t (QUEUED, ready) out of its ready zset or its flow.
+  local function unready(t)
+    if t.fair == 1 then
+      redis.call("ZREM", fq_key(t.type, t.tenant), member(t))
+      fair_refile(t.type, t.tenant, nil)
+    else
+      redis.call("ZREM", ready_key(t), member(t))
+    end
+  end
+
   local function to_ready(t)
     t.state = QUEUED
-    redis.call("ZADD", ready_key(t), 0, member(t))
+    if t.fair == 1 then
+      redis.call("ZADD", fq_key(t.type, t.tenant), 0, member(t))
+      fair_refile(t.type, t.tenant, nil)
+    else
+      redis.call("ZADD", ready_key(t), 0, member(t))
+    end
     woke = true
+  end
+
+  -- The most urgent ready task of claimed type ty: its member "<code><id>", and when it heads a
+  -- fair flow, the flow's tenant and active member.
+  local function type_head(ty)
+    local m = redis.call("ZRANGE", ty.ready, 0, 0)[1]
+    local f = redis.call("ZRANGE", fa_key(ty.name), 0, 0)[1]
+    if f then
+      local fm = f:sub(1, 16) .. f:sub(37, 56)
+      if not m or fm < m then
+        return fm, f:sub(57), f
+      end
+    end
+    return m
   end
 
   -- Arms wait queue q to wake by ms at the latest (an earlier armed wake stays).
@@ -331,6 +439,10 @@ local function tasks_main(ext)
   local function where_parked(t)
     local l = t.state == PARKED and t.park_link > 0 and links_get(t.ids)[t.park_link]
     if not l then
+      if t.state == QUEUED and t.fair == 1 and sign(t.due) == 0 then -- a fair flow's: its turn
+        return "0 0 0 -1 " .. redis.call("ZCARD", fq_key(t.type, t.tenant)) .. " " ..
+                 redis.call("ZCARD", fa_key(t.type))
+      end
       return "0 0 0 -1"
     end
     local q = wq_key(l)
@@ -683,7 +795,12 @@ local function tasks_main(ext)
                backoff = tonumber(a[10]), base_ns = num(a[11]), max_ns = num(a[12]),
                throttle = tonumber(a[13]), charge_redelivery = tonumber(a[14]), park_link = 0,
                prio = a[6], code = a[5], type = ty, tkey = has_tk and tk or "",
-               has_tkey = has_tk and 1 or 0, units = a[15], glink = glink, glease = glease}
+               has_tkey = has_tk and 1 or 0, units = a[15], glink = glink, glease = glease,
+               fair = a[19 + 4 * nl] == "1" and 1 or 0, tenant = a[20 + 4 * nl] or "",
+               funits = a[21 + 4 * nl] or "1"}
+    if t.fair == 1 and not (t.funits:match("^%d+$") and sign(num(t.funits)) > 0) then
+      return "INVAL " .. str(now) .. " bad fair units"
+    end
     redis.call("HSET", KEYS[K_BODY], ids, payload)
     links_put(ids, links)
     if sign(delay) > 0 then
@@ -691,6 +808,8 @@ local function tasks_main(ext)
       t.not_before = t.due
       redis.call("ZADD", KEYS[ki + 1], str(ms_ceil(t.due)), ids)
       woke = true -- a blocked claimer re-arms its timer for it
+    elseif t.fair == 1 then
+      to_ready(t)
     else
       redis.call("ZADD", KEYS[ki], 0, member(t))
       woke = true
@@ -755,9 +874,9 @@ local function tasks_main(ext)
       more = true
     end
     -- The most urgent ready tasks, gated one by one.
-    local heads = {}
+    local heads, tenants, flows = {}, {}, {}
     for i = 1, nt do
-      heads[i] = redis.call("ZRANGE", types[i].ready, 0, 0)[1]
+      heads[i], tenants[i], flows[i] = type_head(types[i])
     end
     local out, nd, nf, seen = {}, 0, 0, 0
     while nd < count do
@@ -775,14 +894,28 @@ local function tasks_main(ext)
         break
       end
       seen = seen + 1
-      local m = heads[best]
-      redis.call("ZREM", types[best].ready, m)
+      local m, tenant = heads[best], tenants[best]
+      local ty, tag = types[best].name, nil
+      if tenant then
+        redis.call("ZREM", fq_key(ty, tenant), m)
+        tag = tag_in(flows[best])
+      else
+        redis.call("ZREM", types[best].ready, m)
+      end
       local t = rec_get(m:sub(17):match("^0*(%d+)$"))
+      local v
       if t and t.state == QUEUED then
-        local v, at = gate(t, now)
+        local at
+        v, at = gate(t, now)
         if lt(now, at) then
           now = at
         end
+      end
+      if tenant then
+        -- Only a delivery costs the tenant its turn (ready.c: a task taken and parked does not).
+        fair_refile(ty, tenant, v == "D" and fair_served(t, tag) or tag)
+      end
+      if v then
         if v == "D" then
           nd = nd + 1
           out[#out + 1] = t.ids .. " " .. t.attempt .. " " .. str(t.due)
@@ -792,7 +925,7 @@ local function tasks_main(ext)
           nf = nf + 1
         end
       end
-      heads[best] = redis.call("ZRANGE", types[best].ready, 0, 0)[1]
+      heads[best], tenants[best], flows[best] = type_head(types[best])
     end
     local wake = "0"
     if more then
@@ -895,7 +1028,7 @@ local function tasks_main(ext)
           end
         end
       else
-        redis.call("ZREM", ready_key(t), member(t))
+        unready(t)
         redis.call("ZREM", delayed_key(t), t.ids)
       end
       finish(t, CANCELLED, 0)
