@@ -616,9 +616,10 @@ int server_new(const server_options *opt, server **out, char *msg, size_t msglen
                 s->config.store.replicas_timeout_ns / SLUICE_NS_PER_MS;
         if (s->opt.store_connections == 0)
             s->opt.store_connections = (int)s->config.store.connections;
-        const char *why = s->opt.store_url ? server_store_unsupported(
-                                                 &s->config, config_store_is_postgres(s->opt.store_url))
-                                           : NULL;
+        const char *why =
+            s->opt.store_url
+                ? server_store_unsupported(&s->config, config_store_is_postgres(s->opt.store_url))
+                : NULL;
 
         if (why) {
             snprintf(msg, msglen, "%s: %s", opt->config_path, why);
