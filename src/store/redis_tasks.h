@@ -60,11 +60,14 @@
  * gate_group_check. The node checks the rest (the lease's limit in the task's chain, its key,
  * its kind) as gate_group_resolve does, before it sends the ADD.
  *
- * Not in this slice (the node keeps them refused or documents them): fairness other than
- * priority then id, the horizon check of a task parked behind others (a task's own denial is
- * checked), shadow limits (the node must not pass a shadow link), a parked task's place in its
- * queue (TASK.EXPLAIN reads the task with INFO and peeks its chain with the limits' PEEK:
- * rtasks_explain.c), and INFO's refusal fields.
+ * Fair dispatch (fairness: keys): an ADD with fair set files the task in its tenant's flow
+ * instead of its type's FIFO queue; a claim serves the flows in ready.c's order (tasks.lua, "fair
+ * flows"), and INFO of such a task, queued and due, adds its flow's ready tasks and the flows
+ * taking turns. The task keeps the dispatch it was added with. Redis only: pg_tasks.c refuses
+ * a fair ADD.
+ *
+ * Not in this slice (the node keeps them refused or documents them): the horizon check of a
+ * task parked behind others (a task's own denial is checked), and INFO's refusal fields.
  *
  * Invariants:
  * - Requests come back in the order they were added; rtask_batch_result(i) reads the i-th.
