@@ -589,6 +589,38 @@ static void test_engine_checks_fairness(void **unused)
     sluice_engine_free(e);
 }
 
+/* The plan a shared store files a task by (sluice_engine_resolve_task): under fair dispatch the
+ * link whose key is its tenant; -1 under FIFO or for a task without a key there. */
+static void test_fair_plan(void **unused)
+{
+    static const char *const lims[] = {"flat", "per_user", NULL};
+    sluice_engine *e = fx_engine(NULL);
+    sluice_charge c[2];
+    sluice_task_plan plan;
+    sluice_task_spec s;
+    const char *payload = "{\"user\":\"acme\"}";
+
+    (void)unused;
+    fx_rate(e, "flat", 1000, SEC, 1000, NULL);
+    fx_rate(e, "per_user", 1000, SEC, 1000, "input.user");
+    type_opts(e, "job", lims, 0, SLUICE_FAIR_KEYS, NULL, 30 * SEC);
+    memset(&s, 0, sizeof s);
+    s.type = "job";
+    s.payload = payload;
+    s.payload_len = strlen(payload);
+    s.units = 3;
+    assert_int_equal(sluice_engine_resolve_task(e, &s, T0, &plan, c, 2, NULL), 2);
+    assert_int_equal(plan.fair, 1);
+    assert_int_equal(plan.fair_link, 1);
+    assert_string_equal(c[plan.fair_link].key, "acme");
+    assert_int_equal(c[plan.fair_link].units, 3);
+    type_opts(e, "job", lims, 0, SLUICE_FAIR_FIFO, NULL, 30 * SEC);
+    assert_int_equal(sluice_engine_resolve_task(e, &s, T0, &plan, c, 2, NULL), 2);
+    assert_int_equal(plan.fair, 0);
+    assert_int_equal(plan.fair_link, -1);
+    sluice_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -606,6 +638,7 @@ int main(void)
         cmocka_unit_test(test_fair_reconfigure_oom),
         cmocka_unit_test(test_config_keys),
         cmocka_unit_test(test_engine_checks_fairness),
+        cmocka_unit_test(test_fair_plan),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -355,7 +355,10 @@ static void test_info_parked(void **state)
         "OK 6 9 2 0 0 0 -3 100 0 0 0 1 2 3 -4 5",              /* length -4 */
         "OK 6 9 2 0 0 0 -3 100 0 0 0 1 2 3 4 -2",              /* wake -2 */
         "OK 6 9 2 0 0 0 -3 100 0 0 0 1 2 3 4 1700000000123 0", /* a field too many */
+        "OK 6 9 1 0 0 0 -3 100 0 0 0 1 0 0 0 -1 5 2 1",        /* three flow fields */
+        "OK 6 9 1 0 0 0 -3 100 0 0 0 1 0 0 0 -1 5 -2",         /* flows -2 */
     };
+    static const char fair[] = "OK 6 9 1 0 0 0 -3 100 0 0 0 1 0 0 0 -1 5 2";
     rtask_task t;
     int hk, hm;
 
@@ -366,6 +369,12 @@ static void test_info_parked(void **state)
     assert_int_equal(t.position, 3);
     assert_int_equal(t.queue_length, 4);
     assert_int_equal(t.wake_ms, INT64_C(1700000000123));
+    assert_int_equal(t.flows, 0);
+    /* A due task of a fair flow: its tenant's ready tasks and the flows taking turns. */
+    assert_int_equal(rtask_parse_info(fair, sizeof fair - 1, &t, &hk, &hm), SLUICE_OK);
+    assert_int_equal(t.state, SLUICE_TASK_QUEUED);
+    assert_int_equal(t.flow_ready, 5);
+    assert_int_equal(t.flows, 2);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(rtask_parse_info(bad[i], strlen(bad[i]), &t, &hk, &hm), SLUICE_EPARSE);
         assert_int_equal(t.park_link, 0);
@@ -549,6 +558,37 @@ static void test_caps_and_groups(void **state)
     rtask_batch_free(b);
 }
 
+/* A fair ADD: the group slot's two written as "0" "0" when it has none, then "1", the tenant and
+ * the turn's units; rtask_add_nargs counts them (redis_recur.c copies that many). */
+static void test_fair_add(void **state)
+{
+    rtask_link l = link_of("api", "k");
+    rtask_add a = add_of(&l, 1);
+    rtask_batch *b;
+    size_t plain = rtask_add_nargs(&a);
+    cmd m;
+
+    (void)state;
+    assert_int_equal(plain, 16 + 4);
+    assert_int_equal(rtask_batch_new(NULL, &b), SLUICE_OK);
+    a.fair = 1;
+    a.fair_units = 0;
+    assert_int_equal(rtask_batch_add_add(b, &a), SLUICE_EINVAL); /* a turn costs >= 1 */
+    a.fair_units = 3;
+    a.tenant = "acme";
+    a.tenant_len = 4;
+    assert_int_equal(rtask_add_nargs(&a), plain + 5);
+    assert_int_equal(rtask_batch_add_add(b, &a), 0);
+    m = command_of(b, "s");
+    assert_string_equal(m.argv[m.argc - 5], "0");
+    assert_string_equal(m.argv[m.argc - 4], "0");
+    assert_string_equal(m.argv[m.argc - 3], "1");
+    assert_string_equal(m.argv[m.argc - 2], "acme");
+    assert_string_equal(m.argv[m.argc - 1], "3");
+    assert_string_equal(m.argv[m.argc - 6 - 20], "A 25"); /* the head counts all of them */
+    rtask_batch_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -556,7 +596,7 @@ int main(void)
         cmocka_unit_test(test_refused),         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_info_parked),     cmocka_unit_test(test_statuses),
         cmocka_unit_test(test_malformed),       cmocka_unit_test(test_oom),
-        cmocka_unit_test(test_caps_and_groups),
+        cmocka_unit_test(test_caps_and_groups), cmocka_unit_test(test_fair_add),
     };
 
     return cmocka_run_group_tests(tests, setup, NULL);
