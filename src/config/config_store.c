@@ -22,13 +22,72 @@ static const char *const store_keys[] = {"url",      "failure",          "timeou
 static const char *const failure_words[] = {"closed", "open"};
 /* What a store URL may be, for the messages. */
 #define EXPECTED                                                                                   \
-    "expected redis://HOST[:PORT][/DB], redis-cluster://HOST[:PORT],... or "                       \
+    "expected redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], redis-cluster://HOST[:PORT],... or "     \
     "postgresql://[USER@]HOST[:PORT]/DB"
+
+/* ---- Passwords --------------------------------------------------------------------------- */
+
+/* The end of the password value that starts at v: a quoted keyword value ('...', with \'
+ * escapes), else up to a space, '&' or, in a URI's user part, '@'. */
+static const char *password_end(const char *v, int in_user)
+{
+    if (*v == '\'' && !in_user) {
+        for (v++; *v && *v != '\''; v++)
+            if (*v == '\\' && v[1])
+                v++;
+        return *v ? v + 1 : v;
+    }
+    return v + strcspn(v, in_user ? "@" : " &");
+}
+
+void config_store_redact(char *url, size_t cap)
+{
+    char out[CONFIG_STORE_URL_MAX];
+    const char *p = url, *user_pw = NULL, *scheme = strstr(url, "://");
+    size_t o = 0;
+
+    if (scheme) {
+        const char *user = scheme + 3, *end = user + strcspn(user, "/?@");
+        const char *colon = memchr(user, ':', (size_t)(end - user));
+
+        if (*end == '@' && colon)
+            user_pw = colon + 1;
+    }
+    while (*p && o + 4 < sizeof out) {
+        if (p == user_pw) {
+            p = password_end(p, 1);
+            memcpy(out + o, "***", 3);
+            o += 3;
+            continue;
+        }
+        if (strncmp(p, "password", 8) == 0 &&
+            (p == url || p[-1] == ' ' || p[-1] == '?' || p[-1] == '&')) {
+            const char *q = p + 8 + strspn(p + 8, " ");
+
+            if (*q == '=') {
+                q += 1 + strspn(q + 1, " ");
+                while (p < q && o + 4 < sizeof out)
+                    out[o++] = *p++;
+                p = password_end(q, 0);
+                memcpy(out + o, "***", 3);
+                o += 3;
+                continue;
+            }
+        }
+        out[o++] = *p++;
+    }
+    out[o] = '\0';
+    snprintf(url, cap, "%s", out);
+}
 
 static int url_fail(char *msg, size_t msglen, const char *url, const char *why)
 {
+    char shown[CONFIG_STORE_URL_MAX];
+
+    snprintf(shown, sizeof shown, "%s", url);
+    config_store_redact(shown, sizeof shown);
     if (msg && msglen > 0)
-        snprintf(msg, msglen, "bad store URL \"%.120s\": %s", url, why);
+        snprintf(msg, msglen, "bad store URL \"%.120s\": %s", shown, why);
     return SLUICE_EINVAL;
 }
 
@@ -124,16 +183,75 @@ static int parse_host_port(const char *url, const char **pp, const char *stops, 
 }
 
 /* The part of a redis-cluster:// URL after the scheme: seeds separated by ','. */
+static int hex_digit(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes [from, to) into out (room for CONFIG_STORE_AUTH_MAX bytes and a NUL). Returns
+ * 0, or -1 for a bad %XX, a NUL byte or too long a result. */
+static int decode_auth(const char *from, const char *to, char *out)
+{
+    size_t n = 0;
+
+    while (from < to) {
+        int ch = (unsigned char)*from++;
+
+        if (ch == '%') {
+            int hi = to - from >= 2 ? hex_digit(from[0]) : -1;
+            int lo = hi >= 0 ? hex_digit(from[1]) : -1;
+
+            if (lo < 0 || (hi == 0 && lo == 0))
+                return -1;
+            ch = hi * 16 + lo;
+            from += 2;
+        }
+        if (n == CONFIG_STORE_AUTH_MAX)
+            return -1;
+        out[n++] = (char)ch;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+/* Reads "[USER]:PASSWORD@" at *p, if the URL's authority (up to `ends`) has an '@', into out's
+ * user and password, and moves *p past it. */
+static int parse_auth(const char *url, const char **p, const char *ends, config_store_url *out,
+                      char *msg, size_t msglen)
+{
+    const char *end = *p + strcspn(*p, ends), *at = memchr(*p, '@', (size_t)(end - *p));
+    const char *colon;
+
+    if (!at)
+        return 0;
+    colon = memchr(*p, ':', (size_t)(at - *p));
+    if (!colon || colon + 1 == at)
+        return url_fail(msg, msglen, url,
+                        "a user without a password: give redis://[USER]:PASSWORD@HOST (Redis's "
+                        "AUTH)");
+    if (decode_auth(*p, colon, out->user) != 0 || decode_auth(colon + 1, at, out->password) != 0)
+        return url_fail(msg, msglen, url,
+                        "bad user or password: at most 128 bytes each, written with %XX escapes "
+                        "for reserved characters (%40 for @, %3A for :)");
+    *p = at + 1;
+    return 0;
+}
+
 static int parse_cluster(const char *url, const char *p, config_store_url *out, char *msg,
                          size_t msglen)
 {
     int rc;
 
     out->kind = CONFIG_STORE_REDIS_CLUSTER;
-    if (strchr(p, '@'))
-        return url_fail(msg, msglen, url,
-                        "a user or password in the URL is not supported yet (protect Redis by "
-                        "its network instead)");
+    rc = parse_auth(url, &p, "/?", out, msg, msglen);
+    if (rc != 0)
+        return rc;
     for (;;) {
         config_store_seed *sd;
 
@@ -194,11 +312,9 @@ int config_store_parse_url(const char *url, config_store_url *out, char *msg, si
     if (strncasecmp(url, scheme, sizeof(scheme) - 1) != 0)
         return url_fail(msg, msglen, url, EXPECTED);
     p = url + sizeof(scheme) - 1;
-    if (strchr(p, '@'))
-        return url_fail(msg, msglen, url,
-                        "a user or password in the URL is not supported yet (protect Redis by "
-                        "its network instead)");
-    rc = parse_host_port(url, &p, "/?", out->host, &out->port, msg, msglen);
+    rc = parse_auth(url, &p, "/?", out, msg, msglen);
+    if (rc == 0)
+        rc = parse_host_port(url, &p, "/?", out->host, &out->port, msg, msglen);
     if (rc != 0)
         return rc;
     if (*p == '/') {

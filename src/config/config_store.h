@@ -29,6 +29,9 @@
 /* Most connections per node store.connections / --store-connections may ask (PostgreSQL). */
 #define CONFIG_STORE_CONNECTIONS_MAX 64
 
+/* Longest user name and password a Redis URL may give (decoded). */
+#define CONFIG_STORE_AUTH_MAX 128
+
 /* Which engine a store URL names. */
 typedef enum config_store_kind {
     CONFIG_STORE_REDIS = 1,
@@ -52,6 +55,11 @@ typedef struct config_store_url {
     char host[CONFIG_STORE_HOST_MAX + 1]; /* a name, an IPv4 literal or an IPv6 one (no []) */
     int port;                             /* 1..65535 */
     int db;                               /* the SELECT index, 0 when the URL names none */
+    /* Redis's AUTH, from "redis://[USER]:PASSWORD@..." (percent-decoded): sent on every
+     * connection before anything else, as "AUTH USER PASSWORD" (an ACL user) or "AUTH
+     * PASSWORD" (requirepass) when user is empty; no AUTH when password is empty. */
+    char user[CONFIG_STORE_AUTH_MAX + 1];
+    char password[CONFIG_STORE_AUTH_MAX + 1];
     /* Redis Cluster: the seed nodes, in the URL's order (host and port are the first's). */
     config_store_seed seeds[CONFIG_STORE_SEEDS_MAX];
     size_t nseeds;
@@ -63,9 +71,11 @@ typedef struct config_store_url {
  * `postgres://` URI, or libpq's `keyword=value ...` form (kind CONFIG_STORE_POSTGRES; only its
  * shape is checked here: libpq parses it when the node connects, and refuses it there with its
  * own words). Returns 0 with *out filled, or SLUICE_EINVAL with msg (when msglen > 0) naming the
- * problem in one line: another scheme (rediss:// and unix:// are named: not
- * supported yet), a user or password part, a bad host, port or database, or anything after the
- * database. `redis-cluster://HOST[:PORT][,HOST[:PORT]...]` (also `redis+cluster://`) names a
+ * problem in one line (the URL in it with its password shown as "***"): another scheme
+ * (rediss:// and unix:// are named: not supported yet), a user without a password, a bad host,
+ * port or database, or anything after the database. `[USER]:PASSWORD@` before the host gives
+ * Redis's AUTH (user and password percent-decoded, %XX; at most CONFIG_STORE_AUTH_MAX bytes
+ * each). `redis-cluster://HOST[:PORT][,HOST[:PORT]...]` (also `redis+cluster://`) names a
  * Redis Cluster by 1 to CONFIG_STORE_SEEDS_MAX seed nodes (kind CONFIG_STORE_REDIS_CLUSTER;
  * each seed as a redis:// host and port; no database: a Cluster has only database 0). Pure. */
 int config_store_parse_url(const char *url, config_store_url *out, char *msg, size_t msglen);
@@ -73,6 +83,13 @@ int config_store_parse_url(const char *url, config_store_url *out, char *msg, si
 /* 1 when url names a Redis Cluster (its scheme is redis-cluster:// or redis+cluster://), else 0.
  * Pure. */
 int config_store_is_cluster(const char *url);
+
+/* Longest store URL a message or INFO shows (longer ones are cut). */
+#define CONFIG_STORE_URL_MAX (CONFIG_STORE_HOST_MAX + 64)
+
+/* Replaces, in place, every password in a store URL (a URI's "user:password@", a PostgreSQL
+ * "password=" keyword or URI option) by "***", for messages, INFO and the log. Pure. */
+void config_store_redact(char *url, size_t cap);
 
 /* 1 when url names a PostgreSQL database (config_store_parse_url's CONFIG_STORE_POSTGRES), else
  * 0. Pure. */

@@ -103,6 +103,8 @@ static int open_cluster(rstore *st, char *msg, size_t msglen)
     o.seeds = seeds;
     o.nseeds = st->u.nseeds;
     o.timeout_ms = st->timeout_ms;
+    o.user = st->u.user;
+    o.password = st->u.password;
     o.script = rlim_script(&script_len);
     o.script_len = script_len;
     o.on_state = on_cluster_state;
@@ -142,7 +144,7 @@ static int open_pg(rstore *st, char *msg, size_t msglen)
         return SLUICE_EINVAL;
     }
     if (pgconn_check_conninfo(st->url, why, sizeof why) != 0) {
-        rpg_redact_password(st->url, sizeof st->url);
+        config_store_redact(st->url, sizeof st->url);
         snprintf(msg, msglen, "bad store URL \"%.120s\": %s", st->url, why);
         return SLUICE_EINVAL;
     }
@@ -150,7 +152,7 @@ static int open_pg(rstore *st, char *msg, size_t msglen)
         char shown[sizeof st->url];
 
         snprintf(shown, sizeof shown, "%s", st->url);
-        rpg_redact_password(shown, sizeof shown);
+        config_store_redact(shown, sizeof shown);
         memset(&o, 0, sizeof(o));
         o.conninfo = st->url;
         o.url = shown;
@@ -161,7 +163,7 @@ static int open_pg(rstore *st, char *msg, size_t msglen)
         st->open = alloc_calloc((size_t)o.connections, sizeof(*st->open));
         rc = st->open ? rpg_new(st->s, &o, &st->pg) : SLUICE_ENOMEM; /* copies both */
     }
-    rpg_redact_password(st->url, sizeof st->url);
+    config_store_redact(st->url, sizeof st->url);
     if (rc != 0) {
         alloc_free(st->open);
         st->open = NULL;
@@ -194,6 +196,8 @@ static int open_redis(rstore *st, char *msg, size_t msglen)
     o.host = st->u.host;
     o.port = st->u.port;
     o.db = st->u.db;
+    o.user = st->u.user;
+    o.password = st->u.password;
     o.timeout_ms = st->timeout_ms;
     o.script = script;
     o.script_len = script_len;
@@ -239,6 +243,8 @@ int rstore_open(server *s, char *msg, size_t msglen)
     }
     snprintf(st->url, sizeof st->url, "%s", s->opt.store_url);
     st->kind = st->u.kind;
+    if (st->kind != CONFIG_STORE_POSTGRES) /* st->u has the AUTH; INFO and the log never show it */
+        config_store_redact(st->url, sizeof st->url);
     rtag_map_init(&st->queued);
     s->opt.store_url = st->url; /* the caller's string (the config's) may not outlive a reload */
     st->s = s;

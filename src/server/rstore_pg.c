@@ -92,61 +92,6 @@ static const pgconn_stmt pg_stmts[] = {
     {RPG_PROBE_STMT, RPG_PROBE_SQL, 0, 0},
 };
 
-/* ---- Passwords --------------------------------------------------------------------------- */
-
-/* The end of the password value that starts at v: a quoted keyword value ('...', with \'
- * escapes), else up to a space, '&' or, in a URI's user part, '@'. */
-static const char *password_end(const char *v, int in_user)
-{
-    if (*v == '\'' && !in_user) {
-        for (v++; *v && *v != '\''; v++)
-            if (*v == '\\' && v[1])
-                v++;
-        return *v ? v + 1 : v;
-    }
-    return v + strcspn(v, in_user ? "@" : " &");
-}
-
-void rpg_redact_password(char *url, size_t cap)
-{
-    char out[RPG_URL_MAX];
-    const char *p = url, *user_pw = NULL, *scheme = strstr(url, "://");
-    size_t o = 0;
-
-    if (scheme) {
-        const char *user = scheme + 3, *end = user + strcspn(user, "/?@");
-        const char *colon = memchr(user, ':', (size_t)(end - user));
-
-        if (*end == '@' && colon)
-            user_pw = colon + 1;
-    }
-    while (*p && o + 4 < sizeof out) {
-        if (p == user_pw) {
-            p = password_end(p, 1);
-            memcpy(out + o, "***", 3);
-            o += 3;
-            continue;
-        }
-        if (strncmp(p, "password", 8) == 0 &&
-            (p == url || p[-1] == ' ' || p[-1] == '?' || p[-1] == '&')) {
-            const char *q = p + 8 + strspn(p + 8, " ");
-
-            if (*q == '=') {
-                q += 1 + strspn(q + 1, " ");
-                while (p < q && o + 4 < sizeof out)
-                    out[o++] = *p++;
-                p = password_end(q, 0);
-                memcpy(out + o, "***", 3);
-                o += 3;
-                continue;
-            }
-        }
-        out[o++] = *p++;
-    }
-    out[o] = '\0';
-    snprintf(url, cap, "%s", out);
-}
-
 /* ---- Lanes ------------------------------------------------------------------------------- */
 
 static int lane_up(const rpg *pg, int k)

@@ -123,8 +123,4 @@ void rpg_get_stats(const rpg *pg, pgconn_stats *sum, int *up);
  * NOTIFYs sent, and one store_conn_K line per lane) to buf. */
 void rpg_info_append(const rpg *pg, char *buf, size_t len);
 
-/* Replaces, in place, every password in a PostgreSQL connection string (a URI's
- * "user:password@", a "password=" keyword or URI option) by "***". Pure. */
-void rpg_redact_password(char *url, size_t cap);
-
 #endif

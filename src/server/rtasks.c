@@ -730,6 +730,8 @@ static int sub_connect(rtasks *rt)
     o.host = rt->subs[rt->sub_at].host;
     o.port = rt->subs[rt->sub_at].port;
     o.timeout_ms = rt->sub_timeout_ms;
+    o.user = rt->sub_user;
+    o.password = rt->sub_password;
     o.channel = rt->channel;
     o.on_message = on_message;
     o.on_state = on_sub_state;
@@ -823,6 +825,8 @@ int rtasks_open(server *s, const config_store_url *u, int64_t timeout_ms, char *
         rt->nsubs = 1;
     }
     rt->sub_timeout_ms = timeout_ms;
+    rt->sub_user = u->user;
+    rt->sub_password = u->password;
     rc = sub_connect(rt);
     if (rc != 0) {
         snprintf(msg, msglen, "the wake subscriber: %s", sluice_strerror(rc));

@@ -91,6 +91,7 @@ struct rtasks {
     size_t nsubs, sub_at;
     int sub_fails;
     int64_t sub_timeout_ms;
+    const char *sub_user, *sub_password; /* AUTH (the store's URL, which outlives us) */
     uv_timer_t rotate;
     int has_rotate;
     tbatch *cur[RSTORE_LANES_MAX]; /* the turn's batch of each lane, NULL until its first

@@ -227,6 +227,7 @@ struct rcluster {
     int64_t timeout_ms;
     const char *script;
     size_t script_len;
+    const char *user, *password; /* AUTH (borrowed) */
     void (*on_state)(void *arg, int up, const char *why);
     void *arg;
     rcl_node **nodes; /* every node we know; never shrinks */
@@ -391,6 +392,8 @@ static int add_node(rcluster *cl, const rcl_addr *a)
     o.timeout_ms = cl->timeout_ms;
     o.script = cl->script;
     o.script_len = cl->script_len;
+    o.user = cl->user;
+    o.password = cl->password;
     o.on_state = on_node_state;
     o.arg = n;
     if (rconn_new(cl->loop, &o, &n->conn) != 0) {
@@ -431,6 +434,8 @@ int rcl_new(uv_loop_t *loop, const rcl_options *o, rcluster **out)
     cl->timeout_ms = o->timeout_ms;
     cl->script = o->script;
     cl->script_len = o->script_len;
+    cl->user = o->user;
+    cl->password = o->password;
     cl->on_state = o->on_state;
     cl->arg = o->arg;
     for (size_t s = 0; s < RCL_SLOTS; s++)

@@ -126,6 +126,8 @@ typedef struct rcl_options {
     size_t nseeds;         /* >= 1 */
     int64_t timeout_ms;    /* each connection's deadline (rconn) */
     const char *script;    /* loaded on every master (borrowed; outlives the cluster) */
+    const char *user;      /* AUTH on every node's connection (rconn_options; borrowed: both */
+    const char *password;  /* outlive the cluster) */
     size_t script_len;
     /* Called when the cluster becomes usable (up 1: a map is known and a master is up) or
      * stops being so (up 0, why), and when a master's connection goes down (up 1, why set). */

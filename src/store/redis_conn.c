@@ -32,7 +32,7 @@
 #define CONNECT_PROBE_MS 20
 
 /* The privdata of the setup commands (any distinct addresses). */
-static char tag_select, tag_load, tag_reload;
+static char tag_auth, tag_select, tag_load, tag_reload;
 
 struct rconn {
     uv_loop_t *loop;
@@ -46,6 +46,7 @@ struct rconn {
     int handles;   /* timers not yet closed */
     char host[256];
     int port, db;
+    char *user, *password; /* AUTH's (NULL: none) */
     int64_t timeout_ms;
     const char *script;
     size_t script_len;
@@ -95,6 +96,8 @@ static void maybe_free(rconn *rc)
 {
     if (rc->stopping && rc->handles == 0 && !rc->resolving) {
         alloc_free(rc->channel);
+        alloc_free(rc->user);
+        alloc_free(rc->password);
         alloc_free(rc);
     }
 }
@@ -291,13 +294,16 @@ static void on_setup_reply(redisAsyncContext *ac, void *r, void *privdata)
         return; /* the connection is going: drop or the disconnect callback says why */
     if (reply->type == REDIS_REPLY_ERROR) {
         snprintf(why, sizeof why, "%s failed: %.*s",
-                 privdata == &tag_select ? "SELECT" : "SCRIPT LOAD", (int)reply->len, reply->str);
+                 privdata == &tag_auth     ? "AUTH"
+                 : privdata == &tag_select ? "SELECT"
+                                           : "SCRIPT LOAD",
+                 (int)reply->len, reply->str);
         if (privdata == &tag_reload) /* the call resent behind it meets NOSCRIPT and says so */
             return;
         drop(rc, why);
         return;
     }
-    if (privdata == &tag_select)
+    if (privdata == &tag_select || privdata == &tag_auth)
         return;
     if (reply->type != REDIS_REPLY_STRING || reply->len != 40) {
         drop(rc, "SCRIPT LOAD did not answer a SHA-1");
@@ -370,6 +376,15 @@ static void on_connect(const redisAsyncContext *cac, int status)
         return;
     }
     rc->state = RCONN_LOADING;
+    /* AUTH first: Redis refuses everything else (NOAUTH) before it. Its failure drops the
+     * connection with Redis's words; the commands queued behind it are dropped with it. */
+    if (rc->password && (rc->user ? redisAsyncCommand(ac, on_setup_reply, &tag_auth, "AUTH %s %s",
+                                                      rc->user, rc->password)
+                                  : redisAsyncCommand(ac, on_setup_reply, &tag_auth, "AUTH %s",
+                                                      rc->password)) != REDIS_OK) {
+        drop(rc, "out of memory");
+        return;
+    }
     if (rc->channel) {
         /* Pub/sub ignores the database: nothing to SELECT. */
         if (redisAsyncCommand(ac, on_sub_reply, NULL, "SUBSCRIBE %s", rc->channel) != REDIS_OK)
@@ -499,6 +514,17 @@ int rconn_new(uv_loop_t *loop, const rconn_options *o, rconn **out)
         }
         memcpy(rc->channel, o->channel, len + 1);
         rc->on_message = o->on_message;
+    }
+    if (o->password && *o->password) {
+        rc->password = alloc_memdup0(o->password, strlen(o->password));
+        if (rc->password && o->user && *o->user)
+            rc->user = alloc_memdup0(o->user, strlen(o->user));
+        if (!rc->password || (o->user && *o->user && !rc->user)) {
+            alloc_free(rc->password);
+            alloc_free(rc->channel);
+            alloc_free(rc);
+            return SLUICE_ENOMEM;
+        }
     }
     rc->loop = loop;
     snprintf(rc->host, sizeof rc->host, "%s", o->host);

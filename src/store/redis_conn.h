@@ -42,7 +42,7 @@ typedef struct rconn rconn;
 typedef enum rconn_state {
     RCONN_DOWN = 0,   /* no connection; one is scheduled */
     RCONN_CONNECTING, /* resolving the host or connecting */
-    RCONN_LOADING,    /* connected; SELECT and SCRIPT LOAD not yet answered */
+    RCONN_LOADING,    /* connected; AUTH, SELECT and SCRIPT LOAD not yet answered */
     RCONN_UP          /* calls accepted */
 } rconn_state;
 
@@ -51,12 +51,15 @@ typedef enum rconn_state {
 #define RCONN_BACKOFF_MAX_MS 1000
 
 typedef struct rconn_options {
-    const char *host;   /* a name or an address literal; copied */
-    int port;           /* 1..65535 */
-    int db;             /* SELECTed on every connection */
-    int64_t timeout_ms; /* deadline of a call and of a connection attempt, > 0 */
-    const char *script; /* the Lua script, loaded on every connection; borrowed: it must */
-    size_t script_len;  /* outlive the connection */
+    const char *host;     /* a name or an address literal; copied */
+    int port;             /* 1..65535 */
+    int db;               /* SELECTed on every connection */
+    const char *user;     /* AUTH on every connection, before anything else: "AUTH user */
+    const char *password; /* password", or "AUTH password" when user is NULL or ""; no AUTH
+                           * when password is NULL or "" (both copied) */
+    int64_t timeout_ms;   /* deadline of a call and of a connection attempt, > 0 */
+    const char *script;   /* the Lua script, loaded on every connection; borrowed: it must */
+    size_t script_len;    /* outlive the connection */
     /* Called on every change of state (may be NULL), with why the connection went down (NULL
      * when it came up). Runs on the loop thread. */
     void (*on_state)(void *arg, rconn_state state, const char *why);

@@ -97,14 +97,50 @@ static void test_url_cluster(void **unused)
     assert_int_equal(u.nseeds, 1);
 }
 
+/* Redis's AUTH from "[USER]:PASSWORD@": percent-decoded, on standalone and Cluster URLs; the
+ * URL as shown (config_store_redact) without the password. */
+static void test_url_auth(void **unused)
+{
+    config_store_url u;
+    char shown[200];
+
+    (void)unused;
+    assert_int_equal(config_store_parse_url("redis://:s3cret@h:7/2", &u, msg, sizeof msg), 0);
+    assert_string_equal(u.user, "");
+    assert_string_equal(u.password, "s3cret");
+    assert_string_equal(u.host, "h");
+    assert_int_equal(u.port, 7);
+    assert_int_equal(u.db, 2);
+    assert_int_equal(config_store_parse_url("redis://app:p%40ss%3Aw%25rd@h", &u, msg, sizeof msg),
+                     0);
+    assert_string_equal(u.user, "app");
+    assert_string_equal(u.password, "p@ss:w%rd");
+    assert_int_equal(u.port, CONFIG_STORE_DEFAULT_PORT);
+    assert_int_equal(config_store_parse_url("redis-cluster://app:pw@a:1,b:2", &u, msg, sizeof msg),
+                     0);
+    assert_int_equal(u.kind, CONFIG_STORE_REDIS_CLUSTER);
+    assert_string_equal(u.user, "app");
+    assert_string_equal(u.password, "pw");
+    assert_int_equal(u.nseeds, 2);
+    assert_string_equal(u.seeds[1].host, "b");
+    assert_int_equal(config_store_parse_url("redis://h:1", &u, msg, sizeof msg), 0);
+    assert_string_equal(u.password, "");
+    snprintf(shown, sizeof shown, "%s", "redis://app:p%40ss@h:1/0");
+    config_store_redact(shown, sizeof shown);
+    assert_string_equal(shown, "redis://app:***@h:1/0");
+    snprintf(shown, sizeof shown, "%s", "redis-cluster://:pw@a:1,b:2");
+    config_store_redact(shown, sizeof shown);
+    assert_string_equal(shown, "redis-cluster://:***@a:1,b:2");
+}
+
 static void test_url_mistakes(void **unused)
 {
     char long_host[400];
 
     (void)unused;
-    url_bad("", "expected redis://HOST[:PORT][/DB]");
-    url_bad("http://h:1", "expected redis://HOST[:PORT][/DB]");
-    url_bad("127.0.0.1:6379", "expected redis://HOST[:PORT][/DB]");
+    url_bad("", "expected redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]");
+    url_bad("http://h:1", "expected redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]");
+    url_bad("127.0.0.1:6379", "expected redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]");
     url_bad("127.0.0.1:6379", "or postgresql://");
     url_bad("postgresq://h", "expected redis://");
     url_bad("=x", "expected redis://");
@@ -116,12 +152,16 @@ static void test_url_mistakes(void **unused)
     url_bad("redis-cluster://a:1/3", "a Redis Cluster has only database 0");
     url_bad("redis-cluster://a:1,b:0", "the port must be a number from 1 to 65535");
     url_bad("redis-cluster://a;b:2", "bad host name");
-    url_bad("redis-cluster://x@a:1", "a user or password");
+    url_bad("redis-cluster://x@a:1", "a user without a password");
     url_bad("redis-cluster://a:1?x=1", "URL options");
     url_bad("redis-cluster://a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q", "more than 16 seed nodes");
     url_bad("unix:///tmp/redis.sock", "Unix sockets are not supported yet");
-    url_bad("redis://:secret@h:1", "a user or password in the URL is not supported yet");
-    url_bad("redis://user:pw@h", "password");
+    url_bad("redis://user@h:1", "a user without a password");
+    url_bad("redis://user:@h:1", "a user without a password");
+    url_bad("redis://:pw%4@h:1", "bad user or password");
+    url_bad("redis://:pw%00x@h:1", "bad user or password");
+    url_bad("redis://:secret@h:0", "the port must be");
+    url_bad("redis://:topsecret@h h:1", "***"); /* the message never shows the password */
     url_bad("redis://", "no host");
     url_bad("redis://:6379", "no host");
     url_bad("redis://h:0", "the port must be a number from 1 to 65535");
@@ -280,9 +320,10 @@ static void test_oom_sweep(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_url_forms),        cmocka_unit_test(test_url_cluster),
-        cmocka_unit_test(test_url_mistakes),     cmocka_unit_test(test_section_forms),
-        cmocka_unit_test(test_section_mistakes), cmocka_unit_test(test_oom_sweep),
+        cmocka_unit_test(test_url_forms),     cmocka_unit_test(test_url_cluster),
+        cmocka_unit_test(test_url_mistakes),  cmocka_unit_test(test_url_auth),
+        cmocka_unit_test(test_section_forms), cmocka_unit_test(test_section_mistakes),
+        cmocka_unit_test(test_oom_sweep),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
