@@ -44,6 +44,7 @@
 #include "sluice/error.h"
 #include "sluice/policy_spec.h"
 #include "sluice/spec.h"
+#include "store/shared_defs.h"
 
 /* Longest LIMIT.SET spec. */
 #define SPEC_BUF SLUICE_POLICY_SPEC_MAX_LEN
@@ -573,6 +574,9 @@ void cmd_throttle(conn *c, const resp_command *cmd)
         reply_throttle(c, &none, NULL);
         return;
     }
+    /* The key's override, if any, gives the definition (on a shared store too: its state keeps
+     * the limit's id, as a type's chain names it). */
+    live = key_core(s, p, link.key, link.keylen, live);
     if (rstore_active(s)) {
         const char *idp = id;
 
@@ -580,7 +584,6 @@ void cmd_throttle(conn *c, const resp_command *cmd)
         throttle_shared(c, &link, &p, &idp, 1, flags);
         return;
     }
-    live = key_core(s, p, link.key, link.keylen, live);
     rc = sluice_limit_decide(live, link.key, link.keylen, link.units, server_now(s), flags, &d);
     if (rc != 0) {
         reply_engine_error(c, rc, NULL);
@@ -1404,29 +1407,24 @@ void cmd_limit_spend(conn *c, const resp_command *cmd)
 }
 
 /* LIMIT.RESET name on a shared store: every limit id whose states hold p's keys (its own, its
- * tiers', its overrides'), space-separated, to the store. */
+ * tiers', its overrides'), as an id list (sdefs_ids_put), to the store. */
 static void reset_all_shared(conn *c, const sluice_limit_policy *p)
 {
-    size_t cap = strlen(p->name) + 1, at = 0;
-    char *ids;
+    packed_str ids = {0};
+    int rc = sdefs_ids_put(&ids, p->name, "", "", 0);
 
-    for (size_t i = 0; i < p->ntiers; i++)
-        cap += strlen(p->name) + strlen(p->tiers[i].name) + 2;
-    for (size_t i = 0; i < p->noverrides; i++)
-        cap += strlen(p->name) + strlen(p->overrides[i].key) + 3;
-    ids = alloc_malloc(cap + 1);
-    if (!ids) {
+    for (size_t i = 0; i < p->ntiers && rc == 0; i++)
+        rc = sdefs_ids_put(&ids, p->name, "/", p->tiers[i].name, strlen(p->tiers[i].name));
+    for (size_t i = 0; i < p->noverrides && rc == 0; i++)
+        rc = sdefs_ids_put(&ids, p->name, "/=", p->overrides[i].key, strlen(p->overrides[i].key));
+    if (rc != 0) {
+        alloc_free(ids.p);
         resp_error(conn_out(c), "NOMEM", "out of memory");
         return;
     }
-    at += (size_t)snprintf(ids + at, cap + 1 - at, "%s", p->name);
-    for (size_t i = 0; i < p->ntiers; i++)
-        at += (size_t)snprintf(ids + at, cap + 1 - at, " %s/%s", p->name, p->tiers[i].name);
-    for (size_t i = 0; i < p->noverrides; i++)
-        at += (size_t)snprintf(ids + at, cap + 1 - at, " %s/=%s", p->name, p->overrides[i].key);
     log_info("limit \"%s\" reset by client %" PRIu64 " (every node)", p->name, c->id);
-    rdefs_reset_all(c, ids);
-    alloc_free(ids);
+    rdefs_reset_all(c, ids.p, ids.len);
+    alloc_free(ids.p);
 }
 
 void cmd_limit_reset(conn *c, const resp_command *cmd)

@@ -631,15 +631,17 @@ static void send_client_call(rdefs *rd, conn *c, dcall *k, int rc)
     rstore_send(rd->s, &k->base, rc);
 }
 
-void rdefs_reset_all(conn *c, const char *ids)
+void rdefs_reset_all(conn *c, const char *ids, size_t idslen)
 {
     server *s = c->srv;
     rdefs *rd = state_of(s);
     dcall *k = alloc_calloc(1, sizeof(*k));
     int rc;
 
-    if (k)
-        k->name = alloc_memdup0(ids, strlen(ids));
+    if (k && rstore_kind(s) == CONFIG_STORE_POSTGRES)
+        k->name = sdefs_pg_ids_array(ids, idslen); /* the statement's text[] */
+    else if (k)
+        k->name = alloc_memdup0(ids, idslen);
     if (!k || !k->name) {
         if (k)
             write_free(k);
@@ -658,7 +660,7 @@ void rdefs_reset_all(conn *c, const char *ids)
         /* Every state of the limit carries the queue's tag (rtag.h): on a standalone Redis
          * every limit's, on a Cluster a limit a type names (cmd_limit.c refuses the others). */
         rc = sdefs_redis_whole_reset_command(&k->wcmd, NULL, rstore_sha(s), RTAG_QUEUE, k->name,
-                                             strlen(k->name));
+                                             idslen);
         k->base.slot =
             rstore_kind(s) == CONFIG_STORE_REDIS_CLUSTER ? rstore_queue_slot(s) : rd->slot;
         k->base.call.argc = rc == 0 ? k->wcmd.argc : 0;

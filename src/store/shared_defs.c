@@ -202,6 +202,62 @@ int sdefs_redis_reset_command(sdefs_reset_cmd *cmd, const char *sha, const char 
     return SLUICE_OK;
 }
 
+int sdefs_ids_put(packed_str *s, const char *name, const char *sep, const char *rest,
+                  size_t restlen)
+{
+    size_t nl = strlen(name), sl = strlen(sep), mark = s->len;
+    char head[24];
+    int hl = snprintf(head, sizeof head, "%zu:", nl + sl + restlen);
+    int rc = packed_str_put(s, head, (size_t)hl);
+
+    if (rc == SLUICE_OK)
+        rc = packed_str_put(s, name, nl);
+    if (rc == SLUICE_OK)
+        rc = packed_str_put(s, sep, sl);
+    if (rc == SLUICE_OK && restlen > 0)
+        rc = packed_str_put(s, rest, restlen);
+    if (rc != SLUICE_OK && s->p)
+        packed_str_cut(s, mark);
+    return rc;
+}
+
+char *sdefs_pg_ids_array(const char *ids, size_t idslen)
+{
+    packed_str lit = {0};
+    const char *p = ids, *end = ids + idslen;
+    int rc = packed_str_put(&lit, "{", 1);
+
+    while (rc == SLUICE_OK && p < end) {
+        char *colon;
+        unsigned long long len;
+
+        errno = 0;
+        len = strtoull(p, &colon, 10);
+        if (errno || colon == p || colon >= end || *colon != ':' || len > (size_t)(end - colon - 1))
+            rc = SLUICE_EINVAL;
+        if (rc == SLUICE_OK)
+            rc = packed_str_put(&lit, lit.len > 1 ? ",\"" : "\"", lit.len > 1 ? 2 : 1);
+        for (const char *q = colon + 1; rc == SLUICE_OK && q < colon + 1 + len; q++) {
+            if (*q == '\0')
+                rc = SLUICE_EINVAL; /* no text holds a NUL */
+            else if (*q == '"' || *q == '\\')
+                rc = packed_str_put(&lit, "\\", 1);
+            if (rc == SLUICE_OK)
+                rc = packed_str_put(&lit, q, 1);
+        }
+        if (rc == SLUICE_OK)
+            rc = packed_str_put(&lit, "\"", 1);
+        p = colon + 1 + len;
+    }
+    if (rc == SLUICE_OK)
+        rc = packed_str_put(&lit, "}", 1);
+    if (rc != SLUICE_OK) {
+        alloc_free(lit.p);
+        return NULL;
+    }
+    return lit.p;
+}
+
 int sdefs_redis_whole_reset_command(sdefs_wreset_cmd *cmd, const char *prefix, const char *sha,
                                     const char *tag, const char *ids, size_t idslen)
 {

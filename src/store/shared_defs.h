@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "sluice/limit.h"
+#include "store/packed.h"
 
 struct redisReply;
 struct pg_result;
@@ -103,9 +104,20 @@ typedef struct sdefs_reset_cmd {
 int sdefs_redis_reset_command(sdefs_reset_cmd *cmd, const char *sha, const char *const *keys,
                               const size_t *keylens, size_t n);
 
+/* An id list: limit ids, each written "<len>:<id>" (len its bytes in decimal), one after
+ * another, so that an id may hold any byte (an override's key, a space included). Appends the
+ * id name + sep + rest (restlen bytes: "api", "api/tier", "api/=key") to s. Returns 0 or
+ * SLUICE_ENOMEM (s unchanged). */
+int sdefs_ids_put(packed_str *s, const char *name, const char *sep, const char *rest,
+                  size_t restlen);
+
+/* The id list ids (idslen bytes) as a PostgreSQL text[] literal, allocated (alloc_free), for
+ * SDEFS_PG_RESET_ALL's $1; NULL when memory ran out or the list is malformed. */
+char *sdefs_pg_ids_array(const char *ids, size_t idslen);
+
 /* LIMIT.RESET of every key of some limits (LIMIT.RESET name, no key): "EVALSHA sha 1
- * <prefix>:{<tag>}:resets D1 W ids", ids the limit ids separated by single spaces (which must
- * outlive the command's use). The script raises each id's generation in the tag's generation
+ * <prefix>:{<tag>}:resets D1 W ids", ids an id list (sdefs_ids_put; it must outlive the
+ * command's use). The script raises each id's generation in the tag's generation
  * hash, so that every state of those limits under that tag reads as fresh (limits.lua's
  * reset_key). Returns 0 or SLUICE_EINVAL (a NULL sha, an empty ids, a bad prefix or tag). The
  * reply is an integer (generations raised), read with sdefs_reset_answer. */
@@ -162,14 +174,14 @@ int sdefs_redis_answer(const struct redisReply *r, int is_set, int64_t known, in
     "SELECT count(*) FROM d"
 #define SDEFS_PG_RESET_NPARAMS 4
 
-/* LIMIT.RESET of every key of some limits: $1 their ids separated by single spaces; one row, the
+/* LIMIT.RESET of every key of some limits: $1 their ids (a text[], sdefs_pg_ids_array); one row, the
  * count of states it deleted. The rows are locked in the limits call's order (tag, limit id,
  * key; bytewise) before they are deleted, so a reset never deadlocks with a decision; clock rows
  * (kind -1) stay, as the ratchet must. */
 #define SDEFS_PG_RESET_ALL_STMT "sluice_defs_reset_all"
 #define SDEFS_PG_RESET_ALL_SQL                                                                     \
     "WITH l AS (SELECT tag, lim, key FROM sluice_limit_state WHERE lim = ANY "                     \
-    "(string_to_array($1::text, ' ')) AND kind > 0 ORDER BY tag, lim COLLATE \"C\", key FOR "      \
+    "($1::text[]) AND kind > 0 ORDER BY tag, lim COLLATE \"C\", key FOR "                          \
     "UPDATE), d AS (DELETE FROM sluice_limit_state s USING l WHERE s.tag = l.tag AND s.lim = "     \
     "l.lim AND s.key = l.key RETURNING 1) SELECT count(*) FROM d"
 #define SDEFS_PG_RESET_ALL_NPARAMS 1

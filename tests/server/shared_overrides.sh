@@ -227,6 +227,23 @@ suite() {
     contains "$label: the lease the reset forgot" NOLEASE "$(on "$a" LEASE.RENEW "$lease")"
     check "$label: LIMIT.RESET of no limit" 'NOLIMIT no limit named "nope"' \
       "$(on "$c" LIMIT.RESET nope)"
+    # A limit with a per-key override (its key holding a space and a quote) resets every key,
+    # the override's and the others: each limit id reaches the store whole (the id list).
+    check "$label: LIMIT.SET wide" OK "$(on "$a" LIMIT.SET wide rate=100/1h,key=explicit)"
+    check "$label: LIMIT.KEY wide 'v i\"p'" OK "$(on "$a" LIMIT.KEY wide 'v i"p' rate=1/1h)"
+    wait_until "$label: b has wide" 20 spec_is "$b" wide "$(spec "$a" wide)"
+    wait_until "$label: c has wide" 20 spec_is "$c" wide "$(spec "$a" wide)"
+    # (The override's key on a, which took the LIMIT.KEY: the others learn of it by their poll.)
+    redis-cli -p "$a" THROTTLE wide o1 >/dev/null
+    for i in $(seq 1 99); do echo "THROTTLE wide o1"; done | redis-cli -p "$b" >/dev/null
+    redis-cli -p "$a" THROTTLE wide 'v i"p' >/dev/null
+    check "$label: o1 spent" 0 "$(redis-cli -p "$c" THROTTLE wide o1 | head -1)"
+    check "$label: the override's key spent" 0 "$(redis-cli -p "$a" THROTTLE wide 'v i"p' | head -1)"
+    check "$label: LIMIT.RESET wide (every key, with an override)" OK "$(on "$a" LIMIT.RESET wide)"
+    check "$label: o1 granted again" 1 "$(redis-cli -p "$b" THROTTLE wide o1 | head -1)"
+    check "$label: the override's key granted again" 1 \
+      "$(redis-cli -p "$a" THROTTLE wide 'v i"p' | head -1)"
+    check "$label: LIMIT.DEL wide" 1 "$(on "$a" LIMIT.DEL wide)"
   fi
   # LIMIT.SPEND reads the quota key's state in the store, on any node, charging nothing.
   redis-cli -p "$a" THROTTLE budget u1 UNITS 30 >/dev/null

@@ -22,6 +22,7 @@
 #include <libpq-fe.h>
 
 #include "core/quota.h"
+#include "base/alloc.h"
 #include "sluice/error.h"
 #include "sluice/limit.h"
 #include "store/pg_schema.h"
@@ -470,7 +471,7 @@ static void test_whole_reset(void **state)
     cmd m;
 
     (void)state;
-    assert_int_equal(sdefs_redis_whole_reset_command(&c, NULL, "sha", "all", "api api/=vip", 12),
+    assert_int_equal(sdefs_redis_whole_reset_command(&c, NULL, "sha", "all", "3:api8:api/=vip", 15),
                      SLUICE_OK);
     m = CMD_OF(c);
     assert_int_equal(m.argc, 7);
@@ -480,7 +481,7 @@ static void test_whole_reset(void **state)
     assert_arg(&m, 3, "sluice:{all}:resets");
     assert_arg(&m, 4, "D1");
     assert_arg(&m, 5, "W");
-    assert_arg(&m, 6, "api api/=vip");
+    assert_arg(&m, 6, "3:api8:api/=vip");
     assert_int_equal(sdefs_redis_whole_reset_command(&c, "p", "sha", "t", "x", 1), SLUICE_OK);
     m = CMD_OF(c);
     assert_arg(&m, 3, "p:{t}:resets");
@@ -493,6 +494,28 @@ static void test_whole_reset(void **state)
     assert_int_equal(sdefs_redis_whole_reset_command(&c, "a{", "sha", "all", "x", 1),
                      SLUICE_EINVAL);
     assert_int_equal(c.argc, 0);
+}
+
+/* The id list of a whole reset: any byte in an id (a space, a quote, a colon) survives, on Redis
+ * as written and on PostgreSQL as a text[] literal. */
+static void test_id_list(void **state)
+{
+    packed_str s = {0};
+    char *lit;
+
+    (void)state;
+    assert_int_equal(sdefs_ids_put(&s, "api", "", "", 0), SLUICE_OK);
+    assert_int_equal(sdefs_ids_put(&s, "api", "/", "gold", 4), SLUICE_OK);
+    assert_int_equal(sdefs_ids_put(&s, "api", "/=", "a b\"c\\:9", 8), SLUICE_OK);
+    assert_string_equal(s.p, "3:api8:api/gold13:api/=a b\"c\\:9");
+    lit = sdefs_pg_ids_array(s.p, s.len);
+    assert_non_null(lit);
+    assert_string_equal(lit, "{\"api\",\"api/gold\",\"api/=a b\\\"c\\\\:9\"}");
+    alloc_free(lit);
+    assert_null(sdefs_pg_ids_array("3:ap", 4));  /* cut short */
+    assert_null(sdefs_pg_ids_array("x:api", 5)); /* no length */
+    assert_null(sdefs_pg_ids_array("1:\0", 3)); /* a NUL byte */
+    alloc_free(s.p);
 }
 
 #define DAY_NS (INT64_C(86400) * 1000000000)
@@ -710,7 +733,7 @@ int main(void)
         cmocka_unit_test(test_pg_answer),
         cmocka_unit_test(test_migration),
         cmocka_unit_test(test_reset),
-        cmocka_unit_test(test_whole_reset),
+        cmocka_unit_test(test_whole_reset), cmocka_unit_test(test_id_list),
         cmocka_unit_test(test_quota_usage),
         cmocka_unit_test(test_quota_usage_model),
         cmocka_unit_test(test_spend),

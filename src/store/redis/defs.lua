@@ -15,7 +15,8 @@
 --   "X"                LIMIT.RESET of one key: KEYS are then that key's state keys instead
 --                      (the limit's, and its override's, as a node names them: reset_key maps
 --                      them to their current generation), deleted; the reply is DEL's count
---   "W" id...          LIMIT.RESET of every key of limits `id...`: KEYS are then the
+--   "W" ids            LIMIT.RESET of every key of the limits of id list `ids` ("<len>:<id>"
+--                      each, shared_defs.h's sdefs_ids_put): KEYS are then the
 --                      generation hashes "<prefix>:{<tag>}:resets" of the tags that hold their
 --                      states (limits.lua's reset_key); each id's generation is raised in each;
 --                      the reply is the number of generations raised
@@ -47,10 +48,20 @@ local function defs_main()
     if #KEYS < 1 or not ARGV[3] then
       return redis.error_reply("ERR sluice store script: bad defs whole reset")
     end
+    -- ARGV[3] is an id list (shared_defs.h's sdefs_ids_put): "<len>:<id>" each, any bytes.
+    local ids, s, p = {}, ARGV[3], 1
+    while p <= #s do
+      local len, at = s:match("^(%d+):()", p)
+      if not len or at + tonumber(len) - 1 > #s then
+        return redis.error_reply("ERR sluice store script: bad defs whole reset ids")
+      end
+      ids[#ids + 1] = s:sub(at, at + tonumber(len) - 1)
+      p = at + tonumber(len)
+    end
     local n = 0
     for i = 1, #KEYS do
-      for j = 3, #ARGV do
-        redis.call("HINCRBY", KEYS[i], ARGV[j], 1)
+      for j = 1, #ids do
+        redis.call("HINCRBY", KEYS[i], ids[j], 1)
         n = n + 1
       end
     end
