@@ -91,10 +91,10 @@ void rdefs_reset(conn *c, const char *name, const sluice_limit_def *def, const c
 
 /* LIMIT.RESET name (no key) on a standalone Redis or PostgreSQL store: forgets every key of the
  * limit ids `ids` (idslen bytes, an id list of shared_defs.h's sdefs_ids_put: the limit's name,
- * its tiers' "name/tier", its overrides' "name/=key") in the store, for every node at once. On Redis their generation is raised
- * (limits.lua's reset_key: every state of an older generation is never read again and expires by
- * its TTL); on PostgreSQL their rows are deleted. Leases go with them. Replies `+OK` once the store
- * answered, or `-STOREDOWN`. */
+ * its tiers' "name/tier", its overrides' "name/=key") in the store, for every node at once. On
+ * Redis their generation is raised (limits.lua's reset_key: every state of an older generation is
+ * never read again and expires by its TTL); on PostgreSQL their rows are deleted. Leases go with
+ * them. Replies `+OK` once the store answered, or `-STOREDOWN`. */
 void rdefs_reset_all(conn *c, const char *ids, size_t idslen);
 
 /* LIMIT.SPEND on a shared store: reads quota key `key` of limit id `limit_id` (definition def)

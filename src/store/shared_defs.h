@@ -174,8 +174,8 @@ int sdefs_redis_answer(const struct redisReply *r, int is_set, int64_t known, in
     "SELECT count(*) FROM d"
 #define SDEFS_PG_RESET_NPARAMS 4
 
-/* LIMIT.RESET of every key of some limits: $1 their ids (a text[], sdefs_pg_ids_array); one row, the
- * count of states it deleted. The rows are locked in the limits call's order (tag, limit id,
+/* LIMIT.RESET of every key of some limits: $1 their ids (a text[], sdefs_pg_ids_array); one row,
+ * the count of states it deleted. The rows are locked in the limits call's order (tag, limit id,
  * key; bytewise) before they are deleted, so a reset never deadlocks with a decision; clock rows
  * (kind -1) stay, as the ratchet must. */
 #define SDEFS_PG_RESET_ALL_STMT "sluice_defs_reset_all"

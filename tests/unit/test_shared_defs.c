@@ -514,7 +514,7 @@ static void test_id_list(void **state)
     alloc_free(lit);
     assert_null(sdefs_pg_ids_array("3:ap", 4));  /* cut short */
     assert_null(sdefs_pg_ids_array("x:api", 5)); /* no length */
-    assert_null(sdefs_pg_ids_array("1:\0", 3)); /* a NUL byte */
+    assert_null(sdefs_pg_ids_array("1:\0", 3));  /* a NUL byte */
     alloc_free(s.p);
 }
 
@@ -733,7 +733,8 @@ int main(void)
         cmocka_unit_test(test_pg_answer),
         cmocka_unit_test(test_migration),
         cmocka_unit_test(test_reset),
-        cmocka_unit_test(test_whole_reset), cmocka_unit_test(test_id_list),
+        cmocka_unit_test(test_whole_reset),
+        cmocka_unit_test(test_id_list),
         cmocka_unit_test(test_quota_usage),
         cmocka_unit_test(test_quota_usage_model),
         cmocka_unit_test(test_spend),
