@@ -873,6 +873,7 @@ static void lease_shared(conn *c, const resp_command *cmd, rlim_op op, int64_t t
         alloc_free(key);
         return;
     }
+    live = key_core(c->srv, p, key, keylen, live); /* the key's override gives its ttl */
     if (id == 0 && sluice_limit_shadow(live)) {
         /* A shadow limit's pass (rstore_lease) held nothing: answered as on one node. (Id 0
          * is also a fail-open grant's, which the store answers NOLEASE once the limit is

@@ -225,6 +225,12 @@ suite() {
     check "$label: LIMIT.RESET slots on c" OK "$(on "$c" LIMIT.RESET slots)"
     contains "$label: the slot is free again on b" ttl_ms "$(on "$b" LEASE.ACQUIRE slots u1)"
     contains "$label: the lease the reset forgot" NOLEASE "$(on "$a" LEASE.RENEW "$lease")"
+    # A key's override gives its lease's ttl, on the node that renews it too.
+    check "$label: LIMIT.KEY slots u9" OK "$(on "$a" LIMIT.KEY slots u9 concurrency=1,ttl=600s)"
+    wait_until "$label: b has slots' override" 20 spec_is "$b" slots "$(spec "$a" slots)"
+    lease=$(redis-cli -p "$a" LEASE.ACQUIRE slots u9 | sed -n 2p)
+    check "$label: LEASE.RENEW on b: the override's ttl" 600000 "$(on "$b" LEASE.RENEW "$lease")"
+    check "$label: LIMIT.KEYDEL slots u9" 1 "$(on "$a" LIMIT.KEYDEL slots u9)"
     check "$label: LIMIT.RESET of no limit" 'NOLIMIT no limit named "nope"' \
       "$(on "$c" LIMIT.RESET nope)"
     # A limit with a per-key override (its key holding a space and a quote) resets every key,
