@@ -1424,7 +1424,7 @@ static void reset_all_shared(conn *c, const sluice_limit_policy *p)
         return;
     }
     log_info("limit \"%s\" reset by client %" PRIu64 " (every node)", p->name, c->id);
-    rdefs_reset_all(c, ids.p, ids.len);
+    rdefs_reset_all(c, p->name, ids.p, ids.len);
     alloc_free(ids.p);
 }
 
@@ -1446,19 +1446,6 @@ void cmd_limit_reset(conn *c, const resp_command *cmd)
     }
     if (name_arg(c, cmd->argv[1], cmd->argvlen[1], name) != 0)
         return;
-    if (cmd->argc == 2 && rstore_active(s) && rstore_kind(s) == CONFIG_STORE_REDIS_CLUSTER &&
-        !rstore_in_queue_slot(s, name)) {
-        /* Every key of a limit no type names, on a Cluster: its states are spread over the
-         * masters, and the generation that resets them (limits.lua's reset_key) is kept per
-         * tag. A limit a type names lives under the queue's one tag (rtag.h). */
-        resp_error(conn_out(c), "ERR",
-                   "LIMIT.RESET of every key of limit \"%s\" is not available with a "
-                   "redis-cluster store yet: its keys are spread over the masters (only a limit "
-                   "that a task type names lives in one slot, the queue's); LIMIT.RESET %s KEY "
-                   "resets one key (docs/cluster.md)",
-                   name, name);
-        return;
-    }
     p = sluice_engine_get_limit(s->engine, name, &live);
     if (!p) {
         resp_error(conn_out(c), "NOLIMIT", "no limit named \"%s\"", name);

@@ -56,10 +56,11 @@ typedef struct dcall {
     conn *c;                                /* a write's client; NULL once it closed */
     size_t ticket;                          /* its deferred slot */
     int reply_one;                          /* answer :1 (else +OK) */
-    int64_t ver;                            /* the answer: the store's version */
-    int full;                               /* it carries the whole set, in set */
-    sdefs_set set;                          /* the answer's set when full */
-    struct dcall *prev, *next;              /* writes in flight */
+    int is_gen;    /* a whole reset by generation (Redis Cluster): a write, answered +OK */
+    int64_t ver;   /* the answer: the store's version */
+    int full;      /* it carries the whole set, in set */
+    sdefs_set set; /* the answer's set when full */
+    struct dcall *prev, *next; /* writes in flight */
 } dcall;
 
 struct rdefs {
@@ -75,9 +76,51 @@ struct rdefs {
     dcall *calls;     /* writes in flight */
     int closed;
     char slot_key[SDEFS_PREFIX_MAX + 16];
-    int slot; /* Redis Cluster: the slot of every defs key */
+    int slot;     /* Redis Cluster: the slot of every defs key */
+    size_t ngens; /* entries of `have` that are generations (SDEFS_GEN_PREFIX), not limits */
     rdefs_stats stats;
 };
+
+/* 1 when a set's entry is a whole reset's generation, not a limit. */
+static int is_gen_name(const char *name)
+{
+    return strncmp(name, SDEFS_GEN_PREFIX, SDEFS_GEN_PREFIX_LEN) == 0;
+}
+
+static void count_gens(rdefs *rd)
+{
+    rd->ngens = 0;
+    for (size_t i = 0; i < rd->have.n; i++)
+        rd->ngens += is_gen_name(rd->have.e[i].name) ? 1 : 0;
+}
+
+/* Raises, in `have`, the generation of each limit id of the id list ids (NUL-terminated), as
+ * defs.lua's "N" did in the store. Returns 0, or -1 (out of memory, a malformed list: the
+ * caller reads the whole set again). */
+static int raise_gens(rdefs *rd, const char *ids)
+{
+    const char *p = ids;
+    int rc = 0;
+
+    while (*p && rc == 0) {
+        char *colon, name[SDEFS_GEN_PREFIX_LEN + COMMAND_NAME_BUF * 4], num[24];
+        unsigned long long len = strtoull(p, &colon, 10);
+        const char *old;
+
+        if (*colon != ':' || strnlen(colon + 1, len) < len ||
+            len + SDEFS_GEN_PREFIX_LEN >= sizeof name)
+            return -1;
+        memcpy(name, SDEFS_GEN_PREFIX, SDEFS_GEN_PREFIX_LEN);
+        memcpy(name + SDEFS_GEN_PREFIX_LEN, colon + 1, len);
+        name[SDEFS_GEN_PREFIX_LEN + len] = '\0';
+        old = sdefs_set_get(&rd->have, name);
+        snprintf(num, sizeof num, "%llu", (old ? strtoull(old, NULL, 10) : 0) + 1);
+        rc = sdefs_set_put(&rd->have, name, SDEFS_GEN_PREFIX_LEN + len, num, strlen(num));
+        p = colon + 1 + len;
+    }
+    count_gens(rd);
+    return rc == 0 ? 0 : -1;
+}
 
 static rdefs *state_of(const server *s)
 {
@@ -186,19 +229,20 @@ static void reconcile(rdefs *rd, sdefs_set *set)
     size_t changed = 0;
 
     for (size_t i = 0; i < rd->have.n; i++)
-        if (!sdefs_set_get(set, rd->have.e[i].name)) {
+        if (!is_gen_name(rd->have.e[i].name) && !sdefs_set_get(set, rd->have.e[i].name)) {
             restore_file(rd, rd->have.e[i].name);
             changed++;
         }
     for (size_t i = 0; i < set->n; i++) {
         const char *old = sdefs_set_get(&rd->have, set->e[i].name);
 
-        if (!old || strcmp(old, set->e[i].spec) != 0) {
+        if (!is_gen_name(set->e[i].name) && (!old || strcmp(old, set->e[i].spec) != 0)) {
             apply_one(rd, set->e[i].name, set->e[i].spec);
             changed++;
         }
     }
     sdefs_set_move(&rd->have, set);
+    count_gens(rd);
     rd->stats.loads++;
     if (changed) {
         log_info("store: %zu shared limit definition(s) applied (version %" PRId64 ")", changed,
@@ -215,7 +259,8 @@ void rdefs_reapply(server *s)
     if (!rd)
         return;
     for (size_t i = 0; i < rd->have.n; i++)
-        apply_one(rd, rd->have.e[i].name, rd->have.e[i].spec);
+        if (!is_gen_name(rd->have.e[i].name))
+            apply_one(rd, rd->have.e[i].name, rd->have.e[i].spec);
     if (rd->have.n)
         log_info("store: %zu shared limit definition(s) applied over the reloaded file",
                  rd->have.n);
@@ -306,7 +351,9 @@ static void take_answer(rdefs *rd, dcall *k)
     if (k->full) {
         rd->ver = k->ver;
         reconcile(rd, &k->set);
-    } else if (rd->ver == (k->is_set ? k->known : k->ver)) {
+    } else if (k->is_gen && rd->ver == k->known && raise_gens(rd, k->name) == 0) {
+        rd->ver = k->ver; /* our set, these generations one higher, is the store's */
+    } else if (!k->is_gen && rd->ver == (k->is_set ? k->known : k->ver)) {
         rd->ver = k->ver; /* our set (plus our write) is the store's */
     } else {
         /* Another answer moved us meanwhile: read the whole set again. Never seen in order. */
@@ -383,7 +430,12 @@ static void write_reply(dcall *k)
 {
     resp_writer *w = conn_out(k->c);
 
-    if (k->base.why[0])
+    if (k->base.why[0] && k->is_gen)
+        resp_error(w, "STOREDOWN",
+                   "the shared store is unavailable (%s); the limit may or may not have been "
+                   "reset",
+                   k->base.why);
+    else if (k->base.why[0])
         resp_error(w, "STOREDOWN",
                    "the shared store is unavailable (%s); the change is in force on this node "
                    "only until it reads the shared definitions again, which keep it only if the "
@@ -631,12 +683,72 @@ static void send_client_call(rdefs *rd, conn *c, dcall *k, int rc)
     rstore_send(rd->s, &k->base, rc);
 }
 
-void rdefs_reset_all(conn *c, const char *ids, size_t idslen)
+/* LIMIT.RESET of every key of a limit no type names, on Redis Cluster: its generations raised
+ * in the shared set (defs.lua's "N"), which this node applies before it answers and the others
+ * at their next poll. */
+static void reset_by_generation(conn *c, const char *ids, size_t idslen)
 {
     server *s = c->srv;
     rdefs *rd = state_of(s);
     dcall *k = alloc_calloc(1, sizeof(*k));
     int rc;
+
+    if (k)
+        k->name = alloc_memdup0(ids, idslen);
+    if (!k || !k->name) {
+        if (k)
+            write_free(k);
+        resp_error(conn_out(c), "NOMEM", "out of memory");
+        return;
+    }
+    k->rd = rd;
+    k->is_set = 1;
+    k->is_gen = 1;
+    k->known = rd->ver;
+    k->base.slot = rd->slot;
+    rstore_flush_limits(s);
+    rtasks_flush(s);
+    rc = sdefs_redis_gen_command(&k->cmd, NULL, rstore_sha(s), k->known, k->name, idslen);
+    k->base.call.argc = rc == 0 ? k->cmd.argc : 0;
+    k->base.call.argv = rc == 0 ? k->cmd.argv : NULL;
+    k->base.call.argvlen = rc == 0 ? k->cmd.argvlen : NULL;
+    k->base.on_reply = on_reply;
+    k->base.apply = write_apply;
+    k->base.lane = rstore_lane(s, c, 0);
+    k->c = c;
+    k->ticket = conn_defer(c);
+    k->next = rd->calls;
+    if (rd->calls)
+        rd->calls->prev = k;
+    rd->calls = k;
+    rstore_send(s, &k->base, rc);
+}
+
+uint64_t rdefs_reset_gen(const server *s, const char *limit_id)
+{
+    const rdefs *rd = state_of(s);
+    char name[SDEFS_GEN_PREFIX_LEN + COMMAND_NAME_BUF * 2 + 8];
+    const char *v;
+
+    if (!rd || rd->ngens == 0 ||
+        snprintf(name, sizeof name, "%s%s", SDEFS_GEN_PREFIX, limit_id) >= (int)sizeof name)
+        return 0;
+    v = sdefs_set_get(&rd->have, name);
+    return v ? strtoull(v, NULL, 10) : 0;
+}
+
+void rdefs_reset_all(conn *c, const char *name, const char *ids, size_t idslen)
+{
+    server *s = c->srv;
+    rdefs *rd = state_of(s);
+    dcall *k;
+    int rc;
+
+    if (rstore_kind(s) == CONFIG_STORE_REDIS_CLUSTER && !rstore_in_queue_slot(s, name)) {
+        reset_by_generation(c, ids, idslen);
+        return;
+    }
+    k = alloc_calloc(1, sizeof(*k));
 
     if (k && rstore_kind(s) == CONFIG_STORE_POSTGRES)
         k->name = sdefs_pg_ids_array(ids, idslen); /* the statement's text[] */
@@ -658,7 +770,7 @@ void rdefs_reset_all(conn *c, const char *ids, size_t idslen)
         rc = 0;
     } else {
         /* Every state of the limit carries the queue's tag (rtag.h): on a standalone Redis
-         * every limit's, on a Cluster a limit a type names (cmd_limit.c refuses the others). */
+         * every limit's, on a Cluster a limit a type names (the others: reset_by_generation). */
         rc = sdefs_redis_whole_reset_command(&k->wcmd, NULL, rstore_sha(s), RTAG_QUEUE, k->name,
                                              idslen);
         k->base.slot =

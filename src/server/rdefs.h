@@ -95,7 +95,13 @@ void rdefs_reset(conn *c, const char *name, const sluice_limit_def *def, const c
  * Redis their generation is raised (limits.lua's reset_key: every state of an older generation is
  * never read again and expires by its TTL); on PostgreSQL their rows are deleted. Leases go with
  * them. Replies `+OK` once the store answered, or `-STOREDOWN`. */
-void rdefs_reset_all(conn *c, const char *ids, size_t idslen);
+void rdefs_reset_all(conn *c, const char *name, const char *ids, size_t idslen);
+
+/* On Redis Cluster, the generation of a whole LIMIT.RESET of a limit no type names, as this
+ * node last read the shared set (0: never reset): its states are named with it (rlim_link's
+ * gen), so that after a reset no node reads a state of before; a node that has not read the
+ * set since the reset still uses the old generation, for one poll at most (~100 ms). */
+uint64_t rdefs_reset_gen(const server *s, const char *limit_id);
 
 /* LIMIT.SPEND on a shared store: reads quota key `key` of limit id `limit_id` (definition def)
  * from the store, charging nothing, and replies the single node's map (or `-STOREDOWN`). */

@@ -1093,10 +1093,14 @@ static void set_tag(const rstore *st, rlim_link *l)
      * alone (the key, or the limit id for a global bucket; redis_limits.h), so that one state
      * lives in one slot whichever command or chain touches it, and keys spread over the
      * masters; a limit a type names lives in the queue's slot, where claims decide chains. */
+    l->gen = 0;
     if (st->kind == CONFIG_STORE_POSTGRES ||
         (st->kind == CONFIG_STORE_REDIS_CLUSTER && !rtag_map_queued(&st->queued, l->limit_id))) {
         l->tag = NULL;
         l->taglen = 0;
+        /* Its whole resets are generations the node names (rdefs.h): no tag holds them all. */
+        if (st->kind == CONFIG_STORE_REDIS_CLUSTER)
+            l->gen = rdefs_reset_gen(st->s, l->limit_id);
         return;
     }
     l->tag = RTAG_QUEUE;

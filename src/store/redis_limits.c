@@ -336,20 +336,24 @@ static int add_links(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n
         }
     }
     for (size_t i = 0; i < n; i++) {
-        char idlen[24];
+        char idlen[24], gen[28] = "";
         size_t id_len = strlen(links[i].limit_id);
-        packed_piece pc[8] = {{b->prefix, strlen(b->prefix)},
+        packed_piece pc[9] = {{b->prefix, strlen(b->prefix)},
                               {":{", 2},
                               {nm[i].tag, nm[i].taglen},
                               {"}:", 2},
+                              {gen, 0},
                               {idlen, 0},
                               {links[i].limit_id, id_len},
                               {":", 1},
                               {nm[i].key, nm[i].keylen}};
 
+        if (links[i].gen > 0)
+            snprintf(gen, sizeof gen, "R%" PRIu64 ":", links[i].gen);
+        pc[4].len = strlen(gen);
         snprintf(idlen, sizeof idlen, "%zu:", id_len);
-        pc[4].len = strlen(idlen);
-        rc = packed_put_pieces(&b->a, &b->keys, pc, 8);
+        pc[5].len = strlen(idlen);
+        rc = packed_put_pieces(&b->a, &b->keys, pc, 9);
         if (rc != SLUICE_OK)
             return rc;
     }
@@ -753,7 +757,7 @@ int rlim_link_keys(const char *prefix, const rlim_link *l, char **state_key, siz
                    char **clock_key, size_t *clock_len)
 {
     rlim_names nm;
-    char idlen[24];
+    char idlen[24], gen[28] = "";
     size_t id_len;
     int rc;
 
@@ -770,19 +774,18 @@ int rlim_link_keys(const char *prefix, const rlim_link *l, char **state_key, siz
         return rc;
     id_len = strlen(l->limit_id);
     snprintf(idlen, sizeof idlen, "%zu:", id_len);
+    if (l->gen > 0)
+        snprintf(gen, sizeof gen, "R%" PRIu64 ":", l->gen);
     {
-        packed_piece sk[8] = {{prefix, strlen(prefix)},
-                              {":{", 2},
-                              {nm.tag, nm.taglen},
-                              {"}:", 2},
-                              {idlen, strlen(idlen)},
-                              {l->limit_id, id_len},
-                              {":", 1},
+        packed_piece sk[9] = {{prefix, strlen(prefix)}, {":{", 2},
+                              {nm.tag, nm.taglen},      {"}:", 2},
+                              {gen, strlen(gen)},       {idlen, strlen(idlen)},
+                              {l->limit_id, id_len},    {":", 1},
                               {nm.key, nm.keylen}};
         packed_piece ck[4] = {
             {prefix, strlen(prefix)}, {":{", 2}, {nm.tag, nm.taglen}, {"}:clock", 7}};
 
-        *state_key = joined(sk, 8, state_len);
+        *state_key = joined(sk, 9, state_len);
         *clock_key = joined(ck, 4, clock_len);
     }
     if (!*state_key || !*clock_key) {

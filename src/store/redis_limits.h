@@ -52,6 +52,9 @@ typedef struct rlim_link {
                       * id for an empty key. Must be the same for every use of (limit, key). */
     size_t taglen;
     int64_t units; /* >= 1 (RENEW and RELEASE ignore it) */
+    uint64_t gen;  /* > 0: the state is "<prefix>:{<tag>}:R<gen>:<len>:<limit_id>:<key>", the
+                    * generation of a whole LIMIT.RESET the node names itself (Redis Cluster, a
+                    * limit no type names: server/rdefs.h); 0: the script's own (reset_key) */
     int shadow;    /* 1: the link's limit is in shadow mode (or limits are off): decided and
                     * charged as the others, but its would-be denial passes uncharged and never
                     * makes the chain deny (core/chain.c's rule); its decision then comes back

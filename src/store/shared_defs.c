@@ -147,6 +147,37 @@ int sdefs_redis_command(sdefs_cmd *cmd, const char *prefix, const char *sha, int
     return SLUICE_OK;
 }
 
+int sdefs_redis_gen_command(sdefs_cmd *cmd, const char *prefix, const char *sha, int64_t known,
+                            const char *ids, size_t idslen)
+{
+    int ks, kv;
+
+    memset(cmd, 0, sizeof(*cmd));
+    if (!sha || !ids || idslen == 0)
+        return SLUICE_EINVAL;
+    ks = key_name(prefix, "limits", cmd->set_key, sizeof cmd->set_key);
+    kv = key_name(prefix, "version", cmd->ver_key, sizeof cmd->ver_key);
+    if (ks < 0 || kv < 0)
+        return SLUICE_EINVAL;
+    snprintf(cmd->known, sizeof cmd->known, "%" PRId64, known);
+#define ARG(s, l)                                                                                  \
+    do {                                                                                           \
+        cmd->argv[cmd->argc] = (s);                                                                \
+        cmd->argvlen[cmd->argc++] = (l);                                                           \
+    } while (0)
+    ARG("EVALSHA", 7);
+    ARG(sha, strlen(sha));
+    ARG("2", 1);
+    ARG(cmd->set_key, (size_t)ks);
+    ARG(cmd->ver_key, (size_t)kv);
+    ARG("D1", 2);
+    ARG("N", 1);
+    ARG(cmd->known, strlen(cmd->known));
+    ARG(ids, idslen);
+#undef ARG
+    return SLUICE_OK;
+}
+
 int sdefs_redis_version_command(sdefs_cmd *cmd, const char *prefix)
 {
     int kv;

@@ -130,6 +130,20 @@ typedef struct sdefs_wreset_cmd {
 int sdefs_redis_whole_reset_command(sdefs_wreset_cmd *cmd, const char *prefix, const char *sha,
                                     const char *tag, const char *ids, size_t idslen);
 
+/* LIMIT.RESET of every key of limits no type names, on Redis Cluster: "EVALSHA sha 2
+ * <prefix>:{defs}:limits <prefix>:{defs}:version D1 N known ids" (ids an id list, which must
+ * outlive the command's use). The script raises the set's entry "#reset:<id>" (SDEFS_GEN_PREFIX)
+ * of each id and the version; its answer is a SET's (sdefs_redis_answer with is_set): without the
+ * set when the version is known + 1, the caller's set with each of these generations one higher
+ * being the store's. Returns 0 or SLUICE_EINVAL (a NULL sha, empty ids). */
+int sdefs_redis_gen_command(sdefs_cmd *cmd, const char *prefix, const char *sha, int64_t known,
+                            const char *ids, size_t idslen);
+
+/* The set's entries that are not limits but a limit id's whole-reset generation on Redis
+ * Cluster: "#reset:<limit id>" -> the generation in decimal. */
+#define SDEFS_GEN_PREFIX     "#reset:"
+#define SDEFS_GEN_PREFIX_LEN 7
+
 /* LIMIT.SPEND: "EVALSHA sha 2 state_key clock_key D1 Q" (the quota key's state and its tag's
  * clock, rlim_link_keys's names, which must outlive the command's use); read-only. Returns 0 or
  * SLUICE_EINVAL (a NULL sha). Its reply is read with sdefs_spend_answer. */

@@ -7,7 +7,8 @@
 # the poll (measured, bounded); a per-key override set on B and removed on A; a LIMIT.DEL of a
 # limit the file declares; a node started after the changes has them before it listens; a node
 # restarted keeps them; CONFIG RELOAD does not drop them; LIMIT.RESET of one key forgets its
-# shared state, LIMIT.RESET of every key (not yet on a Cluster) every key's and lease's at once;
+# shared state, LIMIT.RESET of every key every key's and lease's at once (on a Cluster, for a
+# limit no type names, by a generation the other nodes read at their next poll);
 # LIMIT.SPEND reads a quota key from the store; argument errors keep the single node's words;
 # shadow mode and `enabled: false` act on every node (shadow_checks). On Redis also:
 # a LIMIT.SET while Redis is stopped answers -STOREDOWN and the nodes agree again once it is back.
@@ -191,15 +192,35 @@ suite() {
     "$(on "$a" LIMIT.SET api 'rate=2/1x')"
   contains "$label: LIMIT.KEY of no limit" 'NOLIMIT no limit named "nope"' \
     "$(on "$a" LIMIT.KEY nope k rate=1/1s)"
-  # LIMIT.RESET of every key of a limit: forgotten for every node at once, its leases too. On a
-  # Cluster only for a limit that a type names (api: type call's), whose keys live in the
-  # queue's one slot; a limit no type names (other, slots) is refused there. Nodes b and c
-  # learn of it from no poll: the store reads the generation itself, so their very next
-  # decision is fresh.
+  # LIMIT.RESET of every key of a limit: forgotten for every node at once, its leases too. For a
+  # limit whose keys live under one tag (every limit on one Redis; on a Cluster a limit a type
+  # names: api, type call's, in the queue's slot) nodes b and c learn of it from no poll: the
+  # store reads the generation itself, so their very next decision is fresh.
   if [ "$label" = cluster ]; then
-    contains "$label: LIMIT.RESET of every key of a limit no type names: refused" \
-      'LIMIT.RESET of every key of limit "other" is not available with a redis-cluster store yet' \
-      "$(on "$a" LIMIT.RESET other)"
+    # A limit no type names keeps its keys on every master: its whole reset is a generation in
+    # the shared set, which a (the node that took it) applies before it answers and b and c at
+    # their next poll; the keys it spread over the masters all read as fresh.
+    check "$label: LIMIT.SET spread" OK "$(on "$a" LIMIT.SET spread rate=100/1h,key=explicit)"
+    wait_until "$label: b has spread" 20 spec_is "$b" spread "$(spec "$a" spread)"
+    wait_until "$label: c has spread" 20 spec_is "$c" spread "$(spec "$a" spread)"
+    for k in o1 o2 o3 o4 o5 o6; do
+      for i in $(seq 1 100); do echo "THROTTLE spread $k"; done | redis-cli -p "$b" >/dev/null
+    done
+    check "$label: o1 of spread spent" 0 "$(redis-cli -p "$c" THROTTLE spread o1 | head -1)"
+    check "$label: o6 of spread spent" 0 "$(redis-cli -p "$a" THROTTLE spread o6 | head -1)"
+    check "$label: LIMIT.RESET spread (every key, a limit no type names)" OK \
+      "$(on "$a" LIMIT.RESET spread)"
+    check "$label: a grants o1 at once" 1 "$(redis-cli -p "$a" THROTTLE spread o1 | head -1)"
+    spread_fresh() { [ "$(redis-cli -p "$1" THROTTLE spread "$2" PEEK | head -1)" = 1 ]; }
+    wait_until "$label: b grants o6 after its poll" 20 spread_fresh "$b" o6
+    wait_until "$label: c grants o3 after its poll" 20 spread_fresh "$c" o3
+    check "$label: one budget after it: c's o1 is the second charge" 98 \
+      "$(redis-cli -p "$c" THROTTLE spread o1 | sed -n 3p)"
+    redis-cli -p "$c" THROTTLE spread o2 >/dev/null
+    check "$label: LIMIT.RESET spread o2 (one key, of the new generation)" 1 \
+      "$(on "$b" LIMIT.RESET spread o2)"
+    check "$label: o2 fresh again" 99 "$(redis-cli -p "$c" THROTTLE spread o2 | sed -n 3p)"
+    check "$label: LIMIT.DEL spread" 1 "$(on "$a" LIMIT.DEL spread)"
     redis-cli -p "$b" THROTTLE call r1 >/dev/null
     redis-cli -p "$c" THROTTLE call r1 >/dev/null
     check "$label: r1 spent" 0 "$(redis-cli -p "$a" THROTTLE call r1 | head -1)"

@@ -103,6 +103,14 @@ static void test_link_keys_in_tag_slot(void **unused)
         assert_int_equal(rcl_key_slot(clock, clen), slot);
         alloc_free(state);
         alloc_free(clock);
+        /* A whole reset's generation the node names (rdefs.h): "}:R<g>:" before the id, the
+         * same slot. */
+        l.gen = 42;
+        assert_int_equal(rlim_link_keys(NULL, &l, &state, &slen, &clock, &clen), 0);
+        assert_int_equal(rcl_key_slot(state, slen), slot);
+        assert_non_null(strstr(state, "}:R42:3:api:"));
+        alloc_free(state);
+        alloc_free(clock);
     }
 }
 

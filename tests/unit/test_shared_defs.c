@@ -496,6 +496,29 @@ static void test_whole_reset(void **state)
     assert_int_equal(c.argc, 0);
 }
 
+/* A whole reset by generation on Redis Cluster (defs.lua's "N"): its exact arguments, and its
+ * short answer read as a SET's. */
+static void test_gen_reset(void **state)
+{
+    sdefs_cmd c;
+    cmd m;
+
+    (void)state;
+    assert_int_equal(sdefs_redis_gen_command(&c, NULL, "sha", 7, "3:api", 5), SLUICE_OK);
+    m = CMD_OF(c);
+    assert_int_equal(m.argc, 9);
+    assert_arg(&m, 0, "EVALSHA");
+    assert_arg(&m, 2, "2");
+    assert_arg(&m, 3, "sluice:{defs}:limits");
+    assert_arg(&m, 4, "sluice:{defs}:version");
+    assert_arg(&m, 5, "D1");
+    assert_arg(&m, 6, "N");
+    assert_arg(&m, 7, "7");
+    assert_arg(&m, 8, "3:api");
+    assert_int_equal(sdefs_redis_gen_command(&c, NULL, NULL, 7, "3:api", 5), SLUICE_EINVAL);
+    assert_int_equal(sdefs_redis_gen_command(&c, NULL, "sha", 7, "", 0), SLUICE_EINVAL);
+}
+
 /* The id list of a whole reset: any byte in an id (a space, a quote, a colon) survives, on Redis
  * as written and on PostgreSQL as a text[] literal. */
 static void test_id_list(void **state)
@@ -735,6 +758,7 @@ int main(void)
         cmocka_unit_test(test_reset),
         cmocka_unit_test(test_whole_reset),
         cmocka_unit_test(test_id_list),
+        cmocka_unit_test(test_gen_reset),
         cmocka_unit_test(test_quota_usage),
         cmocka_unit_test(test_quota_usage_model),
         cmocka_unit_test(test_spend),

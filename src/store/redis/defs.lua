@@ -20,6 +20,13 @@
 --                      generation hashes "<prefix>:{<tag>}:resets" of the tags that hold their
 --                      states (limits.lua's reset_key); each id's generation is raised in each;
 --                      the reply is the number of generations raised
+--   "N" known ids      LIMIT.RESET of every key on Redis Cluster of limits no type names
+--                      (their states are spread over the masters: no tag holds them all): the
+--                      field "#reset:<id>" of the set (no limit name holds a '#') of each id of
+--                      id list `ids` is raised by one and the version with it; answered as
+--                      S is (the whole set unless the version is known + 1). Nodes name those
+--                      states with the
+--                      generation themselves (redis_limits.h's gen, server/rdefs.c)
 --   "Q"                LIMIT.SPEND: KEYS are then a quota key's state key and its tag's clock
 --                      key; the reply is {state or "", clock or "", TIME's seconds, TIME's
 --                      microseconds}, read and nothing written (the node computes the figures)
@@ -79,7 +86,24 @@ local function defs_main()
     return redis.error_reply("ERR sluice store script: bad defs call")
   end
   local ver
-  if op == "S" then
+  if op == "N" then
+    local s, p, n = ARGV[4] or "", 1, 0
+    while p <= #s do
+      local len, at = s:match("^(%d+):()", p)
+      if not len or at + tonumber(len) - 1 > #s then
+        return redis.error_reply("ERR sluice store script: bad defs generation ids")
+      end
+      redis.call("HINCRBY", KEYS[1], "#reset:" .. s:sub(at, at + tonumber(len) - 1), 1)
+      p, n = at + tonumber(len), n + 1
+    end
+    if n == 0 then
+      return redis.error_reply("ERR sluice store script: bad defs generation ids")
+    end
+    ver = redis.call("INCR", KEYS[2])
+    if ver == known + 1 then
+      return {ver} -- the caller's set, each of these generations one higher, is the set
+    end
+  elseif op == "S" then
     if not ARGV[4] or not ARGV[5] or ARGV[4] == "" then
       return redis.error_reply("ERR sluice store script: bad defs write")
     end
