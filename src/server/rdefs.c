@@ -261,9 +261,9 @@ void rdefs_reapply(server *s)
     for (size_t i = 0; i < rd->have.n; i++)
         if (!is_gen_name(rd->have.e[i].name))
             apply_one(rd, rd->have.e[i].name, rd->have.e[i].spec);
-    if (rd->have.n)
+    if (rd->have.n > rd->ngens)
         log_info("store: %zu shared limit definition(s) applied over the reloaded file",
-                 rd->have.n);
+                 rd->have.n - rd->ngens);
 }
 
 /* ---- Calls --------------------------------------------------------------------------------- */
@@ -876,7 +876,7 @@ int rdefs_open(server *s, int64_t timeout_ms)
     }
     if (rd->ver >= 0)
         log_info("store: shared limit definitions at version %" PRId64 " (%zu)", rd->ver,
-                 rd->have.n);
+                 rd->have.n - rd->ngens);
     return SLUICE_OK;
 }
 
