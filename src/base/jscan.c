@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/hex.h"
 #include "sluice/error.h"
 
 #define INT64_DIGITS 19 /* digits of INT64_MAX and of -INT64_MIN */
@@ -45,17 +46,11 @@ static int hex4(const unsigned char *s, size_t n, unsigned *v)
     if (n < 4)
         return 0;
     for (int k = 0; k < 4; k++) {
-        unsigned c = s[k], d;
+        int d = hex_digit_value(s[k]);
 
-        if (c >= '0' && c <= '9')
-            d = c - '0';
-        else if (c >= 'a' && c <= 'f')
-            d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F')
-            d = c - 'A' + 10;
-        else
+        if (d < 0)
             return 0;
-        x = x << 4 | d;
+        x = x << 4 | (unsigned)d;
     }
     *v = x;
     return 1;

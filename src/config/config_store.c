@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "base/alloc.h"
+#include "base/hex.h"
 #include "sluice/error.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -182,18 +183,6 @@ static int parse_host_port(const char *url, const char **pp, const char *stops, 
     return 0;
 }
 
-/* The part of a redis-cluster:// URL after the scheme: seeds separated by ','. */
-static int hex_digit(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decodes [from, to) into out (room for CONFIG_STORE_AUTH_MAX bytes and a NUL). Returns
  * 0, or -1 for a bad %XX, a NUL byte or too long a result. */
 static int decode_auth(const char *from, const char *to, char *out)
@@ -204,8 +193,8 @@ static int decode_auth(const char *from, const char *to, char *out)
         int ch = (unsigned char)*from++;
 
         if (ch == '%') {
-            int hi = to - from >= 2 ? hex_digit(from[0]) : -1;
-            int lo = hi >= 0 ? hex_digit(from[1]) : -1;
+            int hi = to - from >= 2 ? hex_digit_value((unsigned char)from[0]) : -1;
+            int lo = hi >= 0 ? hex_digit_value((unsigned char)from[1]) : -1;
 
             if (lo < 0 || (hi == 0 && lo == 0))
                 return -1;
@@ -243,6 +232,7 @@ static int parse_auth(const char *url, const char **p, const char *ends, config_
     return 0;
 }
 
+/* The part of a redis-cluster:// URL after the scheme: seeds separated by ','. */
 static int parse_cluster(const char *url, const char *p, config_store_url *out, char *msg,
                          size_t msglen)
 {

@@ -701,7 +701,6 @@ static void reset_by_generation(conn *c, const char *ids, size_t idslen)
         resp_error(conn_out(c), "NOMEM", "out of memory");
         return;
     }
-    k->rd = rd;
     k->is_set = 1;
     k->is_gen = 1;
     k->known = rd->ver;
@@ -712,16 +711,7 @@ static void reset_by_generation(conn *c, const char *ids, size_t idslen)
     k->base.call.argc = rc == 0 ? k->cmd.argc : 0;
     k->base.call.argv = rc == 0 ? k->cmd.argv : NULL;
     k->base.call.argvlen = rc == 0 ? k->cmd.argvlen : NULL;
-    k->base.on_reply = on_reply;
-    k->base.apply = write_apply;
-    k->base.lane = rstore_lane(s, c, 0);
-    k->c = c;
-    k->ticket = conn_defer(c);
-    k->next = rd->calls;
-    if (rd->calls)
-        rd->calls->prev = k;
-    rd->calls = k;
-    rstore_send(s, &k->base, rc);
+    send_client_call(rd, c, k, rc);
 }
 
 uint64_t rdefs_reset_gen(const server *s, const char *limit_id)

@@ -39,6 +39,7 @@
 
 #include "base/alloc.h"
 #include "base/grow.h"
+#include "base/hex.h"
 #include "sluice/error.h"
 
 #define RESP_DEFAULT_MAX_BULK   ((size_t)8 << 20)
@@ -326,17 +327,6 @@ static int is_blank(unsigned char c)
     return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
 }
 
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* The byte a backslash escape inside double quotes stands for: \n \r \t \b \a, else itself. */
 static char dq_escape(char c)
 {
@@ -373,10 +363,10 @@ static int rd_split_inline(resp_reader *r, size_t s, size_t e)
             c = i < e ? (unsigned char)b[i] : 0;
             if (dq) {
                 if (c == '\\' && i + 3 < e && b[i + 1] == 'x' &&
-                    hex_value((unsigned char)b[i + 2]) >= 0 &&
-                    hex_value((unsigned char)b[i + 3]) >= 0) {
-                    b[w++] = (char)(hex_value((unsigned char)b[i + 2]) * 16 +
-                                    hex_value((unsigned char)b[i + 3]));
+                    hex_digit_value((unsigned char)b[i + 2]) >= 0 &&
+                    hex_digit_value((unsigned char)b[i + 3]) >= 0) {
+                    b[w++] = (char)(hex_digit_value((unsigned char)b[i + 2]) * 16 +
+                                    hex_digit_value((unsigned char)b[i + 3]));
                     i += 4;
                 } else if (c == '\\' && i + 1 < e) {
                     b[w++] = dq_escape(b[i + 1]);

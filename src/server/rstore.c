@@ -38,6 +38,7 @@
 
 #include "base/alloc.h"
 #include "base/grow.h"
+#include "base/hex.h"
 #include "server/commands.h"
 #include "server/log.h"
 #include "server/rcounters.h"
@@ -1513,17 +1514,6 @@ void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *
     maybe_send_full(st);
 }
 
-static int hex_value(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 int rstore_parse_handle(const char *s, size_t len, char *name, size_t namemax, uint64_t *id,
                         char *key, size_t keymax, size_t *keylen)
 {
@@ -1546,7 +1536,7 @@ int rstore_parse_handle(const char *s, size_t len, char *name, size_t namemax, u
     if (p == q || p == end || *p != '/' || (end - p - 1) % 2 != 0)
         return -1;
     for (p++; p < end; p += 2) {
-        int hi = hex_value(p[0]), lo = hex_value(p[1]);
+        int hi = hex_digit_value((unsigned char)p[0]), lo = hex_digit_value((unsigned char)p[1]);
 
         if (hi < 0 || lo < 0 || n >= keymax)
             return -1;

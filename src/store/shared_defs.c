@@ -113,70 +113,61 @@ int sdefs_redis_slot_key(const char *prefix, char *buf, size_t len)
     return key_name(prefix, "limits", buf, len);
 }
 
-int sdefs_redis_command(sdefs_cmd *cmd, const char *prefix, const char *sha, int64_t known,
-                        const char *name, size_t namelen, const char *spec, size_t speclen)
-{
-    int ks, kv;
-
-    memset(cmd, 0, sizeof(*cmd));
-    if (!sha || (name && (namelen == 0 || (!spec && speclen))))
-        return SLUICE_EINVAL;
-    ks = key_name(prefix, "limits", cmd->set_key, sizeof cmd->set_key);
-    kv = key_name(prefix, "version", cmd->ver_key, sizeof cmd->ver_key);
-    if (ks < 0 || kv < 0)
-        return SLUICE_EINVAL;
-    snprintf(cmd->known, sizeof cmd->known, "%" PRId64, known);
 #define ARG(s, l)                                                                                  \
     do {                                                                                           \
         cmd->argv[cmd->argc] = (s);                                                                \
         cmd->argvlen[cmd->argc++] = (l);                                                           \
     } while (0)
+
+/* "EVALSHA sha 2 <prefix>:{defs}:limits <prefix>:{defs}:version D1 <op> known" into cmd. */
+static int defs_head(sdefs_cmd *cmd, const char *prefix, const char *sha, int64_t known,
+                     const char *op)
+{
+    int ks = key_name(prefix, "limits", cmd->set_key, sizeof cmd->set_key);
+    int kv = key_name(prefix, "version", cmd->ver_key, sizeof cmd->ver_key);
+
+    if (ks < 0 || kv < 0)
+        return SLUICE_EINVAL;
+    snprintf(cmd->known, sizeof cmd->known, "%" PRId64, known);
     ARG("EVALSHA", 7);
     ARG(sha, strlen(sha));
     ARG("2", 1);
     ARG(cmd->set_key, (size_t)ks);
     ARG(cmd->ver_key, (size_t)kv);
     ARG("D1", 2);
-    ARG(name ? "S" : "G", 1);
+    ARG(op, 1);
     ARG(cmd->known, strlen(cmd->known));
+    return SLUICE_OK;
+}
+
+int sdefs_redis_command(sdefs_cmd *cmd, const char *prefix, const char *sha, int64_t known,
+                        const char *name, size_t namelen, const char *spec, size_t speclen)
+{
+    memset(cmd, 0, sizeof(*cmd));
+    if (!sha || (name && (namelen == 0 || (!spec && speclen))) ||
+        defs_head(cmd, prefix, sha, known, name ? "S" : "G") != SLUICE_OK) {
+        memset(cmd, 0, sizeof(*cmd));
+        return SLUICE_EINVAL;
+    }
     if (name) {
         ARG(name, namelen);
         ARG(speclen ? spec : "", speclen);
     }
-#undef ARG
     return SLUICE_OK;
 }
 
 int sdefs_redis_gen_command(sdefs_cmd *cmd, const char *prefix, const char *sha, int64_t known,
                             const char *ids, size_t idslen)
 {
-    int ks, kv;
-
     memset(cmd, 0, sizeof(*cmd));
-    if (!sha || !ids || idslen == 0)
+    if (!sha || !ids || idslen == 0 || defs_head(cmd, prefix, sha, known, "N") != SLUICE_OK) {
+        memset(cmd, 0, sizeof(*cmd));
         return SLUICE_EINVAL;
-    ks = key_name(prefix, "limits", cmd->set_key, sizeof cmd->set_key);
-    kv = key_name(prefix, "version", cmd->ver_key, sizeof cmd->ver_key);
-    if (ks < 0 || kv < 0)
-        return SLUICE_EINVAL;
-    snprintf(cmd->known, sizeof cmd->known, "%" PRId64, known);
-#define ARG(s, l)                                                                                  \
-    do {                                                                                           \
-        cmd->argv[cmd->argc] = (s);                                                                \
-        cmd->argvlen[cmd->argc++] = (l);                                                           \
-    } while (0)
-    ARG("EVALSHA", 7);
-    ARG(sha, strlen(sha));
-    ARG("2", 1);
-    ARG(cmd->set_key, (size_t)ks);
-    ARG(cmd->ver_key, (size_t)kv);
-    ARG("D1", 2);
-    ARG("N", 1);
-    ARG(cmd->known, strlen(cmd->known));
+    }
     ARG(ids, idslen);
-#undef ARG
     return SLUICE_OK;
 }
+#undef ARG
 
 int sdefs_redis_version_command(sdefs_cmd *cmd, const char *prefix)
 {
