@@ -1474,6 +1474,16 @@ void cmd_limit_reset(conn *c, const resp_command *cmd)
     }
     if (p->ntiers == 0 && live) {
         sluice_limit_reset(live, NULL, 0);
+        /* Every key: those with their own limit (LIMIT.KEY) too, whose state is their core's. */
+        for (size_t i = 0; i < p->noverrides; i++) {
+            char id[KEY_ID_BUF];
+            sluice_limit *o;
+
+            snprintf(id, sizeof id, "%s/=%s", p->name, p->overrides[i].key);
+            o = sluice_engine_limit_by_id(s->engine, id);
+            if (o)
+                sluice_limit_reset(o, NULL, 0);
+        }
     } else {
         /* Every tier restarts when the policy is installed again. */
         sluice_limit_policy copy;
