@@ -4,7 +4,9 @@
 # arguments, replies and error words"), over the wire: one random sequence of THROTTLE (limits of
 # every kind, a tiered limit with TIER, a type's chain, UNITS, PEEK, keys with and without an
 # override), LIMIT.KEY and LIMIT.KEYDEL (per-key overrides), LIMIT.RESET of one key and of every
-# key, CL.THROTTLE, LEASE.ACQUIRE and LEASE.RELEASE, the same on a single node (the embedded
+# key, CL.THROTTLE, LEASE.ACQUIRE and LEASE.RELEASE, LIMIT.SPEND, LIMIT.BACKOFF, and requests
+# refused with an error (no such limit, a concurrency limit or a tiered one without TIER), the
+# same on a single node (the embedded
 # store), on a node on Redis and on a node on PostgreSQL: every reply's allowed, limit and
 # remaining fields (the times differ by the milliseconds between the three: they are left out),
 # every OK, count and error word, equal on the three, for two seeds (a key whose limit changes
@@ -55,8 +57,8 @@ gen() {
   local i r k lim u
   local lims=(rate window sliding quota)
   RANDOM=$1
-  for i in $(seq 1 220); do
-    r=$((RANDOM % 20))
+  for i in $(seq 1 260); do
+    r=$((RANDOM % 24))
     k=k$((RANDOM % 4))
     lim=${lims[$((RANDOM % 4))]}
     u=$((RANDOM % 3 + 1))
@@ -87,6 +89,17 @@ gen() {
       15) printf 'CL.THROTTLE\tc%s\t2\t3\t86400\t%s\n' "$((RANDOM % 3))" "$((u - 1))" ;;
       16 | 17) printf 'LEASE.ACQUIRE\tslots\t%s\tUNITS\t%s\n' "$k" "$((u > 2 ? 1 : u))" ;;
       18 | 19) printf 'LEASE.RELEASE\t-\n' ;;
+      20) printf 'LIMIT.SPEND\tquota\t%s\n' "$k" ;;
+      21) printf 'THROTTLE\tslots\t%s\tPEEK\n' "$k" ;;
+      22)
+        case $((RANDOM % 4)) in
+          0) printf 'THROTTLE\tnope\t%s\n' "$k" ;;
+          1) printf 'THROTTLE\tslots\t%s\n' "$k" ;;
+          2) printf 'THROTTLE\ttiered\t%s\n' "$k" ;;
+          3) printf 'LIMIT.RESET\ttiered\t%s\n' "$k" ;;
+        esac
+        ;;
+      23) printf 'LIMIT.BACKOFF\trate\t%s\t5000\n' "$k" ;;
     esac
   done
 }
@@ -118,6 +131,13 @@ play() {
         else
           reply="(no lease to release)"
         fi
+        ;;
+      LIMIT.SPEND) # spent, budget, remaining (the period's times are the clock's)
+        reply=$(redis-cli -p "$p" "${f[@]}" | head -6 | tr '\n' ' ')
+        ;;
+      LIMIT.BACKOFF) # the wait is the clock's: only that it is one
+        reply=$(redis-cli -p "$p" "${f[@]}")
+        [[ $reply =~ ^[0-9]+$ ]] && [ "$reply" -ge 4000 ] && reply="waits about 5 s"
         ;;
       QUIET)
         redis-cli -p "$p" "${f[@]:1}" >/dev/null
