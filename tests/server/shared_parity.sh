@@ -3,7 +3,8 @@
 # The node's limit commands answer alike on every store (docs/cluster.md: "the single node's
 # arguments, replies and error words"), over the wire: one random sequence of THROTTLE (limits of
 # every kind, a tiered limit with TIER, a type's chain, UNITS, PEEK, keys with and without an
-# override), LIMIT.KEY and LIMIT.KEYDEL (per-key overrides), LIMIT.RESET of one key and of every
+# override), LIMIT.SET, LIMIT.GET (but its count of keys this node tracks), LIMIT.KEY and
+# LIMIT.KEYDEL (per-key overrides), LIMIT.RESET of one key and of every
 # key, CL.THROTTLE, LEASE.ACQUIRE and LEASE.RELEASE, LIMIT.SPEND, LIMIT.BACKOFF, and requests
 # refused with an error (no such limit, a concurrency limit or a tiered one without TIER), the
 # same on a single node (the embedded
@@ -58,7 +59,7 @@ gen() {
   local lims=(rate window sliding quota)
   RANDOM=$1
   for i in $(seq 1 260); do
-    r=$((RANDOM % 24))
+    r=$((RANDOM % 26))
     k=k$((RANDOM % 4))
     lim=${lims[$((RANDOM % 4))]}
     u=$((RANDOM % 3 + 1))
@@ -100,6 +101,16 @@ gen() {
         esac
         ;;
       23) printf 'LIMIT.BACKOFF\trate\t%s\t5000\n' "$k" ;;
+      24)
+        case $lim in
+          rate) printf 'LIMIT.SET\trate\trate=%s/1d,burst=%s,key=explicit\n' "$((u + 4))" "$((u + 4))" ;;
+          window) printf 'LIMIT.SET\twindow\twindow=%s/1d,key=explicit\n' "$((u + 3))" ;;
+          sliding) printf 'LIMIT.SET\tsliding\tsliding=%s/1d,key=explicit\n' "$((u + 2))" ;;
+          quota) printf 'LIMIT.SET\tquota\tquota=%s/day,key=explicit\n' "$((u + 7))" ;;
+        esac
+        printf 'QUIET\tLIMIT.RESET\t%s\n' "$lim" # (a changed limit: see the top)
+        ;;
+      25) printf 'LIMIT.GET\t%s\n' "$lim" ;;
     esac
   done
 }
@@ -138,6 +149,9 @@ play() {
       LIMIT.BACKOFF) # the wait is the clock's: only that it is one
         reply=$(redis-cli -p "$p" "${f[@]}")
         [[ $reply =~ ^[0-9]+$ ]] && [ "$reply" -ge 4000 ] && reply="waits about 5 s"
+        ;;
+      LIMIT.GET) # the keys this node's memory tracks: a shared store's are in the store
+        reply=$(redis-cli -p "$p" "${f[@]}" | tr '\n' ' ' | sed 's/ keys [0-9]* / keys - /')
         ;;
       QUIET)
         redis-cli -p "$p" "${f[@]:1}" >/dev/null
