@@ -683,37 +683,6 @@ static void send_client_call(rdefs *rd, conn *c, dcall *k, int rc)
     rstore_send(rd->s, &k->base, rc);
 }
 
-/* LIMIT.RESET of every key of a limit no type names, on Redis Cluster: its generations raised
- * in the shared set (defs.lua's "N"), which this node applies before it answers and the others
- * at their next poll. */
-static void reset_by_generation(conn *c, const char *ids, size_t idslen)
-{
-    server *s = c->srv;
-    rdefs *rd = state_of(s);
-    dcall *k = alloc_calloc(1, sizeof(*k));
-    int rc;
-
-    if (k)
-        k->name = alloc_memdup0(ids, idslen);
-    if (!k || !k->name) {
-        if (k)
-            write_free(k);
-        resp_error(conn_out(c), "NOMEM", "out of memory");
-        return;
-    }
-    k->is_set = 1;
-    k->is_gen = 1;
-    k->known = rd->ver;
-    k->base.slot = rd->slot;
-    rstore_flush_limits(s);
-    rtasks_flush(s);
-    rc = sdefs_redis_gen_command(&k->cmd, NULL, rstore_sha(s), k->known, k->name, idslen);
-    k->base.call.argc = rc == 0 ? k->cmd.argc : 0;
-    k->base.call.argv = rc == 0 ? k->cmd.argv : NULL;
-    k->base.call.argvlen = rc == 0 ? k->cmd.argvlen : NULL;
-    send_client_call(rd, c, k, rc);
-}
-
 uint64_t rdefs_reset_gen(const server *s, const char *limit_id)
 {
     const rdefs *rd = state_of(s);
@@ -734,12 +703,7 @@ void rdefs_reset_all(conn *c, const char *name, const char *ids, size_t idslen)
     dcall *k;
     int rc;
 
-    if (rstore_kind(s) == CONFIG_STORE_REDIS_CLUSTER && !rstore_in_queue_slot(s, name)) {
-        reset_by_generation(c, ids, idslen);
-        return;
-    }
     k = alloc_calloc(1, sizeof(*k));
-
     if (k && rstore_kind(s) == CONFIG_STORE_POSTGRES)
         k->name = sdefs_pg_ids_array(ids, idslen); /* the statement's text[] */
     else if (k)
@@ -750,10 +714,25 @@ void rdefs_reset_all(conn *c, const char *name, const char *ids, size_t idslen)
         resp_error(conn_out(c), "NOMEM", "out of memory");
         return;
     }
-    k->is_reset = 2;
     /* Decisions taken before the reset go first: the FIFO is the order of the commands. */
     rstore_flush_limits(s);
     rtasks_flush(s);
+    if (rstore_kind(s) == CONFIG_STORE_REDIS_CLUSTER && !rstore_in_queue_slot(s, name)) {
+        /* A limit no type names keeps its keys on every master: its generations are raised in
+         * the shared set (defs.lua's "N"), which this node applies before it answers and the
+         * others at their next poll. */
+        k->is_set = 1;
+        k->is_gen = 1;
+        k->known = rd->ver;
+        k->base.slot = rd->slot;
+        rc = sdefs_redis_gen_command(&k->cmd, NULL, rstore_sha(s), k->known, k->name, idslen);
+        k->base.call.argc = rc == 0 ? k->cmd.argc : 0;
+        k->base.call.argv = rc == 0 ? k->cmd.argv : NULL;
+        k->base.call.argvlen = rc == 0 ? k->cmd.argvlen : NULL;
+        send_client_call(rd, c, k, rc);
+        return;
+    }
+    k->is_reset = 2;
     if (rstore_kind(s) == CONFIG_STORE_POSTGRES) {
         k->pgv[0] = k->name;
         rstore_call_pg(&k->base, SDEFS_PG_RESET_ALL_STMT, SDEFS_PG_RESET_ALL_NPARAMS, k->pgv);

@@ -693,3 +693,40 @@ UPDATE naive_buckets SET tat = greatest(tat, t.n) + 1000
  WHERE key = 'hot' AND greatest(tat, t.n) + 1000 - t.n <= $1 RETURNING tat;
 SQL
 }
+
+# ---- Parity across stores (shared_parity.sh, shared_task_parity.sh) ----------------------------
+
+# start_parity_nodes: one node on the embedded store (memory only), one on a fresh redis-server
+# and one on a fresh PostgreSQL, all three on $tmp/sluice.yaml and up; sets port_one, port_red
+# and port_pg.
+start_parity_nodes() {
+  start_redis parity
+  start_postgres parity
+  start_node one --data "$tmp/one" --durability none
+  start_node red --store "redis://127.0.0.1:$rport_parity"
+  start_node pg --store "postgresql://sluice@127.0.0.1:$pgport_parity/postgres"
+  parity_up() { [ "$(store_field "$1" store_state)" = up ]; }
+  wait_until "the Redis node is up" 30 parity_up "$port_red"
+  wait_until "the PostgreSQL node is up" 30 parity_up "$port_pg"
+}
+
+# parity_seed SEED WHAT: plays $tmp/seq.SEED (written by the caller) with the caller's
+# `play SEQ OUT PORT` on the three nodes of start_parity_nodes, then checks that the Redis and
+# PostgreSQL nodes answered as the single node did. WHAT names the replies for the message. A
+# run that crosses a UTC midnight is not compared: the day's windows and quotas restarted in it.
+parity_seed() {
+  local seed=$1 what=$2 day store
+  day=$(date -u +%F)
+  play "$tmp/seq.$seed" "$tmp/one.$seed" "$port_one"
+  play "$tmp/seq.$seed" "$tmp/red.$seed" "$port_red"
+  play "$tmp/seq.$seed" "$tmp/pg.$seed" "$port_pg"
+  for store in red pg; do
+    if [ "$(date -u +%F)" != "$day" ]; then
+      ok
+    elif cmp -s "$tmp/one.$seed" "$tmp/$store.$seed"; then
+      ok
+    else
+      bad "seed $seed: the $store node's $what differ from the single node's: $(diff "$tmp/one.$seed" "$tmp/$store.$seed" | head -4 | tr '\n' ' ')"
+    fi
+  done
+}
