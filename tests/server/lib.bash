@@ -696,31 +696,35 @@ SQL
 
 # ---- Parity across stores (shared_parity.sh, shared_task_parity.sh) ----------------------------
 
-# start_parity_nodes: one node on the embedded store (memory only), one on a fresh redis-server
-# and one on a fresh PostgreSQL, all three on $tmp/sluice.yaml and up; sets port_one, port_red
-# and port_pg.
+# start_parity_nodes: one node on the embedded store (memory only), one on a fresh redis-server,
+# one on a fresh one-master Redis Cluster and one on a fresh PostgreSQL, all on
+# $tmp/sluice.yaml and up; sets port_one, port_red, port_clu and port_pg.
 start_parity_nodes() {
   start_redis parity
+  start_cluster parityc
   start_postgres parity
   start_node one --data "$tmp/one" --durability none
   start_node red --store "redis://127.0.0.1:$rport_parity"
+  start_node clu --store "redis-cluster://127.0.0.1:$rport_parityc"
   start_node pg --store "postgresql://sluice@127.0.0.1:$pgport_parity/postgres"
   parity_up() { [ "$(store_field "$1" store_state)" = up ]; }
   wait_until "the Redis node is up" 30 parity_up "$port_red"
+  wait_until "the Redis Cluster node is up" 30 parity_up "$port_clu"
   wait_until "the PostgreSQL node is up" 30 parity_up "$port_pg"
 }
 
 # parity_seed SEED WHAT: plays $tmp/seq.SEED (written by the caller) with the caller's
-# `play SEQ OUT PORT` on the three nodes of start_parity_nodes, then checks that the Redis and
-# PostgreSQL nodes answered as the single node did. WHAT names the replies for the message. A
+# `play SEQ OUT PORT` on the four nodes of start_parity_nodes, then checks that the Redis, Redis
+# Cluster and PostgreSQL nodes answered as the single node did. WHAT names the replies for the message. A
 # run that crosses a UTC midnight is not compared: the day's windows and quotas restarted in it.
 parity_seed() {
   local seed=$1 what=$2 day store
   day=$(date -u +%F)
   play "$tmp/seq.$seed" "$tmp/one.$seed" "$port_one"
   play "$tmp/seq.$seed" "$tmp/red.$seed" "$port_red"
+  play "$tmp/seq.$seed" "$tmp/clu.$seed" "$port_clu"
   play "$tmp/seq.$seed" "$tmp/pg.$seed" "$port_pg"
-  for store in red pg; do
+  for store in red clu pg; do
     if [ "$(date -u +%F)" != "$day" ]; then
       ok
     elif cmp -s "$tmp/one.$seed" "$tmp/$store.$seed"; then

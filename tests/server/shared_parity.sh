@@ -6,10 +6,10 @@
 # override), LIMIT.SET, LIMIT.GET, LIMIT.KEY and LIMIT.KEYDEL, LIMIT.RESET of one key and of
 # every key, CL.THROTTLE, LEASE.ACQUIRE and LEASE.RELEASE, LIMIT.SPEND, LIMIT.BACKOFF, and
 # requests refused with an error (no such limit, THROTTLE of a concurrency limit, a tiered one
-# without TIER) runs on a single node (the embedded store), on a node on Redis and on a node on
-# PostgreSQL: every reply's allowed, limit and remaining fields, every OK, count, map and error
-# word are equal on the three, for two seeds. Left out: the times (they differ by the
-# milliseconds between the three runs) and LIMIT.GET's count of the keys a node tracks (a
+# without TIER) runs on a single node (the embedded store), on a node on Redis, one on Redis
+# Cluster and one on PostgreSQL: every reply's allowed, limit and remaining fields, every OK,
+# count, map and error word are equal on the four, for two seeds. Left out: the times (they differ by the
+# milliseconds between the runs) and LIMIT.GET's count of the keys a node tracks (a
 # shared store's are in the store). A key whose limit changes is reset after the change: its
 # state across the change is the documented difference (docs/cluster.md, "State across a
 # change"). Budgets are per day, so that nothing refills while the sequence runs and no reply
@@ -173,7 +173,7 @@ for seed in 11 2024; do
     ok
   fi
   # The next seed starts with every key forgotten on every node.
-  for p in "$port_one" "$port_red" "$port_pg"; do
+  for p in "$port_one" "$port_red" "$port_clu" "$port_pg"; do
     for l in rate window sliding quota slots tiered; do redis-cli -p "$p" LIMIT.RESET "$l" >/dev/null; done
   done
 done

@@ -4,9 +4,9 @@
 # (types with and without limits, KEY, UNITS, PRIORITY, ID task keys, bad payloads and unknown
 # keys), TASK.GET (one or two types, COUNT), TASK.ACK (with COST, with a right or a stale
 # ATTEMPT), TASK.FAIL DEAD, TASK.CANCEL and TASK.INFO's state, the same on a single node (the
-# embedded engine), on a node on Redis and on a node on PostgreSQL: every reply (ids, delivered
-# payloads and attempts, OKs, error words; lease ends and times left out) and every task's
-# state at the end equal on the three, for two seeds. Limits are per day and leases an hour, so
+# embedded engine), on a node on Redis, one on Redis Cluster and one on PostgreSQL: every reply
+# (ids, delivered payloads and attempts, OKs, error words; lease ends and times left out) and
+# every task's state at the end equal on the four, for two seeds. Limits are per day and leases an hour, so
 # that nothing refills or lapses while the sequence runs: no reply depends on the clock.
 # Traffic goes to 127.0.0.1 only.
 #
