@@ -3,18 +3,18 @@
 # The node's limit commands answer alike on every store (docs/cluster.md: "the single node's
 # arguments, replies and error words"), over the wire. One random sequence of THROTTLE (limits of
 # every kind, a tiered limit with TIER, a type's chain, UNITS, PEEK, keys with and without an
-# override), LIMIT.SET, LIMIT.GET, LIMIT.KEY and LIMIT.KEYDEL, LIMIT.RESET of one key and of
-# every key, CL.THROTTLE, LEASE.ACQUIRE and LEASE.RELEASE, LIMIT.SPEND, LIMIT.BACKOFF, and
-# requests refused with an error (no such limit, THROTTLE of a concurrency limit, a tiered one
-# without TIER) runs on a single node (the embedded store), on a node on Redis, one on Redis
-# Cluster and one on PostgreSQL: every reply's allowed, limit and remaining fields, every OK,
-# count, map and error word are equal on the four, for two seeds. Left out: the times (they differ by the
-# milliseconds between the runs) and LIMIT.GET's count of the keys a node tracks (a
-# shared store's are in the store). A key whose limit changes is reset after the change: its
-# state across the change is the documented difference (docs/cluster.md, "State across a
-# change"). Budgets are per day, so that nothing refills while the sequence runs and no reply
-# depends on how fast the machine is. The command layer is what this checks (cmd_limit.c's
-# shared paths): the store scripts' arithmetic has its own differential tests.
+# override), LIMIT.SET, LIMIT.GET, LIMIT.KEY and LIMIT.KEYDEL, LIMIT.RESET of one key and of every
+# key, CL.THROTTLE, LEASE.ACQUIRE and LEASE.RELEASE, LIMIT.SPEND, LIMIT.BACKOFF, and requests
+# refused with an error (no such limit, THROTTLE of a concurrency limit, a tiered one without
+# TIER) runs on a single node (the embedded store), on a node on Redis, one on Redis Cluster and
+# one on PostgreSQL: every reply's allowed, limit and remaining fields, every OK, count, map and
+# error word are equal on the four, for two seeds. Left out: the times (they differ by the
+# milliseconds between the runs) and LIMIT.GET's count of the keys a node tracks (a shared store's
+# are in the store). A key whose limit changes is reset after the change: its state across the
+# change is the documented difference (docs/cluster.md, "State across a change"). Budgets are per
+# day, so that nothing refills while the sequence runs and no reply depends on how fast the
+# machine is. The command layer is what this checks (cmd_limit.c's shared paths): the store
+# scripts' arithmetic has its own differential tests.
 # Traffic goes to 127.0.0.1 only.
 #
 # Usage: bash tests/server/shared_parity.sh PATH-TO-SLUICE SOURCE-DIR
