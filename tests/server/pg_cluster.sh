@@ -23,11 +23,7 @@ src=${2:?usage: pg_cluster.sh PATH-TO-SLUICE SOURCE-DIR}
 
 py=/usr/bin/python3
 checker=$src/tests/tools/cluster_check.py
-if ! pg_bindir >/dev/null; then
-  echo "SKIPPED: PostgreSQL server binaries (initdb, postgres) are not installed;" \
-    "scripts/deps.sh installs Debian's postgresql"
-  exit 77
-fi
+need_postgres
 psql=$(pg_bindir)/psql
 [ -x "$psql" ] || psql=psql
 if ! $py -c 'import redis' 2>/dev/null; then

@@ -23,11 +23,7 @@ src=${2:?usage: redis_recur.sh PATH-TO-SLUICE SOURCE-DIR}
 
 need_tools redis_recur.sh redis-cli redis-server
 store=${SLUICE_TEST_STORE:-redis}
-if [ "$store" = postgresql ] && ! pg_bindir >/dev/null; then
-  echo "SKIPPED: PostgreSQL server binaries (initdb, postgres) are not installed;" \
-    "scripts/deps.sh installs Debian's postgresql"
-  exit 77
-fi
+[ "$store" = postgresql ] && need_postgres
 
 cat >"$tmp/sluice.yaml" <<'EOF'
 limits:

@@ -33,11 +33,7 @@ src=${2:?usage: redis_tasks.sh PATH-TO-SLUICE SOURCE-DIR}
 
 need_tools redis_tasks.sh redis-cli redis-server
 store=${SLUICE_TEST_STORE:-redis}
-if [ "$store" = postgresql ] && ! pg_bindir >/dev/null; then
-  echo "SKIPPED: PostgreSQL server binaries (initdb, postgres) are not installed;" \
-    "scripts/deps.sh installs Debian's postgresql"
-  exit 77
-fi
+[ "$store" = postgresql ] && need_postgres
 py=/usr/bin/python3
 checker=$src/tests/tools/redis_tasks_check.py
 if ! $py -c 'import redis' 2>/dev/null; then

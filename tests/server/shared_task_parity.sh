@@ -18,11 +18,7 @@ sluice=${1:?usage: shared_task_parity.sh PATH-TO-SLUICE SOURCE-DIR}
 . "$(dirname "$0")/lib.bash"
 
 need_tools shared_task_parity.sh redis-cli redis-server
-if ! pg_bindir >/dev/null; then
-  echo "SKIPPED: PostgreSQL server binaries (initdb, postgres) are not installed;" \
-    "scripts/deps.sh installs Debian's postgresql"
-  exit 77
-fi
+need_postgres
 
 cat >"$tmp/sluice.yaml" <<'EOF'
 limits:
