@@ -117,7 +117,8 @@ static void drop(rconn *rc, const char *why)
     redisAsyncContext *ac = rc->ac;
     rconn_state was = rc->state;
 
-    snprintf(rc->last_error, sizeof rc->last_error, "%s", why);
+    /* Truncated on purpose: the reason is for INFO and the log. */
+    snprintf(rc->last_error, sizeof rc->last_error, "%.*s", (int)sizeof rc->last_error - 1, why);
     rc->ac = NULL;
     uv_timer_stop(&rc->deadline);
     if (was == RCONN_UP)

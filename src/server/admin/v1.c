@@ -783,7 +783,7 @@ static enum MHD_Result spend_finish(admin_v1_req *r)
                                          "resets_at_ms"};
     admin_resp_val v[V1_REPLY_VALUES];
     const char *name = r->spend_args, *key = name + strlen(name) + 1, *code;
-    int64_t got[5];
+    int64_t got[5] = {0}; /* all five are checked by `seen`; this quiets -O3 */
     unsigned seen = 0;
     size_t nv;
     int is_array, bad = 0;
