@@ -26,7 +26,12 @@ cleanup() {
     kill -CONT $(pgrep -P "$p") "$p" 2>/dev/null
     { kill -QUIT "$p" && wait "$p"; } 2>/dev/null
   done
-  rm -rf "$tmp"
+  # SLUICE_TEST_KEEP=1 keeps the servers' logs and data of a failed run for a post-mortem.
+  if [ "${SLUICE_TEST_KEEP:-}" = 1 ] && [ "${failed:-0}" -gt 0 ]; then
+    echo "# kept $tmp (SLUICE_TEST_KEEP=1)" >&2
+  else
+    rm -rf "$tmp"
+  fi
 }
 trap cleanup EXIT
 # A write to a connection the server closed fails with EPIPE instead of killing the script.

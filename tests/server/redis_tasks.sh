@@ -281,8 +281,9 @@ check "CANCEL the parked one" 1 "$(on "$A" TASK.CANCEL "$e2")"
 # Group slots: tasks added with a lease taken on any node run under it (the shared lease)
 # instead of taking the concurrency limit's unit; once it is released they ask their own.
 # (A short TTL: a LEASE.RELEASE on a shared store does not wake the tasks parked on its key
-# before the time their queue was armed for, the lease's end.)
-gh=$(redis-cli -p "$A" LEASE.ACQUIRE slot '' TTL 1500 | sed -n '2p')
+# before the time their queue was armed for, the lease's end. Long enough that the three ADDs and
+# the GET below fit in it on a busy machine.)
+gh=$(redis-cli -p "$A" LEASE.ACQUIRE slot '' TTL 4000 | sed -n '2p')
 contains "group: LEASE.ACQUIRE on A" "slot/" "$gh"
 g1=$(on "$B" TASK.ADD conc '{"g":1}' LEASE "$gh")
 g2=$(on "$C" TASK.ADD conc '{"g":2}' LEASE "$gh")
@@ -440,7 +441,8 @@ p1=$(on "$A" TASK.ADD prio '"low"')
 p2=$(on "$B" TASK.ADD prio '"high"' PRIORITY 5)
 check "the higher priority first, across nodes" "$p2 $p1" \
   "$(redis-cli -p "$C" TASK.GET prio COUNT 2 | sed -n '1p;6p' | tr '\n' ' ' | sed 's/ $//')"
-d1=$(on "$A" TASK.ADD prio '"later"' DELAY 400)
+# (2 s: the GET that must find nothing follows the ADD at once, even on a busy machine.)
+d1=$(on "$A" TASK.ADD prio '"later"' DELAY 2000)
 check "a delayed task is not handed out before its time" "" "$(on "$B" TASK.GET prio)"
 check "and is after it" "$d1" "$(redis-cli -p "$B" TASK.GET prio TIMEOUT 10000 | head -1)"
 k1=$(on "$A" TASK.ADD job '"first"' ID same-key DELAY 60000)
