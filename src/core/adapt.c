@@ -9,6 +9,20 @@
 
 __extension__ typedef __int128 i128;
 
+void adapt_init(adapt *a, const sluice_limit_def *def)
+{
+    /* floor_permits per floor_period_ns is floor_permits * period / floor_period per period */
+    i128 f = ((i128)def->floor_permits * def->period_ns + def->floor_period_ns - 1) /
+             def->floor_period_ns;
+
+    a->permits = def->limit;
+    a->floor = f > INT64_MAX ? INT64_MAX : (int64_t)f;
+    a->num = def->decrease_num;
+    a->den = def->decrease_den;
+    a->step = (def->limit * def->recover_pct + 99) / 100;
+    a->every_ns = def->recover_ns;
+}
+
 static int64_t current(const adapt *a, const adapt_state *s)
 {
     return s->eff > 0 && s->eff < a->permits ? s->eff : a->permits;

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "gcra.h"
+#include "sluice/limit.h"
 
 /* The AIMD parameters of a limit, derived from its definition (adapt_init). */
 typedef struct adapt {
@@ -40,6 +41,12 @@ typedef struct adapt_state {
     int64_t eff;      /* the effective rate at since_ns; 0: the configured rate */
     int64_t since_ns; /* the start of the current recovery interval */
 } adapt_state;
+
+/* Fills a from an adaptive rate definition (def->decrease_den > 0, validated): the floor in
+ * permits per the limit's period, rounded up; the step recover_pct of the rate, rounded up to at
+ * least one permit so that every key recovers. The core and the shared stores' encoders
+ * (store/redis_limits.c) derive the parameters here, so both decide with the same ones. */
+void adapt_init(adapt *a, const sluice_limit_def *def);
 
 /* Returns the key's effective rate at now_ns (permits per period, floor..permits). */
 int64_t adapt_rate_at(const adapt *a, const adapt_state *s, int64_t now_ns);

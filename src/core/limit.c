@@ -80,14 +80,13 @@ PRINTF_ATTR(4, 5) static int invalid(char *msg, size_t msglen, int rc, const cha
     return rc;
 }
 
-/* An adaptive rate's floor in permits per the limit's period, rounded up: floor_permits per
- * floor_period_ns is floor_permits * period / floor_period per period. */
+/* An adaptive rate's floor in permits per the limit's period (adapt_init rounds it up). */
 static int64_t adapt_floor(const sluice_limit_def *def)
 {
-    i128 f = ((i128)def->floor_permits * def->period_ns + def->floor_period_ns - 1) /
-             def->floor_period_ns;
+    adapt a;
 
-    return f > INT64_MAX ? INT64_MAX : (int64_t)f;
+    adapt_init(&a, def);
+    return a.floor;
 }
 
 /* Largest decrease denominator: a decimal of up to 6 digits (0.000001). */
@@ -366,13 +365,7 @@ int sluice_limit_new(const sluice_limit_def *def, sluice_limit **out, char *msg,
         gcra_init(&lim->rate, def->limit, def->period_ns, lim->def.burst, def->start_empty);
         if (def->decrease_den > 0) {
             lim->adaptive = 1;
-            lim->aimd.permits = def->limit;
-            lim->aimd.floor = adapt_floor(def);
-            lim->aimd.num = def->decrease_num;
-            lim->aimd.den = def->decrease_den;
-            /* recover_pct of the rate, at least one permit, so that every key recovers */
-            lim->aimd.step = (def->limit * def->recover_pct + 99) / 100;
-            lim->aimd.every_ns = def->recover_ns;
+            adapt_init(&lim->aimd, def);
         }
         lim->whole_rate = !lim->adaptive && lim->rate.t_r == 0;
         if (keytab_new(sizeof(reservation), &lim->reservations) != SLUICE_OK)

@@ -244,14 +244,24 @@ int cmd_limit_key_rate(const sluice_limit *core, const char *key, size_t keylen,
                        cmd_key_rate *out)
 {
     const sluice_limit_def *def = sluice_limit_get_def(core);
+    int64_t permits, since_ns;
+
+    memset(out, 0, sizeof(*out));
+    if (def->kind != SLUICE_RATE ||
+        sluice_limit_key_rate(core, key, keylen, now_ns, &permits, &since_ns) != SLUICE_OK)
+        return SLUICE_EINVAL;
+    cmd_key_rate_explain(def, permits, since_ns, now_ns, out);
+    return SLUICE_OK;
+}
+
+void cmd_key_rate_explain(const sluice_limit_def *def, int64_t permits, int64_t since_ns,
+                          int64_t now_ns, cmd_key_rate *out)
+{
     char per[SLUICE_SPEC_DURATION_MAX_LEN], every[SLUICE_SPEC_DURATION_MAX_LEN];
 
     memset(out, 0, sizeof(*out));
-    if (def->kind != SLUICE_RATE || sluice_limit_key_rate(core, key, keylen, now_ns, &out->permits,
-                                                          &out->since_ns) != SLUICE_OK) {
-        memset(out, 0, sizeof(*out));
-        return SLUICE_EINVAL;
-    }
+    out->permits = permits;
+    out->since_ns = since_ns;
     out->configured = def->limit;
     out->period_ns = def->period_ns;
     out->adaptive = def->decrease_den > 0;
@@ -268,7 +278,6 @@ int cmd_limit_key_rate(const sluice_limit *core, const char *key, size_t keylen,
                  def->limit, per, command_ns_to_ms(now_ns - out->since_ns), def->recover_pct,
                  every);
     }
-    return SLUICE_OK;
 }
 
 /* ---- THROTTLE ---------------------------------------------------------------------------- */
@@ -1041,9 +1050,9 @@ void cmd_limit_set(conn *c, const resp_command *cmd)
         resp_error(conn_out(c), "NOMEM", "out of memory");
         return;
     }
-    if (rdefs_active(s) && server_limit_unsupported(&p)) {
-        /* The store's script would enforce what this node would not: refused, as in a file. */
-        resp_error(conn_out(c), "ERR", "%s", server_limit_unsupported(&p));
+    if (rdefs_active(s) && server_limit_unsupported(&p, server_store_postgres(s))) {
+        /* The store would enforce what this node would not: refused, as in a file. */
+        resp_error(conn_out(c), "ERR", "%s", server_limit_unsupported(&p, 1));
         sluice_limit_policy_clear(&p);
         return;
     }
@@ -1106,10 +1115,10 @@ static void limit_key(conn *c, const resp_command *cmd, int del)
             reply_engine_error(c, rc, msg);
             return;
         }
-        if (def.decrease_den > 0 && rdefs_active(s)) {
+        if (def.decrease_den > 0 && rdefs_active(s) && server_store_postgres(s)) {
             resp_error(conn_out(c), "ERR", "%s",
-                       "adaptive rate limits are not available with a shared store yet (the "
-                       "store knows no AIMD rate)");
+                       "adaptive rate limits are not available with the PostgreSQL store yet "
+                       "(its functions know no AIMD rate; the Redis store has them)");
             return;
         }
     }
@@ -1170,8 +1179,9 @@ static void policy_text(const sluice_limit_policy *p, char *buf, size_t len)
 void cmd_limit_rate(conn *c, const resp_command *cmd)
 {
     resp_writer *w = conn_out(c);
-    char name[COMMAND_NAME_BUF], per[SLUICE_SPEC_DURATION_MAX_LEN];
+    char name[COMMAND_NAME_BUF];
     const sluice_limit_policy *p;
+    const sluice_limit_def *def;
     sluice_limit *core = NULL;
     tier_arg ta = {NULL, 0};
     char id[LIMIT_ID_BUF];
@@ -1196,21 +1206,35 @@ void cmd_limit_rate(conn *c, const resp_command *cmd)
     if (throttle_core(c, p, &ta, SLUICE_PEEK, &core, id) != 0)
         return;
     core = key_core(c->srv, p, key, keylen, core);
-    if (cmd_limit_key_rate(core, key, keylen, server_now(c->srv), &kr) != SLUICE_OK) {
-        resp_error(w, "WRONGARGS", "limit \"%s\" is a %s limit: only a rate limit has a rate",
-                   p->name, sluice_limit_kind_name(sluice_limit_get_def(core)->kind));
+    def = sluice_limit_get_def(core);
+    if (def->kind == SLUICE_RATE && def->decrease_den > 0 && rstore_active(c->srv)) {
+        /* The key's rate lives in the store, under the id THROTTLE charges it by. */
+        rstore_rate(c, def, id, key, keylen);
         return;
     }
-    sluice_spec_format_duration(kr.period_ns, per, sizeof(per));
+    if (cmd_limit_key_rate(core, key, keylen, server_now(c->srv), &kr) != SLUICE_OK) {
+        resp_error(w, "WRONGARGS", "limit \"%s\" is a %s limit: only a rate limit has a rate",
+                   p->name, sluice_limit_kind_name(def->kind));
+        return;
+    }
+    cmd_limit_rate_reply(c, key, keylen, &kr);
+}
+
+void cmd_limit_rate_reply(conn *c, const char *key, size_t keylen, const cmd_key_rate *kr)
+{
+    resp_writer *w = conn_out(c);
+    char per[SLUICE_SPEC_DURATION_MAX_LEN];
+
+    sluice_spec_format_duration(kr->period_ns, per, sizeof(per));
     resp_map(w, 4);
     resp_bulk_str(w, "key");
     resp_bulk(w, key, keylen);
     resp_bulk_str(w, "rate");
-    resp_bulk_fmt(w, "%" PRId64 "/%s", kr.permits, per);
+    resp_bulk_fmt(w, "%" PRId64 "/%s", kr->permits, per);
     resp_bulk_str(w, "configured");
-    resp_bulk_fmt(w, "%" PRId64 "/%s", kr.configured, per);
+    resp_bulk_fmt(w, "%" PRId64 "/%s", kr->configured, per);
     resp_bulk_str(w, "why");
-    resp_bulk_str(w, kr.why);
+    resp_bulk_str(w, kr->why);
 }
 
 void cmd_limit_get(conn *c, const resp_command *cmd)

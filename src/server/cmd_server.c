@@ -387,8 +387,9 @@ static void info_limit_line(const sluice_limit_policy *p, void *arg)
         sb_printf(iw->b, ",backoffs=%" PRIu64, f.core.backoffs);
     /* Keys of an adaptive limit running below their configured rate now: a counter each core
      * keeps (sluice_limit_stats.slowed), so INFO stays cheap however many keys the limit has.
-     * Listed for adaptive limits only (any tier or key override adaptive), for the same reason. */
-    if (info_adaptive(p) || f.core.slowed > 0)
+     * Listed for adaptive limits only (any tier or key override adaptive), for the same reason;
+     * not under a shared store, whose keys' rates are the store's, not this node's memory. */
+    if ((info_adaptive(p) || f.core.slowed > 0) && !rstore_active(iw->s))
         sb_printf(iw->b, ",keys_slowed=%zu", f.core.slowed);
     sb_printf(iw->b, "\r\n");
 }

@@ -53,7 +53,7 @@ const command_def command_table[] = {
     {"limit.set", 3, CMD_WRITE | CMD_ADMIN | CMD_DENYOOM, cmd_limit_set,
      "LIMIT.SET name spec: add or replace a named limit"},
     {"limit.get", 2, CMD_READONLY, cmd_limit_get, "LIMIT.GET name: a limit's spec and figures"},
-    /* Not CMD_LOCAL: a shared store refuses adaptive rates, so a key's rate is its limit's. */
+    /* Not CMD_LOCAL: under a shared store an adaptive rate key's rate is read from the store. */
     {"limit.rate", -3, CMD_READONLY, cmd_limit_rate,
      "LIMIT.RATE limit key [TIER v]: a rate limit's rate for key now, and why"},
     {"limit.list", 1, CMD_READONLY, cmd_limit_list, "LIMIT.LIST: every limit and its spec"},

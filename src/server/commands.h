@@ -213,6 +213,15 @@ typedef struct cmd_key_rate {
 int cmd_limit_key_rate(const sluice_limit *core, const char *key, size_t keylen, int64_t now_ns,
                        cmd_key_rate *out);
 
+/* Fills *out for a key of rate limit def whose rate at now_ns is permits per period, lowered
+ * last at since_ns (0 when at its configured rate): what cmd_limit_key_rate reads from a core,
+ * a shared store's answer (rstore_rate) gives. */
+void cmd_key_rate_explain(const sluice_limit_def *def, int64_t permits, int64_t since_ns,
+                          int64_t now_ns, cmd_key_rate *out);
+
+/* Writes LIMIT.RATE's reply for key: its rate, the configured one and why. */
+void cmd_limit_rate_reply(conn *c, const char *key, size_t keylen, const cmd_key_rate *kr);
+
 /* Reads lease handle arg (len bytes, as LEASE.ACQUIRE gave it) for TASK.ADD ... LEASE: returns 0
  * with the concurrency limit's name in limit (limitlen bytes; without a key override's "/=key"),
  * the core lease id in *id (0: a shadow limit's pass, which holds nothing) and the lease's tag

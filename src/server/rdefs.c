@@ -186,7 +186,7 @@ static void apply_one(rdefs *rd, const char *name, const char *spec)
         rc = sluice_spec_parse_policy(spec, &p, why, sizeof why);
         if (rc == 0) {
             p.name = alloc_memdup0(name, strlen(name));
-            bad = p.name ? server_limit_unsupported(&p) : NULL;
+            bad = p.name ? server_limit_unsupported(&p, server_store_postgres(s)) : NULL;
             if (!p.name)
                 rc = SLUICE_ENOMEM;
             else if (bad) {

@@ -256,8 +256,9 @@ typedef struct req_info {
 /* The reply of a request the store could not decide: an error (closed) or a grant (open). */
 static void reply_unavailable_decision(rstore *st, conn *c, const req_info *q, const char *why)
 {
-    /* A backoff grants nothing: not holding the key back is never a decision to make up. */
-    if (!st->fail_open || q->kind == WAIT_BACKOFF) {
+    /* A backoff grants nothing: not holding the key back is never a decision to make up; nor
+     * is a key's rate, which a read cannot make up either. */
+    if (!st->fail_open || q->kind == WAIT_BACKOFF || q->kind == WAIT_RATE) {
         st->stats.unavailable++;
         resp_error(conn_out(c), "STOREDOWN",
                    "the shared store is unavailable (%s); nothing was granted",
@@ -284,6 +285,7 @@ static void reply_unavailable_decision(rstore *st, conn *c, const req_info *q, c
     }
     case WAIT_THROTTLE:
     case WAIT_BACKOFF:
+    case WAIT_RATE:
         break;
     }
     sluice_decision d = {.allowed = 1, .limit = q->limit};
@@ -398,6 +400,15 @@ static void reply_wait(rstore *st, rbatch *b, rstore_wait *w)
     if (w->kind == WAIT_BACKOFF) {
         /* How long the key now waits for one unit, in the store's time. */
         resp_int(conn_out(c), command_ns_to_ms(w->res.slot_ns - w->res.now_ns));
+        return;
+    }
+    if (w->kind == WAIT_RATE) {
+        sluice_limit_def def;
+        cmd_key_rate kr;
+
+        memcpy(&def, &b->arena[w->names], sizeof(def));
+        cmd_key_rate_explain(&def, w->res.permits, w->res.since_ns, w->res.now_ns, &kr);
+        cmd_limit_rate_reply(c, &b->arena[w->names + sizeof(def)], w->keylen, &kr);
         return;
     }
     if (w->kind == WAIT_CELL) {
@@ -1462,6 +1473,46 @@ void rstore_backoff(conn *c, const sluice_limit_def *def, const char *limit_id, 
         return;
     w->kind = WAIT_BACKOFF;
     w->limit = def_capacity(def);
+    maybe_send_full(st);
+}
+
+void rstore_rate(conn *c, const sluice_limit_def *def, const char *limit_id, const char *key,
+                 size_t keylen)
+{
+    rstore *st = state_of(c->srv);
+    rlim_link link;
+    rlim_args args;
+    rstore_wait *w;
+    int slot;
+
+    if (!rstore_is_up(st)) {
+        req_info q = {WAIT_RATE, def->limit, 0, NULL, NULL, 0};
+
+        reply_unavailable_decision(st, c, &q, rstore_down_why(st));
+        return;
+    }
+    memset(&link, 0, sizeof(link));
+    link.def = def;
+    link.limit_id = limit_id;
+    link.key = key;
+    link.keylen = keylen;
+    link.units = 1;
+    set_tag(st, &link);
+    memset(&args, 0, sizeof(args));
+    slot = request_slot(st, c, &link, 1, NULL);
+    if (slot < 0)
+        return;
+    w = add_request_args(st, c, RLIM_RATE, &link, 1, sizeof(*def) + keylen, &args, slot);
+    if (!w)
+        return;
+    /* The definition is copied: a reload may free def before the answer comes. */
+    w->kind = WAIT_RATE;
+    w->limit = def->limit;
+    w->keylen = keylen;
+    memcpy(st->added->arena + st->added->alen, def, sizeof(*def));
+    if (keylen)
+        memcpy(st->added->arena + st->added->alen + sizeof(*def), key, keylen);
+    st->added->alen += sizeof(*def) + keylen;
     maybe_send_full(st);
 }
 

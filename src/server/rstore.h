@@ -251,6 +251,12 @@ void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const cha
 void rstore_backoff(conn *c, const sluice_limit_def *def, const char *limit_id, const char *key,
                     size_t keylen, int64_t wait_ns);
 
+/* One LIMIT.RATE of an adaptive rate on the shared store (def, limit_id as rstore_backoff): the
+ * key's rate now in the store's clock (RLIM_RATE; a read), replied as LIMIT.RATE's map now or
+ * later, or -STOREDOWN (whatever the failure mode: a read grants nothing). */
+void rstore_rate(conn *c, const sluice_limit_def *def, const char *limit_id, const char *key,
+                 size_t keylen);
+
 /* LEASE.ACQUIRE (op RLIM_DECIDE: units, ttl_ns, 0 for the def's), LEASE.RENEW (RLIM_LEASE_RENEW:
  * lease_id, ttl_ns) and LEASE.RELEASE (RLIM_LEASE_RELEASE: lease_id) of a concurrency limit on the
  * shared store. The handle ACQUIRE answers is "NAME/ID/KEYHEX" (rstore_parse_handle). shadow

@@ -41,6 +41,8 @@ typedef enum wait_kind {
     WAIT_THROTTLE = 1,
     WAIT_CELL,
     WAIT_BACKOFF, /* LIMIT.BACKOFF */
+    WAIT_RATE,    /* LIMIT.RATE of an adaptive rate: the limit's definition, then the key, in
+                   * the arena at names (keylen bytes) */
     WAIT_ACQUIRE, /* LEASE.ACQUIRE */
     WAIT_RENEW,   /* LEASE.RENEW */
     WAIT_RELEASE, /* LEASE.RELEASE */

@@ -207,24 +207,31 @@ static int def_adaptive(const sluice_limit_def *d)
     return d->decrease_den > 0;
 }
 
-const char *server_limit_unsupported(const sluice_limit_policy *p)
+const char *server_limit_unsupported(const sluice_limit_policy *p, int postgres)
 {
     int adaptive = def_adaptive(&p->def);
 
+    if (!postgres) /* the Redis script decides AIMD rates (limits.lua, "adaptive rates") */
+        return NULL;
     for (size_t t = 0; t < p->ntiers; t++)
         adaptive |= def_adaptive(&p->tiers[t].def);
     for (size_t k = 0; k < p->noverrides; k++)
         adaptive |= def_adaptive(&p->overrides[k].def);
     if (adaptive)
-        return "adaptive rate limits are not available with a shared store yet (the store "
-               "knows no AIMD rate)";
+        return "adaptive rate limits are not available with the PostgreSQL store yet (its "
+               "functions know no AIMD rate; the Redis store has them)";
     return NULL;
+}
+
+int server_store_postgres(const server *s)
+{
+    return config_store_is_postgres(s->opt.store_url);
 }
 
 const char *server_store_unsupported(const sluice_config *c, int postgres)
 {
     for (size_t i = 0; i < c->nlimits; i++) {
-        const char *why = server_limit_unsupported(&c->limits[i]);
+        const char *why = server_limit_unsupported(&c->limits[i], postgres);
 
         if (why)
             return why;

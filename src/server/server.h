@@ -280,9 +280,12 @@ int server_policy_mode_only(const sluice_limit_policy *a, const sluice_limit_pol
  * fair type's tasks in arrival order), as the reason to refuse it; NULL when nothing. Pure. */
 const char *server_store_unsupported(const sluice_config *c, int postgres);
 
-/* What one limit asks for that a shared store cannot do yet (shadow mode, an adaptive rate), as
- * the reason to refuse it; NULL when nothing. Pure. */
-const char *server_limit_unsupported(const sluice_limit_policy *p);
+/* What one limit asks for that a shared store cannot do yet (an adaptive rate on PostgreSQL, when
+ * postgres is 1), as the reason to refuse it; NULL when nothing. Pure. */
+const char *server_limit_unsupported(const sluice_limit_policy *p, int postgres);
+
+/* 1 when the node's store is PostgreSQL. */
+int server_store_postgres(const server *s);
 
 /* Sets the memory budget in force: the command line's, else the configuration file's
  * `maxmemory:`, else the option's default. */

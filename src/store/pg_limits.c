@@ -211,13 +211,13 @@ int pgl_batch_add(pgl_batch *b, rlim_op op, const rlim_link *links, size_t n, co
     size_t lens[PGL_NARRAYS], ndefs = b->ndefs, deftext = b->deftext.len;
     int rc;
 
-    if (op < RLIM_DECIDE || op > RLIM_OP_LAST || !links || n < 1)
+    if (op < RLIM_DECIDE || op > RLIM_OP_LAST || op == RLIM_RATE || !links || n < 1)
         return SLUICE_EINVAL;
     if (op != RLIM_DECIDE && op != RLIM_PEEK && (n != 1 || !args))
         return SLUICE_EINVAL;
     for (size_t i = 0; i < n; i++)
-        if (!rlim_link_ok(&links[i], op))
-            return SLUICE_EINVAL;
+        if (!rlim_link_ok(&links[i], op) || rlim_def_adaptive(links[i].def))
+            return SLUICE_EINVAL; /* no AIMD rate in sluice_limits_call: refused at start */
     if (b->nreqs > (size_t)INT32_MAX)
         return SLUICE_EINVAL;
     rc = grow_array(&b->reqs, &b->capreqs, b->nreqs + 1, sizeof(pgl_req), 16);

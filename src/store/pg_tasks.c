@@ -94,7 +94,7 @@ static int add_link(packed_str *s, const rtask_link *l)
     int64_t horizon;
     int rc;
 
-    if (!rlim_link_ok(&l->lim, RLIM_DECIDE) || l->lim.units < 1 ||
+    if (!rlim_link_ok(&l->lim, RLIM_DECIDE) || rlim_def_adaptive(l->lim.def) || l->lim.units < 1 ||
         (l->flags & ~(unsigned)(RTASK_LINK_REJECT | RTASK_LINK_SETTLE)) != 0)
         return SLUICE_EINVAL;
     rc = rlim_link_names(&l->lim, &nm);

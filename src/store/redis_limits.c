@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "core/adapt.h"
 #include "core/keyhash.h"
 #include "base/grow.h"
 #include "sluice/error.h"
@@ -198,9 +199,6 @@ int rlim_link_ok(const rlim_link *l, rlim_op op)
         return 0;
     if (l->def->kind < SLUICE_RATE || l->def->kind > SLUICE_QUOTA)
         return 0;
-    /* The script knows no adaptive (AIMD) rate: deciding one as a plain rate would be wrong. */
-    if (l->def->decrease_den > 0)
-        return 0;
     if ((op == RLIM_DECIDE || op == RLIM_PEEK) && l->units < 1)
         return 0;
     if ((op == RLIM_LEASE_RENEW || op == RLIM_LEASE_RELEASE) && l->def->kind != SLUICE_CONCURRENCY)
@@ -217,11 +215,24 @@ static int put_tag_key(rlim_batch *b, const rlim_names *nm, const char *what)
     return packed_put_pieces(&b->a, &b->keys, pc, 4);
 }
 
+int rlim_def_adaptive(const sluice_limit_def *d)
+{
+    return d->kind == SLUICE_RATE && d->decrease_den > 0;
+}
+
 int rlim_def_text(const sluice_limit_def *d, char *buf, size_t len)
 {
-    return snprintf(buf, len, "%d %" PRId64 " %" PRId64 " %" PRId64 " %d %" PRId64 " %" PRId64,
-                    (int)d->kind, d->limit, d->period_ns, d->burst, d->start_empty != 0, d->ttl_ns,
-                    (int64_t)d->calendar);
+    int n = snprintf(buf, len, "%d %" PRId64 " %" PRId64 " %" PRId64 " %d %" PRId64 " %" PRId64,
+                     (int)d->kind, d->limit, d->period_ns, d->burst, d->start_empty != 0,
+                     d->ttl_ns, (int64_t)d->calendar);
+    adapt a;
+
+    if (n < 0 || (size_t)n >= len || !rlim_def_adaptive(d))
+        return n;
+    adapt_init(&a, d);
+    return n + snprintf(buf + n, len - (size_t)n,
+                        " a %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64, a.floor,
+                        a.num, a.den, a.step, a.every_ns);
 }
 
 int rlim_link_def_text(const rlim_link *l, char *buf, size_t len)
@@ -276,7 +287,7 @@ static int def_index(rlim_batch *b, const rlim_link *l, size_t *idx)
 
 int rlim_request_head(rlim_op op, const rlim_args *args, const char *counts, char *buf, size_t cap)
 {
-    static const char *const op_word[] = {"", "D", "P", "N", "R", "S", "B"};
+    static const char *const op_word[] = {"", "D", "P", "N", "R", "S", "B", "K"};
     int64_t a[3] = {0, 0, 0};
 
     switch (op) {
@@ -295,6 +306,8 @@ int rlim_request_head(rlim_op op, const rlim_args *args, const char *counts, cha
         break;
     case RLIM_BACKOFF:
         a[0] = args->wait_ns;
+        break;
+    case RLIM_RATE:
         break;
     }
     return snprintf(buf, cap, "%s %s %" PRId64 " %" PRId64 " %" PRId64, op_word[op], counts, a[0],
@@ -699,6 +712,13 @@ int rlim_parse_answer(rlim_op op, size_t nlinks, const char *s, size_t len, rlim
         if (res->rc != SLUICE_OK)
             return SLUICE_EPARSE;
         rc = packed_i64(&f, &res->slot_ns);
+        return rc == SLUICE_OK && packed_at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
+    case RLIM_RATE:
+        if (res->rc != SLUICE_OK)
+            return SLUICE_EPARSE;
+        rc = packed_i64(&f, &res->permits);
+        if (rc == SLUICE_OK)
+            rc = packed_i64(&f, &res->since_ns);
         return rc == SLUICE_OK && packed_at_end(&f) ? SLUICE_OK : SLUICE_EPARSE;
     }
     return SLUICE_EPARSE;

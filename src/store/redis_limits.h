@@ -68,10 +68,12 @@ typedef enum rlim_op {
     RLIM_LEASE_RELEASE, /* one concurrency link + lease id */
     RLIM_SETTLE,        /* one link + charged time + estimate + actual (sluice_limit_settle) */
     RLIM_BACKOFF,       /* one rate link + wait: held back (sluice_limit_backoff; LIMIT.BACKOFF) */
+    RLIM_RATE, /* one rate link: its key's rate now (sluice_limit_key_rate; LIMIT.RATE). A read,
+                * as a peek; Redis only (PostgreSQL has no adaptive rates) */
 } rlim_op;
 
 /* The last op, for range checks. */
-#define RLIM_OP_LAST RLIM_BACKOFF
+#define RLIM_OP_LAST RLIM_RATE
 
 /* The arguments of an op beyond its links. Zero what an op does not use. */
 typedef struct rlim_args {
@@ -168,6 +170,8 @@ typedef struct rlim_result {
     sluice_chain_result chain; /* DECIDE, PEEK: as sluice_chain_decide fills it */
     int64_t expires_ns;        /* RENEW: the lease's new expiry (store time) */
     int64_t slot_ns; /* BACKOFF: the key's earliest slot for one unit afterwards (store time) */
+    int64_t permits; /* RATE: the key's rate now, per the limit's period */
+    int64_t since_ns; /* RATE: its last decrease while below the configured rate, else 0 */
     size_t n;        /* links of the request */
 } rlim_result;
 
@@ -216,15 +220,20 @@ typedef struct rlim_names {
  * SLUICE_ENOMEM (hashing a long key or tag). */
 int rlim_link_names(const rlim_link *l, rlim_names *nm);
 
-/* 1 when link l may be sent with op (a known, non-adaptive kind; units >= 1 for DECIDE and PEEK;
- * a concurrency limit for RENEW and RELEASE), else 0. */
+/* 1 when link l may be sent with op (a known kind; units >= 1 for DECIDE and PEEK; a
+ * concurrency limit for RENEW and RELEASE), else 0. The PostgreSQL encoders also refuse an
+ * adaptive rate (rlim_def_adaptive), which only the Redis script decides. */
 int rlim_link_ok(const rlim_link *l, rlim_op op);
 
 /* Writes a limit definition as the stores read it, "kind limit period_ns burst start_empty
- * ttl_ns calendar", into buf (NUL-terminated; RLIM_DEF_TEXT_MAX bytes always suffice). Returns its
- * length. */
-#define RLIM_DEF_TEXT_MAX 160
+ * ttl_ns calendar", followed for an adaptive rate by " a floor num den step every_ns" (core/adapt.h's
+ * parameters, derived by adapt_init), into buf (NUL-terminated; RLIM_DEF_TEXT_MAX bytes always
+ * suffice). Returns its length. */
+#define RLIM_DEF_TEXT_MAX 288
 int rlim_def_text(const sluice_limit_def *d, char *buf, size_t len);
+
+/* 1 when d is an adaptive (AIMD) rate, whose keys each have their own effective rate. */
+int rlim_def_adaptive(const sluice_limit_def *d);
 
 /* The definition text of a link as the limits calls send it: rlim_def_text of its def, followed
  * by " s" when the link is in shadow mode (RLIM_DEF_TEXT_MAX bytes always suffice). Returns its

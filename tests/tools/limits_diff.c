@@ -5,7 +5,8 @@
  * against the C core. One driver for both: they take the same requests and must give the same
  * answers, so the same random sequences prove each of them equal to the core.
  *
- * Random worlds of five limits (rate with units, burst and start_empty, fixed and sliding
+ * Random worlds of five limits (rate with units, burst and start_empty, adaptive rates whose
+ * keys' rates backoffs lower and time restores (Redis only: PostgreSQL refuses them), fixed and sliding
  * windows, concurrency leases, quotas with none/day/month calendars; some of them in shadow mode,
  * and now and then all of them, as under `enabled: false`) get random batches of
  * requests (chains of 1 to 3 links, peeks, lease renewals and releases, settlements, backoffs
@@ -126,6 +127,8 @@ typedef struct req {
 } req;
 
 static long ops_per_kind[6];
+static long adaptive_ops, adaptive_backoffs;
+static int with_adaptive; /* adaptive (AIMD) rates: the Redis script has them, PostgreSQL not */
 static long mismatches;
 static long total_requests, total_calls;
 static const char *where_seed;
@@ -177,6 +180,24 @@ static void make_limit(world *w, int i, sluice_limit_kind kind)
             d->start_empty = chance(40);
             if (chance(30))
                 d->period_ns += rr(1, 999); /* T with a fraction */
+            if (with_adaptive && chance(40)) { /* its keys' rates lowered by backoffs */
+                static const int64_t every[] = {SLUICE_NS_PER_MS, 7 * SLUICE_NS_PER_MS,
+                                                SLUICE_NS_PER_SEC, 60 * SLUICE_NS_PER_SEC,
+                                                3600 * SLUICE_NS_PER_SEC, 366 * NS_PER_DAY};
+
+                d->decrease_den = 10;
+                for (int64_t digits = rr(1, 6); digits > 1; digits--)
+                    d->decrease_den *= 10;
+                d->decrease_num = rr(1, d->decrease_den - 1);
+                /* Small steps of a larger rate take several intervals to recover: refreshes
+                 * between them must move since by whole intervals only. */
+                if (chance(40))
+                    d->limit = rr(20, 2000);
+                d->recover_pct = chance(60) ? rr(1, 10) : rr(1, 100);
+                d->recover_ns = every[rr(0, 5)] + (chance(30) ? rr(0, 999) : 0);
+                d->floor_permits = rr(1, d->limit);
+                d->floor_period_ns = chance(70) ? d->period_ns : pick_period();
+            }
         }
         if (kind == SLUICE_CONCURRENCY) {
             d->limit = rr(1, 5);
@@ -252,8 +273,10 @@ static void gen_request(world *w, req *q, int64_t t, int64_t clock)
         q->op = chance(50) ? RLIM_LEASE_RENEW : RLIM_LEASE_RELEASE;
     else if (r < 37 && w->ngrants > 0)
         q->op = RLIM_SETTLE;
-    else if (r < 43)
+    else if (r < (with_adaptive ? 50 : 43))
         q->op = RLIM_BACKOFF;
+    else if (with_adaptive && r < 55)
+        q->op = RLIM_RATE;
 
     if (q->op == RLIM_LEASE_RENEW || q->op == RLIM_LEASE_RELEASE) {
         q->lease = (int)rr(0, (int64_t)w->nleases - 1);
@@ -263,6 +286,13 @@ static void gen_request(world *w, req *q, int64_t t, int64_t clock)
         q->units[0] = 1;
         q->args.lease_id = w->leases[q->lease].redis_id;
         q->args.ttl_ns = rr(1, 2000) * SLUICE_NS_PER_MS;
+        return;
+    }
+    if (q->op == RLIM_RATE) { /* LIMIT.RATE: maybe not a rate limit, refused by both */
+        q->n = 1;
+        q->lim[0] = (int)rr(0, NLIM - 1);
+        q->key[0] = (int)rr(0, NKEYS - 2);
+        q->units[0] = 1;
         return;
     }
     if (q->op == RLIM_BACKOFF) {
@@ -275,6 +305,9 @@ static void gen_request(world *w, req *q, int64_t t, int64_t clock)
 
         q->n = 1;
         q->lim[0] = (int)rr(0, NLIM - 1); /* maybe not a rate limit: refused by both */
+        for (int tries = 0; with_adaptive && tries < 8 && w->def[q->lim[0]].decrease_den == 0;
+             tries++)
+            q->lim[0] = (int)rr(0, NLIM - 1); /* mostly an adaptive one, when there is one */
         q->key[0] = (int)rr(0, NKEYS - 2);
         q->units[0] = 1;
         q->args.wait_ns = rr(0, waits[rr(0, 5)]);
@@ -357,7 +390,7 @@ static void check_request(world *w, const req *q, int ri, int64_t t, const rlim_
                           const sluice_decision *rd, int rrc)
 {
     const sluice_decision *rdec = rd;
-    int peek = q->op == RLIM_PEEK;
+    int peek = q->op == RLIM_PEEK || q->op == RLIM_RATE; /* reads: the clock stays */
     int64_t now;
 
     if (rrc != SLUICE_OK) {
@@ -382,8 +415,13 @@ static void check_request(world *w, const req *q, int ri, int64_t t, const rlim_
     now = peek && t > w->clock ? t : w->clock;
     SAME(ri, "store time", now, res->now_ns);
     total_requests++;
-    for (size_t i = 0; i < q->n; i++)
+    for (size_t i = 0; i < q->n; i++) {
         ops_per_kind[w->def[q->lim[i]].kind]++;
+        if (w->def[q->lim[i]].decrease_den > 0)
+            adaptive_ops++;
+    }
+    if (q->op == RLIM_BACKOFF && w->def[q->lim[0]].decrease_den > 0)
+        adaptive_backoffs++;
 
     if (q->op == RLIM_DECIDE || q->op == RLIM_PEEK) {
         sluice_chain_link links[MAX_LINKS];
@@ -463,6 +501,18 @@ static void check_request(world *w, const req *q, int ri, int64_t t, const rlim_
         } else {
             rc = sluice_lease_release(w->lim[p->lim], p->core_id, now);
             SAME(ri, "release status", rc, res->rc);
+        }
+        return;
+    }
+    if (q->op == RLIM_RATE) {
+        int64_t permits = 0, since = 0;
+        int rc = sluice_limit_key_rate(w->lim[q->lim[0]], key_names[q->key[0]],
+                                       strlen(key_names[q->key[0]]), now, &permits, &since);
+
+        SAME(ri, "rate status", rc, res->rc);
+        if (rc == SLUICE_OK) {
+            SAME(ri, "key rate", permits, res->permits);
+            SAME(ri, "key rate since", since, res->since_ns);
         }
         return;
     }
@@ -651,7 +701,7 @@ static void run_round(store *st, int round, int focus, int requests)
             int idx;
 
             gen_request(&w, &qs[i], t, clock);
-            if (qs[i].op != RLIM_PEEK && t > clock)
+            if (qs[i].op != RLIM_PEEK && qs[i].op != RLIM_RATE && t > clock)
                 clock = t;
             for (size_t k = 0; k < qs[i].n; k++)
                 make_link(&w, &qs[i], k, &links[k]);
@@ -934,6 +984,7 @@ int main(int argc, char **argv)
 
     if (where[0] >= '1' && where[0] <= '9') {
         connect_redis(&st, atoi(where));
+        with_adaptive = 1;
     } else if (strchr(where, '=') || strncmp(where, "postgres", 8) == 0) {
         connect_pg(&st, where);
     } else {
@@ -956,10 +1007,11 @@ int main(int argc, char **argv)
         run_round(&st, round++, focus, 300);
     }
     printf("%s seed %s: %d rounds, %ld requests in %ld calls; link decisions: rate %ld, "
-           "window %ld, sliding %ld, concurrency %ld, quota %ld; %ld mismatches\n",
+           "window %ld, sliding %ld, concurrency %ld, quota %ld (on adaptive rates %ld, and "
+           "%ld backoffs lowering them); %ld mismatches\n",
            st.pg ? "postgresql" : "redis", seed, round, total_requests, total_calls,
            ops_per_kind[1], ops_per_kind[2], ops_per_kind[3], ops_per_kind[4], ops_per_kind[5],
-           mismatches);
+           adaptive_ops, adaptive_backoffs, mismatches);
     rlim_batch_free(st.rb);
     pgl_batch_free(st.pb);
     if (st.rc)

@@ -26,9 +26,11 @@
 --   2 month), each distinct definition of the call once, parsed once per call; then the R
 --   requests, each one string
 --   "op T N a1 a2 a3" followed by " def tag units" per link (def: 1..D; tag: 1..T),
---   op: "D" decide, "P" peek, "N" renew, "R" release, "S" settle, "B" backoff;
+--   op: "D" decide, "P" peek, "N" renew, "R" release, "S" settle, "B" backoff, "K" a key's rate;
 --   a1..a3: D/P: ttl_ns for leases ("0": the link's ttl), 0, 0; N: lease id, ttl_ns, 0;
---   R: lease id, 0, 0; S: charged_ns, estimate, actual; B: wait_ns, 0, 0.
+--   R: lease id, 0, 0; S: charged_ns, estimate, actual; B: wait_ns, 0, 0; K: 0, 0, 0.
+--   A definition of an adaptive rate ends (before any " s") with " a floor num den step every_ns":
+--   its keys each have their own rate ("adaptive rates" below).
 -- A link's limit id and key travel only in its state key's name (the audit reads them there).
 --
 -- Reply: one string per request, fields separated by single spaces: the status ("OK", "STALE",
@@ -38,6 +40,7 @@
 --         retry_after_ns, reset_after_ns, lease id (0 if none);
 --   N:    the new expiry (ns);
 --   B:    the key's earliest slot for one unit afterwards (ns);
+--   K:    the key's rate now (permits per period) and its last decrease (0 at its configured rate);
 --   R, S: nothing more.
 -- An "INVAL" status is followed by a space and a message (the rest of the string). Every field
 -- is a decimal integer.
@@ -924,6 +927,103 @@ local function gcra_adjust(g, s, diff, now)
   s.tat, s.rem, s.fresh, s.dirty = tat.ns, tat.rem, false, true
 end
 
+-- ---- adaptive rates (adapt.c) -----------------------------------------------------------------
+
+-- An adaptive (AIMD) rate gives each key its own effective rate: s.eff permits per period at
+-- s.since (0: the configured rate), lowered by a backoff and regained step by step with time, a
+-- pure function of the time of the last decrease (adapt.h has the model). A = parse_def's D.aimd:
+-- permits (the configured rate), floor, num, den, step and every (the recovery interval), derived
+-- by the node from the limit's definition with adapt_init, so both sides use the same numbers.
+-- eff, floor, num, den and step are plain numbers (<= 10^9, num and den <= 10^6); since and every
+-- may be bigs.
+
+local function aimd_current(A, s)
+  local e = s.eff
+  return (e > 0 and e < A.permits) and e or A.permits
+end
+
+local function aimd_rate_at(A, s, now)
+  local eff = aimd_current(A, s)
+  if eff == A.permits or le(now, s.since) then
+    return eff
+  end
+  local k = divt(sub(now, s.since), A.every)
+  if cmp(k, floor((A.permits - eff + A.step - 1) / A.step)) >= 0 then
+    return A.permits -- k may be huge after a long idle time
+  end
+  return eff + A.step * k
+end
+
+-- The key's rate becomes eff; its TAT stays where it is, its fraction (in 1/old rate) rounded up.
+local function aimd_set(A, s, eff)
+  if eff == aimd_current(A, s) then
+    return
+  end
+  if s.rem > 0 then
+    s.tat, s.rem = sat_add(s.tat, 1), 0
+  end
+  s.eff = eff == A.permits and 0 or eff
+end
+
+-- Brings s to now; since moves by whole intervals only, so that later rates do not depend on
+-- when a key was refreshed (and a refresh that is not written back changes nothing).
+local function aimd_refresh(A, s, now)
+  local eff = aimd_rate_at(A, s, now)
+  if eff == A.permits then
+    aimd_set(A, s, eff)
+    s.since = 0
+    return
+  end
+  local cur = aimd_current(A, s)
+  if eff ~= cur then
+    s.since = add(s.since, mul(floor((eff - cur) / A.step), A.every))
+  end
+  aimd_set(A, s, eff)
+end
+
+-- The 429: the rate times num / den (exact: eff * num < 2^52), never below the floor.
+local function aimd_decrease(A, s, now)
+  aimd_refresh(A, s, now)
+  local cur = aimd_current(A, s)
+  local eff = floor(cur * A.num / A.den)
+  if eff < A.floor then
+    eff = A.floor
+  end
+  if eff > cur then
+    eff = cur
+  end
+  aimd_set(A, s, eff)
+  s.since = now
+end
+
+-- When a lowered key is back at its configured rate (nil: it is not lowered).
+local function aimd_recovered_at(A, s)
+  local cur = aimd_current(A, s)
+  if cur == A.permits then
+    return nil
+  end
+  return sat_add(s.since, mul(floor((A.permits - cur + A.step - 1) / A.step), A.every))
+end
+
+-- The GCRA parameters of a rate link's key: its limit's, or those of the key's effective rate
+-- (one gcra_new per rate and call).
+local function key_g(L, s)
+  local A = L.aimd
+  if not A then
+    return L.g
+  end
+  local eff = aimd_current(A, s)
+  if eff == A.permits then
+    return L.g
+  end
+  local g = A.g[eff]
+  if not g then
+    g = gcra_new(eff, L.period, L.burst, L.start_empty)
+    A.g[eff] = g
+  end
+  return g
+end
+
 -- ---- windows (window.c) -----------------------------------------------------------------------
 
 local function fixed_decide(limit, w, s, units, now, peek, d)
@@ -1287,12 +1387,21 @@ local function load(L, now)
     v = v:sub(3)
   end
   if k == 1 then
-    s.tat, s.rem = 0, 0
+    -- "tat rem", or "tat rem eff since" for a key of an adaptive rate below its configured
+    -- rate at since: kept (not idle) until it has recovered, as the core keeps it.
+    s.tat, s.rem, s.eff, s.since = 0, 0, 0, 0
     if v then
       local f = split(v)
       local tat, rem = num(f[1]), tonumber(f[2])
-      if lt(now, tat) or (eq(now, tat) and rem > 0) then
+      local slowed = false
+      if L.aimd and f[3] then
+        s.eff, s.since = tonumber(f[3]), num(f[4])
+        slowed = aimd_rate_at(L.aimd, s, now) < L.aimd.permits
+      end
+      if slowed or lt(now, tat) or (eq(now, tat) and rem > 0) then
         s.tat, s.rem, s.fresh = tat, rem, false
+      else
+        s.eff, s.since = 0, 0
       end
     end
   elseif k == 2 then
@@ -1360,13 +1469,18 @@ local function store(L, s, now, tag)
   end
   local k = L.kind
   if k == 1 then
-    if not lt(now, s.tat) and not (eq(now, s.tat) and s.rem > 0) then
+    local back = L.aimd and aimd_recovered_at(L.aimd, s)
+    if not lt(now, s.tat) and not (eq(now, s.tat) and s.rem > 0) and not (back and lt(now, back)) then
       redis.call("DEL", L.skey)
       return
     end
     local until_ns = s.rem > 0 and add(s.tat, 1) or s.tat
-    local ms = ttl_ms(until_ns)
-    redis.call("SET", L.skey, "r " .. str(s.tat) .. " " .. str(s.rem), "PX", str(ms))
+    local v = "r " .. str(s.tat) .. " " .. str(s.rem)
+    if back then
+      v = v .. " " .. str(s.eff) .. " " .. str(s.since)
+      until_ns = max(until_ns, back)
+    end
+    redis.call("SET", L.skey, v, "PX", str(ttl_ms(until_ns)))
     keep_clock(tag, until_ns)
   elseif k == 2 then
     if sign(s.count) <= 0 then
@@ -1433,10 +1547,14 @@ end
 local function decide_link(L, s, units, ttl, now, peek, d)
   local k = L.kind
   if k == 1 then
-    if L.g.t_r == 0 then
-      decide_whole(L.g, s, units, now, peek, d)
+    if L.aimd then
+      aimd_refresh(L.aimd, s, now) -- pure in time: written back only with a charge
+    end
+    local g = key_g(L, s)
+    if g.t_r == 0 then
+      decide_whole(g, s, units, now, peek, d)
     else
-      decide_exact(L.g, s, units, now, peek, d)
+      decide_exact(g, s, units, now, peek, d)
     end
   elseif k == 2 then
     fixed_decide(L.limit, L.period, s, units, now, peek, d)
@@ -1613,7 +1731,7 @@ end
 -- a full burst has drained by then. s is the key's loaded state, left dirty; returns the TAT.
 -- LIMIT.BACKOFF (below) and a task's RETRY_AFTER (tasks.lua) both hold keys back through it.
 local function hold_rate(L, s, untl)
-  local g = L.g
+  local g = key_g(L, s)
   local held = rat_add(rat(untl, 0), times_t(g, g.burst - 1), g.permits)
   local tat = rat(s.tat, s.rem)
   if rat_cmp(tat, held) < 0 then
@@ -1628,8 +1746,12 @@ local function run_backoff(R, now, reply)
   if L.kind ~= 1 or sign(R.a1) < 0 then
     return "INVAL", "backoff applies to rate limits, with a wait >= 0"
   end
-  local g, p = L.g, L.g.permits
   local s = load(L, now)
+  if L.aimd then -- the 429 also lowers the key's rate (limit.c: before the hold, at the new rate)
+    aimd_decrease(L.aimd, s, now)
+  end
+  local g = key_g(L, s)
+  local p = g.permits
   local tat = hold_rate(L, s, sat_add(now, R.a1))
   store(L, s, now, L.tag)
   local n = rat(now, 0)
@@ -1639,6 +1761,27 @@ local function run_backoff(R, now, reply)
     slot = rat_ceil(rat_sub(nxt, rat(g.bt_q, g.bt_r), p))
   end
   reply[#reply + 1] = str(lt(slot, now) and now or slot)
+  return "OK"
+end
+
+-- LIMIT.RATE (limit.c's sluice_limit_key_rate): a rate key's rate now, and since when it is lowered.
+-- A read: the state is brought to now in memory only.
+local function run_rate(R, now, reply)
+  local L = R.links[1]
+  if L.kind ~= 1 then
+    return "INVAL", "only a rate limit has a rate"
+  end
+  local eff, since = L.limit, 0
+  if L.aimd then
+    local s = load(L, now)
+    aimd_refresh(L.aimd, s, now)
+    eff = aimd_current(L.aimd, s)
+    if eff < L.limit then
+      since = s.since
+    end
+  end
+  reply[#reply + 1] = str(eff)
+  reply[#reply + 1] = str(since)
   return "OK"
 end
 
@@ -1679,7 +1822,10 @@ local function run_settle(R, now)
     return "OK"
   end
   if k == 1 then
-    gcra_adjust(L.g, s, diff, now)
+    if L.aimd then
+      aimd_refresh(L.aimd, s, now)
+    end
+    gcra_adjust(key_g(L, s), s, diff, now)
   elseif k == 2 then
     local _, r = divt(now, L.period)
     local start = sub(now, r)
@@ -1783,6 +1929,12 @@ local function parse_def(text)
     if body then -- a link in shadow mode (never the fast path's)
       text, D.shadow = body, true
     end
+    local plain, af, an, ad, as, ae = text:match("^(.*) a (%d+) (%d+) (%d+) (%d+) (%d+)$")
+    if plain then -- an adaptive rate (never the fast path's: each key has its own rate)
+      text = plain
+      D.aimd = {floor = tonumber(af), num = tonumber(an), den = tonumber(ad), step = tonumber(as),
+                every = num(ae), g = {}}
+    end
     local k, l, p, b, se, ttl, cal = text:match(
       "^(%d+) (%-?%d+) (%-?%d+) (%-?%d+) ([01]) (%-?%d+) (%-?%d+)$")
     D.kind, D.limit, D.period, D.burst = tonumber(k), tonumber(l), num(p), tonumber(b)
@@ -1798,7 +1950,14 @@ local function parse_def(text)
         error("bad period")
       end
       D.g = gcra_new(D.limit, D.period, D.burst, D.start_empty)
-      if #p <= 15 and D.burst >= 0 and D.period % D.limit == 0 then
+      if D.aimd then
+        local A = D.aimd
+        A.permits = D.limit
+        if A.floor < 1 or A.floor > D.limit or A.num < 1 or A.num >= A.den or A.den > 1000000 or
+          A.step < 1 or sign(A.every) <= 0 then
+          error("bad adaptive rate")
+        end
+      elseif #p <= 15 and D.burst >= 0 and D.period % D.limit == 0 then
         local ft = D.period / D.limit
         if D.burst * ft < FAST_MAX then
           D.f_t, D.f_bt, D.f_burst, D.f_burst_s = ft, D.burst * ft, D.burst, sfmt("%d", D.burst)
@@ -1911,7 +2070,7 @@ local function general(rs, ki)
     else
       L.kind, L.limit, L.period, L.burst = D.kind, D.limit, D.period, D.burst
       L.start_empty, L.ttl, L.calendar, L.g = D.start_empty, D.ttl, D.calendar, D.g
-      L.shadow = D.shadow
+      L.shadow, L.aimd = D.shadow, D.aimd
     end
     R.links[i] = L
   end
@@ -1927,7 +2086,7 @@ local function general(rs, ki)
   if not ok or nlinks < 1 then
     status, msg = "INVAL", tostring(err or "no links")
   else
-    if R.op ~= "P" then
+    if R.op ~= "P" and R.op ~= "K" then -- reads leave the clocks alone
       for i = 1, ntags do
         tags[i].t = now
         tags[i].dirty = true
@@ -1944,6 +2103,8 @@ local function general(rs, ki)
         return run_settle(R, now)
       elseif R.op == "B" then
         return run_backoff(R, now, reply)
+      elseif R.op == "K" then
+        return run_rate(R, now, reply)
       end
       return "INVAL", "unknown op " .. tostring(R.op)
     end)

@@ -241,7 +241,7 @@ local function tasks_main(ext)
     end
     return {skey = reset_key(l.skey), units = l.units, tag = tag_of(l.ckey), kind = D.kind, limit = D.limit,
             period = D.period, burst = D.burst, start_empty = D.start_empty, ttl = D.ttl,
-            calendar = D.calendar, g = D.g, shadow = D.shadow}
+            calendar = D.calendar, g = D.g, shadow = D.shadow, aimd = D.aimd}
   end
 
   -- ---- time -------------------------------------------------------------------------------
@@ -633,7 +633,11 @@ local function tasks_main(ext)
   -- peek's wait). A read.
   local function estimate(L, s, units, now)
     if L.kind == 1 then
-      local g = L.g
+      if L.aimd then -- at the key's rate now, brought to now in a copy (a read)
+        s = {tat = s.tat, rem = s.rem, eff = s.eff, since = s.since, fresh = s.fresh}
+        aimd_refresh(L.aimd, s, now)
+      end
+      local g = key_g(L, s)
       local nxt = rat_add(base_tat(g, s, units, now), times_t(g, units), g.permits)
       if eq(nxt.ns, I64MAX) then
         return NEVER
@@ -981,6 +985,9 @@ local function tasks_main(ext)
       if L and L.kind == 1 then
         now = ratchet(now, {L})
         local s = load(L, now)
+        if L.aimd then -- the 429 lowers the key's rate too (dispatch.c: sluice_limit_backoff)
+          aimd_decrease(L.aimd, s, now)
+        end
         hold_rate(L, s, untl)
         store(L, s, now, L.tag)
       end
