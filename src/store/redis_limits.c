@@ -223,8 +223,8 @@ int rlim_def_adaptive(const sluice_limit_def *d)
 int rlim_def_text(const sluice_limit_def *d, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "%d %" PRId64 " %" PRId64 " %" PRId64 " %d %" PRId64 " %" PRId64,
-                     (int)d->kind, d->limit, d->period_ns, d->burst, d->start_empty != 0,
-                     d->ttl_ns, (int64_t)d->calendar);
+                     (int)d->kind, d->limit, d->period_ns, d->burst, d->start_empty != 0, d->ttl_ns,
+                     (int64_t)d->calendar);
     adapt a;
 
     if (n < 0 || (size_t)n >= len || !rlim_def_adaptive(d))

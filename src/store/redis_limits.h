@@ -169,10 +169,10 @@ typedef struct rlim_result {
     int64_t now_ns; /* the store time the request was decided at */
     sluice_chain_result chain; /* DECIDE, PEEK: as sluice_chain_decide fills it */
     int64_t expires_ns;        /* RENEW: the lease's new expiry (store time) */
-    int64_t slot_ns; /* BACKOFF: the key's earliest slot for one unit afterwards (store time) */
-    int64_t permits; /* RATE: the key's rate now, per the limit's period */
+    int64_t slot_ns;  /* BACKOFF: the key's earliest slot for one unit afterwards (store time) */
+    int64_t permits;  /* RATE: the key's rate now, per the limit's period */
     int64_t since_ns; /* RATE: its last decrease while below the configured rate, else 0 */
-    size_t n;        /* links of the request */
+    size_t n;         /* links of the request */
 } rlim_result;
 
 /* Reads request i of the reply to this batch's command. decisions (may be NULL) receives the n
@@ -226,9 +226,9 @@ int rlim_link_names(const rlim_link *l, rlim_names *nm);
 int rlim_link_ok(const rlim_link *l, rlim_op op);
 
 /* Writes a limit definition as the stores read it, "kind limit period_ns burst start_empty
- * ttl_ns calendar", followed for an adaptive rate by " a floor num den step every_ns" (core/adapt.h's
- * parameters, derived by adapt_init), into buf (NUL-terminated; RLIM_DEF_TEXT_MAX bytes always
- * suffice). Returns its length. */
+ * ttl_ns calendar", followed for an adaptive rate by " a floor num den step every_ns"
+ * (core/adapt.h's parameters, derived by adapt_init), into buf (NUL-terminated; RLIM_DEF_TEXT_MAX
+ * bytes always suffice). Returns its length. */
 #define RLIM_DEF_TEXT_MAX 288
 int rlim_def_text(const sluice_limit_def *d, char *buf, size_t len);
 

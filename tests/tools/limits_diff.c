@@ -6,16 +6,16 @@
  * answers, so the same random sequences prove each of them equal to the core.
  *
  * Random worlds of five limits (rate with units, burst and start_empty, adaptive rates whose
- * keys' rates backoffs lower and time restores (Redis only: PostgreSQL refuses them), fixed and sliding
- * windows, concurrency leases, quotas with none/day/month calendars; some of them in shadow mode,
- * and now and then all of them, as under `enabled: false`) get random batches of
- * requests (chains of 1 to 3 links, peeks, lease renewals and releases, settlements, backoffs
- * of a key by a wait of nanoseconds to 30 days) at injected
- * times that move forward by steps of nanoseconds to days, and sometimes back. Every request goes
- * both through the in-process core (sluice_chain_decide and friends) and through the store (one
- * EVALSHA, or one call of sluice_limits_call, per batch, built and read by store/redis_limits.c
- * or store/pg_limits.c), and every field of every answer is compared: the chain's result, each
- * link's decision, lease presence, renew expiries, statuses and the store time used.
+ * keys' rates backoffs lower and time restores (Redis only: PostgreSQL refuses them), fixed and
+ * sliding windows, concurrency leases, quotas with none/day/month calendars; some of them in shadow
+ * mode, and now and then all of them, as under `enabled: false`) get random batches of requests
+ * (chains of 1 to 3 links, peeks, lease renewals and releases, settlements, backoffs of a key by a
+ * wait of nanoseconds to 30 days) at injected times that move forward by steps of nanoseconds to
+ * days, and sometimes back. Every request goes both through the in-process core
+ * (sluice_chain_decide and friends) and through the store (one EVALSHA, or one call of
+ * sluice_limits_call, per batch, built and read by store/redis_limits.c or store/pg_limits.c), and
+ * every field of every answer is compared: the chain's result, each link's decision, lease
+ * presence, renew expiries, statuses and the store time used.
  *
  * The stores ratchet their clock per tag and forget idle state at the request's time; the core
  * clamps per limit and forgets idle keys when swept. So the driver puts every link of a round
@@ -179,10 +179,10 @@ static void make_limit(world *w, int i, sluice_limit_kind kind)
             d->burst = chance(40) ? 0 : rr(1, 3 * (d->limit < 10 ? d->limit : 10));
             d->start_empty = chance(40);
             if (chance(30))
-                d->period_ns += rr(1, 999); /* T with a fraction */
+                d->period_ns += rr(1, 999);    /* T with a fraction */
             if (with_adaptive && chance(40)) { /* its keys' rates lowered by backoffs */
-                static const int64_t every[] = {SLUICE_NS_PER_MS, 7 * SLUICE_NS_PER_MS,
-                                                SLUICE_NS_PER_SEC, 60 * SLUICE_NS_PER_SEC,
+                static const int64_t every[] = {SLUICE_NS_PER_MS,         7 * SLUICE_NS_PER_MS,
+                                                SLUICE_NS_PER_SEC,        60 * SLUICE_NS_PER_SEC,
                                                 3600 * SLUICE_NS_PER_SEC, 366 * NS_PER_DAY};
 
                 d->decrease_den = 10;
