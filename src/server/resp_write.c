@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/dec.h"
 #include "base/grow.h"
 #include "sluice/error.h"
 
@@ -74,31 +75,19 @@ static void wr_raw(resp_writer *w, const char *s, size_t n)
     w->len += n;
 }
 
-/* Writes the decimal digits of v at the end of tmp[22]; returns where they start. */
-static char *fmt_u64(char *end, uint64_t v)
-{
-    char *p = end;
-
-    do {
-        *--p = (char)('0' + v % 10);
-        v /= 10;
-    } while (v > 0);
-    return p;
-}
-
 /* Appends `<type><number>\r\n`. */
 static void wr_header(resp_writer *w, char type, int neg, uint64_t magnitude)
 {
-    char tmp[32];
-    char *end = tmp + sizeof tmp - 2;
-    char *p = fmt_u64(end, magnitude);
+    char tmp[DEC_MAX + 4];
+    size_t n = 0;
 
-    end[0] = '\r';
-    end[1] = '\n';
+    tmp[n++] = type;
     if (neg)
-        *--p = '-';
-    *--p = type;
-    wr_raw(w, p, (size_t)(tmp + sizeof tmp - p));
+        tmp[n++] = '-';
+    n += dec_u64(tmp + n, magnitude);
+    tmp[n++] = '\r';
+    tmp[n++] = '\n';
+    wr_raw(w, tmp, n);
 }
 
 /* Appends a line of type `type` with s, CR and LF in it turned into spaces. */

@@ -288,6 +288,7 @@ static tbatch *cur_batch(rtasks *rt, conn *c, int lane)
             goto nomem;
         b->lane = lane;
         rt->cur[lane] = b;
+        rt->ncur++;
     }
     if (grow_array(&b->w, &b->cap, b->n + 1, sizeof(*b->w), 64) != SLUICE_OK)
         goto nomem;
@@ -607,7 +608,7 @@ void rtasks_flush(server *s)
 {
     rtasks *rt = state_of(s);
 
-    for (int lane = 0; rt && lane < RSTORE_LANES_MAX; lane++)
+    for (int lane = 0; rt && rt->ncur > 0 && lane < RSTORE_LANES_MAX; lane++)
         if (rt->cur[lane])
             rtasks_flush_lane(s, lane);
 }
@@ -624,6 +625,7 @@ void rtasks_flush_lane(server *s, int lane)
         return;
     b = rt->cur[lane];
     rt->cur[lane] = NULL;
+    rt->ncur--;
     if (b->pb) {
         const char *const *values = NULL;
 
@@ -669,7 +671,7 @@ void rtasks_turn(server *s)
     }
     /* PostgreSQL: a lane's batch is held while that lane has a call in flight; its answer
      * sends it (rstore_may_send). */
-    for (int lane = 0; lane < RSTORE_LANES_MAX; lane++)
+    for (int lane = 0; rt->ncur > 0 && lane < RSTORE_LANES_MAX; lane++)
         if (rt->cur[lane] && rstore_may_send(s, lane))
             rtasks_flush_lane(s, lane);
 }

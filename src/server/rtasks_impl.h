@@ -96,6 +96,8 @@ struct rtasks {
     int has_rotate;
     tbatch *cur[RSTORE_LANES_MAX]; /* the turn's batch of each lane, NULL until its first
                                     * request (one lane on Redis) */
+    size_t ncur;                   /* lanes whose cur is not NULL: most turns have none, and
+                                    * every limits request asks (rtasks_flush) */
     tbatch *sent, *last;           /* sent, oldest first */
     tbatch *spare;
     size_t nspare;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/dec.h"
 #include "core/adapt.h"
 #include "core/keyhash.h"
 #include "base/grow.h"
@@ -55,6 +56,12 @@ struct rlim_batch {
     packed_list defs; /* each distinct limit definition of the batch, once */
     uint64_t *dhash;  /* a hash of each definition's text, to find it again quickly */
     size_t capdhash;
+    /* The definition of the last link added (a batch mostly repeats it): its fields as its text
+     * shows them, its shadow flag, and its 1-based index in defs (0: none yet), so that a repeat
+     * is found without formatting the text. */
+    sluice_limit_def last_def;
+    int last_shadow;
+    size_t last_idx;
     packed_list args;  /* one string per request */
     const char **argv; /* the command of rlim_batch_command */
     size_t *argvlen;
@@ -97,6 +104,7 @@ void rlim_batch_reset(rlim_batch *b)
     b->keys.n = 0;
     b->defs.n = 0;
     b->args.n = 0;
+    b->last_idx = 0;
 }
 
 void rlim_batch_free(rlim_batch *b)
@@ -256,10 +264,8 @@ static uint64_t def_hash(const char *s, size_t len)
     return h;
 }
 
-/* The 1-based index of def's text among the batch's definitions, appending it when new. The
- * text, not the pointer, identifies a definition: a def may be freed and its memory reused
- * between two adds. */
-static int def_index(rlim_batch *b, const rlim_link *l, size_t *idx)
+/* The 1-based index of def's text among the batch's definitions, appending it when new. */
+static int def_lookup(rlim_batch *b, const rlim_link *l, size_t *idx)
 {
     char text[RLIM_DEF_TEXT_MAX];
     int len = rlim_link_def_text(l, text, sizeof text);
@@ -285,20 +291,63 @@ static int def_index(rlim_batch *b, const rlim_link *l, size_t *idx)
     return SLUICE_OK;
 }
 
+/* 1 when a and b have the same text (rlim_def_text): the fields it shows are equal. */
+static int def_same_text(const sluice_limit_def *a, const sluice_limit_def *b)
+{
+    return a->kind == b->kind && a->limit == b->limit && a->period_ns == b->period_ns &&
+           a->burst == b->burst && (a->start_empty != 0) == (b->start_empty != 0) &&
+           a->ttl_ns == b->ttl_ns && a->calendar == b->calendar &&
+           a->decrease_num == b->decrease_num && a->decrease_den == b->decrease_den &&
+           a->recover_pct == b->recover_pct && a->recover_ns == b->recover_ns &&
+           a->floor_permits == b->floor_permits && a->floor_period_ns == b->floor_period_ns;
+}
+
+/* The 1-based index of def's text among the batch's definitions, appending it when new. The
+ * text, not the pointer, identifies a definition: a def may be freed and its memory reused
+ * between two adds (so the last one is compared field by field, never by its address). */
+static int def_index(rlim_batch *b, const rlim_link *l, size_t *idx)
+{
+    int rc;
+
+    if (b->last_idx > 0 && b->last_shadow == (l->shadow != 0) &&
+        def_same_text(&b->last_def, l->def)) {
+        *idx = b->last_idx;
+        return SLUICE_OK;
+    }
+    rc = def_lookup(b, l, idx);
+    if (rc == SLUICE_OK) {
+        b->last_def = *l->def;
+        b->last_shadow = l->shadow != 0;
+        b->last_idx = *idx;
+    }
+    return rc;
+}
+
 int rlim_request_head(rlim_op op, const rlim_args *args, const char *counts, char *buf, size_t cap)
 {
-    static const char *const op_word[] = {"", "D", "P", "N", "R", "S", "B", "K"};
+    static const char op_letter[] = " DPNRSBK";
+    size_t clen = strlen(counts), n = 0;
     int64_t a[3] = {0, 0, 0};
 
+    if (cap < clen + 4 + 3 * (DEC_MAX + 1))
+        return -1;
+    buf[n++] = op_letter[op];
+    buf[n++] = ' ';
+    memcpy(buf + n, counts, clen);
+    n += clen;
     switch (op) {
     case RLIM_DECIDE:
     case RLIM_PEEK:
         a[0] = args ? args->ttl_ns : 0;
         break;
     case RLIM_LEASE_RENEW:
-    case RLIM_LEASE_RELEASE: /* a1 is the lease id */
-        return snprintf(buf, cap, "%s %s %" PRIu64 " %" PRId64 " 0", op_word[op], counts,
-                        args->lease_id, op == RLIM_LEASE_RENEW ? args->ttl_ns : 0);
+    case RLIM_LEASE_RELEASE: /* a1 is the lease id, unsigned */
+        buf[n++] = ' ';
+        n += dec_u64(buf + n, args->lease_id);
+        buf[n++] = ' ';
+        n += dec_i64(buf + n, op == RLIM_LEASE_RENEW ? args->ttl_ns : 0);
+        memcpy(buf + n, " 0", 3);
+        return (int)n + 2;
     case RLIM_SETTLE:
         a[0] = args->charged_ns;
         a[1] = args->estimate;
@@ -310,8 +359,12 @@ int rlim_request_head(rlim_op op, const rlim_args *args, const char *counts, cha
     case RLIM_RATE:
         break;
     }
-    return snprintf(buf, cap, "%s %s %" PRId64 " %" PRId64 " %" PRId64, op_word[op], counts, a[0],
-                    a[1], a[2]);
+    for (int i = 0; i < 3; i++) {
+        buf[n++] = ' ';
+        n += dec_i64(buf + n, a[i]);
+    }
+    buf[n] = '\0';
+    return (int)n;
 }
 
 static int add_links(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
@@ -349,7 +402,7 @@ static int add_links(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n
         }
     }
     for (size_t i = 0; i < n; i++) {
-        char idlen[24], gen[28] = "";
+        char idlen[DEC_MAX + 2], gen[DEC_MAX + 3] = "";
         size_t id_len = strlen(links[i].limit_id);
         packed_piece pc[9] = {{b->prefix, strlen(b->prefix)},
                               {":{", 2},
@@ -361,11 +414,13 @@ static int add_links(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n
                               {":", 1},
                               {nm[i].key, nm[i].keylen}};
 
-        if (links[i].gen > 0)
-            snprintf(gen, sizeof gen, "R%" PRIu64 ":", links[i].gen);
-        pc[4].len = strlen(gen);
-        snprintf(idlen, sizeof idlen, "%zu:", id_len);
-        pc[5].len = strlen(idlen);
+        if (links[i].gen > 0) {
+            gen[0] = 'R';
+            pc[4].len = 1 + dec_u64(gen + 1, links[i].gen);
+            gen[pc[4].len++] = ':';
+        }
+        pc[5].len = dec_u64(idlen, id_len);
+        idlen[pc[5].len++] = ':';
         rc = packed_put_pieces(&b->a, &b->keys, pc, 9);
         if (rc != SLUICE_OK)
             return rc;
@@ -374,9 +429,11 @@ static int add_links(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n
     {
         char stack[512], *str = stack;
         size_t cap = 128 + 64 * n, len = 0;
-        char counts[48];
+        char counts[2 * DEC_MAX + 2];
+        size_t cl = dec_u64(counts, ntags);
 
-        snprintf(counts, sizeof counts, "%zu %zu", ntags, n);
+        counts[cl++] = ' ';
+        counts[cl + dec_u64(counts + cl, n)] = '\0';
         if (cap > sizeof stack) {
             str = alloc_malloc(cap);
             if (!str)
@@ -388,9 +445,14 @@ static int add_links(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n
             size_t def;
 
             rc = def_index(b, &links[i], &def);
-            if (rc == SLUICE_OK)
-                len += (size_t)snprintf(str + len, cap - len, " %zu %zu %" PRId64, def,
-                                        nm[i].tagidx, links[i].units > 0 ? links[i].units : 1);
+            if (rc != SLUICE_OK)
+                break;
+            str[len++] = ' ';
+            len += dec_u64(str + len, def);
+            str[len++] = ' ';
+            len += dec_u64(str + len, nm[i].tagidx);
+            str[len++] = ' ';
+            len += dec_i64(str + len, links[i].units > 0 ? links[i].units : 1);
         }
         if (rc == SLUICE_OK)
             rc = packed_put(&b->a, &b->args, str, len);
@@ -435,6 +497,8 @@ int rlim_batch_add(rlim_batch *b, rlim_op op, const rlim_link *links, size_t n,
         b->keys.n = nkeys;
         b->defs.n = ndefs;
         b->args.n = nargs;
+        if (b->last_idx > ndefs) /* it named a definition just taken back */
+            b->last_idx = 0;
         return rc;
     }
     b->reqs[b->nreqs].op = op;

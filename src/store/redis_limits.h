@@ -244,7 +244,7 @@ int rlim_link_def_text(const rlim_link *l, char *buf, size_t len);
  * caller's: the Redis script also wants the request's tag count), with op's numbers: a lease id
  * and TTL for RENEW/RELEASE, a TTL for DECIDE/PEEK, charged time, estimate and actual for SETTLE,
  * the wait for BACKOFF.
- * Returns snprintf's length. */
+ * Returns its length (NUL-terminated), or -1 when cap is below strlen(counts) + 67. */
 int rlim_request_head(rlim_op op, const rlim_args *args, const char *counts, char *buf, size_t cap);
 
 /* Reads one request's answer, the string "STATUS now_ns [fields]" both stores return (the reply

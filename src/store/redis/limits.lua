@@ -230,12 +230,11 @@ end
 -- generation: every key of the limit reads as fresh at once, and the old states expire by their
 -- TTLs. A tag no reset ever named costs one HGETALL of a missing key per call.
 local rgens = {} -- this call's generations: marker key -> {limit id -> "g"}, or false (none)
-local function reset_key(skey)
-  local p = skey:find("}:", 1, true)
-  if not p then
-    return skey
-  end
-  local mk = skey:sub(1, p) .. ":resets"
+
+-- The generations of the tag whose keys start with `head` ("<prefix>:{<tag>}"): a table, or
+-- false when no reset named the tag.
+local function tag_gens(head)
+  local mk = head .. ":resets"
   local g = rgens[mk]
   if g == nil then
     local h = redis.call("HGETALL", mk)
@@ -248,6 +247,15 @@ local function reset_key(skey)
     end
     rgens[mk] = g
   end
+  return g
+end
+
+local function reset_key(skey)
+  local p = skey:find("}:", 1, true)
+  if not p then
+    return skey
+  end
+  local g = tag_gens(skey:sub(1, p))
   if not g then
     return skey
   end
@@ -301,12 +309,14 @@ local function fast_main()
       seen[rs] = pr
     end
     local op, D, units = pr[1], pr[2], pr[3]
-    local ck, skey = KEYS[ki], reset_key(KEYS[ki + 1])
+    local ck, skey = KEYS[ki], KEYS[ki + 1]
     ki = ki + 2
     local tg = tags[ck]
     if not tg then
       local v = redis.pcall("GET", ck)
-      tg = {s = real_s, hi = rhi, lo = rlo, ls = "0"}
+      -- gens: whether a whole reset named the tag ("<prefix>:{<tag>}:clock" less ":clock"), so
+      -- that a request of a tag no reset named maps no name (reset_key)
+      tg = {s = real_s, hi = rhi, lo = rlo, ls = "0", gens = tag_gens(ck:sub(1, -7))}
       if v then
         local ts, ls, ds
         if type(v) == "string" then
@@ -327,6 +337,9 @@ local function fast_main()
       end
       tags[ck] = tg
       order[#order + 1] = ck
+    end
+    if tg.gens then
+      skey = reset_key(skey)
     end
     -- the request's time: max(call time, clock), as the clock only moves forward
     local now_s, nhi, nlo = tg.s, tg.hi, tg.lo
