@@ -6,8 +6,10 @@
 # the key's rate for both, LIMIT.RATE on either answers the lowered rate and why, THROTTLE on
 # either paces the key at it, other keys keep theirs, and a key regains its rate with time in
 # the store's clock. LIMIT.SET and LIMIT.KEY take adaptive specs; with the store stopped,
-# LIMIT.RATE of an adaptive key answers -STOREDOWN. PostgreSQL refuses adaptive rates at start
-# and in LIMIT.SET, saying so. The arithmetic itself is the differential test's
+# LIMIT.RATE of an adaptive key answers -STOREDOWN. One random sequence of THROTTLE (a type's
+# chain, UNITS, PEEK), LIMIT.BACKOFF, LIMIT.RATE, LIMIT.RESET and adaptive LIMIT.KEY overrides
+# answers alike (times aside) on one node, on Redis and on the Cluster, for two seeds.
+# PostgreSQL refuses adaptive rates at start and in LIMIT.SET, saying so. The arithmetic itself is the differential test's
 # (tests/server/redis_limits.sh); these checks are the commands' wiring across nodes.
 #
 # Usage: bash tests/server/shared_adaptive.sh PATH-TO-SLUICE SOURCE-DIR
@@ -106,6 +108,105 @@ stop down
 
 start_cluster m1 m2 m3
 suite cluster "redis-cluster://127.0.0.1:$rport_m1,127.0.0.1:$rport_m2"
+
+# ---- parity: the same random sequence on one node, on Redis and on the Cluster ----
+# Budgets per day and recovery steps per day, so that nothing refills or recovers while it
+# runs: every reply but its times must be the single node's.
+cat >"$tmp/parity.yaml" <<'YAML'
+limits:
+  a1:
+    rate: 40/1d
+    burst: 3
+    key: explicit
+    adaptive: {decrease: 0.5, recover: 10%/1d, floor: 4/1d}
+  a2:
+    rate: 1000/1d
+    burst: 5
+    key: explicit
+    adaptive: {decrease: 0.75, recover: 5%/1d}
+types:
+  both: {limits: [a1, a2]}
+YAML
+
+# gen SEED: one command a line, its words tab-separated.
+gen() {
+  local i r k lim u
+  RANDOM=$1
+  for i in $(seq 1 160); do
+    r=$((RANDOM % 12))
+    k=k$((RANDOM % 3))
+    lim=a$((RANDOM % 2 + 1))
+    u=$((RANDOM % 2 + 1))
+    case $r in
+      0 | 1 | 2) printf 'THROTTLE\t%s\t%s\n' "$lim" "$k" ;;
+      3) printf 'THROTTLE\t%s\t%s\tUNITS\t%s\n' "$lim" "$k" "$u" ;;
+      4) printf 'THROTTLE\t%s\t%s\tPEEK\n' "$lim" "$k" ;;
+      5) printf 'THROTTLE\tboth\t%s\n' "$k" ;;
+      6 | 7) printf 'LIMIT.BACKOFF\t%s\t%s\t0\n' "$lim" "$k" ;;
+      8 | 9) printf 'LIMIT.RATE\t%s\t%s\n' "$lim" "$k" ;;
+      10) [ $((RANDOM % 3)) = 0 ] && printf 'LIMIT.RESET\t%s\t%s\n' "$lim" "$k" ;;
+      11)
+        printf 'LIMIT.KEY\t%s\t%s\trate=%s/1d,burst=2,decrease=0.5\n' "$lim" "$k" "$((u * 8))"
+        printf 'QUIET\tLIMIT.RESET\t%s\t%s\n' "$lim" "$k" # (a changed limit: shared_parity.sh)
+        ;;
+    esac
+  done
+}
+
+# play SEQ OUT PORT: runs SEQ on the node on PORT, each reply cut to what does not depend on
+# time (THROTTLE: allowed, limit, remaining; LIMIT.BACKOFF: that it is a wait; LIMIT.RATE: the
+# rate, the configured one and why, less how long ago), one line per command, in OUT.
+play() {
+  local seq=$1 out=$2 p=$3 reply
+  : >"$out"
+  while IFS=$'\t' read -r -a f; do
+    case ${f[0]} in
+      THROTTLE) reply=$(redis-cli -p "$p" "${f[@]}" | head -3 | tr '\n' ' ') ;;
+      LIMIT.BACKOFF)
+        reply=$(redis-cli -p "$p" "${f[@]}")
+        [[ $reply =~ ^[0-9]+$ ]] && reply="a wait"
+        ;;
+      LIMIT.RATE) reply=$(redis-cli -p "$p" "${f[@]}" | tr '\n' ' ' | sed 's/the last [0-9]* ms ago/the last - ms ago/') ;;
+      QUIET)
+        redis-cli -p "$p" "${f[@]:1}" >/dev/null
+        continue
+        ;;
+      *) reply=$(redis-cli -p "$p" "${f[@]}" | tr '\n' ' ') ;;
+    esac
+    printf '%s => %s\n' "${f[*]}" "$reply" >>"$out"
+  done <"$seq"
+}
+
+node_conf=$tmp/parity.yaml start_node one --data "$tmp/one" --durability none
+node_conf=$tmp/parity.yaml start_node red --store "redis://127.0.0.1:$rport_r/1"
+node_conf=$tmp/parity.yaml start_node clu --store "redis-cluster://127.0.0.1:$rport_m1"
+for seed in 5 77; do
+  gen "$seed" >"$tmp/seq.$seed"
+  day=$(date -u +%F)
+  for n in one red clu; do
+    v=port_$n
+    play "$tmp/seq.$seed" "$tmp/$n.$seed" "${!v}"
+  done
+  for n in red clu; do
+    if [ "$(date -u +%F)" != "$day" ]; then
+      ok # across a UTC midnight the day's budgets refilled mid-run: not compared
+    elif cmp -s "$tmp/one.$seed" "$tmp/$n.$seed"; then
+      ok
+    else
+      bad "parity seed $seed: the $n node differs from the single node: $(diff "$tmp/one.$seed" "$tmp/$n.$seed" | head -4 | tr '\n' ' ')"
+    fi
+  done
+  lowered=$(grep -c 'lowered from' "$tmp/one.$seed")
+  denied=$(grep -c '=> 0 ' "$tmp/one.$seed")
+  if [ "$lowered" -lt 5 ] || [ "$denied" -lt 5 ]; then
+    bad "parity seed $seed: the sequence should lower rates and be denied ($lowered, $denied)"
+  else
+    ok
+  fi
+  for p in "$port_one" "$port_red" "$port_clu"; do
+    for l in a1 a2; do redis-cli -p "$p" LIMIT.RESET "$l" >/dev/null; done
+  done
+done
 
 # PostgreSQL's functions know no AIMD rate: refused, with the reason, at start and live.
 if pg_bindir >/dev/null; then
