@@ -4,9 +4,13 @@
  * 64-bit mix of integers (ids, pointers, seeds). Every hash table uses these, so a key hashes
  * the same wherever it is filed.
  *
- * Not cryptographic: a client that chooses its keys can make them collide. Tables bound the
- * damage by their load factor and by the caps on tracked keys, and keys longer than 16 bytes
- * are replaced by their SHA-256 before they reach a limiter's table (core/keyhash.h).
+ * Not cryptographic. Unkeyed (hash_bytes), every step is a bijection that a client can run
+ * backwards, so it can make any number of keys with one hash. The table whose keys clients
+ * choose (the key table, core/keytab.h: every limiter's keys) therefore hashes with a secret of
+ * the process (hash_process_seed, folded into the state before the first word): without it a
+ * client cannot tell where its keys land, and the one difference whose effect no secret changes
+ * (a word's top bit, which the multiply carries out of the word) pairs keys at most two to a
+ * hash. Keys longer than the limit's max_key_len are replaced by their SHA-256 (core/keyhash.h).
  *
  * The word helpers are inline so that the key table's hot path, which compares the same two
  * words it hashed, needs no call.
@@ -102,6 +106,15 @@ static inline uint64_t hash_words3(uint64_t a, uint64_t b, uint64_t c)
  * hash_end(hash_absorb(hash_absorb(hash_begin(len), w0), w1)) of their hash_short_words. (The
  * key table hashes its short keys more cheaply itself, from the same words: core/keytab.c.) */
 uint64_t hash_bytes(const void *data, size_t len);
+
+/* Returns the hash of the len bytes at data under a secret key: hash_bytes with key folded into
+ * the state before the first word (hash_bytes is hash_bytes_keyed with key 0), so that, unlike
+ * hash_bytes_seeded, two strings that collide under one key do not under another. */
+uint64_t hash_bytes_keyed(const void *data, size_t len, uint64_t key);
+
+/* A random 64-bit value drawn once per process (getrandom; the clock, pid and an address if it
+ * fails), never 0: the key of the tables that hash what clients choose. Safe from any thread. */
+uint64_t hash_process_seed(void);
 
 /* Returns hash_bytes of the len bytes at data, made different for each seed (so one string
  * filed in two tables, or under two owners, lands in unrelated places). */

@@ -60,6 +60,7 @@ struct keytab {
     size_t key_len;       /* bytes allocated for out-of-line keys */
     size_t cursor;        /* next slot keytab_sweep visits */
     uint64_t seed;        /* odd multiplier of home_of() for this slot array */
+    uint64_t hkey;        /* the hash's secret (hash_process_seed): clients choose the keys */
 };
 
 /* ---- Slots ------------------------------------------------------------------------------------
@@ -138,9 +139,9 @@ static inline uint32_t slot_tag(const unsigned char *slot)
  * length is in the top byte of w1, so zero padding is unambiguous). No final avalanche: home_of
  * reads the high half of hash * seed, which every bit of the hash reaches, and the two
  * multiplies it saves are on the path of every decision, before its cache miss can start. */
-static inline uint64_t short_hash(uint64_t w0, uint64_t w1)
+static inline uint64_t short_hash(uint64_t hkey, uint64_t w0, uint64_t w1)
 {
-    return hash_absorb(hash_absorb(HASH_MUL_C, w0), w1);
+    return hash_absorb(hash_absorb(HASH_MUL_C ^ hkey, w0), w1);
 }
 
 /* A key made ready for probing: hashed once, and for a short key read as the two words of its
@@ -152,26 +153,27 @@ typedef struct probe_key {
     size_t len;      /* their length */
 } probe_key;
 
-static inline void probe_key_init(probe_key *pk, const char *key, size_t keylen)
+static inline void probe_key_init(const keytab *t, probe_key *pk, const char *key,
+                                  size_t keylen)
 {
     pk->key = key;
     pk->len = keylen;
     if (keylen > INLINE_KEY_LEN) {
-        pk->hash = hash_bytes(key, keylen);
+        pk->hash = hash_bytes_keyed(key, keylen, t->hkey);
         pk->w0 = pk->w1 = 0;
     } else {
         hash_short_words((const unsigned char *)key, keylen, &pk->w0, &pk->w1);
         pk->w1 |= (uint64_t)(keylen + 1) << 56;
-        pk->hash = short_hash(pk->w0, pk->w1);
+        pk->hash = short_hash(t->hkey, pk->w0, pk->w1);
     }
 }
 
 /* The hash of the key in an occupied slot, as probe_key_init computes it. */
-static uint64_t slot_hash(const unsigned char *slot)
+static uint64_t slot_hash(const keytab *t, const unsigned char *slot)
 {
     if (slot_kind(slot) == LONG_KEY)
-        return hash_bytes(slot_key(slot), slot_keylen(slot));
-    return short_hash(hash_load64(slot), hash_load64(slot + 8));
+        return hash_bytes_keyed(slot_key(slot), slot_keylen(slot), t->hkey);
+    return short_hash(t->hkey, hash_load64(slot), hash_load64(slot + 8));
 }
 
 /* Returns the index of the key's slot, or of the empty slot that ends its probe (cap > 0). */
@@ -231,7 +233,7 @@ static void slot_remove(keytab *t, size_t i)
         next = slot_at(t, j);
         if (slot_kind(next) == 0)
             break;
-        home = home_of(slot_hash(next), t->seed, t->cap);
+        home = home_of(slot_hash(t, next), t->seed, t->cap);
         /* The entry at j may fill the hole at i when i lies on its probe path: from its home
          * to j, cyclically. */
         if (cyclic_dist(t, home, j) >= cyclic_dist(t, i, j)) {
@@ -265,7 +267,7 @@ static int rehash(keytab *t, size_t new_cap)
 
         if (slot_kind(src) == 0)
             continue;
-        j = home_of(slot_hash(src), seed, new_cap);
+        j = home_of(slot_hash(t, src), seed, new_cap);
         while (slot_kind(slots + j * t->slot_len) != 0)
             j = j + 1 == new_cap ? 0 : j + 1;
         memcpy(slots + j * t->slot_len, src, t->slot_len);
@@ -318,6 +320,7 @@ int keytab_new(size_t value_size, keytab **out)
         return SLUICE_ENOMEM;
     t->value_size = value_size;
     t->seed = 1;
+    t->hkey = hash_process_seed();
     t->slot_len = KEY_AREA + ((value_size + 7) & ~(size_t)7);
     *out = t;
     return SLUICE_OK;
@@ -337,7 +340,7 @@ void keytab_prefetch(const keytab *t, const char *key, size_t keylen)
 
     if (t->count == 0 || keylen > UINT32_MAX)
         return;
-    probe_key_init(&pk, key, keylen);
+    probe_key_init(t, &pk, key, keylen);
     /* The home line and the next: a present key is two or three slots from its home on
      * average, often across a line boundary. */
     __builtin_prefetch(slot_at(t, home_of(pk.hash, t->seed, t->cap)), 1, 3);
@@ -353,7 +356,7 @@ static __attribute__((noinline)) void *find_long(const keytab *t, const char *ke
 
     if (t->count == 0 || keylen > UINT32_MAX)
         return NULL;
-    probe_key_init(&pk, key, keylen);
+    probe_key_init(t, &pk, key, keylen);
     slot = slot_at(t, probe(t, &pk));
     return slot_kind(slot) != 0 ? slot + KEY_AREA : NULL;
 }
@@ -370,7 +373,7 @@ void *keytab_find(const keytab *t, const char *key, size_t keylen)
     /* probe() for a short key, by hand: the same words, hash and comparisons. */
     hash_short_words((const unsigned char *)key, keylen, &w0, &w1);
     w1 |= (uint64_t)(keylen + 1) << 56;
-    i = home_of(short_hash(w0, w1), t->seed, t->cap);
+    i = home_of(short_hash(t->hkey, w0, w1), t->seed, t->cap);
     /* The line after the home slot's: a key is two or three slots past its home on average, so
      * its probe often goes on into that line; asking for it now overlaps the two misses. */
     __builtin_prefetch(slot_at(t, i) + LINE, 0, 3);
@@ -399,7 +402,7 @@ int keytab_upsert(keytab *t, const char *key, size_t keylen, void **value, int *
     /* Such a key could not be stored; treat it as the allocation it would need failing. */
     if (keylen > UINT32_MAX)
         return SLUICE_ENOMEM;
-    probe_key_init(&pk, key, keylen);
+    probe_key_init(t, &pk, key, keylen);
     if (t->cap) {
         i = probe(t, &pk);
         slot = slot_at(t, i);
@@ -453,7 +456,7 @@ int keytab_delete(keytab *t, const char *key, size_t keylen, keytab_destroy_fn d
 
     if (t->count == 0 || keylen > UINT32_MAX)
         return SLUICE_ENOTFOUND;
-    probe_key_init(&pk, key, keylen);
+    probe_key_init(t, &pk, key, keylen);
     i = probe(t, &pk);
     if (slot_kind(slot_at(t, i)) == 0)
         return SLUICE_ENOTFOUND;
@@ -547,4 +550,22 @@ size_t keytab_bytes(const keytab *t)
 size_t keytab_capacity(const keytab *t)
 {
     return t->cap;
+}
+
+size_t keytab_longest_probe(const keytab *t)
+{
+    size_t longest = 0;
+
+    for (size_t i = 0; i < t->cap; i++) {
+        const unsigned char *slot = slot_at(t, i);
+        size_t home, d;
+
+        if (slot_kind(slot) == 0)
+            continue;
+        home = home_of(slot_hash(t, slot), t->seed, t->cap);
+        d = i >= home ? i - home : i + t->cap - home;
+        if (d > longest)
+            longest = d;
+    }
+    return longest;
 }

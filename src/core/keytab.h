@@ -82,4 +82,9 @@ size_t keytab_bytes(const keytab *t);
  * budget of a full keytab_sweep() pass. */
 size_t keytab_capacity(const keytab *t);
 
+/* The longest distance, in slots, from any entry's home slot to its own (0 for an empty table):
+ * what the slowest lookup of a present key walks. For tests (keys crafted to collide) and
+ * benchmarks; it reads the whole slot array. */
+size_t keytab_longest_probe(const keytab *t);
+
 #endif

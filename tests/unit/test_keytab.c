@@ -851,6 +851,60 @@ static void test_hash_spreads_low_bits(void **state)
     free(bucket);
 }
 
+/* The inverse of one hash_absorb step's mix (y = m ^ (m >> 32), m = x * HASH_MUL_A): what a
+ * client computes to craft keys, since each step is a bijection. */
+static uint64_t unmix(uint64_t y)
+{
+    uint64_t m = (y & UINT64_C(0xffffffff00000000)) | ((y ^ (y >> 32)) & 0xffffffffu);
+    uint64_t inv = HASH_MUL_A; /* Newton's iteration: inv * A = 1 mod 2^64 */
+
+    for (int i = 0; i < 5; i++)
+        inv *= 2 - HASH_MUL_A * inv;
+    return m * inv;
+}
+
+/* 4096 keys of 15 bytes that would all have one hash if the key table hashed them without its
+ * secret (hash_absorb twice from HASH_MUL_C, as keytab.c did): a client can make as many as it
+ * likes, and linear probing would file them in one run, every lookup walking it. Keyed by the
+ * process's secret they spread as random keys do. */
+static void test_crafted_collisions_spread(void **state)
+{
+    enum { N = 4096 };
+    const uint64_t target = UINT64_C(0x5eed5eed5eed5eed), top = (uint64_t)16 << 56;
+    keytab *t = new_table();
+    uint64_t w0 = 0;
+    size_t made = 0;
+
+    (void)state;
+    assert_int_equal(hash_bytes_keyed("abc", 3, 0), hash_bytes("abc", 3));
+    assert_true(hash_bytes_keyed("abc", 3, 1) != hash_bytes_keyed("abc", 3, 2));
+    assert_true(hash_process_seed() != 0);
+    assert_int_equal(hash_process_seed(), hash_process_seed());
+    while (made < N) {
+        uint64_t w1 = hash_absorb(HASH_MUL_C, ++w0) ^ unmix(target);
+        unsigned char key[15];
+        test_value *v;
+        int created;
+
+        if ((w1 & UINT64_C(0xff00000000000000)) != top) /* byte 15 of the slot: the length */
+            continue;
+        assert_int_equal(hash_absorb(hash_absorb(HASH_MUL_C, w0), w1), target);
+        for (int i = 0; i < 8; i++)
+            key[i] = (unsigned char)(w0 >> (8 * i));
+        for (int i = 0; i < 7; i++)
+            key[8 + i] = (unsigned char)(w1 >> (8 * i));
+        assert_int_equal(keytab_upsert(t, (const char *)key, sizeof key, (void **)&v, &created),
+                         SLUICE_OK);
+        assert_int_equal(created, 1);
+        made++;
+    }
+    assert_int_equal(keytab_count(t), N);
+    /* Random keys at this load (0.8): a longest probe of about 50 to 150 slots; one run of
+     * every key: 4095. */
+    assert_true(keytab_longest_probe(t) < 1024);
+    keytab_free(t, NULL, NULL);
+}
+
 static void expect_digest(const char *key, size_t keylen, const char *hex)
 {
     unsigned char out[KEYHASH_LEN];
@@ -898,6 +952,7 @@ int main(void)
         cmocka_unit_test(test_bytes_per_key_bound),
         cmocka_unit_test(test_delete_shifts_entries),
         cmocka_unit_test(test_hash_spreads_low_bits),
+        cmocka_unit_test(test_crafted_collisions_spread),
         cmocka_unit_test(test_keyhash_vectors),
     };
 
