@@ -70,6 +70,11 @@ uint64_t hash_mix(uint64_t x)
     return x;
 }
 
+uint64_t hash_bytes_secret(const void *data, size_t len, uint64_t salt)
+{
+    return hash_bytes_keyed(data, len, hash_process_seed() ^ hash_mix(salt));
+}
+
 uint64_t hash_bytes_seeded(const void *data, size_t len, uint64_t seed)
 {
     return hash_mix(hash_bytes(data, len) ^ hash_mix(seed));

@@ -116,8 +116,14 @@ uint64_t hash_bytes_keyed(const void *data, size_t len, uint64_t key);
  * fails), never 0: the key of the tables that hash what clients choose. Safe from any thread. */
 uint64_t hash_process_seed(void);
 
+/* hash_bytes_keyed under the process's secret, made different for each salt (so one string filed
+ * in two tables, or under two owners, lands in unrelated places): for every table whose string
+ * keys clients choose (task keys, tenants, series names, parked keys). */
+uint64_t hash_bytes_secret(const void *data, size_t len, uint64_t salt);
+
 /* Returns hash_bytes of the len bytes at data, made different for each seed (so one string
- * filed in two tables, or under two owners, lands in unrelated places). */
+ * filed in two tables, or under two owners, lands in unrelated places). Unkeyed: for names a
+ * client does not choose. */
 uint64_t hash_bytes_seeded(const void *data, size_t len, uint64_t seed);
 
 /* Returns a 64-bit bijective mix of x: every input bit reaches every output bit. */

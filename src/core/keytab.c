@@ -153,8 +153,7 @@ typedef struct probe_key {
     size_t len;      /* their length */
 } probe_key;
 
-static inline void probe_key_init(const keytab *t, probe_key *pk, const char *key,
-                                  size_t keylen)
+static inline void probe_key_init(const keytab *t, probe_key *pk, const char *key, size_t keylen)
 {
     pk->key = key;
     pk->len = keylen;

@@ -451,7 +451,7 @@ void gate_denial(const task *t, sluice_denial *out)
 
 static uint64_t acct_hash(const task_link *l)
 {
-    return hash_bytes_seeded(l->key, l->keylen, (uint64_t)(uintptr_t)l->lim ^ l->tier);
+    return hash_bytes_secret(l->key, l->keylen, (uint64_t)(uintptr_t)l->lim ^ l->tier);
 }
 
 /* The lookup key of an accounting entry. */

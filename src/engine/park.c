@@ -23,7 +23,7 @@ typedef struct wq_ref {
 
 static uint64_t wq_hash(const elimit *l, uint16_t tier, const char *key, size_t keylen)
 {
-    return hash_bytes_seeded(key, keylen, (uint64_t)(uintptr_t)l ^ ((uint64_t)tier << 48));
+    return hash_bytes_secret(key, keylen, (uint64_t)(uintptr_t)l ^ ((uint64_t)tier << 48));
 }
 
 static int wq_eq(const void *p, const void *key)

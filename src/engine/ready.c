@@ -44,7 +44,7 @@ typedef struct flow_ref {
 
 static uint64_t flow_hash(const char *key, size_t keylen)
 {
-    return hash_bytes_seeded(key, keylen, 0xfa17);
+    return hash_bytes_secret(key, keylen, 0xfa17); /* a client's tenant */
 }
 
 static int flow_eq(const void *p, const void *key)

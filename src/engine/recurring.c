@@ -59,7 +59,7 @@ void recurring_init(sluice_engine *e)
 
 static uint64_t name_hash(const char *name)
 {
-    return hash_bytes_seeded(name, strlen(name), 0x5e71e5);
+    return hash_bytes_secret(name, strlen(name), 0x5e71e5); /* a client's RECUR.ADD name */
 }
 
 static int name_eq(const void *p, const void *key)
