@@ -1406,13 +1406,37 @@ int rstore_peek_then(conn *c, const rstore_link *links, size_t n, rstore_peek_fn
     return 0;
 }
 
+/* The link of a one-key request (CL.THROTTLE, LIMIT.BACKOFF, LIMIT.RATE, LEASE.*): def's state of
+ * key under limit_id, tagged as THROTTLE tags it. */
+static void one_link(rstore *st, rlim_link *link, const sluice_limit_def *def, const char *limit_id,
+                     const char *key, size_t keylen, int64_t units)
+{
+    memset(link, 0, sizeof(*link));
+    link->def = def;
+    link->limit_id = limit_id;
+    link->key = key;
+    link->keylen = keylen;
+    link->units = units > 0 ? units : 1;
+    set_tag(st, link);
+}
+
+/* Adds a request of one link with namelen bytes of names for its reply; returns its wait, or
+ * NULL after replying (no slot, no memory). */
+static rstore_wait *add_one(rstore *st, conn *c, rlim_op op, const rlim_link *link,
+                            const rlim_args *args, size_t namelen)
+{
+    int slot = request_slot(st, c, link, 1, NULL);
+
+    return slot < 0 ? NULL : add_request_args(st, c, op, link, 1, namelen, args, slot);
+}
+
 void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const char *key,
                  size_t keylen, int64_t quantity, int64_t t_ns, int shadow)
 {
     rstore *st = state_of(c->srv);
     rlim_link link;
+    rlim_args args;
     rstore_wait *w;
-    int slot;
 
     if (!rstore_is_up(st)) {
         req_info q = {WAIT_CELL, def_capacity(def), 0, NULL, NULL, 0};
@@ -1420,18 +1444,10 @@ void rstore_cell(conn *c, const sluice_limit_def *def, const char *id, const cha
         reply_unavailable_decision(st, c, &q, rstore_down_why(st));
         return;
     }
-    memset(&link, 0, sizeof(link));
-    link.def = def;
-    link.limit_id = id;
-    link.key = key;
-    link.keylen = keylen;
-    link.units = quantity ? quantity : 1;
+    one_link(st, &link, def, id, key, keylen, quantity);
     link.shadow = shadow;
-    set_tag(st, &link);
-    slot = request_slot(st, c, &link, 1, NULL);
-    if (slot < 0)
-        return;
-    w = add_request(st, c, quantity ? RLIM_DECIDE : RLIM_PEEK, &link, 1, 0, slot);
+    memset(&args, 0, sizeof(args));
+    w = add_one(st, c, quantity ? RLIM_DECIDE : RLIM_PEEK, &link, &args, 0);
     if (!w)
         return;
     w->kind = WAIT_CELL;
@@ -1448,7 +1464,6 @@ void rstore_backoff(conn *c, const sluice_limit_def *def, const char *limit_id, 
     rlim_link link;
     rlim_args args;
     rstore_wait *w;
-    int slot;
 
     if (!rstore_is_up(st)) {
         req_info q = {WAIT_BACKOFF, def_capacity(def), 0, NULL, NULL, 0};
@@ -1456,19 +1471,10 @@ void rstore_backoff(conn *c, const sluice_limit_def *def, const char *limit_id, 
         reply_unavailable_decision(st, c, &q, rstore_down_why(st));
         return;
     }
-    memset(&link, 0, sizeof(link));
-    link.def = def;
-    link.limit_id = limit_id;
-    link.key = key;
-    link.keylen = keylen;
-    link.units = 1;
-    set_tag(st, &link);
+    one_link(st, &link, def, limit_id, key, keylen, 1);
     memset(&args, 0, sizeof(args));
     args.wait_ns = wait_ns;
-    slot = request_slot(st, c, &link, 1, NULL);
-    if (slot < 0)
-        return;
-    w = add_request_args(st, c, RLIM_BACKOFF, &link, 1, 0, &args, slot);
+    w = add_one(st, c, RLIM_BACKOFF, &link, &args, 0);
     if (!w)
         return;
     w->kind = WAIT_BACKOFF;
@@ -1483,7 +1489,6 @@ void rstore_rate(conn *c, const sluice_limit_def *def, const char *limit_id, con
     rlim_link link;
     rlim_args args;
     rstore_wait *w;
-    int slot;
 
     if (!rstore_is_up(st)) {
         req_info q = {WAIT_RATE, def->limit, 0, NULL, NULL, 0};
@@ -1491,18 +1496,9 @@ void rstore_rate(conn *c, const sluice_limit_def *def, const char *limit_id, con
         reply_unavailable_decision(st, c, &q, rstore_down_why(st));
         return;
     }
-    memset(&link, 0, sizeof(link));
-    link.def = def;
-    link.limit_id = limit_id;
-    link.key = key;
-    link.keylen = keylen;
-    link.units = 1;
-    set_tag(st, &link);
+    one_link(st, &link, def, limit_id, key, keylen, 1);
     memset(&args, 0, sizeof(args));
-    slot = request_slot(st, c, &link, 1, NULL);
-    if (slot < 0)
-        return;
-    w = add_request_args(st, c, RLIM_RATE, &link, 1, sizeof(*def) + keylen, &args, slot);
+    w = add_one(st, c, RLIM_RATE, &link, &args, sizeof(*def) + keylen);
     if (!w)
         return;
     /* The definition is copied: a reload may free def before the answer comes. */
@@ -1528,7 +1524,6 @@ void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *
     rlim_link link;
     rlim_args args;
     rstore_wait *w;
-    int slot;
 
     if (!rstore_is_up(st)) {
         req_info q = {kind, def->limit, ttl_ns > 0 ? ttl_ns : def->ttl_ns, name, key, keylen};
@@ -1536,21 +1531,12 @@ void rstore_lease(conn *c, rlim_op op, const sluice_limit_def *def, const char *
         reply_unavailable_decision(st, c, &q, rstore_down_why(st));
         return;
     }
-    memset(&link, 0, sizeof(link));
-    link.def = def;
-    link.limit_id = name;
-    link.key = key;
-    link.keylen = keylen;
-    link.units = units > 0 ? units : 1;
+    one_link(st, &link, def, name, key, keylen, units);
     link.shadow = op == RLIM_DECIDE && shadow;
-    set_tag(st, &link);
     memset(&args, 0, sizeof(args));
     args.ttl_ns = ttl_ns;
     args.lease_id = lease_id;
-    slot = request_slot(st, c, &link, 1, NULL);
-    if (slot < 0)
-        return;
-    w = add_request_args(st, c, op, &link, 1, nlen + keylen, &args, slot);
+    w = add_one(st, c, op, &link, &args, nlen + keylen);
     if (!w)
         return;
     w->kind = kind;

@@ -718,18 +718,22 @@ start_parity_nodes() {
   wait_until "the PostgreSQL node is up" 30 parity_up "$port_pg"
 }
 
-# parity_seed SEED WHAT: plays $tmp/seq.SEED (written by the caller) with the caller's
-# `play SEQ OUT PORT` on the four nodes of start_parity_nodes, then checks that the Redis, Redis
-# Cluster and PostgreSQL nodes answered as the single node did. WHAT names the replies for the message. A
-# run that crosses a UTC midnight is not compared: the day's windows and quotas restarted in it.
+# parity_seed SEED WHAT [STORE...]: plays $tmp/seq.SEED (written by the caller) with the caller's
+# `play SEQ OUT PORT` on the single node `one` and on the nodes STORE... (default: red clu pg,
+# the Redis, Redis Cluster and PostgreSQL nodes of start_parity_nodes; each on $port_STORE),
+# then checks that they answered as the single node did. WHAT names the replies for the
+# message. A run that crosses a UTC midnight is not compared: the day's windows and quotas
+# restarted in it.
 parity_seed() {
-  local seed=$1 what=$2 day store
+  local seed=$1 what=$2 day store port
+  shift 2
+  [ "$#" -gt 0 ] || set -- red clu pg
   day=$(date -u +%F)
-  play "$tmp/seq.$seed" "$tmp/one.$seed" "$port_one"
-  play "$tmp/seq.$seed" "$tmp/red.$seed" "$port_red"
-  play "$tmp/seq.$seed" "$tmp/clu.$seed" "$port_clu"
-  play "$tmp/seq.$seed" "$tmp/pg.$seed" "$port_pg"
-  for store in red clu pg; do
+  for store in one "$@"; do
+    port=port_$store
+    play "$tmp/seq.$seed" "$tmp/$store.$seed" "${!port}"
+  done
+  for store in "$@"; do
     if [ "$(date -u +%F)" != "$day" ]; then
       ok
     elif cmp -s "$tmp/one.$seed" "$tmp/$store.$seed"; then
